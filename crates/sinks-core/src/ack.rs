@@ -1,0 +1,192 @@
+//! The ACK gate: the one place that decides how a message is settled.
+//!
+//! [`settle`] is a pure function from a message's outcome, its JetStream delivery count and
+//! the policy to a [`Settlement`]. The runner applies the settlement; nothing else acks,
+//! naks or terminates a message.
+//!
+//! | outcome | settlement |
+//! |---|---|
+//! | committed, duplicate, conflict kept/overwritten | `Ack` |
+//! | permanent failure, conflict rejected | `DeadLetter` (then ack or term) when a DLQ is configured, else `Nak(max backoff)` (never dropped) |
+//! | temporary failure on the consumer's last allowed delivery (`max_deliver`) | `DeadLetter` when a DLQ is configured (the server would drop it), else `Nak` |
+//! | temporary failure, `delivered > max_retries` | `LeaveUnacked` (AckWait redelivers) |
+//! | temporary failure otherwise | `Nak(backoff(delivered))`, at least the sink's `retry_after`; or `LeaveUnacked` when so configured |
+//!
+//! A dead-letter settlement acks (or terms) the original only after the DLQ stream has
+//! acknowledged the record; when that publish fails, [`after_failed_dead_letter`] gives the
+//! settlement instead, which is always a `Nak`.
+#![deny(missing_docs)]
+
+use std::time::Duration;
+
+use crate::retry::Backoff;
+use crate::sink::{ConflictResolution, MessageOutcome};
+
+/// What to do with a temporary failure that is still within `max_retries`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TemporaryAction {
+    /// NAK with the backoff delay (default).
+    #[default]
+    Nak,
+    /// Send nothing; JetStream redelivers after AckWait.
+    LeaveUnacked,
+}
+
+/// How the original is settled once its DLQ record is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AfterDeadLetter {
+    /// Acknowledge (default).
+    Ack,
+    /// Terminate (`+TERM`): JetStream records the message as given up on.
+    Term,
+}
+
+/// Everything the gate needs to know besides the outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GatePolicy {
+    /// Redelivery backoff.
+    pub backoff: Backoff,
+    /// Highest delivery count that is still NAKed for a temporary failure.
+    pub max_retries: u64,
+    /// What to do with a temporary failure within `max_retries`.
+    pub temporary_action: TemporaryAction,
+    /// `Some` when a DLQ is configured.
+    pub dead_letter: Option<AfterDeadLetter>,
+    /// The consumer's `max_deliver`, when it has one.
+    pub max_deliver: Option<u64>,
+}
+
+/// How one message is settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settlement {
+    /// Acknowledge: the message is done.
+    Ack,
+    /// Negative-acknowledge: redeliver after the delay.
+    Nak(Duration),
+    /// Send nothing; AckWait will redeliver.
+    LeaveUnacked,
+    /// Publish a DLQ record, await its stream acknowledgement, then settle as given.
+    DeadLetter(AfterDeadLetter),
+}
+
+/// Decides the settlement of one message. `sample` is a uniform random number in `[0, 1)`
+/// used for jitter (pass a fixed value in tests).
+pub fn settle(outcome: &MessageOutcome, delivered: u64, policy: &GatePolicy, sample: f64) -> Settlement {
+    match outcome {
+        MessageOutcome::Committed
+        | MessageOutcome::Duplicate
+        | MessageOutcome::Conflict(ConflictResolution::KeptExisting | ConflictResolution::Overwritten) => {
+            Settlement::Ack
+        }
+        MessageOutcome::Conflict(ConflictResolution::Rejected) => permanent(policy),
+        MessageOutcome::Failed(e) if e.is_permanent() => permanent(policy),
+        MessageOutcome::Failed(e) => {
+            let last_delivery = policy.max_deliver.is_some_and(|max| delivered >= max);
+            let delay = policy.backoff.delay(delivered, sample).max(e.retry_after().unwrap_or_default());
+            match (last_delivery, policy.dead_letter) {
+                (true, Some(then)) => Settlement::DeadLetter(then),
+                (true, None) => Settlement::Nak(delay),
+                (false, _) if delivered > policy.max_retries => Settlement::LeaveUnacked,
+                (false, _) => match policy.temporary_action {
+                    TemporaryAction::Nak => Settlement::Nak(delay),
+                    TemporaryAction::LeaveUnacked => Settlement::LeaveUnacked,
+                },
+            }
+        }
+    }
+}
+
+fn permanent(policy: &GatePolicy) -> Settlement {
+    match policy.dead_letter {
+        Some(then) => Settlement::DeadLetter(then),
+        None => Settlement::Nak(policy.backoff.max),
+    }
+}
+
+/// The settlement when a DLQ publish failed: never an ack, always a NAK with backoff.
+pub fn after_failed_dead_letter(delivered: u64, policy: &GatePolicy, sample: f64) -> Settlement {
+    Settlement::Nak(policy.backoff.delay(delivered, sample))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::SinkError;
+    use crate::retry::{BackoffMode, Jitter};
+
+    fn policy(dead_letter: Option<AfterDeadLetter>, max_deliver: Option<u64>, action: TemporaryAction) -> GatePolicy {
+        GatePolicy {
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(60),
+                mode: BackoffMode::Exponential,
+                multiplier: 2.0,
+                jitter: Jitter::None,
+            },
+            max_retries: 5,
+            temporary_action: action,
+            dead_letter,
+            max_deliver,
+        }
+    }
+
+    fn outcome(name: &str) -> MessageOutcome {
+        match name {
+            "committed" => MessageOutcome::Committed,
+            "duplicate" => MessageOutcome::Duplicate,
+            "kept" => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+            "overwritten" => MessageOutcome::Conflict(ConflictResolution::Overwritten),
+            "rejected" => MessageOutcome::Conflict(ConflictResolution::Rejected),
+            "temporary" => MessageOutcome::temporary("t"),
+            "config" => MessageOutcome::Failed(SinkError::config("c")),
+            "retry_after" => MessageOutcome::Failed(SinkError::temporary("t").with_retry_after(Duration::from_secs(30))),
+            "permanent" => MessageOutcome::permanent("p"),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn settlement_table() {
+        use AfterDeadLetter::{Ack as ThenAck, Term as ThenTerm};
+        use Settlement::*;
+        use TemporaryAction::{LeaveUnacked as Leave, Nak as NakAction};
+        let s = Duration::from_secs;
+        let dlq = Some(ThenAck);
+        let term = Some(ThenTerm);
+        #[rustfmt::skip]
+        let table: &[(&str, u64, Option<AfterDeadLetter>, Option<u64>, TemporaryAction, Settlement)] = &[
+            // outcome     delivered dlq   max_deliver action    settlement
+            ("committed",   1, None, None,     NakAction, Ack),
+            ("duplicate",   9, None, None,     NakAction, Ack),
+            ("kept",        2, dlq,  None,     NakAction, Ack),
+            ("overwritten", 2, dlq,  None,     NakAction, Ack),
+            ("rejected",    1, dlq,  None,     NakAction, DeadLetter(ThenAck)),
+            ("rejected",    1, None, None,     NakAction, Nak(s(60))),
+            ("permanent",   1, dlq,  None,     NakAction, DeadLetter(ThenAck)),
+            ("permanent",   1, term, None,     NakAction, DeadLetter(ThenTerm)),
+            ("permanent",   3, None, None,     NakAction, Nak(s(60))),
+            ("temporary",   1, dlq,  None,     NakAction, Nak(s(1))),
+            ("temporary",   3, dlq,  None,     NakAction, Nak(s(4))),
+            ("temporary",   5, dlq,  None,     NakAction, Nak(s(16))),
+            ("temporary",   6, dlq,  None,     NakAction, LeaveUnacked),
+            ("temporary",   2, dlq,  None,     Leave,     LeaveUnacked),
+            ("temporary",   3, dlq,  Some(3),  NakAction, DeadLetter(ThenAck)),
+            ("temporary",   3, term, Some(3),  NakAction, DeadLetter(ThenTerm)),
+            ("temporary",   3, None, Some(3),  NakAction, Nak(s(4))),
+            ("temporary",   2, dlq,  Some(3),  NakAction, Nak(s(2))),
+            ("config",      1, dlq,  None,     NakAction, Nak(s(1))),
+            ("retry_after", 1, dlq,  None,     NakAction, Nak(s(30))),
+        ];
+        for (name, delivered, dead_letter, max_deliver, action, expected) in table {
+            let got = settle(&outcome(name), *delivered, &policy(*dead_letter, *max_deliver, *action), 0.5);
+            assert_eq!(got, *expected, "{name} delivered={delivered} dlq={dead_letter:?} max_deliver={max_deliver:?}");
+        }
+    }
+
+    #[test]
+    fn failed_dead_letter_is_never_an_ack() {
+        let p = policy(Some(AfterDeadLetter::Ack), None, TemporaryAction::Nak);
+        assert_eq!(after_failed_dead_letter(2, &p, 0.0), Settlement::Nak(Duration::from_secs(2)));
+    }
+}

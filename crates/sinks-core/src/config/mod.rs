@@ -1,0 +1,377 @@
+//! Configuration: the reference's JSON layout, also as TOML or YAML, with environment
+//! overrides, loaded through figment.
+//!
+//! Every error names the field path (`nats.stream`, `sink.directory`, …). Unknown fields are
+//! rejected, and so are reference features this build does not implement yet (a section such
+//! as `encryption` is accepted only while it stays disabled). Environment overrides:
+//! `NATS_SINKS__<SECTION>__<FIELD>=value` for any field (double underscores separate path
+//! segments), plus the reference's fixed names such as `NATS_SINKS_NATS_URL`.
+
+mod consumer;
+mod delivery;
+mod nats;
+pub mod redact;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Json, Toml, Yaml};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use consumer::{
+    ConsumerManagementConfig, ConsumerMode, DeliverPolicy, ReplayPolicy, StreamManagementConfig, StreamStorage,
+};
+pub use delivery::{
+    AckConfirmationConfig, AckPolicyName, DeliveryConfig, InProgressConfig, LogFormat, LoggingConfig, OrderingKey,
+};
+pub use nats::NatsConfig;
+
+use crate::dlq::DeadLetterConfig;
+use crate::metadata::MessageMetadataConfig;
+use crate::subject;
+
+/// The whole configuration of one `nats-sink` process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// NATS connection and the stream/consumer/subject to consume.
+    pub nats: NatsConfig,
+    /// Durable consumer creation, binding and drift checks.
+    #[serde(default)]
+    pub consumer_management: ConsumerManagementConfig,
+    /// Opt-in stream creation (nats-sinks extension).
+    #[serde(default)]
+    pub stream_management: StreamManagementConfig,
+    /// Batching, pipelining, retry and ack behaviour.
+    #[serde(default)]
+    pub delivery: DeliveryConfig,
+    /// Where permanently failing messages go.
+    #[serde(default)]
+    pub dead_letter: DeadLetterConfig,
+    /// Log level and format.
+    #[serde(default)]
+    pub logging: LoggingConfig,
+    /// Priority, classification and labels resolution.
+    #[serde(default)]
+    pub message_metadata: MessageMetadataConfig,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_consumer: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advisories: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mission_metadata: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_labels: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encryption: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message_authenticity: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub custody: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size_policy: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pre_sink_policy: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing: Option<NotYetSupported>,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<NotYetSupported>,
+    /// Named sinks: not supported yet; must be empty.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sinks: BTreeMap<String, serde_json::Value>,
+    /// The destination: `type` plus the sink's own fields.
+    pub sink: SinkSection,
+}
+
+/// A reference config section this build does not implement; accepted only when its
+/// `enabled` flag is absent or false.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NotYetSupported(pub serde_json::Map<String, serde_json::Value>);
+
+/// The `sink` section: a `type` and the sink's own settings, parsed by the sink crate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SinkSection(pub serde_json::Map<String, serde_json::Value>);
+
+impl SinkSection {
+    /// The `type` field (`file`, `mysql`, …).
+    pub fn kind(&self) -> Option<&str> {
+        self.0.get("type").and_then(serde_json::Value::as_str)
+    }
+
+    /// Parses the settings (without `type`) into a sink's config type, naming any bad
+    /// field as `sink.<field>`.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        let mut map = self.0.clone();
+        map.remove("type");
+        deserialize_at("sink", serde_json::Value::Object(map))
+    }
+}
+
+/// One problem with the configuration, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// Dotted field path, e.g. `nats.stream` or `sink.directory`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`: {}", self.path, self.message)
+    }
+}
+
+/// A configuration that cannot be used; lists every problem found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The problems, each naming its field.
+    pub issues: Vec<ConfigIssue>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid configuration: ")?;
+        for (i, issue) in self.issues.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{issue}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ConfigError {
+    /// An error with one issue.
+    pub fn single(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { issues: vec![ConfigIssue { path: path.into(), message: message.into() }] }
+    }
+}
+
+/// Collects validation problems.
+#[derive(Debug, Default)]
+pub struct Issues(Vec<ConfigIssue>);
+
+impl Issues {
+    /// Records a problem at `path`.
+    pub fn push(&mut self, path: &str, message: impl Into<String>) {
+        self.0.push(ConfigIssue { path: path.to_owned(), message: message.into() });
+    }
+
+    /// Records a problem when `value` is outside `min..=max`.
+    pub fn range(&mut self, path: &str, value: u64, min: u64, max: u64) {
+        if value < min || value > max {
+            let bound = if max == u64::MAX { format!("at least {min}") } else { format!("in {min}..={max}") };
+            self.push(path, format!("must be {bound} (got {value})"));
+        }
+    }
+
+    /// `Ok` when nothing was recorded.
+    pub fn finish(self) -> Result<(), ConfigError> {
+        if self.0.is_empty() { Ok(()) } else { Err(ConfigError { issues: self.0 }) }
+    }
+}
+
+impl Config {
+    /// Loads `path` (`.json`, `.toml`, `.yaml`/`.yml`), applies environment overrides,
+    /// and validates. Makes no connections and reads no secrets.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_figment(figment_for(path)?)
+    }
+
+    /// Builds from an already assembled figment (file plus overrides) and validates.
+    pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
+        let value: serde_json::Value = figment.extract().map_err(|e| figment_error(&e))?;
+        let mut config: Self = deserialize_at("", value)?;
+        config.message_metadata.fill_default_headers();
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks cross-field rules; every problem is reported with its field path.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut issues = Issues::default();
+        self.nats.validate(&mut issues);
+        self.consumer_management.validate(&self.nats.subject, &mut issues);
+        self.stream_management.validate(&mut issues);
+        self.delivery.validate(&mut issues);
+        self.logging.validate(&mut issues);
+        for (path, message) in self.message_metadata.validate() {
+            issues.push(&path, message);
+        }
+        let dl = &self.dead_letter;
+        if dl.enabled {
+            match dl.subject.as_deref() {
+                None => issues.push("dead_letter.subject", "required when dead_letter.enabled is true"),
+                Some(s) => {
+                    if let Err(e) = subject::validate_literal(s) {
+                        issues.push("dead_letter.subject", e.to_string());
+                    } else if subject::matches(&self.nats.subject, s) {
+                        issues.push("dead_letter.subject", "must not be matched by nats.subject (records would be consumed again)");
+                    }
+                }
+            }
+        }
+        if self.stream_management.dead_letter_stream.is_some() && !dl.enabled {
+            issues.push("stream_management.dead_letter_stream", "requires dead_letter.enabled");
+        }
+        let ip = &self.delivery.in_progress;
+        if ip.enabled {
+            if !self.nats.durable {
+                issues.push("delivery.in_progress.enabled", "requires a durable consumer (nats.durable)");
+            }
+            if self.consumer_management.backoff_seconds.is_some() {
+                issues.push("delivery.in_progress.enabled", "cannot be combined with consumer_management.backoff_seconds");
+            }
+            if let Some(ack_wait) = self.consumer_management.ack_wait_seconds {
+                if (ip.interval_ms as f64) >= ack_wait * 1000.0 * 0.8 {
+                    issues.push("delivery.in_progress.interval_ms", "must be below 80% of consumer_management.ack_wait_seconds");
+                }
+            } else if self.consumer_management.mode != ConsumerMode::BindOnly {
+                issues.push("consumer_management.ack_wait_seconds", "required when delivery.in_progress is enabled");
+            }
+        }
+        for (name, section) in self.unsupported_sections() {
+            if let Some(s) = section {
+                if s.0.get("enabled").and_then(serde_json::Value::as_bool) == Some(true) {
+                    issues.push(&format!("{name}.enabled"), format!("`{name}` is not supported by this build yet"));
+                }
+            }
+        }
+        if let Some(name) = self.sinks.keys().next() {
+            issues.push(&format!("sinks.{name}"), "named sinks are not supported by this build yet");
+        }
+        match self.sink.kind() {
+            None => issues.push("sink.type", "required (e.g. \"file\")"),
+            Some(k) if k.is_empty() || !k.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-".contains(c)) => {
+                issues.push("sink.type", "must be a lowercase sink name");
+            }
+            Some(_) => {}
+        }
+        issues.finish()
+    }
+
+    fn unsupported_sections(&self) -> [(&'static str, &Option<NotYetSupported>); 12] {
+        [
+            ("metrics", &self.metrics),
+            ("push_consumer", &self.push_consumer),
+            ("advisories", &self.advisories),
+            ("mission_metadata", &self.mission_metadata),
+            ("security_labels", &self.security_labels),
+            ("encryption", &self.encryption),
+            ("message_authenticity", &self.message_authenticity),
+            ("custody", &self.custody),
+            ("size_policy", &self.size_policy),
+            ("pre_sink_policy", &self.pre_sink_policy),
+            ("routing", &self.routing),
+            ("plugins", &self.plugins),
+        ]
+    }
+}
+
+/// The reference's fixed environment override names that map to supported fields.
+const FIXED_ENV: [(&str, &str); 13] = [
+    ("NATS_SINKS_NATS_URL", "nats.url"),
+    ("NATS_SINKS_NATS_STREAM", "nats.stream"),
+    ("NATS_SINKS_NATS_CONSUMER", "nats.consumer"),
+    ("NATS_SINKS_NATS_SUBJECT", "nats.subject"),
+    ("NATS_SINKS_NATS_NO_ECHO", "nats.no_echo"),
+    ("NATS_SINKS_CONSUMER_MANAGEMENT_MODE", "consumer_management.mode"),
+    ("NATS_SINKS_LOG_LEVEL", "logging.level"),
+    ("NATS_SINKS_PRIORITY_HEADER", "message_metadata.priority.header"),
+    ("NATS_SINKS_PRIORITY_DEFAULT", "message_metadata.priority.default"),
+    ("NATS_SINKS_CLASSIFICATION_HEADER", "message_metadata.classification.header"),
+    ("NATS_SINKS_CLASSIFICATION_DEFAULT", "message_metadata.classification.default"),
+    ("NATS_SINKS_LABELS_HEADER", "message_metadata.labels.header"),
+    ("NATS_SINKS_SINK_TYPE", "sink.type"),
+];
+
+/// The figment for `path`: the file (format by extension) merged with the environment.
+pub fn figment_for(path: &Path) -> Result<Figment, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::single("config", format!("cannot read {}: {e}", path.display())))?;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let figment = match ext.as_str() {
+        "json" => {
+            crate::json::validate_strict(&text)
+                .map_err(|e| ConfigError::single("config", format!("not strict JSON: {e}")))?;
+            Figment::from(Json::string(&text))
+        }
+        "toml" => Figment::from(Toml::string(&text)),
+        "yaml" | "yml" => Figment::from(Yaml::string(&text)),
+        other => {
+            return Err(ConfigError::single("config", format!("unknown config format `.{other}` (use .json, .toml or .yaml)")));
+        }
+    };
+    Ok(with_env_overrides(figment))
+}
+
+/// Merges the environment overrides over `figment`.
+pub fn with_env_overrides(figment: Figment) -> Figment {
+    let fixed = Env::raw()
+        .filter_map(|key| {
+            FIXED_ENV
+                .iter()
+                .find(|(name, _)| key.as_str().eq_ignore_ascii_case(name))
+                .map(|(_, path)| (*path).into())
+        })
+        .split(".");
+    figment.merge(fixed).merge(Env::prefixed("NATS_SINKS__").split("__"))
+}
+
+fn figment_error(e: &figment::Error) -> ConfigError {
+    let issues = e
+        .clone()
+        .into_iter()
+        .map(|err| {
+            let path = if err.path.is_empty() { "config".to_owned() } else { err.path.join(".") };
+            ConfigIssue { path, message: err.kind.to_string() }
+        })
+        .collect();
+    ConfigError { issues }
+}
+
+/// Deserializes `value` into `T`, naming a bad field with its full path under `prefix`.
+pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, value: serde_json::Value) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let mut path = match (prefix, inner.as_str()) {
+            (p, ".") => p.to_owned(),
+            ("", i) => i.to_owned(),
+            (p, i) => format!("{p}.{i}"),
+        };
+        let message = e.inner().to_string();
+        // serde reports unknown and missing fields at the parent; name the field itself.
+        for marker in ["unknown field `", "missing field `"] {
+            if let Some(rest) = message.strip_prefix(marker) {
+                if let Some(field) = rest.split('`').next() {
+                    path = if path.is_empty() || path == "." { field.to_owned() } else { format!("{path}.{field}") };
+                }
+            }
+        }
+        if path.is_empty() {
+            path = "config".to_owned();
+        }
+        ConfigError::single(path, message)
+    })
+}

@@ -1,0 +1,99 @@
+//! Opening the NATS connection: options from the `nats` section, secrets from the
+//! environment, and connection events turned into log lines.
+//!
+//! The client reconnects forever; a disconnect is logged as a warning and the recovery as
+//! info, so an outage and its end are visible in the logs.
+
+use std::time::Duration;
+
+use async_nats::{ConnectOptions, Event, ServerAddr};
+
+use crate::config::{ConfigError, NatsConfig};
+
+/// Why a connection could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    /// A setting or secret is missing or malformed (exit code 2).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The server could not be reached or refused us (retried by the caller).
+    #[error("cannot connect to nats: {0}")]
+    Unreachable(String),
+}
+
+fn env_secret(var: &str, path: &str) -> Result<String, ConfigError> {
+    match std::env::var(var) {
+        Ok(v) if !v.is_empty() => Ok(v),
+        _ => Err(ConfigError::single(path, format!("environment variable {var} is not set or empty"))),
+    }
+}
+
+/// Builds connect options from the config, reading secrets from the environment.
+pub async fn options(cfg: &NatsConfig) -> Result<ConnectOptions, ConfigError> {
+    let mut opts = ConnectOptions::new();
+    if let (Some(user), Some(var)) = (&cfg.user, &cfg.password_env) {
+        opts = opts.user_and_password(user.clone(), env_secret(var, "nats.password_env")?);
+    }
+    if let Some(var) = &cfg.token_env {
+        opts = opts.token(env_secret(var, "nats.token_env")?);
+    }
+    if let Some(path) = &cfg.creds_file {
+        opts = opts
+            .credentials_file(path)
+            .await
+            .map_err(|e| ConfigError::single("nats.creds_file", format!("cannot read credentials file: {e}")))?;
+    }
+    if let Some(path) = &cfg.nkey_seed_file {
+        let seed = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::single("nats.nkey_seed_file", format!("cannot read seed file: {e}")))?;
+        opts = opts.nkey(seed.trim().to_owned());
+    }
+    let tls_url = cfg.servers().iter().any(|u| u.starts_with("tls://"));
+    if let Some(ca) = &cfg.tls_ca_file {
+        opts = opts.add_root_certificates(ca.into()).require_tls(true);
+    }
+    if let (Some(cert), Some(key)) = (&cfg.tls_cert_file, &cfg.tls_key_file) {
+        opts = opts.add_client_certificate(cert.into(), key.into()).require_tls(true);
+    }
+    if tls_url {
+        opts = opts.require_tls(true);
+    }
+    if let Some(name) = &cfg.name {
+        opts = opts.name(name);
+    }
+    if cfg.no_echo {
+        opts = opts.no_echo();
+    }
+    let max_wait = Duration::from_secs(cfg.reconnect_time_wait_seconds).max(Duration::from_millis(100));
+    Ok(opts
+        .connection_timeout(Duration::from_secs(cfg.connect_timeout_seconds))
+        .ping_interval(Duration::from_secs(cfg.ping_interval_seconds))
+        .max_reconnects(None)
+        .reconnect_delay_callback(move |attempt| {
+            let exp = Duration::from_millis(100).saturating_mul(1u32 << attempt.min(16) as u32);
+            exp.min(max_wait)
+        })
+        .event_callback(|event| async move {
+            match event {
+                Event::Connected => tracing::info!("nats connection established"),
+                Event::Disconnected => tracing::warn!("nats connection lost; reconnecting"),
+                Event::LameDuckMode => tracing::warn!("nats server entered lame duck mode"),
+                Event::Draining => tracing::info!("nats connection draining"),
+                Event::Closed => tracing::info!("nats connection closed"),
+                Event::SlowConsumer(sid) => tracing::warn!(sid, "nats slow consumer"),
+                Event::ServerError(err) => tracing::warn!(error = %err, "nats server error"),
+                Event::ClientError(err) => tracing::warn!(error = %err, "nats client error"),
+            }
+        }))
+}
+
+/// Connects once. Parses the server list and fails fast on configuration problems.
+pub async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, ConnectError> {
+    let servers: Vec<ServerAddr> = cfg
+        .servers()
+        .iter()
+        .map(|u| u.parse::<ServerAddr>().map_err(|e| ConfigError::single("nats.url", e.to_string())))
+        .collect::<Result<_, _>>()?;
+    let opts = options(cfg).await?;
+    opts.connect(servers).await.map_err(|e| ConnectError::Unreachable(e.to_string()))
+}

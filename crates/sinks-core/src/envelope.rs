@@ -1,0 +1,286 @@
+//! The [`Envelope`]: one JetStream message as a sink sees it, with no way to settle it.
+//!
+//! An envelope is built by the core from a fetched message and handed to sinks by shared
+//! reference. It carries the subject, the payload bytes, the (multi-valued) headers, the
+//! JetStream delivery metadata and a few values derived from them (message id, headers-only
+//! detection, application metadata). It deliberately holds no ack handle and no reply subject:
+//! a sink can only report outcomes, never acknowledge (see `ARCHITECTURE.md`).
+
+use bytes::Bytes;
+use time::OffsetDateTime;
+
+use crate::idempotency::{IdempotencyError, IdempotencyKey};
+
+/// Header names that carry a publisher message id, in lookup order (case-insensitive).
+pub const MESSAGE_ID_HEADERS: [&str; 3] = ["Nats-Msg-Id", "Nats-Message-Id", "message-id"];
+
+/// Header that JetStream sets on headers-only deliveries: the size of the omitted body.
+pub const MSG_SIZE_HEADER: &str = "Nats-Msg-Size";
+
+/// Multi-valued message headers, in the order they arrived.
+///
+/// Names keep the publisher's spelling; lookups are case-insensitive. Names that are empty
+/// or contain ASCII control characters are dropped on insert, as the reference does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Headers {
+    entries: Vec<(String, Vec<String>)>,
+}
+
+impl Headers {
+    /// An empty header set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Appends `value` to header `name` (merging with an existing name case-insensitively).
+    /// Names are trimmed; an empty name or one with control characters is ignored.
+    pub fn append(&mut self, name: &str, value: impl Into<String>) {
+        let name = name.trim();
+        if name.is_empty() || name.chars().any(|c| c.is_ascii_control()) {
+            return;
+        }
+        let value = value.into();
+        match self.entries.iter_mut().find(|(n, _)| n.eq_ignore_ascii_case(name)) {
+            Some((_, values)) => values.push(value),
+            None => self.entries.push((name.to_owned(), vec![value])),
+        }
+    }
+
+    /// Builder form of [`Headers::append`].
+    #[must_use]
+    pub fn with(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.append(name, value);
+        self
+    }
+
+    /// First value of header `name`, looked up case-insensitively.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.get_all(name).and_then(|v| v.first()).map(String::as_str)
+    }
+
+    /// Every value of header `name`, looked up case-insensitively.
+    pub fn get_all(&self, name: &str) -> Option<&[String]> {
+        self.entries
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// `(name, values)` pairs in arrival order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &[String])> {
+        self.entries.iter().map(|(n, v)| (n.as_str(), v.as_slice()))
+    }
+
+    /// Number of distinct header names.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no header is present.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// JSON form used in stored records: a single value as a string, several values as an
+    /// array of strings (lossless, unlike the reference's comma join).
+    pub fn to_json(&self) -> serde_json::Value {
+        let map = self
+            .entries
+            .iter()
+            .map(|(name, values)| {
+                let value = match values.as_slice() {
+                    [one] => serde_json::Value::String(one.clone()),
+                    many => serde_json::Value::from(many.to_vec()),
+                };
+                (name.clone(), value)
+            })
+            .collect();
+        serde_json::Value::Object(map)
+    }
+}
+
+/// JetStream delivery metadata of one message (from the ack reply subject).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JetStreamInfo {
+    /// Stream the message was stored in.
+    pub stream: String,
+    /// Consumer that delivered it.
+    pub consumer: String,
+    /// Sequence of the message in the stream (stable across redeliveries).
+    pub stream_sequence: u64,
+    /// Sequence of this delivery in the consumer.
+    pub consumer_sequence: u64,
+    /// How many times JetStream has delivered this message, including this time (1-based).
+    pub delivered: u64,
+    /// Messages still pending for the consumer after this one.
+    pub pending: u64,
+    /// Time the stream stored the message.
+    pub timestamp: Option<OffsetDateTime>,
+    /// JetStream domain, when the server reports one.
+    pub domain: Option<String>,
+}
+
+/// What the envelope knows about its body, derived from the `Nats-Msg-Size` header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PayloadPresence {
+    /// True when the body was omitted by a headers-only consumer (`Nats-Msg-Size` present,
+    /// body empty).
+    pub omitted: bool,
+    /// Original body size: the header's value for omitted bodies, else the delivered length.
+    pub original_size_bytes: Option<u64>,
+    /// Raw `Nats-Msg-Size` header value, when present.
+    pub size_header: Option<String>,
+    /// True when `Nats-Msg-Size` is present but not a non-negative integer.
+    pub size_header_malformed: bool,
+}
+
+impl PayloadPresence {
+    fn detect(headers: &Headers, body_len: usize) -> Self {
+        let size_header = headers.get(MSG_SIZE_HEADER).map(str::to_owned);
+        let parsed = size_header.as_deref().map(|v| v.trim().parse::<u64>());
+        let size_header_malformed = matches!(parsed, Some(Err(_)));
+        let header_size = parsed.and_then(Result::ok);
+        let omitted = header_size.is_some() && body_len == 0;
+        let original_size_bytes = if omitted {
+            header_size
+        } else if size_header_malformed {
+            None
+        } else {
+            Some(body_len as u64)
+        };
+        Self { omitted, original_size_bytes, size_header, size_header_malformed }
+    }
+
+    /// True when a body was delivered (possibly empty because the producer sent nothing).
+    pub fn present(&self) -> bool {
+        !self.omitted
+    }
+}
+
+/// Application metadata resolved by the core from headers, subject rules and defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AppMetadata {
+    /// Priority, e.g. `routine` or `immediate`; `None` when unknown.
+    pub priority: Option<String>,
+    /// Classification, e.g. `NATO UNCLASSIFIED`; `None` when unknown.
+    pub classification: Option<String>,
+    /// Labels, trimmed, de-duplicated, in first-seen order.
+    pub labels: Vec<String>,
+}
+
+impl AppMetadata {
+    /// Labels joined with `;`, or `None` when there are none (never the string `"null"`).
+    pub fn labels_string(&self) -> Option<String> {
+        (!self.labels.is_empty()).then(|| self.labels.join(";"))
+    }
+}
+
+/// One JetStream message as a sink sees it. Immutable; holds no ack handle.
+#[derive(Debug, Clone)]
+pub struct Envelope {
+    subject: String,
+    payload: Bytes,
+    headers: Headers,
+    jetstream: JetStreamInfo,
+    message_id: Option<String>,
+    presence: PayloadPresence,
+    app: AppMetadata,
+    received_at: OffsetDateTime,
+}
+
+impl Envelope {
+    /// Builds an envelope and derives the message id and payload presence from the headers.
+    /// `received_at` is set to now; application metadata starts empty.
+    pub fn new(
+        subject: impl Into<String>,
+        payload: impl Into<Bytes>,
+        headers: Headers,
+        jetstream: JetStreamInfo,
+    ) -> Self {
+        let payload = payload.into();
+        let message_id = MESSAGE_ID_HEADERS
+            .iter()
+            .find_map(|name| headers.get(name))
+            .map(str::trim)
+            .filter(|id| !id.is_empty())
+            .map(str::to_owned);
+        let presence = PayloadPresence::detect(&headers, payload.len());
+        Self {
+            subject: subject.into(),
+            payload,
+            headers,
+            jetstream,
+            message_id,
+            presence,
+            app: AppMetadata::default(),
+            received_at: OffsetDateTime::now_utc(),
+        }
+    }
+
+    /// Replaces the receive time (used when rebuilding an envelope, and in tests).
+    #[must_use]
+    pub fn with_received_at(mut self, at: OffsetDateTime) -> Self {
+        self.received_at = at;
+        self
+    }
+
+    /// Attaches resolved application metadata.
+    #[must_use]
+    pub fn with_app_metadata(mut self, app: AppMetadata) -> Self {
+        self.app = app;
+        self
+    }
+
+    /// Subject the message was published on.
+    pub fn subject(&self) -> &str {
+        &self.subject
+    }
+
+    /// Body bytes as delivered (empty for headers-only deliveries).
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// Message headers.
+    pub fn headers(&self) -> &Headers {
+        &self.headers
+    }
+
+    /// JetStream delivery metadata.
+    pub fn jetstream(&self) -> &JetStreamInfo {
+        &self.jetstream
+    }
+
+    /// Publisher message id from `Nats-Msg-Id`, `Nats-Message-Id` or `message-id`.
+    pub fn message_id(&self) -> Option<&str> {
+        self.message_id.as_deref()
+    }
+
+    /// True when JetStream has delivered this message before.
+    pub fn redelivered(&self) -> bool {
+        self.jetstream.delivered > 1
+    }
+
+    /// Body presence derived from `Nats-Msg-Size`.
+    pub fn presence(&self) -> &PayloadPresence {
+        &self.presence
+    }
+
+    /// Resolved application metadata (priority, classification, labels).
+    pub fn app(&self) -> &AppMetadata {
+        &self.app
+    }
+
+    /// When the core received the message.
+    pub fn received_at(&self) -> OffsetDateTime {
+        self.received_at
+    }
+
+    /// The default idempotency key: stream sequence, else message id, else payload hash.
+    ///
+    /// A headers-only message (body omitted) without stream sequence or message id has no
+    /// safe key: every omitted body is empty, so a hash would collide.
+    pub fn idempotency_key(&self) -> Result<IdempotencyKey, IdempotencyError> {
+        IdempotencyKey::default_for(self)
+    }
+}

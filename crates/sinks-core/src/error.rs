@@ -1,0 +1,150 @@
+//! [`SinkError`]: the closed set of failure classes every sink maps its driver errors into.
+//!
+//! Sinks classify where the error happens (see each sink's `error.rs`); the runner and the
+//! ACK gate read only the class. A duplicate key is not an error: it is the
+//! `MessageOutcome::Duplicate` outcome.
+
+use std::time::Duration;
+
+/// Boxed error source kept for diagnostics.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// How a failure should be handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorClass {
+    /// Retrying the same write later may succeed (timeouts, unreachable destination,
+    /// deadlocks, 429/503). Redelivered with backoff; never dead-lettered early.
+    Temporary,
+    /// Retrying can never succeed for this message (bad data, rejected by the destination).
+    /// Dead-lettered alone.
+    Permanent,
+    /// The destination is misconfigured (bad credentials, missing database or table).
+    /// Fatal at start-up (exit 2); at run time treated as temporary with a loud log, so a
+    /// configuration mistake never dead-letters live traffic.
+    Config,
+}
+
+/// A classified failure reported by a sink or by the core.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct SinkError {
+    class: ErrorClass,
+    message: String,
+    error_type: Option<&'static str>,
+    retry_after: Option<Duration>,
+    #[source]
+    source: Option<BoxError>,
+}
+
+impl SinkError {
+    fn new(class: ErrorClass, message: impl Into<String>) -> Self {
+        Self { class, message: message.into(), error_type: None, retry_after: None, source: None }
+    }
+
+    /// A temporary failure: retry later.
+    pub fn temporary(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Temporary, message)
+    }
+
+    /// A permanent failure: this message can never be written.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Permanent, message)
+    }
+
+    /// A destination configuration failure.
+    pub fn config(message: impl Into<String>) -> Self {
+        Self::new(ErrorClass::Config, message)
+    }
+
+    /// Attaches the underlying error.
+    #[must_use]
+    pub fn with_source(mut self, source: impl Into<BoxError>) -> Self {
+        self.source = Some(source.into());
+        self
+    }
+
+    /// Asks for a minimum delay before the retry (e.g. HTTP `Retry-After`).
+    #[must_use]
+    pub fn with_retry_after(mut self, delay: Duration) -> Self {
+        self.retry_after = Some(delay);
+        self
+    }
+
+    /// Overrides the error type name recorded in DLQ records (e.g. `SerializationError`).
+    #[must_use]
+    pub fn with_error_type(mut self, name: &'static str) -> Self {
+        self.error_type = Some(name);
+        self
+    }
+
+    /// The failure class.
+    pub fn class(&self) -> ErrorClass {
+        self.class
+    }
+
+    /// True for [`ErrorClass::Permanent`].
+    pub fn is_permanent(&self) -> bool {
+        self.class == ErrorClass::Permanent
+    }
+
+    /// The message without the source chain.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// Requested minimum retry delay, if any.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after
+    }
+
+    /// Error type name for DLQ records and the `Nats-Sinks-Error-Type` header.
+    pub fn error_type(&self) -> &'static str {
+        self.error_type.unwrap_or(match self.class {
+            ErrorClass::Temporary => "TemporarySinkError",
+            ErrorClass::Permanent => "PermanentSinkError",
+            ErrorClass::Config => "ConfigurationError",
+        })
+    }
+
+    /// The message followed by every source in the chain, separated by `: `.
+    pub fn display_chain(&self) -> String {
+        let mut out = self.message.clone();
+        let mut next = self.source.as_deref().map(|e| e as &(dyn std::error::Error + 'static));
+        while let Some(err) = next {
+            out.push_str(": ");
+            out.push_str(&err.to_string());
+            next = err.source();
+        }
+        out
+    }
+
+    /// A copy with the same class, message, type and delay (sources are not cloneable and
+    /// are rendered into the message).
+    pub fn duplicate(&self) -> Self {
+        Self {
+            class: self.class,
+            message: self.display_chain(),
+            error_type: self.error_type,
+            retry_after: self.retry_after,
+            source: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chain_and_types() {
+        let io = std::io::Error::other("disk full");
+        let e = SinkError::temporary("writing file").with_source(io);
+        assert_eq!(e.display_chain(), "writing file: disk full");
+        assert_eq!(e.to_string(), "writing file");
+        assert_eq!(e.error_type(), "TemporarySinkError");
+        let p = SinkError::permanent("bad").with_error_type("SerializationError");
+        assert_eq!(p.error_type(), "SerializationError");
+        assert!(p.duplicate().is_permanent());
+    }
+}

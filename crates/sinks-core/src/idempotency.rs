@@ -1,0 +1,256 @@
+//! Idempotency keys: the identity a sink uses to make a redelivered message harmless.
+//!
+//! The key strings match the reference exactly, because spool file names, object keys,
+//! table keys and HTTP `Idempotency-Key` headers are all derived from them:
+//! `stream-sequence:{stream}:{seq}`, `message-id:{id}`, `payload-sha256:{subject}:{hex}`.
+//! The default precedence is stream sequence, then message id, then payload hash. A
+//! `payload_field` strategy takes a scalar from the normalized JSON payload instead.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::envelope::Envelope;
+
+/// A stable identity for one logical event.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct IdempotencyKey(String);
+
+impl IdempotencyKey {
+    /// Wraps an already formatted key.
+    pub fn from_raw(key: impl Into<String>) -> Self {
+        Self(key.into())
+    }
+
+    /// The key text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Lowercase hex SHA-256 of the key text (used where the key itself must not leak).
+    pub fn sha256_hex(&self) -> String {
+        hex::encode(Sha256::digest(self.0.as_bytes()))
+    }
+
+    /// `stream-sequence:{stream}:{seq}`.
+    pub fn stream_sequence(stream: &str, seq: u64) -> Self {
+        Self(format!("stream-sequence:{stream}:{seq}"))
+    }
+
+    /// `message-id:{id}`.
+    pub fn message_id(id: &str) -> Self {
+        Self(format!("message-id:{id}"))
+    }
+
+    /// `payload-sha256:{subject}:{hex}`.
+    pub fn payload_sha256(subject: &str, payload: &[u8]) -> Self {
+        Self(format!("payload-sha256:{subject}:{}", hex::encode(Sha256::digest(payload))))
+    }
+
+    /// The reference precedence: stream sequence, then message id, then payload hash.
+    pub(crate) fn default_for(envelope: &Envelope) -> Result<Self, IdempotencyError> {
+        let js = envelope.jetstream();
+        if !js.stream.is_empty() && js.stream_sequence > 0 {
+            return Ok(Self::stream_sequence(&js.stream, js.stream_sequence));
+        }
+        if let Some(id) = envelope.message_id() {
+            return Ok(Self::message_id(id));
+        }
+        if envelope.presence().omitted {
+            return Err(IdempotencyError::PayloadOmitted);
+        }
+        Ok(Self::payload_sha256(envelope.subject(), envelope.payload()))
+    }
+}
+
+impl fmt::Display for IdempotencyKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why no idempotency key could be derived. Always a permanent problem for that message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum IdempotencyError {
+    /// Headers-only delivery without stream sequence or message id: a payload hash would
+    /// collide for every omitted body.
+    #[error("payload omitted by headers-only delivery; refusing the payload-hash key")]
+    PayloadOmitted,
+    /// The `message_id` strategy was chosen but the message carries no id header.
+    #[error("message has no Nats-Msg-Id, Nats-Message-Id or message-id header")]
+    MissingMessageId,
+    /// The `stream_sequence` strategy was chosen but stream metadata is missing.
+    #[error("message has no stream sequence")]
+    MissingStreamSequence,
+    /// The payload field strategy could not find a usable scalar.
+    #[error("payload field `{path}` {problem}")]
+    PayloadField {
+        /// Dotted path that was looked up.
+        path: String,
+        /// What was wrong (missing, null, not a scalar, empty, ...).
+        problem: &'static str,
+    },
+}
+
+impl IdempotencyError {
+    /// Reason code recorded in DLQ records (`idempotency_key_unavailable_reason`).
+    pub fn reason_code(&self) -> &'static str {
+        match self {
+            Self::PayloadOmitted => "payload_omitted",
+            Self::MissingMessageId => "message_id_missing",
+            Self::MissingStreamSequence => "stream_sequence_missing",
+            Self::PayloadField { .. } => "payload_field_unusable",
+        }
+    }
+}
+
+/// How a sink derives the key of each message.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdempotencyStrategy {
+    /// `stream-sequence:{stream}:{seq}`; recommended for a single stream.
+    #[default]
+    StreamSequence,
+    /// `message-id:{id}` from the publisher's `Nats-Msg-Id` (survives mirrors and sources).
+    MessageId,
+    /// A scalar taken from the normalized JSON payload at a dotted path.
+    PayloadField,
+}
+
+impl IdempotencyStrategy {
+    /// Derives the key for `envelope`. `payload_field` needs the dotted `path` and the
+    /// normalized payload as a JSON value.
+    pub fn key_for(
+        self,
+        envelope: &Envelope,
+        path: Option<&str>,
+        normalized: Option<&serde_json::Value>,
+    ) -> Result<IdempotencyKey, IdempotencyError> {
+        match self {
+            Self::StreamSequence => {
+                let js = envelope.jetstream();
+                if js.stream.is_empty() || js.stream_sequence == 0 {
+                    return Err(IdempotencyError::MissingStreamSequence);
+                }
+                Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence))
+            }
+            Self::MessageId => envelope
+                .message_id()
+                .map(IdempotencyKey::message_id)
+                .ok_or(IdempotencyError::MissingMessageId),
+            Self::PayloadField => {
+                let path = path.unwrap_or_default();
+                let value = normalized.unwrap_or(&serde_json::Value::Null);
+                payload_field(value, path).map(IdempotencyKey::from_raw)
+            }
+        }
+    }
+}
+
+/// Extracts the scalar at dotted `path` from a JSON value, rendered as text.
+///
+/// Missing, null, object, array and empty-string values are refused. Numbers are rendered
+/// in their JSON form, booleans as `true` / `false`.
+pub fn payload_field(value: &serde_json::Value, path: &str) -> Result<String, IdempotencyError> {
+    let err = |problem| IdempotencyError::PayloadField { path: path.to_owned(), problem };
+    if path.is_empty() || path.split('.').any(str::is_empty) {
+        return Err(err("is not a valid dotted path"));
+    }
+    let mut current = value;
+    for part in path.split('.') {
+        current = match current {
+            serde_json::Value::Object(map) => map.get(part).ok_or_else(|| err("is missing"))?,
+            serde_json::Value::Array(items) => part
+                .parse::<usize>()
+                .ok()
+                .and_then(|i| items.get(i))
+                .ok_or_else(|| err("is missing"))?,
+            _ => return Err(err("is missing")),
+        };
+    }
+    match current {
+        serde_json::Value::Null => Err(err("is null")),
+        serde_json::Value::Object(_) | serde_json::Value::Array(_) => Err(err("is not a scalar")),
+        serde_json::Value::String(s) if s.trim().is_empty() => Err(err("is empty")),
+        serde_json::Value::String(s) => Ok(s.clone()),
+        serde_json::Value::Bool(b) => Ok(b.to_string()),
+        serde_json::Value::Number(n) => Ok(n.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::envelope::{Headers, JetStreamInfo};
+
+    fn env(stream: &str, seq: u64, headers: Headers, body: &'static [u8]) -> Envelope {
+        Envelope::new(
+            "orders.created",
+            body,
+            headers,
+            JetStreamInfo {
+                stream: stream.into(),
+                consumer: "c".into(),
+                stream_sequence: seq,
+                consumer_sequence: 1,
+                delivered: 1,
+                pending: 0,
+                timestamp: None,
+                domain: None,
+            },
+        )
+    }
+
+    #[test]
+    fn precedence_matches_the_reference() {
+        let with_id = Headers::new().with("nats-msg-id", "abc");
+        assert_eq!(
+            env("ORDERS", 7, with_id.clone(), b"{}").idempotency_key().unwrap().as_str(),
+            "stream-sequence:ORDERS:7"
+        );
+        assert_eq!(env("", 0, with_id, b"{}").idempotency_key().unwrap().as_str(), "message-id:abc");
+        assert_eq!(
+            env("", 0, Headers::new(), b"hi").idempotency_key().unwrap().as_str(),
+            "payload-sha256:orders.created:8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4"
+        );
+    }
+
+    #[test]
+    fn message_id_headers_are_case_insensitive_and_ordered() {
+        let h = Headers::new().with("MESSAGE-ID", "third").with("nats-message-id", "second");
+        assert_eq!(env("", 0, h, b"").message_id(), Some("second"));
+    }
+
+    #[test]
+    fn headers_only_refuses_the_payload_hash() {
+        let h = Headers::new().with("Nats-Msg-Size", "42");
+        let e = env("", 0, h, b"");
+        assert!(e.presence().omitted);
+        assert_eq!(e.presence().original_size_bytes, Some(42));
+        assert_eq!(e.idempotency_key(), Err(IdempotencyError::PayloadOmitted));
+    }
+
+    #[test]
+    fn payload_field_extracts_scalars_only() {
+        let v: serde_json::Value =
+            serde_json::from_str(r#"{"a":{"id":"x-1","n":12,"z":null,"o":{},"e":" "},"l":[5]}"#)
+                .unwrap();
+        assert_eq!(payload_field(&v, "a.id").unwrap(), "x-1");
+        assert_eq!(payload_field(&v, "a.n").unwrap(), "12");
+        assert_eq!(payload_field(&v, "l.0").unwrap(), "5");
+        for (path, problem) in [
+            ("a.missing", "is missing"),
+            ("a.z", "is null"),
+            ("a.o", "is not a scalar"),
+            ("a.e", "is empty"),
+            ("a..b", "is not a valid dotted path"),
+        ] {
+            match payload_field(&v, path) {
+                Err(IdempotencyError::PayloadField { problem: p, .. }) => assert_eq!(p, problem),
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+    }
+}

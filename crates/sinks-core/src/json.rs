@@ -1,0 +1,123 @@
+//! Strict JSON: what counts as JSON here, and how records are serialized.
+//!
+//! Strict means RFC 8259 and nothing more: `NaN` / `Infinity` are not JSON (serde_json never
+//! accepts them) and an object with a duplicate key is not JSON either (serde_json would keep
+//! the last value silently, so this module checks). Records are written with sorted keys and
+//! compact separators; `serde_json::Value` keeps object keys in sorted order.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+/// Why a text is not strict JSON.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StrictJsonError(String);
+
+/// Checks that `text` is one strict JSON value, without building it.
+pub fn validate_strict(text: &str) -> Result<(), StrictJsonError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    StrictSeed.deserialize(&mut de).map_err(|e| StrictJsonError(e.to_string()))?;
+    de.end().map_err(|e| StrictJsonError(e.to_string()))
+}
+
+/// Parses strict JSON into a `serde_json::Value`.
+pub fn parse_strict(text: &str) -> Result<serde_json::Value, StrictJsonError> {
+    validate_strict(text)?;
+    serde_json::from_str(text).map_err(|e| StrictJsonError(e.to_string()))
+}
+
+/// Serializes a value compactly with sorted keys (the record form every sink writes).
+pub fn to_canonical_vec<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
+    // Serializing plain data (maps with string keys, numbers that are finite) cannot fail.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+/// Visits any JSON value, rejecting objects that repeat a key.
+struct StrictSeed;
+
+impl<'de> DeserializeSeed<'de> for StrictSeed {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(StrictVisitor)
+    }
+}
+
+struct StrictVisitor;
+
+impl<'de> Visitor<'de> for StrictVisitor {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        if v.is_finite() { Ok(()) } else { Err(E::custom("non-finite number")) }
+    }
+    fn visit_str<E>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E>(self) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element_seed(StrictSeed)?.is_some() {}
+        Ok(())
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let mut seen = HashSet::new();
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if !seen.insert(key.into_owned()) {
+                return Err(de::Error::custom("duplicate object key"));
+            }
+            map.next_value_seed(StrictSeed)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strictness_table() {
+        for (text, ok) in [
+            (r#"{"a":1,"b":[1,2,{"c":null}]}"#, true),
+            ("  42 ", true),
+            (r#""plain string""#, true),
+            (r#"{"a":1,"a":2}"#, false),
+            (r#"{"o":{"k":1,"k":1}}"#, false),
+            ("NaN", false),
+            ("[Infinity]", false),
+            ("-Infinity", false),
+            ("1e400", false),
+            ("{} {}", false),
+            ("", false),
+            ("{'a':1}", false),
+        ] {
+            assert_eq!(validate_strict(text).is_ok(), ok, "{text}");
+        }
+    }
+
+    #[test]
+    fn escaped_keys_that_collide_are_duplicates() {
+        assert!(validate_strict(r#"{"a":1,"\u0061":2}"#).is_err());
+    }
+
+    #[test]
+    fn canonical_form_sorts_keys_and_is_compact() {
+        let v = parse_strict(r#"{ "b": 1, "a": {"d": 2, "c": "é"} }"#).unwrap();
+        assert_eq!(String::from_utf8(to_canonical_vec(&v)).unwrap(), r#"{"a":{"c":"é","d":2},"b":1}"#);
+    }
+}

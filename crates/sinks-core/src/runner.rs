@@ -1,0 +1,573 @@
+//! The runner: fetch → write → settle, pipelined, until asked to stop.
+//!
+//! One fetch loop pulls batches (at most `delivery.max_in_flight_batches` fetched but not yet
+//! settled). Each batch runs in its own task: it waits until every earlier batch that shares
+//! an ordering key has finished writing, writes through the sink (with in-progress
+//! heartbeats for long writes), isolates poison messages by bisection when the sink reports
+//! a batch-level permanent failure, and finally settles each message from its own outcome
+//! through the ACK gate. Fetch, ack and DLQ failures are logged and retried; they never end
+//! the process. On shutdown the loop stops fetching, lets in-flight batches finish and
+//! settle, flushes and drains the connection.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::AckKind;
+use futures::future::join_all;
+use tokio::sync::{Semaphore, watch};
+
+use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
+use crate::config::{Config, ConfigError, OrderingKey};
+use crate::connect::{self, ConnectError};
+use crate::dlq::DeadLetterPublisher;
+use crate::envelope::Envelope;
+use crate::error::{ErrorClass, SinkError};
+use crate::retry::{Backoff, BackoffMode, Jitter};
+use crate::setup::{self, SetupError};
+use crate::sink::{ConflictResolution, MessageOutcome, Sink};
+use crate::source::{Fetched, Source};
+
+/// Why the runner stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Configuration does not match reality (missing stream, drift, bad secret, sink
+    /// misconfigured): exit code 2.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The sink could not be opened for a reason other than configuration: exit code 1.
+    #[error("sink failed to open: {0}")]
+    SinkOpen(String),
+}
+
+/// Counters of what the runner did, for logs and tests.
+#[derive(Debug, Default)]
+pub struct RunStats {
+    /// Messages fetched.
+    pub fetched: AtomicU64,
+    /// Messages acked after a durable outcome.
+    pub acked: AtomicU64,
+    /// Messages NAKed.
+    pub naked: AtomicU64,
+    /// Messages left for AckWait.
+    pub left_unacked: AtomicU64,
+    /// DLQ records stored.
+    pub dead_lettered: AtomicU64,
+    /// DLQ publishes that failed (original NAKed).
+    pub dead_letter_failures: AtomicU64,
+    /// Ack, nak or term sends that failed (message will be redelivered).
+    pub ack_failures: AtomicU64,
+    /// Fetches that failed.
+    pub fetch_failures: AtomicU64,
+    /// Conflicting redeliveries reported by the sink.
+    pub conflicts: AtomicU64,
+    /// Duplicates reported by the sink.
+    pub duplicates: AtomicU64,
+}
+
+impl RunStats {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A plain snapshot `(name, value)` of every counter.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("fetched", &self.fetched),
+            ("acked", &self.acked),
+            ("naked", &self.naked),
+            ("left_unacked", &self.left_unacked),
+            ("dead_lettered", &self.dead_lettered),
+            ("dead_letter_failures", &self.dead_letter_failures),
+            ("ack_failures", &self.ack_failures),
+            ("fetch_failures", &self.fetch_failures),
+            ("conflicts", &self.conflicts),
+            ("duplicates", &self.duplicates),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
+        .collect()
+    }
+}
+
+/// Shared, immutable per-run context of batch tasks.
+#[derive(Debug)]
+struct Ctx {
+    sink: Arc<dyn Sink>,
+    policy: GatePolicy,
+    dlq: Option<DeadLetterPublisher>,
+    config: Config,
+    stats: Arc<RunStats>,
+}
+
+/// Runs `sink` under `config` until `shutdown` resolves. Returns the counters.
+pub async fn run(
+    config: Config,
+    sink: Arc<dyn Sink>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Arc<RunStats>, RunError> {
+    let stats = Arc::new(RunStats::default());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutdown requested; finishing in-flight batches");
+        let _ = stop_tx.send(true);
+    };
+    let work = run_inner(config, sink, stop_rx, Arc::clone(&stats));
+    tokio::pin!(work);
+    tokio::select! {
+        result = &mut work => return result.map(|()| stats),
+        () = signal => {}
+    }
+    work.await.map(|()| stats)
+}
+
+/// Retries `attempt` with backoff until it succeeds, fails for a configuration reason, or a
+/// stop is requested (then `None`).
+async fn retry_until<T, E: std::fmt::Display>(
+    what: &str,
+    stop: &watch::Receiver<bool>,
+    mut attempt: impl AsyncFnMut() -> Result<T, Retry<E>>,
+) -> Result<Option<T>, ConfigError> {
+    let backoff = reconnect_backoff();
+    let mut failures = 0u64;
+    loop {
+        match attempt().await {
+            Ok(v) => {
+                if failures > 0 {
+                    tracing::info!(what, failures, "recovered");
+                }
+                return Ok(Some(v));
+            }
+            Err(Retry::Fatal(e)) => return Err(e),
+            Err(Retry::Again(e)) => {
+                failures += 1;
+                let delay = backoff.delay(failures, 0.5);
+                tracing::warn!(what, error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "not ready; retrying");
+                if sleep_or_stop(delay, stop).await {
+                    return Ok(None);
+                }
+            }
+        }
+    }
+}
+
+enum Retry<E> {
+    Fatal(ConfigError),
+    Again(E),
+}
+
+fn reconnect_backoff() -> Backoff {
+    Backoff {
+        base: Duration::from_millis(200),
+        max: Duration::from_secs(5),
+        mode: BackoffMode::Exponential,
+        multiplier: 2.0,
+        jitter: Jitter::Equal,
+    }
+}
+
+/// Sleeps `d`; returns true when a stop was requested meanwhile.
+async fn sleep_or_stop(d: Duration, stop: &watch::Receiver<bool>) -> bool {
+    let mut watcher = stop.clone();
+    tokio::select! {
+        () = tokio::time::sleep(d) => *stop.borrow(),
+        _ = watcher.wait_for(|s| *s) => true,
+    }
+}
+
+async fn run_inner(
+    config: Config,
+    sink: Arc<dyn Sink>,
+    stop: watch::Receiver<bool>,
+    stats: Arc<RunStats>,
+) -> Result<(), RunError> {
+    let Some(()) = retry_until("sink open", &stop, async || match sink.open().await {
+        Ok(()) => Ok(()),
+        Err(e) if e.class() == ErrorClass::Config => {
+            Err(Retry::Fatal(ConfigError::single("sink", e.display_chain())))
+        }
+        Err(e) if e.is_permanent() => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
+        Err(e) => Err(Retry::Again(e.display_chain())),
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    tracing::info!(sink = sink.name(), "sink opened");
+
+    let Some(client) = retry_until("nats connect", &stop, async || match connect::connect(&config.nats).await {
+        Ok(c) => Ok(c),
+        Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
+        Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let js = async_nats::jetstream::new(client.clone());
+
+    let Some(bound) = retry_until("consumer setup", &stop, async || {
+        let stream = setup::ensure_streams(&js, &config).await.map_err(setup_retry)?;
+        setup::ensure_consumer(&stream, &config).await.map_err(setup_retry)
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    tracing::info!(
+        stream = %config.nats.stream,
+        consumer = %config.nats.consumer,
+        action = bound.action,
+        max_deliver = bound.max_deliver,
+        ack_wait_ms = bound.ack_wait.as_millis() as u64,
+        "consumer ready"
+    );
+    let ip = &config.delivery.in_progress;
+    if ip.enabled && (ip.interval_ms as f64) >= bound.ack_wait.as_secs_f64() * 1000.0 * 0.8 {
+        return Err(ConfigError::single(
+            "delivery.in_progress.interval_ms",
+            format!("must be below 80% of the consumer's effective AckWait ({} ms)", bound.ack_wait.as_millis()),
+        )
+        .into());
+    }
+
+    let policy = GatePolicy {
+        backoff: config.delivery.backoff(),
+        max_retries: config.delivery.max_retries,
+        temporary_action: config.delivery.temporary_failure_action,
+        dead_letter: config.dead_letter.enabled.then_some(if config.dead_letter.ack_term_after_publish {
+            AfterDeadLetter::Term
+        } else {
+            AfterDeadLetter::Ack
+        }),
+        max_deliver: bound.max_deliver,
+    };
+    let ctx = Arc::new(Ctx {
+        sink: Arc::clone(&sink),
+        policy,
+        dlq: DeadLetterPublisher::new(js.clone(), config.dead_letter.clone()),
+        stats: Arc::clone(&stats),
+        config: config.clone(),
+    });
+    let source = Source::new(bound.consumer, config.message_metadata.clone());
+    fetch_loop(&ctx, &source, &stop).await;
+
+    // Every batch task holds a permit; taking them all means every batch has settled.
+    tracing::info!("waiting for in-flight batches to settle");
+    if let Err(e) = client.flush().await {
+        tracing::warn!(error = %e, "flushing acks failed; unsettled messages will be redelivered");
+    }
+    let drain = Duration::from_secs(config.nats.drain_timeout_seconds);
+    match tokio::time::timeout(drain, client.drain()).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "draining the nats connection failed"),
+        Err(_) => tracing::warn!(timeout_s = drain.as_secs(), "draining the nats connection timed out"),
+    }
+    if let Err(e) = sink.close().await {
+        tracing::warn!(error = %e.display_chain(), "closing the sink failed");
+    }
+    let counts: Vec<String> = stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    tracing::info!(counts = %counts.join(" "), "stopped");
+    Ok(())
+}
+
+fn setup_retry(e: SetupError) -> Retry<String> {
+    match e {
+        SetupError::Config(c) => Retry::Fatal(c),
+        SetupError::Unavailable(m) => Retry::Again(m),
+    }
+}
+
+/// Tracks, per ordering key, the write of the latest batch that contains it.
+#[derive(Debug, Default)]
+struct OrderingGate {
+    last_writer: HashMap<String, watch::Receiver<bool>>,
+}
+
+impl OrderingGate {
+    /// Registers a batch with `keys`; returns the writes it must wait for and the sender
+    /// it signals when its own write is done.
+    fn enter(&mut self, keys: Vec<String>) -> (Vec<watch::Receiver<bool>>, watch::Sender<bool>) {
+        if self.last_writer.len() > 4096 {
+            self.last_writer.retain(|_, rx| !*rx.borrow());
+        }
+        let (tx, rx) = watch::channel(false);
+        let mut waits = Vec::new();
+        for key in keys {
+            if let Some(prev) = self.last_writer.insert(key, rx.clone()) {
+                if !*prev.borrow() {
+                    waits.push(prev);
+                }
+            }
+        }
+        (waits, tx)
+    }
+}
+
+fn ordering_keys(envelopes: &[Envelope], config: &Config) -> Vec<String> {
+    let mut keys: Vec<String> = match config.delivery.ordering_key {
+        OrderingKey::None => return Vec::new(),
+        OrderingKey::Subject => envelopes.iter().map(|e| e.subject().to_owned()).collect(),
+        OrderingKey::PayloadField => {
+            let path = config.delivery.ordering_payload_field.as_deref().unwrap_or_default();
+            envelopes
+                .iter()
+                .map(|e| {
+                    let field = crate::json::parse_strict(&String::from_utf8_lossy(e.payload()))
+                        .ok()
+                        .and_then(|v| crate::idempotency::payload_field(&v, path).ok());
+                    // Messages without the field are ordered by subject.
+                    field.map_or_else(|| format!("subject:{}", e.subject()), |f| format!("field:{f}"))
+                })
+                .collect()
+        }
+    };
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool>) {
+    let delivery = &ctx.config.delivery;
+    let permits = Arc::new(Semaphore::new(delivery.max_in_flight_batches));
+    let mut gate = OrderingGate::default();
+    let timeout = Duration::from_millis(delivery.batch_timeout_ms);
+    let backoff = reconnect_backoff();
+    let mut failures = 0u64;
+    while !*stop.borrow() {
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
+        if *stop.borrow() {
+            break;
+        }
+        let batch = match source.fetch(delivery.batch_size, timeout).await {
+            Ok(batch) => {
+                if failures > 0 {
+                    tracing::info!(failures, "fetching recovered");
+                    failures = 0;
+                }
+                batch
+            }
+            Err(e) => {
+                failures += 1;
+                RunStats::add(&ctx.stats.fetch_failures, 1);
+                let delay = backoff.delay(failures, 0.5);
+                tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
+                drop(permit);
+                if sleep_or_stop(delay, stop).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        if batch.is_empty() {
+            continue;
+        }
+        RunStats::add(&ctx.stats.fetched, batch.len() as u64);
+        let envelopes: Vec<Envelope> = batch.iter().map(|f| f.envelope.clone()).collect();
+        let (waits, done) = gate.enter(ordering_keys(&envelopes, &ctx.config));
+        let ctx = Arc::clone(ctx);
+        tokio::spawn(async move {
+            process_batch(&ctx, batch, envelopes, waits, done).await;
+            drop(permit);
+        });
+    }
+    // Wait until every batch task has returned its permit.
+    let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
+}
+
+async fn process_batch(
+    ctx: &Ctx,
+    batch: Vec<Fetched>,
+    envelopes: Vec<Envelope>,
+    waits: Vec<watch::Receiver<bool>>,
+    done: watch::Sender<bool>,
+) {
+    for mut w in waits {
+        let _ = w.wait_for(|d| *d).await;
+    }
+    let started = Instant::now();
+    let outcomes = {
+        let heartbeat = start_heartbeat(ctx, &batch);
+        let outcomes = write_isolating(ctx.sink.as_ref(), &envelopes).await;
+        stop_heartbeat(ctx, heartbeat).await;
+        outcomes
+    };
+    let _ = done.send(true);
+    tracing::debug!(messages = envelopes.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
+    settle_batch(ctx, batch, outcomes).await;
+}
+
+type Heartbeat = Option<(tokio::task::JoinHandle<()>, watch::Sender<bool>)>;
+
+fn start_heartbeat(ctx: &Ctx, batch: &[Fetched]) -> Heartbeat {
+    let ip = &ctx.config.delivery.in_progress;
+    if !ip.enabled {
+        return None;
+    }
+    let (tx, mut rx) = watch::channel(false);
+    let interval = Duration::from_millis(ip.interval_ms);
+    let max = ip.max_heartbeats;
+    let handles: Vec<_> = batch.iter().map(|f| f.ack.clone()).collect();
+    let task = tokio::spawn(async move {
+        for beat in 1..=max {
+            tokio::select! {
+                () = tokio::time::sleep(interval) => {}
+                _ = rx.wait_for(|s| *s) => return,
+            }
+            let sends = join_all(handles.iter().map(|h| h.send(AckKind::Progress))).await;
+            if let Some(Err(e)) = sends.into_iter().find(Result::is_err) {
+                tracing::warn!(error = %e, "in-progress heartbeat failed; stopping heartbeats");
+                return;
+            }
+            if beat == max {
+                tracing::warn!(max, "in-progress heartbeat limit reached");
+            }
+        }
+    });
+    Some((task, tx))
+}
+
+async fn stop_heartbeat(ctx: &Ctx, heartbeat: Heartbeat) {
+    let Some((task, tx)) = heartbeat else { return };
+    let _ = tx.send(true);
+    let limit = Duration::from_millis(ctx.config.delivery.in_progress.shutdown_timeout_ms);
+    let abort = task.abort_handle();
+    if tokio::time::timeout(limit, task).await.is_err() {
+        abort.abort();
+    }
+}
+
+/// Writes `envelopes`, and when the sink fails the whole batch permanently, bisects until
+/// each permanent failure is pinned to a single message.
+fn write_isolating<'a>(
+    sink: &'a dyn Sink,
+    envelopes: &'a [Envelope],
+) -> Pin<Box<dyn Future<Output = Vec<MessageOutcome>> + Send + 'a>> {
+    Box::pin(async move {
+        match sink.write_batch(envelopes).await {
+            Ok(outcomes) if outcomes.len() == envelopes.len() => outcomes,
+            Ok(outcomes) => {
+                tracing::error!(
+                    sink = sink.name(),
+                    expected = envelopes.len(),
+                    got = outcomes.len(),
+                    "sink broke the contract: wrong number of outcomes; treating the batch as a temporary failure"
+                );
+                envelopes.iter().map(|_| MessageOutcome::temporary("sink returned a misaligned outcome list")).collect()
+            }
+            Err(e) if e.is_permanent() && envelopes.len() > 1 => {
+                let mid = envelopes.len() / 2;
+                tracing::info!(messages = envelopes.len(), error = %e, "batch failed permanently; bisecting to isolate the poison message");
+                let mut left = write_isolating(sink, &envelopes[..mid]).await;
+                left.extend(write_isolating(sink, &envelopes[mid..]).await);
+                left
+            }
+            Err(e) => envelopes.iter().map(|_| MessageOutcome::Failed(e.duplicate())).collect(),
+        }
+    })
+}
+
+async fn settle_batch(ctx: &Ctx, batch: Vec<Fetched>, outcomes: Vec<MessageOutcome>) {
+    let confirm = &ctx.config.delivery.ack_confirmation;
+    let confirm_timeout = confirm.enabled.then(|| Duration::from_millis(confirm.timeout_ms));
+    let sends = batch.iter().zip(outcomes.iter()).map(|(fetched, outcome)| async move {
+        settle_one(ctx, fetched, outcome, confirm_timeout).await;
+    });
+    join_all(sends).await;
+}
+
+async fn settle_one(ctx: &Ctx, fetched: &Fetched, outcome: &MessageOutcome, confirm: Option<Duration>) {
+    let envelope = &fetched.envelope;
+    let delivered = envelope.jetstream().delivered;
+    let seq = envelope.jetstream().stream_sequence;
+    match outcome {
+        MessageOutcome::Duplicate => RunStats::add(&ctx.stats.duplicates, 1),
+        MessageOutcome::Conflict(resolution) => {
+            RunStats::add(&ctx.stats.conflicts, 1);
+            tracing::warn!(stream_sequence = seq, subject = envelope.subject(), ?resolution, "conflicting redelivery: same key, different content");
+        }
+        MessageOutcome::Failed(e) if e.class() == ErrorClass::Config => {
+            tracing::error!(stream_sequence = seq, error = %e.display_chain(), "destination configuration error; message will be retried");
+        }
+        MessageOutcome::Failed(e) => {
+            tracing::warn!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
+        }
+        MessageOutcome::Committed => {}
+    }
+    let settlement = ack::settle(outcome, delivered, &ctx.policy, rand::random::<f64>());
+    let settlement = match settlement {
+        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, delivered).await,
+        other => other,
+    };
+    let kind = match settlement {
+        Settlement::Ack => AckKind::Ack,
+        Settlement::Nak(d) => AckKind::Nak(Some(d)),
+        Settlement::LeaveUnacked => {
+            RunStats::add(&ctx.stats.left_unacked, 1);
+            return;
+        }
+        // Resolved above into Ack / Term / Nak.
+        Settlement::DeadLetter(AfterDeadLetter::Ack) => AckKind::Ack,
+        Settlement::DeadLetter(AfterDeadLetter::Term) => AckKind::Term,
+    };
+    if ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_)) {
+        tracing::error!(stream_sequence = seq, delivered, "last allowed delivery failed and no DLQ is configured; the server will drop this message");
+    }
+    let counter = match kind {
+        AckKind::Nak(_) => &ctx.stats.naked,
+        _ => &ctx.stats.acked,
+    };
+    let result = match (confirm, &kind) {
+        (Some(t), AckKind::Ack) => fetched.ack.send_confirmed(kind, t).await,
+        _ => fetched.ack.send(kind).await,
+    };
+    match result {
+        Ok(()) => RunStats::add(counter, 1),
+        Err(e) => {
+            RunStats::add(&ctx.stats.ack_failures, 1);
+            tracing::warn!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
+        }
+    }
+}
+
+/// Publishes the DLQ record; returns the settlement to apply to the original.
+async fn dead_letter(
+    ctx: &Ctx,
+    envelope: &Envelope,
+    outcome: &MessageOutcome,
+    then: AfterDeadLetter,
+    delivered: u64,
+) -> Settlement {
+    let conflict;
+    let error = match outcome {
+        MessageOutcome::Failed(e) => e,
+        MessageOutcome::Conflict(ConflictResolution::Rejected) => {
+            conflict = SinkError::permanent("conflicting redelivery: same key, different content")
+                .with_error_type("ConflictError");
+            &conflict
+        }
+        _ => return Settlement::Ack,
+    };
+    let Some(dlq) = &ctx.dlq else { return ack::after_failed_dead_letter(delivered, &ctx.policy, rand::random()) };
+    match dlq.publish(envelope, error, ctx.sink.name()).await {
+        Ok(()) => {
+            RunStats::add(&ctx.stats.dead_lettered, 1);
+            tracing::warn!(
+                stream_sequence = envelope.jetstream().stream_sequence,
+                subject = envelope.subject(),
+                error_type = error.error_type(),
+                "message dead-lettered"
+            );
+            Settlement::DeadLetter(then)
+        }
+        Err(e) => {
+            RunStats::add(&ctx.stats.dead_letter_failures, 1);
+            tracing::error!(stream_sequence = envelope.jetstream().stream_sequence, error = %e, "dead-letter publish failed; message NAKed, not acked");
+            ack::after_failed_dead_letter(delivered, &ctx.policy, rand::random())
+        }
+    }
+}

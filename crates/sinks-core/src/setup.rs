@@ -1,0 +1,318 @@
+//! Stream and consumer setup before the first fetch.
+//!
+//! Streams are only looked up, unless `stream_management.create_if_missing` asks for them to
+//! be created (an existing stream is never changed). The durable pull consumer is bound,
+//! created or reconciled per `consumer_management.mode`, always with explicit acks; any drift
+//! between the existing consumer and the config is reported field by field before a single
+//! message is fetched.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{self, AckPolicy, PullConsumer, pull};
+use async_nats::jetstream::context::GetStreamErrorKind;
+use async_nats::jetstream::stream::{self, StorageType};
+use async_nats::jetstream::{self, Context};
+
+use crate::config::{Config, ConfigError, ConfigIssue, ConsumerManagementConfig, ConsumerMode, StreamStorage};
+
+/// Why setup failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    /// The config does not match the server (missing stream or consumer, drift): exit 2.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// NATS could not answer (timeout, disconnect): retried by the caller.
+    #[error("jetstream request failed: {0}")]
+    Unavailable(String),
+}
+
+/// The bound consumer and the effective settings the runner needs.
+#[derive(Debug)]
+pub struct BoundConsumer {
+    /// The pull consumer.
+    pub consumer: PullConsumer,
+    /// Effective `max_deliver` (`None` when unlimited).
+    pub max_deliver: Option<u64>,
+    /// Effective AckWait.
+    pub ack_wait: Duration,
+    /// What setup did: `created`, `bound`, `reconciled` or `ephemeral`.
+    pub action: &'static str,
+}
+
+/// One field where the existing consumer differs from the config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drift {
+    /// Field name (consumer config name).
+    pub field: &'static str,
+    /// What the config asks for.
+    pub expected: String,
+    /// What the server has.
+    pub actual: String,
+    /// Whether JetStream lets this field change on an existing consumer.
+    pub updatable: bool,
+}
+
+fn drift_error(drift: &[Drift], consumer: &str) -> ConfigError {
+    ConfigError {
+        issues: drift
+            .iter()
+            .map(|d| ConfigIssue {
+                path: format!("consumer_management.{}", d.field),
+                message: format!(
+                    "existing consumer `{consumer}` has {} but the config asks for {}{}",
+                    d.actual,
+                    d.expected,
+                    if d.updatable { "" } else { " (cannot be changed in place)" }
+                ),
+            })
+            .collect(),
+    }
+}
+
+/// The pull consumer config the settings ask for.
+pub fn desired_consumer(config: &Config) -> pull::Config {
+    let cm = &config.consumer_management;
+    let filters = cm.effective_filters(&config.nats.subject);
+    let (filter_subject, filter_subjects) =
+        if filters.len() == 1 { (filters[0].clone(), Vec::new()) } else { (String::new(), filters) };
+    let durable = config.nats.durable.then(|| config.nats.consumer.clone());
+    pull::Config {
+        durable_name: durable.clone(),
+        name: durable,
+        description: Some("nats-sinks".into()),
+        ack_policy: AckPolicy::Explicit,
+        deliver_policy: match cm.deliver_policy {
+            crate::config::DeliverPolicy::All => consumer::DeliverPolicy::All,
+            crate::config::DeliverPolicy::Last => consumer::DeliverPolicy::Last,
+            crate::config::DeliverPolicy::New => consumer::DeliverPolicy::New,
+            crate::config::DeliverPolicy::LastPerSubject => consumer::DeliverPolicy::LastPerSubject,
+        },
+        replay_policy: match cm.replay_policy {
+            crate::config::ReplayPolicy::Instant => consumer::ReplayPolicy::Instant,
+            crate::config::ReplayPolicy::Original => consumer::ReplayPolicy::Original,
+        },
+        filter_subject,
+        filter_subjects,
+        ack_wait: cm.ack_wait_seconds.map(Duration::from_secs_f64).unwrap_or_default(),
+        max_deliver: cm.max_deliver.unwrap_or_default(),
+        backoff: cm.backoff_seconds.iter().flatten().map(|s| Duration::from_secs_f64(*s)).collect(),
+        max_ack_pending: cm.max_ack_pending.unwrap_or_default(),
+        max_waiting: cm.max_waiting.unwrap_or_default(),
+        headers_only: cm.headers_only.unwrap_or_default(),
+        num_replicas: cm.num_replicas.unwrap_or_default(),
+        memory_storage: cm.memory_storage.unwrap_or_default(),
+        metadata: cm.metadata.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+        inactive_threshold: if config.nats.durable { Duration::ZERO } else { Duration::from_secs(300) },
+        ..Default::default()
+    }
+}
+
+/// Compares an existing consumer with the config: always the pull shape, ack policy,
+/// deliver and replay policy and filters; optional fields only when the config sets them.
+pub fn detect_drift(existing: &consumer::Config, cm: &ConsumerManagementConfig, nats_subject: &str) -> Vec<Drift> {
+    let mut drift = Vec::new();
+    let mut check = |field: &'static str, expected: String, actual: String, updatable: bool| {
+        if expected != actual {
+            drift.push(Drift { field, expected, actual, updatable });
+        }
+    };
+    check("deliver_subject", "none (pull)".into(), existing.deliver_subject.clone().unwrap_or_else(|| "none (pull)".into()), false);
+    check("ack_policy", "explicit".into(), format!("{:?}", existing.ack_policy).to_lowercase(), false);
+    let dp = format!("{:?}", cm.deliver_policy);
+    let dp_actual = match existing.deliver_policy {
+        consumer::DeliverPolicy::All => "All",
+        consumer::DeliverPolicy::Last => "Last",
+        consumer::DeliverPolicy::New => "New",
+        consumer::DeliverPolicy::LastPerSubject => "LastPerSubject",
+        _ => "by_start_sequence_or_time",
+    };
+    check("deliver_policy", dp, dp_actual.into(), false);
+    check("replay_policy", format!("{:?}", cm.replay_policy), format!("{:?}", existing.replay_policy), false);
+    let mut want = cm.effective_filters(nats_subject);
+    want.sort();
+    let mut have: Vec<String> = if existing.filter_subjects.is_empty() {
+        if existing.filter_subject.is_empty() { Vec::new() } else { vec![existing.filter_subject.clone()] }
+    } else {
+        existing.filter_subjects.clone()
+    };
+    have.sort();
+    check("filter_subjects", format!("{want:?}"), format!("{have:?}"), true);
+    if let Some(secs) = cm.ack_wait_seconds {
+        check("ack_wait_seconds", format!("{secs}"), format!("{}", existing.ack_wait.as_secs_f64()), true);
+    }
+    if let Some(m) = cm.max_deliver {
+        check("max_deliver", m.to_string(), existing.max_deliver.to_string(), true);
+    }
+    if let Some(b) = &cm.backoff_seconds {
+        let have: Vec<f64> = existing.backoff.iter().map(Duration::as_secs_f64).collect();
+        check("backoff_seconds", format!("{b:?}"), format!("{have:?}"), true);
+    }
+    if let Some(m) = cm.max_ack_pending {
+        check("max_ack_pending", m.to_string(), existing.max_ack_pending.to_string(), true);
+    }
+    if let Some(m) = cm.max_waiting {
+        check("max_waiting", m.to_string(), existing.max_waiting.to_string(), false);
+    }
+    if let Some(h) = cm.headers_only {
+        check("headers_only", h.to_string(), existing.headers_only.to_string(), true);
+    }
+    if let Some(n) = cm.num_replicas {
+        check("num_replicas", n.to_string(), existing.num_replicas.to_string(), true);
+    }
+    if let Some(m) = cm.memory_storage {
+        check("memory_storage", m.to_string(), existing.memory_storage.to_string(), false);
+    }
+    if !cm.metadata.is_empty() {
+        let have: std::collections::BTreeMap<_, _> = existing.metadata.iter().collect();
+        let want: std::collections::BTreeMap<_, _> = cm.metadata.iter().collect();
+        check("metadata", format!("{want:?}"), format!("{have:?}"), true);
+    }
+    drift
+}
+
+fn unavailable(e: impl std::fmt::Display) -> SetupError {
+    SetupError::Unavailable(e.to_string())
+}
+
+async fn create_stream(js: &Context, name: &str, subjects: Vec<String>, config: &Config) -> Result<(), SetupError> {
+    let sm = &config.stream_management;
+    let cfg = stream::Config {
+        name: name.to_owned(),
+        subjects,
+        storage: match sm.storage {
+            StreamStorage::File => StorageType::File,
+            StreamStorage::Memory => StorageType::Memory,
+        },
+        max_age: sm.max_age_seconds.map(Duration::from_secs).unwrap_or_default(),
+        duplicate_window: sm.duplicate_window_seconds.map(Duration::from_secs).unwrap_or_default(),
+        ..Default::default()
+    };
+    js.get_or_create_stream(cfg).await.map_err(unavailable)?;
+    tracing::info!(stream = name, "created stream (stream_management.create_if_missing)");
+    Ok(())
+}
+
+async fn stream_exists(js: &Context, name: &str) -> Result<bool, SetupError> {
+    match js.get_stream(name).await {
+        Ok(_) => Ok(true),
+        Err(e) => match e.kind() {
+            GetStreamErrorKind::JetStream(j) if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND => Ok(false),
+            _ => Err(unavailable(e)),
+        },
+    }
+}
+
+/// Looks up (or, when opted in, creates) the source stream and the DLQ stream.
+pub async fn ensure_streams(js: &Context, config: &Config) -> Result<stream::Stream, SetupError> {
+    let sm = &config.stream_management;
+    let name = &config.nats.stream;
+    if !stream_exists(js, name).await? {
+        if !sm.create_if_missing {
+            return Err(ConfigError::single(
+                "nats.stream",
+                format!("stream `{name}` does not exist (streams are never created unless stream_management.create_if_missing is set)"),
+            )
+            .into());
+        }
+        let subjects = if sm.subjects.is_empty() { vec![config.nats.subject.clone()] } else { sm.subjects.clone() };
+        create_stream(js, name, subjects, config).await?;
+    }
+    if let (Some(dl_stream), Some(subject)) = (&sm.dead_letter_stream, &config.dead_letter.subject) {
+        if sm.create_if_missing && !stream_exists(js, dl_stream).await? {
+            create_stream(js, dl_stream, vec![subject.clone()], config).await?;
+        }
+    }
+    js.get_stream(name).await.map_err(unavailable)
+}
+
+/// Binds, creates or reconciles the consumer per `consumer_management.mode`.
+pub async fn ensure_consumer(stream: &stream::Stream, config: &Config) -> Result<BoundConsumer, SetupError> {
+    let desired = desired_consumer(config);
+    let cm = &config.consumer_management;
+    let name = &config.nats.consumer;
+    if !config.nats.durable {
+        let consumer = stream.create_consumer(desired).await.map_err(unavailable)?;
+        return finish(consumer, "ephemeral").await;
+    }
+    let existing = match stream.consumer_info(name).await {
+        Ok(info) => Some(info),
+        Err(e) if e.kind() == jetstream::context::ConsumerInfoErrorKind::NotFound => None,
+        Err(e) => return Err(unavailable(e)),
+    };
+    let Some(existing) = existing else {
+        if cm.mode == ConsumerMode::BindOnly {
+            return Err(ConfigError::single(
+                "nats.consumer",
+                format!("consumer `{name}` does not exist in stream `{}` and consumer_management.mode is bind_only", config.nats.stream),
+            )
+            .into());
+        }
+        let consumer = stream.create_consumer(desired).await.map_err(unavailable)?;
+        tracing::info!(consumer = %name, "created durable pull consumer");
+        return finish(consumer, "created").await;
+    };
+    let drift = detect_drift(&existing.config, cm, &config.nats.subject);
+    if drift.is_empty() {
+        let consumer = stream.get_consumer(name).await.map_err(unavailable)?;
+        return finish(consumer, "bound").await;
+    }
+    let fixed: Vec<Drift> = drift.iter().filter(|d| !d.updatable).cloned().collect();
+    if cm.mode != ConsumerMode::Reconcile || !fixed.is_empty() {
+        let report = if cm.mode == ConsumerMode::Reconcile { fixed } else { drift };
+        return Err(drift_error(&report, name).into());
+    }
+    for d in &drift {
+        tracing::warn!(field = d.field, expected = %d.expected, actual = %d.actual, "reconciling consumer field");
+    }
+    let consumer = stream.create_consumer(desired).await.map_err(unavailable)?;
+    finish(consumer, "reconciled").await
+}
+
+async fn finish(mut consumer: PullConsumer, action: &'static str) -> Result<BoundConsumer, SetupError> {
+    let info = consumer.info().await.map_err(unavailable)?.clone();
+    Ok(BoundConsumer {
+        consumer,
+        max_deliver: u64::try_from(info.config.max_deliver).ok().filter(|m| *m > 0),
+        ack_wait: if info.config.ack_wait.is_zero() { Duration::from_secs(30) } else { info.config.ack_wait },
+        action,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drift_names_every_differing_field() {
+        let existing = consumer::Config {
+            durable_name: Some("c".into()),
+            ack_policy: AckPolicy::All,
+            deliver_policy: consumer::DeliverPolicy::New,
+            filter_subject: "orders.x".into(),
+            max_deliver: 3,
+            ack_wait: Duration::from_secs(30),
+            ..Default::default()
+        };
+        let cm = ConsumerManagementConfig { max_deliver: Some(5), ack_wait_seconds: Some(30.0), ..Default::default() };
+        let fields: Vec<(&str, bool)> =
+            detect_drift(&existing, &cm, "orders.*").iter().map(|d| (d.field, d.updatable)).collect();
+        assert_eq!(
+            fields,
+            [("ack_policy", false), ("deliver_policy", false), ("filter_subjects", true), ("max_deliver", true)]
+        );
+        let err = drift_error(&detect_drift(&existing, &cm, "orders.*"), "c");
+        assert_eq!(err.issues[0].path, "consumer_management.ack_policy");
+        assert!(err.issues[0].message.contains("cannot be changed in place"));
+    }
+
+    #[test]
+    fn matching_consumer_has_no_drift() {
+        let existing = consumer::Config {
+            ack_policy: AckPolicy::Explicit,
+            filter_subject: "orders.*".into(),
+            max_deliver: -1,
+            ..Default::default()
+        };
+        assert!(detect_drift(&existing, &ConsumerManagementConfig::default(), "orders.*").is_empty());
+    }
+}

@@ -1,0 +1,134 @@
+//! The [`Sink`] trait and the per-message outcomes a sink reports.
+//!
+//! A sink writes a batch of envelopes and returns, for each one, what became of it. It never
+//! sees an ack handle: the runner settles every message from its own outcome through the
+//! ACK gate, only after `write_batch` has returned. The trait is object safe, so sinks of
+//! different kinds can sit side by side as `Arc<dyn Sink>`.
+
+use async_trait::async_trait;
+
+use crate::envelope::Envelope;
+use crate::error::SinkError;
+
+/// What happened to one envelope of a batch.
+#[derive(Debug)]
+pub enum MessageOutcome {
+    /// Durably committed by this write.
+    Committed,
+    /// Already committed by an earlier delivery (same key, same or unknown content).
+    Duplicate,
+    /// The key exists with different content; `resolution` says what the sink did.
+    Conflict(ConflictResolution),
+    /// Not written; the error's class says whether a retry can help.
+    Failed(SinkError),
+}
+
+/// What a sink did about a conflicting redelivery (same key, different content).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictResolution {
+    /// The first version was kept; the message is acknowledged and the conflict logged.
+    KeptExisting,
+    /// The new version replaced the old one; acknowledged and logged.
+    Overwritten,
+    /// Neither is acceptable: the message is dead-lettered.
+    Rejected,
+}
+
+/// The five outcome classes of the contract (see `docs/sink-contract.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OutcomeClass {
+    /// Committed now.
+    Committed,
+    /// Committed earlier.
+    Duplicate,
+    /// Same key, different content.
+    Conflict,
+    /// Failed, retry later.
+    FailedTemporary,
+    /// Failed, never retry.
+    FailedPermanent,
+}
+
+impl MessageOutcome {
+    /// Shorthand for a temporary failure.
+    pub fn temporary(message: impl Into<String>) -> Self {
+        Self::Failed(SinkError::temporary(message))
+    }
+
+    /// Shorthand for a permanent failure.
+    pub fn permanent(message: impl Into<String>) -> Self {
+        Self::Failed(SinkError::permanent(message))
+    }
+
+    /// The contract class of this outcome (configuration errors count as temporary).
+    pub fn class(&self) -> OutcomeClass {
+        match self {
+            Self::Committed => OutcomeClass::Committed,
+            Self::Duplicate => OutcomeClass::Duplicate,
+            Self::Conflict(_) => OutcomeClass::Conflict,
+            Self::Failed(e) if e.is_permanent() => OutcomeClass::FailedPermanent,
+            Self::Failed(_) => OutcomeClass::FailedTemporary,
+        }
+    }
+
+    /// True when the message is durably in the destination (committed, duplicate, or a
+    /// conflict that kept or replaced a version).
+    pub fn is_durable(&self) -> bool {
+        matches!(
+            self,
+            Self::Committed
+                | Self::Duplicate
+                | Self::Conflict(ConflictResolution::KeptExisting | ConflictResolution::Overwritten)
+        )
+    }
+}
+
+/// Result of one `write_batch` call.
+///
+/// `Ok(outcomes)` has exactly one outcome per input envelope, in input order.
+/// `Err(error)` means the failure could not be attributed to single messages and nothing in
+/// the batch may be treated as committed; a permanent batch error makes the runner bisect
+/// the batch until the poison message is isolated.
+pub type BatchResult = Result<Vec<MessageOutcome>, SinkError>;
+
+/// Static facts about a sink that the runner and the certification suite read.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The sink commits a batch all-or-nothing (one transaction).
+    pub atomic_batch: bool,
+    /// The sink can tell a conflicting redelivery (same key, different content).
+    pub detects_conflicts: bool,
+}
+
+/// A destination that durably commits batches of envelopes.
+#[async_trait]
+pub trait Sink: Send + Sync + std::fmt::Debug {
+    /// Short kind name (`file`, `mysql`, …) used in logs, DLQ headers and reports.
+    fn name(&self) -> &str;
+
+    /// What this destination can promise.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::default()
+    }
+
+    /// Prepares the destination (directories, pools, schema). Called once before the first
+    /// write. A [`crate::ErrorClass::Config`] error here stops start-up with exit code 2.
+    async fn open(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    /// Writes and commits `batch`. MUST return only after every envelope reported as
+    /// committed is durable, and MUST report one outcome per envelope in input order.
+    /// MUST NOT settle anything: it has no way to.
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult;
+
+    /// Cheap reachability probe of the destination.
+    async fn health_check(&self) -> Result<(), SinkError>;
+
+    /// Releases resources after the last write.
+    async fn close(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,122 @@
+//! [`MemorySink`]: a sink that keeps committed payloads in memory, keyed by idempotency key,
+//! with injectable faults. It keeps the whole delivery contract, so the certification suite
+//! and the runner tests use it as the reference implementation.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+
+use crate::envelope::Envelope;
+use crate::error::SinkError;
+use crate::sink::{BatchResult, Capabilities, ConflictResolution, MessageOutcome, Sink};
+
+/// Faults to inject into a [`MemorySink`].
+#[derive(Debug, Default)]
+pub struct FaultPlan {
+    /// Fail this many upcoming `write_batch` calls with a temporary batch error.
+    pub fail_batches: AtomicUsize,
+    /// Reject payloads equal to this as permanent, as a batch-level error that does not say
+    /// which message was bad (forces the runner to bisect).
+    pub poison_payload: Mutex<Option<Bytes>>,
+    /// Act as if the destination were unreachable.
+    pub unreachable: AtomicBool,
+}
+
+/// In-memory destination keyed by idempotency key.
+#[derive(Debug, Default)]
+pub struct MemorySink {
+    records: Mutex<HashMap<String, Bytes>>,
+    writes: AtomicUsize,
+    /// Injected faults.
+    pub faults: FaultPlan,
+}
+
+impl MemorySink {
+    /// An empty sink without faults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The committed payload for `key`, read without going through `write_batch`.
+    pub fn get(&self, key: &str) -> Option<Bytes> {
+        self.lock().get(key).cloned()
+    }
+
+    /// Number of committed records.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// True when nothing is committed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Number of `write_batch` calls so far.
+    pub fn write_calls(&self) -> usize {
+        self.writes.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Bytes>> {
+        self.records.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl Sink for MemorySink {
+    fn name(&self) -> &str {
+        "memory"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { atomic_batch: false, detects_conflicts: true }
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        if self.faults.unreachable.load(Ordering::Relaxed) {
+            return Err(SinkError::temporary("memory destination unreachable"));
+        }
+        let pending = self.faults.fail_batches.load(Ordering::Relaxed);
+        if pending > 0 {
+            self.faults.fail_batches.store(pending - 1, Ordering::Relaxed);
+            return Err(SinkError::temporary("injected temporary failure"));
+        }
+        let poison = self.faults.poison_payload.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        if let Some(p) = poison {
+            if batch.iter().any(|e| *e.payload() == p) {
+                return Err(SinkError::permanent("batch contains a rejected payload"));
+            }
+        }
+        let mut records = self.lock();
+        let outcomes = batch
+            .iter()
+            .map(|e| {
+                let key = match e.idempotency_key() {
+                    Ok(k) => k.to_string(),
+                    Err(err) => return MessageOutcome::Failed(SinkError::permanent(err.to_string())),
+                };
+                match records.get(&key) {
+                    Some(existing) if existing == e.payload() => MessageOutcome::Duplicate,
+                    Some(_) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+                    None => {
+                        records.insert(key, e.payload().clone());
+                        MessageOutcome::Committed
+                    }
+                }
+            })
+            .collect();
+        Ok(outcomes)
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        if self.faults.unreachable.load(Ordering::Relaxed) {
+            Err(SinkError::temporary("memory destination unreachable"))
+        } else {
+            Ok(())
+        }
+    }
+}
