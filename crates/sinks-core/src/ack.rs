@@ -140,7 +140,9 @@ mod tests {
             "rejected" => MessageOutcome::Conflict(ConflictResolution::Rejected),
             "temporary" => MessageOutcome::temporary("t"),
             "config" => MessageOutcome::Failed(SinkError::config("c")),
-            "retry_after" => MessageOutcome::Failed(SinkError::temporary("t").with_retry_after(Duration::from_secs(30))),
+            "retry_after" => {
+                MessageOutcome::Failed(SinkError::temporary("t").with_retry_after(Duration::from_secs(30)))
+            }
             "permanent" => MessageOutcome::permanent("p"),
             other => panic!("{other}"),
         }
@@ -154,8 +156,9 @@ mod tests {
         let s = Duration::from_secs;
         let dlq = Some(ThenAck);
         let term = Some(ThenTerm);
+        type Row = (&'static str, u64, Option<AfterDeadLetter>, Option<u64>, TemporaryAction, Settlement);
         #[rustfmt::skip]
-        let table: &[(&str, u64, Option<AfterDeadLetter>, Option<u64>, TemporaryAction, Settlement)] = &[
+        let table: &[Row] = &[
             // outcome     delivered dlq   max_deliver action    settlement
             ("committed",   1, None, None,     NakAction, Ack),
             ("duplicate",   9, None, None,     NakAction, Ack),

@@ -60,10 +60,7 @@ impl Headers {
 
     /// Every value of header `name`, looked up case-insensitively.
     pub fn get_all(&self, name: &str) -> Option<&[String]> {
-        self.entries
-            .iter()
-            .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_slice())
+        self.entries.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
     }
 
     /// `(name, values)` pairs in arrival order.

@@ -136,10 +136,9 @@ impl IdempotencyStrategy {
                 }
                 Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence))
             }
-            Self::MessageId => envelope
-                .message_id()
-                .map(IdempotencyKey::message_id)
-                .ok_or(IdempotencyError::MissingMessageId),
+            Self::MessageId => {
+                envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)
+            }
             Self::PayloadField => {
                 let path = path.unwrap_or_default();
                 let value = normalized.unwrap_or(&serde_json::Value::Null);
@@ -162,11 +161,9 @@ pub fn payload_field(value: &serde_json::Value, path: &str) -> Result<String, Id
     for part in path.split('.') {
         current = match current {
             serde_json::Value::Object(map) => map.get(part).ok_or_else(|| err("is missing"))?,
-            serde_json::Value::Array(items) => part
-                .parse::<usize>()
-                .ok()
-                .and_then(|i| items.get(i))
-                .ok_or_else(|| err("is missing"))?,
+            serde_json::Value::Array(items) => {
+                part.parse::<usize>().ok().and_then(|i| items.get(i)).ok_or_else(|| err("is missing"))?
+            }
             _ => return Err(err("is missing")),
         };
     }
@@ -235,8 +232,7 @@ mod tests {
     #[test]
     fn payload_field_extracts_scalars_only() {
         let v: serde_json::Value =
-            serde_json::from_str(r#"{"a":{"id":"x-1","n":12,"z":null,"o":{},"e":" "},"l":[5]}"#)
-                .unwrap();
+            serde_json::from_str(r#"{"a":{"id":"x-1","n":12,"z":null,"o":{},"e":" "},"l":[5]}"#).unwrap();
         assert_eq!(payload_field(&v, "a.id").unwrap(), "x-1");
         assert_eq!(payload_field(&v, "a.n").unwrap(), "12");
         assert_eq!(payload_field(&v, "l.0").unwrap(), "5");

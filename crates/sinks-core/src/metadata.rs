@@ -207,7 +207,8 @@ impl MessageMetadataConfig {
                 ));
             }
             if let Some(item) = rule.labels.as_ref().and_then(Labels::item_with_separator) {
-                errors.push((format!("message_metadata.rules[{i}].labels"), format!("array item `{item}` contains `;`")));
+                errors
+                    .push((format!("message_metadata.rules[{i}].labels"), format!("array item `{item}` contains `;`")));
             }
         }
         errors
@@ -218,14 +219,14 @@ impl MessageMetadataConfig {
         let rule_for = |pick: &dyn Fn(&MetadataRule) -> bool| {
             self.rules.iter().find(|r| pick(r) && subject::matches(&r.subject, subject))
         };
-        let scalar = |field: &FieldConfig, pick: fn(&MetadataRule) -> &Option<Option<String>>| {
-            match headers.get(&field.header) {
-                Some(value) => clean(value),
-                None => match rule_for(&|r| pick(r).is_some()) {
-                    Some(rule) => pick(rule).clone().flatten().as_deref().and_then(clean),
-                    None => field.default.as_deref().and_then(clean),
-                },
-            }
+        let scalar = |field: &FieldConfig, pick: fn(&MetadataRule) -> &Option<Option<String>>| match headers
+            .get(&field.header)
+        {
+            Some(value) => clean(value),
+            None => match rule_for(&|r| pick(r).is_some()) {
+                Some(rule) => pick(rule).clone().flatten().as_deref().and_then(clean),
+                None => field.default.as_deref().and_then(clean),
+            },
         };
         let labels = match headers.get(&self.labels.header) {
             Some(value) => normalize_labels(value.split(';')),
@@ -250,10 +251,10 @@ fn clean(value: &str) -> Option<String> {
 fn normalize_labels<'a>(items: impl Iterator<Item = &'a str>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for part in items.flat_map(|i| i.split(';')) {
-        if let Some(label) = clean(part) {
-            if !out.contains(&label) {
-                out.push(label);
-            }
+        if let Some(label) = clean(part)
+            && !out.contains(&label)
+        {
+            out.push(label);
         }
     }
     out

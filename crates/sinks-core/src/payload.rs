@@ -125,13 +125,7 @@ pub fn normalize(data: &[u8], mode: PayloadMode) -> Result<NormalizedPayload, Pa
             // validate_strict accepted it, so RawValue accepts it too.
             let value = RawValue::from_string(trimmed.to_owned())
                 .map_err(|e| PayloadError::NotJson { reason: e.to_string() })?;
-            Ok(NormalizedPayload {
-                value,
-                original_format: OriginalFormat::Json,
-                wrapped: false,
-                sha256,
-                size_bytes,
-            })
+            Ok(NormalizedPayload { value, original_format: OriginalFormat::Json, wrapped: false, sha256, size_bytes })
         }
         Err(e) if mode == PayloadMode::JsonOnly => Err(PayloadError::NotJson { reason: e.to_string() }),
         Err(_) => Ok(wrap(OriginalFormat::Text, "utf-8", text.to_owned())),
@@ -176,7 +170,8 @@ mod tests {
         let nan = br#"{"a":NaN}"#.as_slice();
         let dup = br#"{"a":1,"a":2}"#.as_slice();
         let bin = [0xff, 0xfe, 0x00].as_slice();
-        let table: [(&[u8], PayloadMode, Result<(OriginalFormat, bool), PayloadError>); 14] = [
+        type Row<'a> = (&'a [u8], PayloadMode, Result<(OriginalFormat, bool), PayloadError>);
+        let table: [Row<'_>; 14] = [
             (json, JsonOrEnvelope, Ok((Json, false))),
             (text, JsonOrEnvelope, Ok((Text, true))),
             (nan, JsonOrEnvelope, Ok((Text, true))),
@@ -203,8 +198,8 @@ mod tests {
 
     #[test]
     fn json_is_kept_verbatim_including_big_numbers() {
-        let p = normalize(b" {\"n\": 123456789012345678901234567890, \"d\": 1.50}\n", PayloadMode::JsonOrEnvelope)
-            .unwrap();
+        let p =
+            normalize(b" {\"n\": 123456789012345678901234567890, \"d\": 1.50}\n", PayloadMode::JsonOrEnvelope).unwrap();
         assert_eq!(p.value.get(), "{\"n\": 123456789012345678901234567890, \"d\": 1.50}");
         assert_eq!(p.size_bytes, 50, "size counts the published bytes, whitespace included");
     }

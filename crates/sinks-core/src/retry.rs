@@ -62,11 +62,7 @@ impl Backoff {
             }
         };
         let max = self.max.as_secs_f64();
-        if !secs.is_finite() || secs >= max {
-            self.max
-        } else {
-            Duration::from_secs_f64(secs.max(0.0))
-        }
+        if !secs.is_finite() || secs >= max { self.max } else { Duration::from_secs_f64(secs.max(0.0)) }
     }
 
     /// The delay for `attempt`, jittered with `sample` drawn uniformly from `[0, 1)`.
@@ -91,13 +87,7 @@ mod tests {
     use super::*;
 
     fn b(mode: BackoffMode, jitter: Jitter) -> Backoff {
-        Backoff {
-            base: Duration::from_millis(100),
-            max: Duration::from_millis(1000),
-            mode,
-            multiplier: 2.0,
-            jitter,
-        }
+        Backoff { base: Duration::from_millis(100), max: Duration::from_millis(1000), mode, multiplier: 2.0, jitter }
     }
 
     #[test]

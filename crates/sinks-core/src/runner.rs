@@ -127,10 +127,10 @@ pub async fn run(
 
 /// Retries `attempt` with backoff until it succeeds, fails for a configuration reason, or a
 /// stop is requested (then `None`).
-async fn retry_until<T, E: std::fmt::Display>(
+async fn retry_until<T, E: std::fmt::Display, F: Future<Output = Result<T, Retry<E>>>>(
     what: &str,
     stop: &watch::Receiver<bool>,
-    mut attempt: impl AsyncFnMut() -> Result<T, Retry<E>>,
+    mut attempt: impl FnMut() -> F,
 ) -> Result<Option<T>, ConfigError> {
     let backoff = reconnect_backoff();
     let mut failures = 0u64;
@@ -187,9 +187,7 @@ async fn run_inner(
 ) -> Result<(), RunError> {
     let Some(()) = retry_until("sink open", &stop, async || match sink.open().await {
         Ok(()) => Ok(()),
-        Err(e) if e.class() == ErrorClass::Config => {
-            Err(Retry::Fatal(ConfigError::single("sink", e.display_chain())))
-        }
+        Err(e) if e.class() == ErrorClass::Config => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
         Err(e) if e.is_permanent() => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
         Err(e) => Err(Retry::Again(e.display_chain())),
     })
@@ -199,10 +197,13 @@ async fn run_inner(
     };
     tracing::info!(sink = sink.name(), "sink opened");
 
-    let Some(client) = retry_until("nats connect", &stop, async || match connect::connect(&config.nats).await {
-        Ok(c) => Ok(c),
-        Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
-        Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
+    let nats = &config.nats;
+    let Some(client) = retry_until("nats connect", &stop, || async move {
+        match connect::connect(nats).await {
+            Ok(c) => Ok(c),
+            Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
+            Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
+        }
     })
     .await?
     else {
@@ -210,9 +211,10 @@ async fn run_inner(
     };
     let js = async_nats::jetstream::new(client.clone());
 
-    let Some(bound) = retry_until("consumer setup", &stop, async || {
-        let stream = setup::ensure_streams(&js, &config).await.map_err(setup_retry)?;
-        setup::ensure_consumer(&stream, &config).await.map_err(setup_retry)
+    let (js_ref, config_ref) = (&js, &config);
+    let Some(bound) = retry_until("consumer setup", &stop, || async move {
+        let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
+        setup::ensure_consumer(&stream, config_ref).await.map_err(setup_retry)
     })
     .await?
     else {
@@ -298,10 +300,10 @@ impl OrderingGate {
         let (tx, rx) = watch::channel(false);
         let mut waits = Vec::new();
         for key in keys {
-            if let Some(prev) = self.last_writer.insert(key, rx.clone()) {
-                if !*prev.borrow() {
-                    waits.push(prev);
-                }
+            if let Some(prev) = self.last_writer.insert(key, rx.clone())
+                && !*prev.borrow()
+            {
+                waits.push(prev);
             }
         }
         (waits, tx)
@@ -488,7 +490,12 @@ async fn settle_one(ctx: &Ctx, fetched: &Fetched, outcome: &MessageOutcome, conf
         MessageOutcome::Duplicate => RunStats::add(&ctx.stats.duplicates, 1),
         MessageOutcome::Conflict(resolution) => {
             RunStats::add(&ctx.stats.conflicts, 1);
-            tracing::warn!(stream_sequence = seq, subject = envelope.subject(), ?resolution, "conflicting redelivery: same key, different content");
+            tracing::warn!(
+                stream_sequence = seq,
+                subject = envelope.subject(),
+                ?resolution,
+                "conflicting redelivery: same key, different content"
+            );
         }
         MessageOutcome::Failed(e) if e.class() == ErrorClass::Config => {
             tracing::error!(stream_sequence = seq, error = %e.display_chain(), "destination configuration error; message will be retried");
@@ -515,7 +522,11 @@ async fn settle_one(ctx: &Ctx, fetched: &Fetched, outcome: &MessageOutcome, conf
         Settlement::DeadLetter(AfterDeadLetter::Term) => AckKind::Term,
     };
     if ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_)) {
-        tracing::error!(stream_sequence = seq, delivered, "last allowed delivery failed and no DLQ is configured; the server will drop this message");
+        tracing::error!(
+            stream_sequence = seq,
+            delivered,
+            "last allowed delivery failed and no DLQ is configured; the server will drop this message"
+        );
     }
     let counter = match kind {
         AckKind::Nak(_) => &ctx.stats.naked,

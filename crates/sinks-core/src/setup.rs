@@ -116,7 +116,12 @@ pub fn detect_drift(existing: &consumer::Config, cm: &ConsumerManagementConfig, 
             drift.push(Drift { field, expected, actual, updatable });
         }
     };
-    check("deliver_subject", "none (pull)".into(), existing.deliver_subject.clone().unwrap_or_else(|| "none (pull)".into()), false);
+    check(
+        "deliver_subject",
+        "none (pull)".into(),
+        existing.deliver_subject.clone().unwrap_or_else(|| "none (pull)".into()),
+        false,
+    );
     check("ack_policy", "explicit".into(), format!("{:?}", existing.ack_policy).to_lowercase(), false);
     let dp = format!("{:?}", cm.deliver_policy);
     let dp_actual = match existing.deliver_policy {
@@ -217,10 +222,11 @@ pub async fn ensure_streams(js: &Context, config: &Config) -> Result<stream::Str
         let subjects = if sm.subjects.is_empty() { vec![config.nats.subject.clone()] } else { sm.subjects.clone() };
         create_stream(js, name, subjects, config).await?;
     }
-    if let (Some(dl_stream), Some(subject)) = (&sm.dead_letter_stream, &config.dead_letter.subject) {
-        if sm.create_if_missing && !stream_exists(js, dl_stream).await? {
-            create_stream(js, dl_stream, vec![subject.clone()], config).await?;
-        }
+    if let (Some(dl_stream), Some(subject)) = (&sm.dead_letter_stream, &config.dead_letter.subject)
+        && sm.create_if_missing
+        && !stream_exists(js, dl_stream).await?
+    {
+        create_stream(js, dl_stream, vec![subject.clone()], config).await?;
     }
     js.get_stream(name).await.map_err(unavailable)
 }
@@ -243,7 +249,10 @@ pub async fn ensure_consumer(stream: &stream::Stream, config: &Config) -> Result
         if cm.mode == ConsumerMode::BindOnly {
             return Err(ConfigError::single(
                 "nats.consumer",
-                format!("consumer `{name}` does not exist in stream `{}` and consumer_management.mode is bind_only", config.nats.stream),
+                format!(
+                    "consumer `{name}` does not exist in stream `{}` and consumer_management.mode is bind_only",
+                    config.nats.stream
+                ),
             )
             .into());
         }

@@ -122,10 +122,10 @@ impl ConsumerManagementConfig {
                 Ok(()) => {}
             }
         }
-        if let Some(w) = self.ack_wait_seconds {
-            if !(w > 0.0 && w <= 86_400.0) {
-                issues.push("consumer_management.ack_wait_seconds", "must be in (0, 86400]");
-            }
+        if let Some(w) = self.ack_wait_seconds
+            && !(w > 0.0 && w <= 86_400.0)
+        {
+            issues.push("consumer_management.ack_wait_seconds", "must be in (0, 86400]");
         }
         if let Some(backoff) = &self.backoff_seconds {
             if self.ack_wait_seconds.is_some() {
@@ -147,10 +147,10 @@ impl ConsumerManagementConfig {
             ("consumer_management.max_ack_pending", self.max_ack_pending),
             ("consumer_management.max_waiting", self.max_waiting),
         ] {
-            if let Some(v) = value {
-                if !(1..=1_000_000).contains(&v) {
-                    issues.push(path, "must be in 1..=1000000");
-                }
+            if let Some(v) = value
+                && !(1..=1_000_000).contains(&v)
+            {
+                issues.push(path, "must be in 1..=1000000");
             }
         }
         if self.num_replicas.is_some_and(|n| n > 5) {
@@ -210,10 +210,10 @@ impl StreamManagementConfig {
                 issues.push(&format!("stream_management.subjects[{i}]"), e.to_string());
             }
         }
-        if let Some(name) = &self.dead_letter_stream {
-            if name.is_empty() || name.chars().any(|c| c.is_whitespace() || ".*>/\\".contains(c)) {
-                issues.push("stream_management.dead_letter_stream", "must be a valid stream name");
-            }
+        if let Some(name) = &self.dead_letter_stream
+            && (name.is_empty() || name.chars().any(|c| c.is_whitespace() || ".*>/\\".contains(c)))
+        {
+            issues.push("stream_management.dead_letter_stream", "must be a valid stream name");
         }
     }
 }

@@ -202,6 +202,11 @@ impl Config {
     /// Builds from an already assembled figment (file plus overrides) and validates.
     pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
         let value: serde_json::Value = figment.extract().map_err(|e| figment_error(&e))?;
+        Self::from_value(value)
+    }
+
+    /// Builds from a JSON value (the merged config tree) and validates.
+    pub fn from_value(value: serde_json::Value) -> Result<Self, ConfigError> {
         let mut config: Self = deserialize_at("", value)?;
         config.message_metadata.fill_default_headers();
         config.validate()?;
@@ -227,7 +232,10 @@ impl Config {
                     if let Err(e) = subject::validate_literal(s) {
                         issues.push("dead_letter.subject", e.to_string());
                     } else if subject::matches(&self.nats.subject, s) {
-                        issues.push("dead_letter.subject", "must not be matched by nats.subject (records would be consumed again)");
+                        issues.push(
+                            "dead_letter.subject",
+                            "must not be matched by nats.subject (records would be consumed again)",
+                        );
                     }
                 }
             }
@@ -241,21 +249,27 @@ impl Config {
                 issues.push("delivery.in_progress.enabled", "requires a durable consumer (nats.durable)");
             }
             if self.consumer_management.backoff_seconds.is_some() {
-                issues.push("delivery.in_progress.enabled", "cannot be combined with consumer_management.backoff_seconds");
+                issues.push(
+                    "delivery.in_progress.enabled",
+                    "cannot be combined with consumer_management.backoff_seconds",
+                );
             }
             if let Some(ack_wait) = self.consumer_management.ack_wait_seconds {
                 if (ip.interval_ms as f64) >= ack_wait * 1000.0 * 0.8 {
-                    issues.push("delivery.in_progress.interval_ms", "must be below 80% of consumer_management.ack_wait_seconds");
+                    issues.push(
+                        "delivery.in_progress.interval_ms",
+                        "must be below 80% of consumer_management.ack_wait_seconds",
+                    );
                 }
             } else if self.consumer_management.mode != ConsumerMode::BindOnly {
                 issues.push("consumer_management.ack_wait_seconds", "required when delivery.in_progress is enabled");
             }
         }
         for (name, section) in self.unsupported_sections() {
-            if let Some(s) = section {
-                if s.0.get("enabled").and_then(serde_json::Value::as_bool) == Some(true) {
-                    issues.push(&format!("{name}.enabled"), format!("`{name}` is not supported by this build yet"));
-                }
+            if let Some(s) = section
+                && s.0.get("enabled").and_then(serde_json::Value::as_bool) == Some(true)
+            {
+                issues.push(&format!("{name}.enabled"), format!("`{name}` is not supported by this build yet"));
             }
         }
         if let Some(name) = self.sinks.keys().next() {
@@ -263,7 +277,10 @@ impl Config {
         }
         match self.sink.kind() {
             None => issues.push("sink.type", "required (e.g. \"file\")"),
-            Some(k) if k.is_empty() || !k.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-".contains(c)) => {
+            Some(k)
+                if k.is_empty()
+                    || !k.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-".contains(c)) =>
+            {
                 issues.push("sink.type", "must be a lowercase sink name");
             }
             Some(_) => {}
@@ -320,7 +337,10 @@ pub fn figment_for(path: &Path) -> Result<Figment, ConfigError> {
         "toml" => Figment::from(Toml::string(&text)),
         "yaml" | "yml" => Figment::from(Yaml::string(&text)),
         other => {
-            return Err(ConfigError::single("config", format!("unknown config format `.{other}` (use .json, .toml or .yaml)")));
+            return Err(ConfigError::single(
+                "config",
+                format!("unknown config format `.{other}` (use .json, .toml or .yaml)"),
+            ));
         }
     };
     Ok(with_env_overrides(figment))
@@ -330,10 +350,7 @@ pub fn figment_for(path: &Path) -> Result<Figment, ConfigError> {
 pub fn with_env_overrides(figment: Figment) -> Figment {
     let fixed = Env::raw()
         .filter_map(|key| {
-            FIXED_ENV
-                .iter()
-                .find(|(name, _)| key.as_str().eq_ignore_ascii_case(name))
-                .map(|(_, path)| (*path).into())
+            FIXED_ENV.iter().find(|(name, _)| key.as_str().eq_ignore_ascii_case(name)).map(|(_, path)| (*path).into())
         })
         .split(".");
     figment.merge(fixed).merge(Env::prefixed("NATS_SINKS__").split("__"))
@@ -361,10 +378,12 @@ pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, value: serde_json::Valu
             (p, i) => format!("{p}.{i}"),
         };
         let message = e.inner().to_string();
-        // serde reports unknown and missing fields at the parent; name the field itself.
+        // serde reports a missing field at its parent (and an unknown one at itself); name the
+        // field itself in both cases.
         for marker in ["unknown field `", "missing field `"] {
-            if let Some(rest) = message.strip_prefix(marker) {
-                if let Some(field) = rest.split('`').next() {
+            if let Some(field) = message.strip_prefix(marker).and_then(|rest| rest.split('`').next()) {
+                let already = path == field || path.ends_with(&format!(".{field}"));
+                if !already {
                     path = if path.is_empty() || path == "." { field.to_owned() } else { format!("{path}.{field}") };
                 }
             }

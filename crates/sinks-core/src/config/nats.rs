@@ -140,7 +140,10 @@ impl NatsConfig {
         for (path, value) in [("nats.stream", &self.stream), ("nats.consumer", &self.consumer)] {
             if value.is_empty() {
                 issues.push(path, "must not be empty");
-            } else if value.chars().any(|c| c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\')) {
+            } else if value
+                .chars()
+                .any(|c| c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\'))
+            {
                 issues.push(path, "must not contain whitespace, `.`, `*`, `>`, `/` or `\\`");
             }
         }
@@ -148,10 +151,16 @@ impl NatsConfig {
             issues.push("nats.subject", e.to_string());
         }
         if self.password.is_some() {
-            issues.push("nats.password", "secrets are not accepted inline; set `nats.password_env` to the name of an environment variable");
+            issues.push(
+                "nats.password",
+                "secrets are not accepted inline; set `nats.password_env` to the name of an environment variable",
+            );
         }
         if self.token.is_some() {
-            issues.push("nats.token", "secrets are not accepted inline; set `nats.token_env` to the name of an environment variable");
+            issues.push(
+                "nats.token",
+                "secrets are not accepted inline; set `nats.token_env` to the name of an environment variable",
+            );
         }
         if self.user.is_some() != self.password_env.is_some() {
             issues.push("nats.user", "`nats.user` and `nats.password_env` must be given together");
@@ -163,7 +172,10 @@ impl NatsConfig {
             self.nkey_seed_file.is_some(),
         ];
         if methods.iter().filter(|m| **m).count() > 1 {
-            issues.push("nats", "configure a single authentication method (user+password_env, token_env, creds_file or nkey_seed_file)");
+            issues.push(
+                "nats",
+                "configure a single authentication method (user+password_env, token_env, creds_file or nkey_seed_file)",
+            );
         }
         for (path, env) in [("nats.password_env", &self.password_env), ("nats.token_env", &self.token_env)] {
             if let Some(name) = env {
@@ -180,14 +192,17 @@ impl NatsConfig {
             ("nats.tls_cert_file", &self.tls_cert_file),
             ("nats.tls_key_file", &self.tls_key_file),
         ] {
-            if let Some(f) = file {
-                if f.trim() != f || f.is_empty() || f.chars().any(char::is_control) {
-                    issues.push(path, "must be a plain file path without padding or control characters");
-                }
+            if let Some(f) = file
+                && (f.trim() != f || f.is_empty() || f.chars().any(char::is_control))
+            {
+                issues.push(path, "must be a plain file path without padding or control characters");
             }
         }
         if !self.tls_verify {
-            issues.push("nats.tls_verify", "disabling TLS verification is not supported; use `tls_ca_file` for a private CA");
+            issues.push(
+                "nats.tls_verify",
+                "disabling TLS verification is not supported; use `tls_ca_file` for a private CA",
+            );
         }
         if !self.websocket_headers.is_empty() || !self.websocket_headers_env.is_empty() {
             issues.push("nats.websocket_headers", "WebSocket transport is not supported yet");

@@ -86,10 +86,10 @@ impl Sink for MemorySink {
             return Err(SinkError::temporary("injected temporary failure"));
         }
         let poison = self.faults.poison_payload.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        if let Some(p) = poison {
-            if batch.iter().any(|e| *e.payload() == p) {
-                return Err(SinkError::permanent("batch contains a rejected payload"));
-            }
+        if let Some(p) = poison
+            && batch.iter().any(|e| *e.payload() == p)
+        {
+            return Err(SinkError::permanent("batch contains a rejected payload"));
         }
         let mut records = self.lock();
         let outcomes = batch

@@ -1,0 +1,319 @@
+//! Pure: the JSON record stored for one envelope, and its optional gzip encoding.
+//!
+//! The record has exactly the reference's keys, sorted, compact (or indented with `pretty`),
+//! followed by a newline. The payload is embedded as the normalized raw JSON text, so a
+//! published JSON payload is stored byte for byte (big integers and decimal spellings survive).
+//! Gzip output has mtime 0 and no file name, so the same record always compresses to the same
+//! bytes.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+use sinks_core::payload::{self, NormalizedPayload, PayloadError};
+use sinks_core::{Envelope, metadata};
+use time::OffsetDateTime;
+
+use crate::config::{Compression, FileSinkConfig};
+
+/// `schema` value of every record.
+pub(crate) const SCHEMA: &str = "nats_sinks.file.message.v1";
+/// `schema_version` value of every record.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
+/// Most bytes read back from an existing file when checking for a conflict.
+const MAX_STORED_RECORD_BYTES: u64 = 512 * 1024 * 1024;
+
+/// The stored document. Fields are declared in alphabetical order, which is the order serde
+/// writes them in: the output has sorted keys like the reference's `sort_keys=True`.
+#[derive(Serialize)]
+struct Record<'a> {
+    classification: Option<&'a str>,
+    consumer: &'a str,
+    consumer_sequence: u64,
+    custody: Value,
+    labels: Option<String>,
+    labels_list: &'a [String],
+    message_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Value>,
+    mission_metadata: Value,
+    payload: &'a RawValue,
+    payload_info: Value,
+    priority: Option<&'a str>,
+    schema: &'static str,
+    schema_version: u32,
+    security_labels: Value,
+    stream: &'a str,
+    stream_sequence: u64,
+    subject: &'a str,
+}
+
+/// Why no record could be built for a message. Permanent for that message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RecordError {
+    /// The payload cannot be stored under the configured payload mode.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// Serializing or compressing the record failed.
+    #[error("record cannot be encoded ({0})")]
+    Encode(String),
+}
+
+/// A record ready to be written.
+#[derive(Debug)]
+pub(crate) struct EncodedRecord {
+    /// File content (JSON plus newline, possibly gzip-compressed).
+    pub(crate) bytes: Vec<u8>,
+    /// SHA-256 of the original payload bytes (`payload_info.sha256`).
+    pub(crate) payload_sha256: String,
+}
+
+/// The record JSON (with trailing newline) for `envelope` and its normalized payload.
+pub(crate) fn record_json(
+    envelope: &Envelope,
+    payload: &NormalizedPayload,
+    include_metadata: bool,
+    pretty: bool,
+    stored_at: OffsetDateTime,
+) -> Result<Vec<u8>, RecordError> {
+    let js = envelope.jetstream();
+    let app = envelope.app();
+    let record = Record {
+        classification: app.classification.as_deref(),
+        consumer: &js.consumer,
+        consumer_sequence: js.consumer_sequence,
+        custody: Value::Null,
+        labels: app.labels_string(),
+        labels_list: &app.labels,
+        message_id: envelope.message_id(),
+        metadata: include_metadata.then(|| metadata::metadata_document(envelope, stored_at)),
+        mission_metadata: Value::Null,
+        payload: &payload.value,
+        payload_info: payload.info_json(),
+        priority: app.priority.as_deref(),
+        schema: SCHEMA,
+        schema_version: SCHEMA_VERSION,
+        security_labels: Value::Null,
+        stream: &js.stream,
+        stream_sequence: js.stream_sequence,
+        subject: envelope.subject(),
+    };
+    let mut out = if pretty { serde_json::to_vec_pretty(&record) } else { serde_json::to_vec(&record) }
+        .map_err(|e| RecordError::Encode(e.to_string()))?;
+    out.push(b'\n');
+    Ok(out)
+}
+
+/// Applies `compression` to `json`. Gzip output is deterministic (mtime 0, no file name).
+pub(crate) fn compress(json: Vec<u8>, compression: Compression, level: u32) -> Result<Vec<u8>, RecordError> {
+    match compression {
+        Compression::None => Ok(json),
+        Compression::Gzip => {
+            let out = Vec::with_capacity(json.len() / 2 + 64);
+            let mut encoder = flate2::GzBuilder::new().mtime(0).write(out, flate2::Compression::new(level));
+            encoder.write_all(&json).map_err(|e| RecordError::Encode(e.to_string()))?;
+            encoder.finish().map_err(|e| RecordError::Encode(e.to_string()))
+        }
+    }
+}
+
+/// The file content for `envelope` under `config`, stored at `stored_at`.
+pub(crate) fn encode(
+    envelope: &Envelope,
+    config: &FileSinkConfig,
+    stored_at: OffsetDateTime,
+) -> Result<EncodedRecord, RecordError> {
+    let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
+    let json = record_json(envelope, &normalized, config.include_metadata, config.pretty, stored_at)?;
+    let bytes = compress(json, config.compression, config.compression_level)?;
+    Ok(EncodedRecord { bytes, payload_sha256: normalized.sha256 })
+}
+
+#[derive(Deserialize)]
+struct StoredRecord {
+    payload_info: Option<StoredPayloadInfo>,
+}
+
+#[derive(Deserialize)]
+struct StoredPayloadInfo {
+    sha256: Option<String>,
+}
+
+/// `payload_info.sha256` of a stored record read from `reader`, or `None` when the content
+/// is not a readable record (foreign file, truncated, wrong compression).
+pub(crate) fn stored_payload_sha256(reader: impl Read, compression: Compression) -> Option<String> {
+    let mut raw = Vec::new();
+    let limited = reader.take(MAX_STORED_RECORD_BYTES);
+    let read = match compression {
+        Compression::None => { limited }.read_to_end(&mut raw),
+        Compression::Gzip => flate2::read::GzDecoder::new(limited).take(MAX_STORED_RECORD_BYTES).read_to_end(&mut raw),
+    };
+    read.ok()?;
+    serde_json::from_slice::<StoredRecord>(&raw).ok()?.payload_info?.sha256
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt;
+
+    use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+    use sinks_core::testing::{envelope, envelope_with};
+    use sinks_core::{AppMetadata, Headers, PayloadMode};
+
+    use super::*;
+
+    /// The keys of a JSON object in the order they appear in the text.
+    struct KeyOrder(Vec<String>);
+
+    impl<'de> Deserialize<'de> for KeyOrder {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = KeyOrder;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("an object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyOrder, A::Error> {
+                    let mut keys = Vec::new();
+                    while let Some(k) = map.next_key::<String>()? {
+                        map.next_value::<IgnoredAny>()?;
+                        keys.push(k);
+                    }
+                    Ok(KeyOrder(keys))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+
+    fn keys_of(text: &str) -> Vec<String> {
+        serde_json::from_str::<KeyOrder>(text).expect("object").0
+    }
+
+    fn at() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_700_000_000).expect("timestamp")
+    }
+
+    fn json_of(e: &Envelope, include_metadata: bool, pretty: bool) -> String {
+        let p = payload::normalize(e.payload(), PayloadMode::JsonOrEnvelope).expect("payload");
+        String::from_utf8(record_json(e, &p, include_metadata, pretty, at()).expect("record")).expect("utf-8")
+    }
+
+    #[test]
+    fn compact_record_without_metadata_is_exact() {
+        let e = envelope("ORDERS", 7, "orders.created", " {\"n\": 12345678901234567890123, \"d\": 1.50} ");
+        let text = json_of(&e, false, false);
+        let expected_sha = crate::path::sha256_hex(e.payload());
+        let expected = concat!(
+            r#"{"classification":null,"consumer":"test-consumer","consumer_sequence":7,"custody":null,"#,
+            r#""labels":null,"labels_list":[],"message_id":null,"mission_metadata":null,"#,
+            r#""payload":{"n": 12345678901234567890123, "d": 1.50},"#,
+            r#""payload_info":{"original_format":"json","sha256":"SHA","size_bytes":SIZE,"wrapped":false},"#,
+            r#""priority":null,"schema":"nats_sinks.file.message.v1","schema_version":1,"security_labels":null,"#,
+            r#""stream":"ORDERS","stream_sequence":7,"subject":"orders.created"}"#,
+            "\n"
+        )
+        .replace("SHA", &expected_sha)
+        .replace("SIZE", &e.payload().len().to_string());
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn keys_are_sorted_at_every_level_with_metadata() {
+        let e = envelope_with("ORDERS", 1, "orders.created", "{}", Headers::new().with("Nats-Msg-Id", "m-1"), 2);
+        let text = json_of(&e, true, false);
+        let top = keys_of(text.trim_end());
+        let mut sorted = top.clone();
+        sorted.sort();
+        assert_eq!(top, sorted);
+        assert!(top.contains(&"metadata".to_owned()));
+        assert_eq!(top.len(), 18);
+        let value: Value = serde_json::from_str(&text).expect("json");
+        let metadata_text = serde_json::to_string(&value["metadata"]).expect("metadata");
+        let inner = keys_of(&metadata_text);
+        let mut inner_sorted = inner.clone();
+        inner_sorted.sort();
+        assert_eq!(inner, inner_sorted);
+        assert_eq!(value["metadata"]["metadata_version"], 1);
+        assert_eq!(value["message_id"], "m-1");
+        assert_eq!(value["metadata"]["jetstream"]["redelivered"], true);
+        assert_eq!(value["metadata"]["timestamps"]["stored_at_epoch_ns"], 1_700_000_000_000_000_000_i64);
+    }
+
+    #[test]
+    fn include_metadata_false_drops_the_key() {
+        let e = envelope("ORDERS", 1, "orders.created", "{}");
+        let value: Value = serde_json::from_str(&json_of(&e, false, false)).expect("json");
+        assert!(value.get("metadata").is_none());
+        assert_eq!(value.as_object().map(serde_json::Map::len), Some(17));
+    }
+
+    #[test]
+    fn labels_are_null_or_joined() {
+        let plain = envelope("ORDERS", 1, "s", "{}");
+        let value: Value = serde_json::from_str(&json_of(&plain, false, false)).expect("json");
+        assert_eq!(value["labels"], Value::Null, "never the string \"null\"");
+        assert_eq!(value["labels_list"], serde_json::json!([]));
+
+        let app = AppMetadata {
+            priority: Some("flash".into()),
+            classification: Some("NATO UNCLASSIFIED".into()),
+            labels: vec!["a".into(), "b".into()],
+        };
+        let labelled = envelope("ORDERS", 1, "s", "{}").with_app_metadata(app);
+        let value: Value = serde_json::from_str(&json_of(&labelled, false, false)).expect("json");
+        assert_eq!(value["labels"], "a;b");
+        assert_eq!(value["labels_list"], serde_json::json!(["a", "b"]));
+        assert_eq!(value["priority"], "flash");
+        assert_eq!(value["classification"], "NATO UNCLASSIFIED");
+    }
+
+    #[test]
+    fn pretty_indents_but_keeps_the_payload_as_published() {
+        let e = envelope("ORDERS", 1, "s", "{\"b\":1,   \"a\":2}");
+        let text = json_of(&e, false, true);
+        assert!(text.starts_with("{\n  \"classification\": null,\n"));
+        assert!(text.contains("\"payload\": {\"b\":1,   \"a\":2},\n"));
+        assert!(text.ends_with("}\n"));
+    }
+
+    #[test]
+    fn non_json_is_wrapped_or_refused() {
+        let e = envelope("ORDERS", 1, "s", "plain text");
+        let mut config = FileSinkConfig::new("x");
+        let record = encode(&e, &config, at()).expect("wrapped");
+        let value: Value = serde_json::from_slice(&record.bytes).expect("json");
+        assert_eq!(value["payload"]["payload"], "plain text");
+        assert_eq!(value["payload_info"]["wrapped"], true);
+        config.payload_mode = PayloadMode::JsonOnly;
+        assert!(matches!(encode(&e, &config, at()), Err(RecordError::Payload(PayloadError::NotJson { .. }))));
+    }
+
+    #[test]
+    fn gzip_is_deterministic_and_round_trips() {
+        let e = envelope("ORDERS", 3, "orders.created", "{\"a\":1}");
+        let config = FileSinkConfig { compression: Compression::Gzip, ..FileSinkConfig::new("x") };
+        let first = encode(&e, &config, at()).expect("first");
+        let second = encode(&e, &config, at()).expect("second");
+        assert_eq!(first.bytes, second.bytes);
+        assert_eq!(&first.bytes[..2], &[0x1f, 0x8b], "gzip magic");
+        assert_eq!(&first.bytes[4..8], &[0, 0, 0, 0], "mtime is zero");
+        assert_eq!(first.bytes[3] & 0x08, 0, "no file name in the header");
+        let mut plain = Vec::new();
+        flate2::read::GzDecoder::new(first.bytes.as_slice()).read_to_end(&mut plain).expect("decode");
+        let uncompressed = FileSinkConfig { include_metadata: true, ..FileSinkConfig::new("x") };
+        assert_eq!(plain, encode(&e, &uncompressed, at()).expect("plain").bytes);
+        assert_eq!(stored_payload_sha256(first.bytes.as_slice(), Compression::Gzip), Some(first.payload_sha256));
+    }
+
+    #[test]
+    fn stored_sha_of_foreign_content_is_unknown() {
+        assert_eq!(stored_payload_sha256(&b"not json"[..], Compression::None), None);
+        assert_eq!(stored_payload_sha256(&b"{\"a\":1}"[..], Compression::None), None);
+        assert_eq!(stored_payload_sha256(&b"{\"payload_info\":{}}"[..], Compression::Gzip), None);
+        let e = envelope("ORDERS", 3, "orders.created", "{\"a\":1}");
+        let record = encode(&e, &FileSinkConfig::new("x"), at()).expect("record");
+        assert_eq!(stored_payload_sha256(record.bytes.as_slice(), Compression::None), Some(record.payload_sha256));
+    }
+}

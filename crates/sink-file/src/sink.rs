@@ -1,0 +1,549 @@
+//! [`FileSink`]: writes each envelope to its own file, atomically, and reports per-message
+//! outcomes only after the files and their directories are durable.
+//!
+//! A batch goes through four phases, each spread over blocking tasks:
+//! 1. **stage**: build each record, create a temp file next to its final path (`O_EXCL`) and
+//!    write it; a redelivery whose file already exists is settled here without writing;
+//! 2. **fsync** (when `fsync`): every staged temp file is fsynced, up to
+//!    [`MAX_PARALLEL_FSYNCS`] at once, so the filesystem commits them together and a batch
+//!    costs about one fsync latency instead of one per message;
+//! 3. **place**: `link` (create-if-absent, for `skip_existing` and `fail`) or `rename` (for
+//!    `overwrite`), then the temp name is removed;
+//! 4. **directory fsync** (when `fsync`): every directory holding one of the batch's files is
+//!    fsynced once (plus the root when partitioning, which makes new partition directories
+//!    durable). A message whose directory fsync failed is reported as failed, never committed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, BufReader, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use sinks_core::{
+    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, ErrorClass, MessageOutcome, Sink, SinkError,
+};
+use time::OffsetDateTime;
+
+use crate::config::{DuplicatePolicy, FileSinkConfig};
+use crate::error::{class_of, classify};
+use crate::path::{self, RelativePath};
+use crate::record;
+
+/// Most blocking tasks one batch uses at a time for staging and placing files.
+pub(crate) const MAX_PARALLEL_TASKS: usize = 8;
+
+/// Most file or directory fsyncs one batch has in flight at a time.
+pub(crate) const MAX_PARALLEL_FSYNCS: usize = 64;
+
+/// Prefix of the probe file written by `open` and `health_check`.
+const PROBE_PREFIX: &str = ".nats-sinks-healthcheck.";
+
+/// Durable local-file destination: one JSON document per message below a root directory.
+#[derive(Debug, Clone)]
+pub struct FileSink {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: FileSinkConfig,
+    extension: String,
+    /// Canonical root directory, resolved by `open` (or lazily by the first write).
+    root: OnceLock<PathBuf>,
+}
+
+/// What became of one message, and which directories must be fsynced before it counts.
+#[derive(Debug)]
+struct Placed {
+    outcome: MessageOutcome,
+    sync_dirs: Vec<PathBuf>,
+}
+
+impl Placed {
+    fn failed(error: SinkError) -> Self {
+        Self { outcome: MessageOutcome::Failed(error), sync_dirs: Vec::new() }
+    }
+}
+
+/// A record written to its temp file, waiting for fsync and placement.
+#[derive(Debug)]
+struct Staged {
+    temp: tempfile::NamedTempFile,
+    final_path: PathBuf,
+    payload_sha256: String,
+    sync_dirs: Vec<PathBuf>,
+}
+
+/// Where one message stands between phases.
+#[derive(Debug)]
+enum Step {
+    /// Its outcome is known (duplicate, failure, ...).
+    Done(Placed),
+    /// Written to a temp file, not yet placed.
+    Staged(Staged),
+}
+
+impl FileSink {
+    /// A file sink for a validated `config`. Touches no files; [`Sink::open`] prepares the root.
+    pub fn new(config: FileSinkConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let extension = config.effective_extension().to_owned();
+        Ok(Self { inner: Arc::new(Inner { config, extension, root: OnceLock::new() }) })
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &FileSinkConfig {
+        &self.inner.config
+    }
+
+    /// The canonical root directory, once [`Sink::open`] (or a first write) resolved it.
+    pub fn root(&self) -> Option<&Path> {
+        self.inner.root.get().map(PathBuf::as_path)
+    }
+
+    async fn resolved_root(&self) -> Result<PathBuf, SinkError> {
+        if let Some(root) = self.inner.root.get() {
+            return Ok(root.clone());
+        }
+        let inner = Arc::clone(&self.inner);
+        let root = blocking(move || inner.prepare_root()).await?;
+        Ok(self.inner.root.get_or_init(|| root).clone())
+    }
+}
+
+#[async_trait]
+impl Sink for FileSink {
+    fn name(&self) -> &str {
+        "file"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities { atomic_batch: false, detects_conflicts: true }
+    }
+
+    async fn open(&self) -> Result<(), SinkError> {
+        let root = self.resolved_root().await?;
+        tracing::info!(directory = %root.display(), "file sink root ready");
+        Ok(())
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let root = self.resolved_root().await?;
+        let fsync = self.inner.config.fsync;
+        let stage = {
+            let inner = Arc::clone(&self.inner);
+            move |envelope: Envelope| inner.stage(&root, &envelope)
+        };
+        let steps = run_parallel(batch.to_vec(), MAX_PARALLEL_TASKS, stage).await;
+        let steps = if fsync { run_parallel(steps, MAX_PARALLEL_FSYNCS, fsync_staged).await } else { steps };
+        let place = {
+            let inner = Arc::clone(&self.inner);
+            move |step: Step| match step {
+                Step::Done(placed) => placed,
+                Step::Staged(staged) => inner.place(staged),
+            }
+        };
+        let mut placed = run_parallel(steps, MAX_PARALLEL_TASKS, place).await;
+        if fsync {
+            sync_directories(&mut placed).await;
+        }
+        let outcomes: Vec<MessageOutcome> = placed.into_iter().map(|p| p.outcome).collect();
+        log_batch(&outcomes);
+        Ok(outcomes)
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        let inner = Arc::clone(&self.inner);
+        blocking(move || inner.probe()).await
+    }
+}
+
+impl Inner {
+    /// Resolves, creates if allowed, and probes the root directory.
+    fn prepare_root(&self) -> Result<PathBuf, SinkError> {
+        let dir = expand_home(&self.config.directory);
+        match fs::metadata(&dir) {
+            Ok(meta) if !meta.is_dir() => return Err(SinkError::config("sink.directory is not a directory")),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if !self.config.create_directory {
+                    return Err(SinkError::config("sink.directory does not exist and sink.create_directory is false")
+                        .with_source(e));
+                }
+                fs::create_dir_all(&dir).map_err(|e| open_error(e, "cannot create sink.directory"))?;
+                if self.config.fsync
+                    && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
+                    && let Err(e) = sync_dir(parent)
+                {
+                    tracing::warn!(error = %e.display_chain(), "cannot fsync the parent of sink.directory");
+                }
+            }
+            Err(e) => return Err(open_error(e, "cannot access sink.directory")),
+        }
+        let root = fs::canonicalize(&dir).map_err(|e| open_error(e, "cannot resolve sink.directory"))?;
+        let probe = tempfile::Builder::new()
+            .prefix(PROBE_PREFIX)
+            .suffix(".tmp")
+            .tempfile_in(&root)
+            .map_err(|e| open_error(e, "sink.directory is not writable"))?;
+        if let Err(e) = probe.close() {
+            tracing::warn!(error = %e, "cannot remove the start-up probe file");
+        }
+        Ok(root)
+    }
+
+    /// Creates, fsyncs (when configured) and removes a probe file in the root.
+    fn probe(&self) -> Result<(), SinkError> {
+        let unhealthy = |e: io::Error, what: &str| SinkError::temporary(what.to_owned()).with_source(e);
+        let root = match self.root.get() {
+            Some(root) => root.clone(),
+            None => fs::canonicalize(expand_home(&self.config.directory))
+                .map_err(|e| unhealthy(e, "file sink root is not accessible"))?,
+        };
+        let probe = tempfile::Builder::new()
+            .prefix(PROBE_PREFIX)
+            .suffix(".tmp")
+            .tempfile_in(&root)
+            .map_err(|e| unhealthy(e, "cannot create a probe file in the file sink root"))?;
+        if self.config.fsync {
+            probe.as_file().sync_all().map_err(|e| unhealthy(e, "cannot fsync the probe file"))?;
+        }
+        probe.close().map_err(|e| unhealthy(e, "cannot remove the probe file"))
+    }
+
+    /// Stages one envelope: derives its path and record, settles a redelivery whose file
+    /// exists, else writes the record to a temp file next to the final path (blocking).
+    fn stage(&self, root: &Path, envelope: &Envelope) -> Step {
+        let rel = match path::relative_path(
+            envelope,
+            self.config.filename_strategy,
+            &self.extension,
+            self.config.partition_by_subject,
+        ) {
+            Ok(rel) => rel,
+            Err(e) => {
+                return Step::Done(Placed::failed(SinkError::permanent(format!("cannot derive a file name: {e}"))));
+            }
+        };
+        if !path::is_confined(&rel.to_path_buf()) {
+            return Step::Done(Placed::failed(SinkError::permanent("refusing a path outside sink.directory")));
+        }
+        let record = match record::encode(envelope, &self.config, OffsetDateTime::now_utc()) {
+            Ok(record) => record,
+            Err(e) => {
+                return Step::Done(Placed::failed(
+                    SinkError::permanent(format!("cannot build the file record: {e}"))
+                        .with_error_type("SerializationError"),
+                ));
+            }
+        };
+        self.stage_file(root, &rel, &record).unwrap_or_else(|e| Step::Done(Placed::failed(e)))
+    }
+
+    fn stage_file(&self, root: &Path, rel: &RelativePath, record: &record::EncodedRecord) -> Result<Step, SinkError> {
+        let dir = match &rel.partition {
+            Some(partition) => ensure_partition(root, partition)?,
+            None => root.to_path_buf(),
+        };
+        let final_path = dir.join(&rel.file_name);
+        let mut sync_dirs = vec![dir.clone()];
+        if rel.partition.is_some() {
+            sync_dirs.push(root.to_path_buf());
+        }
+
+        // A redelivery usually finds its file: settle it without writing (and fsyncing) a
+        // temp file first. The link in `place` still decides any race.
+        if self.config.duplicate_policy != DuplicatePolicy::Overwrite && fs::symlink_metadata(&final_path).is_ok() {
+            let outcome = self.existing_file(&final_path, &record.payload_sha256);
+            let sync_dirs = if matches!(outcome, MessageOutcome::Failed(_)) { Vec::new() } else { sync_dirs };
+            return Ok(Step::Done(Placed { outcome, sync_dirs }));
+        }
+
+        let mut temp = tempfile::Builder::new()
+            .prefix(&path::temp_prefix(&rel.file_name))
+            .suffix(".tmp")
+            .rand_bytes(8)
+            .tempfile_in(&dir)
+            .map_err(|e| classify(e, "cannot create temp file"))?;
+        temp.write_all(&record.bytes).map_err(|e| classify(e, "cannot write temp file"))?;
+        Ok(Step::Staged(Staged { temp, final_path, payload_sha256: record.payload_sha256.clone(), sync_dirs }))
+    }
+
+    /// Places a staged (and, when configured, fsynced) temp file at its final path.
+    fn place(&self, staged: Staged) -> Placed {
+        let Staged { temp, final_path, payload_sha256, mut sync_dirs } = staged;
+        let outcome = match self.config.duplicate_policy {
+            DuplicatePolicy::Overwrite => match temp.persist(&final_path) {
+                Ok(_) => MessageOutcome::Committed,
+                Err(e) => MessageOutcome::Failed(classify(e.error, "cannot rename temp file into place")),
+            },
+            DuplicatePolicy::SkipExisting | DuplicatePolicy::Fail => {
+                let outcome = match fs::hard_link(temp.path(), &final_path) {
+                    Ok(()) => MessageOutcome::Committed,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        self.existing_file(&final_path, &payload_sha256)
+                    }
+                    Err(e) => MessageOutcome::Failed(classify(e, "cannot link temp file into place")),
+                };
+                if let Err(e) = temp.close() {
+                    tracing::warn!(error = %e, file = %final_path.display(), "cannot remove temp file");
+                }
+                outcome
+            }
+        };
+        if matches!(outcome, MessageOutcome::Failed(_)) {
+            sync_dirs.clear();
+        }
+        Placed { outcome, sync_dirs }
+    }
+
+    /// The outcome when the final file already exists: a permanent failure under `fail`, else
+    /// what [`Self::existing_outcome`] finds.
+    fn existing_file(&self, final_path: &Path, payload_sha256: &str) -> MessageOutcome {
+        if self.config.duplicate_policy == DuplicatePolicy::Fail {
+            MessageOutcome::Failed(SinkError::permanent("file already exists"))
+        } else {
+            self.existing_outcome(final_path, payload_sha256)
+        }
+    }
+
+    /// The outcome when the final file already exists under `skip_existing`: a duplicate when
+    /// the stored payload hash matches (or cannot be read), a conflict when it differs.
+    fn existing_outcome(&self, final_path: &Path, payload_sha256: &str) -> MessageOutcome {
+        let opened = OpenOptions::new()
+            .read(true)
+            // Never follow a symlink planted at the final name; never block on a FIFO.
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+            .open(final_path);
+        let file = match opened {
+            Ok(file) => file,
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
+                return MessageOutcome::Failed(SinkError::permanent("refusing symlinked path"));
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return MessageOutcome::Failed(
+                    SinkError::temporary("existing file vanished before it could be checked").with_source(e),
+                );
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, file = %final_path.display(), "cannot read existing file; treating it as a duplicate");
+                return MessageOutcome::Duplicate;
+            }
+        };
+        match file.metadata() {
+            Ok(meta) if !meta.is_file() => {
+                return MessageOutcome::Failed(SinkError::permanent("destination path is not a regular file"));
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, file = %final_path.display(), "cannot inspect existing file; treating it as a duplicate");
+                return MessageOutcome::Duplicate;
+            }
+        }
+        match record::stored_payload_sha256(BufReader::new(file), self.config.compression) {
+            Some(stored) if stored == payload_sha256 => MessageOutcome::Duplicate,
+            Some(_) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+            None => {
+                tracing::warn!(file = %final_path.display(), "existing file is not a readable record; treating it as a duplicate");
+                MessageOutcome::Duplicate
+            }
+        }
+    }
+}
+
+/// The partition directory `root/name`, created when missing. A symlink is refused, so no
+/// write ever follows a link out of the root.
+fn ensure_partition(root: &Path, name: &str) -> Result<PathBuf, SinkError> {
+    let dir = root.join(name);
+    for _ in 0..3 {
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(SinkError::permanent("refusing symlinked path")),
+            Ok(meta) if meta.is_dir() => return Ok(dir),
+            Ok(_) => return Err(SinkError::config("partition path exists and is not a directory")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&dir) {
+                // New directory: the root is fsynced with the batch, making it durable.
+                Ok(()) => return Ok(dir),
+                // Another task created it meanwhile: inspect it again.
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(classify(e, "cannot create partition directory")),
+            },
+            Err(e) => return Err(classify(e, "cannot inspect partition directory")),
+        }
+    }
+    Err(SinkError::temporary("partition directory keeps changing"))
+}
+
+/// Fsyncs a staged temp file; a failure settles the message as failed.
+fn fsync_staged(step: Step) -> Step {
+    match step {
+        Step::Staged(staged) => match staged.temp.as_file().sync_all() {
+            Ok(()) => Step::Staged(staged),
+            Err(e) => Step::Done(Placed::failed(classify(e, "cannot fsync temp file"))),
+        },
+        done => done,
+    }
+}
+
+/// Fsyncs every directory the batch's durable outcomes depend on, once each and in parallel,
+/// and turns the outcomes that depend on a failed directory into failures.
+async fn sync_directories(placed: &mut [Placed]) {
+    let dirs: BTreeSet<PathBuf> = placed.iter().flat_map(|p| p.sync_dirs.iter().cloned()).collect();
+    if dirs.is_empty() {
+        return;
+    }
+    let dirs: Vec<PathBuf> = dirs.into_iter().collect();
+    let results = run_parallel(dirs.clone(), MAX_PARALLEL_FSYNCS, |dir: PathBuf| sync_dir(&dir)).await;
+    let failures: BTreeMap<&Path, SinkError> =
+        dirs.iter().zip(results).filter_map(|(dir, result)| result.err().map(|e| (dir.as_path(), e))).collect();
+    for (dir, e) in &failures {
+        tracing::warn!(directory = %dir.display(), error = %e.display_chain(), "directory fsync failed");
+    }
+    for p in placed.iter_mut() {
+        if let Some(e) = p.sync_dirs.iter().find_map(|d| failures.get(d.as_path())) {
+            p.outcome = MessageOutcome::Failed(e.duplicate());
+        }
+    }
+}
+
+fn sync_dir(dir: &Path) -> Result<(), SinkError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| classify(e, "cannot fsync directory"))
+}
+
+/// Something that can stand for a lost result when a blocking task panics.
+trait TaskFailed {
+    fn task_failed() -> Self;
+}
+
+impl TaskFailed for Step {
+    fn task_failed() -> Self {
+        Self::Done(Placed::failed(SinkError::temporary("file write task failed")))
+    }
+}
+
+impl TaskFailed for Placed {
+    fn task_failed() -> Self {
+        Self::failed(SinkError::temporary("file write task failed"))
+    }
+}
+
+impl<T> TaskFailed for Result<T, SinkError> {
+    fn task_failed() -> Self {
+        Err(SinkError::temporary("file sync task failed"))
+    }
+}
+
+/// Runs `work` over `items` on at most `max_tasks` blocking tasks, each handling a contiguous
+/// chunk in order. Results come back in input order; a panicked task's items become
+/// [`TaskFailed::task_failed`].
+async fn run_parallel<T, R, F>(items: Vec<T>, max_tasks: usize, work: F) -> Vec<R>
+where
+    T: Send + 'static,
+    R: TaskFailed + Send + 'static,
+    F: Fn(T) -> R + Send + Sync + 'static,
+{
+    let count = items.len();
+    if count == 0 {
+        return Vec::new();
+    }
+    let work = Arc::new(work);
+    let per_task = count.div_ceil(count.min(max_tasks.max(1)));
+    let mut items = items.into_iter();
+    let mut handles = Vec::new();
+    loop {
+        let chunk: Vec<T> = items.by_ref().take(per_task).collect();
+        if chunk.is_empty() {
+            break;
+        }
+        let work = Arc::clone(&work);
+        let len = chunk.len();
+        handles
+            .push((len, tokio::task::spawn_blocking(move || chunk.into_iter().map(|t| work(t)).collect::<Vec<R>>())));
+    }
+    let mut out = Vec::with_capacity(count);
+    for (len, handle) in handles {
+        match handle.await {
+            Ok(results) => out.extend(results),
+            Err(e) => {
+                tracing::error!(error = %e, "file sink blocking task failed");
+                out.extend((0..len).map(|_| R::task_failed()));
+            }
+        }
+    }
+    out
+}
+
+/// Runs one blocking closure, mapping a panicked task to a temporary error.
+async fn blocking<T, F>(f: F) -> Result<T, SinkError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, SinkError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| SinkError::temporary("file sink blocking task failed").with_source(e))?
+}
+
+/// An error from preparing the root at start-up: permission, read-only and unusable paths
+/// are configuration errors (fatal at start-up); others stay temporary (retried).
+fn open_error(e: io::Error, what: &str) -> SinkError {
+    match class_of(&e) {
+        ErrorClass::Temporary => SinkError::temporary(what.to_owned()),
+        ErrorClass::Permanent | ErrorClass::Config => SinkError::config(what.to_owned()),
+    }
+    .with_source(e)
+}
+
+/// Replaces a leading `~` with `$HOME`, like the reference's `expanduser`.
+fn expand_home(path: &Path) -> PathBuf {
+    let Ok(rest) = path.strip_prefix("~") else {
+        return path.to_path_buf();
+    };
+    match std::env::var_os("HOME") {
+        Some(home) if !home.is_empty() => PathBuf::from(home).join(rest),
+        _ => path.to_path_buf(),
+    }
+}
+
+fn log_batch(outcomes: &[MessageOutcome]) {
+    let count = |f: fn(&MessageOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    tracing::debug!(
+        messages = outcomes.len(),
+        committed = count(|o| matches!(o, MessageOutcome::Committed)),
+        duplicates = count(|o| matches!(o, MessageOutcome::Duplicate)),
+        conflicts = count(|o| matches!(o, MessageOutcome::Conflict(_))),
+        failed = count(|o| matches!(o, MessageOutcome::Failed(_))),
+        "file batch written"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn home_expansion() {
+        assert_eq!(expand_home(Path::new("/abs/dir")), PathBuf::from("/abs/dir"));
+        assert_eq!(expand_home(Path::new("rel")), PathBuf::from("rel"));
+        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+            assert_eq!(expand_home(Path::new("~/out")), PathBuf::from(home).join("out"));
+        }
+    }
+
+    #[tokio::test]
+    async fn run_parallel_keeps_order() {
+        for count in [0, 1, 7, 8, 9, 100] {
+            for tasks in [1, 8, 64] {
+                let items: Vec<usize> = (0..count).collect();
+                let out: Vec<Result<usize, SinkError>> = run_parallel(items, tasks, |i| Ok(i * 2)).await;
+                let got: Vec<usize> = out.into_iter().map(|r| r.unwrap()).collect();
+                let expected: Vec<usize> = (0..count).map(|i| i * 2).collect();
+                assert_eq!(got, expected, "{count} items on {tasks} tasks");
+            }
+        }
+    }
+}

@@ -1,0 +1,350 @@
+//! The file sink against real temp directories: files and their content, redelivery,
+//! conflicts, duplicate policies, per-message failures, symlink refusal, gzip and health.
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use sink_file::{Compression, DuplicatePolicy, FileSink, FileSinkConfig, FilenameStrategy};
+use sinks_core::testing::{envelope, envelope_with};
+use sinks_core::{ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, PayloadMode, Sink};
+
+fn config(root: &Path) -> FileSinkConfig {
+    FileSinkConfig::new(root)
+}
+
+async fn opened(config: FileSinkConfig) -> FileSink {
+    let sink = FileSink::new(config).expect("valid config");
+    sink.open().await.expect("open");
+    sink
+}
+
+async fn write(sink: &FileSink, batch: &[Envelope]) -> Vec<MessageOutcome> {
+    let outcomes = sink.write_batch(batch).await.expect("per-message outcomes");
+    assert_eq!(outcomes.len(), batch.len(), "one outcome per envelope");
+    outcomes
+}
+
+fn classes(outcomes: &[MessageOutcome]) -> Vec<OutcomeClass> {
+    outcomes.iter().map(MessageOutcome::class).collect()
+}
+
+fn error_of(outcome: &MessageOutcome) -> &sinks_core::SinkError {
+    match outcome {
+        MessageOutcome::Failed(e) => e,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+fn seq_file(root: &Path, subject: &str, stream: &str, seq: u64, ext: &str) -> PathBuf {
+    root.join(subject).join(format!("{stream}-{seq:020}{ext}"))
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(path).expect("file exists")).expect("file is JSON")
+}
+
+/// Every entry below `dir`, recursively, as paths relative to it (sorted).
+fn tree(dir: &Path) -> Vec<String> {
+    fn walk(base: &Path, dir: &Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).expect("readable dir") {
+            let path = entry.expect("entry").path();
+            out.push(path.strip_prefix(base).expect("below base").display().to_string());
+            if path.is_dir() && !path.is_symlink() {
+                walk(base, &path, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn n_envelopes_become_n_files_with_their_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = opened(config(dir.path())).await;
+    assert_eq!(sink.name(), "file");
+    assert_eq!(sink.capabilities(), sinks_core::Capabilities { atomic_batch: false, detects_conflicts: true });
+    let batch: Vec<Envelope> =
+        (1..=20).map(|seq| envelope("ORDERS", seq, "orders.created", format!("{{\"n\":{seq}}}"))).collect();
+    let outcomes = write(&sink, &batch).await;
+    assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Committed)), "{outcomes:?}");
+
+    let root = sink.root().expect("resolved root").to_path_buf();
+    let mut expected: Vec<String> = vec!["orders.created".into()];
+    expected.extend((1..=20).map(|seq| format!("orders.created/ORDERS-{seq:020}.json")));
+    expected.sort();
+    assert_eq!(tree(&root), expected, "exactly one file per message, no temp files left");
+
+    for seq in 1..=20 {
+        let path = seq_file(&root, "orders.created", "ORDERS", seq, ".json");
+        let bytes = std::fs::read(&path).expect("file");
+        assert_eq!(bytes.last(), Some(&b'\n'));
+        let value = read_json(&path);
+        assert_eq!(value["schema"], "nats_sinks.file.message.v1");
+        assert_eq!(value["schema_version"], 1);
+        assert_eq!(value["payload"], serde_json::json!({ "n": seq }));
+        assert_eq!(value["stream_sequence"], seq);
+        assert_eq!(value["subject"], "orders.created");
+        assert_eq!(value["payload_info"]["original_format"], "json");
+        assert_eq!(value["metadata"]["jetstream"]["stream_sequence"], seq);
+    }
+}
+
+#[tokio::test]
+async fn outcomes_follow_input_order_across_parallel_tasks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.filename_strategy = FilenameStrategy::MessageId;
+    let sink = opened(c).await;
+    // Every third message lacks a message id and must fail, wherever its chunk runs.
+    let batch: Vec<Envelope> = (1..=50)
+        .map(|i| {
+            let headers =
+                if i % 3 == 0 { Headers::new() } else { Headers::new().with("Nats-Msg-Id", format!("id-{i}")) };
+            envelope_with("ORDERS", i, &format!("orders.s{}", i % 7), "{}", headers, 1)
+        })
+        .collect();
+    let outcomes = write(&sink, &batch).await;
+    for (i, outcome) in (1..=50).zip(&outcomes) {
+        let expected = if i % 3 == 0 { OutcomeClass::FailedPermanent } else { OutcomeClass::Committed };
+        assert_eq!(outcome.class(), expected, "message {i}");
+    }
+}
+
+#[tokio::test]
+async fn redelivery_is_a_duplicate_and_leaves_the_file_unchanged() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = opened(config(dir.path())).await;
+    let first = envelope("ORDERS", 7, "orders.created", "{\"a\":1}");
+    assert_eq!(classes(&write(&sink, &[first]).await), [OutcomeClass::Committed]);
+    let path = seq_file(sink.root().expect("root"), "orders.created", "ORDERS", 7, ".json");
+    let before = std::fs::read(&path).expect("file");
+
+    let again = envelope_with("ORDERS", 7, "orders.created", "{\"a\":1}", Headers::new(), 2);
+    let outcomes = write(&sink, &[again]).await;
+    assert!(matches!(outcomes[0], MessageOutcome::Duplicate), "{outcomes:?}");
+    assert_eq!(std::fs::read(&path).expect("file"), before, "the stored file is not rewritten");
+}
+
+#[tokio::test]
+async fn same_key_with_a_different_payload_is_a_conflict_that_keeps_the_first() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = opened(config(dir.path())).await;
+    write(&sink, &[envelope("ORDERS", 7, "orders.created", "{\"v\":1}")]).await;
+    let path = seq_file(sink.root().expect("root"), "orders.created", "ORDERS", 7, ".json");
+    let before = std::fs::read(&path).expect("file");
+
+    let outcomes = write(&sink, &[envelope("ORDERS", 7, "orders.created", "{\"v\":2}")]).await;
+    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+    assert_eq!(std::fs::read(&path).expect("file"), before);
+}
+
+#[tokio::test]
+async fn duplicate_keys_inside_one_batch_are_committed_once() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = opened(config(dir.path())).await;
+    let e = envelope("ORDERS", 9, "orders.created", "{}");
+    let mut got = classes(&write(&sink, &[e.clone(), e]).await);
+    got.sort_by_key(|c| format!("{c:?}"));
+    assert_eq!(got, [OutcomeClass::Committed, OutcomeClass::Duplicate]);
+}
+
+#[tokio::test]
+async fn overwrite_replaces_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.duplicate_policy = DuplicatePolicy::Overwrite;
+    let sink = opened(c).await;
+    write(&sink, &[envelope("ORDERS", 1, "orders.created", "{\"v\":1}")]).await;
+    let outcomes = write(&sink, &[envelope("ORDERS", 1, "orders.created", "{\"v\":2}")]).await;
+    assert_eq!(classes(&outcomes), [OutcomeClass::Committed]);
+    let root = sink.root().expect("root");
+    assert_eq!(read_json(&seq_file(root, "orders.created", "ORDERS", 1, ".json"))["payload"]["v"], 2);
+    assert_eq!(tree(root).len(), 2, "no temp file left behind");
+}
+
+#[tokio::test]
+async fn fail_policy_refuses_an_existing_file_permanently() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.duplicate_policy = DuplicatePolicy::Fail;
+    let sink = opened(c).await;
+    let e = envelope("ORDERS", 1, "orders.created", "{\"v\":1}");
+    assert_eq!(classes(&write(&sink, std::slice::from_ref(&e)).await), [OutcomeClass::Committed]);
+    let outcomes = write(&sink, &[e]).await;
+    let err = error_of(&outcomes[0]);
+    assert!(err.is_permanent());
+    assert_eq!(err.message(), "file already exists");
+    assert_eq!(tree(sink.root().expect("root")).len(), 2, "no temp file left behind");
+}
+
+#[tokio::test]
+async fn missing_message_id_fails_only_that_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.filename_strategy = FilenameStrategy::MessageId;
+    c.partition_by_subject = false;
+    let sink = opened(c).await;
+    let batch = [
+        envelope_with("ORDERS", 1, "orders.created", "{}", Headers::new().with("Nats-Msg-Id", "a/1"), 1),
+        envelope("ORDERS", 2, "orders.created", "{}"),
+        envelope_with("ORDERS", 3, "orders.created", "{}", Headers::new().with("Nats-Msg-Id", "a:1"), 1),
+    ];
+    let outcomes = write(&sink, &batch).await;
+    assert_eq!(classes(&outcomes), [OutcomeClass::Committed, OutcomeClass::FailedPermanent, OutcomeClass::Committed]);
+    let files = tree(sink.root().expect("root"));
+    assert_eq!(files.len(), 2, "ids differing only in a sanitized character get distinct files: {files:?}");
+    assert!(files.iter().all(|f| f.starts_with("a_1-") && f.ends_with(".json")), "{files:?}");
+}
+
+#[tokio::test]
+async fn headers_only_message_cannot_use_the_payload_hash() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.filename_strategy = FilenameStrategy::PayloadSha256;
+    let sink = opened(c).await;
+    let batch = [
+        envelope_with("ORDERS", 1, "orders.created", "", Headers::new().with("Nats-Msg-Size", "42"), 1),
+        envelope("ORDERS", 2, "orders.created", "{}"),
+    ];
+    assert_eq!(classes(&write(&sink, &batch).await), [OutcomeClass::FailedPermanent, OutcomeClass::Committed]);
+}
+
+#[tokio::test]
+async fn symlinked_partition_pointing_outside_the_root_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("outside");
+    let sink = opened(config(dir.path())).await;
+    let root = sink.root().expect("root").to_path_buf();
+    std::os::unix::fs::symlink(outside.path(), root.join("orders.created")).expect("symlink");
+
+    let batch = [envelope("ORDERS", 1, "orders.created", "{}"), envelope("ORDERS", 2, "orders.other", "{}")];
+    let outcomes = write(&sink, &batch).await;
+    let err = error_of(&outcomes[0]);
+    assert!(err.is_permanent());
+    assert_eq!(err.message(), "refusing symlinked path");
+    assert!(matches!(outcomes[1], MessageOutcome::Committed));
+    assert!(tree(outside.path()).is_empty(), "nothing was written through the link");
+}
+
+#[tokio::test]
+async fn symlink_at_the_final_name_is_never_followed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let outside = tempfile::tempdir().expect("outside");
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "secret").expect("secret");
+    let sink = opened(config(dir.path())).await;
+    let root = sink.root().expect("root").to_path_buf();
+    std::fs::create_dir(root.join("orders.created")).expect("partition");
+    std::os::unix::fs::symlink(&secret, seq_file(&root, "orders.created", "ORDERS", 1, ".json")).expect("symlink");
+
+    let outcomes = write(&sink, &[envelope("ORDERS", 1, "orders.created", "{}")]).await;
+    assert_eq!(error_of(&outcomes[0]).message(), "refusing symlinked path");
+    assert_eq!(std::fs::read_to_string(&secret).expect("secret"), "secret");
+}
+
+#[tokio::test]
+async fn gzip_round_trip_and_redelivery() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = FileSinkConfig::from_section(&sinks_core::config::SinkSection(
+        serde_json::json!({"type": "file", "directory": dir.path(), "compression": "gzip", "compression_level": 9})
+            .as_object()
+            .cloned()
+            .expect("object"),
+    ))
+    .expect("gzip config");
+    assert_eq!(c.compression, Compression::Gzip);
+    assert_eq!(c.extension.as_deref(), Some(".json.gz"));
+    c.partition_by_subject = false;
+    let sink = opened(c).await;
+    let e = envelope("ORDERS", 5, "orders.created", "{\"big\":123456789012345678901234567890}");
+    assert_eq!(classes(&write(&sink, std::slice::from_ref(&e)).await), [OutcomeClass::Committed]);
+
+    let path = sink.root().expect("root").join(format!("ORDERS-{:020}.json.gz", 5));
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&path).expect("gz file")).read_to_string(&mut text).expect("gzip");
+    assert!(text.contains("\"payload\":{\"big\":123456789012345678901234567890}"), "payload kept verbatim");
+    assert!(text.ends_with("}\n"));
+
+    let outcomes = write(&sink, &[e]).await;
+    assert!(matches!(outcomes[0], MessageOutcome::Duplicate), "{outcomes:?}");
+    let outcomes = write(&sink, &[envelope("ORDERS", 5, "orders.created", "{}")]).await;
+    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+}
+
+#[tokio::test]
+async fn non_json_under_json_only_is_a_serialization_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.payload_mode = PayloadMode::JsonOnly;
+    let sink = opened(c).await;
+    let batch = [envelope("ORDERS", 1, "orders.created", "not json"), envelope("ORDERS", 2, "orders.created", "[1]")];
+    let outcomes = write(&sink, &batch).await;
+    let err = error_of(&outcomes[0]);
+    assert!(err.is_permanent());
+    assert_eq!(err.error_type(), "SerializationError");
+    assert!(!err.display_chain().contains("not json"), "payload bytes never reach the error");
+    assert!(matches!(outcomes[1], MessageOutcome::Committed));
+}
+
+#[tokio::test]
+async fn wrapped_payloads_and_unfsynced_writes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut c = config(dir.path());
+    c.fsync = false;
+    c.pretty = true;
+    c.include_metadata = false;
+    let sink = opened(c).await;
+    let outcomes = write(&sink, &[envelope("ORDERS", 1, "orders.created", vec![0xff, 0x00])]).await;
+    assert_eq!(classes(&outcomes), [OutcomeClass::Committed]);
+    let value = read_json(&seq_file(sink.root().expect("root"), "orders.created", "ORDERS", 1, ".json"));
+    assert_eq!(value["payload"]["payload"], "/wA=");
+    assert_eq!(value["payload_info"]["original_format"], "bytes");
+    assert!(value.get("metadata").is_none());
+}
+
+#[tokio::test]
+async fn open_creates_or_refuses_the_root() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nested = dir.path().join("a/b/c");
+    let sink = opened(config(&nested)).await;
+    assert!(nested.is_dir());
+    assert_eq!(sink.root(), Some(nested.canonicalize().expect("canonical").as_path()));
+
+    let mut c = config(&dir.path().join("missing"));
+    c.create_directory = false;
+    let err = FileSink::new(c).expect("valid").open().await.expect_err("missing root");
+    assert_eq!(err.class(), ErrorClass::Config);
+    assert!(err.message().contains("sink.directory"), "{}", err.message());
+
+    let file = dir.path().join("plain-file");
+    std::fs::write(&file, "x").expect("file");
+    let err = FileSink::new(config(&file)).expect("valid").open().await.expect_err("not a directory");
+    assert_eq!(err.class(), ErrorClass::Config);
+    assert!(err.message().contains("sink.directory"), "{}", err.message());
+
+    let mut bad = config(dir.path());
+    bad.compression_level = 0;
+    let err = FileSink::new(bad).expect_err("invalid level");
+    assert_eq!(err.issues[0].path, "sink.compression_level");
+}
+
+#[tokio::test]
+async fn health_check_fails_after_the_root_is_removed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = dir.path().join("root");
+    let sink = opened(config(&root)).await;
+    sink.health_check().await.expect("healthy");
+    assert!(tree(&root).is_empty(), "the probe file is removed");
+
+    std::fs::remove_dir_all(&root).expect("remove root");
+    let err = sink.health_check().await.expect_err("root is gone");
+    assert_eq!(err.class(), ErrorClass::Temporary);
+
+    let outcomes = write(&sink, &[envelope("ORDERS", 1, "orders.created", "{}")]).await;
+    assert_eq!(classes(&outcomes), [OutcomeClass::FailedTemporary], "a missing root is retried, not dead-lettered");
+    assert!(!root.exists(), "the root is not silently recreated");
+}

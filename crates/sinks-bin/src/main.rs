@@ -1,0 +1,199 @@
+//! `nats-sink`: run one sink against a JetStream pull consumer, or check its configuration.
+//!
+//! Exit codes: 0 success (including a graceful stop on SIGTERM/SIGINT), 1 runtime error,
+//! 2 configuration error (the message names the field).
+
+mod registry;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sinks_core::config::{Config, LogFormat, redact};
+use sinks_core::{ConfigError, RunError};
+use tracing_subscriber::EnvFilter;
+
+/// Moves events from NATS JetStream into durable destinations, acking only after commit.
+#[derive(Debug, Parser)]
+#[command(name = "nats-sink", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Consume and write until SIGTERM/SIGINT, then finish in-flight batches and exit 0.
+    Run {
+        /// Config file (.json, .toml, .yaml).
+        config: PathBuf,
+        /// Overrides `logging.level`.
+        #[arg(long)]
+        log_level: Option<String>,
+    },
+    /// Check the config without connecting anywhere; exit 2 naming the field on error.
+    Validate {
+        /// Config file.
+        config: PathBuf,
+    },
+    /// Print the config with defaults filled in and secrets redacted.
+    ShowEffectiveConfig {
+        /// Config file.
+        config: PathBuf,
+    },
+    /// Open the destination, run its health check and close it (NATS is not contacted).
+    TestSink {
+        /// Config file.
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            report(&format!("cannot start the async runtime: {e}"));
+            return ExitCode::from(1);
+        }
+    };
+    runtime.block_on(dispatch(cli.command))
+}
+
+#[allow(clippy::print_stderr)]
+fn report(message: &str) {
+    eprintln!("error: {message}");
+}
+
+fn config_failure(e: &ConfigError) -> ExitCode {
+    for issue in &e.issues {
+        report(&format!("configuration: {issue}"));
+    }
+    ExitCode::from(2)
+}
+
+/// Loads the core config and the sink config; both are fully validated.
+fn load(path: &Path) -> Result<(Config, registry::Built), ConfigError> {
+    let config = Config::load(path)?;
+    let built = registry::build(&config.sink)?;
+    Ok((config, built))
+}
+
+#[allow(clippy::print_stdout)]
+async fn dispatch(command: Command) -> ExitCode {
+    match command {
+        Command::Validate { config } => match load(&config) {
+            Ok((c, _)) => {
+                println!(
+                    "configuration is valid: sink={} stream={} consumer={} subject={} dead_letter={}",
+                    c.sink.kind().unwrap_or_default(),
+                    c.nats.stream,
+                    c.nats.consumer,
+                    c.nats.subject,
+                    if c.dead_letter.enabled {
+                        c.dead_letter.subject.as_deref().unwrap_or_default()
+                    } else {
+                        "disabled"
+                    },
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => config_failure(&e),
+        },
+        Command::ShowEffectiveConfig { config } => match load(&config) {
+            Ok((c, built)) => {
+                let mut value = serde_json::to_value(&c).unwrap_or_default();
+                if let Some(sink) = value.get_mut("sink") {
+                    let mut effective = built.effective;
+                    if let Some(map) = effective.as_object_mut() {
+                        map.insert("type".into(), c.sink.kind().unwrap_or_default().into());
+                    }
+                    *sink = effective;
+                }
+                redact::redact(&mut value);
+                println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+                ExitCode::SUCCESS
+            }
+            Err(e) => config_failure(&e),
+        },
+        Command::TestSink { config } => {
+            let (c, built) = match load(&config) {
+                Ok(v) => v,
+                Err(e) => return config_failure(&e),
+            };
+            let _ = init_logging(&c, None);
+            let sink = built.sink;
+            let result = async {
+                sink.open().await?;
+                sink.health_check().await?;
+                sink.close().await
+            }
+            .await;
+            match result {
+                Ok(()) => {
+                    println!("sink `{}` is reachable and healthy", sink.name());
+                    ExitCode::SUCCESS
+                }
+                Err(e) if e.class() == sinks_core::ErrorClass::Config => {
+                    report(&format!("sink configuration: {}", e.display_chain()));
+                    ExitCode::from(2)
+                }
+                Err(e) => {
+                    report(&format!("sink health check failed: {}", e.display_chain()));
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Run { config, log_level } => {
+            let (c, built) = match load(&config) {
+                Ok(v) => v,
+                Err(e) => return config_failure(&e),
+            };
+            if let Err(message) = init_logging(&c, log_level.as_deref()) {
+                return config_failure(&ConfigError::single("logging.level", message));
+            }
+            tracing::info!(version = env!("CARGO_PKG_VERSION"), sink = built.sink.name(), "starting nats-sink");
+            match sinks_core::run(c, built.sink, shutdown_signal()).await {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(RunError::Config(e)) => {
+                    tracing::error!(error = %e, "configuration error");
+                    config_failure(&e)
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "stopped with an error");
+                    report(&e.to_string());
+                    ExitCode::from(1)
+                }
+            }
+        }
+    }
+}
+
+/// Installs the tracing subscriber (stderr; text or JSON). `RUST_LOG` refines the level.
+fn init_logging(config: &Config, level_override: Option<&str>) -> Result<(), String> {
+    let mut logging = config.logging.clone();
+    if let Some(level) = level_override {
+        logging.level = level.to_owned();
+    }
+    let level = logging.filter_directive().ok_or_else(|| format!("unknown log level `{}`", logging.level))?;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let result = match logging.format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+    result.map_err(|e| e.to_string())
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        tracing::error!("cannot install signal handlers; stop with SIGKILL only");
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("received SIGTERM"),
+        _ = int.recv() => tracing::info!("received SIGINT"),
+    }
+}

@@ -1,0 +1,114 @@
+//! The `nats-sink` command line without NATS: exit codes, field-naming errors, redaction.
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn nats_sink(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nats-sink")).args(args).output().unwrap()
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn config(dir: &Path, nats: &str, extra: &str) -> String {
+    format!(
+        r#"{{"nats": {{{nats}}}, {extra} "sink": {{"type": "file", "directory": "{}"}}}}"#,
+        dir.join("out").display()
+    )
+}
+
+const NATS_OK: &str = r#""stream": "ORDERS", "consumer": "c", "subject": "orders.*""#;
+
+#[test]
+fn validate_accepts_a_good_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "ok.json", &config(dir.path(), NATS_OK, ""));
+    let out = nats_sink(&["validate", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("configuration is valid: sink=file stream=ORDERS"));
+}
+
+#[test]
+fn bad_configs_exit_2_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        ("unknown field", config(dir.path(), &format!("{NATS_OK}, \"colour\": \"blue\""), ""), "`nats.colour`"),
+        ("missing stream", config(dir.path(), r#""consumer": "c", "subject": "orders.*""#, ""), "`nats.stream`"),
+        (
+            "invalid subject",
+            config(dir.path(), r#""stream": "S", "consumer": "c", "subject": "orders..x""#, ""),
+            "`nats.subject`",
+        ),
+        (
+            "inline secret",
+            config(dir.path(), &format!("{NATS_OK}, \"user\": \"app\", \"password\": \"hunter2\""), ""),
+            "`nats.password`",
+        ),
+        (
+            "unknown sink field",
+            format!(r#"{{"nats": {{{NATS_OK}}}, "sink": {{"type": "file", "directory": "/x", "colour": 1}}}}"#),
+            "`sink.colour`",
+        ),
+        ("unknown sink type", format!(r#"{{"nats": {{{NATS_OK}}}, "sink": {{"type": "teleport"}}}}"#), "`sink.type`"),
+    ];
+    for (name, body, field) in cases {
+        let path = write(dir.path(), "bad.json", &body);
+        let out = nats_sink(&["validate", path.to_str().unwrap()]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(field), "{name}: expected {field} in {stderr}");
+        assert!(!stderr.contains("hunter2"), "{name}: a secret leaked into the error output");
+    }
+}
+
+#[test]
+fn show_effective_config_fills_defaults_and_redacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let nats = format!("{NATS_OK}, \"user\": \"app\", \"password_env\": \"MY_NATS_PASSWORD\"");
+    let path = write(dir.path(), "c.json", &config(dir.path(), &nats, ""));
+    let out = nats_sink(&["show-effective-config", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("MY_NATS_PASSWORD"), "env var names of secrets are redacted");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["nats"]["password_env"], "********");
+    assert_eq!(v["nats"]["user"], "app");
+    assert_eq!(v["delivery"]["batch_size"], 100);
+    assert_eq!(v["consumer_management"]["mode"], "create_if_missing");
+    assert_eq!(v["sink"]["type"], "file");
+    assert_eq!(v["sink"]["fsync"], true);
+    assert_eq!(v["sink"]["filename_strategy"], "stream_sequence");
+}
+
+#[test]
+fn version_is_printed() {
+    let out = nats_sink(&["--version"]);
+    assert!(out.status.success());
+    assert_eq!(text(&out.stdout).trim(), format!("nats-sink {}", env!("CARGO_PKG_VERSION")));
+}
+
+#[test]
+fn test_sink_opens_and_checks_the_destination() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "c.json", &config(dir.path(), NATS_OK, ""));
+    let out = nats_sink(&["test-sink", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(dir.path().join("out").is_dir(), "the sink created its directory");
+
+    let missing = format!(
+        r#"{{"nats": {{{NATS_OK}}}, "sink": {{"type": "file", "directory": "{}", "create_directory": false}}}}"#,
+        dir.path().join("absent").display()
+    );
+    let path = write(dir.path(), "missing.json", &missing);
+    let out = nats_sink(&["test-sink", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("directory"));
+}

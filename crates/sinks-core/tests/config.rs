@@ -1,0 +1,217 @@
+//! Config loading: reference JSON files load unchanged, TOML and YAML mean the same thing,
+//! environment overrides apply, and every rejection names the field.
+//!
+//! Every test runs inside `figment::Jail`, which serializes tests that read the process
+//! environment (the override test sets variables that would leak into the others).
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::result_large_err)]
+
+use std::path::{Path, PathBuf};
+
+use sinks_core::config::{Config, ConsumerMode};
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const REFERENCE_FILE_CONFIG: &str = r#"{
+  "nats": {"url": "nats://localhost:4222", "stream": "ORDERS", "consumer": "file-orders-sink",
+           "subject": "orders.*", "durable": true},
+  "delivery": {"batch_size": 64, "batch_timeout_ms": 1000, "ack_policy": "after_sink_commit",
+               "temporary_failure_action": "nak"},
+  "dead_letter": {"enabled": true, "subject": "orders.file.dlq", "include_payload": true,
+                  "include_headers": true, "include_error": true},
+  "logging": {"level": "INFO", "payload_logging": false},
+  "message_metadata": {
+    "priority": {"header": "Nats-Sinks-Priority", "default": "routine"},
+    "classification": {"header": "Nats-Sinks-Classification", "default": "NATO UNCLASSIFIED"},
+    "labels": {"header": "Nats-Sinks-Labels", "default": []},
+    "rules": [{"subject": "orders.urgent", "priority": "immediate", "classification": "NATO SECRET",
+               "labels": "mission-report;coalition;watch-floor"}]
+  },
+  "metrics": {"enabled": false, "namespace": "nats_sinks"},
+  "sink": {"type": "file", "directory": ".local/file-sink/events", "fsync": true}
+}"#;
+
+fn issues_of(dir: &Path, name: &str, text: &str) -> Vec<String> {
+    let path = write(dir, name, text);
+    match Config::load(&path) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.issues.iter().map(|i| i.path.clone()).collect(),
+    }
+}
+
+#[test]
+fn reference_json_loads_unchanged() {
+    figment::Jail::expect_with(|_| {
+        let dir = tempfile::tempdir().unwrap();
+        let c = Config::load(&write(dir.path(), "c.json", REFERENCE_FILE_CONFIG)).unwrap();
+        assert_eq!(c.nats.stream, "ORDERS");
+        assert_eq!(c.delivery.batch_size, 64);
+        assert_eq!(c.dead_letter.subject.as_deref(), Some("orders.file.dlq"));
+        assert_eq!(c.consumer_management.mode, ConsumerMode::CreateIfMissing);
+        assert_eq!(c.sink.kind(), Some("file"));
+        let app = c.message_metadata.resolve("orders.urgent", &sinks_core::Headers::new());
+        assert_eq!(app.priority.as_deref(), Some("immediate"));
+        assert_eq!(app.labels, ["mission-report", "coalition", "watch-floor"]);
+        Ok(())
+    });
+}
+
+#[test]
+fn toml_and_yaml_mean_the_same() {
+    figment::Jail::expect_with(|_| {
+        let dir = tempfile::tempdir().unwrap();
+        let json = Config::load(&write(dir.path(), "c.json", REFERENCE_FILE_CONFIG)).unwrap();
+        let value: serde_json::Value = serde_json::from_str(REFERENCE_FILE_CONFIG).unwrap();
+        let yaml = serde_json::to_string(&value).unwrap(); // JSON is valid YAML
+        let from_yaml = Config::load(&write(dir.path(), "c.yaml", &yaml)).unwrap();
+        assert_eq!(json, from_yaml);
+        let toml = r#"
+        [nats]
+        url = "nats://localhost:4222"
+        stream = "ORDERS"
+        consumer = "file-orders-sink"
+        subject = "orders.*"
+        durable = true
+        [delivery]
+        batch_size = 64
+        batch_timeout_ms = 1000
+        ack_policy = "after_sink_commit"
+        temporary_failure_action = "nak"
+        [dead_letter]
+        enabled = true
+        subject = "orders.file.dlq"
+        include_payload = true
+        include_headers = true
+        include_error = true
+        [logging]
+        level = "INFO"
+        payload_logging = false
+        [message_metadata.priority]
+        header = "Nats-Sinks-Priority"
+        default = "routine"
+        [message_metadata.classification]
+        header = "Nats-Sinks-Classification"
+        default = "NATO UNCLASSIFIED"
+        [message_metadata.labels]
+        header = "Nats-Sinks-Labels"
+        default = []
+        [[message_metadata.rules]]
+        subject = "orders.urgent"
+        priority = "immediate"
+        classification = "NATO SECRET"
+        labels = "mission-report;coalition;watch-floor"
+        [metrics]
+        enabled = false
+        namespace = "nats_sinks"
+        [sink]
+        type = "file"
+        directory = ".local/file-sink/events"
+        fsync = true
+    "#;
+        assert_eq!(json, Config::load(&write(dir.path(), "c.toml", toml)).unwrap());
+        Ok(())
+    });
+}
+
+#[test]
+fn every_rejection_names_its_field() {
+    figment::Jail::expect_with(|_| {
+        let dir = tempfile::tempdir().unwrap();
+        let base = r#""sink": {"type": "file", "directory": "/tmp/x"}"#;
+        let cases: &[(&str, String, &str)] = &[
+            (
+                "unknown field",
+                format!(r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b", "bogus": 1}}, {base}}}"#),
+                "nats.bogus",
+            ),
+            ("missing stream", format!(r#"{{"nats": {{"consumer": "c", "subject": "a.b"}}, {base}}}"#), "nats.stream"),
+            (
+                "invalid subject",
+                format!(r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a..b"}}, {base}}}"#),
+                "nats.subject",
+            ),
+            (
+                "inline secret",
+                format!(
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b", "user": "u", "password": "hunter2"}}, {base}}}"#
+                ),
+                "nats.password",
+            ),
+            (
+                "unknown section",
+                format!(r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "nope": {{}}, {base}}}"#),
+                "nope",
+            ),
+            (
+                "unsupported feature",
+                format!(
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "encryption": {{"enabled": true}}, {base}}}"#
+                ),
+                "encryption.enabled",
+            ),
+            (
+                "dlq without subject",
+                format!(
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "dead_letter": {{"enabled": true}}, {base}}}"#
+                ),
+                "dead_letter.subject",
+            ),
+            (
+                "bad enum",
+                format!(
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "delivery": {{"retry_jitter": "sometimes"}}, {base}}}"#
+                ),
+                "delivery.retry_jitter",
+            ),
+            (
+                "out of range",
+                format!(
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "delivery": {{"batch_size": 0}}, {base}}}"#
+                ),
+                "delivery.batch_size",
+            ),
+            (
+                "filter outside subject",
+                format!(
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.*"}}, "consumer_management": {{"filter_subjects": ["b.x"]}}, {base}}}"#
+                ),
+                "consumer_management.filter_subjects[0]",
+            ),
+            (
+                "duplicate key",
+                format!(r#"{{"nats": {{"stream": "S", "stream": "T", "consumer": "c", "subject": "a.b"}}, {base}}}"#),
+                "config",
+            ),
+            (
+                "missing sink type",
+                r#"{"nats": {"stream": "S", "consumer": "c", "subject": "a.b"}, "sink": {"directory": "/x"}}"#
+                    .to_owned(),
+                "sink.type",
+            ),
+        ];
+        for (name, text, field) in cases {
+            let issues = issues_of(dir.path(), "c.json", text);
+            assert!(issues.iter().any(|p| p == field), "{name}: expected an issue at `{field}`, got {issues:?}");
+        }
+        Ok(())
+    });
+}
+
+#[test]
+fn environment_overrides_apply() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), "c.json", REFERENCE_FILE_CONFIG);
+    figment::Jail::expect_with(|jail| {
+        jail.set_env("NATS_SINKS_NATS_STREAM", "OTHER");
+        jail.set_env("NATS_SINKS__DELIVERY__BATCH_SIZE", "7");
+        jail.set_env("NATS_SINKS__SINK__DIRECTORY", "/srv/out");
+        let c = Config::load(&path).map_err(|e| e.to_string())?;
+        assert_eq!(c.nats.stream, "OTHER");
+        assert_eq!(c.delivery.batch_size, 7);
+        assert_eq!(c.sink.0["directory"], "/srv/out");
+        Ok(())
+    });
+}

@@ -1,0 +1,275 @@
+//! The runner end to end against a private JetStream server, with the in-memory sink:
+//! commit-then-ack, poison isolation, DLQ failure handling, retries, drift checks and
+//! graceful stop. Every test uses its own server, stream and consumer.
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::Context;
+use bytes::Bytes;
+use serde_json::json;
+use sinks_core::testing::MemorySink;
+use sinks_core::{Config, RunError, RunStats, Sink};
+use sinks_testkit::{NatsServer, js_publish_all, read_stream, stream_with_subjects, unique, wait_until};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+struct Setup {
+    server: NatsServer,
+    js: Context,
+    stream: String,
+    consumer: String,
+    subject: String,
+}
+
+async fn setup() -> Setup {
+    let server = NatsServer::start();
+    let js = server.js().await;
+    let stream = unique("RUN");
+    let subject = format!("{}.>", stream.to_lowercase());
+    stream_with_subjects(&js, &stream, &[&subject]).await;
+    Setup { server, js, consumer: unique("sink"), stream, subject }
+}
+
+impl Setup {
+    fn config(&self, extra: serde_json::Value) -> Config {
+        let mut value = json!({
+            "nats": {"url": self.server.url(), "stream": self.stream, "consumer": self.consumer, "subject": self.subject},
+            "delivery": {"batch_size": 50, "batch_timeout_ms": 200, "retry_backoff_ms": 50, "retry_backoff_max_ms": 200},
+            "sink": {"type": "memory"},
+        });
+        merge(&mut value, extra);
+        Config::from_value(value).unwrap()
+    }
+
+    fn msg_subject(&self, i: usize) -> String {
+        format!("{}.k{}", self.stream.to_lowercase(), i % 7)
+    }
+
+    async fn publish(&self, n: usize, payload: impl Fn(usize) -> Bytes) {
+        let msgs = (0..n).map(|i| (self.msg_subject(i), HeaderMap::new(), payload(i))).collect();
+        js_publish_all(&self.js, msgs).await;
+    }
+
+    /// `(num_pending, num_ack_pending, num_redelivered)`; all maximal while the consumer
+    /// does not exist yet.
+    async fn consumer_state(&self) -> (u64, usize, usize) {
+        let stream = self.js.get_stream(&self.stream).await.unwrap();
+        match stream.consumer_info(&self.consumer).await {
+            Ok(info) => (info.num_pending, info.num_ack_pending, info.num_redelivered),
+            Err(_) => (u64::MAX, usize::MAX, 0),
+        }
+    }
+
+    async fn settled(&self) -> bool {
+        matches!(self.consumer_state().await, (0, 0, _))
+    }
+}
+
+fn merge(base: &mut serde_json::Value, extra: serde_json::Value) {
+    match (base, extra) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(e)) => {
+            for (k, v) in e {
+                merge(b.entry(k).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        (b, e) => *b = e,
+    }
+}
+
+struct Running {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<Result<Arc<RunStats>, RunError>>,
+}
+
+fn start(config: Config, sink: Arc<dyn Sink>) -> Running {
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(sinks_core::run(config, sink, async move {
+        let _ = rx.await;
+    }));
+    Running { stop, task }
+}
+
+impl Running {
+    async fn stop(self) -> Arc<RunStats> {
+        let _ = self.stop.send(());
+        tokio::time::timeout(Duration::from_secs(30), self.task).await.unwrap().unwrap().unwrap()
+    }
+}
+
+fn json_payload(i: usize) -> Bytes {
+    Bytes::from(format!(r#"{{"n":{i}}}"#))
+}
+
+#[tokio::test]
+async fn every_message_is_committed_then_acked() {
+    let s = setup().await;
+    s.publish(500, json_payload).await;
+    let sink = Arc::new(MemorySink::new());
+    let run = start(s.config(json!({"delivery": {"max_in_flight_batches": 4}})), sink.clone());
+    assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 500 && s.settled().await }).await);
+    let stats = run.stop().await;
+    assert_eq!(stats.acked.load(Ordering::Relaxed), 500);
+    assert_eq!(stats.fetched.load(Ordering::Relaxed), 500);
+    for seq in 1..=500u64 {
+        let key = format!("stream-sequence:{}:{seq}", s.stream);
+        assert_eq!(sink.get(&key), Some(json_payload(seq as usize - 1)), "{key}");
+    }
+}
+
+#[tokio::test]
+async fn a_poison_message_is_isolated_and_dead_lettered_alone() {
+    let s = setup().await;
+    let dlq_stream = unique("DLQ");
+    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
+    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    s.publish(500, |i| if i == 321 { Bytes::from_static(b"poison") } else { json_payload(i) }).await;
+    let sink = Arc::new(MemorySink::new());
+    *sink.faults.poison_payload.lock().unwrap() = Some(Bytes::from_static(b"poison"));
+    let config = s.config(json!({
+        "delivery": {"batch_size": 500},
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+    }));
+    let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 499 && s.settled().await }).await);
+    let stats = run.stop().await;
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 1);
+    let records = read_stream(&s.js, &dlq_stream).await;
+    assert_eq!(records.len(), 1, "only the poison message is dead-lettered");
+    let record: serde_json::Value = serde_json::from_slice(&records[0].3).unwrap();
+    assert_eq!(record["stream_sequence"], 322);
+    assert_eq!(record["payload_base64"], "cG9pc29u");
+    assert_eq!(record["error_type"], "PermanentSinkError");
+    assert_eq!(record["idempotency_key"], format!("stream-sequence:{}:322", s.stream));
+    let headers = &records[0].2;
+    assert_eq!(headers.get("Nats-Sinks-Error-Type").map(|v| v.as_str()), Some("PermanentSinkError"));
+    assert_eq!(
+        headers.get("Nats-Msg-Id").map(|v| v.as_str()),
+        Some(&*format!("nats-sinks-dlq:stream-sequence:{}:322", s.stream))
+    );
+    assert!(sink.get(&format!("stream-sequence:{}:322", s.stream)).is_none());
+}
+
+#[tokio::test]
+async fn a_failed_dead_letter_publish_naks_and_nothing_is_lost() {
+    let s = setup().await;
+    let dlq_stream = unique("DLQ");
+    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
+    s.publish(20, |i| if i == 5 { Bytes::from_static(b"poison") } else { json_payload(i) }).await;
+    let sink = Arc::new(MemorySink::new());
+    *sink.faults.poison_payload.lock().unwrap() = Some(Bytes::from_static(b"poison"));
+    let config = s.config(json!({"dead_letter": {"enabled": true, "subject": dlq_subject}}));
+    let run = start(config, sink.clone());
+    // No stream captures the DLQ subject: the poison message must come back, never be acked.
+    assert!(
+        wait_until(Duration::from_secs(20), || async {
+            let (_, ack_pending, redelivered) = s.consumer_state().await;
+            sink.len() == 19 && redelivered >= 1 && ack_pending <= 1
+        })
+        .await
+    );
+    assert!(!s.settled().await, "the poison message must not be acked while its DLQ record cannot be stored");
+    // Once a stream captures the subject, the record is stored and the original settled.
+    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    assert!(wait_until(Duration::from_secs(20), || async { s.settled().await }).await);
+    let stats = run.stop().await;
+    assert!(stats.dead_letter_failures.load(Ordering::Relaxed) >= 1);
+    assert_eq!(read_stream(&s.js, &dlq_stream).await.len(), 1);
+    assert_eq!(sink.len(), 19);
+}
+
+#[tokio::test]
+async fn temporary_failures_are_naked_and_retried_until_committed() {
+    let s = setup().await;
+    s.publish(100, json_payload).await;
+    let sink = Arc::new(MemorySink::new());
+    sink.faults.fail_batches.store(3, Ordering::Relaxed);
+    let run = start(s.config(json!({})), sink.clone());
+    assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 100 && s.settled().await }).await);
+    let stats = run.stop().await;
+    assert!(stats.naked.load(Ordering::Relaxed) >= 3, "failed batches were NAKed");
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 0);
+}
+
+#[tokio::test]
+async fn graceful_stop_settles_everything_it_fetched() {
+    let s = setup().await;
+    s.publish(2000, json_payload).await;
+    let sink = Arc::new(MemorySink::new());
+    let run = start(s.config(json!({"delivery": {"batch_size": 20, "max_in_flight_batches": 3}})), sink.clone());
+    assert!(wait_until(Duration::from_secs(20), || async { sink.len() >= 100 }).await);
+    let stats = run.stop().await;
+    let (_, ack_pending, _) = s.consumer_state().await;
+    assert_eq!(ack_pending, 0, "nothing fetched is left unacknowledged after a graceful stop");
+    assert_eq!(stats.acked.load(Ordering::Relaxed), stats.fetched.load(Ordering::Relaxed));
+    assert_eq!(sink.len() as u64, stats.acked.load(Ordering::Relaxed));
+}
+
+#[tokio::test]
+async fn consumer_drift_fails_before_the_first_fetch() {
+    let s = setup().await;
+    s.publish(5, json_payload).await;
+    let stream = s.js.get_stream(&s.stream).await.unwrap();
+    stream
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some(s.consumer.clone()),
+            ack_wait: Duration::from_secs(10),
+            max_deliver: 3,
+            filter_subject: s.subject.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let sink = Arc::new(MemorySink::new());
+    let config = s.config(json!({"consumer_management": {"ack_wait_seconds": 20, "max_deliver": 3}}));
+    let result =
+        tokio::time::timeout(Duration::from_secs(20), sinks_core::run(config, sink.clone(), std::future::pending()))
+            .await
+            .unwrap();
+    match result {
+        Err(RunError::Config(e)) => {
+            let paths: Vec<&str> = e.issues.iter().map(|i| i.path.as_str()).collect();
+            assert_eq!(paths, ["consumer_management.ack_wait_seconds"]);
+        }
+        other => panic!("expected a drift error, got {other:?}"),
+    }
+    assert_eq!(sink.write_calls(), 0, "nothing was fetched or written");
+}
+
+#[tokio::test]
+async fn reconcile_updates_changeable_fields() {
+    let s = setup().await;
+    let stream = s.js.get_stream(&s.stream).await.unwrap();
+    stream
+        .create_consumer(async_nats::jetstream::consumer::pull::Config {
+            durable_name: Some(s.consumer.clone()),
+            ack_wait: Duration::from_secs(10),
+            filter_subject: s.subject.clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    s.publish(10, json_payload).await;
+    let sink = Arc::new(MemorySink::new());
+    let config = s.config(json!({"consumer_management": {"mode": "reconcile", "ack_wait_seconds": 20}}));
+    let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(20), || async { sink.len() == 10 }).await);
+    run.stop().await;
+    let info = stream.consumer_info(&s.consumer).await.unwrap();
+    assert_eq!(info.config.ack_wait, Duration::from_secs(20));
+}
+
+#[tokio::test]
+async fn bind_only_without_a_consumer_is_a_config_error() {
+    let s = setup().await;
+    let sink = Arc::new(MemorySink::new());
+    let config = s.config(json!({"consumer_management": {"mode": "bind_only"}}));
+    let result = sinks_core::run(config, sink, std::future::pending()).await;
+    match result {
+        Err(RunError::Config(e)) => assert_eq!(e.issues[0].path, "nats.consumer"),
+        other => panic!("expected a config error, got {other:?}"),
+    }
+}

