@@ -176,8 +176,11 @@ fn init_logging(config: &Config, level_override: Option<&str>) -> Result<(), Str
         logging.level = level.to_owned();
     }
     let level = logging.filter_directive().ok_or_else(|| format!("unknown log level `{}`", logging.level))?;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // The NATS client's own info lines repeat ours; keep its warnings and errors.
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{level},async_nats=warn")));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let result = match logging.format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
