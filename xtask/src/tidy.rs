@@ -1,6 +1,7 @@
 //! Tidy rules, enforced as a test so `cargo nextest run` checks them: every Rust file opens
 //! with a `//!` doc line, no test is ignored or marked should-panic, every crate
-//! uses the workspace lints, and every sink crate has the same file roles.
+//! uses the workspace lints, and every sink crate has the same file roles (including its
+//! certification harness and `tests/certify.rs`).
 
 #[cfg(test)]
 mod tests {
@@ -73,7 +74,9 @@ mod tests {
             .collect();
         assert!(!sinks.is_empty());
         for sink in sinks {
-            for role in ["src/lib.rs", "src/config.rs", "src/sink.rs", "src/error.rs"] {
+            for role in
+                ["src/lib.rs", "src/config.rs", "src/sink.rs", "src/error.rs", "src/certify.rs", "tests/certify.rs"]
+            {
                 assert!(sink.join(role).is_file(), "{} lacks {role}", sink.display());
             }
         }

@@ -25,6 +25,8 @@
 //! **Capabilities.** Not atomic per batch (each message has its own outcome; files already
 //! placed stay placed, which redelivery treats as duplicates); detects conflicts.
 
+#[cfg(feature = "certify")]
+pub mod certify;
 mod config;
 mod error;
 mod path;

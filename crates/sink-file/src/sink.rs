@@ -120,7 +120,7 @@ impl Sink for FileSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { atomic_batch: false, detects_conflicts: true }
+        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
     }
 
     async fn open(&self) -> Result<(), SinkError> {

@@ -66,7 +66,10 @@ async fn n_envelopes_become_n_files_with_their_records() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sink = opened(config(dir.path())).await;
     assert_eq!(sink.name(), "file");
-    assert_eq!(sink.capabilities(), sinks_core::Capabilities { atomic_batch: false, detects_conflicts: true });
+    assert_eq!(
+        sink.capabilities(),
+        sinks_core::Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+    );
     let batch: Vec<Envelope> =
         (1..=20).map(|seq| envelope("ORDERS", seq, "orders.created", format!("{{\"n\":{seq}}}"))).collect();
     let outcomes = write(&sink, &batch).await;

@@ -123,6 +123,7 @@ impl Env {
             r#"{{
               "nats": {{"url": "{url}", "stream": "{stream}", "consumer": "{consumer}", "subject": "{root}.>"}},
               "delivery": {{"batch_timeout_ms": 200, "retry_backoff_ms": 100, "retry_backoff_max_ms": 500 {delivery}}},
+              "consumer_management": {{"ack_wait_seconds": 5}},
               "dead_letter": {{{dead_letter}}},
               "logging": {{"level": "DEBUG"}},
               "sink": {{"type": "file", "directory": "{out}" {sink_extra}}}

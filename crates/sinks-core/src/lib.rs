@@ -12,6 +12,8 @@
 //! acked; transient NATS and DLQ failures are retried, never fatal.
 
 pub mod ack;
+#[cfg(feature = "certify")]
+pub mod certify;
 pub mod config;
 pub mod connect;
 pub mod dlq;

@@ -98,6 +98,9 @@ pub type BatchResult = Result<Vec<MessageOutcome>, SinkError>;
 pub struct Capabilities {
     /// The sink commits a batch all-or-nothing (one transaction).
     pub atomic_batch: bool,
+    /// The sink can tell a redelivery of an already committed message and reports it as
+    /// [`MessageOutcome::Duplicate`].
+    pub reports_duplicates: bool,
     /// The sink can tell a conflicting redelivery (same key, different content).
     pub detects_conflicts: bool,
 }

@@ -45,6 +45,11 @@ impl MemorySink {
         self.lock().get(key).cloned()
     }
 
+    /// Every committed record as `(key, payload)`.
+    pub fn records(&self) -> Vec<(String, Bytes)> {
+        self.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
     /// Number of committed records.
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -72,7 +77,7 @@ impl Sink for MemorySink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { atomic_batch: false, detects_conflicts: true }
+        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
     }
 
     async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {

@@ -1,0 +1,146 @@
+//! [`FileHarness`]: certifies the file sink against `docs/sink-contract.md` (feature
+//! `certify`). Every fixture is a fresh temporary directory, read back by parsing the files
+//! directly, without the sink.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_core::testing::envelope;
+use sinks_core::{Envelope, PayloadMode, Sink};
+
+use crate::{FileSink, FileSinkConfig};
+
+/// Harness over fresh temporary directories.
+#[derive(Debug, Default)]
+pub struct FileHarness;
+
+/// Reads every record file below a directory it owns (removed on drop).
+struct DirReadBack {
+    dir: tempfile::TempDir,
+}
+
+#[async_trait]
+impl ReadBack for DirReadBack {
+    async fn read_all(&self) -> Result<Vec<Record>, String> {
+        let root = self.dir.path().join("out");
+        tokio::task::spawn_blocking(move || read_records(&root)).await.map_err(|e| e.to_string())?
+    }
+}
+
+#[derive(Deserialize)]
+struct StoredRecord<'a> {
+    stream: String,
+    stream_sequence: u64,
+    #[serde(borrow)]
+    payload: &'a RawValue,
+    payload_info: PayloadInfo,
+}
+
+#[derive(Deserialize)]
+struct PayloadInfo {
+    wrapped: bool,
+}
+
+#[derive(Deserialize)]
+struct Wrapped {
+    #[serde(rename = "_nats_sinks")]
+    envelope: WrappedInfo,
+    payload: String,
+}
+
+#[derive(Deserialize)]
+struct WrappedInfo {
+    payload_encoding: String,
+}
+
+/// Every record below `root` (dot files skipped), as `(stream-sequence key, payload bytes)`.
+/// A JSON payload comes back exactly as stored; a wrapped one is unwrapped to its bytes.
+pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir == root => return Ok(out),
+            Err(e) => return Err(format!("cannot list {}: {e}", dir.display())),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| e.to_string())?;
+            let path = entry.path();
+            if entry.file_name().to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let record: StoredRecord<'_> =
+                serde_json::from_slice(&text).map_err(|e| format!("{} is not a record: {e}", path.display()))?;
+            let key = format!("stream-sequence:{}:{}", record.stream, record.stream_sequence);
+            let payload = if record.payload_info.wrapped {
+                let w: Wrapped = serde_json::from_str(record.payload.get()).map_err(|e| e.to_string())?;
+                match w.envelope.payload_encoding.as_str() {
+                    "base64" => Bytes::from(
+                        base64::engine::general_purpose::STANDARD.decode(w.payload).map_err(|e| e.to_string())?,
+                    ),
+                    _ => Bytes::from(w.payload),
+                }
+            } else {
+                Bytes::copy_from_slice(record.payload.get().as_bytes())
+            };
+            out.push((key, payload));
+        }
+    }
+    Ok(out)
+}
+
+async fn fixture(mode: PayloadMode) -> Result<Fixture, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut config = FileSinkConfig::new(dir.path().join("out"));
+    config.payload_mode = mode;
+    let sink = FileSink::new(config).map_err(|e| e.to_string())?;
+    sink.open().await.map_err(|e| e.display_chain())?;
+    Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(DirReadBack { dir }) })
+}
+
+#[async_trait]
+impl Harness for FileHarness {
+    fn name(&self) -> &'static str {
+        "file"
+    }
+
+    async fn fresh(&self) -> Result<Fixture, String> {
+        fixture(PayloadMode::JsonOrEnvelope).await
+    }
+
+    async fn poison(&self) -> Option<(Fixture, Envelope)> {
+        let fx = fixture(PayloadMode::JsonOnly).await.ok()?;
+        Some((fx, envelope(sinks_core::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+    }
+
+    async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+        // The root was opened, then its volume "went away": the directory is gone.
+        let dir = tempfile::tempdir().ok()?;
+        let sink = FileSink::new(FileSinkConfig::new(dir.path().join("out"))).ok()?;
+        sink.open().await.ok()?;
+        drop(dir);
+        Some(Arc::new(sink))
+    }
+
+    async fn crash_target(&self) -> Result<CrashTarget, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let sink_section = serde_json::json!({
+            "type": "file",
+            "directory": dir.path().join("out"),
+            "fsync": true,
+        });
+        Ok(CrashTarget { sink_section, read_back: Box::new(DirReadBack { dir }) })
+    }
+}

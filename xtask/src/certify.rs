@@ -1,0 +1,148 @@
+//! `cargo xtask certify [--sink NAME]`: every sink against the contract clauses
+//! (in-process, through each sink crate's harness) and the crash certification (the real
+//! binary, killed and restarted). Prints a sink × clause matrix, writes
+//! `target/certify/report.json` and `report.md`, and fails on any FAIL. A SKIP is shown with
+//! its reason and never counted as a pass.
+
+use std::path::PathBuf;
+
+use anyhow::{Result, bail};
+use sinks_core::certify::{self, Harness, Outcome, SinkReport};
+
+use crate::crash::{self, Plan};
+
+/// Options of `cargo xtask certify`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Args {
+    /// Certify only this sink.
+    #[arg(long)]
+    sink: Option<String>,
+    /// Messages published for the kill -9 phase (at least 20,000 for a certification).
+    #[arg(long, default_value_t = 20_000)]
+    messages: usize,
+    /// SIGKILLs during the kill -9 phase (at least 5).
+    #[arg(long, default_value_t = 5)]
+    kills: usize,
+    /// Messages published for the graceful-stop phase.
+    #[arg(long, default_value_t = 5_000)]
+    graceful_messages: usize,
+}
+
+impl Default for Args {
+    fn default() -> Self {
+        Self { sink: None, messages: 20_000, kills: 5, graceful_messages: 5_000 }
+    }
+}
+
+/// Every certified sink: name and harness.
+fn sinks() -> Vec<(&'static str, Box<dyn Harness>)> {
+    vec![("file", Box::new(sink_file::certify::FileHarness))]
+}
+
+pub(crate) fn run(args: Args) -> Result<()> {
+    if args.messages < 20_000 || args.kills < 5 {
+        eprintln!("note: fewer than 20,000 messages or 5 kills is a smoke run, not a certification");
+    }
+    let selected: Vec<_> = sinks().into_iter().filter(|(n, _)| args.sink.as_deref().is_none_or(|s| s == *n)).collect();
+    if selected.is_empty() {
+        bail!(
+            "no sink named {:?}; known: {}",
+            args.sink,
+            sinks().iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+        );
+    }
+    crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
+    let bin = sinks_testkit::workspace_root().join("target/debug/nats-sink");
+    let plan = Plan { messages: args.messages, kills: args.kills, graceful_messages: args.graceful_messages };
+    let rt = tokio::runtime::Runtime::new()?;
+    let mut reports = Vec::new();
+    for (name, harness) in selected {
+        eprintln!("certifying {name}: contract clauses");
+        let mut report = rt.block_on(certify::run_all(harness.as_ref()));
+        eprintln!("certifying {name}: crash certification ({} messages, {} kills)", plan.messages, plan.kills);
+        let (cases, counts) = rt.block_on(crash::certify(harness.as_ref(), &bin, plan));
+        report.cases.extend(cases);
+        report.crash = Some(counts);
+        reports.push(report);
+    }
+    let dir = write_reports(&reports)?;
+    println!("{}", matrix(&reports));
+    println!("reports: {}/report.json, {}/report.md", dir.display(), dir.display());
+    if reports.iter().all(SinkReport::passed) { Ok(()) } else { bail!("certification failed") }
+}
+
+fn write_reports(reports: &[SinkReport]) -> Result<PathBuf> {
+    let dir = sinks_testkit::workspace_root().join("target/certify");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(reports)?)?;
+    std::fs::write(dir.join("report.md"), markdown(reports))?;
+    Ok(dir)
+}
+
+/// The sink × clause matrix as plain text.
+fn matrix(reports: &[SinkReport]) -> String {
+    let Some(first) = reports.first() else { return String::new() };
+    let ids: Vec<&str> = first.cases.iter().map(|c| c.id.as_str()).collect();
+    let mut out = format!("{:<8}", "sink");
+    for id in &ids {
+        out.push_str(&format!(" {id:>4}"));
+    }
+    out.push('\n');
+    for r in reports {
+        out.push_str(&format!("{:<8}", r.sink));
+        for c in &r.cases {
+            out.push_str(&format!(" {:>4}", c.outcome.label()));
+        }
+        out.push('\n');
+    }
+    for r in reports {
+        for c in &r.cases {
+            if let Outcome::Fail(reason) | Outcome::Skip(reason) = &c.outcome {
+                out.push_str(&format!("{} {} {} ({}): {reason}\n", r.sink, c.outcome.label(), c.id, c.title));
+            }
+        }
+    }
+    out
+}
+
+fn markdown(reports: &[SinkReport]) -> String {
+    let mut md = String::from("# Certification report\n\n");
+    if let Some(first) = reports.first() {
+        md.push_str("| sink |");
+        for c in &first.cases {
+            md.push_str(&format!(" {} |", c.id));
+        }
+        md.push_str("\n|---|");
+        md.push_str(&"---|".repeat(first.cases.len()));
+        md.push('\n');
+        for r in reports {
+            md.push_str(&format!("| {} |", r.sink));
+            for c in &r.cases {
+                md.push_str(&format!(" {} |", c.outcome.label()));
+            }
+            md.push('\n');
+        }
+        md.push_str("\n| clause | title |\n|---|---|\n");
+        for c in &first.cases {
+            md.push_str(&format!("| {} | {} |\n", c.id, c.title));
+        }
+    }
+    for r in reports {
+        md.push_str(&format!("\n## {}\n\n", r.sink));
+        for c in &r.cases {
+            match &c.outcome {
+                Outcome::Pass => md.push_str(&format!("- {} PASS\n", c.id)),
+                Outcome::Fail(reason) | Outcome::Skip(reason) => {
+                    md.push_str(&format!("- {} {}: {reason}\n", c.id, c.outcome.label()));
+                }
+            }
+        }
+        if let Some(crash) = &r.crash {
+            md.push_str(&format!(
+                "\nCrash certification counts:\n\n```json\n{}\n```\n",
+                serde_json::to_string_pretty(crash).unwrap_or_default()
+            ));
+        }
+    }
+    md
+}
