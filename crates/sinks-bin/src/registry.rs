@@ -7,7 +7,8 @@ use std::sync::Arc;
 use sinks_core::config::SinkSection;
 use sinks_core::{ConfigError, Sink};
 
-/// Every sink kind nats-sinks knows, with the cargo feature that enables it.
+/// Every feature-gated sink kind nats-sinks knows, with the cargo feature that enables it.
+/// (`blackhole`, from sinks-core, is always built in.)
 pub(crate) const KNOWN: &[(&str, &str)] = &[("file", "file")];
 
 /// A validated sink: the instance and its effective config (defaults filled in).
@@ -18,7 +19,7 @@ pub(crate) struct Built {
 
 /// Kinds compiled into this binary.
 pub(crate) fn available() -> Vec<&'static str> {
-    let mut kinds = Vec::new();
+    let mut kinds = vec!["blackhole"];
     if cfg!(feature = "file") {
         kinds.push("file");
     }
@@ -29,6 +30,11 @@ pub(crate) fn available() -> Vec<&'static str> {
 pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
     let kind = section.kind().unwrap_or_default();
     match kind {
+        "blackhole" => {
+            let config = sinks_core::blackhole::BlackholeConfig::from_section(section)?;
+            let effective = serde_json::to_value(&config).unwrap_or_default();
+            Ok(Built { sink: Arc::new(sinks_core::blackhole::BlackholeSink::new(config)), effective })
+        }
         #[cfg(feature = "file")]
         "file" => {
             let config = sink_file::FileSinkConfig::from_section(section)?;

@@ -12,6 +12,7 @@
 //! acked; transient NATS and DLQ failures are retried, never fatal.
 
 pub mod ack;
+pub mod blackhole;
 #[cfg(feature = "certify")]
 pub mod certify;
 pub mod config;

@@ -101,6 +101,8 @@ struct Ctx {
     dlq: Option<DeadLetterPublisher>,
     config: Config,
     stats: Arc<RunStats>,
+    /// Consecutive batches in which nothing could be written (destination outage).
+    failed_batches: AtomicU64,
 }
 
 /// Runs `sink` under `config` until `shutdown` resolves. Returns the counters.
@@ -254,6 +256,7 @@ async fn run_inner(
         dlq: DeadLetterPublisher::new(js.clone(), config.dead_letter.clone()),
         stats: Arc::clone(&stats),
         config: config.clone(),
+        failed_batches: AtomicU64::new(0),
     });
     let source = Source::new(bound.consumer, config.message_metadata.clone());
     fetch_loop(&ctx, &source, &stop).await;
@@ -341,10 +344,8 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
     let backoff = reconnect_backoff();
     let mut failures = 0u64;
     while !*stop.borrow() {
-        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
-        if *stop.borrow() {
-            break;
-        }
+        // Fetch first, then wait for a free slot: the next batch is already here when the
+        // current one settles. Everything fetched is processed, even after a stop request.
         let batch = match source.fetch(delivery.batch_size, timeout).await {
             Ok(batch) => {
                 if failures > 0 {
@@ -358,7 +359,6 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
                 RunStats::add(&ctx.stats.fetch_failures, 1);
                 let delay = backoff.delay(failures, 0.5);
                 tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
-                drop(permit);
                 if sleep_or_stop(delay, stop).await {
                     break;
                 }
@@ -369,6 +369,7 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
             continue;
         }
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);
+        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
         let envelopes: Vec<Envelope> = batch.iter().map(|f| f.envelope.clone()).collect();
         let (waits, done) = gate.enter(ordering_keys(&envelopes, &ctx.config));
         let ctx = Arc::clone(ctx);
@@ -400,7 +401,24 @@ async fn process_batch(
     };
     let _ = done.send(true);
     tracing::debug!(messages = envelopes.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
+    track_outage(ctx, &outcomes);
     settle_batch(ctx, batch, outcomes).await;
+}
+
+/// Logs the start and the end of a destination outage: a batch in which every message failed
+/// temporarily, and the first batch that commits again.
+fn track_outage(ctx: &Ctx, outcomes: &[MessageOutcome]) {
+    let all_temporary = outcomes.iter().all(|o| matches!(o, MessageOutcome::Failed(e) if !e.is_permanent()));
+    if all_temporary {
+        if ctx.failed_batches.fetch_add(1, Ordering::Relaxed) == 0 {
+            tracing::warn!(sink = ctx.sink.name(), "destination unavailable: nothing in the batch could be written");
+        }
+    } else if outcomes.iter().any(MessageOutcome::is_durable) {
+        let failed = ctx.failed_batches.swap(0, Ordering::Relaxed);
+        if failed > 0 {
+            tracing::info!(sink = ctx.sink.name(), failed_batches = failed, "destination recovered");
+        }
+    }
 }
 
 type Heartbeat = Option<(tokio::task::JoinHandle<()>, watch::Sender<bool>)>;

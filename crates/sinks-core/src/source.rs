@@ -72,17 +72,23 @@ impl Source {
     /// pull request is left open at the server when this returns, so a stop right after it
     /// leaves nothing in flight.
     pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Vec<Fetched>, FetchError> {
-        let mut out = Vec::with_capacity(max);
-        self.collect(self.consumer.fetch().max_messages(max).messages().await, &mut out).await?;
-        if out.is_empty() {
-            let wait = self.consumer.batch().max_messages(1).expires(timeout).messages().await;
-            self.collect(wait, &mut out).await?;
-            if !out.is_empty() && max > 1 {
-                let more = self.consumer.fetch().max_messages(max - 1).messages().await;
-                self.collect(more, &mut out).await?;
+        // Every pull request carries an expiry, so a request lost in a disconnect ends on the
+        // client's timer instead of hanging; the outer timeout is a last resort.
+        let guard = timeout + Duration::from_secs(15);
+        let attempt = async {
+            let mut out = Vec::with_capacity(max);
+            self.collect(self.consumer.fetch().max_messages(max).expires(timeout).messages().await, &mut out).await?;
+            if out.is_empty() {
+                let wait = self.consumer.batch().max_messages(1).expires(timeout).messages().await;
+                self.collect(wait, &mut out).await?;
+                if !out.is_empty() && max > 1 {
+                    let more = self.consumer.fetch().max_messages(max - 1).expires(timeout).messages().await;
+                    self.collect(more, &mut out).await?;
+                }
             }
-        }
-        Ok(out)
+            Ok(out)
+        };
+        tokio::time::timeout(guard, attempt).await.map_err(|_| FetchError("fetch timed out".into()))?
     }
 
     async fn collect<E: std::fmt::Display>(

@@ -273,3 +273,90 @@ async fn bind_only_without_a_consumer_is_a_config_error() {
         other => panic!("expected a config error, got {other:?}"),
     }
 }
+
+/// Records the order and concurrency of writes; batches holding subject `*.slow` take 300 ms.
+#[derive(Debug, Default)]
+struct OrderSink {
+    written: std::sync::Mutex<Vec<(String, u64)>>,
+    in_flight: std::sync::atomic::AtomicUsize,
+    max_in_flight: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Sink for OrderSink {
+    fn name(&self) -> &str {
+        "order"
+    }
+    async fn write_batch(&self, batch: &[sinks_core::Envelope]) -> sinks_core::BatchResult {
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, Ordering::SeqCst);
+        if batch.iter().any(|e| e.subject().ends_with(".slow")) {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        } else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        self.written
+            .lock()
+            .unwrap()
+            .extend(batch.iter().map(|e| (e.subject().to_owned(), e.jetstream().stream_sequence)));
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(batch.iter().map(|_| sinks_core::MessageOutcome::Committed).collect())
+    }
+    async fn health_check(&self) -> Result<(), sinks_core::SinkError> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn pipelined_batches_never_reorder_a_key() {
+    let s = setup().await;
+    let root = s.stream.to_lowercase();
+    // 60 messages of a slow key first, then 240 spread over four fast keys: the fast batches
+    // run beside the slow ones, and the slow key's batches still go strictly in order.
+    let msgs = (0..300)
+        .map(|i| {
+            let key = if i < 60 { "slow".to_owned() } else { format!("fast{}", i % 4) };
+            (format!("{root}.{key}"), HeaderMap::new(), json_payload(i))
+        })
+        .collect();
+    js_publish_all(&s.js, msgs).await;
+    let sink = Arc::new(OrderSink::default());
+    let config = s.config(json!({"delivery": {"batch_size": 10, "max_in_flight_batches": 4}}));
+    let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(60), || async { s.settled().await }).await);
+    run.stop().await;
+    let written = sink.written.lock().unwrap().clone();
+    assert_eq!(written.len(), 300, "every message written once (no redelivery happened)");
+    let mut last: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
+    for (subject, seq) in &written {
+        let prev = last.insert(subject, *seq).unwrap_or(0);
+        assert!(*seq > prev, "{subject}: sequence {seq} written after {prev}");
+    }
+    assert!(sink.max_in_flight.load(Ordering::SeqCst) >= 2, "batches were written concurrently");
+}
+
+#[tokio::test]
+async fn heartbeats_keep_a_long_write_alive() {
+    // ack_wait 1 s, writes take 3 s: without heartbeats JetStream redelivers during the write.
+    for heartbeats in [true, false] {
+        let s = setup().await;
+        s.publish(5, json_payload).await;
+        let sink = Arc::new(MemorySink::new());
+        sink.faults.write_delay_ms.store(3000, Ordering::Relaxed);
+        let config = s.config(json!({
+            "consumer_management": {"ack_wait_seconds": 1},
+            "delivery": {"in_progress": {"enabled": heartbeats, "interval_ms": 300}},
+        }));
+        let run = start(config, sink.clone());
+        assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 5 && s.settled().await }).await);
+        let stats = run.stop().await;
+        let stream = s.js.get_stream(&s.stream).await.unwrap();
+        let deliveries = stream.consumer_info(&s.consumer).await.unwrap().delivered.consumer_sequence;
+        if heartbeats {
+            assert_eq!(deliveries, 5, "no message was redelivered while being written");
+            assert_eq!(stats.fetched.load(Ordering::Relaxed), 5);
+        } else {
+            assert!(deliveries > 5, "the control run (no heartbeats) must see redeliveries");
+        }
+    }
+}

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -23,6 +23,8 @@ pub struct FaultPlan {
     pub poison_payload: Mutex<Option<Bytes>>,
     /// Act as if the destination were unreachable.
     pub unreachable: AtomicBool,
+    /// Make every `write_batch` take this many milliseconds.
+    pub write_delay_ms: AtomicU64,
 }
 
 /// In-memory destination keyed by idempotency key.
@@ -82,6 +84,10 @@ impl Sink for MemorySink {
 
     async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
         self.writes.fetch_add(1, Ordering::Relaxed);
+        let delay = self.faults.write_delay_ms.load(Ordering::Relaxed);
+        if delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
         if self.faults.unreachable.load(Ordering::Relaxed) {
             return Err(SinkError::temporary("memory destination unreachable"));
         }

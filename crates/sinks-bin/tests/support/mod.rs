@@ -1,0 +1,166 @@
+//! Shared helpers of the `nats-sink` end-to-end tests: the binary as a child process, a
+//! private JetStream server with a stream, and reading the file sink's output back.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::clone_on_ref_ptr)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::Context;
+use bytes::Bytes;
+use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects, unique};
+
+/// A running `nats-sink` process; stderr goes to a log file shown on failure.
+pub struct Sink {
+    pub child: Child,
+    pub log: PathBuf,
+}
+
+impl Sink {
+    pub fn start(config: &Path, cwd: &Path, envs: &[(&str, String)]) -> Self {
+        let log = cwd.join(format!("nats-sink-{}.log", unique("run")));
+        let child = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
+            .args(["run", config.to_str().unwrap()])
+            .current_dir(cwd)
+            .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Self { child, log }
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let ok = Command::new("kill").args([sig, &self.child.id().to_string()]).status().unwrap();
+        assert!(ok.success());
+    }
+
+    pub fn kill9(mut self) {
+        self.signal("-KILL");
+        let _ = self.child.wait();
+    }
+
+    /// SIGTERM and wait; returns the exit code.
+    pub fn terminate(mut self) -> Option<i32> {
+        self.signal("-TERM");
+        for _ in 0..300 {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("nats-sink did not stop after SIGTERM; log:\n{}", self.logs());
+    }
+
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every record file under `dir` (skipping in-progress temp files), parsed.
+pub fn records(dir: &Path) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else { continue };
+        for e in entries.flatten() {
+            let p = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if p.is_dir() {
+                stack.push(p);
+            } else if !name.starts_with('.') && name.ends_with(".json") {
+                out.push(serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+pub fn sequences(dir: &Path) -> BTreeMap<u64, usize> {
+    let mut seen = BTreeMap::new();
+    for r in records(dir) {
+        *seen.entry(r["stream_sequence"].as_u64().unwrap()).or_insert(0) += 1;
+    }
+    seen
+}
+
+pub struct Env {
+    pub server: NatsServer,
+    pub js: Context,
+    pub dir: tempfile::TempDir,
+    pub stream: String,
+    pub consumer: String,
+    pub subject_root: String,
+}
+
+pub async fn env() -> Env {
+    let server = NatsServer::start();
+    let js = server.js().await;
+    let stream = unique("FILES");
+    let subject_root = stream.to_lowercase();
+    stream_with_subjects(&js, &stream, &[&format!("{subject_root}.>")]).await;
+    Env { server, js, dir: tempfile::tempdir().unwrap(), stream, consumer: unique("file_sink"), subject_root }
+}
+
+impl Env {
+    pub fn out(&self) -> PathBuf {
+        self.dir.path().join("out")
+    }
+
+    pub fn write_config(&self, delivery: &str, dead_letter: &str, sink_extra: &str) -> PathBuf {
+        let text = format!(
+            r#"{{
+              "nats": {{"url": "{url}", "stream": "{stream}", "consumer": "{consumer}", "subject": "{root}.>"}},
+              "delivery": {{"batch_timeout_ms": 200, "retry_backoff_ms": 100, "retry_backoff_max_ms": 500 {delivery}}},
+              "consumer_management": {{"ack_wait_seconds": 5}},
+              "dead_letter": {{{dead_letter}}},
+              "logging": {{"level": "DEBUG"}},
+              "sink": {{"type": "file", "directory": "{out}" {sink_extra}}}
+            }}"#,
+            url = self.server.url(),
+            stream = self.stream,
+            consumer = self.consumer,
+            root = self.subject_root,
+            out = self.out().display(),
+        );
+        let path = self.dir.path().join("config.json");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    pub async fn publish(&self, n: usize, payload: impl Fn(usize) -> Bytes) {
+        let msgs = (0..n)
+            .map(|i| {
+                let mut h = HeaderMap::new();
+                h.insert("Nats-Msg-Id", format!("msg-{i}").as_str());
+                (format!("{}.orders.k{}", self.subject_root, i % 3), h, payload(i))
+            })
+            .collect();
+        js_publish_all(&self.js, msgs).await;
+    }
+
+    /// `(num_pending, num_ack_pending)` of the consumer, or `None` before it exists.
+    pub async fn consumer_state(&self) -> Option<(u64, usize)> {
+        let stream = self.js.get_stream(&self.stream).await.ok()?;
+        let info = stream.consumer_info(&self.consumer).await.ok()?;
+        Some((info.num_pending, info.num_ack_pending))
+    }
+
+    pub async fn settled(&self) -> bool {
+        self.consumer_state().await == Some((0, 0))
+    }
+}
+
+/// A JSON payload for message `i`.
+pub fn json(i: usize) -> Bytes {
+    Bytes::from(format!(r#"{{"order":{i},"note":"ünïcode"}}"#))
+}
