@@ -6,9 +6,12 @@
 //!   `certify`. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
 //!   docs/certification.md).
+//! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
+//!   (see docs/performance.md).
 //! - `publish`: publishes demo messages (used by the README quick start).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench;
 mod certify;
 mod crash;
 mod publish;
@@ -35,6 +38,8 @@ enum Cmd {
     Test,
     /// Certify sinks: contract clauses and crash certification.
     Certify(certify::Args),
+    /// Measure throughput against the raw ceiling (and, optionally, the Python reference).
+    Bench(bench::Args),
     /// Publish demo messages to a subject.
     Publish(publish::Args),
 }
@@ -44,6 +49,7 @@ fn main() -> Result<()> {
         Cmd::Setup => setup::run().map(drop),
         Cmd::Test => test(),
         Cmd::Certify(args) => certify::run(args),
+        Cmd::Bench(args) => bench::run(args),
         Cmd::Publish(args) => publish::run(args),
     }
 }

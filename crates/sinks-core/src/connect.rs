@@ -69,10 +69,7 @@ pub async fn options(cfg: &NatsConfig) -> Result<ConnectOptions, ConfigError> {
         .connection_timeout(Duration::from_secs(cfg.connect_timeout_seconds))
         .ping_interval(Duration::from_secs(cfg.ping_interval_seconds))
         .max_reconnects(None)
-        .reconnect_delay_callback(move |attempt| {
-            let exp = Duration::from_millis(100).saturating_mul(1u32 << attempt.min(16) as u32);
-            exp.min(max_wait)
-        })
+        .reconnect_delay_callback(move |attempt| reconnect_delay(attempt, max_wait))
         .event_callback(|event| async move {
             match event {
                 Event::Connected => tracing::info!("nats connection established"),
@@ -87,6 +84,16 @@ pub async fn options(cfg: &NatsConfig) -> Result<ConnectOptions, ConfigError> {
         }))
 }
 
+/// Delay before connection attempt `attempt` (1-based, counted by the client): none for the
+/// first, then 100 ms doubling up to `max_wait`.
+fn reconnect_delay(attempt: usize, max_wait: Duration) -> Duration {
+    if attempt <= 1 {
+        return Duration::ZERO;
+    }
+    let exp = u32::try_from(attempt - 2).unwrap_or(u32::MAX).min(16);
+    Duration::from_millis(100).saturating_mul(1 << exp).min(max_wait)
+}
+
 /// Connects once. Parses the server list and fails fast on configuration problems.
 pub async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, ConnectError> {
     let servers: Vec<ServerAddr> = cfg
@@ -96,4 +103,16 @@ pub async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, ConnectErro
         .collect::<Result<_, _>>()?;
     let opts = options(cfg).await?;
     opts.connect(servers).await.map_err(|e| ConnectError::Unreachable(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_attempt_is_immediate_then_backoff_is_capped() {
+        let max = Duration::from_secs(2);
+        let ms: Vec<u128> = (1..=8).map(|a| reconnect_delay(a, max).as_millis()).collect();
+        assert_eq!(ms, [0, 100, 200, 400, 800, 1600, 2000, 2000]);
+    }
 }

@@ -29,7 +29,7 @@ use crate::error::{ErrorClass, SinkError};
 use crate::retry::{Backoff, BackoffMode, Jitter};
 use crate::setup::{self, SetupError};
 use crate::sink::{ConflictResolution, MessageOutcome, Sink};
-use crate::source::{Fetched, Source};
+use crate::source::{AckHandle, Fetched, Source};
 
 /// Why the runner stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -287,16 +287,17 @@ fn setup_retry(e: SetupError) -> Retry<String> {
     }
 }
 
-/// Tracks, per ordering key, the write of the latest batch that contains it.
+/// Tracks, per ordering key (by hash; a collision only adds a needless wait), the write of
+/// the latest batch that contains it.
 #[derive(Debug, Default)]
 struct OrderingGate {
-    last_writer: HashMap<String, watch::Receiver<bool>>,
+    last_writer: HashMap<u64, watch::Receiver<bool>>,
 }
 
 impl OrderingGate {
     /// Registers a batch with `keys`; returns the writes it must wait for and the sender
     /// it signals when its own write is done.
-    fn enter(&mut self, keys: Vec<String>) -> (Vec<watch::Receiver<bool>>, watch::Sender<bool>) {
+    fn enter(&mut self, keys: Vec<u64>) -> (Vec<watch::Receiver<bool>>, watch::Sender<bool>) {
         if self.last_writer.len() > 4096 {
             self.last_writer.retain(|_, rx| !*rx.borrow());
         }
@@ -313,25 +314,43 @@ impl OrderingGate {
     }
 }
 
-fn ordering_keys(envelopes: &[Envelope], config: &Config) -> Vec<String> {
-    let mut keys: Vec<String> = match config.delivery.ordering_key {
+/// Hash of an ordering key, with one hasher seed per process.
+fn hash_key(parts: &[&[u8]]) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = KEY_HASHER.build_hasher();
+    for p in parts {
+        h.write(p);
+        h.write_u8(0xff);
+    }
+    h.finish()
+}
+
+static KEY_HASHER: std::sync::LazyLock<std::collections::hash_map::RandomState> =
+    std::sync::LazyLock::new(std::collections::hash_map::RandomState::new);
+
+fn ordering_keys(envelopes: &[Envelope], config: &Config) -> Vec<u64> {
+    let mut keys: Vec<u64> = match config.delivery.ordering_key {
         OrderingKey::None => return Vec::new(),
-        OrderingKey::Subject => envelopes.iter().map(|e| e.subject().to_owned()).collect(),
+        OrderingKey::Subject => envelopes.iter().map(|e| hash_key(&[e.subject().as_bytes()])).collect(),
         OrderingKey::PayloadField => {
             let path = config.delivery.ordering_payload_field.as_deref().unwrap_or_default();
             envelopes
                 .iter()
                 .map(|e| {
-                    let field = crate::json::parse_strict(&String::from_utf8_lossy(e.payload()))
+                    let field = std::str::from_utf8(e.payload())
                         .ok()
+                        .and_then(|text| crate::json::parse_strict(text).ok())
                         .and_then(|v| crate::idempotency::payload_field(&v, path).ok());
                     // Messages without the field are ordered by subject.
-                    field.map_or_else(|| format!("subject:{}", e.subject()), |f| format!("field:{f}"))
+                    match field {
+                        Some(f) => hash_key(&[b"field", f.as_bytes()]),
+                        None => hash_key(&[b"subject", e.subject().as_bytes()]),
+                    }
                 })
                 .collect()
         }
     };
-    keys.sort();
+    keys.sort_unstable();
     keys.dedup();
     keys
 }
@@ -343,10 +362,13 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
     let timeout = Duration::from_millis(delivery.batch_timeout_ms);
     let backoff = reconnect_backoff();
     let mut failures = 0u64;
+    // Slow start: the first batches are smaller (1/8, 1/4, 1/2 of batch_size), so the first
+    // commit and ack come quickly after a start or restart.
+    let mut size = delivery.batch_size.div_ceil(8);
     while !*stop.borrow() {
         // Fetch first, then wait for a free slot: the next batch is already here when the
         // current one settles. Everything fetched is processed, even after a stop request.
-        let batch = match source.fetch(delivery.batch_size, timeout).await {
+        let batch = match source.fetch(size, timeout).await {
             Ok(batch) => {
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
@@ -368,13 +390,13 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
         if batch.is_empty() {
             continue;
         }
+        size = (size * 2).min(delivery.batch_size);
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);
         let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
-        let envelopes: Vec<Envelope> = batch.iter().map(|f| f.envelope.clone()).collect();
-        let (waits, done) = gate.enter(ordering_keys(&envelopes, &ctx.config));
+        let (waits, done) = gate.enter(ordering_keys(&batch.envelopes, &ctx.config));
         let ctx = Arc::clone(ctx);
         tokio::spawn(async move {
-            process_batch(&ctx, batch, envelopes, waits, done).await;
+            process_batch(&ctx, batch, waits, done).await;
             drop(permit);
         });
     }
@@ -382,25 +404,19 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
     let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
 }
 
-async fn process_batch(
-    ctx: &Ctx,
-    batch: Vec<Fetched>,
-    envelopes: Vec<Envelope>,
-    waits: Vec<watch::Receiver<bool>>,
-    done: watch::Sender<bool>,
-) {
+async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<bool>>, done: watch::Sender<bool>) {
     for mut w in waits {
         let _ = w.wait_for(|d| *d).await;
     }
     let started = Instant::now();
     let outcomes = {
-        let heartbeat = start_heartbeat(ctx, &batch);
-        let outcomes = write_isolating(ctx.sink.as_ref(), &envelopes).await;
+        let heartbeat = start_heartbeat(ctx, &batch.acks);
+        let outcomes = write_isolating(ctx.sink.as_ref(), &batch.envelopes).await;
         stop_heartbeat(ctx, heartbeat).await;
         outcomes
     };
     let _ = done.send(true);
-    tracing::debug!(messages = envelopes.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
+    tracing::debug!(messages = batch.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
     track_outage(ctx, &outcomes);
     settle_batch(ctx, batch, outcomes).await;
 }
@@ -423,7 +439,7 @@ fn track_outage(ctx: &Ctx, outcomes: &[MessageOutcome]) {
 
 type Heartbeat = Option<(tokio::task::JoinHandle<()>, watch::Sender<bool>)>;
 
-fn start_heartbeat(ctx: &Ctx, batch: &[Fetched]) -> Heartbeat {
+fn start_heartbeat(ctx: &Ctx, acks: &[AckHandle]) -> Heartbeat {
     let ip = &ctx.config.delivery.in_progress;
     if !ip.enabled {
         return None;
@@ -431,7 +447,7 @@ fn start_heartbeat(ctx: &Ctx, batch: &[Fetched]) -> Heartbeat {
     let (tx, mut rx) = watch::channel(false);
     let interval = Duration::from_millis(ip.interval_ms);
     let max = ip.max_heartbeats;
-    let handles: Vec<_> = batch.iter().map(|f| f.ack.clone()).collect();
+    let handles = acks.to_vec();
     let task = tokio::spawn(async move {
         for beat in 1..=max {
             tokio::select! {
@@ -491,17 +507,23 @@ fn write_isolating<'a>(
     })
 }
 
-async fn settle_batch(ctx: &Ctx, batch: Vec<Fetched>, outcomes: Vec<MessageOutcome>) {
+async fn settle_batch(ctx: &Ctx, batch: Fetched, outcomes: Vec<MessageOutcome>) {
     let confirm = &ctx.config.delivery.ack_confirmation;
     let confirm_timeout = confirm.enabled.then(|| Duration::from_millis(confirm.timeout_ms));
-    let sends = batch.iter().zip(outcomes.iter()).map(|(fetched, outcome)| async move {
-        settle_one(ctx, fetched, outcome, confirm_timeout).await;
-    });
+    let sends =
+        batch.envelopes.iter().zip(&batch.acks).zip(outcomes.iter()).map(|((envelope, ack), outcome)| async move {
+            settle_one(ctx, envelope, ack, outcome, confirm_timeout).await;
+        });
     join_all(sends).await;
 }
 
-async fn settle_one(ctx: &Ctx, fetched: &Fetched, outcome: &MessageOutcome, confirm: Option<Duration>) {
-    let envelope = &fetched.envelope;
+async fn settle_one(
+    ctx: &Ctx,
+    envelope: &Envelope,
+    ack: &AckHandle,
+    outcome: &MessageOutcome,
+    confirm: Option<Duration>,
+) {
     let delivered = envelope.jetstream().delivered;
     let seq = envelope.jetstream().stream_sequence;
     match outcome {
@@ -551,8 +573,8 @@ async fn settle_one(ctx: &Ctx, fetched: &Fetched, outcome: &MessageOutcome, conf
         _ => &ctx.stats.acked,
     };
     let result = match (confirm, &kind) {
-        (Some(t), AckKind::Ack) => fetched.ack.send_confirmed(kind, t).await,
-        _ => fetched.ack.send(kind).await,
+        (Some(t), AckKind::Ack) => ack.send_confirmed(kind, t).await,
+        _ => ack.send(kind).await,
     };
     match result {
         Ok(()) => RunStats::add(counter, 1),

@@ -15,11 +15,27 @@ use time::OffsetDateTime;
 use crate::envelope::{Envelope, Headers, JetStreamInfo};
 use crate::metadata::MessageMetadataConfig;
 
-/// One fetched message: what the sink sees and what only the runner may use.
-#[derive(Debug)]
+/// One fetched batch: the envelopes the sink sees and, index for index, the ack handles only
+/// the runner may use.
+#[derive(Debug, Default)]
 pub(crate) struct Fetched {
-    pub(crate) envelope: Envelope,
-    pub(crate) ack: AckHandle,
+    pub(crate) envelopes: Vec<Envelope>,
+    pub(crate) acks: Vec<AckHandle>,
+}
+
+impl Fetched {
+    fn push(&mut self, (envelope, ack): (Envelope, AckHandle)) {
+        self.envelopes.push(envelope);
+        self.acks.push(ack);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.envelopes.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.envelopes.is_empty()
+    }
 }
 
 /// The right to settle one message (its ack reply subject). Crate-private by design.
@@ -71,12 +87,12 @@ impl Source {
     /// is, waits up to `timeout` for the first message and then tops up without waiting. No
     /// pull request is left open at the server when this returns, so a stop right after it
     /// leaves nothing in flight.
-    pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Vec<Fetched>, FetchError> {
+    pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Fetched, FetchError> {
         // Every pull request carries an expiry, so a request lost in a disconnect ends on the
         // client's timer instead of hanging; the outer timeout is a last resort.
         let guard = timeout + Duration::from_secs(15);
         let attempt = async {
-            let mut out = Vec::with_capacity(max);
+            let mut out = Fetched { envelopes: Vec::with_capacity(max), acks: Vec::with_capacity(max) };
             self.collect(self.consumer.fetch().max_messages(max).expires(timeout).messages().await, &mut out).await?;
             if out.is_empty() {
                 let wait = self.consumer.batch().max_messages(1).expires(timeout).messages().await;
@@ -94,7 +110,7 @@ impl Source {
     async fn collect<E: std::fmt::Display>(
         &self,
         batch: Result<async_nats::jetstream::consumer::pull::Batch, E>,
-        out: &mut Vec<Fetched>,
+        out: &mut Fetched,
     ) -> Result<(), FetchError> {
         let mut batch = batch.map_err(|e| FetchError(e.to_string()))?;
         while let Some(item) = batch.next().await {
@@ -112,7 +128,7 @@ impl Source {
         Ok(())
     }
 
-    fn split(&self, msg: Message) -> Result<Fetched, FetchError> {
+    fn split(&self, msg: Message) -> Result<(Envelope, AckHandle), FetchError> {
         let info = msg.info().map_err(|e| FetchError(format!("bad jetstream metadata: {e}")))?;
         let jetstream = JetStreamInfo {
             stream: info.stream.to_owned(),
@@ -138,6 +154,6 @@ impl Source {
         let app = self.metadata.resolve(message.subject.as_str(), &headers);
         let envelope =
             Envelope::new(message.subject.as_str(), message.payload, headers, jetstream).with_app_metadata(app);
-        Ok(Fetched { envelope, ack: AckHandle { client, reply } })
+        Ok((envelope, AckHandle { client, reply }))
     }
 }

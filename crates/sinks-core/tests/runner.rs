@@ -274,7 +274,7 @@ async fn bind_only_without_a_consumer_is_a_config_error() {
     }
 }
 
-/// Records the order and concurrency of writes; batches holding subject `*.slow` take 300 ms.
+/// Records the order and concurrency of writes; batches holding subject `*.slow` are slow.
 #[derive(Debug, Default)]
 struct OrderSink {
     written: std::sync::Mutex<Vec<(String, u64)>>,
@@ -290,11 +290,11 @@ impl Sink for OrderSink {
     async fn write_batch(&self, batch: &[sinks_core::Envelope]) -> sinks_core::BatchResult {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
-        if batch.iter().any(|e| e.subject().ends_with(".slow")) {
-            tokio::time::sleep(Duration::from_millis(300)).await;
-        } else {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        // Earlier slow batches take longer than later ones: without ordering, a later batch of
+        // the slow key would finish (and be recorded) first.
+        let slow_first = batch.iter().find(|e| e.subject().ends_with(".slow")).map(|e| e.jetstream().stream_sequence);
+        let delay = slow_first.map_or(20, |seq| 400u64.saturating_sub(seq).max(50));
+        tokio::time::sleep(Duration::from_millis(delay)).await;
         self.written
             .lock()
             .unwrap()
@@ -311,11 +311,12 @@ impl Sink for OrderSink {
 async fn pipelined_batches_never_reorder_a_key() {
     let s = setup().await;
     let root = s.stream.to_lowercase();
-    // 60 messages of a slow key first, then 240 spread over four fast keys: the fast batches
-    // run beside the slow ones, and the slow key's batches still go strictly in order.
-    let msgs = (0..300)
+    // 60 messages of a slow key, 240 messages each on its own subject, then 20 more of the
+    // slow key. The unique-subject batches run beside the slow ones (nothing orders them),
+    // while every slow batch, including the late ones, waits for the slow batch before it.
+    let msgs = (0..320)
         .map(|i| {
-            let key = if i < 60 { "slow".to_owned() } else { format!("fast{}", i % 4) };
+            let key = if !(60..300).contains(&i) { "slow".to_owned() } else { format!("fast{i}") };
             (format!("{root}.{key}"), HeaderMap::new(), json_payload(i))
         })
         .collect();
@@ -326,7 +327,7 @@ async fn pipelined_batches_never_reorder_a_key() {
     assert!(wait_until(Duration::from_secs(60), || async { s.settled().await }).await);
     run.stop().await;
     let written = sink.written.lock().unwrap().clone();
-    assert_eq!(written.len(), 300, "every message written once (no redelivery happened)");
+    assert_eq!(written.len(), 320, "every message written once (no redelivery happened)");
     let mut last: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
     for (subject, seq) in &written {
         let prev = last.insert(subject, *seq).unwrap_or(0);
