@@ -36,7 +36,11 @@ impl Default for Args {
 
 /// Every certified sink: name and harness.
 fn sinks() -> Vec<(&'static str, Box<dyn Harness>)> {
-    vec![("file", Box::new(sink_file::certify::FileHarness))]
+    vec![
+        ("file", Box::new(sink_file::certify::FileHarness)),
+        ("mysql", Box::new(sink_mysql::certify::MySqlHarness::default())),
+        ("http", Box::new(sink_http::certify::HttpHarness)),
+    ]
 }
 
 pub(crate) fn run(args: Args) -> Result<()> {

@@ -46,6 +46,11 @@ enum Command {
         /// Config file.
         config: PathBuf,
     },
+    /// Print the CREATE TABLE statements of the configured tables (relational sinks).
+    Ddl {
+        /// Config file.
+        config: PathBuf,
+    },
 }
 
 fn main() -> ExitCode {
@@ -116,6 +121,21 @@ async fn dispatch(command: Command) -> ExitCode {
                 println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
                 ExitCode::SUCCESS
             }
+            Err(e) => config_failure(&e),
+        },
+        Command::Ddl { config } => match load(&config) {
+            Ok((c, built)) => match built.ddl {
+                Some(statements) => {
+                    for statement in statements {
+                        println!("{statement};\n");
+                    }
+                    ExitCode::SUCCESS
+                }
+                None => config_failure(&ConfigError::single(
+                    "sink.type",
+                    format!("sink `{}` has no tables, so there is no DDL", c.sink.kind().unwrap_or_default()),
+                )),
+            },
             Err(e) => config_failure(&e),
         },
         Command::TestSink { config } => {

@@ -9,12 +9,14 @@ use sinks_core::{ConfigError, Sink};
 
 /// Every feature-gated sink kind nats-sinks knows, with the cargo feature that enables it.
 /// (`blackhole`, from sinks-core, is always built in.)
-pub(crate) const KNOWN: &[(&str, &str)] = &[("file", "file")];
+pub(crate) const KNOWN: &[(&str, &str)] = &[("file", "file"), ("mysql", "mysql"), ("http", "http")];
 
-/// A validated sink: the instance and its effective config (defaults filled in).
+/// A validated sink: the instance, its effective config (defaults filled in), and the DDL of
+/// its tables when it has any.
 pub(crate) struct Built {
     pub(crate) sink: Arc<dyn Sink>,
     pub(crate) effective: serde_json::Value,
+    pub(crate) ddl: Option<Vec<String>>,
 }
 
 /// Kinds compiled into this binary.
@@ -22,6 +24,12 @@ pub(crate) fn available() -> Vec<&'static str> {
     let mut kinds = vec!["blackhole"];
     if cfg!(feature = "file") {
         kinds.push("file");
+    }
+    if cfg!(feature = "mysql") {
+        kinds.push("mysql");
+    }
+    if cfg!(feature = "http") {
+        kinds.push("http");
     }
     kinds
 }
@@ -33,13 +41,27 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
         "blackhole" => {
             let config = sinks_core::blackhole::BlackholeConfig::from_section(section)?;
             let effective = serde_json::to_value(&config).unwrap_or_default();
-            Ok(Built { sink: Arc::new(sinks_core::blackhole::BlackholeSink::new(config)), effective })
+            Ok(Built { sink: Arc::new(sinks_core::blackhole::BlackholeSink::new(config)), effective, ddl: None })
         }
         #[cfg(feature = "file")]
         "file" => {
             let config = sink_file::FileSinkConfig::from_section(section)?;
             let effective = serde_json::to_value(&config).unwrap_or_default();
-            Ok(Built { sink: Arc::new(sink_file::FileSink::new(config)?), effective })
+            Ok(Built { sink: Arc::new(sink_file::FileSink::new(config)?), effective, ddl: None })
+        }
+        #[cfg(feature = "mysql")]
+        "mysql" => {
+            let config = sink_mysql::MySqlSinkConfig::from_section(section)?;
+            let effective = serde_json::to_value(&config).unwrap_or_default();
+            let sink = sink_mysql::MySqlSink::new(config)?;
+            let ddl = Some(sink.ddl());
+            Ok(Built { sink: Arc::new(sink), effective, ddl })
+        }
+        #[cfg(feature = "http")]
+        "http" => {
+            let config = sink_http::HttpSinkConfig::from_section(section)?;
+            let effective = serde_json::to_value(&config).unwrap_or_default();
+            Ok(Built { sink: Arc::new(sink_http::HttpSink::new(config)?), effective, ddl: None })
         }
         other => Err(ConfigError::single("sink.type", unknown_kind(other))),
     }

@@ -34,6 +34,33 @@ pub fn to_canonical_vec<T: serde::Serialize + ?Sized>(value: &T) -> Vec<u8> {
     serde_json::to_vec(value).unwrap_or_default()
 }
 
+/// Deepest nesting of arrays and objects in a JSON text (0 for a scalar). Strings are
+/// skipped, escapes included; the text is assumed to be valid JSON.
+pub fn depth(text: &str) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// Visits any JSON value, rejecting objects that repeat a key.
 struct StrictSeed;
 
@@ -113,6 +140,14 @@ mod tests {
     #[test]
     fn escaped_keys_that_collide_are_duplicates() {
         assert!(validate_strict(r#"{"a":1,"\u0061":2}"#).is_err());
+    }
+
+    #[test]
+    fn depth_table() {
+        for (text, d) in [("1", 0), ("[]", 1), (r#"{"a":[{"b":1}]}"#, 3), (r#"["[[[\"]]]"]"#, 1), (r#"{"k\\":{}}"#, 2)]
+        {
+            assert_eq!(depth(text), d, "{text}");
+        }
     }
 
     #[test]

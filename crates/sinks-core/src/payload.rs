@@ -132,6 +132,30 @@ pub fn normalize(data: &[u8], mode: PayloadMode) -> Result<NormalizedPayload, Pa
     }
 }
 
+/// The original bytes of a stored payload value: an envelope is decoded (text, or base64
+/// bytes); anything else is the stored JSON text itself.
+pub fn decode_stored(stored: &str) -> Vec<u8> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Envelope {
+        #[serde(rename = "_nats_sinks")]
+        info: Info,
+        payload: String,
+    }
+    #[derive(serde::Deserialize)]
+    struct Info {
+        payload_envelope_version: u32,
+        payload_encoding: String,
+    }
+    match serde_json::from_str::<Envelope>(stored) {
+        Ok(e) if e.info.payload_envelope_version == 1 && e.info.payload_encoding == "base64" => {
+            base64::engine::general_purpose::STANDARD.decode(&e.payload).unwrap_or_else(|_| stored.as_bytes().to_vec())
+        }
+        Ok(e) if e.info.payload_envelope_version == 1 => e.payload.into_bytes(),
+        _ => stored.as_bytes().to_vec(),
+    }
+}
+
 fn envelope_raw(
     format: OriginalFormat,
     encoding: &str,
@@ -202,6 +226,14 @@ mod tests {
             normalize(b" {\"n\": 123456789012345678901234567890, \"d\": 1.50}\n", PayloadMode::JsonOrEnvelope).unwrap();
         assert_eq!(p.value.get(), "{\"n\": 123456789012345678901234567890, \"d\": 1.50}");
         assert_eq!(p.size_bytes, 50, "size counts the published bytes, whitespace included");
+    }
+
+    #[test]
+    fn stored_values_decode_to_the_original_bytes() {
+        for data in [&b"hi there"[..], &[0xff, 0x00, 0x10][..], &br#"{"a":1}"#[..], &b""[..]] {
+            let p = normalize(data, PayloadMode::JsonOrEnvelope).unwrap();
+            assert_eq!(decode_stored(p.value.get()), data);
+        }
     }
 
     #[test]

@@ -1,12 +1,14 @@
 //! Test support shared by the workspace's integration tests, certification and benchmarks:
-//! a private `nats-server` per test (which a test may kill and restart), unique names,
-//! and small JetStream helpers. Not published.
+//! a private `nats-server` per test (which a test may kill and restart), a private MariaDB
+//! server for outage tests, unique names, and small JetStream helpers. Not published.
 #![allow(clippy::print_stderr, clippy::unwrap_used)]
 
+mod mariadb;
 mod names;
 mod nats;
 mod process;
 
+pub use mariadb::MariaDb;
 pub use names::unique;
 pub use nats::{NatsServer, find_nats_server, js_publish_all, read_stream, stream_with_subjects, wait_until};
 pub use process::{free_port, workspace_root};

@@ -137,6 +137,32 @@ impl Env {
         path
     }
 
+    /// Writes a config whose `sink` section is `sink` and whose other sections are merged
+    /// over the defaults used by [`Env::write_config`].
+    pub fn write_config_json(&self, sink: serde_json::Value, extra: serde_json::Value) -> PathBuf {
+        let mut config = serde_json::json!({
+            "nats": {"url": self.server.url(), "stream": self.stream, "consumer": self.consumer,
+                     "subject": format!("{}.>", self.subject_root)},
+            "delivery": {"batch_timeout_ms": 200, "retry_backoff_ms": 100, "retry_backoff_max_ms": 500},
+            "consumer_management": {"ack_wait_seconds": 5},
+            "logging": {"level": "DEBUG"},
+            "sink": sink,
+        });
+        if let (Some(base), serde_json::Value::Object(extra)) = (config.as_object_mut(), extra) {
+            for (k, v) in extra {
+                match (base.get_mut(&k), v) {
+                    (Some(serde_json::Value::Object(b)), serde_json::Value::Object(e)) => b.extend(e),
+                    (_, v) => {
+                        base.insert(k, v);
+                    }
+                }
+            }
+        }
+        let path = self.dir.path().join("config.json");
+        std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+        path
+    }
+
     pub async fn publish(&self, n: usize, payload: impl Fn(usize) -> Bytes) {
         let msgs = (0..n)
             .map(|i| {

@@ -1,0 +1,563 @@
+//! Pure: what is sent for a message, and what an answer means. No I/O here.
+//!
+//! - The body per `body_format`: the `nats_sinks.http.message.v1` envelope (sorted keys,
+//!   compact, UTF-8, the payload embedded as its normalized raw JSON text) or the normalized
+//!   payload alone; in batch mode a JSON array or NDJSON of envelopes.
+//! - The idempotency key per `idempotency.strategy`, always derived from the event identity,
+//!   never from the attempt, so a retry or redelivery sends the same key; and its header form.
+//! - The class of a response status, and the delay a `Retry-After` header asks for.
+
+use std::time::{Duration, SystemTime};
+
+use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode};
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+use sinks_core::idempotency::IdempotencyError;
+use sinks_core::payload::{self, PayloadError};
+use sinks_core::{Envelope, IdempotencyKey, metadata};
+use time::OffsetDateTime;
+
+use crate::config::{BatchMode, BodyFormat, HttpSinkConfig, IdempotencyConfig, KEY_PLACEHOLDER, KeyStrategy};
+
+/// `schema` of every envelope body.
+pub(crate) const SCHEMA: &str = "nats_sinks.http.message.v1";
+/// `schema_version` of every envelope body.
+pub(crate) const SCHEMA_VERSION: u32 = 1;
+/// Longest delay a `Retry-After` header can ask for; longer values are capped.
+pub(crate) const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+/// Content type of single bodies and JSON-array batches.
+pub(crate) const CONTENT_TYPE_JSON: &str = "application/json";
+/// Content type of NDJSON batches.
+pub(crate) const CONTENT_TYPE_NDJSON: &str = "application/x-ndjson";
+
+/// Bytes escaped in the header form of a key: controls, space, `%` and (implicitly) every
+/// non-ASCII byte. Escaping `%` keeps the mapping one-to-one.
+const HEADER_ESCAPES: &AsciiSet = &CONTROLS.add(b' ').add(b'%');
+
+/// The envelope body. Fields are declared in alphabetical order, which is the order serde
+/// writes them in: the output has sorted keys like the reference's `sort_keys=True`.
+#[derive(Serialize)]
+struct EnvelopeBody<'a> {
+    classification: Option<&'a str>,
+    consumer: &'a str,
+    consumer_sequence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    custody: Option<Value>,
+    idempotency_key: Option<&'a str>,
+    labels: Option<String>,
+    labels_list: &'a [String],
+    message_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    metadata: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mission_metadata: Option<Value>,
+    payload: &'a RawValue,
+    payload_info: Value,
+    priority: Option<&'a str>,
+    schema: &'static str,
+    schema_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    security_labels: Option<Value>,
+    stream: &'a str,
+    stream_sequence: u64,
+    subject: &'a str,
+}
+
+/// Why no request body could be built for a message. Permanent for that message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RequestError {
+    /// The payload cannot be represented under the configured payload mode.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// The body is larger than `max_request_bytes`.
+    #[error("request body of {size} bytes exceeds sink.max_request_bytes ({max})")]
+    TooLarge {
+        /// Body size.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// Serializing the body failed.
+    #[error("request body cannot be encoded ({0})")]
+    Encode(String),
+}
+
+/// The idempotency key of `envelope` under `config`: `Ok(None)` when keys are disabled, or
+/// when none can be derived and keys are not required; `Err` when one is required and none
+/// can be derived (a permanent failure for that message).
+pub(crate) fn idempotency_key(
+    envelope: &Envelope,
+    config: &IdempotencyConfig,
+) -> Result<Option<IdempotencyKey>, IdempotencyError> {
+    if !config.enabled {
+        return Ok(None);
+    }
+    let js = envelope.jetstream();
+    let derived = match config.strategy {
+        KeyStrategy::IdempotencyKey => envelope.idempotency_key(),
+        KeyStrategy::StreamSequence if js.stream.is_empty() || js.stream_sequence == 0 => {
+            Err(IdempotencyError::MissingStreamSequence)
+        }
+        KeyStrategy::StreamSequence => Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence)),
+        KeyStrategy::MessageId => {
+            envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)
+        }
+        KeyStrategy::PayloadSha256 if envelope.presence().omitted => Err(IdempotencyError::PayloadOmitted),
+        KeyStrategy::PayloadSha256 => Ok(IdempotencyKey::payload_sha256(envelope.subject(), envelope.payload())),
+    };
+    match derived {
+        Ok(key) => Ok(Some(key)),
+        Err(e) if config.required => Err(e),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The request body of one message per `body_format`, checked against `max_request_bytes`.
+/// `sent_at` is the `stored_at` of the metadata document.
+pub(crate) fn message_body(
+    envelope: &Envelope,
+    config: &HttpSinkConfig,
+    key: Option<&IdempotencyKey>,
+    sent_at: OffsetDateTime,
+) -> Result<Vec<u8>, RequestError> {
+    let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
+    let body = match config.body_format {
+        BodyFormat::Payload => normalized.value.get().as_bytes().to_vec(),
+        BodyFormat::Envelope => {
+            let js = envelope.jetstream();
+            let app = envelope.app();
+            let doc = EnvelopeBody {
+                classification: app.classification.as_deref(),
+                consumer: &js.consumer,
+                consumer_sequence: js.consumer_sequence,
+                custody: config.include_custody.then_some(Value::Null),
+                idempotency_key: key.map(IdempotencyKey::as_str),
+                labels: app.labels_string(),
+                labels_list: &app.labels,
+                message_id: envelope.message_id(),
+                metadata: config.include_metadata.then(|| metadata::metadata_document(envelope, sent_at)),
+                mission_metadata: config.include_mission_metadata.then_some(Value::Null),
+                payload: &normalized.value,
+                payload_info: normalized.info_json(),
+                priority: app.priority.as_deref(),
+                schema: SCHEMA,
+                schema_version: SCHEMA_VERSION,
+                security_labels: config.include_security_labels.then_some(Value::Null),
+                stream: &js.stream,
+                stream_sequence: js.stream_sequence,
+                subject: envelope.subject(),
+            };
+            let mut body = serde_json::to_vec(&doc).map_err(|e| RequestError::Encode(e.to_string()))?;
+            if config.batch_mode == BatchMode::Ndjson {
+                one_line(&mut body);
+            }
+            body
+        }
+    };
+    let max = config.max_request_bytes;
+    if body.len() as u64 > max {
+        return Err(RequestError::TooLarge { size: body.len(), max });
+    }
+    Ok(body)
+}
+
+/// Makes a compact JSON document one line. Serialized strings escape every control
+/// character, so a raw CR or LF can only be insignificant whitespace kept from a published
+/// JSON payload, and a space means the same there.
+fn one_line(json: &mut [u8]) {
+    for b in json.iter_mut() {
+        if matches!(*b, b'\n' | b'\r') {
+            *b = b' ';
+        }
+    }
+}
+
+/// Bytes a batch item adds to the request besides its own: a `,` (JSON array) or a `\n`
+/// (NDJSON).
+pub(crate) const BATCH_SEPARATOR_LEN: usize = 1;
+/// Bytes of an empty batch request: `[]` for a JSON array, nothing for NDJSON.
+pub(crate) fn batch_overhead(mode: BatchMode) -> usize {
+    match mode {
+        BatchMode::JsonArray => 2,
+        BatchMode::Off | BatchMode::Ndjson => 0,
+    }
+}
+
+/// Joins envelope bodies into one batch request body.
+pub(crate) fn batch_body<'a>(items: impl IntoIterator<Item = &'a [u8]>, mode: BatchMode) -> Vec<u8> {
+    let mut out = Vec::new();
+    match mode {
+        BatchMode::JsonArray => {
+            out.push(b'[');
+            for (i, item) in items.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend_from_slice(item);
+            }
+            out.push(b']');
+        }
+        BatchMode::Off | BatchMode::Ndjson => {
+            for item in items {
+                out.extend_from_slice(item);
+                out.push(b'\n');
+            }
+        }
+    }
+    out
+}
+
+/// The key of a batch request: `batch-sha256:{hex}` over the item keys, one per line, so
+/// the same set of messages in the same order always carries the same key.
+pub(crate) fn batch_key<'a>(keys: impl IntoIterator<Item = &'a str>) -> IdempotencyKey {
+    let mut hasher = Sha256::new();
+    for key in keys {
+        hasher.update(key.as_bytes());
+        hasher.update(b"\n");
+    }
+    IdempotencyKey::from_raw(format!("batch-sha256:{}", hex::encode(hasher.finalize())))
+}
+
+/// The header form of a key: visible ASCII kept, and controls, space, `%` and non-ASCII
+/// bytes percent-encoded (so any key is a valid header value, one-to-one). The usual keys
+/// (`stream-sequence:ORDERS:42`) are sent unchanged.
+pub(crate) fn header_value(key: &str) -> String {
+    utf8_percent_encode(key, HEADER_ESCAPES).to_string()
+}
+
+/// The inquiry URL for `key`: every `{key}` replaced by the key, URL-encoded as one path or
+/// query component.
+pub(crate) fn inquiry_url(template: &str, key: &str) -> String {
+    template.replace(KEY_PLACEHOLDER, &utf8_percent_encode(key, NON_ALPHANUMERIC).to_string())
+}
+
+/// The configured meaning of each status.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StatusSets {
+    /// Committed.
+    pub(crate) success: Vec<u16>,
+    /// Temporary.
+    pub(crate) retry: Vec<u16>,
+    /// Already committed (needs a key on the request).
+    pub(crate) duplicate: Vec<u16>,
+    /// Committed with different content (needs a key on the request).
+    pub(crate) conflict: Vec<u16>,
+}
+
+impl StatusSets {
+    /// The sets of `config`.
+    pub(crate) fn of(config: &HttpSinkConfig) -> Self {
+        Self {
+            success: config.success_statuses.clone(),
+            retry: config.retry_statuses.clone(),
+            duplicate: config.duplicate_statuses.clone(),
+            conflict: config.conflict_statuses.clone(),
+        }
+    }
+}
+
+/// What a response status means for the message(s) of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StatusClass {
+    /// In `success_statuses`: committed.
+    Success,
+    /// In `duplicate_statuses` and the request carried a key: committed earlier.
+    Duplicate,
+    /// In `conflict_statuses` and the request carried a key: the key holds other content.
+    Conflict,
+    /// In `retry_statuses`: temporary.
+    Retry,
+    /// A 3xx outside the lists: redirects are never followed; permanent.
+    Redirect,
+    /// Anything else: the endpoint refuses this message; permanent.
+    Rejected,
+}
+
+/// Classifies `status` (see the table in `error.rs`).
+pub(crate) fn classify_status(status: u16, sets: &StatusSets, carried_key: bool) -> StatusClass {
+    if sets.success.contains(&status) {
+        StatusClass::Success
+    } else if sets.retry.contains(&status) {
+        StatusClass::Retry
+    } else if carried_key && sets.duplicate.contains(&status) {
+        StatusClass::Duplicate
+    } else if carried_key && sets.conflict.contains(&status) {
+        StatusClass::Conflict
+    } else if (300..400).contains(&status) {
+        StatusClass::Redirect
+    } else {
+        StatusClass::Rejected
+    }
+}
+
+/// The delay a `Retry-After` value asks for: delta-seconds or an HTTP-date (IMF-fixdate,
+/// RFC 850 or asctime), relative to `now`; capped at [`MAX_RETRY_AFTER`]. A date in the past
+/// means zero; an unparsable value means none.
+pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    let delay = if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        // All digits: an overflowing number is simply "very long".
+        Duration::from_secs(value.parse::<u64>().unwrap_or(u64::MAX))
+    } else {
+        let at = httpdate::parse_http_date(value).ok()?;
+        at.duration_since(now).unwrap_or(Duration::ZERO)
+    };
+    Some(delay.min(MAX_RETRY_AFTER))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::HttpSinkConfig;
+    use sinks_core::Headers;
+    use sinks_core::envelope::AppMetadata;
+    use sinks_core::testing::{envelope, envelope_with};
+
+    fn config() -> HttpSinkConfig {
+        HttpSinkConfig::new("https://h.example/x")
+    }
+
+    fn doc(body: &[u8]) -> Value {
+        serde_json::from_slice(body).expect("body is JSON")
+    }
+
+    #[test]
+    fn envelope_has_the_reference_fields_sorted() {
+        let app = AppMetadata {
+            priority: Some("flash".into()),
+            classification: None,
+            labels: vec!["a".into(), "b,c".into()],
+        };
+        let e =
+            envelope_with("ORDERS", 42, "orders.created", r#"{"n": 1}"#, Headers::new().with("Nats-Msg-Id", "m-1"), 1)
+                .with_app_metadata(app);
+        let key = idempotency_key(&e, &IdempotencyConfig::default()).unwrap();
+        let body = message_body(&e, &config(), key.as_ref(), OffsetDateTime::now_utc()).unwrap();
+        let text = std::str::from_utf8(&body).unwrap();
+        assert!(text.contains(r#""payload":{"n": 1}"#), "published JSON embedded verbatim: {text}");
+        let v = doc(&body);
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        let expected = [
+            "classification",
+            "consumer",
+            "consumer_sequence",
+            "custody",
+            "idempotency_key",
+            "labels",
+            "labels_list",
+            "message_id",
+            "metadata",
+            "mission_metadata",
+            "payload",
+            "payload_info",
+            "priority",
+            "schema",
+            "schema_version",
+            "security_labels",
+            "stream",
+            "stream_sequence",
+            "subject",
+        ];
+        assert_eq!(keys, expected);
+        // Top-level key order, checked on a body without the nested metadata document.
+        let flat = HttpSinkConfig { include_metadata: false, ..config() };
+        let flat =
+            String::from_utf8(message_body(&e, &flat, key.as_ref(), OffsetDateTime::now_utc()).unwrap()).unwrap();
+        let order: Vec<usize> =
+            expected.iter().filter(|k| **k != "metadata").map(|k| flat.find(&format!("\"{k}\":")).unwrap()).collect();
+        assert!(order.windows(2).all(|w| w[0] < w[1]), "keys are written sorted: {flat}");
+        assert_eq!(v["schema"], SCHEMA);
+        assert_eq!(v["schema_version"], 1);
+        assert_eq!(v["idempotency_key"], "stream-sequence:ORDERS:42");
+        assert_eq!(v["stream_sequence"], 42);
+        assert_eq!(v["message_id"], "m-1");
+        assert_eq!(v["priority"], "flash");
+        assert_eq!(v["classification"], Value::Null);
+        assert_eq!(v["labels"], "a;b,c");
+        assert_eq!(v["labels_list"], serde_json::json!(["a", "b,c"]));
+        assert_eq!(v["payload_info"]["original_format"], "json");
+        assert_eq!(v["payload_info"]["wrapped"], false);
+        assert_eq!(v["metadata"]["jetstream"]["stream_sequence"], 42);
+        for null in ["custody", "mission_metadata", "security_labels"] {
+            assert_eq!(v[null], Value::Null, "{null}");
+        }
+    }
+
+    #[test]
+    fn include_switches_drop_their_keys() {
+        let mut c = config();
+        c.include_metadata = false;
+        c.include_mission_metadata = false;
+        c.include_security_labels = false;
+        c.include_custody = false;
+        let e = envelope("S", 1, "s", "x");
+        let v = doc(&message_body(&e, &c, None, OffsetDateTime::now_utc()).unwrap());
+        for gone in ["metadata", "mission_metadata", "security_labels", "custody"] {
+            assert!(v.get(gone).is_none(), "{gone}");
+        }
+        assert_eq!(v["labels"], Value::Null, "no labels is null, never \"null\"");
+        assert_eq!(v["labels_list"], serde_json::json!([]));
+        assert_eq!(v["idempotency_key"], Value::Null);
+        assert_eq!(v["payload_info"]["wrapped"], true, "text is wrapped under json_or_envelope");
+    }
+
+    #[test]
+    fn payload_format_sends_the_normalized_payload_only() {
+        let mut c = config();
+        c.body_format = BodyFormat::Payload;
+        let e = envelope("S", 1, "s", " {\"a\": [1, 2.50]}\n");
+        assert_eq!(message_body(&e, &c, None, OffsetDateTime::now_utc()).unwrap(), b"{\"a\": [1, 2.50]}");
+        let text = envelope("S", 2, "s", "plain");
+        let v = doc(&message_body(&text, &c, None, OffsetDateTime::now_utc()).unwrap());
+        assert_eq!(v["payload"], "plain");
+        assert_eq!(v["_nats_sinks"]["payload_format"], "text");
+    }
+
+    #[test]
+    fn payload_mode_and_size_limits_are_permanent_errors() {
+        let mut c = config();
+        c.payload_mode = sinks_core::PayloadMode::JsonOnly;
+        let e = envelope("S", 1, "s", "not json");
+        assert!(matches!(message_body(&e, &c, None, OffsetDateTime::now_utc()), Err(RequestError::Payload(_))));
+        let mut c = config();
+        c.max_request_bytes = 128;
+        c.include_metadata = false;
+        let big = envelope("S", 1, "s", "x".repeat(200));
+        match message_body(&big, &c, None, OffsetDateTime::now_utc()) {
+            Err(e @ RequestError::TooLarge { .. }) => assert!(!e.to_string().contains("xxxx"), "no payload in errors"),
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn ndjson_items_are_single_lines() {
+        let mut c = config();
+        c.batch_mode = BatchMode::Ndjson;
+        let e = envelope("S", 1, "s", "{\n  \"a\": \"x\\ny\"\r\n}");
+        let body = message_body(&e, &c, None, OffsetDateTime::now_utc()).unwrap();
+        assert!(!body.contains(&b'\n') && !body.contains(&b'\r'));
+        assert_eq!(doc(&body)["payload"], serde_json::json!({"a": "x\ny"}), "the JSON value is unchanged");
+        let joined = batch_body([b"{}".as_slice(), b"[]".as_slice()], BatchMode::Ndjson);
+        assert_eq!(joined, b"{}\n[]\n");
+        let array = batch_body([b"{}".as_slice(), b"[]".as_slice()], BatchMode::JsonArray);
+        assert_eq!(array, b"[{},[]]");
+        assert_eq!(batch_body(Vec::<&[u8]>::new(), BatchMode::JsonArray), b"[]");
+        assert_eq!(batch_overhead(BatchMode::JsonArray), 2);
+    }
+
+    #[test]
+    fn key_strategies_follow_the_reference() {
+        let id = Headers::new().with("Nats-Msg-Id", "abc");
+        let e = envelope_with("ORDERS", 7, "orders.created", "hi", id.clone(), 1);
+        let bare = envelope_with("", 0, "orders.created", "hi", Headers::new(), 1);
+        let omitted = envelope_with("", 0, "orders.created", "", Headers::new().with("Nats-Msg-Size", "5"), 1);
+        let cfg = |strategy, required| IdempotencyConfig { strategy, required, ..IdempotencyConfig::default() };
+        let key = |e: &Envelope, c: &IdempotencyConfig| idempotency_key(e, c).map(|k| k.map(|k| k.to_string()));
+        use KeyStrategy::*;
+        assert_eq!(key(&e, &cfg(IdempotencyKey, true)).unwrap().unwrap(), "stream-sequence:ORDERS:7");
+        assert_eq!(key(&e, &cfg(StreamSequence, true)).unwrap().unwrap(), "stream-sequence:ORDERS:7");
+        assert_eq!(key(&e, &cfg(MessageId, true)).unwrap().unwrap(), "message-id:abc");
+        assert_eq!(
+            key(&e, &cfg(PayloadSha256, true)).unwrap().unwrap(),
+            "payload-sha256:orders.created:8f434346648f6b96df89dda901c5176b10a6d83961dd3c1ac88b59b2dc327aa4"
+        );
+        assert_eq!(
+            key(&bare, &cfg(IdempotencyKey, true)).unwrap().unwrap(),
+            key(&e, &cfg(PayloadSha256, true)).unwrap().unwrap()
+        );
+        assert_eq!(key(&bare, &cfg(StreamSequence, true)), Err(IdempotencyError::MissingStreamSequence));
+        assert_eq!(key(&bare, &cfg(MessageId, true)), Err(IdempotencyError::MissingMessageId));
+        assert_eq!(key(&bare, &cfg(MessageId, false)), Ok(None), "not required: sent without a key");
+        assert_eq!(key(&omitted, &cfg(IdempotencyKey, true)), Err(IdempotencyError::PayloadOmitted));
+        assert_eq!(key(&omitted, &cfg(PayloadSha256, true)), Err(IdempotencyError::PayloadOmitted));
+        let off = IdempotencyConfig { enabled: false, required: false, ..IdempotencyConfig::default() };
+        assert_eq!(key(&e, &off), Ok(None));
+        // Redelivery: same key, whatever the delivery count.
+        let again = envelope_with("ORDERS", 7, "orders.created", "hi", id, 5);
+        assert_eq!(key(&again, &cfg(IdempotencyKey, true)), key(&e, &cfg(IdempotencyKey, true)));
+    }
+
+    #[test]
+    fn header_form_is_one_to_one_and_keeps_usual_keys() {
+        assert_eq!(header_value("stream-sequence:ORDERS:42"), "stream-sequence:ORDERS:42");
+        assert_eq!(header_value("message-id:a b"), "message-id:a%20b");
+        assert_eq!(header_value("message-id:ид"), "message-id:%D0%B8%D0%B4");
+        assert_eq!(header_value("message-id:%D0"), "message-id:%25D0", "a literal % is escaped too");
+        assert_eq!(header_value("message-id:x\ty"), "message-id:x%09y");
+        assert!(reqwest::header::HeaderValue::from_str(&header_value("m:😀\u{7f}")).is_ok());
+    }
+
+    #[test]
+    fn inquiry_url_encodes_the_key() {
+        assert_eq!(
+            inquiry_url("https://h/records/{key}?v=1", "stream-sequence:S:1"),
+            "https://h/records/stream%2Dsequence%3AS%3A1?v=1"
+        );
+        assert_eq!(inquiry_url("https://h/r?k={key}", "a/b c"), "https://h/r?k=a%2Fb%20c");
+    }
+
+    #[test]
+    fn batch_keys_are_stable() {
+        let a = batch_key(["k1", "k2"]);
+        assert_eq!(a, batch_key(["k1", "k2"]));
+        assert_ne!(a, batch_key(["k2", "k1"]));
+        assert_ne!(batch_key(["k1k2"]), batch_key(["k1", "k2"]));
+        assert!(a.as_str().starts_with("batch-sha256:"));
+    }
+
+    #[test]
+    fn status_table() {
+        let sets = StatusSets::of(&config());
+        use StatusClass::*;
+        for (status, keyed, class) in [
+            (200, true, Success),
+            (201, false, Success),
+            (202, true, Success),
+            (204, true, Success),
+            (408, true, Retry),
+            (425, true, Retry),
+            (429, true, Retry),
+            (500, true, Retry),
+            (502, true, Retry),
+            (503, false, Retry),
+            (504, true, Retry),
+            (409, true, Duplicate),
+            (412, true, Duplicate),
+            (409, false, Rejected),
+            (301, true, Redirect),
+            (307, true, Redirect),
+            (308, true, Redirect),
+            (400, true, Rejected),
+            (401, true, Rejected),
+            (404, true, Rejected),
+            (413, true, Rejected),
+            (422, true, Rejected),
+            (501, true, Rejected),
+        ] {
+            assert_eq!(classify_status(status, &sets, keyed), class, "{status} keyed={keyed}");
+        }
+        let conflict = StatusSets { conflict: vec![422], ..sets };
+        assert_eq!(classify_status(422, &conflict, true), Conflict);
+        assert_eq!(classify_status(422, &conflict, false), Rejected);
+    }
+
+    #[test]
+    fn retry_after_seconds_and_dates() {
+        let now = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        let s = |v| parse_retry_after(v, now);
+        assert_eq!(s("120"), Some(Duration::from_secs(120)));
+        assert_eq!(s(" 0 "), Some(Duration::ZERO));
+        assert_eq!(s("99999999999999999999999"), Some(MAX_RETRY_AFTER));
+        assert_eq!(s("7200"), Some(MAX_RETRY_AFTER), "capped at an hour");
+        assert_eq!(s("Sun, 06 Nov 1994 08:50:07 GMT"), Some(Duration::from_secs(30)));
+        assert_eq!(s("Sunday, 06-Nov-94 08:50:37 GMT"), Some(Duration::from_secs(60)));
+        assert_eq!(s("Sun Nov  6 08:49:47 1994"), Some(Duration::from_secs(10)));
+        assert_eq!(s("Sun, 06 Nov 1994 08:00:00 GMT"), Some(Duration::ZERO), "past dates mean now");
+        assert_eq!(s("-5"), None);
+        assert_eq!(s("1.5"), None);
+        assert_eq!(s("soon"), None);
+        assert_eq!(s(""), None);
+    }
+}

@@ -1,0 +1,703 @@
+//! [`HttpSink`]: sends each message (or each batch of envelopes) to one fixed endpoint and
+//! reports per-message outcomes from the endpoint's answers.
+//!
+//! One `reqwest` client serves every write: a keep-alive pool, HTTP/1.1 and HTTP/2, rustls
+//! (aws-lc-rs) with an optional CA bundle and client certificate, no proxy, and redirects
+//! never followed. A write goes through three steps:
+//! 1. **prepare**: each message's key and body are built (pure, `request.rs`); a message
+//!    without a required key, with a payload the mode refuses or with a body over
+//!    `max_request_bytes` fails permanently here, alone;
+//! 2. **group**: one request per message, or (batch mode) chunks of up to `max_batch_items`
+//!    envelopes and `max_request_bytes` bytes, in input order;
+//! 3. **send**: up to `max_concurrent_requests` requests in flight. A request waits for the
+//!    earlier requests that share an ordering key (the subject) to finish, and is not sent at
+//!    all (temporary) when one of them failed temporarily, so an endpoint never sees a
+//!    subject's messages overtake each other.
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
+use reqwest::{Method, Url};
+use sinks_core::retry::Backoff;
+use sinks_core::{
+    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, ErrorClass, IdempotencyKey, MessageOutcome,
+    Sink, SinkError,
+};
+use time::OffsetDateTime;
+use tokio::sync::{Semaphore, watch};
+
+use crate::config::{BatchMode, HttpSinkConfig, HttpVersion};
+use crate::error::{classify, error_of_class, kind_of, status_error};
+use crate::request::{self, StatusClass, StatusSets};
+
+/// Delivers envelopes to one HTTP endpoint, idempotently.
+#[derive(Debug, Clone)]
+pub struct HttpSink {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: HttpSinkConfig,
+    client: reqwest::Client,
+    url: Url,
+    method: Method,
+    health_url: Option<Url>,
+    /// Accept, User-Agent and the static `headers`.
+    base_headers: HeaderMap,
+    /// `headers_env`: header and the variable holding its value.
+    env_headers: Vec<(HeaderName, String)>,
+    key_header: HeaderName,
+    statuses: StatusSets,
+    backoff: Backoff,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpSink")
+            .field("url", &self.url.as_str())
+            .field("method", &self.method)
+            .field("batch_mode", &self.config.batch_mode)
+            .field("max_concurrent_requests", &self.config.max_concurrent_requests)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A message ready to be sent.
+#[derive(Debug)]
+struct Ready {
+    index: usize,
+    key: Option<IdempotencyKey>,
+    body: Vec<u8>,
+}
+
+/// What one request did to its messages.
+#[derive(Debug)]
+enum UnitResult {
+    /// One outcome per message of the request: `(input index, outcome)`.
+    PerItem(Vec<(usize, MessageOutcome)>),
+    /// A batch request (several envelopes) refused permanently: nothing says which
+    /// envelope was bad, so the whole write fails and the runner bisects.
+    BatchRejected(SinkError),
+}
+
+impl UnitResult {
+    /// True when a later request sharing an ordering key must not overtake this one.
+    fn failed_temporarily(&self) -> bool {
+        match self {
+            Self::PerItem(items) => {
+                items.iter().any(|(_, o)| matches!(o, MessageOutcome::Failed(e) if !e.is_permanent()))
+            }
+            Self::BatchRejected(_) => false,
+        }
+    }
+}
+
+/// The answer to one request: status and the delay `Retry-After` asked for.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    status: u16,
+    retry_after: Option<Duration>,
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+enum SendError {
+    /// The request could not be formed (a `headers_env` variable is missing, ...).
+    Setup(SinkError),
+    /// The client failed (connect, timeout, reset, ...).
+    Http(reqwest::Error),
+}
+
+/// What an inquiry found out about a key.
+#[derive(Debug)]
+enum Inquiry {
+    Found,
+    NotFound,
+    Unknown(SinkError),
+}
+
+impl HttpSink {
+    /// A sink for a validated `config`: builds the client (reading the CA bundle and client
+    /// certificate files). Makes no network call; [`Sink::open`] checks `headers_env`.
+    pub fn new(config: HttpSinkConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let url = Url::parse(&config.url).map_err(|e| ConfigError::single("sink.url", e.to_string()))?;
+        let health_url = match &config.health_url {
+            Some(u) => Some(Url::parse(u).map_err(|e| ConfigError::single("sink.health_url", e.to_string()))?),
+            None => None,
+        };
+        let method = Method::from_bytes(config.method.as_str().as_bytes())
+            .map_err(|e| ConfigError::single("sink.method", e.to_string()))?;
+        let mut base_headers = HeaderMap::new();
+        base_headers.insert(ACCEPT, HeaderValue::from_static(request::CONTENT_TYPE_JSON));
+        base_headers.insert(
+            USER_AGENT,
+            HeaderValue::from_str(&config.user_agent)
+                .map_err(|e| ConfigError::single("sink.user_agent", e.to_string()))?,
+        );
+        for (name, value) in &config.headers {
+            let path = format!("sink.headers.{name}");
+            let name =
+                HeaderName::from_bytes(name.as_bytes()).map_err(|e| ConfigError::single(&path, e.to_string()))?;
+            let value = HeaderValue::from_str(value).map_err(|e| ConfigError::single(&path, e.to_string()))?;
+            base_headers.insert(name, value);
+        }
+        let mut env_headers = Vec::new();
+        for (name, variable) in &config.headers_env {
+            let header = HeaderName::from_bytes(name.as_bytes())
+                .map_err(|e| ConfigError::single(format!("sink.headers_env.{name}"), e.to_string()))?;
+            env_headers.push((header, variable.clone()));
+        }
+        let key_header = HeaderName::from_bytes(config.idempotency.header.as_bytes())
+            .map_err(|e| ConfigError::single("sink.idempotency.header", e.to_string()))?;
+        let r = &config.retry;
+        let backoff = Backoff {
+            base: Duration::from_millis(r.backoff_ms),
+            max: Duration::from_millis(r.max_backoff_ms),
+            mode: r.backoff_mode,
+            multiplier: r.backoff_multiplier,
+            jitter: r.jitter,
+        };
+        let client = build_client(&config)?;
+        let statuses = StatusSets::of(&config);
+        Ok(Self {
+            inner: Arc::new(Inner {
+                config,
+                client,
+                url,
+                method,
+                health_url,
+                base_headers,
+                env_headers,
+                key_header,
+                statuses,
+                backoff,
+            }),
+        })
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &HttpSinkConfig {
+        &self.inner.config
+    }
+}
+
+/// The client: pool, versions, timeouts, TLS roots and identity, no redirects, no proxy.
+fn build_client(config: &HttpSinkConfig) -> Result<reqwest::Client, ConfigError> {
+    let timeout = Duration::from_secs_f64(config.request_timeout_seconds);
+    let mut builder = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(timeout)
+        .connect_timeout(timeout)
+        .pool_max_idle_per_host(config.pool_max_idle_per_host)
+        .pool_idle_timeout(Duration::from_secs(config.pool_idle_timeout_seconds))
+        .tcp_nodelay(true)
+        .https_only(!config.allow_http_for_local_testing);
+    builder = match config.http_version {
+        HttpVersion::Auto => builder,
+        HttpVersion::Http1Only => builder.http1_only(),
+        HttpVersion::Http2PriorKnowledge => builder.http2_prior_knowledge(),
+    };
+    if let Some(file) = &config.tls_ca_file {
+        let pem = read_file(file, "sink.tls_ca_file")?;
+        let certs = reqwest::Certificate::from_pem_bundle(&pem)
+            .map_err(|e| ConfigError::single("sink.tls_ca_file", format!("is not a PEM certificate bundle ({e})")))?;
+        if certs.is_empty() {
+            return Err(ConfigError::single("sink.tls_ca_file", "holds no certificate"));
+        }
+        builder = if config.tls_ca_only { builder.tls_certs_only(certs) } else { builder.tls_certs_merge(certs) };
+    }
+    if let (Some(cert), Some(key)) = (&config.tls_cert_file, &config.tls_key_file) {
+        let mut pem = read_file(cert, "sink.tls_cert_file")?;
+        pem.push(b'\n');
+        pem.extend(read_file(key, "sink.tls_key_file")?);
+        let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
+            ConfigError::single("sink.tls_cert_file", format!("cannot use the client certificate and key ({e})"))
+        })?;
+        builder = builder.identity(identity);
+    }
+    builder.build().map_err(|e| ConfigError::single("sink", format!("cannot build the HTTP client ({e})")))
+}
+
+fn read_file(path: &Path, field: &str) -> Result<Vec<u8>, ConfigError> {
+    std::fs::read(path).map_err(|e| ConfigError::single(field, format!("cannot read {} ({e})", path.display())))
+}
+
+#[async_trait]
+impl Sink for HttpSink {
+    fn name(&self) -> &str {
+        "http"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let c = &self.inner.config;
+        let single = c.batch_mode == BatchMode::Off;
+        let keyed = c.idempotency.enabled;
+        Capabilities {
+            atomic_batch: !single,
+            reports_duplicates: single && keyed && !c.duplicate_statuses.is_empty(),
+            detects_conflicts: single && keyed && !c.conflict_statuses.is_empty(),
+        }
+    }
+
+    async fn open(&self) -> Result<(), SinkError> {
+        // Fail start-up on a missing secret instead of at the first write; no network call.
+        self.inner.add_env_headers(&mut HeaderMap::new())?;
+        tracing::info!(url = %self.inner.url, batch_mode = ?self.inner.config.batch_mode, "http sink ready");
+        Ok(())
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inner = &self.inner;
+        let sent_at = OffsetDateTime::now_utc();
+        let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
+        let mut ready = Vec::with_capacity(batch.len());
+        for (index, envelope) in batch.iter().enumerate() {
+            match inner.prepare(index, envelope, sent_at) {
+                Ok(r) => ready.push(r),
+                Err(e) => {
+                    tracing::warn!(
+                        subject = envelope.subject(),
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        error = %e.display_chain(),
+                        "message cannot be sent"
+                    );
+                    outcomes[index] = Some(MessageOutcome::Failed(e));
+                }
+            }
+        }
+        let units = match inner.config.batch_mode {
+            BatchMode::Off => ready.into_iter().map(|r| vec![r]).collect(),
+            mode => inner.chunks(ready, mode),
+        };
+        let mut batch_error = None;
+        for result in inner.run(batch, units).await {
+            match result {
+                UnitResult::PerItem(items) => {
+                    for (index, outcome) in items {
+                        outcomes[index] = Some(outcome);
+                    }
+                }
+                UnitResult::BatchRejected(e) => {
+                    batch_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = batch_error {
+            tracing::warn!(messages = batch.len(), error = %e.display_chain(), "endpoint rejected a batch request");
+            return Err(e);
+        }
+        let outcomes: Vec<MessageOutcome> = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("message was not sent")))
+            .collect();
+        log_batch(&outcomes);
+        Ok(outcomes)
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        let inner = &self.inner;
+        let (method, url) = match &inner.health_url {
+            Some(url) => (Method::GET, url),
+            None => (Method::OPTIONS, &inner.url),
+        };
+        let answer = inner.send(method, url, None, None, request::CONTENT_TYPE_JSON).await.map_err(|e| match e {
+            SendError::Setup(e) => e,
+            SendError::Http(e) => {
+                let kind = kind_of(&e);
+                error_of_class(kind.class, format!("health check failed: {}", kind.what)).with_source(e)
+            }
+        })?;
+        let healthy = match inner.health_url {
+            Some(_) => (200..300).contains(&answer.status) || inner.statuses.success.contains(&answer.status),
+            None => answer.status < 500,
+        };
+        if healthy { Ok(()) } else { Err(SinkError::temporary(format!("health check answered {}", answer.status))) }
+    }
+}
+
+impl Inner {
+    /// The key and body of one message; a permanent failure when it can never be sent.
+    fn prepare(&self, index: usize, envelope: &Envelope, sent_at: OffsetDateTime) -> Result<Ready, SinkError> {
+        let key = request::idempotency_key(envelope, &self.config.idempotency).map_err(|e| {
+            SinkError::permanent(format!("no idempotency key for a required sink.idempotency: {e}"))
+                .with_error_type("ValidationError")
+        })?;
+        let mut body = request::message_body(envelope, &self.config, key.as_ref(), sent_at).map_err(|e| {
+            let error_type = match e {
+                request::RequestError::Payload(_) | request::RequestError::Encode(_) => "SerializationError",
+                request::RequestError::TooLarge { .. } => "PermanentSinkError",
+            };
+            SinkError::permanent(format!("cannot build the request body: {e}")).with_error_type(error_type)
+        })?;
+        if self.config.batch_mode != BatchMode::Off {
+            // A lone item must also fit with the batch framing around it.
+            let framed = body.len() + request::batch_overhead(self.config.batch_mode) + request::BATCH_SEPARATOR_LEN;
+            if framed as u64 > self.config.max_request_bytes {
+                return Err(SinkError::permanent(format!(
+                    "cannot build the request body: batch request of {framed} bytes exceeds sink.max_request_bytes ({})",
+                    self.config.max_request_bytes
+                )));
+            }
+        }
+        body.shrink_to_fit();
+        Ok(Ready { index, key, body })
+    }
+
+    /// Batch mode: consecutive chunks of at most `max_batch_items` envelopes and
+    /// `max_request_bytes` bytes, in input order.
+    fn chunks(&self, ready: Vec<Ready>, mode: BatchMode) -> Vec<Vec<Ready>> {
+        let max_items = self.config.max_batch_items;
+        let max_bytes = usize::try_from(self.config.max_request_bytes).unwrap_or(usize::MAX);
+        let mut chunks = Vec::new();
+        let mut current: Vec<Ready> = Vec::new();
+        let mut size = request::batch_overhead(mode);
+        for r in ready {
+            let cost = r.body.len() + request::BATCH_SEPARATOR_LEN;
+            if !current.is_empty() && (current.len() >= max_items || size + cost > max_bytes) {
+                chunks.push(std::mem::take(&mut current));
+                size = request::batch_overhead(mode);
+            }
+            size += cost;
+            current.push(r);
+        }
+        if !current.is_empty() {
+            chunks.push(current);
+        }
+        chunks
+    }
+
+    /// Sends every unit, at most `max_concurrent_requests` at once; a unit starts only after
+    /// the earlier units sharing one of its subjects, and is skipped (temporary) when one of
+    /// them failed temporarily. Results come back in unit order.
+    async fn run(&self, batch: &[Envelope], units: Vec<Vec<Ready>>) -> Vec<UnitResult> {
+        let mut last_unit: HashMap<&str, usize> = HashMap::new();
+        let deps: Vec<Vec<usize>> = units
+            .iter()
+            .enumerate()
+            .map(|(u, items)| {
+                let mut deps = BTreeSet::new();
+                for item in items {
+                    if let Some(prev) = last_unit.insert(batch[item.index].subject(), u)
+                        && prev != u
+                    {
+                        deps.insert(prev);
+                    }
+                }
+                deps.into_iter().collect()
+            })
+            .collect();
+        let done: Vec<watch::Sender<Option<bool>>> = units.iter().map(|_| watch::channel(None).0).collect();
+        let permits = Semaphore::new(self.config.max_concurrent_requests.max(1));
+        let tasks = units.into_iter().enumerate().map(|(u, items)| {
+            let waits: Vec<watch::Receiver<Option<bool>>> = deps[u].iter().map(|&d| done[d].subscribe()).collect();
+            let done = &done[u];
+            let permits = &permits;
+            async move {
+                let mut blocked = false;
+                for mut rx in waits {
+                    let ok = match rx.wait_for(Option::is_some).await {
+                        Ok(state) => *state == Some(true),
+                        Err(_) => false,
+                    };
+                    blocked |= !ok;
+                }
+                let result = if blocked {
+                    UnitResult::PerItem(
+                        items
+                            .iter()
+                            .map(|r| {
+                                let e = SinkError::temporary(
+                                    "not sent: an earlier message with the same subject failed temporarily",
+                                );
+                                (r.index, MessageOutcome::Failed(e))
+                            })
+                            .collect(),
+                    )
+                } else {
+                    let _permit = permits.acquire().await;
+                    if items.len() == 1 && self.config.batch_mode == BatchMode::Off {
+                        let item = items.into_iter().next().map(|r| (r.index, r.key, r.body));
+                        match item {
+                            Some((index, key, body)) => {
+                                UnitResult::PerItem(vec![(index, self.send_message(&batch[index], key, body).await)])
+                            }
+                            None => UnitResult::PerItem(Vec::new()),
+                        }
+                    } else {
+                        self.send_batch(items).await
+                    }
+                };
+                done.send_replace(Some(!result.failed_temporarily()));
+                result
+            }
+        });
+        futures::future::join_all(tasks).await
+    }
+
+    /// One message, with in-call retries and the inquiry after an ambiguous timeout.
+    async fn send_message(&self, envelope: &Envelope, key: Option<IdempotencyKey>, body: Vec<u8>) -> MessageOutcome {
+        let body = Bytes::from(body);
+        let key = key.as_ref().map(IdempotencyKey::as_str);
+        let mut attempt: u32 = 1;
+        let mut inquired = false;
+        loop {
+            let sent =
+                self.send(self.method.clone(), &self.url, Some(body.clone()), key, request::CONTENT_TYPE_JSON).await;
+            let failure = match sent {
+                Ok(answer) => match request::classify_status(answer.status, &self.statuses, key.is_some()) {
+                    StatusClass::Success => return MessageOutcome::Committed,
+                    StatusClass::Duplicate => return MessageOutcome::Duplicate,
+                    StatusClass::Conflict => {
+                        tracing::warn!(
+                            subject = envelope.subject(),
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            status = answer.status,
+                            "endpoint holds different content for this key; keeping it"
+                        );
+                        return MessageOutcome::Conflict(ConflictResolution::KeptExisting);
+                    }
+                    class => match status_error(class, answer.status, answer.retry_after) {
+                        Some(e) if e.is_permanent() => {
+                            tracing::warn!(
+                                subject = envelope.subject(),
+                                stream_sequence = envelope.jetstream().stream_sequence,
+                                status = answer.status,
+                                "endpoint rejected a message"
+                            );
+                            return MessageOutcome::Failed(e);
+                        }
+                        Some(e) => e,
+                        None => return MessageOutcome::Committed,
+                    },
+                },
+                Err(SendError::Setup(e)) => return MessageOutcome::Failed(e),
+                Err(SendError::Http(err)) => {
+                    let kind = kind_of(&err);
+                    match (&self.config.inquiry_url, key) {
+                        (Some(template), Some(key)) if kind.ambiguous && !inquired => {
+                            inquired = true;
+                            match self.inquire(template, key).await {
+                                Inquiry::Found => {
+                                    tracing::debug!(
+                                        subject = envelope.subject(),
+                                        stream_sequence = envelope.jetstream().stream_sequence,
+                                        "timed out, but the endpoint has the key: duplicate"
+                                    );
+                                    return MessageOutcome::Duplicate;
+                                }
+                                Inquiry::NotFound => {
+                                    tracing::debug!(
+                                        subject = envelope.subject(),
+                                        stream_sequence = envelope.jetstream().stream_sequence,
+                                        "timed out and the endpoint lacks the key: sending again"
+                                    );
+                                    continue;
+                                }
+                                Inquiry::Unknown(e) => e,
+                            }
+                        }
+                        _ if kind.class == ErrorClass::Permanent => return MessageOutcome::Failed(classify(err)),
+                        _ => classify(err),
+                    }
+                }
+            };
+            match self.retry_delay(attempt, &failure) {
+                Some(delay) => {
+                    tracing::debug!(
+                        subject = envelope.subject(),
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        attempt,
+                        delay_ms = delay.as_millis() as u64,
+                        error = %failure.display_chain(),
+                        "request failed; retrying"
+                    );
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                None => {
+                    tracing::debug!(
+                        subject = envelope.subject(),
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        error = %failure.display_chain(),
+                        "request failed"
+                    );
+                    return MessageOutcome::Failed(failure);
+                }
+            }
+        }
+    }
+
+    /// Several envelopes in one request: the answer applies to all of them.
+    async fn send_batch(&self, items: Vec<Ready>) -> UnitResult {
+        let keys: Option<Vec<&str>> = items.iter().map(|r| r.key.as_ref().map(IdempotencyKey::as_str)).collect();
+        let key = keys.map(request::batch_key);
+        let key = key.as_ref().map(IdempotencyKey::as_str);
+        let mode = self.config.batch_mode;
+        let body = Bytes::from(request::batch_body(items.iter().map(|r| r.body.as_slice()), mode));
+        let content_type =
+            if mode == BatchMode::Ndjson { request::CONTENT_TYPE_NDJSON } else { request::CONTENT_TYPE_JSON };
+        let all = |outcome: &dyn Fn() -> MessageOutcome| {
+            UnitResult::PerItem(items.iter().map(|r| (r.index, outcome())).collect())
+        };
+        let mut attempt: u32 = 1;
+        loop {
+            let sent = self.send(self.method.clone(), &self.url, Some(body.clone()), key, content_type).await;
+            let failure = match sent {
+                Ok(answer) => match request::classify_status(answer.status, &self.statuses, key.is_some()) {
+                    StatusClass::Success => return all(&|| MessageOutcome::Committed),
+                    StatusClass::Duplicate => return all(&|| MessageOutcome::Duplicate),
+                    StatusClass::Conflict => {
+                        return all(&|| MessageOutcome::Conflict(ConflictResolution::KeptExisting));
+                    }
+                    class => match status_error(class, answer.status, answer.retry_after) {
+                        Some(e) if e.is_permanent() && items.len() == 1 => {
+                            return all(&|| MessageOutcome::Failed(e.duplicate()));
+                        }
+                        Some(e) if e.is_permanent() => return UnitResult::BatchRejected(e),
+                        Some(e) => e,
+                        None => return all(&|| MessageOutcome::Committed),
+                    },
+                },
+                Err(SendError::Setup(e)) => return all(&|| MessageOutcome::Failed(e.duplicate())),
+                Err(SendError::Http(err)) => classify(err),
+            };
+            match self.retry_delay(attempt, &failure) {
+                Some(delay) => {
+                    tracing::debug!(messages = items.len(), attempt, error = %failure.display_chain(), "batch request failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    attempt += 1;
+                }
+                None => {
+                    tracing::debug!(messages = items.len(), error = %failure.display_chain(), "batch request failed");
+                    return all(&|| MessageOutcome::Failed(failure.duplicate()));
+                }
+            }
+        }
+    }
+
+    /// The delay before in-call retry `attempt + 1`, or `None` when the failure goes back to
+    /// the runner: retries exhausted, not temporary, or a `Retry-After` beyond
+    /// `retry.max_backoff_ms` (a delayed redelivery serves that better).
+    fn retry_delay(&self, attempt: u32, failure: &SinkError) -> Option<Duration> {
+        if attempt > self.config.retry.max_retries || failure.class() != ErrorClass::Temporary {
+            return None;
+        }
+        let delay = self.backoff.delay_random(u64::from(attempt));
+        match failure.retry_after() {
+            Some(asked) if asked > self.backoff.max => None,
+            Some(asked) => Some(delay.max(asked)),
+            None => Some(delay),
+        }
+    }
+
+    /// Asks `inquiry_url` whether `key` was committed.
+    async fn inquire(&self, template: &str, key: &str) -> Inquiry {
+        let unknown = |e: SinkError| {
+            Inquiry::Unknown(
+                SinkError::temporary(
+                    "request timed out and the inquiry could not tell whether the endpoint committed it",
+                )
+                .with_source(e),
+            )
+        };
+        let url = match Url::parse(&request::inquiry_url(template, key)) {
+            Ok(url) => url,
+            Err(e) => return unknown(SinkError::config(format!("sink.inquiry_url does not form a URL ({e})"))),
+        };
+        match self.send(Method::GET, &url, None, None, request::CONTENT_TYPE_JSON).await {
+            Ok(answer) if (200..300).contains(&answer.status) => Inquiry::Found,
+            Ok(answer) if answer.status == 404 => Inquiry::NotFound,
+            Ok(answer) => unknown(SinkError::temporary(format!("inquiry answered {}", answer.status))),
+            Err(SendError::Setup(e)) => unknown(e),
+            Err(SendError::Http(e)) => unknown(classify(e)),
+        }
+    }
+
+    /// Adds the `headers_env` headers, read from the environment now. Values are marked
+    /// sensitive and never logged.
+    fn add_env_headers(&self, headers: &mut HeaderMap) -> Result<(), SinkError> {
+        for (name, variable) in &self.env_headers {
+            let problem = match std::env::var(variable) {
+                Err(_) => "is not set",
+                Ok(v) if v.trim().is_empty() => "is empty",
+                Ok(v) if v != v.trim() => "has leading or trailing whitespace",
+                Ok(v) => match HeaderValue::from_str(&v) {
+                    Ok(mut value) if !v.chars().any(char::is_control) => {
+                        value.set_sensitive(true);
+                        headers.insert(name.clone(), value);
+                        continue;
+                    }
+                    _ => "is not a valid header value",
+                },
+            };
+            return Err(SinkError::config(format!("the environment variable of sink.headers_env.{name} {problem}")));
+        }
+        Ok(())
+    }
+
+    /// Sends one request and reads at most `max_response_bytes` of the answer's body.
+    async fn send(
+        &self,
+        method: Method,
+        url: &Url,
+        body: Option<Bytes>,
+        key: Option<&str>,
+        content_type: &'static str,
+    ) -> Result<Answer, SendError> {
+        let mut headers = self.base_headers.clone();
+        self.add_env_headers(&mut headers).map_err(SendError::Setup)?;
+        if let Some(key) = key {
+            let value = HeaderValue::from_str(&request::header_value(key)).map_err(|e| {
+                SendError::Setup(SinkError::permanent("idempotency key is not a header value").with_source(e))
+            })?;
+            headers.insert(self.key_header.clone(), value);
+        }
+        let mut builder = self.client.request(method, url.clone());
+        if let Some(body) = body {
+            headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+            builder = builder.body(body);
+        }
+        let mut response = builder.headers(headers).send().await.map_err(SendError::Http)?;
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get(RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| request::parse_retry_after(v, SystemTime::now()));
+        let mut left = usize::try_from(self.config.max_response_bytes).unwrap_or(usize::MAX);
+        while left > 0 {
+            match response.chunk().await {
+                Ok(Some(chunk)) => left = left.saturating_sub(chunk.len()),
+                Ok(None) => break,
+                Err(e) => {
+                    // The status already decided; a broken body only costs the connection.
+                    tracing::debug!(status, error = %e, "cannot read the answer body");
+                    break;
+                }
+            }
+        }
+        Ok(Answer { status, retry_after })
+    }
+}
+
+fn log_batch(outcomes: &[MessageOutcome]) {
+    let count = |f: fn(&MessageOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
+    tracing::debug!(
+        messages = outcomes.len(),
+        committed = count(|o| matches!(o, MessageOutcome::Committed)),
+        duplicates = count(|o| matches!(o, MessageOutcome::Duplicate)),
+        conflicts = count(|o| matches!(o, MessageOutcome::Conflict(_))),
+        failed = count(|o| matches!(o, MessageOutcome::Failed(_))),
+        "http batch written"
+    );
+}

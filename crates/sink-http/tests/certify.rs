@@ -1,0 +1,84 @@
+//! The HTTP sink against the sink contract (docs/sink-contract.md), one test per clause, each
+//! against a fresh in-process HTTP server.
+
+use sink_http::certify::HttpHarness;
+use sinks_core::certify::{self, assert_case};
+
+async fn case(id: &str) {
+    assert_case(&certify::run_case(&HttpHarness, id).await);
+}
+
+#[tokio::test]
+async fn c1_durable_before_success() {
+    case("C1").await;
+}
+#[tokio::test]
+async fn c2_outcomes_aligned() {
+    case("C2").await;
+}
+#[tokio::test]
+async fn c3_empty_batch() {
+    case("C3").await;
+}
+#[tokio::test]
+async fn c4_duplicate_is_harmless() {
+    case("C4").await;
+}
+#[tokio::test]
+async fn c5_conflict_is_detected() {
+    case("C5").await;
+}
+#[tokio::test]
+async fn c6_poison_is_isolated() {
+    case("C6").await;
+}
+#[tokio::test]
+async fn c7_unreachable_is_temporary() {
+    case("C7").await;
+}
+#[tokio::test]
+async fn c8_payload_edge_cases() {
+    case("C8").await;
+}
+#[tokio::test]
+async fn c9_concurrent_batches() {
+    case("C9").await;
+}
+#[tokio::test]
+async fn c10_health_check() {
+    case("C10").await;
+}
+#[tokio::test]
+async fn c11_no_secrets_or_payloads_in_logs() {
+    case("C11").await;
+}
+
+#[tokio::test]
+async fn every_clause_passes_none_skipped() {
+    let report = certify::run_all(&HttpHarness).await;
+    for case in &report.cases {
+        assert_eq!(case.outcome, certify::Outcome::Pass, "{} ({})", case.id, case.title);
+    }
+}
+
+#[tokio::test]
+async fn crash_target_is_a_valid_sink_section_that_reads_back() {
+    use sinks_core::Sink;
+    use sinks_core::certify::Harness;
+    let target = HttpHarness.crash_target().await.expect("crash target");
+    assert_eq!(target.sink_section["type"], "http");
+    let section: sinks_core::config::SinkSection =
+        serde_json::from_value(target.sink_section.clone()).expect("section");
+    let config = sink_http::HttpSinkConfig::from_section(&section).expect("valid section");
+    let sink = sink_http::HttpSink::new(config).expect("sink");
+    sink.open().await.expect("open");
+    let batch: Vec<_> =
+        (1..=5).map(|s| sinks_core::testing::envelope("CRASH", s, "crash.x", format!("{{\"s\":{s}}}"))).collect();
+    let outcomes = sink.write_batch(&batch).await.expect("outcomes");
+    assert!(outcomes.iter().all(|o| matches!(o, sinks_core::MessageOutcome::Committed)), "{outcomes:?}");
+    let mut records = target.read_back.read_all().await.expect("read back");
+    records.sort();
+    assert_eq!(records.len(), 5);
+    assert_eq!(records[0].0, "stream-sequence:CRASH:1");
+    assert_eq!(records[0].1, "{\"s\":1}");
+}

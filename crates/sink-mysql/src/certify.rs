@@ -1,0 +1,193 @@
+//! [`MySqlHarness`]: certifies the MySQL sink against `docs/sink-contract.md` on a live
+//! server (feature `certify`). Every fixture is a fresh, uniquely named table, read back with
+//! plain `SELECT`s and dropped afterwards.
+//!
+//! The server is `$NATS_SINKS_TEST_MYSQL` (`host:port`, default `127.0.0.1:3306`), database
+//! `test`, administered as `root` without a password (the machine's MariaDB). Fixtures write
+//! as a dedicated user with a generated password, so clause C11 can look for that secret in
+//! the logs. When the server cannot be reached, every live clause is skipped with the reason.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use mysql_async::prelude::Queryable;
+use mysql_async::{Conn, Opts, OptsBuilder};
+use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_core::config::SinkSection;
+use sinks_core::testing::envelope;
+use sinks_core::{Envelope, Sink};
+
+use crate::{MySqlSink, MySqlSinkConfig, quoted_table};
+
+/// Database used by the certification.
+pub const DATABASE: &str = "test";
+const CERT_USER: &str = "nats_sinks_cert";
+
+/// `(host, port)` of the test server.
+pub fn server() -> (String, u16) {
+    let addr = std::env::var("NATS_SINKS_TEST_MYSQL").unwrap_or_else(|_| "127.0.0.1:3306".into());
+    match addr.rsplit_once(':') {
+        Some((h, p)) => (h.to_owned(), p.parse().unwrap_or(3306)),
+        None => (addr, 3306),
+    }
+}
+
+fn admin_opts() -> Opts {
+    let (host, port) = server();
+    OptsBuilder::default().ip_or_hostname(host).tcp_port(port).user(Some("root")).db_name(Some(DATABASE)).into()
+}
+
+/// An administrative connection, or why there is none.
+pub async fn admin() -> Result<Conn, String> {
+    let (host, port) = server();
+    match tokio::time::timeout(std::time::Duration::from_secs(5), Conn::new(admin_opts())).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(format!("mysql at {host}:{port} is not usable: {e}")),
+        Err(_) => Err(format!("mysql at {host}:{port} did not answer within 5 s")),
+    }
+}
+
+/// A unique table name.
+pub fn unique_table(prefix: &str) -> String {
+    format!("{prefix}_{}_{:08x}", std::process::id(), rand::random::<u32>())
+}
+
+/// Harness over fresh tables of the live server.
+#[derive(Debug)]
+pub struct MySqlHarness {
+    password: String,
+}
+
+impl Default for MySqlHarness {
+    fn default() -> Self {
+        // One password per process: concurrent cases must not change it under each other.
+        static PASSWORD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+        Self { password: PASSWORD.get_or_init(|| format!("cert-{:016x}", rand::random::<u64>())).clone() }
+    }
+}
+
+/// Reads a table back; drops it when dropped.
+struct TableReadBack {
+    table: String,
+}
+
+#[async_trait]
+impl ReadBack for TableReadBack {
+    async fn read_all(&self) -> Result<Vec<Record>, String> {
+        read_table(&self.table).await
+    }
+}
+
+impl Drop for TableReadBack {
+    fn drop(&mut self) {
+        let sql = format!("DROP TABLE IF EXISTS {}", quoted_table(&self.table));
+        // Drop runs outside async code: use a short-lived runtime on its own thread.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            rt.block_on(async {
+                let mut c = admin().await.ok()?;
+                c.query_drop(sql).await.ok()?;
+                c.disconnect().await.ok()
+            })
+        })
+        .join();
+    }
+}
+
+/// Every row of `table` as `(stream-sequence key, original payload bytes)`.
+pub async fn read_table(table: &str) -> Result<Vec<Record>, String> {
+    let mut c = admin().await?;
+    let sql = format!("SELECT STREAM_NAME, STREAM_SEQUENCE, PAYLOAD_JSON FROM {}", quoted_table(table));
+    let rows: Vec<(String, u64, String)> = c.query(sql).await.map_err(|e| e.to_string())?;
+    let _ = c.disconnect().await;
+    Ok(rows
+        .into_iter()
+        .map(|(s, n, p)| (format!("stream-sequence:{s}:{n}"), Bytes::from(sinks_core::payload::decode_stored(&p))))
+        .collect())
+}
+
+fn section(value: serde_json::Value) -> SinkSection {
+    match value {
+        serde_json::Value::Object(m) => SinkSection(m),
+        _ => SinkSection(serde_json::Map::new()),
+    }
+}
+
+impl MySqlHarness {
+    async fn ensure_user(&self) -> Result<(), String> {
+        let mut c = admin().await?;
+        for sql in [
+            format!("CREATE USER IF NOT EXISTS '{CERT_USER}'@'%' IDENTIFIED BY '{}'", self.password),
+            format!("ALTER USER '{CERT_USER}'@'%' IDENTIFIED BY '{}'", self.password),
+            format!("GRANT ALL ON `{DATABASE}`.* TO '{CERT_USER}'@'%'"),
+        ] {
+            c.query_drop(sql).await.map_err(|e| format!("preparing the certification user: {e}"))?;
+        }
+        c.disconnect().await.map_err(|e| e.to_string())
+    }
+
+    fn config(&self, table: &str, extra: serde_json::Value) -> Result<MySqlSinkConfig, String> {
+        let (host, port) = server();
+        let mut v = serde_json::json!({
+            "type": "mysql", "host": host, "port": port, "database": DATABASE, "user": CERT_USER,
+            "table": table, "auto_create": true, "mode": "upsert", "conflict_policy": "keep_first",
+        });
+        if let (Some(base), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+            base.extend(e);
+        }
+        MySqlSinkConfig::from_section(&section(v)).map_err(|e| e.to_string())
+    }
+
+    async fn fixture(&self, extra: serde_json::Value) -> Result<(Fixture, String), String> {
+        self.ensure_user().await?;
+        let table = unique_table("cert");
+        let read_back = TableReadBack { table: table.clone() };
+        let sink =
+            MySqlSink::new(self.config(&table, extra)?).map_err(|e| e.to_string())?.with_password(&self.password);
+        sink.open().await.map_err(|e| e.display_chain())?;
+        Ok((Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) }, table))
+    }
+}
+
+#[async_trait]
+impl Harness for MySqlHarness {
+    fn name(&self) -> &'static str {
+        "mysql"
+    }
+
+    async fn fresh(&self) -> Result<Fixture, String> {
+        self.fixture(serde_json::json!({})).await.map(|(f, _)| f)
+    }
+
+    async fn poison(&self) -> Option<(Fixture, Envelope)> {
+        // A table whose SUBJECT column is too narrow: the server rejects a long subject
+        // with "data too long" (1406) for that row only.
+        let (fx, table) = self.fixture(serde_json::json!({})).await.ok()?;
+        let mut c = admin().await.ok()?;
+        let alter = format!("ALTER TABLE {} MODIFY `SUBJECT` varchar(24) NOT NULL", quoted_table(&table));
+        c.query_drop(alter).await.ok()?;
+        let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
+        Some((fx, envelope(sinks_core::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+    }
+
+    async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+        let config = self.config("unreachable", serde_json::json!({"port": 1, "connection_timeout": 2.0})).ok()?;
+        Some(Arc::new(MySqlSink::new(config).ok()?.with_password(&self.password)))
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        vec![self.password.clone()]
+    }
+
+    async fn crash_target(&self) -> Result<CrashTarget, String> {
+        admin().await?.disconnect().await.map_err(|e| e.to_string())?;
+        let table = unique_table("crash");
+        let (host, port) = server();
+        let sink_section = serde_json::json!({
+            "type": "mysql", "host": host, "port": port, "database": DATABASE, "user": "root",
+            "table": table, "auto_create": true, "mode": "upsert", "conflict_policy": "keep_first",
+        });
+        Ok(CrashTarget { sink_section, read_back: Box::new(TableReadBack { table }) })
+    }
+}

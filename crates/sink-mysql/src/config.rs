@@ -1,0 +1,399 @@
+//! [`MySqlSinkConfig`]: the `sink` section of a `type: mysql` configuration.
+//!
+//! Field names, values and defaults are the reference's, so a reference MySQL JSON section
+//! parses unchanged, with two deliberate differences: the password is only accepted through
+//! `password_env` (an inline `password` is refused), and `conflict_policy` is new. Every
+//! problem names its field as `sink.<field>`.
+
+use serde::{Deserialize, Serialize};
+use sinks_core::config::{ConfigError, Issues, SinkSection};
+use sinks_core::{IdempotencyStrategy, PayloadMode};
+
+use crate::sql;
+
+/// How rows are written.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteMode {
+    /// Insert new keys; an existing key is updated with `upsert_update_columns` (default).
+    #[default]
+    Upsert,
+    /// Insert new keys; an existing key is left unchanged and reported as a duplicate.
+    InsertIgnore,
+    /// Insert new keys; an existing key is reported as a duplicate (never an error).
+    Insert,
+    /// Insert every delivery as a new row; no key, so not idempotent.
+    Append,
+}
+
+/// What to do when a redelivered key arrives with different content (needs the fingerprint
+/// column, which `conflict_policy` adds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictPolicy {
+    /// Keep the stored row; the message is acknowledged and the conflict counted and logged.
+    KeepFirst,
+    /// Replace the stored row with the new content.
+    Overwrite,
+    /// Keep the stored row and send the new message to the dead-letter queue.
+    DeadLetter,
+}
+
+/// Column names of the table (reference defaults).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ColumnMapping {
+    /// JetStream stream name.
+    pub stream_name: String,
+    /// JetStream stream sequence.
+    pub stream_sequence: String,
+    /// Message subject.
+    pub subject: String,
+    /// Message id (or the payload-field key).
+    pub message_id: String,
+    /// Priority.
+    pub priority: String,
+    /// Classification.
+    pub classification: String,
+    /// Labels, `;`-separated.
+    pub labels: String,
+    /// Creation time, epoch nanoseconds.
+    pub message_created_at_epoch_ns: String,
+    /// JetStream timestamp, epoch nanoseconds.
+    pub jetstream_timestamp_epoch_ns: String,
+    /// Receive time, epoch nanoseconds.
+    pub received_at_epoch_ns: String,
+    /// Store time, epoch nanoseconds.
+    pub stored_at_epoch_ns: String,
+    /// Normalized payload (JSON).
+    pub payload: String,
+    /// Headers (JSON).
+    pub headers: String,
+    /// Standard metadata document (JSON).
+    pub metadata: String,
+    /// Mission metadata (JSON, null in this build).
+    pub mission_metadata: String,
+    /// Security labels (JSON, null in this build).
+    pub security_labels: String,
+    /// SHA-256 of the normalized payload; only written when `conflict_policy` is set.
+    pub payload_sha256: String,
+}
+
+impl Default for ColumnMapping {
+    fn default() -> Self {
+        let s = |v: &str| v.to_owned();
+        Self {
+            stream_name: s("STREAM_NAME"),
+            stream_sequence: s("STREAM_SEQUENCE"),
+            subject: s("SUBJECT"),
+            message_id: s("MESSAGE_ID"),
+            priority: s("PRIORITY"),
+            classification: s("CLASSIFICATION"),
+            labels: s("LABELS"),
+            message_created_at_epoch_ns: s("MESSAGE_CREATED_AT_EPOCH_NS"),
+            jetstream_timestamp_epoch_ns: s("JETSTREAM_TIMESTAMP_EPOCH_NS"),
+            received_at_epoch_ns: s("RECEIVED_AT_EPOCH_NS"),
+            stored_at_epoch_ns: s("STORED_AT_EPOCH_NS"),
+            payload: s("PAYLOAD_JSON"),
+            headers: s("HEADERS_JSON"),
+            metadata: s("METADATA_JSON"),
+            mission_metadata: s("MISSION_METADATA_JSON"),
+            security_labels: s("SECURITY_LABELS_JSON"),
+            payload_sha256: s("PAYLOAD_SHA256"),
+        }
+    }
+}
+
+/// How each row's key is derived, and which columns hold it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IdempotencyConfig {
+    /// `stream_sequence` (default), `message_id` or `payload_field`.
+    #[serde(default)]
+    pub strategy: IdempotencyStrategy,
+    /// Key columns; default `[STREAM_NAME, STREAM_SEQUENCE]`, or `[MESSAGE_ID]` for the
+    /// other strategies.
+    #[serde(default)]
+    pub columns: Option<Vec<String>>,
+    /// Dotted path into the normalized payload (`payload_field` strategy); the value is
+    /// stored in the message id column.
+    #[serde(default)]
+    pub payload_field: Option<String>,
+}
+
+impl Default for IdempotencyConfig {
+    fn default() -> Self {
+        Self { strategy: IdempotencyStrategy::StreamSequence, columns: None, payload_field: None }
+    }
+}
+
+impl IdempotencyConfig {
+    /// The key columns in effect.
+    pub fn key_columns(&self, columns: &ColumnMapping) -> Vec<String> {
+        match (&self.columns, self.strategy) {
+            (Some(c), _) => c.clone(),
+            (None, IdempotencyStrategy::StreamSequence) => {
+                vec![columns.stream_name.clone(), columns.stream_sequence.clone()]
+            }
+            (None, _) => vec![columns.message_id.clone()],
+        }
+    }
+}
+
+/// Route messages whose subject matches to another table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableRoute {
+    /// Subject pattern; the first matching route wins.
+    pub subject: String,
+    /// Table (or `schema.table`) for matching messages.
+    pub table: String,
+    /// Key settings for this table (default: the sink's).
+    #[serde(default)]
+    pub idempotency: Option<IdempotencyConfig>,
+    /// Update columns for this table in `upsert` mode (default: the sink's).
+    #[serde(default)]
+    pub upsert_update_columns: Option<Vec<String>>,
+}
+
+/// Settings of the MySQL sink (`sink.type = "mysql"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MySqlSinkConfig {
+    /// Server host.
+    #[serde(default = "default_host")]
+    pub host: String,
+    /// Server port.
+    #[serde(default = "default_port")]
+    pub port: u16,
+    /// Database (schema).
+    pub database: String,
+    /// User name.
+    pub user: String,
+    /// Refused: give the password through `password_env`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    /// Environment variable holding the password (unset = no password).
+    #[serde(default)]
+    pub password_env: Option<String>,
+    /// Connect timeout, seconds.
+    #[serde(default = "default_connect_timeout")]
+    pub connection_timeout: f64,
+    /// CA bundle (PEM) to verify the server; enables TLS.
+    #[serde(default)]
+    pub ssl_ca: Option<String>,
+    /// Client certificate (PEM) for mutual TLS; needs `ssl_key`.
+    #[serde(default)]
+    pub ssl_cert: Option<String>,
+    /// Client key (PEM) for mutual TLS; needs `ssl_cert`.
+    #[serde(default)]
+    pub ssl_key: Option<String>,
+    /// Check that the server certificate names `host` (default true).
+    #[serde(default = "yes")]
+    pub ssl_verify_identity: bool,
+    /// Never use TLS (cannot be combined with the other `ssl_*` fields).
+    #[serde(default)]
+    pub ssl_disabled: bool,
+    /// Default table (or `schema.table`).
+    #[serde(default = "default_table")]
+    pub table: String,
+    /// Subject routes to other tables; every routed table is written in the same transaction.
+    #[serde(default)]
+    pub table_routes: Vec<TableRoute>,
+    /// `upsert` (default), `insert_ignore`, `insert` or `append`.
+    #[serde(default)]
+    pub mode: WriteMode,
+    /// Columns an upsert updates on an existing key: null = every non-key column, `[]` = none.
+    #[serde(default)]
+    pub upsert_update_columns: Option<Vec<String>>,
+    /// Create missing tables at start-up from the column mapping and key columns.
+    #[serde(default)]
+    pub auto_create: bool,
+    /// How message bytes become the stored payload JSON.
+    #[serde(default)]
+    pub payload_mode: PayloadMode,
+    /// Legacy alias of `columns.payload`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub payload_column: Option<String>,
+    /// Legacy alias of `columns.headers`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers_column: Option<String>,
+    /// Column names.
+    #[serde(default)]
+    pub columns: ColumnMapping,
+    /// Key strategy and key columns.
+    #[serde(default)]
+    pub idempotency: IdempotencyConfig,
+    /// Opt-in conflict detection through the `payload_sha256` fingerprint column.
+    #[serde(default)]
+    pub conflict_policy: Option<ConflictPolicy>,
+    /// Accepted for compatibility (the pool has no name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool_name: Option<String>,
+    /// Connections in the pool (1–32); batches in flight use separate connections.
+    #[serde(default = "default_pool_size")]
+    pub pool_size: usize,
+}
+
+fn default_host() -> String {
+    "127.0.0.1".into()
+}
+fn default_port() -> u16 {
+    3306
+}
+fn default_connect_timeout() -> f64 {
+    10.0
+}
+fn yes() -> bool {
+    true
+}
+fn default_table() -> String {
+    "NATS_SINK_EVENTS".into()
+}
+fn default_pool_size() -> usize {
+    4
+}
+
+impl MySqlSinkConfig {
+    /// Parses and validates the `sink` section; applies the legacy column aliases.
+    pub fn from_section(section: &SinkSection) -> Result<Self, ConfigError> {
+        let mut config: Self = section.parse()?;
+        if let Some(c) = config.payload_column.take() {
+            config.columns.payload = c;
+        }
+        if let Some(c) = config.headers_column.take() {
+            config.columns.headers = c;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Every table the sink writes: the default table and each route table, once.
+    pub fn tables(&self) -> Vec<String> {
+        let mut tables = vec![self.table.clone()];
+        for r in &self.table_routes {
+            if !tables.contains(&r.table) {
+                tables.push(r.table.clone());
+            }
+        }
+        tables
+    }
+
+    /// Checks every field; problems name `sink.<field>`.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut issues = Issues::default();
+        for (path, value) in [("sink.host", &self.host), ("sink.database", &self.database), ("sink.user", &self.user)] {
+            if value.trim().is_empty() || value.chars().any(char::is_control) {
+                issues.push(path, "must be non-empty text without control characters");
+            }
+        }
+        if self.password.is_some() {
+            issues.push(
+                "sink.password",
+                "secrets are not accepted inline; set `sink.password_env` to the name of an environment variable",
+            );
+        }
+        if let Some(name) = &self.password_env {
+            let ok = !name.is_empty()
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !name.starts_with(|c: char| c.is_ascii_digit());
+            if !ok {
+                issues.push("sink.password_env", "must be the name of an environment variable");
+            }
+        }
+        if !(self.connection_timeout > 0.0 && self.connection_timeout <= 3600.0) {
+            issues.push("sink.connection_timeout", "must be in (0, 3600] seconds");
+        }
+        if self.ssl_disabled && (self.ssl_ca.is_some() || self.ssl_cert.is_some() || self.ssl_key.is_some()) {
+            issues.push("sink.ssl_disabled", "cannot be combined with ssl_ca, ssl_cert or ssl_key");
+        }
+        if self.ssl_cert.is_some() != self.ssl_key.is_some() {
+            issues.push("sink.ssl_cert", "`ssl_cert` and `ssl_key` must be given together");
+        }
+        if !(1..=32).contains(&self.pool_size) {
+            issues.push("sink.pool_size", "must be in 1..=32");
+        }
+        if self.upsert_update_columns.is_some() && self.mode != WriteMode::Upsert {
+            issues.push("sink.upsert_update_columns", "applies only when sink.mode is `upsert`");
+        }
+        if self.conflict_policy.is_some() && self.mode == WriteMode::Append {
+            issues.push("sink.conflict_policy", "needs a key: not available with mode `append`");
+        }
+        if self.idempotency.strategy == IdempotencyStrategy::PayloadField
+            && self.idempotency.payload_field.as_deref().is_none_or(|p| p.is_empty() || p.split('.').any(str::is_empty))
+        {
+            issues.push("sink.idempotency.payload_field", "a dotted path is required for the payload_field strategy");
+        }
+        if let Err((path, message)) = sql::TablePlan::validate_all(self) {
+            issues.push(&path, message);
+        }
+        for (i, route) in self.table_routes.iter().enumerate() {
+            if let Err(e) = sinks_core::subject::validate_pattern(&route.subject) {
+                issues.push(&format!("sink.table_routes[{i}].subject"), e.to_string());
+            }
+            if route.upsert_update_columns.is_some() && self.mode != WriteMode::Upsert {
+                issues.push(
+                    &format!("sink.table_routes[{i}].upsert_update_columns"),
+                    "applies only when sink.mode is `upsert`",
+                );
+            }
+        }
+        issues.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn section(v: serde_json::Value) -> SinkSection {
+        match v {
+            serde_json::Value::Object(m) => SinkSection(m),
+            _ => unreachable!(),
+        }
+    }
+
+    #[test]
+    fn reference_section_parses_unchanged() {
+        let s = section(serde_json::json!({
+            "type": "mysql", "host": "127.0.0.1", "port": 3306, "database": "nats_sinks", "user": "app_user",
+            "password_env": "ORACLE_MYSQL_PASSWORD", "table": "NATS_SINK_EVENTS", "mode": "upsert",
+            "upsert_update_columns": [], "auto_create": true, "payload_mode": "json_or_envelope",
+            "table_routes": [{"subject": "orders.priority.*", "table": "NATS_SINK_PRIORITY_EVENTS"}]
+        }));
+        let c = MySqlSinkConfig::from_section(&s).unwrap();
+        assert_eq!(c.tables(), ["NATS_SINK_EVENTS", "NATS_SINK_PRIORITY_EVENTS"]);
+        assert_eq!(c.upsert_update_columns, Some(vec![]));
+    }
+
+    #[test]
+    fn problems_name_their_fields() {
+        let cases = [
+            (serde_json::json!({"database": "d", "user": "u", "password": "x"}), "sink.password"),
+            (serde_json::json!({"database": "d", "user": "u", "table": "bad table"}), "sink.table"),
+            (
+                serde_json::json!({"database": "d", "user": "u", "mode": "insert", "upsert_update_columns": []}),
+                "sink.upsert_update_columns",
+            ),
+            (
+                serde_json::json!({"database": "d", "user": "u", "idempotency": {"columns": ["NOPE"]}}),
+                "sink.idempotency.columns",
+            ),
+            (serde_json::json!({"database": "d", "user": "u", "columns": {"subject": "a.b"}}), "sink.columns.subject"),
+            (serde_json::json!({"database": "d", "user": "u", "columns": {"subject": "PAYLOAD_JSON"}}), "sink.columns"),
+            (serde_json::json!({"database": "d", "user": "u", "pool_size": 0}), "sink.pool_size"),
+            (
+                serde_json::json!({"database": "d", "user": "u", "mode": "append", "conflict_policy": "keep_first"}),
+                "sink.conflict_policy",
+            ),
+            (serde_json::json!({"database": "d", "user": "u", "bogus": 1}), "sink.bogus"),
+            (serde_json::json!({"user": "u"}), "sink.database"),
+        ];
+        for (value, field) in cases {
+            let mut v = value;
+            v["type"] = "mysql".into();
+            let err = MySqlSinkConfig::from_section(&section(v.clone())).unwrap_err();
+            assert!(err.issues.iter().any(|i| i.path == field), "{v}: expected {field}, got {err}");
+        }
+    }
+}

@@ -1,0 +1,437 @@
+//! SQL text, built from validated identifiers only; every value is a `?` placeholder.
+//!
+//! Identifiers (tables, columns) cannot be bound, so they pass an allow-list
+//! (`[A-Za-z_][A-Za-z0-9_$]{0,63}`, tables optionally `schema.table`) and are backtick-quoted.
+//! A [`TablePlan`] holds everything needed for one table: the column list in row order, the
+//! key columns, the columns an upsert updates, and the DDL generated from that mapping.
+
+use std::fmt::Write as _;
+
+use sinks_core::IdempotencyStrategy;
+
+use crate::config::{ColumnMapping, IdempotencyConfig, MySqlSinkConfig, WriteMode};
+
+/// The logical fields of a row, in the order values are bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    StreamName,
+    StreamSequence,
+    Subject,
+    MessageId,
+    Priority,
+    Classification,
+    Labels,
+    CreatedAt,
+    JetStreamTimestamp,
+    ReceivedAt,
+    StoredAt,
+    Payload,
+    Headers,
+    Metadata,
+    MissionMetadata,
+    SecurityLabels,
+    PayloadSha256,
+}
+
+impl Field {
+    /// Every field; `PayloadSha256` only takes part with a conflict policy.
+    pub(crate) const ALL: [Self; 17] = [
+        Self::StreamName,
+        Self::StreamSequence,
+        Self::Subject,
+        Self::MessageId,
+        Self::Priority,
+        Self::Classification,
+        Self::Labels,
+        Self::CreatedAt,
+        Self::JetStreamTimestamp,
+        Self::ReceivedAt,
+        Self::StoredAt,
+        Self::Payload,
+        Self::Headers,
+        Self::Metadata,
+        Self::MissionMetadata,
+        Self::SecurityLabels,
+        Self::PayloadSha256,
+    ];
+
+    /// `(config field name, column)` of this field in `mapping`.
+    pub(crate) fn column(self, m: &ColumnMapping) -> (&'static str, &str) {
+        match self {
+            Self::StreamName => ("stream_name", &m.stream_name),
+            Self::StreamSequence => ("stream_sequence", &m.stream_sequence),
+            Self::Subject => ("subject", &m.subject),
+            Self::MessageId => ("message_id", &m.message_id),
+            Self::Priority => ("priority", &m.priority),
+            Self::Classification => ("classification", &m.classification),
+            Self::Labels => ("labels", &m.labels),
+            Self::CreatedAt => ("message_created_at_epoch_ns", &m.message_created_at_epoch_ns),
+            Self::JetStreamTimestamp => ("jetstream_timestamp_epoch_ns", &m.jetstream_timestamp_epoch_ns),
+            Self::ReceivedAt => ("received_at_epoch_ns", &m.received_at_epoch_ns),
+            Self::StoredAt => ("stored_at_epoch_ns", &m.stored_at_epoch_ns),
+            Self::Payload => ("payload", &m.payload),
+            Self::Headers => ("headers", &m.headers),
+            Self::Metadata => ("metadata", &m.metadata),
+            Self::MissionMetadata => ("mission_metadata", &m.mission_metadata),
+            Self::SecurityLabels => ("security_labels", &m.security_labels),
+            Self::PayloadSha256 => ("payload_sha256", &m.payload_sha256),
+        }
+    }
+
+    /// Column type in generated DDL; `key` columns must be indexable and not null.
+    fn ddl_type(self, key: bool) -> &'static str {
+        match (self, key) {
+            (Self::StreamName, _) => "varchar(255)",
+            (Self::StreamSequence, _) => "bigint unsigned",
+            (Self::MessageId, _) => "varchar(512)",
+            (Self::Subject | Self::Priority | Self::Classification | Self::Labels, true) => "varchar(512)",
+            (Self::Subject | Self::Priority | Self::Classification | Self::Labels, false) => "text",
+            (Self::CreatedAt | Self::JetStreamTimestamp | Self::ReceivedAt | Self::StoredAt, _) => "bigint",
+            (Self::Payload | Self::Headers | Self::Metadata | Self::MissionMetadata | Self::SecurityLabels, _) => {
+                "json"
+            }
+            (Self::PayloadSha256, _) => "char(64)",
+        }
+    }
+
+    fn not_null(self) -> bool {
+        matches!(self, Self::StreamName | Self::StreamSequence | Self::Subject | Self::ReceivedAt | Self::StoredAt)
+    }
+}
+
+/// Checks an identifier, optionally `schema.table` when `qualified`.
+pub(crate) fn valid_identifier(name: &str, qualified: bool) -> bool {
+    let part_ok = |p: &str| {
+        let mut chars = p.chars();
+        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+            && p.len() <= 64
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+    };
+    let parts: Vec<&str> = name.split('.').collect();
+    match parts.as_slice() {
+        [one] => part_ok(one),
+        [schema, table] if qualified => part_ok(schema) && part_ok(table),
+        _ => false,
+    }
+}
+
+/// Backtick-quotes a validated identifier (each part of `schema.table`).
+pub(crate) fn quote(name: &str) -> String {
+    name.split('.').map(|p| format!("`{p}`")).collect::<Vec<_>>().join(".")
+}
+
+/// What an insert does when the key already exists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnDuplicate {
+    /// Plain insert: a duplicate key is an error (1062).
+    Fail,
+    /// `ON DUPLICATE KEY UPDATE k = k`: a no-op that, unlike `INSERT IGNORE`, still reports
+    /// data errors instead of truncating values.
+    Keep,
+    /// `ON DUPLICATE KEY UPDATE c = VALUES(c)` for the plan's update columns.
+    Update,
+}
+
+/// Everything about writing one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TablePlan {
+    /// Table name as configured.
+    pub(crate) table: String,
+    /// Fields bound per row, in order.
+    pub(crate) fields: Vec<Field>,
+    /// Column names, parallel to `fields`.
+    pub(crate) columns: Vec<String>,
+    /// Key columns (indexes into `fields`); empty for `append`.
+    pub(crate) key: Vec<usize>,
+    /// Columns an upsert updates (indexes into `fields`).
+    pub(crate) update: Vec<usize>,
+    /// Index of the fingerprint column, when conflicts are detected.
+    pub(crate) fingerprint: Option<usize>,
+    /// Key strategy.
+    pub(crate) idempotency: IdempotencyConfig,
+}
+
+impl TablePlan {
+    /// Builds the plan of `table` with the given key and update settings.
+    pub(crate) fn new(
+        config: &MySqlSinkConfig,
+        table: &str,
+        idempotency: &IdempotencyConfig,
+        update_columns: Option<&[String]>,
+    ) -> Result<Self, (String, String)> {
+        if !valid_identifier(table, true) {
+            return Err(("sink.table".into(), format!("`{table}` is not a valid table name (table or schema.table)")));
+        }
+        let with_fp = config.conflict_policy.is_some();
+        let fields: Vec<Field> = Field::ALL.iter().copied().filter(|f| with_fp || *f != Field::PayloadSha256).collect();
+        let mut columns = Vec::new();
+        for f in &fields {
+            let (name, column) = f.column(&config.columns);
+            if !valid_identifier(column, false) {
+                return Err((format!("sink.columns.{name}"), format!("`{column}` is not a valid column name")));
+            }
+            if columns.iter().any(|c: &String| c.eq_ignore_ascii_case(column)) {
+                return Err(("sink.columns".into(), format!("column `{column}` is mapped twice")));
+            }
+            columns.push(column.to_owned());
+        }
+        let index_of = |name: &str| columns.iter().position(|c| c.eq_ignore_ascii_case(name));
+        let key = if config.mode == WriteMode::Append {
+            Vec::new()
+        } else {
+            let mut key = Vec::new();
+            for k in idempotency.key_columns(&config.columns) {
+                match index_of(&k) {
+                    Some(i) if !key.contains(&i) => key.push(i),
+                    Some(_) => return Err(("sink.idempotency.columns".into(), format!("`{k}` is listed twice"))),
+                    None => {
+                        return Err(("sink.idempotency.columns".into(), format!("`{k}` is not a mapped column")));
+                    }
+                }
+            }
+            if key.is_empty() {
+                return Err(("sink.idempotency.columns".into(), "at least one key column is required".into()));
+            }
+            key
+        };
+        let update = match update_columns {
+            None => (0..fields.len()).filter(|i| !key.contains(i)).collect(),
+            Some(list) => {
+                let mut update = Vec::new();
+                for c in list {
+                    match index_of(c) {
+                        Some(i) if key.contains(&i) => {
+                            return Err((
+                                "sink.upsert_update_columns".into(),
+                                format!("`{c}` is a key column and cannot be updated"),
+                            ));
+                        }
+                        Some(i) if !update.contains(&i) => update.push(i),
+                        Some(_) => return Err(("sink.upsert_update_columns".into(), format!("`{c}` is listed twice"))),
+                        None => {
+                            return Err(("sink.upsert_update_columns".into(), format!("`{c}` is not a mapped column")));
+                        }
+                    }
+                }
+                update
+            }
+        };
+        let fingerprint = fields.iter().position(|f| *f == Field::PayloadSha256);
+        Ok(Self {
+            table: table.to_owned(),
+            fields,
+            columns,
+            key,
+            update,
+            fingerprint,
+            idempotency: idempotency.clone(),
+        })
+    }
+
+    /// Plans for the default table and every route (routes sharing a table must agree).
+    pub(crate) fn all(config: &MySqlSinkConfig) -> Result<Vec<Self>, (String, String)> {
+        let mut plans =
+            vec![Self::new(config, &config.table, &config.idempotency, config.upsert_update_columns.as_deref())?];
+        for (i, r) in config.table_routes.iter().enumerate() {
+            let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
+            let update = r.upsert_update_columns.as_deref().or(config.upsert_update_columns.as_deref());
+            let plan = Self::new(config, &r.table, idem, update).map_err(|(path, m)| match path.as_str() {
+                "sink.table" => (format!("sink.table_routes[{i}].table"), m),
+                "sink.idempotency.columns" if r.idempotency.is_some() => {
+                    (format!("sink.table_routes[{i}].idempotency.columns"), m)
+                }
+                "sink.upsert_update_columns" if r.upsert_update_columns.is_some() => {
+                    (format!("sink.table_routes[{i}].upsert_update_columns"), m)
+                }
+                _ => (path, m),
+            })?;
+            match plans.iter().find(|p| p.table == plan.table) {
+                Some(existing) if *existing != plan => {
+                    return Err((
+                        format!("sink.table_routes[{i}]"),
+                        format!("table `{}` is used with a different key or update policy elsewhere", r.table),
+                    ));
+                }
+                Some(_) => {}
+                None => plans.push(plan),
+            }
+        }
+        Ok(plans)
+    }
+
+    /// Validation entry point for the config.
+    pub(crate) fn validate_all(config: &MySqlSinkConfig) -> Result<(), (String, String)> {
+        if config.idempotency.strategy == IdempotencyStrategy::PayloadField
+            && config.idempotency.payload_field.is_none()
+        {
+            return Ok(()); // reported by the config itself
+        }
+        Self::all(config).map(drop)
+    }
+
+    /// `INSERT INTO t (cols) VALUES (?, …), … [ON DUPLICATE KEY UPDATE …]` for `rows` rows.
+    pub(crate) fn insert(&self, rows: usize, on_duplicate: OnDuplicate) -> String {
+        let cols: Vec<String> = self.columns.iter().map(|c| quote(c)).collect();
+        let one = format!("({})", vec!["?"; cols.len()].join(", "));
+        let mut sql =
+            format!("INSERT INTO {} ({}) VALUES {}", quote(&self.table), cols.join(", "), vec![one; rows].join(", "));
+        let keep = || {
+            let k = quote(&self.columns[self.key[0]]);
+            format!(" ON DUPLICATE KEY UPDATE {k} = {k}")
+        };
+        match on_duplicate {
+            OnDuplicate::Fail => {}
+            OnDuplicate::Keep => sql.push_str(&keep()),
+            OnDuplicate::Update if self.update.is_empty() => sql.push_str(&keep()),
+            OnDuplicate::Update => {
+                let sets: Vec<String> =
+                    self.update.iter().map(|i| format!("{0} = VALUES({0})", quote(&self.columns[*i]))).collect();
+                let _ = write!(sql, " ON DUPLICATE KEY UPDATE {}", sets.join(", "));
+            }
+        }
+        sql
+    }
+
+    /// `SELECT key cols[, fingerprint] FROM t WHERE (keys) IN (…) FOR UPDATE` for `rows` keys.
+    pub(crate) fn select_existing(&self, rows: usize) -> String {
+        let keys: Vec<String> = self.key.iter().map(|i| quote(&self.columns[*i])).collect();
+        let mut select = keys.clone();
+        if let Some(fp) = self.fingerprint {
+            select.push(quote(&self.columns[fp]));
+        }
+        let tuple = if keys.len() == 1 { "?".to_owned() } else { format!("({})", vec!["?"; keys.len()].join(", ")) };
+        let lhs = if keys.len() == 1 { keys[0].clone() } else { format!("({})", keys.join(", ")) };
+        format!(
+            "SELECT {} FROM {} WHERE {lhs} IN ({}) FOR UPDATE",
+            select.join(", "),
+            quote(&self.table),
+            vec![tuple; rows].join(", ")
+        )
+    }
+
+    /// `SELECT 1 FROM t LIMIT 0`: proves the table exists and is readable.
+    pub(crate) fn probe(&self) -> String {
+        format!("SELECT 1 FROM {} LIMIT 0", quote(&self.table))
+    }
+
+    /// `CREATE TABLE IF NOT EXISTS` from the mapping and key columns (binary collation, so
+    /// keys that differ only in case or accents stay distinct).
+    pub(crate) fn ddl(&self) -> String {
+        let mut lines: Vec<String> = self
+            .fields
+            .iter()
+            .zip(&self.columns)
+            .enumerate()
+            .map(|(i, (f, c))| {
+                let key = self.key.contains(&i);
+                let null = if key || f.not_null() { " NOT NULL" } else { "" };
+                format!("  {} {}{null}", quote(c), f.ddl_type(key))
+            })
+            .collect();
+        if !self.key.is_empty() {
+            let keys: Vec<String> = self.key.iter().map(|i| quote(&self.columns[*i])).collect();
+            lines.push(format!("  PRIMARY KEY ({})", keys.join(", ")));
+        }
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (\n{}\n) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
+            quote(&self.table),
+            lines.join(",\n")
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(extra: serde_json::Value) -> MySqlSinkConfig {
+        let mut v = serde_json::json!({"type": "mysql", "database": "d", "user": "u"});
+        if let (Some(base), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+            base.extend(e);
+        }
+        let serde_json::Value::Object(m) = v else { unreachable!() };
+        MySqlSinkConfig::from_section(&sinks_core::config::SinkSection(m)).unwrap()
+    }
+
+    #[test]
+    fn identifiers_are_allow_listed() {
+        for (name, qualified, ok) in [
+            ("EVENTS", false, true),
+            ("db.EVENTS", true, true),
+            ("db.EVENTS", false, false),
+            ("a.b.c", true, false),
+            ("1abc", false, false),
+            ("ev`ents", false, false),
+            ("ev ents", false, false),
+            ("_x$1", false, true),
+            ("", false, false),
+        ] {
+            assert_eq!(valid_identifier(name, qualified), ok, "{name}");
+        }
+    }
+
+    #[test]
+    fn upsert_statement() {
+        let plan =
+            TablePlan::all(&config(serde_json::json!({"upsert_update_columns": ["PAYLOAD_JSON"]}))).unwrap().remove(0);
+        let sql = plan.insert(2, OnDuplicate::Update);
+        assert!(sql.starts_with("INSERT INTO `NATS_SINK_EVENTS` (`STREAM_NAME`, `STREAM_SEQUENCE`, `SUBJECT`,"));
+        assert_eq!(sql.matches('?').count(), 32, "16 columns × 2 rows");
+        assert!(sql.ends_with(" ON DUPLICATE KEY UPDATE `PAYLOAD_JSON` = VALUES(`PAYLOAD_JSON`)"), "{sql}");
+        let keep = TablePlan::all(&config(serde_json::json!({"upsert_update_columns": []}))).unwrap().remove(0);
+        assert!(
+            keep.insert(1, OnDuplicate::Update).ends_with(" ON DUPLICATE KEY UPDATE `STREAM_NAME` = `STREAM_NAME`")
+        );
+        assert!(!keep.insert(1, OnDuplicate::Fail).contains("DUPLICATE"));
+    }
+
+    #[test]
+    fn select_existing_statement() {
+        let plan = TablePlan::all(&config(serde_json::json!({"conflict_policy": "keep_first"}))).unwrap().remove(0);
+        assert_eq!(
+            plan.select_existing(2),
+            "SELECT `STREAM_NAME`, `STREAM_SEQUENCE`, `PAYLOAD_SHA256` FROM `NATS_SINK_EVENTS` WHERE (`STREAM_NAME`, `STREAM_SEQUENCE`) IN ((?, ?), (?, ?)) FOR UPDATE"
+        );
+        let by_id =
+            TablePlan::all(&config(serde_json::json!({"idempotency": {"strategy": "message_id"}}))).unwrap().remove(0);
+        assert_eq!(
+            by_id.select_existing(3),
+            "SELECT `MESSAGE_ID` FROM `NATS_SINK_EVENTS` WHERE `MESSAGE_ID` IN (?, ?, ?) FOR UPDATE"
+        );
+    }
+
+    #[test]
+    fn ddl_follows_the_mapping_and_keys() {
+        let plan = TablePlan::all(&config(serde_json::json!({
+            "table": "app.EVENTS",
+            "columns": {"payload": "BODY"},
+            "idempotency": {"strategy": "message_id"},
+            "conflict_policy": "keep_first",
+        })))
+        .unwrap()
+        .remove(0);
+        let ddl = plan.ddl();
+        assert!(ddl.starts_with("CREATE TABLE IF NOT EXISTS `app`.`EVENTS` ("), "{ddl}");
+        assert!(ddl.contains("  `BODY` json,"));
+        assert!(ddl.contains("  `MESSAGE_ID` varchar(512) NOT NULL,"));
+        assert!(ddl.contains("  `PAYLOAD_SHA256` char(64),"));
+        assert!(ddl.contains("  PRIMARY KEY (`MESSAGE_ID`)"));
+        assert!(ddl.ends_with("COLLATE=utf8mb4_bin"));
+    }
+
+    #[test]
+    fn routes_sharing_a_table_must_agree() {
+        let parse = |v: serde_json::Value| {
+            let serde_json::Value::Object(m) = v else { unreachable!() };
+            sinks_core::config::SinkSection(m).parse::<MySqlSinkConfig>().unwrap()
+        };
+        let err = TablePlan::all(&parse(serde_json::json!({
+            "database": "d", "user": "u",
+            "table_routes": [
+                {"subject": "a.*", "table": "T2"},
+                {"subject": "b.*", "table": "T2", "idempotency": {"strategy": "message_id"}},
+            ]
+        })));
+        assert_eq!(err.unwrap_err().0, "sink.table_routes[1]");
+    }
+}
