@@ -26,26 +26,39 @@ use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
-    /// Messages in the stream.
+    /// Messages in the stream of the core and MySQL suites.
     #[arg(long, default_value_t = 100_000)]
     messages: usize,
+    /// Messages in the stream of the HTTP suite.
+    #[arg(long, default_value_t = 20_000)]
+    http_messages: usize,
     /// `delivery.batch_size`.
     #[arg(long, default_value_t = 500)]
     batch: usize,
     /// `delivery.max_in_flight_batches` (the reference validates and ignores it).
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
-    /// Also measure the Python reference (pip-installs nats-sinks==0.4.3).
+    /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`.
+    #[arg(long, default_value = "core,mysql,http")]
+    suite: String,
+    /// Also measure the Python reference (pip-installs nats-sinks[mysql]==0.4.3).
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`); the raw ceiling always runs.
+    /// `file-nofsync`, `file-fsync`, `mysql`, `http`); the ceilings always run.
     #[arg(long)]
     only: Option<String>,
 }
 
-const STREAM: &str = "BENCH";
 const CONSUMER: &str = "bench";
+
+/// A stream of benchmark messages.
+#[derive(Debug, Clone, Copy)]
+struct Stream {
+    name: &'static str,
+    subject_root: &'static str,
+    total: usize,
+}
 
 /// What one contender achieved.
 #[derive(Debug, Clone)]
@@ -105,15 +118,33 @@ fn clock_ticks() -> u64 {
         .unwrap_or(100)
 }
 
-async fn reset(js: &Js, out: &Path) -> Result<()> {
-    let stream = js.get_stream(STREAM).await?;
-    let _ = stream.delete_consumer(CONSUMER).await;
-    if out.exists() {
-        // Move the previous contender's files aside instead of deleting them: deleting 100,000
-        // files makes this machine's disk busy (discards) while the next contender runs.
-        static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let aside = out.with_file_name(format!("done-{}", RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
-        std::fs::rename(out, aside)?;
+/// How a destination is emptied between contenders.
+enum Reset<'a> {
+    /// Nothing to empty.
+    None,
+    /// Move the output directory aside (deleting 100,000 files makes this machine's disk busy
+    /// with discards while the next contender runs).
+    Dir(&'a Path),
+    /// Drop the table.
+    Table(&'a str),
+}
+
+async fn reset(js: &Js, stream: Stream, destination: &Reset<'_>) -> Result<()> {
+    let s = js.get_stream(stream.name).await?;
+    let _ = s.delete_consumer(CONSUMER).await;
+    match destination {
+        Reset::None => {}
+        Reset::Dir(out) if out.exists() => {
+            static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+            let aside = out.with_file_name(format!("done-{}", RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)));
+            std::fs::rename(out, aside)?;
+        }
+        Reset::Dir(_) => {}
+        Reset::Table(table) => {
+            let mut c = sink_mysql::certify::admin().await.map_err(anyhow::Error::msg)?;
+            mysql_async::prelude::Queryable::query_drop(&mut c, format!("DROP TABLE IF EXISTS `{table}`")).await?;
+            c.disconnect().await?;
+        }
     }
     // Start every contender with no dirty pages left over from the previous one.
     Command::new("sync").status()?;
@@ -121,25 +152,37 @@ async fn reset(js: &Js, out: &Path) -> Result<()> {
     Ok(())
 }
 
-async fn settled(js: &Js, total: u64) -> bool {
-    let Ok(stream) = js.get_stream(STREAM).await else { return false };
-    match stream.consumer_info(CONSUMER).await {
-        Ok(i) => i.ack_floor.stream_sequence >= total && i.num_pending == 0 && i.num_ack_pending == 0,
+async fn settled(js: &Js, stream: Stream) -> bool {
+    let Ok(s) = js.get_stream(stream.name).await else { return false };
+    match s.consumer_info(CONSUMER).await {
+        Ok(i) => i.ack_floor.stream_sequence >= stream.total as u64 && i.num_pending == 0 && i.num_ack_pending == 0,
         Err(_) => false,
     }
 }
 
-/// Spawns `command`, measures until every message is acked, then stops it.
+fn report_line(m: &Measurement) {
+    eprintln!(
+        "{}: {:.0} msgs/s, wall {:.2} s, first ack {} ms, peak RSS {:.1} MiB, CPU {:.1} µs/msg",
+        m.name,
+        m.rate(),
+        m.wall.as_secs_f64(),
+        m.first_ack.as_millis(),
+        m.peak_rss_kib as f64 / 1024.0,
+        m.cpu.as_secs_f64() * 1e6 / m.messages as f64
+    );
+}
+
+/// Spawns `command`, measures until every message of `stream` is acked, then stops it.
 async fn measure(
     name: &str,
     mut command: Command,
     js: &Js,
-    out: &Path,
-    total: usize,
+    stream: Stream,
+    destination: &Reset<'_>,
     log: &Path,
 ) -> Result<Measurement> {
-    reset(js, out).await?;
-    let mut acks = js.client().subscribe(format!("$JS.ACK.{STREAM}.{CONSUMER}.>")).await?;
+    reset(js, stream, destination).await?;
+    let mut acks = js.client().subscribe(format!("$JS.ACK.{}.{CONSUMER}.>", stream.name)).await?;
     js.client().flush().await?;
     let start = Instant::now();
     let mut child = command
@@ -156,9 +199,9 @@ async fn measure(
         bail!("{name}: no ack within 120 s; log {}", log.display());
     }
     let deadline = Instant::now() + Duration::from_secs(1800);
-    while !settled(js, total as u64).await {
+    while !settled(js, stream).await {
         if let Some(status) = child.try_wait()? {
-            if !settled(js, total as u64).await {
+            if !settled(js, stream).await {
                 bail!("{name} exited early ({status}); log {}", log.display());
             }
             break;
@@ -173,23 +216,16 @@ async fn measure(
     let (peak_rss_kib, cpu) = proc_stats(pid);
     let _ = Command::new("kill").args(["-TERM", &pid.to_string()]).status();
     let _ = child.wait();
-    let m = Measurement { name: name.to_owned(), wall, first_ack, peak_rss_kib, cpu, messages: total };
-    eprintln!(
-        "{name}: {:.0} msgs/s, wall {:.2} s, first ack {} ms, peak RSS {:.1} MiB, CPU {:.1} µs/msg",
-        m.rate(),
-        m.wall.as_secs_f64(),
-        m.first_ack.as_millis(),
-        m.peak_rss_kib as f64 / 1024.0,
-        m.cpu.as_secs_f64() * 1e6 / total as f64
-    );
+    let m = Measurement { name: name.to_owned(), wall, first_ack, peak_rss_kib, cpu, messages: stream.total };
+    report_line(&m);
     Ok(m)
 }
 
-fn config(url: &str, batch: usize, in_flight: usize, sink: serde_json::Value) -> serde_json::Value {
+fn config(url: &str, stream: Stream, args: &Args, sink: serde_json::Value) -> serde_json::Value {
     // Only fields the Python reference also accepts: the same file runs under both.
     json!({
-        "nats": {"url": url, "stream": STREAM, "consumer": CONSUMER, "subject": "bench.>"},
-        "delivery": {"batch_size": batch, "batch_timeout_ms": 100, "max_in_flight_batches": in_flight},
+        "nats": {"url": url, "stream": stream.name, "consumer": CONSUMER, "subject": format!("{}.>", stream.subject_root)},
+        "delivery": {"batch_size": args.batch, "batch_timeout_ms": 100, "max_in_flight_batches": args.in_flight},
         "logging": {"level": "WARNING"},
         "sink": sink,
     })
@@ -203,16 +239,18 @@ fn write(path: &Path, value: &serde_json::Value) -> Result<PathBuf> {
 fn reference_venv(root: &Path) -> Result<PathBuf> {
     let venv = root.join("target/bench/venv");
     let bin = venv.join("bin/nats-sink");
-    if !bin.exists() {
-        eprintln!("installing the Python reference (nats-sinks==0.4.3) into {}", venv.display());
+    let stamp = venv.join(".installed-mysql");
+    if !bin.exists() || !stamp.exists() {
+        eprintln!("installing the Python reference (nats-sinks[mysql]==0.4.3) into {}", venv.display());
         let ok = Command::new("python3").args(["-m", "venv"]).arg(&venv).status()?.success()
             && Command::new(venv.join("bin/python"))
-                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "nats-sinks==0.4.3"])
+                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "nats-sinks[mysql]==0.4.3"])
                 .status()?
                 .success();
         if !ok {
-            bail!("installing nats-sinks==0.4.3 failed");
+            bail!("installing nats-sinks[mysql]==0.4.3 failed");
         }
+        std::fs::write(stamp, "")?;
     }
     Ok(bin)
 }
@@ -234,64 +272,153 @@ fn machine() -> String {
     format!("{cores} cores ({cpu}), {:.0} GiB RAM, Linux {}", mem as f64 / 1024.0 / 1024.0, kernel.trim())
 }
 
+async fn publish_stream(js: &Js, stream: Stream) {
+    stream_with_subjects(js, stream.name, &[&format!("{}.>", stream.subject_root)]).await;
+    let msgs = (0..stream.total)
+        .map(|i| {
+            let mut h = HeaderMap::new();
+            h.insert("Nats-Msg-Id", format!("bench-{i}").as_str());
+            (format!("{}.orders.k{}", stream.subject_root, i % 8), h, payload(i))
+        })
+        .collect();
+    js_publish_all(js, msgs).await;
+}
+
+/// Paths of the programs a run needs.
+struct Programs {
+    nats_sink: PathBuf,
+    raw_consume: PathBuf,
+    raw_mysql: PathBuf,
+    http_endpoint: PathBuf,
+    reference: Option<PathBuf>,
+}
+
+const MYSQL_BENCH_USER: &str = "nats_sinks_bench";
+const MYSQL_PASSWORD_ENV: &str = "NATS_SINKS_BENCH_MYSQL_PASSWORD";
+const MYSQL_TABLE: &str = "NATS_SINKS_BENCH";
+
+async fn mysql_bench_user(password: &str) -> Result<()> {
+    let mut c = sink_mysql::certify::admin().await.map_err(anyhow::Error::msg)?;
+    for sql in [
+        format!("CREATE USER IF NOT EXISTS '{MYSQL_BENCH_USER}'@'%' IDENTIFIED BY '{password}'"),
+        format!("ALTER USER '{MYSQL_BENCH_USER}'@'%' IDENTIFIED BY '{password}'"),
+        format!("GRANT ALL ON `test`.* TO '{MYSQL_BENCH_USER}'@'%'"),
+    ] {
+        mysql_async::prelude::Queryable::query_drop(&mut c, sql).await?;
+    }
+    c.disconnect().await?;
+    Ok(())
+}
+
 pub(crate) fn run(args: Args) -> Result<()> {
     let root = sinks_testkit::workspace_root();
+    let suites: Vec<&str> = args.suite.split(',').map(str::trim).collect();
     crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
-    crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bin", "raw_consume"], &[])?;
-    let nats_sink = root.join("target/release/nats-sink");
-    let raw = root.join("target/release/raw_consume");
-    let reference = if args.reference { Some(reference_venv(&root)?) } else { None };
+    crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bins"], &[])?;
+    crate::cargo(
+        &["build", "--release", "--quiet", "-p", "sink-http", "--features", "certify", "--example", "http_test_server"],
+        &[],
+    )?;
+    let release = root.join("target/release");
+    let programs = Programs {
+        nats_sink: release.join("nats-sink"),
+        raw_consume: release.join("raw_consume"),
+        raw_mysql: release.join("raw_mysql"),
+        http_endpoint: release.join("examples/http_test_server"),
+        reference: if args.reference { Some(reference_venv(&root)?) } else { None },
+    };
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
-    // File output goes to the system temp directory: on this machine kind, file creation in a
-    // long-used build tree is measurably slower than in a fresh one, which is noise here.
-    let scratch = tempfile::tempdir()?;
-    let out = scratch.path().join("out");
     let rt = tokio::runtime::Runtime::new()?;
     let results = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
-        stream_with_subjects(&js, STREAM, &["bench.>"]).await;
-        let msgs = (0..args.messages)
-            .map(|i| {
-                let mut h = HeaderMap::new();
-                h.insert("Nats-Msg-Id", format!("bench-{i}").as_str());
-                (format!("bench.orders.k{}", i % 8), h, payload(i))
-            })
-            .collect();
-        js_publish_all(&js, msgs).await;
         let url = server.url();
-        let n = args.messages;
         let mut results = Vec::new();
+        let wanted = |id: &str| args.only.as_deref().is_none_or(|o| id.contains(o));
         let log = |name: &str| work.join(format!("{name}.log"));
-
-        let mut raw_cmd = Command::new(&raw);
-        raw_cmd.args([&url, STREAM, CONSUMER, &n.to_string(), &args.batch.to_string()]);
-        results.push(measure("raw async-nats consume + ack", raw_cmd, &js, &out, n, &log("raw")).await?);
-
-        let variants: [(&str, &str, serde_json::Value); 3] = [
-            ("blackhole", "nats-sink, blackhole sink", json!({"type": "blackhole"})),
-            (
-                "file-nofsync",
-                "nats-sink, file sink, fsync off",
-                json!({"type": "file", "directory": out, "fsync": false}),
-            ),
-            ("file-fsync", "nats-sink, file sink, fsync on", json!({"type": "file", "directory": out, "fsync": true})),
-        ];
-        for (id, name, sink) in &variants {
-            if args.only.as_deref().is_some_and(|o| !id.contains(o)) {
-                continue;
+        // Runs nats-sink, then (with --reference) the Python reference, on one config file.
+        macro_rules! pair {
+            ($id:expr, $name:expr, $stream:expr, $sink:expr, $reset:expr, $envs:expr) => {{
+                let path = write(&work.join(format!("{}.json", $id)), &config(&url, $stream, &args, $sink))?;
+                let mut cmd = Command::new(&programs.nats_sink);
+                cmd.arg("run").arg(&path).envs($envs);
+                results.push(measure($name, cmd, &js, $stream, $reset, &log($id)).await?);
+                if let Some(py) = &programs.reference {
+                    let mut cmd = Command::new(py);
+                    cmd.arg("run").arg(&path).envs($envs);
+                    let name = $name.replace("nats-sink", "Python reference 0.4.3");
+                    results.push(measure(&name, cmd, &js, $stream, $reset, &log(&format!("reference-{}", $id))).await?);
+                }
+            }};
+        }
+        let no_env: [(&str, &str); 0] = [];
+        if suites.contains(&"core") || suites.contains(&"mysql") {
+            let stream = Stream { name: "BENCH", subject_root: "bench", total: args.messages };
+            publish_stream(&js, stream).await;
+            if suites.contains(&"core") {
+                let mut raw = Command::new(&programs.raw_consume);
+                raw.args([&url, stream.name, CONSUMER, &stream.total.to_string(), &args.batch.to_string()]);
+                results.push(measure("raw async-nats consume + ack", raw, &js, stream, &Reset::None, &log("raw")).await?);
+                if wanted("blackhole") {
+                    let path = write(&work.join("blackhole.json"), &config(&url, stream, &args, json!({"type": "blackhole"})))?;
+                    let mut cmd = Command::new(&programs.nats_sink);
+                    cmd.arg("run").arg(&path);
+                    results.push(measure("nats-sink, blackhole sink", cmd, &js, stream, &Reset::None, &log("blackhole")).await?);
+                }
+                // File output goes to the system temp directory: on this machine kind, file
+                // creation in a long-used build tree is measurably slower than in a fresh one.
+                let scratch = tempfile::tempdir()?;
+                let out = scratch.path().join("out");
+                for (id, fsync) in [("file-nofsync", false), ("file-fsync", true)] {
+                    if wanted(id) {
+                        let name = format!("nats-sink, file sink, fsync {}", if fsync { "on" } else { "off" });
+                        let sink = json!({"type": "file", "directory": out, "fsync": fsync});
+                        pair!(id, &name, stream, sink, &Reset::Dir(&out), no_env);
+                    }
+                }
             }
-            let path =
-                write(&work.join(format!("{id}.json")), &config(&url, args.batch, args.in_flight, sink.clone()))?;
-            let mut cmd = Command::new(&nats_sink);
-            cmd.arg("run").arg(&path);
-            results.push(measure(name, cmd, &js, &out, n, &log(id)).await?);
-            if let (Some(py), true) = (&reference, id.starts_with("file")) {
-                let mut cmd = Command::new(py);
+            if suites.contains(&"mysql") && wanted("mysql") {
+                let password = format!("bench-{:016x}", rand::random::<u64>());
+                mysql_bench_user(&password).await?;
+                let (host, port) = sink_mysql::certify::server();
+                let mut raw = Command::new(&programs.raw_mysql);
+                raw.args([&url, stream.name, CONSUMER, &stream.total.to_string(), &args.batch.to_string()])
+                    .args([&port.to_string(), MYSQL_BENCH_USER, &password, MYSQL_TABLE]);
+                let name = "raw JetStream → multi-row upsert loop (no framework)";
+                results.push(measure(name, raw, &js, stream, &Reset::Table(MYSQL_TABLE), &log("raw-mysql")).await?);
+                let sink = json!({"type": "mysql", "host": host, "port": port, "database": "test", "user": MYSQL_BENCH_USER,
+                                  "password_env": MYSQL_PASSWORD_ENV, "table": MYSQL_TABLE, "mode": "upsert", "auto_create": true});
+                let envs = [(MYSQL_PASSWORD_ENV, password.as_str())];
+                pair!("mysql", "nats-sink, mysql sink, upsert", stream, sink, &Reset::Table(MYSQL_TABLE), envs);
+            }
+        }
+        if suites.contains(&"http") && wanted("http") {
+            let stream = Stream { name: "BENCHHTTP", subject_root: "benchhttp", total: args.http_messages };
+            publish_stream(&js, stream).await;
+            let port = sinks_testkit::free_port();
+            let sink = json!({"type": "http", "url": format!("http://127.0.0.1:{port}{}", sink_http::certify::INGEST_PATH),
+                              "allow_http_for_local_testing": true});
+            let path = write(&work.join("http.json"), &config(&url, stream, &args, sink))?;
+            let mut contenders = vec![("http", "nats-sink, http sink".to_owned(), programs.nats_sink.clone())];
+            if let Some(py) = &programs.reference {
+                contenders.push(("reference-http", "Python reference 0.4.3, http sink".to_owned(), py.clone()));
+            }
+            for (id, name, program) in contenders {
+                // A fresh endpoint per contender: a second run's keys would all be duplicates.
+                let mut endpoint = Command::new(&programs.http_endpoint)
+                    .args(["--port", &port.to_string()])
+                    .stdout(Stdio::null())
+                    .spawn()?;
+                while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                let mut cmd = Command::new(program);
                 cmd.arg("run").arg(&path);
-                let name = name.replace("nats-sink", "Python reference 0.4.3");
-                results.push(measure(&name, cmd, &js, &out, n, &log(&format!("reference-{id}"))).await?);
+                let measured = measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await;
+                let _ = endpoint.kill();
+                let _ = endpoint.wait();
+                results.push(measured?);
             }
         }
         drop(server);
@@ -307,9 +434,10 @@ pub(crate) fn run(args: Args) -> Result<()> {
 fn render(args: &Args, results: &[Measurement]) -> String {
     let find = |prefix: &str| results.iter().find(|m| m.name.starts_with(prefix));
     let mut md = format!(
-        "# Benchmark\n\nMachine: {}. {} messages of 256-byte JSON with `Nats-Msg-Id`, batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, release build.\n\n",
+        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11 on loopback, release build.\n\n",
         machine(),
         args.messages,
+        args.http_messages,
         args.batch,
         args.in_flight
     );
@@ -328,23 +456,30 @@ fn render(args: &Args, results: &[Measurement]) -> String {
         ));
     }
     md.push_str("\n| ratio | measured | target |\n|---|---:|---:|\n");
-    let ratio = |a: Option<&Measurement>, b: Option<&Measurement>| a.zip(b).map(|(a, b)| a.rate() / b.rate());
+    let ratio = |a: &str, b: &str| find(a).zip(find(b)).map(|(a, b)| a.rate() / b.rate());
+    let reference = "Python reference 0.4.3";
     let rows = [
-        ("blackhole / raw ceiling", ratio(find("nats-sink, blackhole"), find("raw")), "≥ 0.7"),
+        ("blackhole / raw ceiling", ratio("nats-sink, blackhole", "raw async-nats"), "≥ 0.7"),
         (
-            "file fsync off / reference fsync off",
-            ratio(find("nats-sink, file sink, fsync off"), find("Python reference 0.4.3, file sink, fsync off")),
+            "file fsync off / reference",
+            ratio("nats-sink, file sink, fsync off", &format!("{reference}, file sink, fsync off")),
             "≥ 3",
         ),
         (
-            "file fsync on / reference fsync on",
-            ratio(find("nats-sink, file sink, fsync on"), find("Python reference 0.4.3, file sink, fsync on")),
+            "file fsync on / reference",
+            ratio("nats-sink, file sink, fsync on", &format!("{reference}, file sink, fsync on")),
             "≥ 6",
         ),
+        ("mysql / raw multi-row upsert loop", ratio("nats-sink, mysql", "raw JetStream → multi-row upsert"), "≥ 0.8"),
+        ("mysql / reference", ratio("nats-sink, mysql", &format!("{reference}, mysql")), "≥ 5"),
+        ("http / reference", ratio("nats-sink, http", &format!("{reference}, http")), "≥ 5"),
     ];
     for (name, value, target) in rows {
-        let shown = value.map_or("not measured (run with --reference)".to_owned(), |v| format!("{v:.2}×"));
+        let shown = value.map_or("not measured".to_owned(), |v| format!("{v:.2}×"));
         md.push_str(&format!("| {name} | {shown} | {target} |\n"));
+    }
+    if let Some(m) = find("nats-sink, mysql") {
+        md.push_str(&format!("\nMySQL sink absolute rate: {:.0} msgs/s (target ≥ 15,000).\n", m.rate()));
     }
     md
 }

@@ -47,7 +47,7 @@ pub(crate) fn run() -> Result<Tools> {
     if !nats_server.is_file() {
         bail!("{} is missing after install", nats_server.display());
     }
-    for (name, port) in [("NATS (quick start)", 4222)] {
+    for (name, port) in [("NATS (quick start)", 4222), ("MariaDB (mysql sink tests)", 3306)] {
         match std::net::TcpStream::connect(("127.0.0.1", port)) {
             Ok(_) => eprintln!("{name} is up on 127.0.0.1:{port}"),
             Err(_) => eprintln!("warning: {name} is not listening on 127.0.0.1:{port}"),

@@ -36,7 +36,7 @@ struct Record<'a> {
     labels_list: &'a [String],
     message_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    metadata: Option<Value>,
+    metadata: Option<metadata::MetadataDoc<'a>>,
     mission_metadata: Value,
     payload: &'a RawValue,
     payload_info: Value,
@@ -87,7 +87,7 @@ pub(crate) fn record_json(
         labels: app.labels_string(),
         labels_list: &app.labels,
         message_id: envelope.message_id(),
-        metadata: include_metadata.then(|| metadata::metadata_document(envelope, stored_at)),
+        metadata: include_metadata.then(|| metadata::MetadataDoc::new(envelope, stored_at)),
         mission_metadata: Value::Null,
         payload: &payload.value,
         payload_info: payload.info_json(),

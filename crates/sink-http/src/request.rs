@@ -50,7 +50,7 @@ struct EnvelopeBody<'a> {
     labels_list: &'a [String],
     message_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    metadata: Option<Value>,
+    metadata: Option<metadata::MetadataDoc<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     mission_metadata: Option<Value>,
     payload: &'a RawValue,
@@ -137,7 +137,7 @@ pub(crate) fn message_body(
                 labels: app.labels_string(),
                 labels_list: &app.labels,
                 message_id: envelope.message_id(),
-                metadata: config.include_metadata.then(|| metadata::metadata_document(envelope, sent_at)),
+                metadata: config.include_metadata.then(|| metadata::MetadataDoc::new(envelope, sent_at)),
                 mission_metadata: config.include_mission_metadata.then_some(Value::Null),
                 payload: &normalized.value,
                 payload_info: normalized.info_json(),

@@ -1,9 +1,8 @@
 //! Pure mapping of an envelope to the values of one row (no IO).
 
 use mysql_async::Value;
-use serde_json::json;
 use sha2::{Digest, Sha256};
-use sinks_core::metadata::metadata_document;
+use sinks_core::metadata::MetadataDoc;
 use sinks_core::payload::{self, PayloadMode};
 use sinks_core::{Envelope, IdempotencyStrategy, SinkError};
 use time::OffsetDateTime;
@@ -48,8 +47,17 @@ fn opt_text(s: Option<impl Into<String>>) -> Value {
     s.map_or(Value::NULL, text)
 }
 
-fn opt_int(v: &serde_json::Value) -> Value {
-    v.as_i64().map_or(Value::NULL, Value::Int)
+mod erased {
+    //! Compact JSON bytes of any serializable value, usable as a trait object.
+    pub(super) trait Json {
+        fn bytes(&self) -> Vec<u8>;
+    }
+
+    impl<T: serde::Serialize> Json for T {
+        fn bytes(&self) -> Vec<u8> {
+            sinks_core::json::to_canonical_vec(self)
+        }
+    }
 }
 
 /// Maps `envelope` to a row of `plan`. Errors are permanent for that message (bad payload
@@ -90,13 +98,10 @@ pub(crate) fn map(
             None
         }
     };
-    let mut metadata = metadata_document(envelope, stored_at);
-    metadata["custody"] = serde_json::Value::Null;
-    let ts = metadata["timestamps"].clone();
+    let metadata = MetadataDoc::new(envelope, stored_at);
     let js = envelope.jetstream();
     let app = envelope.app();
-    let json_text =
-        |v: &serde_json::Value| text(String::from_utf8(sinks_core::json::to_canonical_vec(v)).unwrap_or_default());
+    let json_bytes = |v: &dyn erased::Json| Value::Bytes(v.bytes());
     let payload_text = normalized.value.get().to_owned();
     let fingerprint = hex::encode(Sha256::digest(payload_text.as_bytes()));
     let values: Vec<Value> = plan
@@ -110,14 +115,14 @@ pub(crate) fn map(
             Field::Priority => opt_text(app.priority.clone()),
             Field::Classification => opt_text(app.classification.clone()),
             Field::Labels => opt_text(app.labels_string()),
-            Field::CreatedAt => opt_int(&ts["message_created_at_epoch_ns"]),
-            Field::JetStreamTimestamp => opt_int(&ts["jetstream_timestamp_epoch_ns"]),
-            Field::ReceivedAt => opt_int(&ts["received_at_epoch_ns"]),
-            Field::StoredAt => opt_int(&ts["stored_at_epoch_ns"]),
+            Field::CreatedAt => metadata.created_at_epoch_ns().map_or(Value::NULL, Value::Int),
+            Field::JetStreamTimestamp => metadata.jetstream_timestamp_epoch_ns().map_or(Value::NULL, Value::Int),
+            Field::ReceivedAt => Value::Int(metadata.received_at_epoch_ns()),
+            Field::StoredAt => Value::Int(metadata.stored_at_epoch_ns()),
             Field::Payload => text(payload_text.clone()),
-            Field::Headers => json_text(&envelope.headers().to_json()),
-            Field::Metadata => json_text(&metadata),
-            Field::MissionMetadata | Field::SecurityLabels => json_text(&json!(null)),
+            Field::Headers => json_bytes(envelope.headers()),
+            Field::Metadata => json_bytes(&metadata),
+            Field::MissionMetadata | Field::SecurityLabels => text("null"),
             Field::PayloadSha256 => text(fingerprint.clone()),
         })
         .collect();
@@ -130,6 +135,7 @@ pub(crate) fn map(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
     use sinks_core::Headers;
     use sinks_core::config::SinkSection;
     use sinks_core::testing::envelope_with;

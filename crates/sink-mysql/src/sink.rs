@@ -118,7 +118,13 @@ impl Inner {
             .pass(password)
             .db_name(Some(c.database.clone()))
             .stmt_cache_size(64)
-            .pool_opts(PoolOpts::default().with_constraints(PoolConstraints::new(1, c.pool_size).unwrap_or_default()));
+            .pool_opts(
+                // No COM_RESET_CONNECTION when a connection returns to the pool: it would drop the
+                // prepared multi-row statements, which every batch would then prepare again.
+                PoolOpts::default()
+                    .with_constraints(PoolConstraints::new(1, c.pool_size).unwrap_or_default())
+                    .with_reset_connection(false),
+            );
         if !c.ssl_disabled && (c.ssl_ca.is_some() || c.ssl_cert.is_some()) {
             let mut ssl = SslOpts::default().with_danger_skip_domain_validation(!c.ssl_verify_identity);
             if let Some(ca) = &c.ssl_ca {
@@ -408,6 +414,7 @@ impl Sink for MySqlSink {
 
     async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
         let inner = &self.inner;
+        let started = std::time::Instant::now();
         let stored_at = OffsetDateTime::now_utc();
         let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
         let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
@@ -418,6 +425,7 @@ impl Sink for MySqlSink {
                 Err(err) => outcomes[i] = Some(MessageOutcome::Failed(err)),
             }
         }
+        let mapped = started.elapsed();
         if groups.iter().any(|g| !g.is_empty()) {
             let mut conn = inner.conn().await?;
             let redelivery = batch.iter().any(Envelope::redelivered);
@@ -441,6 +449,12 @@ impl Sink for MySqlSink {
             for (i, o) in written.map_err(|e| classify(&e, "writing the batch"))? {
                 outcomes[i] = Some(o);
             }
+            tracing::debug!(
+                rows = batch.len(),
+                map_us = mapped.as_micros() as u64,
+                db_us = (started.elapsed() - mapped).as_micros() as u64,
+                "mysql batch committed"
+            );
         }
         Ok(outcomes
             .into_iter()

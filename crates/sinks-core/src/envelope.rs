@@ -79,20 +79,25 @@ impl Headers {
     }
 
     /// JSON form used in stored records: a single value as a string, several values as an
-    /// array of strings (lossless, unlike the reference's comma join).
+    /// array of strings (lossless, unlike the reference's comma join); names sorted.
     pub fn to_json(&self) -> serde_json::Value {
-        let map = self
-            .entries
-            .iter()
-            .map(|(name, values)| {
-                let value = match values.as_slice() {
-                    [one] => serde_json::Value::String(one.clone()),
-                    many => serde_json::Value::from(many.to_vec()),
-                };
-                (name.clone(), value)
-            })
-            .collect();
-        serde_json::Value::Object(map)
+        serde_json::to_value(self).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl serde::Serialize for Headers {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut sorted: Vec<&(String, Vec<String>)> = self.entries.iter().collect();
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut map = serializer.serialize_map(Some(sorted.len()))?;
+        for (name, values) in sorted {
+            match values.as_slice() {
+                [one] => map.serialize_entry(name, one)?,
+                many => map.serialize_entry(name, many)?,
+            }
+        }
+        map.end()
     }
 }
 

@@ -7,7 +7,9 @@
 //! global default.
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use std::collections::BTreeMap;
+
+use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -271,106 +273,221 @@ pub fn rfc3339(t: OffsetDateTime) -> String {
 }
 
 /// The `payload` object describing body presence (used in metadata and DLQ records).
-pub fn payload_presence_json(envelope: &Envelope) -> Value {
-    let p = envelope.presence();
-    json!({
-        "present": p.present(),
-        "omitted": p.omitted,
-        "omitted_reason": p.omitted.then_some("headers_only"),
-        "original_size_bytes": p.original_size_bytes,
-        "delivered_size_bytes": envelope.payload().len(),
-        "nats_msg_size_header": envelope.headers().get(MSG_SIZE_HEADER),
-        "nats_msg_size_header_malformed": p.size_header_malformed,
-    })
+#[derive(Debug, Serialize)]
+pub struct PresenceDoc<'a> {
+    delivered_size_bytes: usize,
+    nats_msg_size_header: Option<&'a str>,
+    nats_msg_size_header_malformed: bool,
+    omitted: bool,
+    omitted_reason: Option<&'static str>,
+    original_size_bytes: Option<u64>,
+    present: bool,
 }
 
-fn standard_headers(headers: &Headers) -> serde_json::Map<String, Value> {
-    let mut out = serde_json::Map::new();
+impl<'a> PresenceDoc<'a> {
+    /// The presence facts of `envelope`.
+    pub fn of(envelope: &'a Envelope) -> Self {
+        let p = envelope.presence();
+        Self {
+            delivered_size_bytes: envelope.payload().len(),
+            nats_msg_size_header: envelope.headers().get(MSG_SIZE_HEADER),
+            nats_msg_size_header_malformed: p.size_header_malformed,
+            omitted: p.omitted,
+            omitted_reason: p.omitted.then_some("headers_only"),
+            original_size_bytes: p.original_size_bytes,
+            present: p.present(),
+        }
+    }
+}
+
+/// The `payload` object describing body presence, as a JSON value.
+pub fn payload_presence_json(envelope: &Envelope) -> Value {
+    serde_json::to_value(PresenceDoc::of(envelope)).unwrap_or(Value::Null)
+}
+
+fn standard_headers(headers: &Headers) -> BTreeMap<&str, &str> {
+    let mut out: BTreeMap<&str, &str> = BTreeMap::new();
     for name in NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()) {
         if let Some(value) = headers.get(name) {
-            out.insert((*name).to_owned(), Value::String(value.to_owned()));
+            out.insert(name, value);
         }
     }
     for (name, values) in headers.iter() {
         let known = out.keys().any(|k| k.eq_ignore_ascii_case(name));
-        if name.to_ascii_lowercase().starts_with("nats-") && !known {
-            out.insert(name.to_owned(), Value::String(values.first().cloned().unwrap_or_default()));
+        if name.len() >= 5 && name[..5].eq_ignore_ascii_case("nats-") && !known {
+            out.insert(name, values.first().map_or("", String::as_str));
         }
     }
     out
 }
 
-/// The standard metadata document (`metadata_version: 1`) for one envelope, stored at
-/// `stored_at`. Shape follows the reference; `reply` is always null because the reply
-/// subject is an ack capability and never leaves the core.
+/// The standard metadata document (`metadata_version: 1`) of one envelope stored at
+/// `stored_at`, borrowed from the envelope and serialized directly (fields are declared in
+/// alphabetical order, so the output has sorted keys like every record). Shape follows the
+/// reference; `reply` is always null because the reply subject is an ack capability and
+/// never leaves the core; `custody` is null in this build.
+#[derive(Debug, Serialize)]
+pub struct MetadataDoc<'a> {
+    custody: Option<()>,
+    freshness: Freshness,
+    headers: &'a Headers,
+    jetstream: JetStreamDoc<'a>,
+    message_id: Option<&'a str>,
+    message_metadata: AppDoc<'a>,
+    metadata_version: u32,
+    mission_metadata: Option<()>,
+    nats: NatsDoc<'a>,
+    payload: PresenceDoc<'a>,
+    reply: Option<()>,
+    security_labels: Option<()>,
+    subject: &'a str,
+    timestamps: Timestamps<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct Freshness {
+    event_age_at_receive_seconds: Option<f64>,
+    event_age_at_store_seconds: Option<f64>,
+    message_created_at_header_malformed: bool,
+    message_created_at_missing: bool,
+    message_created_at_source: &'static str,
+    source_clock_skew_seconds: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct JetStreamDoc<'a> {
+    consumer: &'a str,
+    consumer_sequence: u64,
+    delivered: u64,
+    domain: Option<&'a str>,
+    pending: u64,
+    redelivered: bool,
+    stream: &'a str,
+    stream_sequence: u64,
+    timestamp: Option<String>,
+    timestamp_epoch_ns: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+struct AppDoc<'a> {
+    classification: Option<&'a str>,
+    labels: &'a [String],
+    priority: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct NatsDoc<'a> {
+    reserved_headers: BTreeMap<&'a str, &'a str>,
+    reserved_headers_present: Vec<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct Timestamps<'a> {
+    jetstream_timestamp_epoch_ns: Option<i64>,
+    message_created_at_epoch_ns: Option<i64>,
+    message_created_at_header_malformed: bool,
+    message_created_at_source: &'static str,
+    nats_time_stamp: Option<&'a str>,
+    received_at: String,
+    received_at_epoch_ns: i64,
+    stored_at: String,
+    stored_at_epoch_ns: i64,
+}
+
+impl<'a> MetadataDoc<'a> {
+    /// The document of `envelope` stored at `stored_at`.
+    pub fn new(envelope: &'a Envelope, stored_at: OffsetDateTime) -> Self {
+        let js = envelope.jetstream();
+        let raw_created = envelope.headers().get("Nats-Time-Stamp");
+        let parsed_created = raw_created.and_then(|v| OffsetDateTime::parse(v.trim(), &Rfc3339).ok());
+        let js_ns = js.timestamp.map(epoch_ns);
+        let (created_ns, created_source) = match (parsed_created, js_ns) {
+            (Some(t), _) => (Some(epoch_ns(t)), "nats_time_stamp"),
+            (None, Some(ns)) => (Some(ns), "jetstream_timestamp"),
+            (None, None) => (None, "missing"),
+        };
+        let header_malformed = raw_created.is_some() && parsed_created.is_none();
+        let received_ns = epoch_ns(envelope.received_at());
+        let stored_ns = epoch_ns(stored_at);
+        let age = |later: i128| created_ns.map(|c| ((later - c).max(0) as f64) / 1e9);
+        let reserved = standard_headers(envelope.headers());
+        let reserved_present: Vec<&str> = reserved.keys().copied().collect();
+        let app = envelope.app();
+        let as_i64 = |n: i128| i64::try_from(n).unwrap_or(i64::MAX);
+        Self {
+            custody: None,
+            freshness: Freshness {
+                event_age_at_receive_seconds: age(received_ns),
+                event_age_at_store_seconds: age(stored_ns),
+                message_created_at_header_malformed: header_malformed,
+                message_created_at_missing: created_ns.is_none(),
+                message_created_at_source: created_source,
+                source_clock_skew_seconds: created_ns.map(|c| ((c - received_ns).max(0) as f64) / 1e9),
+            },
+            headers: envelope.headers(),
+            jetstream: JetStreamDoc {
+                consumer: &js.consumer,
+                consumer_sequence: js.consumer_sequence,
+                delivered: js.delivered,
+                domain: js.domain.as_deref(),
+                pending: js.pending,
+                redelivered: envelope.redelivered(),
+                stream: &js.stream,
+                stream_sequence: js.stream_sequence,
+                timestamp: js.timestamp.map(rfc3339),
+                timestamp_epoch_ns: js_ns.map(as_i64),
+            },
+            message_id: envelope.message_id(),
+            message_metadata: AppDoc {
+                classification: app.classification.as_deref(),
+                labels: &app.labels,
+                priority: app.priority.as_deref(),
+            },
+            metadata_version: 1,
+            mission_metadata: None,
+            nats: NatsDoc { reserved_headers: reserved, reserved_headers_present: reserved_present },
+            payload: PresenceDoc::of(envelope),
+            reply: None,
+            security_labels: None,
+            subject: envelope.subject(),
+            timestamps: Timestamps {
+                jetstream_timestamp_epoch_ns: js_ns.map(as_i64),
+                message_created_at_epoch_ns: created_ns.map(as_i64),
+                message_created_at_header_malformed: header_malformed,
+                message_created_at_source: created_source,
+                nats_time_stamp: raw_created,
+                received_at: rfc3339(envelope.received_at()),
+                received_at_epoch_ns: as_i64(received_ns),
+                stored_at: rfc3339(stored_at),
+                stored_at_epoch_ns: as_i64(stored_ns),
+            },
+        }
+    }
+
+    /// `message_created_at_epoch_ns`, when known.
+    pub fn created_at_epoch_ns(&self) -> Option<i64> {
+        self.timestamps.message_created_at_epoch_ns
+    }
+
+    /// `jetstream_timestamp_epoch_ns`, when known.
+    pub fn jetstream_timestamp_epoch_ns(&self) -> Option<i64> {
+        self.timestamps.jetstream_timestamp_epoch_ns
+    }
+
+    /// `received_at_epoch_ns`.
+    pub fn received_at_epoch_ns(&self) -> i64 {
+        self.timestamps.received_at_epoch_ns
+    }
+
+    /// `stored_at_epoch_ns`.
+    pub fn stored_at_epoch_ns(&self) -> i64 {
+        self.timestamps.stored_at_epoch_ns
+    }
+}
+
+/// The standard metadata document as a JSON value (see [`MetadataDoc`]).
 pub fn metadata_document(envelope: &Envelope, stored_at: OffsetDateTime) -> Value {
-    let js = envelope.jetstream();
-    let raw_created = envelope.headers().get("Nats-Time-Stamp");
-    let parsed_created = raw_created.and_then(|v| OffsetDateTime::parse(v.trim(), &Rfc3339).ok());
-    let js_ns = js.timestamp.map(epoch_ns);
-    let (created_ns, created_source) = match (parsed_created, js_ns) {
-        (Some(t), _) => (Some(epoch_ns(t)), "nats_time_stamp"),
-        (None, Some(ns)) => (Some(ns), "jetstream_timestamp"),
-        (None, None) => (None, "missing"),
-    };
-    let header_malformed = raw_created.is_some() && parsed_created.is_none();
-    let received_ns = epoch_ns(envelope.received_at());
-    let stored_ns = epoch_ns(stored_at);
-    let age = |later: i128| created_ns.map(|c| ((later - c).max(0) as f64) / 1e9);
-    let skew = created_ns.map(|c| ((c - received_ns).max(0) as f64) / 1e9);
-    let reserved = standard_headers(envelope.headers());
-    let reserved_present: Vec<&String> = reserved.keys().collect();
-    let app = envelope.app();
-    json!({
-        "metadata_version": 1,
-        "subject": envelope.subject(),
-        "reply": Value::Null,
-        "message_id": envelope.message_id(),
-        "message_metadata": {
-            "priority": app.priority,
-            "classification": app.classification,
-            "labels": app.labels,
-        },
-        "mission_metadata": Value::Null,
-        "security_labels": Value::Null,
-        "headers": envelope.headers().to_json(),
-        "payload": payload_presence_json(envelope),
-        "nats": {
-            "reserved_headers": reserved.clone(),
-            "reserved_headers_present": reserved_present,
-        },
-        "jetstream": {
-            "stream": js.stream,
-            "consumer": js.consumer,
-            "domain": js.domain,
-            "stream_sequence": js.stream_sequence,
-            "consumer_sequence": js.consumer_sequence,
-            "delivered": js.delivered,
-            "redelivered": envelope.redelivered(),
-            "pending": js.pending,
-            "timestamp": js.timestamp.map(rfc3339),
-            "timestamp_epoch_ns": js_ns.map(|n| n as i64),
-        },
-        "timestamps": {
-            "message_created_at_epoch_ns": created_ns.map(|n| n as i64),
-            "message_created_at_source": created_source,
-            "message_created_at_header_malformed": header_malformed,
-            "nats_time_stamp": raw_created,
-            "jetstream_timestamp_epoch_ns": js_ns.map(|n| n as i64),
-            "received_at": rfc3339(envelope.received_at()),
-            "received_at_epoch_ns": received_ns as i64,
-            "stored_at": rfc3339(stored_at),
-            "stored_at_epoch_ns": stored_ns as i64,
-        },
-        "freshness": {
-            "event_age_at_receive_seconds": age(received_ns),
-            "event_age_at_store_seconds": age(stored_ns),
-            "source_clock_skew_seconds": skew,
-            "message_created_at_source": created_source,
-            "message_created_at_missing": created_ns.is_none(),
-            "message_created_at_header_malformed": header_malformed,
-        },
-    })
+    serde_json::to_value(MetadataDoc::new(envelope, stored_at)).unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
@@ -429,5 +546,44 @@ mod tests {
             paths,
             ["message_metadata.labels.default", "message_metadata.rules[2].subject", "message_metadata.rules[2]"]
         );
+    }
+}
+
+#[cfg(test)]
+mod document_tests {
+    use super::*;
+    use crate::testing::envelope_with;
+
+    #[test]
+    fn document_has_sorted_keys_and_the_reference_fields() {
+        let e = envelope_with(
+            "ORDERS",
+            5,
+            "orders.x",
+            &b"{}"[..],
+            Headers::new()
+                .with("Nats-Msg-Id", "m")
+                .with("Nats-Time-Stamp", "2026-01-01T00:00:00Z")
+                .with("nats-custom", "c"),
+            2,
+        );
+        let bytes = crate::json::to_canonical_vec(&MetadataDoc::new(&e, OffsetDateTime::now_utc()));
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let positions: Vec<usize> = keys.iter().map(|k| text.find(&format!("\"{k}\":")).unwrap()).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "top-level keys are written in sorted order");
+        assert_eq!(v["metadata_version"], 1);
+        assert_eq!(v["reply"], Value::Null);
+        assert_eq!(v["jetstream"]["redelivered"], true);
+        assert_eq!(v["timestamps"]["message_created_at_source"], "nats_time_stamp");
+        assert_eq!(v["timestamps"]["message_created_at_epoch_ns"], 1_767_225_600_000_000_000_i64);
+        assert_eq!(v["nats"]["reserved_headers"]["nats-custom"], "c");
+        assert_eq!(
+            v["nats"]["reserved_headers_present"],
+            serde_json::json!(["Nats-Msg-Id", "Nats-Time-Stamp", "nats-custom"])
+        );
+        assert_eq!(v["payload"]["present"], true);
+        assert_eq!(v["headers"]["Nats-Msg-Id"], "m");
     }
 }
