@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use base64::Engine as _;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -47,18 +46,6 @@ struct PayloadInfo {
     wrapped: bool,
 }
 
-#[derive(Deserialize)]
-struct Wrapped {
-    #[serde(rename = "_nats_sinks")]
-    envelope: WrappedInfo,
-    payload: String,
-}
-
-#[derive(Deserialize)]
-struct WrappedInfo {
-    payload_encoding: String,
-}
-
 /// Every record below `root` (dot files skipped), as `(stream-sequence key, payload bytes)`.
 /// A JSON payload comes back exactly as stored; a wrapped one is unwrapped to its bytes.
 pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
@@ -85,13 +72,7 @@ pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
                 serde_json::from_slice(&text).map_err(|e| format!("{} is not a record: {e}", path.display()))?;
             let key = format!("stream-sequence:{}:{}", record.stream, record.stream_sequence);
             let payload = if record.payload_info.wrapped {
-                let w: Wrapped = serde_json::from_str(record.payload.get()).map_err(|e| e.to_string())?;
-                match w.envelope.payload_encoding.as_str() {
-                    "base64" => Bytes::from(
-                        base64::engine::general_purpose::STANDARD.decode(w.payload).map_err(|e| e.to_string())?,
-                    ),
-                    _ => Bytes::from(w.payload),
-                }
+                Bytes::from(sinks_core::payload::decode_stored(record.payload.get()))
             } else {
                 Bytes::copy_from_slice(record.payload.get().as_bytes())
             };

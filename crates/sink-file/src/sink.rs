@@ -153,7 +153,7 @@ impl Sink for FileSink {
             sync_directories(&mut placed).await;
         }
         let outcomes: Vec<MessageOutcome> = placed.into_iter().map(|p| p.outcome).collect();
-        log_batch(&outcomes);
+        sinks_core::sink::log_outcomes("file", &outcomes);
         Ok(outcomes)
     }
 
@@ -507,18 +507,6 @@ fn expand_home(path: &Path) -> PathBuf {
         Some(home) if !home.is_empty() => PathBuf::from(home).join(rest),
         _ => path.to_path_buf(),
     }
-}
-
-fn log_batch(outcomes: &[MessageOutcome]) {
-    let count = |f: fn(&MessageOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
-    tracing::debug!(
-        messages = outcomes.len(),
-        committed = count(|o| matches!(o, MessageOutcome::Committed)),
-        duplicates = count(|o| matches!(o, MessageOutcome::Duplicate)),
-        conflicts = count(|o| matches!(o, MessageOutcome::Conflict(_))),
-        failed = count(|o| matches!(o, MessageOutcome::Failed(_))),
-        "file batch written"
-    );
 }
 
 #[cfg(test)]

@@ -24,7 +24,6 @@ use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use base64::Engine as _;
 use bytes::Bytes;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::service::TowerToHyperService;
@@ -600,18 +599,6 @@ struct PayloadInfoView {
     sha256: String,
 }
 
-#[derive(Deserialize)]
-struct Wrapped {
-    #[serde(rename = "_nats_sinks")]
-    envelope: WrappedInfo,
-    payload: String,
-}
-
-#[derive(Deserialize)]
-struct WrappedInfo {
-    payload_encoding: String,
-}
-
 /// The envelope in `body`, if it is one.
 fn as_envelope(body: &[u8]) -> Option<EnvelopeView<'_>> {
     serde_json::from_slice::<EnvelopeView<'_>>(body).ok().filter(|e| e.schema.as_deref() == Some(SCHEMA))
@@ -627,21 +614,16 @@ fn fingerprint(body: &[u8]) -> String {
 
 /// The original payload bytes of a stored document (envelope or bare payload).
 fn payload_of(body: &[u8]) -> Result<Bytes, String> {
-    let (raw, wrapped) = match as_envelope(body) {
-        Some(EnvelopeView { payload: Some(raw), payload_info: Some(info), .. }) => (raw.get().as_bytes(), info.wrapped),
-        Some(_) => return Err("envelope without payload or payload_info".into()),
-        None => (body, serde_json::from_slice::<Wrapped>(body).is_ok()),
-    };
-    if !wrapped {
-        return Ok(Bytes::copy_from_slice(raw));
-    }
-    let w: Wrapped = serde_json::from_slice(raw).map_err(|e| format!("wrapped payload: {e}"))?;
-    match w.envelope.payload_encoding.as_str() {
-        "base64" => base64::engine::general_purpose::STANDARD
-            .decode(w.payload)
-            .map(Bytes::from)
-            .map_err(|e| format!("base64 payload: {e}")),
-        _ => Ok(Bytes::from(w.payload)),
+    match as_envelope(body) {
+        Some(EnvelopeView { payload: Some(raw), payload_info: Some(info), .. }) if info.wrapped => {
+            Ok(Bytes::from(sinks_core::payload::decode_stored(raw.get())))
+        }
+        Some(EnvelopeView { payload: Some(raw), payload_info: Some(_), .. }) => {
+            Ok(Bytes::copy_from_slice(raw.get().as_bytes()))
+        }
+        Some(_) => Err("envelope without payload or payload_info".into()),
+        // A bare payload body (`body_format: payload`): an envelope is decoded, JSON kept.
+        None => Ok(Bytes::from(sinks_core::payload::decode_stored(&String::from_utf8_lossy(body)))),
     }
 }
 
@@ -819,10 +801,13 @@ mod tests {
                 r#"{"a": 1}"#.as_bytes().to_vec(),
             ),
             (
-                r#"{"schema":"nats_sinks.http.message.v1","payload":{"_nats_sinks":{"payload_encoding":"base64"},"payload":"/w=="},"payload_info":{"wrapped":true,"sha256":"x"}}"#,
+                r#"{"schema":"nats_sinks.http.message.v1","payload":{"_nats_sinks":{"payload_envelope_version":1,"payload_encoding":"base64"},"payload":"/w=="},"payload_info":{"wrapped":true,"sha256":"x"}}"#,
                 vec![0xff],
             ),
-            (r#"{"_nats_sinks":{"payload_encoding":"utf-8"},"payload":"hi"}"#, b"hi".to_vec()),
+            (
+                r#"{"_nats_sinks":{"payload_envelope_version":1,"payload_encoding":"utf-8"},"payload":"hi"}"#,
+                b"hi".to_vec(),
+            ),
             (r#"[1, 2]"#, b"[1, 2]".to_vec()),
         ] {
             assert_eq!(payload_of(stored.as_bytes()).unwrap(), expected, "{stored}");

@@ -300,7 +300,7 @@ impl Sink for HttpSink {
             .into_iter()
             .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("message was not sent")))
             .collect();
-        log_batch(&outcomes);
+        sinks_core::sink::log_outcomes("http", &outcomes);
         Ok(outcomes)
     }
 
@@ -688,16 +688,4 @@ impl Inner {
         }
         Ok(Answer { status, retry_after })
     }
-}
-
-fn log_batch(outcomes: &[MessageOutcome]) {
-    let count = |f: fn(&MessageOutcome) -> bool| outcomes.iter().filter(|o| f(o)).count();
-    tracing::debug!(
-        messages = outcomes.len(),
-        committed = count(|o| matches!(o, MessageOutcome::Committed)),
-        duplicates = count(|o| matches!(o, MessageOutcome::Duplicate)),
-        conflicts = count(|o| matches!(o, MessageOutcome::Conflict(_))),
-        failed = count(|o| matches!(o, MessageOutcome::Failed(_))),
-        "http batch written"
-    );
 }

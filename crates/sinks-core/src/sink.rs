@@ -85,6 +85,21 @@ impl MessageOutcome {
     }
 }
 
+/// Logs, at debug level, how a sink's batch came out (counts only, never content).
+pub fn log_outcomes(sink: &str, outcomes: &[MessageOutcome]) {
+    let count = |class: OutcomeClass| outcomes.iter().filter(|o| o.class() == class).count();
+    tracing::debug!(
+        sink,
+        messages = outcomes.len(),
+        committed = count(OutcomeClass::Committed),
+        duplicates = count(OutcomeClass::Duplicate),
+        conflicts = count(OutcomeClass::Conflict),
+        failed_temporary = count(OutcomeClass::FailedTemporary),
+        failed_permanent = count(OutcomeClass::FailedPermanent),
+        "batch outcomes"
+    );
+}
+
 /// Result of one `write_batch` call.
 ///
 /// `Ok(outcomes)` has exactly one outcome per input envelope, in input order.

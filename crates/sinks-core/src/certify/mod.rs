@@ -154,3 +154,29 @@ pub fn assert_case(result: &CaseResult) {
         Outcome::Fail(reason) => panic!("{} ({}) failed: {reason}", result.id, result.title),
     }
 }
+
+/// Generates one `#[tokio::test]` per clause for `$harness` (an expression evaluated in each
+/// test), so a failure names its clause: `sinks_core::certify_tests!(FileHarness);`. Skips
+/// print `SKIPPED` with the reason (see [`assert_case`]).
+#[macro_export]
+macro_rules! certify_tests {
+    ($harness:expr) => {
+        $crate::certify_tests!(@case $harness, c1_durable_before_success, "C1");
+        $crate::certify_tests!(@case $harness, c2_outcomes_aligned, "C2");
+        $crate::certify_tests!(@case $harness, c3_empty_batch, "C3");
+        $crate::certify_tests!(@case $harness, c4_duplicate_is_harmless, "C4");
+        $crate::certify_tests!(@case $harness, c5_conflict_is_detected, "C5");
+        $crate::certify_tests!(@case $harness, c6_poison_is_isolated, "C6");
+        $crate::certify_tests!(@case $harness, c7_unreachable_is_temporary, "C7");
+        $crate::certify_tests!(@case $harness, c8_payload_edge_cases, "C8");
+        $crate::certify_tests!(@case $harness, c9_concurrent_batches, "C9");
+        $crate::certify_tests!(@case $harness, c10_health_check, "C10");
+        $crate::certify_tests!(@case $harness, c11_no_secrets_or_payloads_in_logs, "C11");
+    };
+    (@case $harness:expr, $name:ident, $id:literal) => {
+        #[tokio::test]
+        async fn $name() {
+            $crate::certify::assert_case(&$crate::certify::run_case(&$harness, $id).await);
+        }
+    };
+}
