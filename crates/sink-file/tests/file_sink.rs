@@ -6,7 +6,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use sink_file::{Compression, DuplicatePolicy, FileSink, FileSinkConfig, FilenameStrategy};
-use sinks_core::testing::{envelope, envelope_with};
+use sinks_core::testing::{self, classes, envelope, envelope_with, error_of};
 use sinks_core::{ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, PayloadMode, Sink};
 
 fn config(root: &Path) -> FileSinkConfig {
@@ -14,26 +14,11 @@ fn config(root: &Path) -> FileSinkConfig {
 }
 
 async fn opened(config: FileSinkConfig) -> FileSink {
-    let sink = FileSink::new(config).expect("valid config");
-    sink.open().await.expect("open");
-    sink
+    testing::opened(FileSink::new(config).expect("valid config")).await
 }
 
 async fn write(sink: &FileSink, batch: &[Envelope]) -> Vec<MessageOutcome> {
-    let outcomes = sink.write_batch(batch).await.expect("per-message outcomes");
-    assert_eq!(outcomes.len(), batch.len(), "one outcome per envelope");
-    outcomes
-}
-
-fn classes(outcomes: &[MessageOutcome]) -> Vec<OutcomeClass> {
-    outcomes.iter().map(MessageOutcome::class).collect()
-}
-
-fn error_of(outcome: &MessageOutcome) -> &sinks_core::SinkError {
-    match outcome {
-        MessageOutcome::Failed(e) => e,
-        other => panic!("expected a failure, got {other:?}"),
-    }
+    testing::write(sink, batch).await
 }
 
 fn seq_file(root: &Path, subject: &str, stream: &str, seq: u64, ext: &str) -> PathBuf {

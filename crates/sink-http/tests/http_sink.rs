@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::http::Version;
 use sink_http::certify::{Fault, ServerTls, TestServer};
 use sink_http::{BatchMode, HttpSink, HttpSinkConfig, HttpVersion, KeyStrategy};
-use sinks_core::testing::{envelope, envelope_with};
+use sinks_core::testing::{self, classes, envelope, envelope_with, error_of};
 use sinks_core::{Capabilities, ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
 
 async fn server() -> TestServer {
@@ -21,26 +21,11 @@ fn config(server: &TestServer) -> HttpSinkConfig {
 }
 
 async fn opened(config: HttpSinkConfig) -> HttpSink {
-    let sink = HttpSink::new(config).expect("valid config");
-    sink.open().await.expect("open");
-    sink
+    testing::opened(HttpSink::new(config).expect("valid config")).await
 }
 
 async fn write(sink: &HttpSink, batch: &[Envelope]) -> Vec<MessageOutcome> {
-    let outcomes = sink.write_batch(batch).await.expect("per-message outcomes");
-    assert_eq!(outcomes.len(), batch.len(), "one outcome per envelope");
-    outcomes
-}
-
-fn classes(outcomes: &[MessageOutcome]) -> Vec<OutcomeClass> {
-    outcomes.iter().map(MessageOutcome::class).collect()
-}
-
-fn error_of(outcome: &MessageOutcome) -> &sinks_core::SinkError {
-    match outcome {
-        MessageOutcome::Failed(e) => e,
-        other => panic!("expected a failure, got {other:?}"),
-    }
+    testing::write(sink, batch).await
 }
 
 fn json(seq: u64) -> String {

@@ -37,3 +37,36 @@ pub fn envelope_with(
         },
     )
 }
+
+/// Opens `sink`, panicking with the error when it cannot be opened.
+pub async fn opened<S: crate::Sink>(sink: S) -> S {
+    if let Err(e) = sink.open().await {
+        panic!("open failed: {}", e.display_chain());
+    }
+    sink
+}
+
+/// Writes `batch` and returns its per-message outcomes, asserting the sink answered with one
+/// outcome per envelope (a batch-level error panics with its message).
+pub async fn write(sink: &dyn crate::Sink, batch: &[Envelope]) -> Vec<crate::MessageOutcome> {
+    match sink.write_batch(batch).await {
+        Ok(outcomes) => {
+            assert_eq!(outcomes.len(), batch.len(), "one outcome per envelope");
+            outcomes
+        }
+        Err(e) => panic!("expected per-message outcomes, got a batch error: {}", e.display_chain()),
+    }
+}
+
+/// The contract classes of `outcomes`.
+pub fn classes(outcomes: &[crate::MessageOutcome]) -> Vec<crate::OutcomeClass> {
+    outcomes.iter().map(crate::MessageOutcome::class).collect()
+}
+
+/// The error of a failed outcome (panics on any other outcome).
+pub fn error_of(outcome: &crate::MessageOutcome) -> &crate::SinkError {
+    match outcome {
+        crate::MessageOutcome::Failed(e) => e,
+        other => panic!("expected a failure, got {other:?}"),
+    }
+}
