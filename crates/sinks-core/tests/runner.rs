@@ -361,3 +361,46 @@ async fn heartbeats_keep_a_long_write_alive() {
         }
     }
 }
+
+#[tokio::test]
+async fn the_last_allowed_delivery_is_dead_lettered_not_dropped() {
+    let s = setup().await;
+    let dlq_stream = unique("DLQ");
+    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
+    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    s.publish(5, json_payload).await;
+    let sink = Arc::new(MemorySink::new());
+    sink.faults.unreachable.store(true, Ordering::Relaxed);
+    // The destination stays down; the consumer allows 3 deliveries. On the third, the server
+    // would give up silently: the gate dead-letters instead.
+    let config = s.config(json!({
+        "consumer_management": {"max_deliver": 3, "ack_wait_seconds": 2},
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+        "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none"},
+    }));
+    let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(30), || async { s.settled().await }).await);
+    let stats = run.stop().await;
+    let records = read_stream(&s.js, &dlq_stream).await;
+    assert_eq!(records.len(), 5, "every message reached the DLQ on its last delivery");
+    for (_, _, _, body) in &records {
+        let r: serde_json::Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(r["delivered"], 3);
+        assert_eq!(r["error_type"], "TemporarySinkError");
+    }
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 5);
+    assert!(sink.is_empty());
+}
+
+#[tokio::test]
+async fn confirmed_acks_are_awaited_per_batch() {
+    let s = setup().await;
+    s.publish(300, json_payload).await;
+    let sink = Arc::new(MemorySink::new());
+    let config = s.config(json!({"delivery": {"ack_confirmation": {"enabled": true, "timeout_ms": 5000}}}));
+    let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 300 && s.settled().await }).await);
+    let stats = run.stop().await;
+    assert_eq!(stats.acked.load(Ordering::Relaxed), 300, "every ack was confirmed by the server");
+    assert_eq!(stats.ack_failures.load(Ordering::Relaxed), 0);
+}
