@@ -75,6 +75,14 @@ impl Measurement {
     fn rate(&self) -> f64 {
         self.messages as f64 / self.wall.as_secs_f64()
     }
+
+    fn peak_rss_mib(&self) -> f64 {
+        self.peak_rss_kib as f64 / 1024.0
+    }
+
+    fn cpu_us_per_msg(&self) -> f64 {
+        self.cpu.as_secs_f64() * 1e6 / self.messages as f64
+    }
 }
 
 /// A 256-byte JSON order with a stable shape.
@@ -167,8 +175,8 @@ fn report_line(m: &Measurement) {
         m.rate(),
         m.wall.as_secs_f64(),
         m.first_ack.as_millis(),
-        m.peak_rss_kib as f64 / 1024.0,
-        m.cpu.as_secs_f64() * 1e6 / m.messages as f64
+        m.peak_rss_mib(),
+        m.cpu_us_per_msg()
     );
 }
 
@@ -451,8 +459,8 @@ fn render(args: &Args, results: &[Measurement]) -> String {
             m.rate(),
             m.wall.as_secs_f64(),
             m.first_ack.as_millis(),
-            m.peak_rss_kib as f64 / 1024.0,
-            m.cpu.as_secs_f64() * 1e6 / m.messages as f64
+            m.peak_rss_mib(),
+            m.cpu_us_per_msg()
         ));
     }
     md.push_str("\n| ratio | measured | target |\n|---|---:|---:|\n");

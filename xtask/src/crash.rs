@@ -150,6 +150,14 @@ async fn wait_for(
     }
 }
 
+/// Runs `nats-sink` until every one of `total` messages is acknowledged, then stops it with
+/// SIGTERM; returns its exit code.
+async fn run_to_completion(js: &Js, bin: &Path, config: &Path, log: PathBuf, total: u64) -> Result<Option<i32>> {
+    let mut run = Running::start(bin, config, log)?;
+    wait_for(js, "every message acknowledged", Duration::from_secs(600), &mut run, |s| s.settled(total)).await?;
+    run.terminate()
+}
+
 async fn publish(js: &Js, from: usize, count: usize, expected: &mut BTreeMap<String, Bytes>) {
     let msgs: Vec<(String, HeaderMap, Bytes)> = (from..from + count)
         .map(|i| {
@@ -233,10 +241,8 @@ async fn run(
         run.kill9()?;
         kill_points.push(at);
     }
-    let mut run = Running::start(bin, &config, work.path().join("k1-final.log"))?;
     let total = plan.messages as u64;
-    wait_for(&js, "every message acknowledged", Duration::from_secs(600), &mut run, |s| s.settled(total)).await?;
-    let exit = run.terminate()?;
+    let exit = run_to_completion(&js, bin, &config, work.path().join("k1-final.log"), total).await?;
     let k1_delivered = consumer_state(&js).await.map_or(0, |s| s.deliveries);
     let records = target.read_back.read_all().await.map_err(|e| anyhow!("read-back failed: {e}"))?;
     let verdict = verify(&expected, &records);
@@ -271,9 +277,7 @@ async fn run(
     wait_for(&js, "progress before SIGTERM", Duration::from_secs(300), &mut run, |s| s.ack_floor >= mid).await?;
     let first_exit = run.terminate()?;
     let after_stop = consumer_state(&js).await.ok_or_else(|| anyhow!("consumer vanished"))?;
-    let mut run = Running::start(bin, &config, work.path().join("k2-second.log"))?;
-    wait_for(&js, "every message acknowledged", Duration::from_secs(600), &mut run, |s| s.settled(all)).await?;
-    let second_exit = run.terminate()?;
+    let second_exit = run_to_completion(&js, bin, &config, work.path().join("k2-second.log"), all).await?;
     let after = consumer_state(&js).await.ok_or_else(|| anyhow!("consumer vanished"))?;
     let deliveries = after.deliveries - before.deliveries;
     let redeliveries = deliveries.saturating_sub(plan.graceful_messages as u64);

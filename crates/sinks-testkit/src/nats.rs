@@ -90,10 +90,7 @@ impl NatsServer {
 
     /// Kills the server with SIGKILL (no clean shutdown) and waits for it to exit.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        crate::process::kill_child(&mut self.child);
     }
 
     /// Starts the server again on the same port with the same store.

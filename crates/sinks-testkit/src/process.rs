@@ -18,3 +18,11 @@ pub fn workspace_root() -> PathBuf {
     }
     dir
 }
+
+/// Kills `child` (SIGKILL) if there is one and waits for it to exit.
+pub(crate) fn kill_child(child: &mut Option<std::process::Child>) {
+    if let Some(mut c) = child.take() {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
