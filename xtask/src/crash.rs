@@ -36,15 +36,25 @@ pub(crate) struct Plan {
 const STREAM: &str = "CRASHCERT";
 const CONSUMER: &str = "crash-certification";
 
+/// How to start `nats-sink` for one certification run.
+struct Launch<'a> {
+    bin: &'a Path,
+    config: PathBuf,
+    /// Extra environment (the sink's secrets, e.g. S3 keys named by `*_env` fields).
+    env: &'a [(String, String)],
+}
+
 struct Running {
     child: Child,
     log: PathBuf,
 }
 
 impl Running {
-    fn start(bin: &Path, config: &Path, log: PathBuf) -> Result<Self> {
+    fn start(launch: &Launch<'_>, log: PathBuf) -> Result<Self> {
+        let (bin, config) = (launch.bin, &launch.config);
         let child = Command::new(bin)
             .args(["run", config.to_str().unwrap_or_default()])
+            .envs(launch.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
             .spawn()
@@ -152,8 +162,8 @@ async fn wait_for(
 
 /// Runs `nats-sink` until every one of `total` messages is acknowledged, then stops it with
 /// SIGTERM; returns its exit code.
-async fn run_to_completion(js: &Js, bin: &Path, config: &Path, log: PathBuf, total: u64) -> Result<Option<i32>> {
-    let mut run = Running::start(bin, config, log)?;
+async fn run_to_completion(js: &Js, launch: &Launch<'_>, log: PathBuf, total: u64) -> Result<Option<i32>> {
+    let mut run = Running::start(launch, log)?;
     wait_for(js, "every message acknowledged", Duration::from_secs(600), &mut run, |s| s.settled(total)).await?;
     run.terminate()
 }
@@ -218,6 +228,7 @@ async fn run(
     let js = server.js().await;
     stream_with_subjects(&js, STREAM, &["crash.>"]).await;
     let config = write_config(work.path(), &server.url(), &target.sink_section)?;
+    let launch = Launch { bin, config, env: &target.env };
     let mut expected = BTreeMap::new();
     publish(&js, 0, plan.messages, &mut expected).await;
 
@@ -232,7 +243,7 @@ async fn run(
     let mut kill_points = Vec::new();
     for (i, threshold) in thresholds.iter().enumerate() {
         let log = work.path().join(format!("k1-run-{i}.log"));
-        let mut run = Running::start(bin, &config, log)?;
+        let mut run = Running::start(&launch, log)?;
         let t = *threshold;
         wait_for(&js, "progress before a kill", Duration::from_secs(300), &mut run, |s| s.delivered_stream >= t)
             .await?;
@@ -242,7 +253,7 @@ async fn run(
         kill_points.push(at);
     }
     let total = plan.messages as u64;
-    let exit = run_to_completion(&js, bin, &config, work.path().join("k1-final.log"), total).await?;
+    let exit = run_to_completion(&js, &launch, work.path().join("k1-final.log"), total).await?;
     let k1_delivered = consumer_state(&js).await.map_or(0, |s| s.deliveries);
     let records = target.read_back.read_all().await.map_err(|e| anyhow!("read-back failed: {e}"))?;
     let verdict = verify(&expected, &records);
@@ -272,12 +283,12 @@ async fn run(
     let before = consumer_state(&js).await.ok_or_else(|| anyhow!("consumer vanished"))?;
     publish(&js, plan.messages, plan.graceful_messages, &mut expected).await;
     let all = (plan.messages + plan.graceful_messages) as u64;
-    let mut run = Running::start(bin, &config, work.path().join("k2-first.log"))?;
+    let mut run = Running::start(&launch, work.path().join("k2-first.log"))?;
     let mid = total + plan.graceful_messages as u64 / 3;
     wait_for(&js, "progress before SIGTERM", Duration::from_secs(300), &mut run, |s| s.ack_floor >= mid).await?;
     let first_exit = run.terminate()?;
     let after_stop = consumer_state(&js).await.ok_or_else(|| anyhow!("consumer vanished"))?;
-    let second_exit = run_to_completion(&js, bin, &config, work.path().join("k2-second.log"), all).await?;
+    let second_exit = run_to_completion(&js, &launch, work.path().join("k2-second.log"), all).await?;
     let after = consumer_state(&js).await.ok_or_else(|| anyhow!("consumer vanished"))?;
     let deliveries = after.deliveries - before.deliveries;
     let redeliveries = deliveries.saturating_sub(plan.graceful_messages as u64);

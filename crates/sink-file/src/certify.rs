@@ -122,6 +122,6 @@ impl Harness for FileHarness {
             "directory": dir.path().join("out"),
             "fsync": true,
         });
-        Ok(CrashTarget { sink_section, read_back: Box::new(DirReadBack { dir }) })
+        Ok(CrashTarget { sink_section, read_back: Box::new(DirReadBack { dir }), env: Vec::new() })
     }
 }

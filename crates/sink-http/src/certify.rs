@@ -785,7 +785,7 @@ impl Harness for HttpHarness {
             "health_url": server.health_url(),
             "inquiry_url": server.inquiry_url(),
         });
-        Ok(CrashTarget { sink_section, read_back: Box::new(ServerReadBack(Arc::new(server))) })
+        Ok(CrashTarget { sink_section, read_back: Box::new(ServerReadBack(Arc::new(server))), env: Vec::new() })
     }
 }
 

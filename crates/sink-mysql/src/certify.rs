@@ -189,6 +189,6 @@ impl Harness for MySqlHarness {
             "type": "mysql", "host": host, "port": port, "database": DATABASE, "user": "root",
             "table": table, "auto_create": true, "mode": "upsert", "conflict_policy": "keep_first",
         });
-        Ok(CrashTarget { sink_section, read_back: Box::new(TableReadBack { table }) })
+        Ok(CrashTarget { sink_section, read_back: Box::new(TableReadBack { table }), env: Vec::new() })
     }
 }

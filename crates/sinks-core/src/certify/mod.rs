@@ -92,6 +92,9 @@ pub struct CrashTarget {
     pub sink_section: serde_json::Value,
     /// Reads the destination (owns whatever must live as long as the destination).
     pub read_back: Box<dyn ReadBack>,
+    /// Environment variables `nats-sink` needs for this destination (secrets named by the
+    /// section's `*_env` fields); empty for most sinks.
+    pub env: Vec<(String, String)>,
 }
 
 impl std::fmt::Debug for CrashTarget {

@@ -1,0 +1,300 @@
+//! The S3 sink's certification harness (feature `certify`): fresh buckets on a running
+//! SeaweedFS server, read back by listing and downloading every object.
+//!
+//! The harness is given the server's S3 endpoint, its filer URL (buckets are created and
+//! deleted as filer folders, since the S3 client has no bucket API) and an identity; tests
+//! and `cargo xtask certify` get them from `sinks_testkit::shared_s3()`. Every fixture gets
+//! its own uniquely named bucket, deleted when the fixture is dropped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
+use object_store::aws::AmazonS3;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde_json::value::RawValue;
+use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_core::{Envelope, Sink};
+
+use crate::config::S3SinkConfig;
+use crate::object;
+use crate::sink::{S3Sink, STAGING_PREFIX};
+use crate::store::{self, S3Credentials};
+
+/// Environment variable names the crash-certification config refers to.
+const CRASH_KEY_ENV: &str = "NATS_SINKS_CERT_S3_ACCESS_KEY_ID";
+const CRASH_SECRET_ENV: &str = "NATS_SINKS_CERT_S3_SECRET_ACCESS_KEY";
+
+/// Certifies the S3 sink against one running SeaweedFS server.
+#[derive(Clone)]
+pub struct S3Harness {
+    endpoint: String,
+    filer: String,
+    credentials: S3Credentials,
+}
+
+impl std::fmt::Debug for S3Harness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Harness")
+            .field("endpoint", &self.endpoint)
+            .field("filer", &self.filer)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A bucket made for one test; deleted (with its objects) on drop.
+#[derive(Debug)]
+pub struct TestBucket {
+    name: String,
+    filer: String,
+}
+
+impl TestBucket {
+    /// The bucket name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for TestBucket {
+    fn drop(&mut self) {
+        let url = format!("{}/buckets/{}/?recursive=true&ignoreRecursiveError=true", self.filer, self.name);
+        // Drop may run inside a runtime: delete from a thread with its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            rt.block_on(async { http().delete(&url).send().await.ok() })
+        })
+        .join();
+    }
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap_or_default()
+}
+
+impl S3Harness {
+    /// A harness for the S3 `endpoint` of a SeaweedFS server whose filer is at `filer`, with
+    /// an identity allowed to do everything.
+    pub fn new(endpoint: impl Into<String>, filer: impl Into<String>, access_key_id: &str, secret: &str) -> Self {
+        Self {
+            endpoint: endpoint.into(),
+            filer: filer.into(),
+            credentials: S3Credentials {
+                access_key_id: access_key_id.to_owned(),
+                secret_access_key: secret.to_owned(),
+                session_token: None,
+            },
+        }
+    }
+
+    /// The S3 endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// The identity's credentials.
+    pub fn credentials(&self) -> S3Credentials {
+        self.credentials.clone()
+    }
+
+    /// Creates a new, uniquely named bucket.
+    pub async fn bucket(&self) -> Result<TestBucket, String> {
+        let n: u64 = rand::random();
+        let name = format!("t-{}-{n:016x}", std::process::id());
+        let url = format!("{}/buckets/{name}/?op=mkdir", self.filer);
+        let response = http().post(&url).send().await.map_err(|e| format!("create bucket {name}: {e}"))?;
+        if !response.status().is_success() {
+            return Err(format!("create bucket {name}: filer answered {}", response.status()));
+        }
+        Ok(TestBucket { name, filer: self.filer.clone() })
+    }
+
+    /// The default configuration for `bucket` on this server (plain http to loopback).
+    pub fn config(&self, bucket: &TestBucket) -> S3SinkConfig {
+        let mut config = S3SinkConfig::new(bucket.name());
+        config.endpoint_url = Some(self.endpoint.clone());
+        config.allow_http_for_local_testing = true;
+        config.region_name = Some("us-east-1".into());
+        config
+    }
+
+    /// A sink for `config` with this harness's credentials (not opened).
+    pub fn sink(&self, config: S3SinkConfig) -> Result<S3Sink, String> {
+        S3Sink::with_credentials(config, self.credentials()).map_err(|e| e.to_string())
+    }
+
+    /// A reader of every object `config`'s sink writes to `bucket` (takes ownership of the
+    /// bucket: it is deleted when the reader is dropped).
+    pub fn read_back(&self, config: &S3SinkConfig, bucket: TestBucket) -> Result<BucketReadBack, String> {
+        let store = store::build(config, Some(&self.credentials)).map_err(|e| e.display_chain())?;
+        Ok(BucketReadBack { store: Arc::new(store), config: config.clone(), _bucket: bucket })
+    }
+
+    async fn fixture(&self, adjust: impl FnOnce(&mut S3SinkConfig)) -> Result<Fixture, String> {
+        let bucket = self.bucket().await?;
+        let mut config = self.config(&bucket);
+        adjust(&mut config);
+        let sink = self.sink(config.clone())?;
+        sink.open().await.map_err(|e| e.display_chain())?;
+        let read_back = self.read_back(&config, bucket)?;
+        Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) })
+    }
+}
+
+/// Reads a bucket without going through the sink.
+#[derive(Debug)]
+pub struct BucketReadBack {
+    store: Arc<AmazonS3>,
+    config: S3SinkConfig,
+    _bucket: TestBucket,
+}
+
+impl BucketReadBack {
+    /// Every object key in the bucket, sidecars and staging objects included, sorted.
+    pub async fn keys(&self) -> Result<Vec<String>, String> {
+        let listed: Vec<_> = self.store.list(None).try_collect().await.map_err(|e| format!("list failed: {e}"))?;
+        let mut keys: Vec<String> = listed.into_iter().map(|m| m.location.to_string()).collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// The body of `key`, decompressed.
+    pub async fn body(&self, key: &str) -> Result<Vec<u8>, String> {
+        let path = Path::parse(key).map_err(|e| e.to_string())?;
+        let bytes = self
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| format!("get failed: {e}"))?
+            .bytes()
+            .await
+            .map_err(|e| format!("get failed: {e}"))?;
+        object::decompress(&bytes, u64::MAX).ok_or_else(|| "stored gzip cannot be decoded".to_owned())
+    }
+
+    /// The user metadata of `key`.
+    pub async fn metadata(&self, key: &str) -> Result<Vec<(String, String)>, String> {
+        let path = Path::parse(key).map_err(|e| e.to_string())?;
+        let options = object_store::GetOptions { head: true, ..Default::default() };
+        let head = self.store.get_opts(&path, options).await.map_err(|e| format!("head failed: {e}"))?;
+        let mut out: Vec<(String, String)> = head
+            .attributes
+            .iter()
+            .filter_map(|(k, v)| match k {
+                object_store::Attribute::Metadata(name) => Some((name.to_string(), v.as_ref().to_owned())),
+                _ => None,
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
+    /// Keys of primary objects (not sidecars, not staging objects).
+    pub async fn object_keys(&self) -> Result<Vec<String>, String> {
+        let staging = match &self.config.prefix {
+            Some(p) => format!("{p}/{STAGING_PREFIX}/"),
+            None => format!("{STAGING_PREFIX}/"),
+        };
+        Ok(self
+            .keys()
+            .await?
+            .into_iter()
+            .filter(|k| !k.starts_with(&staging))
+            .filter(|k| {
+                self.config.metadata_mode != crate::MetadataMode::Sidecar || !k.ends_with(&self.config.sidecar_suffix)
+            })
+            .collect())
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct StoredObject<'a> {
+    stream: String,
+    stream_sequence: u64,
+    #[serde(borrow)]
+    payload: &'a RawValue,
+    payload_info: StoredInfo,
+}
+
+#[derive(serde::Deserialize)]
+struct StoredInfo {
+    wrapped: bool,
+}
+
+/// `(stream-sequence key, original payload)` of an envelope-format object body.
+pub fn decode_object(body: &[u8]) -> Result<Record, String> {
+    let doc: StoredObject<'_> = serde_json::from_slice(body).map_err(|e| format!("not an object document: {e}"))?;
+    let key = format!("stream-sequence:{}:{}", doc.stream, doc.stream_sequence);
+    let payload = if doc.payload_info.wrapped {
+        Bytes::from(sinks_core::payload::decode_stored(doc.payload.get()))
+    } else {
+        Bytes::copy_from_slice(doc.payload.get().as_bytes())
+    };
+    Ok((key, payload))
+}
+
+#[async_trait]
+impl ReadBack for BucketReadBack {
+    async fn read_all(&self) -> Result<Vec<Record>, String> {
+        let keys = self.object_keys().await?;
+        let mut out = Vec::with_capacity(keys.len());
+        // Bounded parallel downloads: crash certification reads 20,000 objects.
+        let mut bodies =
+            futures::stream::iter(keys.into_iter().map(|k| async move { self.body(&k).await })).buffer_unordered(32);
+        while let Some(body) = bodies.next().await {
+            let body: Vec<u8> = body?;
+            out.push(decode_object(&body)?);
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Harness for S3Harness {
+    fn name(&self) -> &'static str {
+        "s3"
+    }
+
+    async fn fresh(&self) -> Result<Fixture, String> {
+        self.fixture(|_| {}).await
+    }
+
+    async fn poison(&self) -> Option<(Fixture, Envelope)> {
+        // Objects over max_object_bytes are refused before any request.
+        let fixture = self.fixture(|c| c.max_object_bytes = 4096).await.ok()?;
+        let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(8192));
+        Some((fixture, sinks_core::testing::envelope("CERT", 900, "cert.poison", big)))
+    }
+
+    async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let mut config = S3SinkConfig::new("unreachable-bucket");
+        config.endpoint_url = Some(format!("http://127.0.0.1:{closed}"));
+        config.allow_http_for_local_testing = true;
+        config.request_timeout_seconds = 2.0;
+        Some(Arc::new(self.sink(config).ok()?))
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        vec![self.credentials.secret_access_key.clone()]
+    }
+
+    async fn crash_target(&self) -> Result<CrashTarget, String> {
+        let bucket = self.bucket().await?;
+        let mut config = self.config(&bucket);
+        config.credential_mode = crate::CredentialMode::Environment;
+        config.aws_access_key_id_env = Some(CRASH_KEY_ENV.into());
+        config.aws_secret_access_key_env = Some(CRASH_SECRET_ENV.into());
+        let mut sink_section = serde_json::to_value(&config).map_err(|e| e.to_string())?;
+        sink_section["type"] = "s3".into();
+        let env = vec![
+            (CRASH_KEY_ENV.to_owned(), self.credentials.access_key_id.clone()),
+            (CRASH_SECRET_ENV.to_owned(), self.credentials.secret_access_key.clone()),
+        ];
+        let read_back = self.read_back(&config, bucket)?;
+        Ok(CrashTarget { sink_section, read_back: Box::new(read_back), env })
+    }
+}

