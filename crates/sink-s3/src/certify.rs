@@ -175,6 +175,12 @@ impl BucketReadBack {
         object::decompress(&bytes, u64::MAX).ok_or_else(|| "stored gzip cannot be decoded".to_owned())
     }
 
+    /// Deletes `key` (to simulate a crash between two puts).
+    pub async fn delete(&self, key: &str) -> Result<(), String> {
+        let path = Path::parse(key).map_err(|e| e.to_string())?;
+        self.store.delete(&path).await.map_err(|e| format!("delete failed: {e}"))
+    }
+
     /// The user metadata of `key`.
     pub async fn metadata(&self, key: &str) -> Result<Vec<(String, String)>, String> {
         let path = Path::parse(key).map_err(|e| e.to_string())?;

@@ -44,7 +44,12 @@ pub(crate) fn failure_of(err: &object_store::Error) -> Failure {
         E::Precondition { .. } => Failure::Status(412),
         E::NotModified { .. } => Failure::Status(304),
         E::AlreadyExists { .. } => Failure::Status(409),
-        other => chain_failure(other),
+        other => match chain_failure(other) {
+            // Listings and multipart calls report statuses without the specific variants.
+            Failure::Status(404) => Failure::NotFound,
+            Failure::Status(401 | 403) => Failure::Denied,
+            failure => failure,
+        },
     }
 }
 
@@ -142,6 +147,8 @@ mod tests {
             (generic("Server returned non-2xx status code: 400 Bad Request: "), ErrorClass::Permanent),
             (generic("Server returned non-2xx status code: 413 Payload Too Large: "), ErrorClass::Permanent),
             (generic("something odd"), ErrorClass::Temporary),
+            (generic("Server returned non-2xx status code: 404 Not Found: "), ErrorClass::Temporary),
+            (generic("Server returned non-2xx status code: 403 Forbidden: "), ErrorClass::Temporary),
             (object_store::Error::NotFound { path: path(), source: "x".into() }, ErrorClass::Temporary),
             (object_store::Error::PermissionDenied { path: path(), source: "x".into() }, ErrorClass::Temporary),
             (object_store::Error::Unauthenticated { path: path(), source: "x".into() }, ErrorClass::Temporary),
@@ -165,6 +172,8 @@ mod tests {
         assert_eq!(classify_at_open(&denied).class(), ErrorClass::Config);
         let missing = object_store::Error::NotFound { path: "k".into(), source: "x".into() };
         assert_eq!(classify_at_open(&missing).class(), ErrorClass::Config);
+        let listing = generic("Server returned non-2xx status code: 404 Not Found: ");
+        assert_eq!(classify_at_open(&listing).class(), ErrorClass::Config);
         assert_eq!(
             classify_at_open(&generic("Server returned non-2xx status code: 503 x")).class(),
             ErrorClass::Temporary

@@ -9,7 +9,7 @@ use sinks_core::{ConfigError, Sink};
 
 /// Every feature-gated sink kind nats-sinks knows, with the cargo feature that enables it.
 /// (`blackhole`, from sinks-core, is always built in.)
-pub(crate) const KNOWN: &[(&str, &str)] = &[("file", "file"), ("mysql", "mysql"), ("http", "http")];
+pub(crate) const KNOWN: &[(&str, &str)] = &[("file", "file"), ("mysql", "mysql"), ("http", "http"), ("s3", "s3")];
 
 /// A validated sink: the instance, its effective config (defaults filled in), and the DDL of
 /// its tables when it has any.
@@ -30,6 +30,9 @@ pub(crate) fn available() -> Vec<&'static str> {
     }
     if cfg!(feature = "http") {
         kinds.push("http");
+    }
+    if cfg!(feature = "s3") {
+        kinds.push("s3");
     }
     kinds
 }
@@ -62,6 +65,12 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
             let config = sink_http::HttpSinkConfig::from_section(section)?;
             let effective = serde_json::to_value(&config).unwrap_or_default();
             Ok(Built { sink: Arc::new(sink_http::HttpSink::new(config)?), effective, ddl: None })
+        }
+        #[cfg(feature = "s3")]
+        "s3" => {
+            let config = sink_s3::S3SinkConfig::from_section(section)?;
+            let effective = serde_json::to_value(&config).unwrap_or_default();
+            Ok(Built { sink: Arc::new(sink_s3::S3Sink::new(config)?), effective, ddl: None })
         }
         other => Err(ConfigError::single("sink.type", unknown_kind(other))),
     }
