@@ -32,25 +32,34 @@ pub(crate) struct Args {
     /// Messages in the stream of the HTTP suite.
     #[arg(long, default_value_t = 20_000)]
     http_messages: usize,
+    /// Messages in the stream of the S3 suite.
+    #[arg(long, default_value_t = 20_000)]
+    s3_messages: usize,
     /// `delivery.batch_size`.
     #[arg(long, default_value_t = 500)]
     batch: usize,
     /// `delivery.max_in_flight_batches` (the reference validates and ignores it).
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
-    /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`.
-    #[arg(long, default_value = "core,mysql,http")]
+    /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
+    /// `s3`.
+    #[arg(long, default_value = "core,mysql,http,s3")]
     suite: String,
-    /// Also measure the Python reference (pip-installs nats-sinks[mysql]==0.4.3).
+    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3]==0.4.3).
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `mysql`, `http`); the ceilings always run.
+    /// `file-nofsync`, `file-fsync`, `mysql`, `http`, `s3`); the ceilings always run.
     #[arg(long)]
     only: Option<String>,
 }
 
 const CONSUMER: &str = "bench";
+/// The Python reference, with the extras of every suite.
+const REFERENCE_PACKAGE: &str = "nats-sinks[mysql,s3]==0.4.3";
+/// Variables holding the S3 suite's credentials (the config names them).
+const S3_KEY_ENV: &str = "BENCH_S3_ACCESS_KEY_ID";
+const S3_SECRET_ENV: &str = "BENCH_S3_SECRET_ACCESS_KEY";
 
 /// A stream of benchmark messages.
 #[derive(Debug, Clone, Copy)]
@@ -247,16 +256,17 @@ fn write(path: &Path, value: &serde_json::Value) -> Result<PathBuf> {
 fn reference_venv(root: &Path) -> Result<PathBuf> {
     let venv = root.join("target/bench/venv");
     let bin = venv.join("bin/nats-sink");
-    let stamp = venv.join(".installed-mysql");
+    let stamp = venv.join(".installed-mysql-s3");
     if !bin.exists() || !stamp.exists() {
-        eprintln!("installing the Python reference (nats-sinks[mysql]==0.4.3) into {}", venv.display());
-        let ok = Command::new("python3").args(["-m", "venv"]).arg(&venv).status()?.success()
+        eprintln!("installing the Python reference ({REFERENCE_PACKAGE}) into {}", venv.display());
+        let ok = (venv.join("bin/python").exists()
+            || Command::new("python3").args(["-m", "venv"]).arg(&venv).status()?.success())
             && Command::new(venv.join("bin/python"))
-                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "nats-sinks[mysql]==0.4.3"])
+                .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", REFERENCE_PACKAGE])
                 .status()?
                 .success();
         if !ok {
-            bail!("installing nats-sinks[mysql]==0.4.3 failed");
+            bail!("installing {REFERENCE_PACKAGE} failed");
         }
         std::fs::write(stamp, "")?;
     }
@@ -429,6 +439,37 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 results.push(measured?);
             }
         }
+        if suites.contains(&"s3") && wanted("s3") {
+            let stream = Stream { name: "BENCHS3", subject_root: "benchs3", total: args.s3_messages };
+            publish_stream(&js, stream).await;
+            // One SeaweedFS (with its default of 7 volumes per bucket) for both contenders; a
+            // fresh bucket each (a second run's objects would all exist already).
+            let s3 = sinks_testkit::SeaweedFs::start_with_volumes(7).await.map_err(anyhow::Error::msg)?;
+            let endpoint = s3.endpoint();
+            let harness = sink_s3::certify::S3Harness::new(
+                endpoint.endpoint.clone(),
+                endpoint.filer.clone(),
+                sinks_testkit::S3_ACCESS_KEY_ID,
+                sinks_testkit::S3_SECRET_ACCESS_KEY,
+            );
+            let envs = [(S3_KEY_ENV, sinks_testkit::S3_ACCESS_KEY_ID), (S3_SECRET_ENV, sinks_testkit::S3_SECRET_ACCESS_KEY)];
+            let mut contenders = vec![("s3", "nats-sink, s3 sink".to_owned(), programs.nats_sink.clone())];
+            if let Some(py) = &programs.reference {
+                contenders.push(("reference-s3", "Python reference 0.4.3, s3 sink".to_owned(), py.clone()));
+            }
+            for (id, name, program) in contenders {
+                let bucket = harness.bucket().await.map_err(anyhow::Error::msg)?;
+                let sink = json!({"type": "s3", "bucket": bucket.name(), "endpoint_url": endpoint.endpoint,
+                                  "allow_http_for_local_testing": true, "region_name": "us-east-1",
+                                  "credential_mode": "environment", "aws_access_key_id_env": S3_KEY_ENV,
+                                  "aws_secret_access_key_env": S3_SECRET_ENV});
+                let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
+                let mut cmd = Command::new(program);
+                cmd.arg("run").arg(&path).envs(envs);
+                results.push(measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?);
+            }
+            drop(s3);
+        }
         drop(server);
         anyhow::Ok(results)
     })?;
@@ -442,10 +483,11 @@ pub(crate) fn run(args: Args) -> Result<()> {
 fn render(args: &Args, results: &[Measurement]) -> String {
     let find = |prefix: &str| results.iter().find(|m| m.name.starts_with(prefix));
     let mut md = format!(
-        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11 on loopback, release build.\n\n",
+        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11 and SeaweedFS 4.48 on loopback, release build.\n\n",
         machine(),
         args.messages,
         args.http_messages,
+        args.s3_messages,
         args.batch,
         args.in_flight
     );
@@ -481,6 +523,7 @@ fn render(args: &Args, results: &[Measurement]) -> String {
         ("mysql / raw multi-row upsert loop", ratio("nats-sink, mysql", "raw JetStream → multi-row upsert"), "≥ 0.8"),
         ("mysql / reference", ratio("nats-sink, mysql", &format!("{reference}, mysql")), "≥ 5"),
         ("http / reference", ratio("nats-sink, http", &format!("{reference}, http")), "≥ 5"),
+        ("s3 / reference", ratio("nats-sink, s3", &format!("{reference}, s3")), "≥ 5"),
     ];
     for (name, value, target) in rows {
         let shown = value.map_or("not measured".to_owned(), |v| format!("{v:.2}×"));

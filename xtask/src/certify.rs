@@ -34,33 +34,44 @@ impl Default for Args {
     }
 }
 
-/// Every certified sink: name and harness.
-fn sinks() -> Vec<(&'static str, Box<dyn Harness>)> {
-    vec![
-        ("file", Box::new(sink_file::certify::FileHarness)),
-        ("mysql", Box::new(sink_mysql::certify::MySqlHarness::default())),
-        ("http", Box::new(sink_http::certify::HttpHarness)),
-    ]
+/// Every certified sink's name.
+const SINKS: [&str; 4] = ["file", "mysql", "http", "s3"];
+
+/// The harness of sink `name`. The S3 harness needs a running SeaweedFS: the one named by
+/// the environment, or one started for this run.
+async fn harness(name: &str) -> Result<Box<dyn Harness>> {
+    Ok(match name {
+        "file" => Box::new(sink_file::certify::FileHarness),
+        "mysql" => Box::new(sink_mysql::certify::MySqlHarness::default()),
+        "http" => Box::new(sink_http::certify::HttpHarness),
+        "s3" => {
+            let server = sinks_testkit::shared_s3().await.map_err(|e| anyhow::anyhow!("no S3 server for s3: {e}"))?;
+            Box::new(sink_s3::certify::S3Harness::new(
+                server.endpoint,
+                server.filer,
+                sinks_testkit::S3_ACCESS_KEY_ID,
+                sinks_testkit::S3_SECRET_ACCESS_KEY,
+            ))
+        }
+        other => bail!("no sink named {other:?}; known: {}", SINKS.join(", ")),
+    })
 }
 
 pub(crate) fn run(args: Args) -> Result<()> {
     if args.messages < 20_000 || args.kills < 5 {
         eprintln!("note: fewer than 20,000 messages or 5 kills is a smoke run, not a certification");
     }
-    let selected: Vec<_> = sinks().into_iter().filter(|(n, _)| args.sink.as_deref().is_none_or(|s| s == *n)).collect();
+    let selected: Vec<&str> = SINKS.into_iter().filter(|n| args.sink.as_deref().is_none_or(|s| s == *n)).collect();
     if selected.is_empty() {
-        bail!(
-            "no sink named {:?}; known: {}",
-            args.sink,
-            sinks().iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
-        );
+        bail!("no sink named {:?}; known: {}", args.sink, SINKS.join(", "));
     }
     crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
     let bin = sinks_testkit::workspace_root().join("target/debug/nats-sink");
     let plan = Plan { messages: args.messages, kills: args.kills, graceful_messages: args.graceful_messages };
     let rt = tokio::runtime::Runtime::new()?;
     let mut reports = Vec::new();
-    for (name, harness) in selected {
+    for name in selected {
+        let harness = rt.block_on(harness(name))?;
         eprintln!("certifying {name}: contract clauses");
         let mut report = rt.block_on(certify::run_all(harness.as_ref()));
         eprintln!("certifying {name}: crash certification ({} messages, {} kills)", plan.messages, plan.kills);

@@ -74,8 +74,18 @@ fn test() -> Result<()> {
     let tools = setup::run()?;
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
-    let env = [("NATS_SERVER_BIN", tools.nats_server.display().to_string())];
-    cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env)?;
+    // One SeaweedFS for every S3 test of the run (each test makes its own buckets); tests
+    // that kill the S3 server start private ones.
+    let rt = tokio::runtime::Runtime::new()?;
+    let (s3_server, s3_env) = rt.block_on(sinks_testkit::start_for_run()).map_err(|e| anyhow::anyhow!(e))?;
+    let mut env = vec![
+        ("NATS_SERVER_BIN", tools.nats_server.display().to_string()),
+        ("SEAWEEDFS_BIN", tools.weed.display().to_string()),
+    ];
+    env.extend(s3_env);
+    let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env);
+    drop(s3_server);
+    tested?;
     certify::run(certify::Args::default())?;
     eprintln!("all checks passed");
     Ok(())

@@ -277,8 +277,9 @@ pub struct S3SinkConfig {
     /// `operator_confirmed` (the only value, as in the reference).
     #[serde(default)]
     pub durability: Durability,
-    /// Most object puts in flight per write, 1–256 (default 16). Messages that map to the
-    /// same object key are written one after another, in input order.
+    /// Most object puts in flight per write, 1–256 (default 64: object stores answer each put
+    /// in milliseconds to tens of milliseconds, so throughput comes from concurrency).
+    /// Messages that map to the same object key are written one after another, in order.
     #[serde(default = "default_max_concurrent_requests")]
     pub max_concurrent_requests: usize,
     /// On "already exists", compare the stored object's payload fingerprint with the
@@ -333,7 +334,7 @@ fn default_jitter() -> Jitter {
     Jitter::Full
 }
 fn default_max_concurrent_requests() -> usize {
-    16
+    64
 }
 fn default_true() -> bool {
     true

