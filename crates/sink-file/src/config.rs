@@ -54,16 +54,8 @@ pub enum DuplicatePolicy {
     Fail,
 }
 
-/// Compression applied to each file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Compression {
-    /// Plain JSON.
-    #[default]
-    None,
-    /// Deterministic gzip (mtime 0, no file name in the header).
-    Gzip,
-}
+/// Compression applied to each file: `none` or deterministic `gzip`.
+pub use sinks_core::compression::Compression;
 
 /// Settings of the file sink (`sink.type = "file"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -6,9 +6,9 @@
 //! Gzip output has mtime 0 and no file name, so the same record always compresses to the same
 //! bytes.
 
-use std::io::{Read, Write};
+use std::io::Read;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sinks_core::payload::{self, NormalizedPayload, PayloadError};
@@ -105,19 +105,6 @@ pub(crate) fn record_json(
     Ok(out)
 }
 
-/// Applies `compression` to `json`. Gzip output is deterministic (mtime 0, no file name).
-pub(crate) fn compress(json: Vec<u8>, compression: Compression, level: u32) -> Result<Vec<u8>, RecordError> {
-    match compression {
-        Compression::None => Ok(json),
-        Compression::Gzip => {
-            let out = Vec::with_capacity(json.len() / 2 + 64);
-            let mut encoder = flate2::GzBuilder::new().mtime(0).write(out, flate2::Compression::new(level));
-            encoder.write_all(&json).map_err(|e| RecordError::Encode(e.to_string()))?;
-            encoder.finish().map_err(|e| RecordError::Encode(e.to_string()))
-        }
-    }
-}
-
 /// The file content for `envelope` under `config`, stored at `stored_at`.
 pub(crate) fn encode(
     envelope: &Envelope,
@@ -126,37 +113,23 @@ pub(crate) fn encode(
 ) -> Result<EncodedRecord, RecordError> {
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
     let json = record_json(envelope, &normalized, config.include_metadata, config.pretty, stored_at)?;
-    let bytes = compress(json, config.compression, config.compression_level)?;
+    let bytes =
+        config.compression.apply(json, config.compression_level).map_err(|e| RecordError::Encode(e.to_string()))?;
     Ok(EncodedRecord { bytes, payload_sha256: normalized.sha256 })
 }
 
-#[derive(Deserialize)]
-struct StoredRecord {
-    payload_info: Option<StoredPayloadInfo>,
-}
-
-#[derive(Deserialize)]
-struct StoredPayloadInfo {
-    sha256: Option<String>,
-}
-
 /// `payload_info.sha256` of a stored record read from `reader`, or `None` when the content
-/// is not a readable record (foreign file, truncated, wrong compression).
+/// is not a readable record (foreign file, truncated, wrong compression, too large).
 pub(crate) fn stored_payload_sha256(reader: impl Read, compression: Compression) -> Option<String> {
-    let mut raw = Vec::new();
-    let limited = reader.take(MAX_STORED_RECORD_BYTES);
-    let read = match compression {
-        Compression::None => { limited }.read_to_end(&mut raw),
-        Compression::Gzip => flate2::read::GzDecoder::new(limited).take(MAX_STORED_RECORD_BYTES).read_to_end(&mut raw),
-    };
-    read.ok()?;
-    serde_json::from_slice::<StoredRecord>(&raw).ok()?.payload_info?.sha256
+    let raw = sinks_core::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)?;
+    payload::stored_payload_sha256(&raw)
 }
 
 #[cfg(test)]
 mod tests {
     use std::fmt;
 
+    use serde::Deserialize;
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
     use sinks_core::testing::{envelope, envelope_with};
     use sinks_core::{AppMetadata, Headers, PayloadMode};

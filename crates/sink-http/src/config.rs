@@ -104,19 +104,7 @@ pub enum BodyFormat {
 }
 
 /// How the `Idempotency-Key` of a message is derived (always from the event identity).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KeyStrategy {
-    /// The envelope's default key: stream sequence, else message id, else payload hash.
-    #[default]
-    IdempotencyKey,
-    /// `stream-sequence:{stream}:{seq}` only.
-    StreamSequence,
-    /// `message-id:{id}` only.
-    MessageId,
-    /// `payload-sha256:{subject}:{hex}` (refused for headers-only deliveries).
-    PayloadSha256,
-}
+pub use sinks_core::idempotency::KeySource as KeyStrategy;
 
 /// Several envelopes per request, for endpoints that accept batches.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -19,7 +19,7 @@ use sinks_core::payload::{self, PayloadError};
 use sinks_core::{Envelope, IdempotencyKey, metadata};
 use time::OffsetDateTime;
 
-use crate::config::{BatchMode, BodyFormat, HttpSinkConfig, IdempotencyConfig, KEY_PLACEHOLDER, KeyStrategy};
+use crate::config::{BatchMode, BodyFormat, HttpSinkConfig, IdempotencyConfig, KEY_PLACEHOLDER};
 
 /// `schema` of every envelope body.
 pub(crate) const SCHEMA: &str = "nats_sinks.http.message.v1";
@@ -94,19 +94,7 @@ pub(crate) fn idempotency_key(
     if !config.enabled {
         return Ok(None);
     }
-    let js = envelope.jetstream();
-    let derived = match config.strategy {
-        KeyStrategy::IdempotencyKey => envelope.idempotency_key(),
-        KeyStrategy::StreamSequence if js.stream.is_empty() || js.stream_sequence == 0 => {
-            Err(IdempotencyError::MissingStreamSequence)
-        }
-        KeyStrategy::StreamSequence => Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence)),
-        KeyStrategy::MessageId => {
-            envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)
-        }
-        KeyStrategy::PayloadSha256 if envelope.presence().omitted => Err(IdempotencyError::PayloadOmitted),
-        KeyStrategy::PayloadSha256 => Ok(IdempotencyKey::payload_sha256(envelope.subject(), envelope.payload())),
-    };
+    let derived = config.strategy.key_of(envelope);
     match derived {
         Ok(key) => Ok(Some(key)),
         Err(e) if config.required => Err(e),
@@ -455,7 +443,7 @@ mod tests {
         let omitted = envelope_with("", 0, "orders.created", "", Headers::new().with("Nats-Msg-Size", "5"), 1);
         let cfg = |strategy, required| IdempotencyConfig { strategy, required, ..IdempotencyConfig::default() };
         let key = |e: &Envelope, c: &IdempotencyConfig| idempotency_key(e, c).map(|k| k.map(|k| k.to_string()));
-        use KeyStrategy::*;
+        use crate::config::KeyStrategy::*;
         assert_eq!(key(&e, &cfg(IdempotencyKey, true)).unwrap().unwrap(), "stream-sequence:ORDERS:7");
         assert_eq!(key(&e, &cfg(StreamSequence, true)).unwrap().unwrap(), "stream-sequence:ORDERS:7");
         assert_eq!(key(&e, &cfg(MessageId, true)).unwrap().unwrap(), "message-id:abc");

@@ -46,32 +46,10 @@ pub enum CredentialMode {
     Profile,
 }
 
-/// How an object key is derived from a message.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum KeyStrategy {
-    /// `idempotency-key/<key>` from the envelope's idempotency key (default).
-    #[default]
-    IdempotencyKey,
-    /// `stream-sequence/<stream>/<sequence>`.
-    StreamSequence,
-    /// `message-id/<message id>`.
-    MessageId,
-    /// `payload-sha256/<subject>/<sha256 of the payload>`.
-    PayloadSha256,
-}
-
-impl KeyStrategy {
-    /// The value as configured (also written to object metadata).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::IdempotencyKey => "idempotency_key",
-            Self::StreamSequence => "stream_sequence",
-            Self::MessageId => "message_id",
-            Self::PayloadSha256 => "payload_sha256",
-        }
-    }
-}
+/// Which identity an object key is built from: `idempotency_key` (default:
+/// `idempotency-key/<key>`), `stream_sequence` (`stream-sequence/<stream>/<seq>`),
+/// `message_id` (`message-id/<id>`) or `payload_sha256` (`payload-sha256/<subject>/<hex>`).
+pub use sinks_core::idempotency::KeySource as KeyStrategy;
 
 /// What a write does when its object key already exists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,16 +108,8 @@ pub enum MetadataMode {
     Sidecar,
 }
 
-/// Body compression.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Compression {
-    /// Plain JSON (default).
-    #[default]
-    None,
-    /// Gzip with mtime 0 and no file name (deterministic); `Content-Encoding: gzip`.
-    Gzip,
-}
+/// Body compression: `none` or deterministic `gzip` (`Content-Encoding: gzip`).
+pub use sinks_core::compression::Compression;
 
 /// Server-side encryption requested on every put.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

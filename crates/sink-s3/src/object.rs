@@ -11,8 +11,6 @@
 //! - The **fingerprint** of a message (SHA-256 of its original payload bytes) and how to
 //!   recover it from a stored object, for the content check.
 
-use std::io::{Read, Write};
-
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
@@ -33,6 +31,8 @@ pub(crate) const SIDECAR_SCHEMA: &str = "nats_sinks.s3.sidecar.v1";
 pub(crate) const FINGERPRINT_METADATA: &str = "nats-sinks-payload-sha256";
 /// Longest sanitized value kept before it is shortened (and marked with its digest).
 const MAX_PART_LEN: usize = 200;
+/// Gzip level of compressed bodies (flate2's default).
+const GZIP_LEVEL: u32 = 6;
 /// Hex digits of the SHA-256 appended to a value that sanitizing changed (128 bits).
 const DIGEST_HEX_LEN: usize = 32;
 
@@ -128,24 +128,17 @@ pub(crate) fn safe_part(value: &str) -> String {
 
 /// The key of `envelope` without prefix and suffix.
 fn raw_key(envelope: &Envelope, strategy: KeyStrategy) -> Result<String, IdempotencyError> {
+    // The shared derivation checks that the message carries the identity the strategy needs.
+    let key = strategy.key_of(envelope)?;
     let js = envelope.jetstream();
-    match strategy {
-        KeyStrategy::IdempotencyKey => {
-            envelope.idempotency_key().map(|k| format!("idempotency-key/{}", safe_part(k.as_str())))
-        }
-        KeyStrategy::StreamSequence if js.stream.is_empty() || js.stream_sequence == 0 => {
-            Err(IdempotencyError::MissingStreamSequence)
-        }
-        KeyStrategy::StreamSequence => Ok(format!("stream-sequence/{}/{}", safe_part(&js.stream), js.stream_sequence)),
-        KeyStrategy::MessageId => envelope
-            .message_id()
-            .map(|id| format!("message-id/{}", safe_part(id)))
-            .ok_or(IdempotencyError::MissingMessageId),
-        KeyStrategy::PayloadSha256 if envelope.presence().omitted => Err(IdempotencyError::PayloadOmitted),
+    Ok(match strategy {
+        KeyStrategy::IdempotencyKey => format!("idempotency-key/{}", safe_part(key.as_str())),
+        KeyStrategy::StreamSequence => format!("stream-sequence/{}/{}", safe_part(&js.stream), js.stream_sequence),
+        KeyStrategy::MessageId => format!("message-id/{}", safe_part(envelope.message_id().unwrap_or_default())),
         KeyStrategy::PayloadSha256 => {
-            Ok(format!("payload-sha256/{}/{}", safe_part(envelope.subject()), sha256_hex(envelope.payload())))
+            format!("payload-sha256/{}/{}", safe_part(envelope.subject()), sha256_hex(envelope.payload()))
         }
-    }
+    })
 }
 
 /// The primary object key of `envelope`.
@@ -246,7 +239,7 @@ pub(crate) fn prepare(
         ObjectFormat::Payload => normalized.value.get().as_bytes().to_vec(),
         ObjectFormat::Envelope => object_json(envelope, &normalized, &doc)?,
     };
-    let body = compress(json, config.compression)?;
+    let body = config.compression.apply(json, GZIP_LEVEL).map_err(|e| ObjectError::Encode(e.to_string()))?;
     check_size(body.len(), config.max_object_bytes)?;
     let fingerprint = normalized.sha256.clone();
     let mut meta = Vec::new();
@@ -375,28 +368,10 @@ fn check_metadata(meta: &[(String, String)], max: u64) -> Result<(), ObjectError
     Ok(())
 }
 
-/// Applies `compression`. Gzip output is deterministic (mtime 0, no file name).
-fn compress(json: Vec<u8>, compression: Compression) -> Result<Vec<u8>, ObjectError> {
-    match compression {
-        Compression::None => Ok(json),
-        Compression::Gzip => {
-            let out = Vec::with_capacity(json.len() / 2 + 64);
-            let mut encoder = flate2::GzBuilder::new().mtime(0).write(out, flate2::Compression::default());
-            encoder.write_all(&json).map_err(|e| ObjectError::Encode(e.to_string()))?;
-            encoder.finish().map_err(|e| ObjectError::Encode(e.to_string()))
-        }
-    }
-}
-
 /// The uncompressed body of a stored object (gzip recognized by its magic bytes), at most
 /// `max` bytes of output; `None` when it cannot be decoded.
 pub(crate) fn decompress(body: &[u8], max: u64) -> Option<Vec<u8>> {
-    if !body.starts_with(&[0x1f, 0x8b]) {
-        return Some(body.to_vec());
-    }
-    let mut out = Vec::new();
-    flate2::read::GzDecoder::new(body).take(max.saturating_add(1)).read_to_end(&mut out).ok()?;
-    (out.len() as u64 <= max).then_some(out)
+    sinks_core::compression::read_decoded(body, body.starts_with(&[0x1f, 0x8b]), max)
 }
 
 /// The fingerprint (SHA-256 of the original payload) of a stored, uncompressed body written
@@ -404,17 +379,7 @@ pub(crate) fn decompress(body: &[u8], max: u64) -> Option<Vec<u8>> {
 /// payload for a payload-only object. `None` when the body is not what this sink writes.
 pub(crate) fn stored_fingerprint(body: &[u8], format: ObjectFormat) -> Option<String> {
     match format {
-        ObjectFormat::Envelope => {
-            #[derive(serde::Deserialize)]
-            struct Doc {
-                payload_info: Info,
-            }
-            #[derive(serde::Deserialize)]
-            struct Info {
-                sha256: String,
-            }
-            serde_json::from_slice::<Doc>(body).ok().map(|d| d.payload_info.sha256)
-        }
+        ObjectFormat::Envelope => payload::stored_payload_sha256(body),
         ObjectFormat::Payload => {
             let text = std::str::from_utf8(body).ok()?;
             Some(sha256_hex(&payload::decode_stored(text)))
@@ -617,7 +582,7 @@ mod tests {
 
     #[test]
     fn decompress_is_bounded() {
-        let big = compress(vec![b'a'; 10_000], Compression::Gzip).unwrap();
+        let big = Compression::Gzip.apply(vec![b'a'; 10_000], GZIP_LEVEL).unwrap();
         assert!(decompress(&big, 100).is_none());
         assert_eq!(decompress(&big, 10_000).unwrap().len(), 10_000);
         assert_eq!(decompress(b"{}", 10).unwrap(), b"{}");

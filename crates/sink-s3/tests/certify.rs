@@ -36,13 +36,5 @@ async fn crash_target_is_a_valid_sink_section_that_reads_back() {
     let config = sink_s3::S3SinkConfig::from_section(&section).expect("valid section");
     let sink = sink_s3::S3Sink::with_credentials(config, harness.credentials()).expect("sink");
     sink.open().await.expect("open");
-    let batch: Vec<_> =
-        (1..=5).map(|s| sinks_core::testing::envelope("CRASH", s, "crash.x", format!("{{\"s\":{s}}}"))).collect();
-    let outcomes = sink.write_batch(&batch).await.expect("outcomes");
-    assert!(outcomes.iter().all(|o| matches!(o, sinks_core::MessageOutcome::Committed)), "{outcomes:?}");
-    let mut records = target.read_back.read_all().await.expect("read back");
-    records.sort();
-    assert_eq!(records.len(), 5);
-    assert_eq!(records[0].0, "stream-sequence:CRASH:1");
-    assert_eq!(records[0].1, "{\"s\":1}");
+    certify::check_crash_target(&target, &sink).await.unwrap();
 }

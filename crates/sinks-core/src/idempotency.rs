@@ -106,6 +106,51 @@ impl IdempotencyError {
     }
 }
 
+/// Which single identity a message's key is built from, for sinks that key each message by
+/// one identity (HTTP `idempotency.strategy`, S3 `key_strategy`). Values as in the reference.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeySource {
+    /// The envelope's default key: stream sequence, else message id, else payload hash.
+    #[default]
+    IdempotencyKey,
+    /// `stream-sequence:{stream}:{seq}` only.
+    StreamSequence,
+    /// `message-id:{id}` only.
+    MessageId,
+    /// `payload-sha256:{subject}:{hex}` (refused for headers-only deliveries).
+    PayloadSha256,
+}
+
+impl KeySource {
+    /// The value as configured.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::IdempotencyKey => "idempotency_key",
+            Self::StreamSequence => "stream_sequence",
+            Self::MessageId => "message_id",
+            Self::PayloadSha256 => "payload_sha256",
+        }
+    }
+
+    /// The key of `envelope`; an error when the message lacks the identity this source needs.
+    pub fn key_of(self, envelope: &Envelope) -> Result<IdempotencyKey, IdempotencyError> {
+        let js = envelope.jetstream();
+        match self {
+            Self::IdempotencyKey => envelope.idempotency_key(),
+            Self::StreamSequence if js.stream.is_empty() || js.stream_sequence == 0 => {
+                Err(IdempotencyError::MissingStreamSequence)
+            }
+            Self::StreamSequence => Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence)),
+            Self::MessageId => {
+                envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)
+            }
+            Self::PayloadSha256 if envelope.presence().omitted => Err(IdempotencyError::PayloadOmitted),
+            Self::PayloadSha256 => Ok(IdempotencyKey::payload_sha256(envelope.subject(), envelope.payload())),
+        }
+    }
+}
+
 /// How a sink derives the key of each message.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

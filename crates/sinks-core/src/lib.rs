@@ -15,6 +15,7 @@ pub mod ack;
 pub mod blackhole;
 #[cfg(feature = "certify")]
 pub mod certify;
+pub mod compression;
 pub mod config;
 pub mod connect;
 pub mod dlq;

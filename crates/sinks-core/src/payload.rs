@@ -132,6 +132,20 @@ pub fn normalize(data: &[u8], mode: PayloadMode) -> Result<NormalizedPayload, Pa
     }
 }
 
+/// `payload_info.sha256` of a stored JSON record (file, S3 object), or `None` when `record`
+/// is not such a document.
+pub fn stored_payload_sha256(record: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Record {
+        payload_info: Option<Info>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Info {
+        sha256: Option<String>,
+    }
+    serde_json::from_slice::<Record>(record).ok()?.payload_info?.sha256
+}
+
 /// The original bytes of a stored payload value: an envelope is decoded (text, or base64
 /// bytes); anything else is the stored JSON text itself.
 pub fn decode_stored(stored: &str) -> Vec<u8> {

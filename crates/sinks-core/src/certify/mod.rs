@@ -105,6 +105,26 @@ impl std::fmt::Debug for CrashTarget {
 
 type CaseFn = for<'a> fn(&'a dyn Harness) -> futures::future::BoxFuture<'a, Outcome>;
 
+/// Shows that a harness's crash target is usable: writes five envelopes of stream `CRASH`
+/// through `sink` (opened, built from `target.sink_section`) and checks that
+/// `target.read_back` returns exactly them, keyed by stream sequence, payloads intact.
+pub async fn check_crash_target(target: &CrashTarget, sink: &dyn Sink) -> Result<(), String> {
+    let batch: Vec<crate::Envelope> =
+        (1..=5).map(|s| crate::testing::envelope("CRASH", s, "crash.x", format!("{{\"s\":{s}}}"))).collect();
+    let outcomes = sink.write_batch(&batch).await.map_err(|e| e.display_chain())?;
+    if !outcomes.iter().all(|o| matches!(o, crate::MessageOutcome::Committed)) {
+        return Err(format!("not all committed: {outcomes:?}"));
+    }
+    let mut records = target.read_back.read_all().await?;
+    records.sort();
+    let expected: Vec<Record> =
+        (1..=5).map(|s| (format!("stream-sequence:CRASH:{s}"), Bytes::from(format!("{{\"s\":{s}}}")))).collect();
+    if records != expected {
+        return Err(format!("read back {records:?}, expected {expected:?}"));
+    }
+    Ok(())
+}
+
 /// Every clause: `(id, title, case)`.
 pub const CLAUSES: &[(&str, &str, CaseFn)] = &[
     ("C1", "durable before success", |h| Box::pin(c1_durable_before_success(h))),
