@@ -112,3 +112,41 @@ fn test_sink_opens_and_checks_the_destination() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("directory"));
 }
+
+#[test]
+fn the_reference_s3_example_validates_offline_and_its_secret_names_are_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    // The reference's complete S3 example section, endpoint unreachable on purpose: validate
+    // and show-effective-config must not connect.
+    let body = format!(
+        r#"{{"nats": {{{NATS_OK}}}, "sink": {{"type": "s3", "bucket": "nats-sinks-events", "prefix": "mission/events",
+            "endpoint_url": "https://object-store.example.invalid", "region_name": "eu-amsterdam-1",
+            "credential_mode": "environment", "aws_access_key_id_env": "NATS_SINKS_S3_ACCESS_KEY_ID",
+            "aws_secret_access_key_env": "NATS_SINKS_S3_SECRET_ACCESS_KEY", "aws_session_token_env": "NATS_SINKS_S3_SESSION_TOKEN",
+            "key_strategy": "stream_sequence", "key_prefix": "archive", "object_suffix": ".json",
+            "duplicate_policy": "skip_existing", "object_format": "envelope", "metadata_mode": "sidecar",
+            "sidecar_suffix": ".metadata.json", "payload_mode": "json_or_envelope", "compression": "none",
+            "content_type": "application/json", "object_metadata": {{"purpose": "archive"}},
+            "server_side_encryption": "AES256", "max_key_bytes": 1024, "max_object_bytes": 16777216,
+            "max_metadata_bytes": 4096, "request_timeout_seconds": 10, "max_retries": 2, "retry_backoff_ms": 250,
+            "retry_max_backoff_ms": 5000, "retry_backoff_mode": "exponential", "retry_backoff_multiplier": 2.0,
+            "retry_jitter": "full"}}}}"#
+    );
+    let path = write(dir.path(), "s3.json", &body);
+    let out = nats_sink(&["validate", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("sink=s3"));
+    let out = nats_sink(&["show-effective-config", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(!stdout.contains("NATS_SINKS_S3_SECRET_ACCESS_KEY") && !stdout.contains("NATS_SINKS_S3_ACCESS_KEY_ID"));
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["sink"]["aws_secret_access_key_env"], "********");
+    assert_eq!(v["sink"]["max_concurrent_requests"], 64, "defaults filled in");
+    assert_eq!(v["sink"]["content_check"], true);
+    let bad = body.replace("\"duplicate_policy\": \"skip_existing\"", "\"duplicate_policy\": \"fail_existing\"");
+    let path = write(dir.path(), "bad.json", &bad);
+    let out = nats_sink(&["validate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("`sink.metadata_mode`"), "{}", text(&out.stderr));
+}
