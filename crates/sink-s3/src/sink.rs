@@ -124,11 +124,7 @@ impl Sink for S3Sink {
 
     async fn open(&self) -> Result<(), SinkError> {
         let inner = &self.inner;
-        if inner.store.get().is_none() {
-            let built = store::build(&inner.config, inner.credentials.as_ref())?;
-            let _ = inner.store.set(built);
-        }
-        inner.probe().await.map_err(|e| classify_at_open(&e))?;
+        inner.probe(classify_at_open).await?;
         tracing::info!(
             bucket = %inner.config.bucket,
             prefix = inner.config.prefix.as_deref().unwrap_or(""),
@@ -185,13 +181,19 @@ impl Sink for S3Sink {
     }
 
     async fn health_check(&self) -> Result<(), SinkError> {
-        self.inner.probe().await.map_err(|e| classify("health check", &e))
+        self.inner.probe(|e| classify("health check", e)).await
     }
 }
 
 impl Inner {
+    /// The client, built on first use (reading the credentials then, not at construction,
+    /// so `validate` reads no secrets). A missing credential is a configuration error.
     fn store(&self) -> Result<&AmazonS3, SinkError> {
-        self.store.get().ok_or_else(|| SinkError::temporary("s3 sink is not open"))
+        if let Some(store) = self.store.get() {
+            return Ok(store);
+        }
+        let built = store::build(&self.config, self.credentials.as_ref())?;
+        Ok(self.store.get_or_init(|| built))
     }
 
     fn path(&self, relative: &str) -> Result<Path, SinkError> {
@@ -208,15 +210,12 @@ impl Inner {
 
     /// Lists an always-empty prefix: proves the endpoint answers, the credentials are
     /// accepted and the bucket exists, without writing anything.
-    async fn probe(&self) -> Result<(), object_store::Error> {
-        let store = self
-            .store
-            .get()
-            .ok_or_else(|| object_store::Error::Generic { store: "S3", source: "s3 sink is not open".into() })?;
-        let prefix = Path::parse(self.under_prefix(PROBE_PREFIX)).unwrap_or_default();
+    async fn probe(&self, classify: impl Fn(&object_store::Error) -> SinkError) -> Result<(), SinkError> {
+        let store = self.store()?;
+        let prefix = self.path(&self.under_prefix(PROBE_PREFIX))?;
         match store.list(Some(&prefix)).next().await {
             None | Some(Ok(_)) => Ok(()),
-            Some(Err(e)) => Err(e),
+            Some(Err(e)) => Err(classify(&e)),
         }
     }
 

@@ -354,3 +354,16 @@ async fn envelope_objects_carry_the_reference_document() {
     assert_eq!(doc["headers"]["x-trace"], "t-1");
     assert_eq!(doc["metadata"]["jetstream"]["stream_sequence"], 7);
 }
+
+#[tokio::test]
+async fn an_unreachable_endpoint_is_a_temporary_transport_failure_without_open() {
+    use sinks_core::certify::Harness;
+    // The certification's unreachable sink is never opened: its writes must still reach the
+    // (closed) endpoint and fail there, not short-cut on a missing client.
+    let sink = harness().await.unreachable().await.unwrap();
+    let outcomes = write(sink.as_ref(), &[envelope("U", 1, "u.x", "{}")]).await;
+    let error = error_of(&outcomes[0]);
+    assert_eq!(error.class(), ErrorClass::Temporary);
+    assert_eq!(error.error_type(), "transport", "{}", error.message());
+    assert_eq!(sink.health_check().await.unwrap_err().error_type(), "transport");
+}

@@ -239,8 +239,7 @@ impl Drop for SeaweedFs {
     }
 }
 
-static SHARED: tokio::sync::OnceCell<Result<(S3Endpoint, Option<&'static SeaweedFs>), String>> =
-    tokio::sync::OnceCell::const_new();
+static SHARED: tokio::sync::OnceCell<Result<S3Endpoint, String>> = tokio::sync::OnceCell::const_new();
 
 /// The S3 server tests share: the one named by [`ENDPOINT_ENV`] and [`FILER_ENV`], else a
 /// private server started once for this process (stopped when the process ends).
@@ -248,14 +247,16 @@ pub async fn shared_s3() -> Result<S3Endpoint, String> {
     let shared = SHARED
         .get_or_init(|| async {
             if let (Ok(endpoint), Ok(filer)) = (std::env::var(ENDPOINT_ENV), std::env::var(FILER_ENV)) {
-                return Ok((S3Endpoint { endpoint, filer }, None));
+                return Ok(S3Endpoint { endpoint, filer });
             }
+            // Leaked on purpose: it serves the whole process, and its watchdog stops it when
+            // the process ends.
             let server: &'static SeaweedFs = Box::leak(Box::new(SeaweedFs::start_inner(true, 1).await?));
             eprintln!("sinks-testkit: started a private SeaweedFS at {}", server.endpoint().endpoint);
-            Ok((server.endpoint(), Some(server)))
+            Ok(server.endpoint())
         })
         .await;
-    shared.as_ref().map(|(endpoint, _)| endpoint.clone()).map_err(Clone::clone)
+    shared.clone()
 }
 
 /// Starts a server for a whole test run (used by `cargo xtask test`): returns it with the
