@@ -86,3 +86,21 @@ async fn destination_down_for_30_seconds() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn sigterm_while_nats_is_down_exits_promptly() {
+    let mut e = env().await;
+    e.publish(200, json).await;
+    let config = e.write_config("", "", "");
+    let sink = Sink::start(&config, e.dir.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(60), || async { records(&e.out()).len() >= 200 }).await,
+        "no progress; log:\n{}",
+        sink.logs()
+    );
+    e.server.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // `terminate` fails when the process has not exited 30 s after SIGTERM (it used to wait
+    // for a flush to a server that was gone, forever).
+    assert_eq!(sink.terminate(), Some(0), "a stop with NATS down is still a clean stop");
+}

@@ -259,18 +259,26 @@ async fn run_inner(
         failed_batches: AtomicU64::new(0),
     });
     let source = Source::new(bound.consumer, config.message_metadata.clone());
-    fetch_loop(&ctx, &source, &stop).await;
+    fetch_loop(&ctx, &source, &stop, &client).await;
 
-    // Every batch task holds a permit; taking them all means every batch has settled.
-    tracing::info!("waiting for in-flight batches to settle");
-    if let Err(e) = client.flush().await {
-        tracing::warn!(error = %e, "flushing acks failed; unsettled messages will be redelivered");
-    }
+    // Every batch has settled (fetch_loop took back every permit). Push the acks out and
+    // drain, within `nats.drain_timeout_seconds`; with the server unreachable there is
+    // nothing to wait for: unsent acks only mean redeliveries.
     let drain = Duration::from_secs(config.nats.drain_timeout_seconds);
-    match tokio::time::timeout(drain, client.drain()).await {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => tracing::warn!(error = %e, "draining the nats connection failed"),
-        Err(_) => tracing::warn!(timeout_s = drain.as_secs(), "draining the nats connection timed out"),
+    if client.connection_state() == async_nats::connection::State::Connected {
+        let finish = async {
+            if let Err(e) = client.flush().await {
+                tracing::warn!(error = %e, "flushing acks failed; unsettled messages will be redelivered");
+            }
+            client.drain().await
+        };
+        match tokio::time::timeout(drain, finish).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "draining the nats connection failed"),
+            Err(_) => tracing::warn!(timeout_s = drain.as_secs(), "draining the nats connection timed out"),
+        }
+    } else {
+        tracing::warn!("nats is unreachable while stopping; unsent acks mean those messages will be redelivered");
     }
     if let Err(e) = sink.close().await {
         tracing::warn!(error = %e.display_chain(), "closing the sink failed");
@@ -355,7 +363,17 @@ fn ordering_keys(envelopes: &[Envelope], config: &Config) -> Vec<u64> {
     keys
 }
 
-async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool>) {
+/// Resolves once a stop was requested while the connection is down (a fetch in progress
+/// then cannot bring anything, so it is abandoned instead of waiting for its timers).
+async fn stopped_while_disconnected(stop: &watch::Receiver<bool>, client: &async_nats::Client) {
+    let mut stop = stop.clone();
+    let _ = stop.wait_for(|s| *s).await;
+    while client.connection_state() == async_nats::connection::State::Connected {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool>, client: &async_nats::Client) {
     let delivery = &ctx.config.delivery;
     let permits = Arc::new(Semaphore::new(delivery.max_in_flight_batches));
     let mut gate = OrderingGate::default();
@@ -368,7 +386,11 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
     while !*stop.borrow() {
         // Fetch first, then wait for a free slot: the next batch is already here when the
         // current one settles. Everything fetched is processed, even after a stop request.
-        let batch = match source.fetch(size, timeout).await {
+        let fetched = tokio::select! {
+            fetched = source.fetch(size, timeout) => fetched,
+            () = stopped_while_disconnected(stop, client) => break,
+        };
+        let batch = match fetched {
             Ok(batch) => {
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
