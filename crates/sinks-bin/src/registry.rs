@@ -76,9 +76,15 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
     }
 }
 
+/// Sink types of the reference that nats-sinks does not implement yet: refused by name, so
+/// a config written for them never runs as something else.
+pub(crate) const NOT_YET: &[&str] =
+    &["fanout", "spool", "oracle", "oracle_nosql", "coherence", "review_package", "foundry", "gotham"];
+
 fn unknown_kind(kind: &str) -> String {
     match KNOWN.iter().find(|(k, _)| *k == kind) {
         Some((_, feature)) => format!("nats-sink was not compiled with the `{feature}` feature"),
+        None if NOT_YET.contains(&kind) => format!("sink type `{kind}` is not supported by this build yet"),
         None => format!("unknown sink type `{kind}` (available: {})", available().join(", ")),
     }
 }

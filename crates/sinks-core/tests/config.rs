@@ -215,3 +215,84 @@ fn environment_overrides_apply() {
         Ok(())
     });
 }
+
+/// The paths of the issues `config` has (empty when it is accepted).
+fn issues_in(config: serde_json::Value) -> Vec<(String, String)> {
+    match Config::from_value(config) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.issues.into_iter().map(|i| (i.path, i.message)).collect(),
+    }
+}
+
+/// A minimal valid config with `section` set to `value` (a dotted path one level deep).
+fn with_section(path: &str, value: serde_json::Value) -> serde_json::Value {
+    let mut config = serde_json::json!({
+        "nats": {"stream": "S", "consumer": "c", "subject": "a.>"},
+        "sink": {"type": "file", "directory": "/tmp/x"},
+    });
+    match path.split_once('.') {
+        Some((outer, inner)) => {
+            config[outer] = serde_json::json!({ inner: value });
+        }
+        None => config[path] = value,
+    }
+    config
+}
+
+#[test]
+fn every_unimplemented_section_fails_closed() {
+    use sinks_core::config::NOT_YET_SUPPORTED;
+    let sections: Vec<&str> = NOT_YET_SUPPORTED.iter().copied().chain(["delivery.priority_lanes"]).collect();
+    for section in sections {
+        // Off (absent flag, false, null): accepted, it does nothing.
+        for off in [serde_json::json!({}), serde_json::json!({"enabled": false}), serde_json::json!({"enabled": null})]
+        {
+            let issues = issues_in(with_section(section, off.clone()));
+            assert!(issues.is_empty(), "{section} = {off}: {issues:?}");
+        }
+        // On, or anything that is not plainly off: refused, naming the flag.
+        for on in [serde_json::json!({"enabled": true}), serde_json::json!({"enabled": "yes"})] {
+            let issues = issues_in(with_section(section, on.clone()));
+            let field = format!("{section}.enabled");
+            assert!(
+                issues.iter().any(|(p, m)| *p == field && m.contains("not supported by this build yet")),
+                "{section} = {on}: expected a refusal at {field}, got {issues:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn encryption_rules_that_act_alone_are_refused() {
+    // The reference encrypts subjects matched by a rule even while `encryption.enabled` is
+    // false; a rule is enabled unless it says otherwise.
+    let cases = [
+        (serde_json::json!([{"subject": "secure.>", "enabled": true}]), Some("encryption.rules[0].enabled")),
+        (serde_json::json!([{"subject": "secure.>"}]), Some("encryption.rules[0]")),
+        (
+            serde_json::json!([{"subject": "public.>", "enabled": false}, {"subject": "secure.>", "enabled": 1}]),
+            Some("encryption.rules[1].enabled"),
+        ),
+        (serde_json::json!({"subject": "x"}), Some("encryption.rules")),
+        (serde_json::json!([{"subject": "public.>", "enabled": false}]), None),
+        (serde_json::json!([]), None),
+    ];
+    for (rules, refused_at) in cases {
+        let issues = issues_in(with_section("encryption", serde_json::json!({"enabled": false, "rules": rules})));
+        match refused_at {
+            Some(field) => assert!(
+                issues.iter().any(|(p, m)| p == field && m.contains("not supported by this build yet")),
+                "rules {rules}: expected a refusal at {field}, got {issues:?}"
+            ),
+            None => assert!(issues.is_empty(), "rules {rules}: {issues:?}"),
+        }
+    }
+}
+
+#[test]
+fn named_sinks_are_refused_until_implemented() {
+    let mut config = with_section("sinks", serde_json::json!({"audit": {"type": "file", "directory": "/tmp/a"}}));
+    config["sink"] = serde_json::json!({"type": "file", "directory": "/tmp/x"});
+    let issues = issues_in(config);
+    assert!(issues.iter().any(|(p, _)| p == "sinks.audit"), "{issues:?}");
+}

@@ -162,8 +162,11 @@ impl DeliveryConfig {
         if self.ordering_key == OrderingKey::PayloadField && self.ordering_payload_field.is_none() {
             issues.push("delivery.ordering_payload_field", "required when ordering_key is payload_field");
         }
-        if self.priority_lanes.get("enabled").and_then(serde_json::Value::as_bool) == Some(true) {
-            issues.push("delivery.priority_lanes.enabled", "priority lanes are not supported yet");
+        match self.priority_lanes.get("enabled") {
+            None | Some(serde_json::Value::Null | serde_json::Value::Bool(false)) => {}
+            Some(_) => {
+                issues.push("delivery.priority_lanes.enabled", "priority lanes are not supported by this build yet")
+            }
         }
         let ip = &self.in_progress;
         issues.range("delivery.in_progress.interval_ms", ip.interval_ms, 1, 3_600_000);

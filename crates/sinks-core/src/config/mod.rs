@@ -100,11 +100,72 @@ pub struct Config {
     pub sink: SinkSection,
 }
 
-/// A reference config section this build does not implement; accepted only when its
-/// `enabled` flag is absent or false.
+/// A reference config section this build does not implement. It is accepted only when
+/// nothing in it would act on any message: its `enabled` flag absent or false, and (for
+/// sections whose rules act on their own, such as `encryption`) every rule explicitly
+/// `enabled: false`. Anything else is refused, naming the field: an unimplemented feature
+/// fails closed, never silently off.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct NotYetSupported(pub serde_json::Map<String, serde_json::Value>);
+
+/// The reference's top-level sections this build does not implement yet (each a
+/// [`NotYetSupported`]); `delivery.priority_lanes` and named `sinks` are refused the same way.
+pub const NOT_YET_SUPPORTED: [&str; 12] = [
+    "metrics",
+    "push_consumer",
+    "advisories",
+    "mission_metadata",
+    "security_labels",
+    "encryption",
+    "message_authenticity",
+    "custody",
+    "size_policy",
+    "pre_sink_policy",
+    "routing",
+    "plugins",
+];
+
+/// Sections whose `rules` turn the feature on for matching subjects even while the section's
+/// own `enabled` is false (the reference's payload encryption: a rule is enabled unless it
+/// says otherwise).
+const RULES_ACT_ALONE: &[&str] = &["encryption"];
+
+impl NotYetSupported {
+    /// Records an issue for every setting of section `name` that would turn it on.
+    fn refuse_activation(&self, name: &str, issues: &mut Issues) {
+        let unsupported = format!("`{name}` is not supported by this build yet");
+        match self.0.get("enabled") {
+            None | Some(serde_json::Value::Null | serde_json::Value::Bool(false)) => {}
+            Some(serde_json::Value::Bool(true)) => issues.push(&format!("{name}.enabled"), unsupported.clone()),
+            Some(_) => issues.push(&format!("{name}.enabled"), format!("must be a boolean; {unsupported}")),
+        }
+        if !RULES_ACT_ALONE.contains(&name) {
+            return;
+        }
+        let Some(rules) = self.0.get("rules") else { return };
+        let Some(rules) = rules.as_array() else {
+            issues.push(&format!("{name}.rules"), format!("must be a list; {unsupported}"));
+            return;
+        };
+        for (i, rule) in rules.iter().enumerate() {
+            match rule.get("enabled") {
+                Some(serde_json::Value::Bool(false)) => {}
+                Some(_) => issues.push(
+                    &format!("{name}.rules[{i}].enabled"),
+                    format!("this rule would turn `{name}` on for its subjects; {unsupported}"),
+                ),
+                None => issues.push(
+                    &format!("{name}.rules[{i}]"),
+                    format!(
+                        "a rule is enabled unless it says `enabled: false`, so this one would turn `{name}` on for its \
+                         subjects; {unsupported}"
+                    ),
+                ),
+            }
+        }
+    }
+}
 
 /// The `sink` section: a `type` and the sink's own settings, parsed by the sink crate.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -266,10 +327,8 @@ impl Config {
             }
         }
         for (name, section) in self.unsupported_sections() {
-            if let Some(s) = section
-                && s.0.get("enabled").and_then(serde_json::Value::as_bool) == Some(true)
-            {
-                issues.push(&format!("{name}.enabled"), format!("`{name}` is not supported by this build yet"));
+            if let Some(section) = section {
+                section.refuse_activation(name, &mut issues);
             }
         }
         if let Some(name) = self.sinks.keys().next() {
@@ -288,7 +347,7 @@ impl Config {
         issues.finish()
     }
 
-    fn unsupported_sections(&self) -> [(&'static str, &Option<NotYetSupported>); 12] {
+    fn unsupported_sections(&self) -> [(&'static str, &Option<NotYetSupported>); NOT_YET_SUPPORTED.len()] {
         [
             ("metrics", &self.metrics),
             ("push_consumer", &self.push_consumer),
