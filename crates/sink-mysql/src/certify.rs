@@ -2,10 +2,11 @@
 //! server (feature `certify`). Every fixture is a fresh, uniquely named table, read back with
 //! plain `SELECT`s and dropped afterwards.
 //!
-//! The server is `$NATS_SINKS_TEST_MYSQL` (`host:port`, default `127.0.0.1:3306`), database
-//! `test`, administered as `root` without a password (the machine's MariaDB). Fixtures write
-//! as a dedicated user with a generated password, so clause C11 can look for that secret in
-//! the logs. When the server cannot be reached, every live clause is skipped with the reason.
+//! The server is a [`TestServer`] the caller names (the test run's private MariaDB, see
+//! `sinks_testkit::shared_mysql`), database `test`, administered as `root` without a
+//! password. Fixtures write as a dedicated user with a generated password, so clause C11 can
+//! look for that secret in the logs. When the server cannot be reached, every live clause is
+//! skipped with the reason.
 
 use std::sync::Arc;
 
@@ -24,27 +25,50 @@ use crate::{MySqlSink, MySqlSinkConfig, quoted_table};
 pub const DATABASE: &str = "test";
 const CERT_USER: &str = "nats_sinks_cert";
 
-/// `(host, port)` of the test server.
-pub fn server() -> (String, u16) {
-    let addr = std::env::var("NATS_SINKS_TEST_MYSQL").unwrap_or_else(|_| "127.0.0.1:3306".into());
-    match addr.rsplit_once(':') {
-        Some((h, p)) => (h.to_owned(), p.parse().unwrap_or(3306)),
-        None => (addr, 3306),
+/// A MySQL-compatible server for tests: `root` without a password, database `test`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestServer {
+    /// Host name or address.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl TestServer {
+    /// The server at `host:port`.
+    pub fn new(host: impl Into<String>, port: u16) -> Self {
+        Self { host: host.into(), port }
     }
-}
 
-fn admin_opts() -> Opts {
-    let (host, port) = server();
-    OptsBuilder::default().ip_or_hostname(host).tcp_port(port).user(Some("root")).db_name(Some(DATABASE)).into()
-}
+    fn admin_opts(&self) -> Opts {
+        OptsBuilder::default()
+            .ip_or_hostname(self.host.clone())
+            .tcp_port(self.port)
+            .user(Some("root"))
+            .db_name(Some(DATABASE))
+            .into()
+    }
 
-/// An administrative connection, or why there is none.
-pub async fn admin() -> Result<Conn, String> {
-    let (host, port) = server();
-    match tokio::time::timeout(std::time::Duration::from_secs(5), Conn::new(admin_opts())).await {
-        Ok(Ok(c)) => Ok(c),
-        Ok(Err(e)) => Err(format!("mysql at {host}:{port} is not usable: {e}")),
-        Err(_) => Err(format!("mysql at {host}:{port} did not answer within 5 s")),
+    /// An administrative connection, or why there is none.
+    pub async fn admin(&self) -> Result<Conn, String> {
+        let (host, port) = (&self.host, self.port);
+        match tokio::time::timeout(std::time::Duration::from_secs(5), Conn::new(self.admin_opts())).await {
+            Ok(Ok(c)) => Ok(c),
+            Ok(Err(e)) => Err(format!("mysql at {host}:{port} is not usable: {e}")),
+            Err(_) => Err(format!("mysql at {host}:{port} did not answer within 5 s")),
+        }
+    }
+
+    /// Every row of `table` as `(stream-sequence key, original payload bytes)`.
+    pub async fn read_table(&self, table: &str) -> Result<Vec<Record>, String> {
+        let mut c = self.admin().await?;
+        let sql = format!("SELECT STREAM_NAME, STREAM_SEQUENCE, PAYLOAD_JSON FROM {}", quoted_table(table));
+        let rows: Vec<(String, u64, String)> = c.query(sql).await.map_err(|e| e.to_string())?;
+        let _ = c.disconnect().await;
+        Ok(rows
+            .into_iter()
+            .map(|(s, n, p)| (format!("stream-sequence:{s}:{n}"), Bytes::from(sinks_core::payload::decode_stored(&p))))
+            .collect())
     }
 }
 
@@ -53,59 +77,64 @@ pub fn unique_table(prefix: &str) -> String {
     format!("{prefix}_{}_{:08x}", std::process::id(), rand::random::<u32>())
 }
 
-/// Harness over fresh tables of the live server.
+/// Harness over fresh tables of a live server.
 #[derive(Debug)]
 pub struct MySqlHarness {
     password: String,
+    server: Result<TestServer, String>,
 }
 
-impl Default for MySqlHarness {
-    fn default() -> Self {
+impl MySqlHarness {
+    /// A harness over `server`.
+    pub fn new(server: TestServer) -> Self {
+        Self::with(Ok(server))
+    }
+
+    /// A harness without a server: every live clause is skipped with `reason`.
+    pub fn unavailable(reason: impl Into<String>) -> Self {
+        Self::with(Err(reason.into()))
+    }
+
+    fn with(server: Result<TestServer, String>) -> Self {
         // The same for every process: concurrent test processes must not change the user's
         // password under each other. It only has to be recognizable in logs, not unguessable
         // (the user can only reach the `test` database).
-        Self { password: "nats-sinks-cert-password-5f3a9c".to_owned() }
+        Self { password: "nats-sinks-cert-password-5f3a9c".to_owned(), server }
+    }
+
+    fn server(&self) -> Result<&TestServer, String> {
+        self.server.as_ref().map_err(Clone::clone)
     }
 }
 
 /// Reads a table back; drops it when dropped.
 struct TableReadBack {
     table: String,
+    server: TestServer,
 }
 
 #[async_trait]
 impl ReadBack for TableReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
-        read_table(&self.table).await
+        self.server.read_table(&self.table).await
     }
 }
 
 impl Drop for TableReadBack {
     fn drop(&mut self) {
         let sql = format!("DROP TABLE IF EXISTS {}", quoted_table(&self.table));
+        let server = self.server.clone();
         // Drop runs outside async code: use a short-lived runtime on its own thread.
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
             rt.block_on(async {
-                let mut c = admin().await.ok()?;
+                let mut c = server.admin().await.ok()?;
                 c.query_drop(sql).await.ok()?;
                 c.disconnect().await.ok()
             })
         })
         .join();
     }
-}
-
-/// Every row of `table` as `(stream-sequence key, original payload bytes)`.
-pub async fn read_table(table: &str) -> Result<Vec<Record>, String> {
-    let mut c = admin().await?;
-    let sql = format!("SELECT STREAM_NAME, STREAM_SEQUENCE, PAYLOAD_JSON FROM {}", quoted_table(table));
-    let rows: Vec<(String, u64, String)> = c.query(sql).await.map_err(|e| e.to_string())?;
-    let _ = c.disconnect().await;
-    Ok(rows
-        .into_iter()
-        .map(|(s, n, p)| (format!("stream-sequence:{s}:{n}"), Bytes::from(sinks_core::payload::decode_stored(&p))))
-        .collect())
 }
 
 fn section(value: serde_json::Value) -> SinkSection {
@@ -117,7 +146,7 @@ fn section(value: serde_json::Value) -> SinkSection {
 
 impl MySqlHarness {
     async fn ensure_user(&self) -> Result<(), String> {
-        let mut c = admin().await?;
+        let mut c = self.server()?.admin().await?;
         for sql in [
             format!("CREATE USER IF NOT EXISTS '{CERT_USER}'@'%' IDENTIFIED BY '{}'", self.password),
             format!("ALTER USER '{CERT_USER}'@'%' IDENTIFIED BY '{}'", self.password),
@@ -129,7 +158,8 @@ impl MySqlHarness {
     }
 
     fn config(&self, table: &str, extra: serde_json::Value) -> Result<MySqlSinkConfig, String> {
-        let (host, port) = server();
+        let server = self.server()?;
+        let (host, port) = (&server.host, server.port);
         let mut v = serde_json::json!({
             "type": "mysql", "host": host, "port": port, "database": DATABASE, "user": CERT_USER,
             "table": table, "auto_create": true, "mode": "upsert", "conflict_policy": "keep_first",
@@ -143,7 +173,7 @@ impl MySqlHarness {
     async fn fixture(&self, extra: serde_json::Value) -> Result<(Fixture, String), String> {
         self.ensure_user().await?;
         let table = unique_table("cert");
-        let read_back = TableReadBack { table: table.clone() };
+        let read_back = TableReadBack { table: table.clone(), server: self.server()?.clone() };
         let sink =
             MySqlSink::new(self.config(&table, extra)?).map_err(|e| e.to_string())?.with_password(&self.password);
         sink.open().await.map_err(|e| e.display_chain())?;
@@ -165,7 +195,7 @@ impl Harness for MySqlHarness {
         // A table whose SUBJECT column is too narrow: the server rejects a long subject
         // with "data too long" (1406) for that row only.
         let (fx, table) = self.fixture(serde_json::json!({})).await.ok()?;
-        let mut c = admin().await.ok()?;
+        let mut c = self.server().ok()?.admin().await.ok()?;
         let alter = format!("ALTER TABLE {} MODIFY `SUBJECT` varchar(24) NOT NULL", quoted_table(&table));
         c.query_drop(alter).await.ok()?;
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
@@ -182,13 +212,15 @@ impl Harness for MySqlHarness {
     }
 
     async fn crash_target(&self) -> Result<CrashTarget, String> {
-        admin().await?.disconnect().await.map_err(|e| e.to_string())?;
+        let server = self.server()?;
+        server.admin().await?.disconnect().await.map_err(|e| e.to_string())?;
         let table = unique_table("crash");
-        let (host, port) = server();
+        let (host, port) = (&server.host, server.port);
         let sink_section = serde_json::json!({
             "type": "mysql", "host": host, "port": port, "database": DATABASE, "user": "root",
             "table": table, "auto_create": true, "mode": "upsert", "conflict_policy": "keep_first",
         });
-        Ok(CrashTarget { sink_section, read_back: Box::new(TableReadBack { table }), env: Vec::new() })
+        let read_back = Box::new(TableReadBack { table, server: server.clone() });
+        Ok(CrashTarget { sink_section, read_back, env: Vec::new() })
     }
 }

@@ -1,4 +1,4 @@
-//! The MySQL sink's modes and policies on the live server (the machine's MariaDB): duplicates
+//! The MySQL sink's modes and policies on a live server (the run's private MariaDB): duplicates
 //! in every keyed mode, `append`, conflict policies, table routes in one transaction,
 //! payload-field keys, and a rejected row that fails alone without hiding duplicates
 //! (reference W2). Each test uses its own tables; prints SKIPPED when MariaDB is unreachable.
@@ -6,7 +6,7 @@
 
 use mysql_async::prelude::Queryable;
 use serde_json::json;
-use sink_mysql::certify::{admin, unique_table};
+use sink_mysql::certify::{TestServer, unique_table};
 use sink_mysql::{MySqlSink, MySqlSinkConfig, quoted_table};
 use sinks_core::config::SinkSection;
 use sinks_core::testing::{classes, envelope_with, error_of, write};
@@ -14,7 +14,8 @@ use sinks_core::{ConflictResolution, Envelope, Headers, MessageOutcome, OutcomeC
 
 /// A table name and an admin connection, or `None` after printing why the test is skipped.
 async fn setup(test: &str) -> Option<(mysql_async::Conn, String)> {
-    match admin().await {
+    let admin = async { server()?.admin().await };
+    match admin.await {
         Ok(c) => Some((c, unique_table("it"))),
         Err(reason) => {
             eprintln!("SKIPPED {test}: {reason}");
@@ -23,8 +24,15 @@ async fn setup(test: &str) -> Option<(mysql_async::Conn, String)> {
     }
 }
 
+/// The test server (the run's shared MariaDB, or one started for this process).
+fn server() -> Result<TestServer, String> {
+    sinks_testkit::shared_mysql().map(|a| TestServer::new(a.host, a.port))
+}
+
 async fn sink(table: &str, extra: serde_json::Value) -> MySqlSink {
-    let mut v = json!({"type": "mysql", "database": "test", "user": "root", "table": table, "auto_create": true});
+    let server = server().unwrap();
+    let mut v = json!({"type": "mysql", "host": server.host, "port": server.port, "database": "test", "user": "root",
+                       "table": table, "auto_create": true});
     if let (Some(base), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
         base.extend(e);
     }

