@@ -21,6 +21,7 @@ use async_nats::jetstream::Context as Js;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::json;
+use sink_mysql::certify::TestServer;
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 /// Options of `cargo xtask bench`.
@@ -143,7 +144,7 @@ enum Reset<'a> {
     /// with discards while the next contender runs).
     Dir(&'a Path),
     /// Drop the table.
-    Table(&'a str),
+    Table(&'a TestServer, &'a str),
 }
 
 async fn reset(js: &Js, stream: Stream, destination: &Reset<'_>) -> Result<()> {
@@ -157,8 +158,8 @@ async fn reset(js: &Js, stream: Stream, destination: &Reset<'_>) -> Result<()> {
             std::fs::rename(out, aside)?;
         }
         Reset::Dir(_) => {}
-        Reset::Table(table) => {
-            let mut c = sink_mysql::certify::admin().await.map_err(anyhow::Error::msg)?;
+        Reset::Table(server, table) => {
+            let mut c = server.admin().await.map_err(anyhow::Error::msg)?;
             mysql_async::prelude::Queryable::query_drop(&mut c, format!("DROP TABLE IF EXISTS `{table}`")).await?;
             c.disconnect().await?;
         }
@@ -315,8 +316,8 @@ const MYSQL_BENCH_USER: &str = "nats_sinks_bench";
 const MYSQL_PASSWORD_ENV: &str = "NATS_SINKS_BENCH_MYSQL_PASSWORD";
 const MYSQL_TABLE: &str = "NATS_SINKS_BENCH";
 
-async fn mysql_bench_user(password: &str) -> Result<()> {
-    let mut c = sink_mysql::certify::admin().await.map_err(anyhow::Error::msg)?;
+async fn mysql_bench_user(server: &TestServer, password: &str) -> Result<()> {
+    let mut c = server.admin().await.map_err(anyhow::Error::msg)?;
     for sql in [
         format!("CREATE USER IF NOT EXISTS '{MYSQL_BENCH_USER}'@'%' IDENTIFIED BY '{password}'"),
         format!("ALTER USER '{MYSQL_BENCH_USER}'@'%' IDENTIFIED BY '{password}'"),
@@ -331,6 +332,7 @@ async fn mysql_bench_user(password: &str) -> Result<()> {
 pub(crate) fn run(args: Args) -> Result<()> {
     let root = sinks_testkit::workspace_root();
     let suites: Vec<&str> = args.suite.split(',').map(str::trim).collect();
+    crate::setup::ensure(crate::setup::Need::SERVERS)?;
     crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
     crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bins"], &[])?;
     crate::cargo(
@@ -398,17 +400,20 @@ pub(crate) fn run(args: Args) -> Result<()> {
             }
             if suites.contains(&"mysql") && wanted("mysql") {
                 let password = format!("bench-{:016x}", rand::random::<u64>());
-                mysql_bench_user(&password).await?;
-                let (host, port) = sink_mysql::certify::server();
+                // The run's private MariaDB (started for this process unless one is named).
+                let addr = sinks_testkit::shared_mysql().map_err(anyhow::Error::msg)?;
+                let server = TestServer::new(addr.host.clone(), addr.port);
+                mysql_bench_user(&server, &password).await?;
+                let (host, port) = (addr.host, addr.port);
                 let mut raw = Command::new(&programs.raw_mysql);
                 raw.args([&url, stream.name, CONSUMER, &stream.total.to_string(), &args.batch.to_string()])
                     .args([&port.to_string(), MYSQL_BENCH_USER, &password, MYSQL_TABLE]);
                 let name = "raw JetStream → multi-row upsert loop (no framework)";
-                results.push(measure(name, raw, &js, stream, &Reset::Table(MYSQL_TABLE), &log("raw-mysql")).await?);
+                results.push(measure(name, raw, &js, stream, &Reset::Table(&server, MYSQL_TABLE), &log("raw-mysql")).await?);
                 let sink = json!({"type": "mysql", "host": host, "port": port, "database": "test", "user": MYSQL_BENCH_USER,
                                   "password_env": MYSQL_PASSWORD_ENV, "table": MYSQL_TABLE, "mode": "upsert", "auto_create": true});
                 let envs = [(MYSQL_PASSWORD_ENV, password.as_str())];
-                pair!("mysql", "nats-sink, mysql sink, upsert", stream, sink, &Reset::Table(MYSQL_TABLE), envs);
+                pair!("mysql", "nats-sink, mysql sink, upsert", stream, sink, &Reset::Table(&server, MYSQL_TABLE), envs);
             }
         }
         if suites.contains(&"http") && wanted("http") {

@@ -37,15 +37,32 @@ impl Default for Args {
 /// Every certified sink's name.
 const SINKS: [&str; 4] = ["file", "mysql", "http", "s3"];
 
-/// The harness of sink `name`. The S3 harness needs a running SeaweedFS: the one named by
-/// the environment, or one started for this run.
-async fn harness(name: &str) -> Result<Box<dyn Harness>> {
+/// The servers the live harnesses use.
+#[derive(Debug, Clone)]
+pub(crate) struct Servers {
+    /// A SeaweedFS for the S3 sink.
+    pub(crate) s3: sinks_testkit::S3Endpoint,
+    /// A MariaDB for the MySQL sink.
+    pub(crate) mysql: sinks_testkit::MySqlAddr,
+}
+
+/// The harness of sink `name` over `servers` (started for this process when not given).
+async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harness>> {
     Ok(match name {
         "file" => Box::new(sink_file::certify::FileHarness),
-        "mysql" => Box::new(sink_mysql::certify::MySqlHarness::default()),
+        "mysql" => {
+            let addr = match servers {
+                Some(s) => s.mysql.clone(),
+                None => sinks_testkit::shared_mysql().map_err(|e| anyhow::anyhow!("no MariaDB for mysql: {e}"))?,
+            };
+            Box::new(sink_mysql::certify::MySqlHarness::new(sink_mysql::certify::TestServer::new(addr.host, addr.port)))
+        }
         "http" => Box::new(sink_http::certify::HttpHarness),
         "s3" => {
-            let server = sinks_testkit::shared_s3().await.map_err(|e| anyhow::anyhow!("no S3 server for s3: {e}"))?;
+            let server = match servers {
+                Some(s) => s.s3.clone(),
+                None => sinks_testkit::shared_s3().await.map_err(|e| anyhow::anyhow!("no S3 server for s3: {e}"))?,
+            };
             Box::new(sink_s3::certify::S3Harness::new(
                 server.endpoint,
                 server.filer,
@@ -57,7 +74,8 @@ async fn harness(name: &str) -> Result<Box<dyn Harness>> {
     })
 }
 
-pub(crate) fn run(args: Args) -> Result<()> {
+pub(crate) fn run(args: Args, servers: Option<Servers>) -> Result<()> {
+    crate::setup::ensure(crate::setup::Need::SERVERS)?;
     if args.messages < 20_000 || args.kills < 5 {
         eprintln!("note: fewer than 20,000 messages or 5 kills is a smoke run, not a certification");
     }
@@ -71,7 +89,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let rt = tokio::runtime::Runtime::new()?;
     let mut reports = Vec::new();
     for name in selected {
-        let harness = rt.block_on(harness(name))?;
+        let harness = rt.block_on(harness(name, servers.as_ref()))?;
         eprintln!("certifying {name}: contract clauses");
         let mut report = rt.block_on(certify::run_all(harness.as_ref()));
         eprintln!("certifying {name}: crash certification ({} messages, {} kills)", plan.messages, plan.kills);

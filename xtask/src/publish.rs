@@ -1,4 +1,5 @@
-//! `cargo xtask publish`: publishes demo JSON messages to JetStream (quick start helper).
+//! `cargo xtask publish`: publishes demo JSON messages to a running JetStream server (the
+//! README's "against your own NATS server" section). Errors are one line.
 
 use anyhow::{Context, Result};
 use async_nats::HeaderMap;
@@ -37,7 +38,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 .await
                 .context("publishing")?
                 .await
-                .context("waiting for the stream acknowledgement (is a stream capturing the subject?)")?;
+                .with_context(|| {
+                    format!(
+                        "no stream stored {} (start `nats-sink run examples/quickstart.toml` first: it creates the DEMO stream)",
+                        args.subject
+                    )
+                })?;
             println!("published seq={} stream={}", ack.sequence, ack.stream);
         }
         Ok(())
