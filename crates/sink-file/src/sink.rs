@@ -8,12 +8,15 @@
 //!    [`MAX_PARALLEL_FSYNCS`] at once, so the filesystem commits them together and a batch
 //!    costs about one fsync latency instead of one per message;
 //! 3. **place**: `link` (create-if-absent, for `skip_existing` and `fail`) or `rename` (for
-//!    `overwrite`), then the temp name is removed;
+//!    `overwrite`), then the temp name is removed. Files become visible here, so this phase
+//!    keeps the one ordering rule (`sinks_core::ordering`): messages sharing an ordering key
+//!    are placed one after another in stream order, and one behind a temporary failure of
+//!    its key (in any phase) is held back, its temp file discarded;
 //! 4. **directory fsync** (when `fsync`): every directory holding one of the batch's files is
 //!    fsynced once (plus the root when partitioning, which makes new partition directories
 //!    durable). A message whose directory fsync failed is reported as failed, never committed.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -22,7 +25,8 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_core::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, ErrorClass, MessageOutcome, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, ErrorClass, MessageOutcome, OrderKey, Sink,
+    SinkError,
 };
 use time::OffsetDateTime;
 
@@ -141,14 +145,8 @@ impl Sink for FileSink {
         };
         let steps = run_parallel(batch.to_vec(), MAX_PARALLEL_TASKS, stage).await;
         let steps = if fsync { run_parallel(steps, MAX_PARALLEL_FSYNCS, fsync_staged).await } else { steps };
-        let place = {
-            let inner = Arc::clone(&self.inner);
-            move |step: Step| match step {
-                Step::Done(placed) => placed,
-                Step::Staged(staged) => inner.place(staged),
-            }
-        };
-        let mut placed = run_parallel(steps, MAX_PARALLEL_TASKS, place).await;
+        let keys: Vec<Option<OrderKey>> = batch.iter().map(Envelope::order_key).collect();
+        let mut placed = place_in_order(Arc::clone(&self.inner), steps, &keys).await;
         if fsync {
             sync_directories(&mut placed).await;
         }
@@ -414,6 +412,67 @@ fn sync_dir(dir: &Path) -> Result<(), SinkError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| classify(e, "cannot fsync directory"))
 }
 
+/// The messages of one ordering key (or one message without a key), in input order.
+#[derive(Debug, Default)]
+struct Lane(Vec<(usize, Step)>);
+
+/// The placed messages of one lane, with their input positions.
+#[derive(Debug, Default)]
+struct LanePlaced(Vec<(usize, Placed)>);
+
+/// Places every staged file, lane by lane: a lane's files one after another in input order,
+/// lanes in parallel. Within a lane, everything behind a temporary failure is held back.
+async fn place_in_order(inner: Arc<Inner>, steps: Vec<Step>, keys: &[Option<OrderKey>]) -> Vec<Placed> {
+    let count = steps.len();
+    let mut lanes: Vec<Lane> = Vec::new();
+    let mut lane_of: HashMap<OrderKey, usize> = HashMap::new();
+    for (index, step) in steps.into_iter().enumerate() {
+        let lane = match keys.get(index).copied().flatten() {
+            Some(key) => *lane_of.entry(key).or_insert_with(|| {
+                lanes.push(Lane::default());
+                lanes.len() - 1
+            }),
+            None => {
+                lanes.push(Lane::default());
+                lanes.len() - 1
+            }
+        };
+        lanes[lane].0.push((index, step));
+    }
+    let place = move |lane: Lane| {
+        let mut blocked = false;
+        let placed = lane
+            .0
+            .into_iter()
+            .map(|(index, step)| {
+                let placed = match step {
+                    Step::Done(placed) => placed,
+                    // Dropping the staged temp file removes it.
+                    Step::Staged(_) if blocked => Placed { outcome: MessageOutcome::HeldBack, sync_dirs: Vec::new() },
+                    Step::Staged(staged) => inner.place(staged),
+                };
+                blocked |= placed.outcome.failed_temporarily() || matches!(placed.outcome, MessageOutcome::HeldBack);
+                (index, placed)
+            })
+            .collect();
+        LanePlaced(placed)
+    };
+    let mut out: Vec<Option<Placed>> = (0..count).map(|_| None).collect();
+    for lane in run_parallel(lanes, MAX_PARALLEL_TASKS, place).await {
+        for (index, placed) in lane.0 {
+            out[index] = Some(placed);
+        }
+    }
+    out.into_iter().map(|p| p.unwrap_or_else(Placed::task_failed)).collect()
+}
+
+impl TaskFailed for LanePlaced {
+    fn task_failed() -> Self {
+        // The lane's positions are lost with the task; `place_in_order` fills them in.
+        Self::default()
+    }
+}
+
 /// Something that can stand for a lost result when a blocking task panics.
 trait TaskFailed {
     fn task_failed() -> Self;
@@ -520,6 +579,46 @@ mod tests {
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
             assert_eq!(expand_home(Path::new("~/out")), PathBuf::from(home).join("out"));
         }
+    }
+
+    /// The place phase keeps the ordering rule: behind a temporary failure of its key a
+    /// staged file is held back (and its temp file discarded); other keys go on.
+    #[tokio::test]
+    async fn placing_holds_back_behind_a_temporary_failure_of_the_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let config: FileSinkConfig = serde_json::from_value(serde_json::json!({"directory": dir.path()})).unwrap();
+        let sink = FileSink::new(config).unwrap();
+        let root = sink.resolved_root().await.unwrap();
+        let batch: Vec<Envelope> = [(1, "a"), (2, "a"), (3, "b"), (4, "a")]
+            .into_iter()
+            .map(|(seq, subject)| sinks_core::testing::envelope("S", seq, subject, "{}"))
+            .collect();
+        let mut steps: Vec<Step> = batch.iter().map(|e| sink.inner.stage(&root, e)).collect();
+        assert!(steps.iter().all(|s| matches!(s, Step::Staged(_))));
+        // Message 1 failed temporarily before placing (say its fsync did).
+        steps[0] = Step::Done(Placed::failed(SinkError::temporary("injected")));
+        let keys: Vec<Option<OrderKey>> = batch.iter().map(Envelope::order_key).collect();
+        let placed = place_in_order(Arc::clone(&sink.inner), steps, &keys).await;
+        let classes: Vec<_> = placed.iter().map(|p| p.outcome.class()).collect();
+        use sinks_core::OutcomeClass::*;
+        assert_eq!(classes, [FailedTemporary, HeldBack, Committed, HeldBack]);
+        let mut files: Vec<String> = walk(dir.path());
+        files.sort();
+        assert_eq!(files.len(), 1, "only b's file exists, no temp files are left: {files:?}");
+        assert!(files[0].ends_with("S-00000000000000000003.json"), "{files:?}");
+    }
+
+    fn walk(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                out.extend(walk(&path));
+            } else {
+                out.push(path.display().to_string());
+            }
+        }
+        out
     }
 
     #[tokio::test]

@@ -4,7 +4,10 @@
 //!
 //! ```text
 //! cargo run -p sink-http --release --features certify --example http_test_server -- \
-//!     [--port 8088] [--delay-ms 0] [--keep-bodies]
+//!     [--port 8088] [--delay-ms 0] [--keep-bodies] [--flaky-every N [--retry-after S]]
+//!
+//! `--flaky-every N` answers 503 to the first request of every N-th key (by stream
+//! sequence), with `Retry-After: S` when given.
 //! ```
 //!
 //! Prints the ingest URL, then the record count every 5 seconds, until Ctrl-C.
@@ -35,6 +38,8 @@ async fn main() -> std::io::Result<()> {
     server.set_request_log(false);
     server.set_keep_bodies(args.iter().any(|a| a == "--keep-bodies"));
     server.set_delay(delay);
+    let retry_after = arg_value(&args, "--retry-after").map(|s| s.to_string());
+    server.set_flaky_every(arg_value(&args, "--flaky-every"), retry_after.as_deref());
     println!("{}", server.url());
     let mut tick = tokio::time::interval(Duration::from_secs(5));
     tick.tick().await;

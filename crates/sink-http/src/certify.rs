@@ -138,6 +138,18 @@ struct Shared {
     max_in_flight: AtomicUsize,
     unkeyed: AtomicUsize,
     connections: AtomicUsize,
+    /// Keys already seen by the flaky rule (their first request was answered 503).
+    flaky_seen: Mutex<std::collections::HashSet<String>>,
+    /// Success answers per key.
+    successes: Mutex<BTreeMap<String, usize>>,
+}
+
+/// Every key whose trailing number is a multiple of `every` fails its first request with
+/// 503 (and `Retry-After: retry_after` when set); later requests of the key go through.
+#[derive(Debug, Clone)]
+struct Flaky {
+    every: u64,
+    retry_after: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -151,6 +163,7 @@ struct Settings {
     conflict_status: u16,
     log_requests: bool,
     keep_bodies: bool,
+    flaky: Option<Flaky>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -220,11 +233,14 @@ impl TestServer {
                 conflict_status: 422,
                 log_requests: true,
                 keep_bodies: true,
+                flaky: None,
             }),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             unkeyed: AtomicUsize::new(0),
             connections: AtomicUsize::new(0),
+            flaky_seen: Mutex::new(std::collections::HashSet::new()),
+            successes: Mutex::new(BTreeMap::new()),
         });
         let app = Router::new()
             .route("/health", get(|| async { "ok" }))
@@ -275,6 +291,21 @@ impl TestServer {
     /// Faults still queued.
     pub fn pending_faults(&self) -> usize {
         lock(&self.shared.faults).len()
+    }
+
+    /// Makes the first request of every key whose trailing number (the stream sequence of
+    /// `stream-sequence:S:N`) is a multiple of `every` fail with 503, with `Retry-After:
+    /// retry_after` when given; the key's later requests are handled normally. `None` turns
+    /// it off.
+    pub fn set_flaky_every(&self, every: Option<u64>, retry_after: Option<&str>) {
+        lock(&self.shared.settings).flaky =
+            every.filter(|n| *n > 0).map(|every| Flaky { every, retry_after: retry_after.map(str::to_owned) });
+    }
+
+    /// How many times each key was answered with the success status (a correct client and
+    /// endpoint pair gives every key exactly one).
+    pub fn successes(&self) -> BTreeMap<String, usize> {
+        lock(&self.shared.successes).clone()
     }
 
     /// Every write request waits this long before it is handled (default none).
@@ -543,6 +574,17 @@ async fn handle_write(shared: &Shared, kill: &ConnKill, headers: &HeaderMap, bod
     if !settings.delay.is_zero() {
         tokio::time::sleep(settings.delay).await;
     }
+    if let Some(flaky) = &settings.flaky
+        && let Some(key) = request_key(headers)
+        && key.rsplit(':').next().and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n % flaky.every == 0)
+        && lock(&shared.flaky_seen).insert(key)
+    {
+        let mut response = StatusCode::SERVICE_UNAVAILABLE.into_response();
+        if let Some(value) = flaky.retry_after.as_deref().and_then(|v| HeaderValue::from_str(v).ok()) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        return response;
+    }
     let fault = lock(&shared.faults).pop_front();
     match fault {
         None => {}
@@ -671,11 +713,7 @@ fn store(shared: &Shared, settings: &Settings, headers: &HeaderMap, body: &Bytes
         let code = if new == 0 { settings.duplicate_status } else { settings.success_status };
         return status(code).into_response();
     }
-    let key = headers
-        .get("idempotency-key")
-        .and_then(|v| v.to_str().ok())
-        .map(|v| percent_decode_str(v).decode_utf8_lossy().into_owned())
-        .unwrap_or_else(unkeyed);
+    let key = request_key(headers).unwrap_or_else(unkeyed);
     let fingerprint = fingerprint(body);
     let mut records = lock(&shared.records);
     let code = match records.get(&key) {
@@ -683,11 +721,20 @@ fn store(shared: &Shared, settings: &Settings, headers: &HeaderMap, body: &Bytes
         Some(_) => settings.conflict_status,
         None => {
             let kept = if settings.keep_bodies { body.clone() } else { Bytes::new() };
+            *lock(&shared.successes).entry(key.clone()).or_default() += 1;
             records.insert(key.clone(), StoredRecord { key, body: kept, fingerprint });
             settings.success_status
         }
     };
     status(code).into_response()
+}
+
+/// The idempotency key header, percent-decoded.
+fn request_key(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("idempotency-key")
+        .and_then(|v| v.to_str().ok())
+        .map(|v| percent_decode_str(v).decode_utf8_lossy().into_owned())
 }
 
 /// Certification harness: every fixture is a fresh [`TestServer`].

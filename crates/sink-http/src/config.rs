@@ -153,18 +153,23 @@ impl Default for IdempotencyConfig {
     }
 }
 
-/// `retry` block: bounded retries inside one write (JetStream redelivery stays the main
-/// retry mechanism; keep `max_retries` at 0 unless the endpoint deduplicates).
+/// `retry` block: bounded retries inside one write, before a failure is handed back to the
+/// runner (which redelivers it with backoff). A retry sends the same idempotency key, so it
+/// is exactly as safe as a redelivery. Waits longer than `max_backoff_ms` (including a
+/// longer `Retry-After`) and retries that would not finish within the write's budget (from
+/// the consumer's AckWait) are left to a delayed redelivery instead, so one slow message
+/// never holds up its batch for long.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct RetryConfig {
-    /// Extra attempts after a temporary failure, 0–10 (default 0).
+    /// Extra attempts after a temporary failure, 0–10 (default 3; the reference's 0 turns
+    /// retries in place off).
     pub max_retries: u32,
-    /// Delay before the first retry, milliseconds, 0–60,000 (default 250).
+    /// Delay before the first retry, milliseconds, 0–60,000 (default 10).
     pub backoff_ms: u64,
-    /// Cap of the delay, milliseconds, 0–300,000 and ≥ `backoff_ms` (default 5,000). A
-    /// `Retry-After` longer than this ends the in-call retries: the message is left to a
-    /// delayed redelivery instead.
+    /// Longest wait in place, milliseconds, 0–300,000 and ≥ `backoff_ms` (default 250). A
+    /// longer wait (a backoff or a `Retry-After`) ends the in-place retries: the message is
+    /// handed back and redelivered after that wait.
     pub max_backoff_ms: u64,
     /// `fixed`, `linear` or `exponential` (default).
     pub backoff_mode: BackoffMode,
@@ -177,9 +182,9 @@ pub struct RetryConfig {
 impl Default for RetryConfig {
     fn default() -> Self {
         Self {
-            max_retries: 0,
-            backoff_ms: 250,
-            max_backoff_ms: 5_000,
+            max_retries: 3,
+            backoff_ms: 10,
+            max_backoff_ms: 250,
             backoff_mode: BackoffMode::Exponential,
             backoff_multiplier: 2.0,
             jitter: Jitter::Full,
@@ -733,7 +738,7 @@ mod tests {
         assert_eq!(c.idempotency, IdempotencyConfig::default());
         assert_eq!(c.idempotency.header, "Idempotency-Key");
         assert_eq!(c.retry, RetryConfig::default());
-        assert_eq!((c.retry.max_retries, c.retry.backoff_ms, c.retry.max_backoff_ms), (0, 250, 5000));
+        assert_eq!((c.retry.max_retries, c.retry.backoff_ms, c.retry.max_backoff_ms), (3, 10, 250));
         assert_eq!(c.max_concurrent_requests, 16);
         assert_eq!(c.batch_mode, BatchMode::Off);
         assert!(c.include_metadata && c.include_mission_metadata && c.include_security_labels && c.include_custody);

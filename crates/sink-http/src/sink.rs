@@ -10,30 +10,36 @@
 //! 2. **group**: one request per message, or (batch mode) chunks of up to `max_batch_items`
 //!    envelopes and `max_request_bytes` bytes, in input order;
 //! 3. **send**: up to `max_concurrent_requests` requests in flight. A request waits for the
-//!    earlier requests that share an ordering key (the subject) to finish, and is not sent at
-//!    all (temporary) when one of them failed temporarily, so an endpoint never sees a
-//!    subject's messages overtake each other.
+//!    earlier requests that share an ordering key (the envelope's, from
+//!    `delivery.ordering_key`: the subject by default, nothing with `none`) and is held back
+//!    when one of them failed temporarily, so an endpoint never sees messages of one key
+//!    overtake each other. A temporary failure is retried in place (same idempotency key)
+//!    while the wait is short and the write's budget allows, else handed back with the wait
+//!    it needs (`Retry-After` included) for a delayed redelivery.
 
-use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
+use sinks_core::ordering::{self, Finished, Ran};
 use sinks_core::retry::Backoff;
 use sinks_core::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, ErrorClass, IdempotencyKey, MessageOutcome,
     Sink, SinkError,
 };
 use time::OffsetDateTime;
-use tokio::sync::{Semaphore, watch};
 
 use crate::config::{BatchMode, HttpSinkConfig, HttpVersion};
 use crate::error::{classify, error_of_class, kind_of, status_error};
 use crate::request::{self, StatusClass, StatusSets};
+
+/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
+/// the consumer's AckWait).
+const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
 
 /// Delivers envelopes to one HTTP endpoint, idempotently.
 #[derive(Debug, Clone)]
@@ -254,9 +260,14 @@ impl Sink for HttpSink {
     }
 
     async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        self.write_batch_within(batch, DEFAULT_BUDGET).await
+    }
+
+    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        let deadline = Instant::now() + budget;
         let inner = &self.inner;
         let sent_at = OffsetDateTime::now_utc();
         let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
@@ -280,7 +291,7 @@ impl Sink for HttpSink {
             mode => inner.chunks(ready, mode),
         };
         let mut batch_error = None;
-        for result in inner.run(batch, units).await {
+        for result in inner.run(batch, units, deadline).await {
             match result {
                 UnitResult::PerItem(items) => {
                     for (index, outcome) in items {
@@ -310,13 +321,14 @@ impl Sink for HttpSink {
             Some(url) => (Method::GET, url),
             None => (Method::OPTIONS, &inner.url),
         };
-        let answer = inner.send(method, url, None, None, request::CONTENT_TYPE_JSON).await.map_err(|e| match e {
-            SendError::Setup(e) => e,
-            SendError::Http(e) => {
-                let kind = kind_of(&e);
-                error_of_class(kind.class, format!("health check failed: {}", kind.what)).with_source(e)
-            }
-        })?;
+        let answer =
+            inner.send(method, url, None, None, request::CONTENT_TYPE_JSON, None).await.map_err(|e| match e {
+                SendError::Setup(e) => e,
+                SendError::Http(e) => {
+                    let kind = kind_of(&e);
+                    error_of_class(kind.class, format!("health check failed: {}", kind.what)).with_source(e)
+                }
+            })?;
         let healthy = match inner.health_url {
             Some(_) => (200..300).contains(&answer.status) || inner.statuses.success.contains(&answer.status),
             None => answer.status < 500,
@@ -376,83 +388,61 @@ impl Inner {
         chunks
     }
 
-    /// Sends every unit, at most `max_concurrent_requests` at once; a unit starts only after
-    /// the earlier units sharing one of its subjects, and is skipped (temporary) when one of
-    /// them failed temporarily. Results come back in unit order.
-    async fn run(&self, batch: &[Envelope], units: Vec<Vec<Ready>>) -> Vec<UnitResult> {
-        let mut last_unit: HashMap<&str, usize> = HashMap::new();
-        let deps: Vec<Vec<usize>> = units
-            .iter()
-            .enumerate()
-            .map(|(u, items)| {
-                let mut deps = BTreeSet::new();
-                for item in items {
-                    if let Some(prev) = last_unit.insert(batch[item.index].subject(), u)
-                        && prev != u
-                    {
-                        deps.insert(prev);
-                    }
-                }
-                deps.into_iter().collect()
+    /// Sends every unit, at most `max_concurrent_requests` at once, in the order of the
+    /// envelopes' ordering keys (see [`sinks_core::ordering`]); a unit behind a temporary
+    /// failure of one of its keys is held back. Results come back in unit order.
+    async fn run(&self, batch: &[Envelope], units: Vec<Vec<Ready>>, deadline: Instant) -> Vec<UnitResult> {
+        let indices: Vec<Vec<usize>> = units.iter().map(|items| items.iter().map(|r| r.index).collect()).collect();
+        let keyed = units
+            .into_iter()
+            .map(|items| {
+                let keys = items.iter().filter_map(|r| batch[r.index].order_key()).collect();
+                (keys, items)
             })
             .collect();
-        let done: Vec<watch::Sender<Option<bool>>> = units.iter().map(|_| watch::channel(None).0).collect();
-        let permits = Semaphore::new(self.config.max_concurrent_requests.max(1));
-        let tasks = units.into_iter().enumerate().map(|(u, items)| {
-            let waits: Vec<watch::Receiver<Option<bool>>> = deps[u].iter().map(|&d| done[d].subscribe()).collect();
-            let done = &done[u];
-            let permits = &permits;
-            async move {
-                let mut blocked = false;
-                for mut rx in waits {
-                    let ok = match rx.wait_for(Option::is_some).await {
-                        Ok(state) => *state == Some(true),
-                        Err(_) => false,
-                    };
-                    blocked |= !ok;
+        let ran = ordering::run_in_order(keyed, self.config.max_concurrent_requests, |items: Vec<Ready>| async move {
+            let result = if items.len() == 1 && self.config.batch_mode == BatchMode::Off {
+                match items.into_iter().next() {
+                    Some(r) => UnitResult::PerItem(vec![(
+                        r.index,
+                        self.send_message(&batch[r.index], r.key, r.body, deadline).await,
+                    )]),
+                    None => UnitResult::PerItem(Vec::new()),
                 }
-                let result = if blocked {
-                    UnitResult::PerItem(
-                        items
-                            .iter()
-                            .map(|r| {
-                                let e = SinkError::temporary(
-                                    "not sent: an earlier message with the same subject failed temporarily",
-                                );
-                                (r.index, MessageOutcome::Failed(e))
-                            })
-                            .collect(),
-                    )
-                } else {
-                    let _permit = permits.acquire().await;
-                    if items.len() == 1 && self.config.batch_mode == BatchMode::Off {
-                        let item = items.into_iter().next().map(|r| (r.index, r.key, r.body));
-                        match item {
-                            Some((index, key, body)) => {
-                                UnitResult::PerItem(vec![(index, self.send_message(&batch[index], key, body).await)])
-                            }
-                            None => UnitResult::PerItem(Vec::new()),
-                        }
-                    } else {
-                        self.send_batch(items).await
-                    }
-                };
-                done.send_replace(Some(!result.failed_temporarily()));
-                result
-            }
-        });
-        futures::future::join_all(tasks).await
+            } else {
+                self.send_batch(items, deadline).await
+            };
+            Finished { failed_temporarily: result.failed_temporarily(), result }
+        })
+        .await;
+        ran.into_iter()
+            .zip(indices)
+            .map(|(ran, indices)| match ran {
+                Ran::Done(result) => result,
+                Ran::HeldBack => {
+                    UnitResult::PerItem(indices.into_iter().map(|i| (i, MessageOutcome::HeldBack)).collect())
+                }
+            })
+            .collect()
     }
 
     /// One message, with in-call retries and the inquiry after an ambiguous timeout.
-    async fn send_message(&self, envelope: &Envelope, key: Option<IdempotencyKey>, body: Vec<u8>) -> MessageOutcome {
+    async fn send_message(
+        &self,
+        envelope: &Envelope,
+        key: Option<IdempotencyKey>,
+        body: Vec<u8>,
+        deadline: Instant,
+    ) -> MessageOutcome {
         let body = Bytes::from(body);
         let key = key.as_ref().map(IdempotencyKey::as_str);
         let mut attempt: u32 = 1;
         let mut inquired = false;
         loop {
-            let sent =
-                self.send(self.method.clone(), &self.url, Some(body.clone()), key, request::CONTENT_TYPE_JSON).await;
+            let timeout = self.retry_timeout(attempt, deadline);
+            let sent = self
+                .send(self.method.clone(), &self.url, Some(body.clone()), key, request::CONTENT_TYPE_JSON, timeout)
+                .await;
             let failure = match sent {
                 Ok(answer) => match request::classify_status(answer.status, &self.statuses, key.is_some()) {
                     StatusClass::Success => return MessageOutcome::Committed,
@@ -511,8 +501,8 @@ impl Inner {
                     }
                 }
             };
-            match self.retry_delay(attempt, &failure) {
-                Some(delay) => {
+            match self.retry_delay(attempt, failure, deadline) {
+                Ok((delay, failure)) => {
                     tracing::debug!(
                         subject = envelope.subject(),
                         stream_sequence = envelope.jetstream().stream_sequence,
@@ -524,7 +514,7 @@ impl Inner {
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
-                None => {
+                Err(failure) => {
                     tracing::debug!(
                         subject = envelope.subject(),
                         stream_sequence = envelope.jetstream().stream_sequence,
@@ -538,7 +528,7 @@ impl Inner {
     }
 
     /// Several envelopes in one request: the answer applies to all of them.
-    async fn send_batch(&self, items: Vec<Ready>) -> UnitResult {
+    async fn send_batch(&self, items: Vec<Ready>, deadline: Instant) -> UnitResult {
         let keys: Option<Vec<&str>> = items.iter().map(|r| r.key.as_ref().map(IdempotencyKey::as_str)).collect();
         let key = keys.map(request::batch_key);
         let key = key.as_ref().map(IdempotencyKey::as_str);
@@ -551,7 +541,8 @@ impl Inner {
         };
         let mut attempt: u32 = 1;
         loop {
-            let sent = self.send(self.method.clone(), &self.url, Some(body.clone()), key, content_type).await;
+            let timeout = self.retry_timeout(attempt, deadline);
+            let sent = self.send(self.method.clone(), &self.url, Some(body.clone()), key, content_type, timeout).await;
             let failure = match sent {
                 Ok(answer) => match request::classify_status(answer.status, &self.statuses, key.is_some()) {
                     StatusClass::Success => return all(&|| MessageOutcome::Committed),
@@ -571,13 +562,13 @@ impl Inner {
                 Err(SendError::Setup(e)) => return all(&|| MessageOutcome::Failed(e.duplicate())),
                 Err(SendError::Http(err)) => classify(err),
             };
-            match self.retry_delay(attempt, &failure) {
-                Some(delay) => {
+            match self.retry_delay(attempt, failure, deadline) {
+                Ok((delay, failure)) => {
                     tracing::debug!(messages = items.len(), attempt, error = %failure.display_chain(), "batch request failed; retrying");
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
-                None => {
+                Err(failure) => {
                     tracing::debug!(messages = items.len(), error = %failure.display_chain(), "batch request failed");
                     return all(&|| MessageOutcome::Failed(failure.duplicate()));
                 }
@@ -585,19 +576,43 @@ impl Inner {
         }
     }
 
-    /// The delay before in-call retry `attempt + 1`, or `None` when the failure goes back to
-    /// the runner: retries exhausted, not temporary, or a `Retry-After` beyond
-    /// `retry.max_backoff_ms` (a delayed redelivery serves that better).
-    fn retry_delay(&self, attempt: u32, failure: &SinkError) -> Option<Duration> {
-        if attempt > self.config.retry.max_retries || failure.class() != ErrorClass::Temporary {
-            return None;
+    /// The wait before in-place retry `attempt + 1` (with the failure, for the log), or the
+    /// failure to hand back to the runner: retries exhausted, not temporary, a wait longer
+    /// than `retry.max_backoff_ms` (a longer `Retry-After` included), or a retry that could
+    /// not finish before `deadline`. A handed-back temporary failure carries the wait it
+    /// needs as `retry_after`, so the redelivery honours it.
+    fn retry_delay(
+        &self,
+        attempt: u32,
+        failure: SinkError,
+        deadline: Instant,
+    ) -> Result<(Duration, SinkError), SinkError> {
+        if failure.class() != ErrorClass::Temporary {
+            return Err(failure);
         }
-        let delay = self.backoff.delay_random(u64::from(attempt));
-        match failure.retry_after() {
-            Some(asked) if asked > self.backoff.max => None,
-            Some(asked) => Some(delay.max(asked)),
-            None => Some(delay),
+        let wait = self.backoff.delay_random(u64::from(attempt)).max(failure.retry_after().unwrap_or_default());
+        let in_time = Instant::now() + wait + self.shortest_attempt() <= deadline;
+        if attempt > self.config.retry.max_retries {
+            return Err(failure);
         }
+        if wait > self.backoff.max || !in_time {
+            // The wait it needs goes with it: the redelivery comes no sooner.
+            let asked = failure.retry_after().unwrap_or_default();
+            return Err(if wait > asked { failure.with_retry_after(wait) } else { failure });
+        }
+        Ok((wait, failure))
+    }
+
+    /// The shortest time worth giving a retry: the request timeout, at most 250 ms.
+    fn shortest_attempt(&self) -> Duration {
+        Duration::from_secs_f64(self.config.request_timeout_seconds).min(Duration::from_millis(250))
+    }
+
+    /// The timeout of attempt `attempt`: the configured one for the first; for a retry,
+    /// what is left of the write's budget when that is less, so a write ends in time.
+    fn retry_timeout(&self, attempt: u32, deadline: Instant) -> Option<Duration> {
+        let left = deadline.saturating_duration_since(Instant::now()).max(self.shortest_attempt());
+        (attempt > 1).then(|| Duration::from_secs_f64(self.config.request_timeout_seconds).min(left))
     }
 
     /// Asks `inquiry_url` whether `key` was committed.
@@ -614,7 +629,7 @@ impl Inner {
             Ok(url) => url,
             Err(e) => return unknown(SinkError::config(format!("sink.inquiry_url does not form a URL ({e})"))),
         };
-        match self.send(Method::GET, &url, None, None, request::CONTENT_TYPE_JSON).await {
+        match self.send(Method::GET, &url, None, None, request::CONTENT_TYPE_JSON, None).await {
             Ok(answer) if (200..300).contains(&answer.status) => Inquiry::Found,
             Ok(answer) if answer.status == 404 => Inquiry::NotFound,
             Ok(answer) => unknown(SinkError::temporary(format!("inquiry answered {}", answer.status))),
@@ -653,6 +668,7 @@ impl Inner {
         body: Option<Bytes>,
         key: Option<&str>,
         content_type: &'static str,
+        timeout: Option<Duration>,
     ) -> Result<Answer, SendError> {
         let mut headers = self.base_headers.clone();
         self.add_env_headers(&mut headers).map_err(SendError::Setup)?;
@@ -663,6 +679,9 @@ impl Inner {
             headers.insert(self.key_header.clone(), value);
         }
         let mut builder = self.client.request(method, url.clone());
+        if let Some(timeout) = timeout {
+            builder = builder.timeout(timeout);
+        }
         if let Some(body) = body {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
             builder = builder.body(body);

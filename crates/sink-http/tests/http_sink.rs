@@ -1,5 +1,6 @@
 //! The HTTP sink against a real HTTP server (axum, in-process on 127.0.0.1): requests and
-//! bodies, concurrency and per-subject order, retries, timeouts and the inquiry, throttling,
+//! bodies, concurrency and order by ordering key, retries in place and hand-backs, timeouts
+//! and the inquiry, throttling,
 //! refusals, duplicates and conflicts, dropped connections, redirects, batch mode, TLS and
 //! mutual TLS, health checks, and the reference configuration.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
@@ -18,6 +19,14 @@ async fn server() -> TestServer {
 
 fn config(server: &TestServer) -> HttpSinkConfig {
     HttpSinkConfig::local(server.url())
+}
+
+/// The reference's `retry.max_retries: 0`: every temporary failure goes straight back to
+/// the runner (for tests of a single attempt's outcome).
+fn single_attempt(server: &TestServer) -> HttpSinkConfig {
+    let mut c = config(server);
+    c.retry.max_retries = 0;
+    c
 }
 
 async fn opened(config: HttpSinkConfig) -> HttpSink {
@@ -142,10 +151,10 @@ async fn same_subject_requests_stay_ordered_and_never_overlap() {
 }
 
 #[tokio::test]
-async fn a_temporary_failure_holds_back_later_messages_of_its_subject() {
+async fn a_temporary_failure_holds_back_later_messages_of_its_ordering_key() {
     let srv = server().await;
     srv.push(Fault::Status(503));
-    let mut c = config(&srv);
+    let mut c = single_attempt(&srv);
     c.max_concurrent_requests = 1;
     let sink = opened(c).await;
     let batch = vec![
@@ -156,17 +165,53 @@ async fn a_temporary_failure_holds_back_later_messages_of_its_subject() {
     ];
     let outcomes = write(&sink, &batch).await;
     use OutcomeClass::*;
-    assert_eq!(classes(&outcomes), [FailedTemporary, FailedTemporary, Committed, FailedTemporary]);
-    assert!(error_of(&outcomes[1]).message().contains("same subject"));
+    assert_eq!(classes(&outcomes), [FailedTemporary, HeldBack, Committed, HeldBack]);
     assert_eq!(srv.writes().len(), 2, "the held-back messages were never sent");
     assert_eq!(srv.read_records().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn without_ordering_keys_one_subject_goes_concurrently_and_nothing_is_held_back() {
+    let srv = server().await;
+    srv.set_delay(Duration::from_millis(100));
+    srv.push(Fault::Status(503));
+    let mut c = single_attempt(&srv);
+    c.max_concurrent_requests = 8;
+    let sink = opened(c).await;
+    // `delivery.ordering_key: none`: the runner gives the envelopes no key.
+    let batch: Vec<Envelope> = (1..=8).map(|s| envelope("S", s, "one", json(s)).with_order_key(None)).collect();
+    let outcomes = write(&sink, &batch).await;
+    let failed = classes(&outcomes).iter().filter(|c| **c == OutcomeClass::FailedTemporary).count();
+    let committed = classes(&outcomes).iter().filter(|c| **c == OutcomeClass::Committed).count();
+    assert_eq!((failed, committed), (1, 7), "one failure, nothing held back: {outcomes:?}");
+    assert_eq!(srv.max_in_flight(), 8, "one subject, eight requests at once");
+}
+
+#[tokio::test]
+async fn retries_in_place_keep_a_key_moving_by_default() {
+    let srv = server().await;
+    // Every other key fails its first request: the defaults retry each in place, in order.
+    srv.set_flaky_every(Some(2), None);
+    let sink = opened(config(&srv)).await;
+    let batch: Vec<Envelope> = (1..=6).map(|s| envelope("S", s, "one", json(s))).collect();
+    let outcomes = write(&sink, &batch).await;
+    assert_eq!(classes(&outcomes), vec![OutcomeClass::Committed; 6]);
+    let order: Vec<u64> = srv
+        .writes()
+        .iter()
+        .filter(|w| w.status == Some(201))
+        .map(|w| serde_json::from_slice::<serde_json::Value>(&w.body).unwrap()["stream_sequence"].as_u64().unwrap())
+        .collect();
+    assert_eq!(order, [1, 2, 3, 4, 5, 6], "committed in order");
+    assert_eq!(srv.writes().len(), 9, "three keys needed a second request");
+    assert!(srv.successes().values().all(|n| *n == 1));
 }
 
 #[tokio::test]
 async fn failing_n_times_is_temporary_until_it_succeeds() {
     let srv = server().await;
     srv.push_n(2, Fault::Status(503));
-    let sink = opened(config(&srv)).await;
+    let sink = opened(single_attempt(&srv)).await;
     let e = envelope("S", 1, "s", json(1));
     for _ in 0..2 {
         let outcomes = write(&sink, std::slice::from_ref(&e)).await;
@@ -202,6 +247,20 @@ async fn in_call_retries_absorb_failures_with_the_same_key() {
 }
 
 #[tokio::test]
+async fn retries_stop_in_time_for_the_write_budget() {
+    let srv = server().await;
+    srv.push_n(10, Fault::Stall(Duration::from_secs(3)));
+    let mut c = config(&srv);
+    c.request_timeout_seconds = 0.3;
+    let sink = opened(c).await;
+    // A budget of 0.5 s leaves room for one request of 0.3 s, not for a retry.
+    let outcomes =
+        sink.write_batch_within(&[envelope("S", 1, "s", json(1))], Duration::from_millis(500)).await.unwrap();
+    assert_eq!(error_of(&outcomes[0]).class(), ErrorClass::Temporary);
+    assert_eq!(srv.writes().len(), 1, "no retry that would overrun the budget");
+}
+
+#[tokio::test]
 async fn retry_after_becomes_the_redelivery_delay() {
     let srv = server().await;
     srv.push(Fault::StatusRetryAfter(429, "7".into()));
@@ -210,7 +269,7 @@ async fn retry_after_becomes_the_redelivery_delay() {
         httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120)),
     ));
     srv.push(Fault::Status(503));
-    let mut c = config(&srv);
+    let mut c = single_attempt(&srv);
     c.max_concurrent_requests = 1;
     let sink = opened(c).await;
     let outcomes = write(&sink, &distinct(1, 3)).await;
@@ -280,7 +339,7 @@ async fn duplicate_statuses_need_a_key_on_the_request() {
 async fn a_dropped_connection_is_temporary() {
     let srv = server().await;
     srv.push(Fault::Drop);
-    let sink = opened(config(&srv)).await;
+    let sink = opened(single_attempt(&srv)).await;
     let e = envelope("S", 1, "s", json(1));
     let outcomes = write(&sink, std::slice::from_ref(&e)).await;
     assert_eq!(error_of(&outcomes[0]).class(), ErrorClass::Temporary, "{:?}", outcomes[0]);
@@ -311,7 +370,7 @@ async fn redirects_are_not_followed() {
 async fn a_slow_answer_beyond_the_timeout_is_temporary() {
     let srv = server().await;
     srv.push(Fault::Stall(Duration::from_secs(3)));
-    let mut c = config(&srv);
+    let mut c = single_attempt(&srv);
     c.request_timeout_seconds = 0.3;
     let sink = opened(c).await;
     let started = Instant::now();
@@ -342,7 +401,7 @@ async fn after_a_timeout_the_inquiry_finds_the_committed_key() {
 async fn after_a_timeout_an_unknown_key_is_sent_again_once() {
     let srv = server().await;
     srv.push(Fault::Stall(Duration::from_secs(3)));
-    let mut c = config(&srv);
+    let mut c = single_attempt(&srv);
     c.request_timeout_seconds = 0.3;
     c.inquiry_url = Some(srv.inquiry_url());
     let sink = opened(c).await;
@@ -365,6 +424,7 @@ async fn an_inquiry_that_cannot_tell_leaves_the_message_temporary() {
     srv.push(Fault::Stall(Duration::from_secs(3)));
     let mut c = config(&srv);
     c.request_timeout_seconds = 0.3;
+    c.retry.max_retries = 0;
     // The inquiry endpoint answers 405 for POST-only paths: neither found nor not found.
     c.inquiry_url = Some(format!("{}/lookup?key={{key}}", srv.base_url()));
     let sink = opened(c).await;
@@ -399,9 +459,12 @@ async fn batch_mode_json_array_sends_chunks_all_or_nothing() {
     // The same batch again: every request is a duplicate of a committed one.
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Duplicate; 10]);
 
-    // A retry status fails every envelope of the request temporarily.
+    // A retry status is retried in place; beyond the retries it fails every envelope of the
+    // request temporarily.
     srv.push(Fault::Status(503));
-    let outcomes = write(&sink, &distinct(11, 12)).await;
+    assert_eq!(classes(&write(&sink, &distinct(11, 12)).await), vec![OutcomeClass::Committed; 2]);
+    srv.push_n(4, Fault::Status(503));
+    let outcomes = write(&sink, &distinct(13, 14)).await;
     assert_eq!(classes(&outcomes), vec![OutcomeClass::FailedTemporary; 2]);
 }
 

@@ -224,15 +224,17 @@ pub struct S3SinkConfig {
     /// Timeout of each request (connect included), seconds, > 0 and ≤ 300 (default 10).
     #[serde(default = "default_request_timeout")]
     pub request_timeout_seconds: f64,
-    /// Extra attempts after a temporary failure within one write, 0–10 (default 0: the
-    /// JetStream redelivery is the retry).
-    #[serde(default)]
+    /// Extra attempts after a temporary failure within one write, 0–10 (default 3; 0 leaves
+    /// every retry to the JetStream redelivery). A retry puts the same object under the same
+    /// conditions, so it is exactly as safe as a redelivery.
+    #[serde(default = "default_max_retries")]
     pub max_retries: u32,
-    /// Delay before the first in-write retry, milliseconds, 0–60,000 (default 250).
+    /// Delay before the first in-write retry, milliseconds, 0–60,000 (default 10).
     #[serde(default = "default_retry_backoff_ms")]
     pub retry_backoff_ms: u64,
-    /// Cap of the in-write retry delay, milliseconds, 0–300,000, ≥ `retry_backoff_ms`
-    /// (default 5,000).
+    /// Longest wait in place, milliseconds, 0–300,000, ≥ `retry_backoff_ms` (default 250).
+    /// A longer wait (backoff or `Retry-After`), or a retry that would not finish within the
+    /// write's budget, hands the message back for a redelivery after that wait instead.
     #[serde(default = "default_retry_max_backoff_ms")]
     pub retry_max_backoff_ms: u64,
     /// `fixed`, `linear` or `exponential` (default).
@@ -288,11 +290,14 @@ fn default_max_metadata_bytes() -> u64 {
 fn default_request_timeout() -> f64 {
     10.0
 }
+fn default_max_retries() -> u32 {
+    3
+}
 fn default_retry_backoff_ms() -> u64 {
-    250
+    10
 }
 fn default_retry_max_backoff_ms() -> u64 {
-    5_000
+    250
 }
 fn default_backoff_mode() -> BackoffMode {
     BackoffMode::Exponential

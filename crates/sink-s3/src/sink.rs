@@ -5,10 +5,14 @@
 //! 1. **prepare** (pure, `object.rs`): the key, body, metadata and fingerprint of each
 //!    message; a message without the identity its key needs, with a payload the mode refuses,
 //!    or over a size limit fails permanently here, alone;
-//! 2. **group**: messages that map to the same object key form one group, in input order;
-//! 3. **put**: up to `max_concurrent_requests` groups in flight, each group's messages one
-//!    after another (a message waits for the earlier ones of its key and is not written when
-//!    one of them failed temporarily, so a key's versions never land out of order).
+//! 2. **order**: each message is keyed by its envelope's ordering key (from
+//!    `delivery.ordering_key`) and by its object key: messages sharing either are written one
+//!    after another, in input order, and one behind a temporary failure is held back (see
+//!    `sinks_core::ordering`). The object key is the destination's own requirement (one
+//!    object, one writer at a time), not an order of its own;
+//! 3. **put**: up to `max_concurrent_requests` puts in flight. A temporary failure is
+//!    retried in place while the wait is short and the write's budget allows, else handed
+//!    back with the wait it needs for a delayed redelivery.
 //!
 //! A put is a conditional create (`If-None-Match: *`) unless `duplicate_policy = "replace"`.
 //! "Already exists" is then resolved per policy, with the content check comparing payload
@@ -18,8 +22,8 @@
 //! `CopyObject` and the staging object deleted (a crash can leave a staging object behind;
 //! a lifecycle rule on that prefix removes them).
 
-use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -30,6 +34,7 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload, WriteMultipart,
 };
+use sinks_core::ordering::{self, Finished, OrderKey, Ran};
 use sinks_core::retry::Backoff;
 use sinks_core::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError,
@@ -49,6 +54,9 @@ const PROBE_PREFIX: &str = "_nats-sinks-probe";
 const MULTIPART_CONCURRENCY: usize = 4;
 /// Largest stored object read back for a content check (decompressed).
 const MAX_CHECK_BYTES: u64 = 1024 * 1024 * 1024;
+/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
+/// the consumer's AckWait).
+const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
 
 /// Delivers envelopes to an S3-compatible bucket, one object per message.
 #[derive(Debug, Clone)]
@@ -135,23 +143,24 @@ impl Sink for S3Sink {
     }
 
     async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        self.write_batch_within(batch, DEFAULT_BUDGET).await
+    }
+
+    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        let deadline = Instant::now() + budget;
         let inner = &self.inner;
         let stored_at = OffsetDateTime::now_utc();
         let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
-        let mut groups: Vec<Vec<(usize, Prepared)>> = Vec::new();
-        let mut group_of: HashMap<String, usize> = HashMap::new();
+        let mut units = Vec::with_capacity(batch.len());
         for (index, envelope) in batch.iter().enumerate() {
             match object::prepare(envelope, &inner.config, stored_at) {
                 Ok(prepared) => {
-                    let next = groups.len();
-                    let g = *group_of.entry(prepared.primary.key.clone()).or_insert(next);
-                    if g == next {
-                        groups.push(Vec::new());
-                    }
-                    groups[g].push((index, prepared));
+                    let object_key = OrderKey::of(&[b"s3-object", prepared.primary.key.as_bytes()]);
+                    let keys = envelope.order_key().into_iter().chain([object_key]).collect();
+                    units.push((keys, (index, prepared)));
                 }
                 Err(e) => {
                     tracing::warn!(
@@ -164,13 +173,17 @@ impl Sink for S3Sink {
                 }
             }
         }
-        let concurrency = inner.config.max_concurrent_requests.max(1);
-        let mut done = futures::stream::iter(groups.into_iter().map(|group| inner.write_group(batch, group)))
-            .buffer_unordered(concurrency);
-        while let Some(results) = done.next().await {
-            for (index, outcome) in results {
-                outcomes[index] = Some(outcome);
-            }
+        let indices: Vec<usize> = units.iter().map(|(_, (index, _))| *index).collect();
+        let ran = ordering::run_in_order(units, inner.config.max_concurrent_requests, |(index, prepared)| async move {
+            let outcome = inner.write_one(&batch[index], &prepared, deadline).await;
+            Finished { failed_temporarily: outcome.failed_temporarily(), result: outcome }
+        })
+        .await;
+        for (index, ran) in indices.into_iter().zip(ran) {
+            outcomes[index] = Some(match ran {
+                Ran::Done(outcome) => outcome,
+                Ran::HeldBack => MessageOutcome::HeldBack,
+            });
         }
         let outcomes: Vec<MessageOutcome> = outcomes
             .into_iter()
@@ -219,24 +232,11 @@ impl Inner {
         }
     }
 
-    /// Writes the messages of one object key in order.
-    async fn write_group(&self, batch: &[Envelope], group: Vec<(usize, Prepared)>) -> Vec<(usize, MessageOutcome)> {
-        let mut results = Vec::with_capacity(group.len());
-        let mut blocked = false;
-        for (index, prepared) in group {
-            let outcome = if blocked {
-                MessageOutcome::temporary("an earlier message with the same object key failed temporarily")
-            } else {
-                self.write_one(&batch[index], &prepared).await
-            };
-            blocked |= matches!(&outcome, MessageOutcome::Failed(e) if !e.is_permanent());
-            results.push((index, outcome));
-        }
-        results
-    }
-
-    /// One message, with up to `max_retries` extra attempts after temporary failures.
-    async fn write_one(&self, envelope: &Envelope, prepared: &Prepared) -> MessageOutcome {
+    /// One message, retried in place after temporary failures while the wait is short
+    /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
+    /// allows; otherwise the failure goes back with the wait it needs as `retry_after`.
+    async fn write_one(&self, envelope: &Envelope, prepared: &Prepared, deadline: Instant) -> MessageOutcome {
+        let timeout = Duration::from_secs_f64(self.config.request_timeout_seconds);
         let mut attempt: u32 = 0;
         loop {
             match self.attempt(prepared).await {
@@ -244,20 +244,28 @@ impl Inner {
                     log_resolution(envelope, &outcome);
                     return outcome;
                 }
-                Err(e) if e.is_permanent() || attempt >= self.config.max_retries => {
-                    tracing::debug!(
-                        subject = envelope.subject(),
-                        stream_sequence = envelope.jetstream().stream_sequence,
-                        error = %e.display_chain(),
-                        "s3 write failed"
-                    );
-                    return MessageOutcome::Failed(e);
-                }
+                Err(e) if e.is_permanent() => return MessageOutcome::Failed(e),
                 Err(e) => {
                     attempt += 1;
-                    let delay = self.backoff.delay_random(u64::from(attempt));
-                    tracing::debug!(attempt, delay_ms = delay.as_millis() as u64, error = %e, "s3 write retried");
-                    tokio::time::sleep(delay).await;
+                    let wait = self.backoff.delay_random(u64::from(attempt)).max(e.retry_after().unwrap_or_default());
+                    // A retry starts only with time left for a short request (object puts
+                    // take milliseconds); its own timeout is the configured one.
+                    let in_time = Instant::now() + wait + timeout.min(Duration::from_millis(250)) <= deadline;
+                    if attempt > self.config.max_retries || wait > self.backoff.max || !in_time {
+                        tracing::debug!(
+                            subject = envelope.subject(),
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            error = %e.display_chain(),
+                            "s3 write failed"
+                        );
+                        // A wait it could not spend here goes with it to the redelivery.
+                        let cut_short = attempt <= self.config.max_retries;
+                        let asked = e.retry_after().unwrap_or_default();
+                        let e = if cut_short && wait > asked { e.with_retry_after(wait) } else { e };
+                        return MessageOutcome::Failed(e);
+                    }
+                    tracing::debug!(attempt, delay_ms = wait.as_millis() as u64, error = %e, "s3 write retried");
+                    tokio::time::sleep(wait).await;
                 }
             }
         }

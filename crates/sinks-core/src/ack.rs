@@ -11,6 +11,8 @@
 //! | temporary failure on the consumer's last allowed delivery (`max_deliver`) | `DeadLetter` when a DLQ is configured (the server would drop it), else `Nak` |
 //! | temporary failure, `delivered > max_retries` | `LeaveUnacked` (AckWait redelivers) |
 //! | temporary failure otherwise | `Nak(backoff(delivered))`, at least the sink's `retry_after`; or `LeaveUnacked` when so configured |
+//! | held back (not attempted, behind a temporary failure of its ordering key) | kept by the runner until the failed message comes back; when released instead (nothing to wait for, shutdown), `Nak(after)` whatever `max_retries` and `temporary_failure_action` say ([`settle_held_back`]) |
+//! | held back on the consumer's last allowed delivery | `DeadLetter` when a DLQ is configured (the reason says it was held back), else `Nak` |
 //!
 //! A dead-letter settlement acks (or terms) the original only after the DLQ stream has
 //! acknowledged the record; when that publish fails, [`after_failed_dead_letter`] gives the
@@ -81,10 +83,10 @@ pub fn settle(outcome: &MessageOutcome, delivered: u64, policy: &GatePolicy, sam
         }
         MessageOutcome::Conflict(ConflictResolution::Rejected) => permanent(policy),
         MessageOutcome::Failed(e) if e.is_permanent() => permanent(policy),
+        MessageOutcome::HeldBack => settle_held_back(delivered, policy, policy.backoff.base),
         MessageOutcome::Failed(e) => {
-            let last_delivery = policy.max_deliver.is_some_and(|max| delivered >= max);
             let delay = policy.backoff.delay(delivered, sample).max(e.retry_after().unwrap_or_default());
-            match (last_delivery, policy.dead_letter) {
+            match (is_last(delivered, policy), policy.dead_letter) {
                 (true, Some(then)) => Settlement::DeadLetter(then),
                 (true, None) => Settlement::Nak(delay),
                 (false, _) if delivered > policy.max_retries => Settlement::LeaveUnacked,
@@ -95,6 +97,23 @@ pub fn settle(outcome: &MessageOutcome, delivered: u64, policy: &GatePolicy, sam
             }
         }
     }
+}
+
+/// Settles a held-back message: it was not attempted because an earlier message with its
+/// ordering key failed temporarily, so it is released (NAKed) to come back `after` — when
+/// the message it waits for comes back — and is never left for AckWait or dead-lettered for
+/// its neighbour's failure. Only on the consumer's last allowed delivery, where a NAK would
+/// let the server drop it, it is dead-lettered (with the reason) when a DLQ is configured.
+pub fn settle_held_back(delivered: u64, policy: &GatePolicy, after: Duration) -> Settlement {
+    match (is_last(delivered, policy), policy.dead_letter) {
+        (true, Some(then)) => Settlement::DeadLetter(then),
+        _ => Settlement::Nak(after),
+    }
+}
+
+/// True on the consumer's last allowed delivery.
+fn is_last(delivered: u64, policy: &GatePolicy) -> bool {
+    policy.max_deliver.is_some_and(|max| delivered >= max)
 }
 
 fn permanent(policy: &GatePolicy) -> Settlement {
@@ -144,6 +163,7 @@ mod tests {
                 MessageOutcome::Failed(SinkError::temporary("t").with_retry_after(Duration::from_secs(30)))
             }
             "permanent" => MessageOutcome::permanent("p"),
+            "held_back" => MessageOutcome::HeldBack,
             other => panic!("{other}"),
         }
     }
@@ -180,11 +200,27 @@ mod tests {
             ("temporary",   2, dlq,  Some(3),  NakAction, Nak(s(2))),
             ("config",      1, dlq,  None,     NakAction, Nak(s(1))),
             ("retry_after", 1, dlq,  None,     NakAction, Nak(s(30))),
+            ("held_back",   1, dlq,  None,     NakAction, Nak(s(1))),
+            ("held_back",   9, dlq,  None,     NakAction, Nak(s(1))),
+            ("held_back",   9, None, None,     Leave,     Nak(s(1))),
+            ("held_back",   2, dlq,  Some(3),  NakAction, Nak(s(1))),
+            ("held_back",   3, dlq,  Some(3),  NakAction, DeadLetter(ThenAck)),
+            ("held_back",   3, None, Some(3),  NakAction, Nak(s(1))),
         ];
         for (name, delivered, dead_letter, max_deliver, action, expected) in table {
             let got = settle(&outcome(name), *delivered, &policy(*dead_letter, *max_deliver, *action), 0.5);
             assert_eq!(got, *expected, "{name} delivered={delivered} dlq={dead_letter:?} max_deliver={max_deliver:?}");
         }
+    }
+
+    #[test]
+    fn held_back_comes_back_with_its_blocker() {
+        let p = policy(Some(AfterDeadLetter::Ack), Some(10), TemporaryAction::LeaveUnacked);
+        let after = Duration::from_millis(1500);
+        for delivered in [1, 5, 9] {
+            assert_eq!(settle_held_back(delivered, &p, after), Settlement::Nak(after));
+        }
+        assert_eq!(settle_held_back(10, &p, after), Settlement::DeadLetter(AfterDeadLetter::Ack));
     }
 
     #[test]

@@ -10,6 +10,7 @@ use bytes::Bytes;
 use time::OffsetDateTime;
 
 use crate::idempotency::{IdempotencyError, IdempotencyKey};
+use crate::ordering::OrderKey;
 
 /// Header names that carry a publisher message id, in lookup order (case-insensitive).
 pub const MESSAGE_ID_HEADERS: [&str; 3] = ["Nats-Msg-Id", "Nats-Message-Id", "message-id"];
@@ -188,6 +189,7 @@ pub struct Envelope {
     presence: PayloadPresence,
     app: AppMetadata,
     received_at: OffsetDateTime,
+    order_key: Option<OrderKey>,
 }
 
 impl Envelope {
@@ -207,8 +209,10 @@ impl Envelope {
             .filter(|id| !id.is_empty())
             .map(str::to_owned);
         let presence = PayloadPresence::detect(&headers, payload.len());
+        let subject = subject.into();
         Self {
-            subject: subject.into(),
+            order_key: Some(OrderKey::subject(&subject)),
+            subject,
             payload,
             headers,
             jetstream,
@@ -217,6 +221,22 @@ impl Envelope {
             app: AppMetadata::default(),
             received_at: OffsetDateTime::now_utc(),
         }
+    }
+
+    /// Replaces the ordering key (the runner sets it from `delivery.ordering_key`; `None`
+    /// means the message may be written concurrently with any other).
+    #[must_use]
+    pub fn with_order_key(mut self, key: Option<OrderKey>) -> Self {
+        self.order_key = key;
+        self
+    }
+
+    /// What orders this message's write: messages with the same key are written one after
+    /// another in stream order, and a message whose predecessor failed temporarily is held
+    /// back ([`crate::MessageOutcome::HeldBack`]). `None`: no order to keep. Defaults to the
+    /// subject, the default `delivery.ordering_key`; the runner sets the configured one.
+    pub fn order_key(&self) -> Option<OrderKey> {
+        self.order_key
     }
 
     /// Replaces the receive time (used when rebuilding an envelope, and in tests).

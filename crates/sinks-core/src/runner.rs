@@ -9,7 +9,7 @@
 //! the process. On shutdown the loop stops fetching, lets in-flight batches finish and
 //! settle, flushes and drains the connection.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,6 +26,7 @@ use crate::connect::{self, ConnectError};
 use crate::dlq::DeadLetterPublisher;
 use crate::envelope::Envelope;
 use crate::error::{ErrorClass, SinkError};
+use crate::ordering::OrderKey;
 use crate::retry::{Backoff, BackoffMode, Jitter};
 use crate::setup::{self, SetupError};
 use crate::sink::{ConflictResolution, MessageOutcome, Sink};
@@ -66,6 +67,8 @@ pub struct RunStats {
     pub conflicts: AtomicU64,
     /// Duplicates reported by the sink.
     pub duplicates: AtomicU64,
+    /// Messages held back behind a temporary failure of their ordering key (released).
+    pub held_back: AtomicU64,
 }
 
 impl RunStats {
@@ -86,6 +89,7 @@ impl RunStats {
             ("fetch_failures", &self.fetch_failures),
             ("conflicts", &self.conflicts),
             ("duplicates", &self.duplicates),
+            ("held_back", &self.held_back),
         ]
         .into_iter()
         .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
@@ -103,6 +107,35 @@ struct Ctx {
     stats: Arc<RunStats>,
     /// Consecutive batches in which nothing could be written (destination outage).
     failed_batches: AtomicU64,
+    /// Messages held back behind a temporary failure of their key (see [`Parking`]).
+    parking: std::sync::Mutex<Parking>,
+    /// The consumer's effective AckWait (when an unacked message comes back).
+    ack_wait: Duration,
+    /// Time a write may take, retries in place included (see [`write_budget`]).
+    write_budget: Duration,
+}
+
+impl Ctx {
+    fn is_last_delivery(&self, envelope: &Envelope) -> bool {
+        self.policy.max_deliver.is_some_and(|max| envelope.jetstream().delivered >= max)
+    }
+
+    fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking> {
+        self.parking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// How long one write may take, in-place retries included: 80 % of the consumer's AckWait,
+/// or, with in-progress heartbeats, as long as the heartbeats keep the batch alive; never
+/// less than one second.
+fn write_budget(config: &Config, ack_wait: Duration) -> Duration {
+    let ip = &config.delivery.in_progress;
+    let budget = if ip.enabled {
+        Duration::from_millis(ip.interval_ms).saturating_mul(ip.max_heartbeats) + ack_wait.mul_f64(0.8)
+    } else {
+        ack_wait.mul_f64(0.8)
+    };
+    budget.max(Duration::from_secs(1))
 }
 
 /// Runs `sink` under `config` until `shutdown` resolves. Returns the counters.
@@ -257,9 +290,21 @@ async fn run_inner(
         stats: Arc::clone(&stats),
         config: config.clone(),
         failed_batches: AtomicU64::new(0),
+        parking: std::sync::Mutex::new(Parking::default()),
+        ack_wait: bound.ack_wait,
+        write_budget: write_budget(&config, bound.ack_wait),
     });
     let source = Source::new(bound.consumer, config.message_metadata.clone());
+    let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
     fetch_loop(&ctx, &source, &stop, &client).await;
+    // Every batch has settled; messages still parked go back for redelivery (the next
+    // process writes them after the messages they wait for).
+    let _ = keeper.await;
+    let parked = ctx.lock_parking().release(None, Duration::ZERO);
+    if !parked.is_empty() {
+        tracing::info!(messages = parked.len(), "releasing held-back messages for redelivery");
+        release_parked(&ctx, parked).await;
+    }
 
     // Every batch has settled (fetch_loop took back every permit). Push the acks out and
     // drain, within `nats.drain_timeout_seconds`; with the server unreachable there is
@@ -295,17 +340,16 @@ fn setup_retry(e: SetupError) -> Retry<String> {
     }
 }
 
-/// Tracks, per ordering key (by hash; a collision only adds a needless wait), the write of
-/// the latest batch that contains it.
+/// Tracks, per ordering key, the write of the latest batch that contains it.
 #[derive(Debug, Default)]
 struct OrderingGate {
-    last_writer: HashMap<u64, watch::Receiver<bool>>,
+    last_writer: HashMap<OrderKey, watch::Receiver<bool>>,
 }
 
 impl OrderingGate {
     /// Registers a batch with `keys`; returns the writes it must wait for and the sender
     /// it signals when its own write is done.
-    fn enter(&mut self, keys: Vec<u64>) -> (Vec<watch::Receiver<bool>>, watch::Sender<bool>) {
+    fn enter(&mut self, keys: Vec<OrderKey>) -> (Vec<watch::Receiver<bool>>, watch::Sender<bool>) {
         if self.last_writer.len() > 4096 {
             self.last_writer.retain(|_, rx| !*rx.borrow());
         }
@@ -322,45 +366,175 @@ impl OrderingGate {
     }
 }
 
-/// Hash of an ordering key, with one hasher seed per process.
-fn hash_key(parts: &[&[u8]]) -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = KEY_HASHER.build_hasher();
-    for p in parts {
-        h.write(p);
-        h.write_u8(0xff);
-    }
-    h.finish()
+/// Messages held back behind a temporary failure of their ordering key. The runner keeps
+/// them (with in-progress heartbeats, so AckWait does not redeliver them) instead of
+/// releasing them to the server: they cost no delivery, and are written right after the
+/// failed message when it comes back, in stream order. A lot whose failed message does not
+/// come back in time (taken by another process on the same consumer, dropped by the
+/// server) is released for redelivery; so are all lots on shutdown.
+#[derive(Debug, Default)]
+struct Parking {
+    lots: HashMap<OrderKey, Lot>,
+    /// Every message that was held back and is not settled yet, parked or back in a write
+    /// behind its failed message: the keeper heartbeats all of them.
+    kept: HashMap<u64, AckHandle>,
 }
 
-static KEY_HASHER: std::sync::LazyLock<std::collections::hash_map::RandomState> =
-    std::sync::LazyLock::new(std::collections::hash_map::RandomState::new);
+/// The messages of one ordering key waiting for its failed message.
+#[derive(Debug)]
+struct Lot {
+    /// Stream sequence of the failed message the lot waits for.
+    blocker: u64,
+    /// When the failed message is expected back.
+    back: Instant,
+    /// Parked messages by stream sequence.
+    parked: BTreeMap<u64, (Envelope, AckHandle)>,
+}
 
-fn ordering_keys(envelopes: &[Envelope], config: &Config) -> Vec<u64> {
-    let mut keys: Vec<u64> = match config.delivery.ordering_key {
-        OrderingKey::None => return Vec::new(),
-        OrderingKey::Subject => envelopes.iter().map(|e| hash_key(&[e.subject().as_bytes()])).collect(),
+impl Parking {
+    /// Sorts a fetched batch into what is written now and what joins a lot: a message of a
+    /// key with a lot waits, unless it is the lot's failed message coming back (then the
+    /// lot's messages are written right after it) or older than it. The result is in
+    /// stream-sequence order, so a key's messages are written in order.
+    fn admit(&mut self, batch: Fetched) -> Fetched {
+        let mut work: Vec<(Envelope, AckHandle)> = Vec::with_capacity(batch.len());
+        let mut returning = Vec::new();
+        for (e, ack) in batch.envelopes.into_iter().zip(batch.acks) {
+            let seq = e.jetstream().stream_sequence;
+            match e.order_key().and_then(|k| self.lots.get_mut(&k).map(|lot| (k, lot))) {
+                Some((key, lot)) if seq == lot.blocker => {
+                    returning.push(key);
+                    work.push((e, ack));
+                }
+                Some((_, lot)) if seq > lot.blocker => {
+                    // A second copy (a heartbeat was lost) replaces the first.
+                    self.kept.insert(seq, ack.clone());
+                    if lot.parked.insert(seq, (e, ack)).is_some() {
+                        tracing::debug!(stream_sequence = seq, "a held-back message was delivered again");
+                    }
+                }
+                _ => work.push((e, ack)),
+            }
+        }
+        for key in returning {
+            if let Some(lot) = self.lots.remove(&key) {
+                tracing::debug!(
+                    stream_sequence = lot.blocker,
+                    held_back = lot.parked.len(),
+                    "failed message came back; the messages held back behind it follow"
+                );
+                work.extend(lot.parked.into_values());
+            }
+        }
+        work.sort_by_key(|(e, _)| e.jetstream().stream_sequence);
+        let (envelopes, acks) = work.into_iter().unzip();
+        Fetched { envelopes, acks }
+    }
+
+    /// Opens a lot for `key` behind the failed message at `blocker`, expected back at `back`.
+    fn block(&mut self, key: OrderKey, blocker: u64, back: Instant) {
+        self.lots.entry(key).or_insert_with(|| Lot { blocker, back, parked: BTreeMap::new() });
+    }
+
+    /// Parks a held-back message in its key's lot; gives it back when there is no lot.
+    fn park(&mut self, envelope: Envelope, ack: AckHandle) -> Option<(Envelope, AckHandle)> {
+        match envelope.order_key().and_then(|k| self.lots.get_mut(&k)) {
+            Some(lot) => {
+                let seq = envelope.jetstream().stream_sequence;
+                self.kept.insert(seq, ack.clone());
+                lot.parked.insert(seq, (envelope, ack));
+                None
+            }
+            None => Some((envelope, ack)),
+        }
+    }
+
+    /// Stops heartbeating the message at `sequence`: it is about to be settled.
+    fn settling(&mut self, sequence: u64) {
+        self.kept.remove(&sequence);
+    }
+
+    /// The ack handles of every held-back message not settled yet (for heartbeats).
+    fn handles(&self) -> Vec<AckHandle> {
+        self.kept.values().cloned().collect()
+    }
+
+    /// Removes and returns the parked messages of lots whose failed message is overdue by
+    /// `grace` (every lot when `now` is `None`).
+    fn release(&mut self, now: Option<Instant>, grace: Duration) -> Vec<(Envelope, AckHandle)> {
+        let overdue: Vec<OrderKey> =
+            self.lots.iter().filter(|(_, lot)| now.is_none_or(|now| lot.back + grace < now)).map(|(k, _)| *k).collect();
+        let released: Vec<(Envelope, AckHandle)> =
+            overdue.into_iter().filter_map(|k| self.lots.remove(&k)).flat_map(|lot| lot.parked.into_values()).collect();
+        for (e, _) in &released {
+            self.kept.remove(&e.jetstream().stream_sequence);
+        }
+        released
+    }
+}
+
+/// How much later than the message it waits for a released held-back message comes back.
+const HELD_BACK_MARGIN: Duration = Duration::from_millis(50);
+
+/// The ordering key of `envelope` under `delivery.ordering_key`.
+fn order_key_of(envelope: &Envelope, config: &Config) -> Option<OrderKey> {
+    match config.delivery.ordering_key {
+        OrderingKey::None => None,
+        OrderingKey::Subject => Some(OrderKey::subject(envelope.subject())),
         OrderingKey::PayloadField => {
             let path = config.delivery.ordering_payload_field.as_deref().unwrap_or_default();
-            envelopes
-                .iter()
-                .map(|e| {
-                    let field = std::str::from_utf8(e.payload())
-                        .ok()
-                        .and_then(|text| crate::json::parse_strict(text).ok())
-                        .and_then(|v| crate::idempotency::payload_field(&v, path).ok());
-                    // Messages without the field are ordered by subject.
-                    match field {
-                        Some(f) => hash_key(&[b"field", f.as_bytes()]),
-                        None => hash_key(&[b"subject", e.subject().as_bytes()]),
-                    }
-                })
-                .collect()
+            let field = std::str::from_utf8(envelope.payload())
+                .ok()
+                .and_then(|text| crate::json::parse_strict(text).ok())
+                .and_then(|v| crate::idempotency::payload_field(&v, path).ok());
+            // Messages without the field are ordered by subject.
+            Some(field.map_or_else(|| OrderKey::subject(envelope.subject()), |f| OrderKey::field(&f)))
         }
-    };
+    }
+}
+
+/// The distinct ordering keys of a batch.
+fn batch_keys(envelopes: &[Envelope]) -> Vec<OrderKey> {
+    let mut keys: Vec<OrderKey> = envelopes.iter().filter_map(Envelope::order_key).collect();
     keys.sort_unstable();
     keys.dedup();
     keys
+}
+
+/// Keeps parked messages alive (in-progress heartbeats well inside AckWait) and releases
+/// the lots whose failed message is overdue by a whole AckWait, until a stop is requested.
+async fn keep_parking(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
+    let every = (ctx.ack_wait / 3).max(Duration::from_millis(200));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let handles = ctx.lock_parking().handles();
+        tracing::trace!(messages = handles.len(), "heartbeat for held-back messages");
+        let sends = join_all(handles.iter().map(|h| h.send(AckKind::Progress))).await;
+        if let Some(Err(e)) = sends.into_iter().find(Result::is_err) {
+            tracing::debug!(error = %e, "heartbeat of a held-back message failed; it may be redelivered");
+        }
+        let overdue = ctx.lock_parking().release(Some(Instant::now()), ctx.ack_wait);
+        if !overdue.is_empty() {
+            tracing::warn!(
+                messages = overdue.len(),
+                "the message these were held back for did not come back; releasing them for redelivery"
+            );
+            release_parked(&ctx, overdue).await;
+        }
+    }
+}
+
+/// Settles released held-back messages: NAKed to come back promptly (dead-lettered with
+/// the reason on the consumer's last allowed delivery, when a DLQ is configured).
+async fn release_parked(ctx: &Ctx, parked: Vec<(Envelope, AckHandle)>) {
+    let sends = parked.iter().map(|(envelope, ack)| {
+        let settlement = ack::settle_held_back(envelope.jetstream().delivered, &ctx.policy, HELD_BACK_MARGIN);
+        settle_one(ctx, envelope, ack, &MessageOutcome::HeldBack, settlement, None)
+    });
+    join_all(sends).await;
 }
 
 /// Resolves once a stop was requested while the connection is down (a fetch in progress
@@ -414,8 +588,16 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
         }
         size = (size * 2).min(delivery.batch_size);
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);
+        let mut batch = batch;
+        batch.envelopes = std::mem::take(&mut batch.envelopes)
+            .into_iter()
+            .map(|e| {
+                let key = order_key_of(&e, &ctx.config);
+                e.with_order_key(key)
+            })
+            .collect();
         let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
-        let (waits, done) = gate.enter(ordering_keys(&batch.envelopes, &ctx.config));
+        let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
         let ctx = Arc::clone(ctx);
         tokio::spawn(async move {
             process_batch(&ctx, batch, waits, done).await;
@@ -431,22 +613,96 @@ async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<boo
         let _ = w.wait_for(|d| *d).await;
     }
     let started = Instant::now();
+    // A message on the consumer's last allowed delivery is written even out of order: it
+    // must not wait behind anything that could outlast its last chance.
+    let batch = Fetched {
+        envelopes: batch
+            .envelopes
+            .into_iter()
+            .map(|e| if ctx.is_last_delivery(&e) { e.with_order_key(None) } else { e })
+            .collect(),
+        acks: batch.acks,
+    };
+    // Messages of a key waiting for its failed message join that key's lot; a failed
+    // message coming back brings its lot with it.
+    let batch = ctx.lock_parking().admit(batch);
+    if batch.is_empty() {
+        let _ = done.send(true);
+        return;
+    }
     let outcomes = {
         let heartbeat = start_heartbeat(ctx, &batch.acks);
-        let outcomes = write_isolating(ctx.sink.as_ref(), &batch.envelopes).await;
+        let outcomes = write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget).await;
         stop_heartbeat(ctx, heartbeat).await;
         outcomes
     };
+    let (batch, outcomes, settlements) = decide(ctx, batch, outcomes, Instant::now());
     let _ = done.send(true);
     tracing::debug!(messages = batch.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
     track_outage(ctx, &outcomes);
-    settle_batch(ctx, batch, outcomes).await;
+    settle_batch(ctx, batch, outcomes, settlements).await;
+}
+
+/// The settlement of every message (pure gate decisions). A temporary failure that will
+/// come back opens a lot for its key, and the messages held back behind it are parked
+/// there instead of settled (they are removed from what is returned).
+fn decide(
+    ctx: &Ctx,
+    batch: Fetched,
+    outcomes: Vec<MessageOutcome>,
+    now: Instant,
+) -> (Fetched, Vec<MessageOutcome>, Vec<Settlement>) {
+    let mut parking = ctx.lock_parking();
+    let settlements: Vec<Settlement> = batch
+        .envelopes
+        .iter()
+        .zip(&outcomes)
+        .map(|(e, o)| ack::settle(o, e.jetstream().delivered, &ctx.policy, rand::random::<f64>()))
+        .collect();
+    for ((envelope, outcome), settlement) in batch.envelopes.iter().zip(&outcomes).zip(&settlements) {
+        let back_in = match settlement {
+            Settlement::Nak(d) => *d,
+            Settlement::LeaveUnacked => ctx.ack_wait,
+            Settlement::Ack | Settlement::DeadLetter(_) => continue,
+        };
+        if let (true, Some(key)) = (outcome.failed_temporarily(), envelope.order_key()) {
+            parking.block(key, envelope.jetstream().stream_sequence, now + back_in);
+        }
+    }
+    let mut kept = Fetched { envelopes: Vec::with_capacity(batch.len()), acks: Vec::with_capacity(batch.len()) };
+    let mut kept_outcomes = Vec::with_capacity(outcomes.len());
+    let mut kept_settlements = Vec::with_capacity(outcomes.len());
+    for (((envelope, ack), outcome), settlement) in
+        batch.envelopes.into_iter().zip(batch.acks).zip(outcomes).zip(settlements)
+    {
+        let (envelope, ack, settlement) = if matches!(outcome, MessageOutcome::HeldBack) {
+            RunStats::add(&ctx.stats.held_back, 1);
+            match parking.park(envelope, ack) {
+                None => continue,
+                // Nothing to wait for here (its blocker was dead-lettered, say): released.
+                Some((e, a)) => {
+                    let after = ctx.policy.backoff.base + HELD_BACK_MARGIN;
+                    let settlement = ack::settle_held_back(e.jetstream().delivered, &ctx.policy, after);
+                    (e, a, settlement)
+                }
+            }
+        } else {
+            (envelope, ack, settlement)
+        };
+        parking.settling(envelope.jetstream().stream_sequence);
+        kept.envelopes.push(envelope);
+        kept.acks.push(ack);
+        kept_outcomes.push(outcome);
+        kept_settlements.push(settlement);
+    }
+    (kept, kept_outcomes, kept_settlements)
 }
 
 /// Logs the start and the end of a destination outage: a batch in which every message failed
 /// temporarily, and the first batch that commits again.
 fn track_outage(ctx: &Ctx, outcomes: &[MessageOutcome]) {
-    let all_temporary = outcomes.iter().all(|o| matches!(o, MessageOutcome::Failed(e) if !e.is_permanent()));
+    let all_temporary = outcomes.iter().any(MessageOutcome::failed_temporarily)
+        && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
     if all_temporary {
         if ctx.failed_batches.fetch_add(1, Ordering::Relaxed) == 0 {
             tracing::warn!(sink = ctx.sink.name(), "destination unavailable: nothing in the batch could be written");
@@ -504,9 +760,10 @@ async fn stop_heartbeat(ctx: &Ctx, heartbeat: Heartbeat) {
 fn write_isolating<'a>(
     sink: &'a dyn Sink,
     envelopes: &'a [Envelope],
+    budget: Duration,
 ) -> Pin<Box<dyn Future<Output = Vec<MessageOutcome>> + Send + 'a>> {
     Box::pin(async move {
-        match sink.write_batch(envelopes).await {
+        match sink.write_batch_within(envelopes, budget).await {
             Ok(outcomes) if outcomes.len() == envelopes.len() => outcomes,
             Ok(outcomes) => {
                 tracing::error!(
@@ -520,8 +777,8 @@ fn write_isolating<'a>(
             Err(e) if e.is_permanent() && envelopes.len() > 1 => {
                 let mid = envelopes.len() / 2;
                 tracing::info!(messages = envelopes.len(), error = %e, "batch failed permanently; bisecting to isolate the poison message");
-                let mut left = write_isolating(sink, &envelopes[..mid]).await;
-                left.extend(write_isolating(sink, &envelopes[mid..]).await);
+                let mut left = write_isolating(sink, &envelopes[..mid], budget).await;
+                left.extend(write_isolating(sink, &envelopes[mid..], budget).await);
                 left
             }
             Err(e) => envelopes.iter().map(|_| MessageOutcome::Failed(e.duplicate())).collect(),
@@ -529,13 +786,14 @@ fn write_isolating<'a>(
     })
 }
 
-async fn settle_batch(ctx: &Ctx, batch: Fetched, outcomes: Vec<MessageOutcome>) {
+async fn settle_batch(ctx: &Ctx, batch: Fetched, outcomes: Vec<MessageOutcome>, settlements: Vec<Settlement>) {
     let confirm = &ctx.config.delivery.ack_confirmation;
     let confirm_timeout = confirm.enabled.then(|| Duration::from_millis(confirm.timeout_ms));
-    let sends =
-        batch.envelopes.iter().zip(&batch.acks).zip(outcomes.iter()).map(|((envelope, ack), outcome)| async move {
-            settle_one(ctx, envelope, ack, outcome, confirm_timeout).await;
-        });
+    let sends = batch.envelopes.iter().zip(&batch.acks).zip(outcomes.iter()).zip(settlements).map(
+        |(((envelope, ack), outcome), settlement)| async move {
+            settle_one(ctx, envelope, ack, outcome, settlement, confirm_timeout).await;
+        },
+    );
     join_all(sends).await;
 }
 
@@ -544,6 +802,7 @@ async fn settle_one(
     envelope: &Envelope,
     ack: &AckHandle,
     outcome: &MessageOutcome,
+    settlement: Settlement,
     confirm: Option<Duration>,
 ) {
     let delivered = envelope.jetstream().delivered;
@@ -565,9 +824,8 @@ async fn settle_one(
         MessageOutcome::Failed(e) => {
             tracing::warn!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
         }
-        MessageOutcome::Committed => {}
+        MessageOutcome::HeldBack | MessageOutcome::Committed => {}
     }
-    let settlement = ack::settle(outcome, delivered, &ctx.policy, rand::random::<f64>());
     let settlement = match settlement {
         Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, delivered).await,
         other => other,
@@ -621,6 +879,14 @@ async fn dead_letter(
         MessageOutcome::Conflict(ConflictResolution::Rejected) => {
             conflict = SinkError::permanent("conflicting redelivery: same key, different content")
                 .with_error_type("ConflictError");
+            &conflict
+        }
+        MessageOutcome::HeldBack => {
+            conflict = SinkError::temporary(
+                "held back on its last allowed delivery: an earlier message with the same ordering key failed \
+                 temporarily, and a redelivery would exceed the consumer's max_deliver",
+            )
+            .with_error_type("HeldBackError");
             &conflict
         }
         _ => return Settlement::Ack,

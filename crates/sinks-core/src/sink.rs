@@ -21,6 +21,12 @@ pub enum MessageOutcome {
     Conflict(ConflictResolution),
     /// Not written; the error's class says whether a retry can help.
     Failed(SinkError),
+    /// Not attempted: an earlier message with the same ordering key (see
+    /// [`crate::ordering`]) failed temporarily, and writing this one first would overtake
+    /// it. Not a failure of this message: the runner releases it for redelivery together
+    /// with the message it waits for, never dead-letters it for a neighbour's failure, and
+    /// does not count it against `max_retries`.
+    HeldBack,
 }
 
 /// What a sink did about a conflicting redelivery (same key, different content).
@@ -49,6 +55,8 @@ pub enum OutcomeClass {
     FailedTemporary,
     /// Failed, never retry.
     FailedPermanent,
+    /// Not attempted, behind a temporary failure of its ordering key.
+    HeldBack,
 }
 
 impl MessageOutcome {
@@ -70,7 +78,14 @@ impl MessageOutcome {
             Self::Conflict(_) => OutcomeClass::Conflict,
             Self::Failed(e) if e.is_permanent() => OutcomeClass::FailedPermanent,
             Self::Failed(_) => OutcomeClass::FailedTemporary,
+            Self::HeldBack => OutcomeClass::HeldBack,
         }
+    }
+
+    /// True for a temporary failure of this message's own write (not a hold-back, which
+    /// is no failure of its own).
+    pub fn failed_temporarily(&self) -> bool {
+        matches!(self, Self::Failed(e) if !e.is_permanent())
     }
 
     /// True when the message is durably in the destination (committed, duplicate, or a
@@ -96,6 +111,7 @@ pub fn log_outcomes(sink: &str, outcomes: &[MessageOutcome]) {
         conflicts = count(OutcomeClass::Conflict),
         failed_temporary = count(OutcomeClass::FailedTemporary),
         failed_permanent = count(OutcomeClass::FailedPermanent),
+        held_back = count(OutcomeClass::HeldBack),
         "batch outcomes"
     );
 }
@@ -139,8 +155,20 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
 
     /// Writes and commits `batch`. MUST return only after every envelope reported as
     /// committed is durable, and MUST report one outcome per envelope in input order.
-    /// MUST NOT settle anything: it has no way to.
+    /// MUST NOT settle anything: it has no way to. Envelopes that share an
+    /// [`Envelope::order_key`] MUST NOT be written concurrently or out of order; one whose
+    /// predecessor failed temporarily is reported [`MessageOutcome::HeldBack`].
     async fn write_batch(&self, batch: &[Envelope]) -> BatchResult;
+
+    /// [`Sink::write_batch`] with a time budget: a sink that retries failed requests inside
+    /// the write stops retrying in time to return within `budget` (reporting the failure
+    /// as temporary, with the delay it would have waited as `retry_after`). The runner
+    /// derives the budget from the consumer's AckWait, or from the in-progress heartbeats
+    /// that keep a long write alive. The default ignores the budget.
+    async fn write_batch_within(&self, batch: &[Envelope], budget: std::time::Duration) -> BatchResult {
+        let _ = budget;
+        self.write_batch(batch).await
+    }
 
     /// Cheap reachability probe of the destination.
     async fn health_check(&self) -> Result<(), SinkError>;

@@ -404,3 +404,83 @@ async fn confirmed_acks_are_awaited_per_batch() {
     assert_eq!(stats.acked.load(Ordering::Relaxed), 300, "every ack was confirmed by the server");
     assert_eq!(stats.ack_failures.load(Ordering::Relaxed), 0);
 }
+
+/// Publishes `n` messages on one subject and fails the first attempt of every 10th.
+async fn one_subject_with_failures(s: &Setup, n: usize) -> Arc<MemorySink> {
+    let subject = format!("{}.only", s.stream.to_lowercase());
+    let msgs = (0..n).map(|i| (subject.clone(), HeaderMap::new(), json_payload(i))).collect();
+    js_publish_all(&s.js, msgs).await;
+    let sink = Arc::new(MemorySink::new());
+    sink.faults.fail_once.lock().unwrap().extend((10..=n as u64).step_by(10));
+    sink
+}
+
+#[tokio::test]
+async fn held_back_messages_come_back_after_their_blocker_in_order() {
+    let s = setup().await;
+    let sink = one_subject_with_failures(&s, 300).await;
+    let config = s.config(json!({"delivery": {"max_in_flight_batches": 4}}));
+    let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(60), || async { sink.len() == 300 && s.settled().await }).await);
+    let stats = run.stop().await;
+    assert!(stats.held_back.load(Ordering::Relaxed) > 0, "the failures held later messages back");
+    let commits: Vec<u64> = sink.commits().into_iter().map(|(seq, _)| seq).collect();
+    assert_eq!(commits, (1..=300).collect::<Vec<u64>>(), "one subject: committed in stream order, each once");
+    assert_eq!(stats.left_unacked.load(Ordering::Relaxed), 0, "nothing was left for AckWait");
+    // Only the 30 failed messages were delivered again: held-back ones waited in the runner.
+    assert_eq!(stats.fetched.load(Ordering::Relaxed), 330, "{:?}", stats.snapshot());
+}
+
+#[tokio::test]
+async fn held_back_messages_never_reach_the_dlq_for_a_neighbours_failure() {
+    let s = setup().await;
+    let dlq_stream = unique("DLQ");
+    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
+    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    let sink = one_subject_with_failures(&s, 300).await;
+    // Three deliveries allowed: a message held back twice is on its last delivery, and is
+    // then written even out of order rather than dead-lettered.
+    let config = s.config(json!({
+        "consumer_management": {"max_deliver": 3, "ack_wait_seconds": 5},
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+        "delivery": {"max_in_flight_batches": 4},
+    }));
+    let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(60), || async { sink.len() == 300 && s.settled().await }).await);
+    let stats = run.stop().await;
+    assert!(stats.held_back.load(Ordering::Relaxed) > 0);
+    assert!(read_stream(&s.js, &dlq_stream).await.is_empty(), "no DLQ record: only first attempts failed");
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 0);
+    let mut seen: Vec<u64> = sink.commits().into_iter().map(|(seq, _)| seq).collect();
+    seen.sort_unstable();
+    assert_eq!(seen, (1..=300).collect::<Vec<u64>>(), "every message committed exactly once");
+}
+
+#[tokio::test]
+async fn held_back_messages_are_released_on_stop_not_left_for_ack_wait() {
+    let s = setup().await;
+    let sink = Arc::new(MemorySink::new());
+    let subject = format!("{}.only", s.stream.to_lowercase());
+    let msgs = (0..100).map(|i| (subject.clone(), HeaderMap::new(), json_payload(i))).collect();
+    js_publish_all(&s.js, msgs).await;
+    sink.faults.fail_once.lock().unwrap().insert(10);
+    // The failed message comes back after 5 s; the ones behind it wait in the runner.
+    let delivery =
+        json!({"delivery": {"retry_backoff_ms": 5000, "retry_backoff_max_ms": 5000, "retry_jitter": "none"}});
+    let run = start(s.config(delivery.clone()), sink.clone());
+    assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 9 }).await);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let stats = run.stop().await;
+    assert!(stats.held_back.load(Ordering::Relaxed) > 0, "messages were parked when the stop came");
+    assert_eq!(sink.len(), 9);
+    // The next process gets the parked messages at once (AckWait is 30 s), then the failed
+    // one when its backoff ends.
+    let next = Arc::new(MemorySink::new());
+    let run = start(s.config(delivery), next.clone());
+    assert!(wait_until(Duration::from_secs(3), || async { next.len() >= 90 }).await, "parked messages came back");
+    assert!(wait_until(Duration::from_secs(30), || async { next.len() == 91 && s.settled().await }).await);
+    run.stop().await;
+    let mut all: Vec<u64> = sink.commits().into_iter().chain(next.commits()).map(|(seq, _)| seq).collect();
+    all.sort_unstable();
+    assert_eq!(all, (1..=100).collect::<Vec<u64>>());
+}

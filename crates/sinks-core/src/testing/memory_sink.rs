@@ -2,7 +2,7 @@
 //! with injectable faults. It keeps the whole delivery contract, so the certification suite
 //! and the runner tests use it as the reference implementation.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
@@ -25,12 +25,16 @@ pub struct FaultPlan {
     pub unreachable: AtomicBool,
     /// Make every `write_batch` take this many milliseconds.
     pub write_delay_ms: AtomicU64,
+    /// Stream sequences whose first write attempt fails temporarily (each once); later
+    /// messages of the same ordering key in that batch are held back, as the contract asks.
+    pub fail_once: Mutex<HashSet<u64>>,
 }
 
 /// In-memory destination keyed by idempotency key.
 #[derive(Debug, Default)]
 pub struct MemorySink {
     records: Mutex<HashMap<String, Bytes>>,
+    commits: Mutex<Vec<(u64, Option<crate::OrderKey>)>>,
     writes: AtomicUsize,
     /// Injected faults.
     pub faults: FaultPlan,
@@ -60,6 +64,11 @@ impl MemorySink {
     /// True when nothing is committed.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// `(stream sequence, ordering key)` of every commit, in commit order.
+    pub fn commits(&self) -> Vec<(u64, Option<crate::OrderKey>)> {
+        self.commits.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Number of `write_batch` calls so far.
@@ -102,10 +111,20 @@ impl Sink for MemorySink {
         {
             return Err(SinkError::permanent("batch contains a rejected payload"));
         }
+        let mut fail_once = self.faults.fail_once.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut commits = self.commits.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut records = self.lock();
+        let mut blocked = HashSet::new();
         let outcomes = batch
             .iter()
             .map(|e| {
+                if e.order_key().is_some_and(|k| blocked.contains(&k)) {
+                    return MessageOutcome::HeldBack;
+                }
+                if fail_once.remove(&e.jetstream().stream_sequence) {
+                    blocked.extend(e.order_key());
+                    return MessageOutcome::temporary("injected temporary failure of one message");
+                }
                 let key = match e.idempotency_key() {
                     Ok(k) => k.to_string(),
                     Err(err) => return MessageOutcome::Failed(SinkError::permanent(err.to_string())),
@@ -115,6 +134,7 @@ impl Sink for MemorySink {
                     Some(_) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
                     None => {
                         records.insert(key, e.payload().clone());
+                        commits.push((e.jetstream().stream_sequence, e.order_key()));
                         MessageOutcome::Committed
                     }
                 }
