@@ -68,6 +68,8 @@ struct Stream {
     name: &'static str,
     subject_root: &'static str,
     total: usize,
+    /// Distinct subjects the messages are spread over (`<root>.orders.k<i % subjects>`).
+    subjects: usize,
 }
 
 /// What one contender achieved.
@@ -297,7 +299,7 @@ async fn publish_stream(js: &Js, stream: Stream) {
         .map(|i| {
             let mut h = HeaderMap::new();
             h.insert("Nats-Msg-Id", format!("bench-{i}").as_str());
-            (format!("{}.orders.k{}", stream.subject_root, i % 8), h, payload(i))
+            (format!("{}.orders.k{}", stream.subject_root, i % stream.subjects), h, payload(i))
         })
         .collect();
     js_publish_all(js, msgs).await;
@@ -374,7 +376,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         }
         let no_env: [(&str, &str); 0] = [];
         if suites.contains(&"core") || suites.contains(&"mysql") {
-            let stream = Stream { name: "BENCH", subject_root: "bench", total: args.messages };
+            let stream = Stream { name: "BENCH", subject_root: "bench", total: args.messages, subjects: 8 };
             publish_stream(&js, stream).await;
             if suites.contains(&"core") {
                 let mut raw = Command::new(&programs.raw_consume);
@@ -417,35 +419,63 @@ pub(crate) fn run(args: Args) -> Result<()> {
             }
         }
         if suites.contains(&"http") && wanted("http") {
-            let stream = Stream { name: "BENCHHTTP", subject_root: "benchhttp", total: args.http_messages };
-            publish_stream(&js, stream).await;
-            let port = sinks_testkit::free_port();
-            let sink = json!({"type": "http", "url": format!("http://127.0.0.1:{port}{}", sink_http::certify::INGEST_PATH),
-                              "allow_http_for_local_testing": true});
-            let path = write(&work.join("http.json"), &config(&url, stream, &args, sink))?;
-            let mut contenders = vec![("http", "nats-sink, http sink".to_owned(), programs.nats_sink.clone())];
-            if let Some(py) = &programs.reference {
-                contenders.push(("reference-http", "Python reference 0.4.3, http sink".to_owned(), py.clone()));
-            }
-            for (id, name, program) in contenders {
-                // A fresh endpoint per contender: a second run's keys would all be duplicates.
-                let mut endpoint = Command::new(&programs.http_endpoint)
-                    .args(["--port", &port.to_string()])
-                    .stdout(Stdio::null())
-                    .spawn()?;
-                while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+            // One stream spread over 8 subjects, one on a single subject; each through the
+            // default config (ordered by subject: one request in flight per subject), with
+            // `ordering_key: none` (nats-sink only; the reference has no such field), and
+            // the reference on the default config.
+            let streams = [
+                Stream { name: "BENCHHTTP", subject_root: "benchhttp", total: args.http_messages, subjects: 8 },
+                Stream { name: "BENCHHTTP1", subject_root: "benchhttp1", total: args.http_messages, subjects: 1 },
+            ];
+            for stream in streams {
+                publish_stream(&js, stream).await;
+                let label = if stream.subjects == 1 { "1 subject".to_owned() } else { format!("{} subjects", stream.subjects) };
+                let port = sinks_testkit::free_port();
+                let sink = json!({"type": "http", "url": format!("http://127.0.0.1:{port}{}", sink_http::certify::INGEST_PATH),
+                                  "allow_http_for_local_testing": true});
+                let ordered = config(&url, stream, &args, sink);
+                let mut unordered = ordered.clone();
+                unordered["delivery"]["ordering_key"] = "none".into();
+                let id = format!("http-{}", stream.subjects);
+                let ordered_path = write(&work.join(format!("{id}.json")), &ordered)?;
+                let unordered_path = write(&work.join(format!("{id}-none.json")), &unordered)?;
+                let mut contenders = vec![
+                    (id.clone(), format!("nats-sink, http sink, {label}"), programs.nats_sink.clone(), ordered_path.clone()),
+                    (
+                        format!("{id}-none"),
+                        format!("nats-sink, http sink, {label}, ordering none"),
+                        programs.nats_sink.clone(),
+                        unordered_path,
+                    ),
+                ];
+                if let Some(py) = &programs.reference {
+                    contenders.push((
+                        format!("reference-{id}"),
+                        format!("Python reference 0.4.3, http sink, {label}"),
+                        py.clone(),
+                        ordered_path,
+                    ));
                 }
-                let mut cmd = Command::new(program);
-                cmd.arg("run").arg(&path);
-                let measured = measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await;
-                let _ = endpoint.kill();
-                let _ = endpoint.wait();
-                results.push(measured?);
+                for (id, name, program, path) in contenders {
+                    // A fresh endpoint per contender: a second run's keys would all be duplicates.
+                    let mut endpoint = Command::new(&programs.http_endpoint)
+                        .args(["--port", &port.to_string()])
+                        .stdout(Stdio::null())
+                        .spawn()?;
+                    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                    let mut cmd = Command::new(program);
+                    cmd.arg("run").arg(&path);
+                    let measured = measure(&name, cmd, &js, stream, &Reset::None, &log(&id)).await;
+                    let _ = endpoint.kill();
+                    let _ = endpoint.wait();
+                    results.push(measured?);
+                }
             }
         }
         if suites.contains(&"s3") && wanted("s3") {
-            let stream = Stream { name: "BENCHS3", subject_root: "benchs3", total: args.s3_messages };
+            let stream = Stream { name: "BENCHS3", subject_root: "benchs3", total: args.s3_messages, subjects: 8 };
             publish_stream(&js, stream).await;
             // One SeaweedFS (with its default of 7 volumes per bucket) for both contenders; a
             // fresh bucket each (a second run's objects would all exist already).
@@ -527,7 +557,26 @@ fn render(args: &Args, results: &[Measurement]) -> String {
         ),
         ("mysql / raw multi-row upsert loop", ratio("nats-sink, mysql", "raw JetStream → multi-row upsert"), "≥ 0.8"),
         ("mysql / reference", ratio("nats-sink, mysql", &format!("{reference}, mysql")), "≥ 5"),
-        ("http / reference", ratio("nats-sink, http", &format!("{reference}, http")), "≥ 5"),
+        (
+            "http, 8 subjects / reference",
+            ratio("nats-sink, http sink, 8 subjects", &format!("{reference}, http sink, 8 subjects")),
+            "≥ 5",
+        ),
+        (
+            "http, 8 subjects, ordering none / reference",
+            ratio("nats-sink, http sink, 8 subjects, ordering none", &format!("{reference}, http sink, 8 subjects")),
+            "≥ 10",
+        ),
+        (
+            "http, 1 subject / reference",
+            ratio("nats-sink, http sink, 1 subject", &format!("{reference}, http sink, 1 subject")),
+            "≥ 4",
+        ),
+        (
+            "http, 1 subject, ordering none / reference",
+            ratio("nats-sink, http sink, 1 subject, ordering none", &format!("{reference}, http sink, 1 subject")),
+            "≥ 10",
+        ),
         ("s3 / reference", ratio("nats-sink, s3", &format!("{reference}, s3")), "≥ 5"),
     ];
     for (name, value, target) in rows {

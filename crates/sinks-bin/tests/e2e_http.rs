@@ -8,58 +8,15 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::path::PathBuf;
+use std::time::Duration;
 
-use async_nats::HeaderMap;
 use serde_json::json;
 use sink_http::certify::TestServer;
-use sinks_testkit::{js_publish_all, read_stream, stream_with_subjects, unique, wait_until};
-use support::{Env, Sink, env, json};
+use sinks_testkit::{read_stream, stream_with_subjects, unique, wait_until};
+use support::{Env, Sink, drain_with_two_kills, env, publish_one_subject};
 
 const MESSAGES: usize = 5000;
-
-/// Publishes `n` messages on the single subject `<root>.orders`.
-async fn publish_one_subject(e: &Env, n: usize) {
-    let subject = format!("{}.orders", e.subject_root);
-    let msgs = (0..n)
-        .map(|i| {
-            let mut h = HeaderMap::new();
-            h.insert("Nats-Msg-Id", format!("msg-{i}").as_str());
-            (subject.clone(), h, json(i))
-        })
-        .collect();
-    js_publish_all(&e.js, msgs).await;
-}
-
-/// Messages the consumer has acknowledged so far.
-async fn acked(e: &Env, total: usize) -> usize {
-    match e.consumer_state().await {
-        Some((pending, ack_pending)) => total.saturating_sub(pending as usize + ack_pending),
-        None => 0,
-    }
-}
-
-/// Runs the sink on `config` until every message is acknowledged, killing it (SIGKILL) at
-/// a third and at two thirds of the way and restarting it at once. Returns the drain time
-/// and the logs of the last process.
-async fn drain_with_two_kills(e: &Env, config: &Path, total: usize) -> (Duration, String) {
-    let started = Instant::now();
-    let mut run = Sink::start(config, e.dir.path(), &[]);
-    for third in 1..=2 {
-        let reached =
-            wait_until(Duration::from_secs(120), || async { acked(e, total).await >= total * third / 3 }).await;
-        assert!(reached, "no progress to {third}/3; log:\n{}", run.logs());
-        run.kill9();
-        run = Sink::start(config, e.dir.path(), &[]);
-    }
-    let done = wait_until(Duration::from_secs(300), || e.settled()).await;
-    let took = started.elapsed();
-    let logs = run.logs();
-    assert!(done, "not drained; log:\n{logs}");
-    assert_eq!(run.terminate(), Some(0));
-    (took, logs)
-}
 
 /// A run of `MESSAGES` on one subject through a fresh endpoint; `fault` prepares it.
 struct Scenario {
@@ -86,7 +43,7 @@ async fn scenario(delivery: serde_json::Value, fault: impl FnOnce(&TestServer)) 
 
 impl Scenario {
     async fn run(&self) -> (Duration, String) {
-        drain_with_two_kills(&self.e, &self.config, MESSAGES).await
+        drain_with_two_kills(&self.e, &self.config, MESSAGES, &[]).await
     }
 
     /// Every key reached the endpoint and was committed there exactly once.

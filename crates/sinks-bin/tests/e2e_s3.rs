@@ -1,7 +1,8 @@
 //! `nats-sink run` with the S3 sink against a private JetStream server and a real
 //! S3-compatible server (SeaweedFS): one object per message with the reference's config,
-//! start-up configuration errors, and the S3 server killed mid-run and restarted, losing and
-//! duplicating nothing.
+//! start-up configuration errors, the S3 server killed mid-run and restarted, losing and
+//! duplicating nothing, and every 10th object's first put answered 503 by a fault-injecting
+//! proxy on one subject with two kill -9, drained within 3× a fault-free twin run.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::print_stderr)]
 
 mod support;
@@ -12,8 +13,8 @@ use std::time::Duration;
 use serde_json::json;
 use sink_s3::certify::{BucketReadBack, S3Harness};
 use sinks_core::certify::ReadBack;
-use sinks_testkit::{S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, SeaweedFs, wait_until};
-use support::{Sink, env, json};
+use sinks_testkit::{FaultProxy, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, SeaweedFs, wait_until};
+use support::{Sink, drain_with_two_kills, env, json, publish_one_subject};
 
 const KEY_ENV: &str = "E2E_S3_ACCESS_KEY_ID";
 const SECRET_ENV: &str = "E2E_S3_SECRET_ACCESS_KEY";
@@ -158,4 +159,45 @@ async fn s3_server_killed_mid_run_and_restarted_loses_nothing() {
     assert_eq!(seqs.keys().next(), Some(&1));
     assert_eq!(seqs.keys().last(), Some(&3000));
     assert!(seqs.values().all(|n| *n == 1), "one object per message");
+}
+
+/// One run of `n` messages on one subject through a fault proxy (`every`-th object's first
+/// put answered 503; 0 for none) to a fresh bucket, with the reference's defaults.
+async fn through_proxy(n: usize, every: u64) -> (std::time::Duration, BTreeMap<u64, usize>, usize) {
+    let h = harness(sinks_testkit::shared_s3().await.unwrap());
+    let bucket = h.bucket().await.unwrap();
+    let proxy = FaultProxy::start(h.endpoint(), every, None).await.unwrap();
+    let e = env().await;
+    publish_one_subject(&e, n).await;
+    let sink = json!({
+        "type": "s3", "bucket": bucket.name(), "endpoint_url": proxy.url(), "allow_http_for_local_testing": true,
+        "region_name": "us-east-1", "credential_mode": "environment",
+        "aws_access_key_id_env": KEY_ENV, "aws_secret_access_key_env": SECRET_ENV,
+    });
+    let mut config = sink_s3::S3SinkConfig::new(bucket.name());
+    config.endpoint_url = Some(h.endpoint().to_owned());
+    config.allow_http_for_local_testing = true;
+    let read_back = h.read_back(&config, bucket).unwrap();
+    let extra = json!({"consumer_management": {"ack_wait_seconds": 2}, "logging": {"level": "INFO"},
+                       "delivery": {"batch_timeout_ms": 200}});
+    let path = e.write_config_json(sink, extra);
+    let (took, _) = drain_with_two_kills(&e, &path, n, &creds()).await;
+    (took, sequences(&read_back).await, proxy.injected())
+}
+
+#[tokio::test]
+async fn one_subject_with_every_tenth_object_failing_once_drains_in_seconds() {
+    const N: usize = 5000;
+    let ((clean_took, clean, _), (faulty_took, faulty, injected)) =
+        tokio::join!(through_proxy(N, 0), through_proxy(N, 10));
+    eprintln!("fault-free {clean_took:?}, every 10th object 503 once {faulty_took:?} ({injected} injected)");
+    assert!(injected >= N / 10, "the proxy failed every 10th object's first put ({injected})");
+    for (what, seqs) in [("fault-free", &clean), ("faulty", &faulty)] {
+        assert_eq!(seqs.len(), N, "{what}: every message stored");
+        assert!(seqs.values().all(|n| *n == 1), "{what}: one object per message");
+    }
+    assert!(
+        faulty_took <= clean_took * 3,
+        "faulty drain {faulty_took:?} is more than 3× the fault-free drain {clean_took:?}"
+    );
 }

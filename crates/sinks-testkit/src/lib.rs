@@ -9,12 +9,14 @@
 /// Environment variables that point a test run at servers started for it.
 pub type RunEnv = Vec<(&'static str, String)>;
 
+mod fault_proxy;
 mod mariadb;
 mod names;
 mod nats;
 mod process;
 mod seaweedfs;
 
+pub use fault_proxy::FaultProxy;
 pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
 pub use names::unique;
 pub use nats::{

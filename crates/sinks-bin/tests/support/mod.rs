@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::Context;
 use bytes::Bytes;
-use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects, unique};
+use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects, unique, wait_until};
 
 /// A running `nats-sink` process; stderr goes to a log file shown on failure.
 pub struct Sink {
@@ -189,4 +189,46 @@ impl Env {
 /// A JSON payload for message `i`.
 pub fn json(i: usize) -> Bytes {
     Bytes::from(format!(r#"{{"order":{i},"note":"ünïcode"}}"#))
+}
+
+/// Publishes `n` messages on the single subject `<root>.orders`.
+pub async fn publish_one_subject(e: &Env, n: usize) {
+    let subject = format!("{}.orders", e.subject_root);
+    let msgs = (0..n)
+        .map(|i| {
+            let mut h = HeaderMap::new();
+            h.insert("Nats-Msg-Id", format!("msg-{i}").as_str());
+            (subject.clone(), h, json(i))
+        })
+        .collect();
+    js_publish_all(&e.js, msgs).await;
+}
+
+/// Messages the consumer has acknowledged so far.
+pub async fn acked(e: &Env, total: usize) -> usize {
+    match e.consumer_state().await {
+        Some((pending, ack_pending)) => total.saturating_sub(pending as usize + ack_pending),
+        None => 0,
+    }
+}
+
+/// Runs the sink on `config` until every message is acknowledged, killing it (SIGKILL) at
+/// a third and at two thirds of the way and restarting it at once. Returns the drain time
+/// and the logs of the last process.
+pub async fn drain_with_two_kills(e: &Env, config: &Path, total: usize, envs: &[(&str, String)]) -> (Duration, String) {
+    let started = Instant::now();
+    let mut run = Sink::start(config, e.dir.path(), envs);
+    for third in 1..=2 {
+        let reached =
+            wait_until(Duration::from_secs(120), || async { acked(e, total).await >= total * third / 3 }).await;
+        assert!(reached, "no progress to {third}/3; log:\n{}", run.logs());
+        run.kill9();
+        run = Sink::start(config, e.dir.path(), envs);
+    }
+    let done = wait_until(Duration::from_secs(300), || e.settled()).await;
+    let took = started.elapsed();
+    let logs = run.logs();
+    assert!(done, "not drained; log:\n{logs}");
+    assert_eq!(run.terminate(), Some(0));
+    (took, logs)
 }
