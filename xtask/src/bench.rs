@@ -50,7 +50,8 @@ pub(crate) struct Args {
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `mysql`, `http`, `s3`); the ceilings always run.
+    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `mysql`, `http`, `s3`); the ceilings
+    /// always run.
     #[arg(long)]
     only: Option<String>,
 }
@@ -61,6 +62,10 @@ const REFERENCE_PACKAGE: &str = "nats-sinks[mysql,s3]==0.4.3";
 /// Variables holding the S3 suite's credentials (the config names them).
 const S3_KEY_ENV: &str = "BENCH_S3_ACCESS_KEY_ID";
 const S3_SECRET_ENV: &str = "BENCH_S3_SECRET_ACCESS_KEY";
+/// Variable holding the payload encryption key of the encryption benchmark, and the key
+/// (a fixed, non-secret benchmark key: base64 of 32 bytes of 0x42).
+const BENCH_KEY_ENV: &str = "BENCH_PAYLOAD_KEY_B64";
+const BENCH_KEY_B64: &str = "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=";
 
 /// A stream of benchmark messages.
 #[derive(Debug, Clone, Copy)]
@@ -399,6 +404,17 @@ pub(crate) fn run(args: Args) -> Result<()> {
                         pair!(id, &name, stream, sink, &Reset::Dir(&out), no_env);
                     }
                 }
+                // The cost of payload encryption: the same file sink, every payload AES-256-GCM
+                // encrypted before the sink sees it.
+                if wanted("file-encrypted") {
+                    let mut encrypted = config(&url, stream, &args, json!({"type": "file", "directory": out, "fsync": false}));
+                    encrypted["encryption"] = json!({"enabled": true, "key_id": "bench", "key_b64_env": BENCH_KEY_ENV});
+                    let path = write(&work.join("file-encrypted.json"), &encrypted)?;
+                    let mut cmd = Command::new(&programs.nats_sink);
+                    cmd.arg("run").arg(&path).env(BENCH_KEY_ENV, BENCH_KEY_B64);
+                    let name = "nats-sink, file sink, fsync off, encrypted";
+                    results.push(measure(name, cmd, &js, stream, &Reset::Dir(&out), &log("file-encrypted")).await?);
+                }
             }
             if suites.contains(&"mysql") && wanted("mysql") {
                 let password = format!("bench-{:016x}", rand::random::<u64>());
@@ -554,6 +570,11 @@ fn render(args: &Args, results: &[Measurement]) -> String {
             "file fsync on / reference",
             ratio("nats-sink, file sink, fsync on", &format!("{reference}, file sink, fsync on")),
             "≥ 6",
+        ),
+        (
+            "file fsync off, encrypted / plain",
+            ratio("nats-sink, file sink, fsync off, encrypted", "nats-sink, file sink, fsync off"),
+            "≥ 0.85",
         ),
         ("mysql / raw multi-row upsert loop", ratio("nats-sink, mysql", "raw JetStream → multi-row upsert"), "≥ 0.8"),
         ("mysql / reference", ratio("nats-sink, mysql", &format!("{reference}, mysql")), "≥ 5"),

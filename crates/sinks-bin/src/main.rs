@@ -3,7 +3,10 @@
 //! Exit codes: 0 success (including a graceful stop on SIGTERM/SIGINT), 1 runtime error,
 //! 2 configuration error (the message names the field).
 
+mod decrypt;
 mod registry;
+#[cfg(feature = "spool")]
+mod replay_spool;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -50,6 +53,38 @@ enum Command {
     Ddl {
         /// Config file.
         config: PathBuf,
+    },
+    /// Print the plaintext of a stored record, DLQ record, encryption envelope or spool file,
+    /// with the keys the config names (read from the environment).
+    Decrypt {
+        /// Config file (its `encryption` section, and `sink.encryption` of a spool).
+        config: PathBuf,
+        /// The file to decrypt, or `-` for standard input.
+        file: PathBuf,
+        /// Subject of the record a bare version-2 envelope belongs to.
+        #[arg(long)]
+        subject: Option<String>,
+        /// Stream of that record.
+        #[arg(long)]
+        stream: Option<String>,
+        /// Stream sequence of that record.
+        #[arg(long)]
+        sequence: Option<u64>,
+    },
+    /// Replay a spool's records into the sink of another config, deleting each record
+    /// only after the target committed it.
+    #[cfg(feature = "spool")]
+    ReplaySpool {
+        /// Config of the spool (`sink.type = "spool"`).
+        spool_config: PathBuf,
+        /// Config whose `sink` receives the records.
+        target_config: PathBuf,
+        /// Replay at most this many records.
+        #[arg(long)]
+        max_records: Option<usize>,
+        /// Read and decrypt every record, write and delete nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
 }
 
@@ -138,6 +173,35 @@ async fn dispatch(command: Command) -> ExitCode {
             },
             Err(e) => config_failure(&e),
         },
+        Command::Decrypt { config, file, subject, stream, sequence } => {
+            let context = decrypt::Context { subject, stream, sequence };
+            match decrypt::run(&config, &file, &context) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(decrypt::Failure::Config(e)) => config_failure(&e),
+                Err(decrypt::Failure::Input(message)) => {
+                    report(&message);
+                    ExitCode::from(1)
+                }
+            }
+        }
+        #[cfg(feature = "spool")]
+        Command::ReplaySpool { spool_config, target_config, max_records, dry_run } => {
+            match replay_spool::run(&spool_config, &target_config, max_records, dry_run).await {
+                replay_spool::Ended::Complete(summary) => {
+                    println!("{summary}");
+                    ExitCode::SUCCESS
+                }
+                replay_spool::Ended::Incomplete(summary) => {
+                    println!("{summary}");
+                    ExitCode::from(1)
+                }
+                replay_spool::Ended::Config(e) => config_failure(&e),
+                replay_spool::Ended::Failed(message) => {
+                    report(&message);
+                    ExitCode::from(1)
+                }
+            }
+        }
         Command::TestSink { config } => {
             let (c, built) = match load(&config) {
                 Ok(v) => v,
@@ -192,7 +256,7 @@ async fn dispatch(command: Command) -> ExitCode {
 }
 
 /// Installs the tracing subscriber (stderr; text or JSON). `RUST_LOG` refines the level.
-fn init_logging(config: &Config, level_override: Option<&str>) -> Result<(), String> {
+pub(crate) fn init_logging(config: &Config, level_override: Option<&str>) -> Result<(), String> {
     let mut logging = config.logging.clone();
     if let Some(level) = level_override {
         logging.level = level.to_owned();

@@ -33,12 +33,12 @@ const EXPECTED: &[(&str, Expected)] = &[
     ("oracle-jetstream.json", Some(("dead_letter.subject", "must not be matched by nats.subject"))),
     ("oracle-mysql-basic.json", None),
     ("oracle-nosql-basic.json", Some(("sink.type", NOT_YET))),
-    ("payload-encryption-file-config.json", Some(("encryption.enabled", NOT_YET))),
+    ("payload-encryption-file-config.json", None),
     // `encryption.enabled` is false, but a rule turns encryption on for `secure.>`.
-    ("payload-encryption-file-subject-rules-config.json", Some(("encryption.rules[0].enabled", NOT_YET))),
+    ("payload-encryption-file-subject-rules-config.json", None),
     ("routing-match-policy.json", Some(("routing.enabled", NOT_YET))),
     ("s3-basic.json", None),
-    ("spool-basic.json", Some(("sink.type", NOT_YET))),
+    ("spool-basic.json", None),
 ];
 
 fn fixtures() -> PathBuf {

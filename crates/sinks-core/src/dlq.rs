@@ -34,6 +34,21 @@ pub struct DeadLetterConfig {
     pub include_error: bool,
     /// Terminate (`+TERM`) the original after the record is stored, instead of acking it.
     pub ack_term_after_publish: bool,
+    /// What a record carries for a payload that payload encryption covers: `ciphertext`
+    /// (default: the encryption envelope, never the plaintext) or `omit` (no payload at all;
+    /// `payload_unavailable_reason: "encrypted_payload_omitted"`). nats-sinks extension.
+    pub encrypted_payload: EncryptedPayload,
+}
+
+/// What a DLQ record carries for an encrypted payload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EncryptedPayload {
+    /// The encryption envelope (ciphertext), as the sink received it.
+    #[default]
+    Ciphertext,
+    /// Nothing.
+    Omit,
 }
 
 impl Default for DeadLetterConfig {
@@ -45,6 +60,7 @@ impl Default for DeadLetterConfig {
             include_headers: true,
             include_error: true,
             ack_term_after_publish: false,
+            encrypted_payload: EncryptedPayload::Ciphertext,
         }
     }
 }
@@ -94,6 +110,10 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
     if config.include_payload {
         if envelope.presence().omitted {
             map.insert("payload_unavailable_reason".into(), "headers_only".into());
+        } else if config.encrypted_payload == EncryptedPayload::Omit
+            && crate::encryption::is_encrypted(envelope.payload())
+        {
+            map.insert("payload_unavailable_reason".into(), "encrypted_payload_omitted".into());
         } else {
             let b64 = base64::engine::general_purpose::STANDARD.encode(envelope.payload());
             map.insert("payload_base64".into(), b64.into());

@@ -223,6 +223,14 @@ impl Envelope {
         }
     }
 
+    /// Replaces the body (payload encryption does; presence facts, derived from the
+    /// original delivery, stay as they were).
+    #[must_use]
+    pub fn with_payload(mut self, payload: Bytes) -> Self {
+        self.payload = payload;
+        self
+    }
+
     /// Replaces the ordering key (the runner sets it from `delivery.ordering_key`; `None`
     /// means the message may be written concurrently with any other).
     #[must_use]

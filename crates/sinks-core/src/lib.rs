@@ -13,12 +13,14 @@
 
 pub mod ack;
 pub mod blackhole;
+pub mod blocking;
 #[cfg(feature = "certify")]
 pub mod certify;
 pub mod compression;
 pub mod config;
 pub mod connect;
 pub mod dlq;
+pub mod encryption;
 pub mod envelope;
 pub mod error;
 pub mod idempotency;

@@ -11,7 +11,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -24,6 +23,7 @@ use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
 use crate::config::{Config, ConfigError, OrderingKey};
 use crate::connect::{self, ConnectError};
 use crate::dlq::DeadLetterPublisher;
+use crate::encryption::PayloadEncryption;
 use crate::envelope::Envelope;
 use crate::error::{ErrorClass, SinkError};
 use crate::ordering::OrderKey;
@@ -113,6 +113,8 @@ struct Ctx {
     ack_wait: Duration,
     /// Time a write may take, retries in place included (see [`write_budget`]).
     write_budget: Duration,
+    /// Payload encryption, applied before the sink (and the DLQ) sees a message.
+    encryption: Option<PayloadEncryption>,
 }
 
 impl Ctx {
@@ -220,6 +222,12 @@ async fn run_inner(
     stop: watch::Receiver<bool>,
     stats: Arc<RunStats>,
 ) -> Result<(), RunError> {
+    // Keys are read once, before anything else: a missing or malformed one stops start-up.
+    let encryption = PayloadEncryption::from_config(&config.encryption, "encryption")?;
+    if let Some(e) = &encryption {
+        let keys: Vec<&str> = e.keyring().key_ids().collect();
+        tracing::info!(key_ids = ?keys, version = config.encryption.format_version, "payload encryption on");
+    }
     let Some(()) = retry_until("sink open", &stop, async || match sink.open().await {
         Ok(()) => Ok(()),
         Err(e) if e.class() == ErrorClass::Config => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
@@ -293,6 +301,7 @@ async fn run_inner(
         parking: std::sync::Mutex::new(Parking::default()),
         ack_wait: bound.ack_wait,
         write_budget: write_budget(&config, bound.ack_wait),
+        encryption,
     });
     let source = Source::new(bound.consumer, config.message_metadata.clone());
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
@@ -613,12 +622,17 @@ async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<boo
         let _ = w.wait_for(|d| *d).await;
     }
     let started = Instant::now();
+    // Encryption first: from here on, sinks and dead-letter records see only ciphertext.
     // A message on the consumer's last allowed delivery is written even out of order: it
     // must not wait behind anything that could outlast its last chance.
     let batch = Fetched {
         envelopes: batch
             .envelopes
             .into_iter()
+            .map(|e| match &ctx.encryption {
+                Some(encryption) => encryption.apply(e),
+                None => e,
+            })
             .map(|e| if ctx.is_last_delivery(&e) { e.with_order_key(None) } else { e })
             .collect(),
         acks: batch.acks,
@@ -632,7 +646,7 @@ async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<boo
     }
     let outcomes = {
         let heartbeat = start_heartbeat(ctx, &batch.acks);
-        let outcomes = write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget).await;
+        let outcomes = crate::sink::write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget).await;
         stop_heartbeat(ctx, heartbeat).await;
         outcomes
     };
@@ -753,37 +767,6 @@ async fn stop_heartbeat(ctx: &Ctx, heartbeat: Heartbeat) {
     if tokio::time::timeout(limit, task).await.is_err() {
         abort.abort();
     }
-}
-
-/// Writes `envelopes`, and when the sink fails the whole batch permanently, bisects until
-/// each permanent failure is pinned to a single message.
-fn write_isolating<'a>(
-    sink: &'a dyn Sink,
-    envelopes: &'a [Envelope],
-    budget: Duration,
-) -> Pin<Box<dyn Future<Output = Vec<MessageOutcome>> + Send + 'a>> {
-    Box::pin(async move {
-        match sink.write_batch_within(envelopes, budget).await {
-            Ok(outcomes) if outcomes.len() == envelopes.len() => outcomes,
-            Ok(outcomes) => {
-                tracing::error!(
-                    sink = sink.name(),
-                    expected = envelopes.len(),
-                    got = outcomes.len(),
-                    "sink broke the contract: wrong number of outcomes; treating the batch as a temporary failure"
-                );
-                envelopes.iter().map(|_| MessageOutcome::temporary("sink returned a misaligned outcome list")).collect()
-            }
-            Err(e) if e.is_permanent() && envelopes.len() > 1 => {
-                let mid = envelopes.len() / 2;
-                tracing::info!(messages = envelopes.len(), error = %e, "batch failed permanently; bisecting to isolate the poison message");
-                let mut left = write_isolating(sink, &envelopes[..mid], budget).await;
-                left.extend(write_isolating(sink, &envelopes[mid..], budget).await);
-                left
-            }
-            Err(e) => envelopes.iter().map(|_| MessageOutcome::Failed(e.duplicate())).collect(),
-        }
-    })
 }
 
 async fn settle_batch(ctx: &Ctx, batch: Fetched, outcomes: Vec<MessageOutcome>, settlements: Vec<Settlement>) {

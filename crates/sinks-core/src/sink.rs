@@ -5,6 +5,10 @@
 //! ACK gate, only after `write_batch` has returned. The trait is object safe, so sinks of
 //! different kinds can sit side by side as `Arc<dyn Sink>`.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
 use async_trait::async_trait;
 
 use crate::envelope::Envelope;
@@ -177,4 +181,37 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
     async fn close(&self) -> Result<(), SinkError> {
         Ok(())
     }
+}
+
+/// Writes `envelopes` through `sink` within `budget`, and when the sink fails the whole
+/// batch permanently, bisects until each permanent failure is pinned to a single message.
+/// Always returns one outcome per envelope (a misaligned answer counts as a temporary
+/// failure of every envelope). Used by the runner and by spool replay.
+pub fn write_isolating<'a>(
+    sink: &'a dyn Sink,
+    envelopes: &'a [Envelope],
+    budget: Duration,
+) -> Pin<Box<dyn Future<Output = Vec<MessageOutcome>> + Send + 'a>> {
+    Box::pin(async move {
+        match sink.write_batch_within(envelopes, budget).await {
+            Ok(outcomes) if outcomes.len() == envelopes.len() => outcomes,
+            Ok(outcomes) => {
+                tracing::error!(
+                    sink = sink.name(),
+                    expected = envelopes.len(),
+                    got = outcomes.len(),
+                    "sink broke the contract: wrong number of outcomes; treating the batch as a temporary failure"
+                );
+                envelopes.iter().map(|_| MessageOutcome::temporary("sink returned a misaligned outcome list")).collect()
+            }
+            Err(e) if e.is_permanent() && envelopes.len() > 1 => {
+                let mid = envelopes.len() / 2;
+                tracing::info!(messages = envelopes.len(), error = %e, "batch failed permanently; bisecting to isolate the poison message");
+                let mut left = write_isolating(sink, &envelopes[..mid], budget).await;
+                left.extend(write_isolating(sink, &envelopes[mid..], budget).await);
+                left
+            }
+            Err(e) => envelopes.iter().map(|_| MessageOutcome::Failed(e.duplicate())).collect(),
+        }
+    })
 }

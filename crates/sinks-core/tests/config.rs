@@ -148,9 +148,9 @@ fn every_rejection_names_its_field() {
             (
                 "unsupported feature",
                 format!(
-                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "encryption": {{"enabled": true}}, {base}}}"#
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "custody": {{"enabled": true}}, {base}}}"#
                 ),
-                "encryption.enabled",
+                "custody.enabled",
             ),
             (
                 "dlq without subject",
@@ -263,30 +263,27 @@ fn every_unimplemented_section_fails_closed() {
 }
 
 #[test]
-fn encryption_rules_that_act_alone_are_refused() {
-    // The reference encrypts subjects matched by a rule even while `encryption.enabled` is
-    // false; a rule is enabled unless it says otherwise.
-    let cases = [
-        (serde_json::json!([{"subject": "secure.>", "enabled": true}]), Some("encryption.rules[0].enabled")),
-        (serde_json::json!([{"subject": "secure.>"}]), Some("encryption.rules[0]")),
-        (
-            serde_json::json!([{"subject": "public.>", "enabled": false}, {"subject": "secure.>", "enabled": 1}]),
-            Some("encryption.rules[1].enabled"),
-        ),
-        (serde_json::json!({"subject": "x"}), Some("encryption.rules")),
-        (serde_json::json!([{"subject": "public.>", "enabled": false}]), None),
-        (serde_json::json!([]), None),
-    ];
-    for (rules, refused_at) in cases {
-        let issues = issues_in(with_section("encryption", serde_json::json!({"enabled": false, "rules": rules})));
-        match refused_at {
-            Some(field) => assert!(
-                issues.iter().any(|(p, m)| p == field && m.contains("not supported by this build yet")),
-                "rules {rules}: expected a refusal at {field}, got {issues:?}"
-            ),
-            None => assert!(issues.is_empty(), "rules {rules}: {issues:?}"),
-        }
-    }
+fn the_reference_subject_rules_example_loads_with_its_rule_active() {
+    // `encryption.enabled` is false, but the rule encrypts `secure.>`: the section is active
+    // and the rule must have a key; `public.>` passes through.
+    let rules = serde_json::json!([
+        {"subject": "secure.>", "enabled": true, "algorithm": "aes-256-gcm", "key_id": "secure-local-test-key",
+         "key_b64_env": "NATS_SINKS_SECURE_PAYLOAD_KEY_B64"},
+        {"subject": "public.>", "enabled": false}
+    ]);
+    let config =
+        Config::from_value(with_section("encryption", serde_json::json!({"enabled": false, "rules": rules}))).unwrap();
+    assert!(config.encryption.is_active());
+    let policy = config.encryption.rule_policy(&config.encryption.rules[0]).unwrap();
+    assert_eq!(policy.key_id, "secure-local-test-key");
+    // The same rule without a key anywhere is refused, naming it.
+    let keyless = serde_json::json!([{"subject": "secure.>"}]);
+    let issues = issues_in(with_section("encryption", serde_json::json!({"rules": keyless})));
+    assert!(issues.iter().any(|(p, _)| p == "encryption.rules[0].key_b64_env"), "{issues:?}");
+    // Inline key material is refused.
+    let inline = serde_json::json!({"enabled": true, "key_b64": "c2VjcmV0", "key_b64_env": "K"});
+    let issues = issues_in(with_section("encryption", inline));
+    assert!(issues.iter().any(|(p, _)| p == "encryption.key_b64"), "{issues:?}");
 }
 
 #[test]

@@ -22,7 +22,7 @@ pub use names::unique;
 pub use nats::{
     NatsServer, find_nats_server, js_publish_all, read_stream, stream_with_subjects, try_find_nats_server, wait_until,
 };
-pub use process::{free_port, tools_dir, watch, workspace_root};
+pub use process::{free_port, reference_python, tools_dir, watch, workspace_root};
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,
     start_for_run,

@@ -27,6 +27,16 @@ pub fn tools_dir() -> PathBuf {
     workspace_root().join(".local/tools")
 }
 
+/// The Python of the reference's venv (PyPI `nats-sinks[crypto]==0.4.3`, installed by
+/// `cargo xtask setup`), or `NATS_SINKS_REFERENCE_PYTHON`; an error says what to run.
+pub fn reference_python() -> Result<PathBuf, String> {
+    first_file([
+        std::env::var_os("NATS_SINKS_REFERENCE_PYTHON").map(PathBuf::from),
+        Some(tools_dir().join("reference/bin/python")),
+    ])
+    .ok_or_else(|| "the Python reference is not installed: run `cargo xtask setup`".into())
+}
+
 /// The first of `candidates` that is a file.
 pub(crate) fn first_file(candidates: impl IntoIterator<Item = Option<PathBuf>>) -> Option<PathBuf> {
     candidates.into_iter().flatten().find(|p| p.is_file())

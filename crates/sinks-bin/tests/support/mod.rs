@@ -140,6 +140,11 @@ impl Env {
     /// Writes a config whose `sink` section is `sink` and whose other sections are merged
     /// over the defaults used by [`Env::write_config`].
     pub fn write_config_json(&self, sink: serde_json::Value, extra: serde_json::Value) -> PathBuf {
+        self.write_config_json_as("config.json", sink, extra)
+    }
+
+    /// [`Env::write_config_json`] into file `name` of the test directory.
+    pub fn write_config_json_as(&self, name: &str, sink: serde_json::Value, extra: serde_json::Value) -> PathBuf {
         let mut config = serde_json::json!({
             "nats": {"url": self.server.url(), "stream": self.stream, "consumer": self.consumer,
                      "subject": format!("{}.>", self.subject_root)},
@@ -158,9 +163,21 @@ impl Env {
                 }
             }
         }
-        let path = self.dir.path().join("config.json");
+        let path = self.dir.path().join(name);
         std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
         path
+    }
+
+    /// Publishes messages `from..to` (ids `msg-{i}`, subjects `<root>.orders.k{i % 3}`).
+    pub async fn publish_range(&self, from: usize, to: usize, payload: impl Fn(usize) -> Bytes) {
+        let msgs = (from..to)
+            .map(|i| {
+                let mut h = HeaderMap::new();
+                h.insert("Nats-Msg-Id", format!("msg-{i}").as_str());
+                (format!("{}.orders.k{}", self.subject_root, i % 3), h, payload(i))
+            })
+            .collect();
+        js_publish_all(&self.js, msgs).await;
     }
 
     pub async fn publish(&self, n: usize, payload: impl Fn(usize) -> Bytes) {

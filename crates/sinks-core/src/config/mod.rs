@@ -9,6 +9,7 @@
 
 mod consumer;
 mod delivery;
+pub mod encryption;
 mod nats;
 pub mod redact;
 
@@ -72,9 +73,9 @@ pub struct Config {
     /// Reference section, not supported yet: accepted only while disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_labels: Option<NotYetSupported>,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub encryption: Option<NotYetSupported>,
+    /// Payload encryption before any sink sees the data.
+    #[serde(default)]
+    pub encryption: encryption::EncryptionConfig,
     /// Reference section, not supported yet: accepted only while disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message_authenticity: Option<NotYetSupported>,
@@ -101,23 +102,22 @@ pub struct Config {
 }
 
 /// A reference config section this build does not implement. It is accepted only when
-/// nothing in it would act on any message: its `enabled` flag absent or false, and (for
-/// sections whose rules act on their own, such as `encryption`) every rule explicitly
-/// `enabled: false`. Anything else is refused, naming the field: an unimplemented feature
-/// fails closed, never silently off.
+/// nothing in it would act on any message: its `enabled` flag absent or false. Anything else
+/// is refused, naming the field: an unimplemented feature fails closed, never silently off.
+/// (None of these sections has rules that act while the section is disabled; the one that
+/// does, `encryption`, is implemented.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct NotYetSupported(pub serde_json::Map<String, serde_json::Value>);
 
 /// The reference's top-level sections this build does not implement yet (each a
 /// [`NotYetSupported`]); `delivery.priority_lanes` and named `sinks` are refused the same way.
-pub const NOT_YET_SUPPORTED: [&str; 12] = [
+pub const NOT_YET_SUPPORTED: [&str; 11] = [
     "metrics",
     "push_consumer",
     "advisories",
     "mission_metadata",
     "security_labels",
-    "encryption",
     "message_authenticity",
     "custody",
     "size_policy",
@@ -125,11 +125,6 @@ pub const NOT_YET_SUPPORTED: [&str; 12] = [
     "routing",
     "plugins",
 ];
-
-/// Sections whose `rules` turn the feature on for matching subjects even while the section's
-/// own `enabled` is false (the reference's payload encryption: a rule is enabled unless it
-/// says otherwise).
-const RULES_ACT_ALONE: &[&str] = &["encryption"];
 
 impl NotYetSupported {
     /// Records an issue for every setting of section `name` that would turn it on.
@@ -139,30 +134,6 @@ impl NotYetSupported {
             None | Some(serde_json::Value::Null | serde_json::Value::Bool(false)) => {}
             Some(serde_json::Value::Bool(true)) => issues.push(&format!("{name}.enabled"), unsupported.clone()),
             Some(_) => issues.push(&format!("{name}.enabled"), format!("must be a boolean; {unsupported}")),
-        }
-        if !RULES_ACT_ALONE.contains(&name) {
-            return;
-        }
-        let Some(rules) = self.0.get("rules") else { return };
-        let Some(rules) = rules.as_array() else {
-            issues.push(&format!("{name}.rules"), format!("must be a list; {unsupported}"));
-            return;
-        };
-        for (i, rule) in rules.iter().enumerate() {
-            match rule.get("enabled") {
-                Some(serde_json::Value::Bool(false)) => {}
-                Some(_) => issues.push(
-                    &format!("{name}.rules[{i}].enabled"),
-                    format!("this rule would turn `{name}` on for its subjects; {unsupported}"),
-                ),
-                None => issues.push(
-                    &format!("{name}.rules[{i}]"),
-                    format!(
-                        "a rule is enabled unless it says `enabled: false`, so this one would turn `{name}` on for its \
-                         subjects; {unsupported}"
-                    ),
-                ),
-            }
         }
     }
 }
@@ -282,6 +253,7 @@ impl Config {
         self.stream_management.validate(&mut issues);
         self.delivery.validate(&mut issues);
         self.logging.validate(&mut issues);
+        self.encryption.validate_at("encryption", &mut issues);
         for (path, message) in self.message_metadata.validate() {
             issues.push(&path, message);
         }
@@ -354,7 +326,6 @@ impl Config {
             ("advisories", &self.advisories),
             ("mission_metadata", &self.mission_metadata),
             ("security_labels", &self.security_labels),
-            ("encryption", &self.encryption),
             ("message_authenticity", &self.message_authenticity),
             ("custody", &self.custody),
             ("size_policy", &self.size_policy),

@@ -1,0 +1,110 @@
+//! `nats-sink decrypt CONFIG FILE`: reads what nats-sink (or the reference) stored and
+//! prints the plaintext, with the keys the config names (read from the environment).
+//!
+//! Recognized inputs, in this order:
+//! - a spool file (`nats_sinks.spool.wrapper.v1`, keys from `sink.encryption` of a spool
+//!   config): prints the plain record;
+//! - a bare encryption envelope (`{"_nats_sinks_encryption": …}`): prints the payload
+//!   (version 2 needs `--subject`, `--stream` and `--sequence`, the record it belongs to);
+//! - a record whose `payload` is an envelope (file, HTTP and S3 records), or a DLQ record
+//!   whose `payload_base64` is one: prints the payload, bound to the record's subject,
+//!   stream and sequence.
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use sinks_core::config::Config;
+use sinks_core::encryption::{Binding, ENVELOPE_KEY, Keyring};
+use sinks_core::{ConfigError, encryption};
+
+/// Where a bare envelope belongs (for version 2).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Context {
+    pub(crate) subject: Option<String>,
+    pub(crate) stream: Option<String>,
+    pub(crate) sequence: Option<u64>,
+}
+
+/// Why decrypting failed: the config (exit 2) or the input (exit 1).
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Config(ConfigError),
+    Input(String),
+}
+
+/// Every key `config` names: the `encryption` section's and, for a spool, the spool's.
+fn keyring(config: &Config) -> Result<Keyring, ConfigError> {
+    let ring = Keyring::from_config(&config.encryption, "encryption")?;
+    #[cfg(feature = "spool")]
+    let ring = {
+        let mut ring = ring;
+        if config.sink.kind() == Some("spool") {
+            let spool = sink_spool::SpoolSinkConfig::from_section(&config.sink)?;
+            ring.extend(&Keyring::from_config(&spool.encryption, "sink.encryption")?);
+        }
+        ring
+    };
+    Ok(ring)
+}
+
+/// Decrypts `input` (a path, or `-` for stdin) and writes the plaintext to stdout.
+pub(crate) fn run(config_path: &Path, input: &Path, context: &Context) -> Result<(), Failure> {
+    let config = Config::load(config_path).map_err(Failure::Config)?;
+    let ring = keyring(&config).map_err(Failure::Config)?;
+    if ring.key_ids().next().is_none() {
+        return Err(Failure::Config(ConfigError::single(
+            "encryption.key_b64_env",
+            "the config names no key (encryption.key_b64_env, decrypt_keys, or a spool's sink.encryption)",
+        )));
+    }
+    let mut bytes = Vec::new();
+    let read = if input == Path::new("-") {
+        std::io::stdin().read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(input).and_then(|mut f| f.read_to_end(&mut bytes))
+    };
+    read.map_err(|e| Failure::Input(format!("cannot read {}: {e}", input.display())))?;
+    let plaintext = decrypt(&bytes, &ring, context).map_err(Failure::Input)?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(&plaintext).and_then(|()| out.flush()).map_err(|e| Failure::Input(format!("cannot write: {e}")))
+}
+
+/// The plaintext of `bytes` (see the module list).
+pub(crate) fn decrypt(bytes: &[u8], ring: &Keyring, context: &Context) -> Result<Vec<u8>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|_| "input is not UTF-8 JSON".to_owned())?;
+    let doc = sinks_core::json::parse_strict(text.trim_end()).map_err(|e| format!("input is not JSON: {e}"))?;
+    #[cfg(feature = "spool")]
+    if doc["schema"] == sink_spool::record::WRAPPER_SCHEMA {
+        let record = sink_spool::record::unwrap(bytes, ring).map_err(|e| e.to_string())?;
+        let mut out = serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?;
+        out.push(b'\n');
+        return Ok(out);
+    }
+    if doc.get(ENVELOPE_KEY).is_some() {
+        let binding = match (&context.subject, &context.stream, context.sequence) {
+            (Some(subject), Some(stream), Some(stream_sequence)) => {
+                Binding::Message { subject, stream, stream_sequence }
+            }
+            _ => Binding::None,
+        };
+        return ring.decrypt_value(&doc, binding).map_err(|e| e.to_string());
+    }
+    let binding = Binding::Message {
+        subject: doc["subject"].as_str().unwrap_or_default(),
+        stream: doc["stream"].as_str().unwrap_or_default(),
+        stream_sequence: doc["stream_sequence"].as_u64().unwrap_or_default(),
+    };
+    if doc["payload"].get(ENVELOPE_KEY).is_some() {
+        return ring.decrypt_value(&doc["payload"], binding).map_err(|e| e.to_string());
+    }
+    if let Some(b64) = doc["payload_base64"].as_str() {
+        use base64::Engine;
+        let payload = base64::engine::general_purpose::STANDARD
+            .decode(b64)
+            .map_err(|_| "payload_base64 is not base64".to_owned())?;
+        if encryption::is_encrypted(&payload) {
+            return ring.decrypt(&payload, binding).map_err(|e| e.to_string());
+        }
+    }
+    Err("no encrypted payload found (expected a spool file, an encryption envelope, or a record carrying one)".into())
+}
