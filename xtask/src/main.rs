@@ -11,6 +11,7 @@
 //! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
 //!   (see docs/performance.md).
 //! - `publish`: publishes demo messages to a running server.
+//! - `fuzz`: the cargo-fuzz targets in `fuzz/`, each for a bounded time (nightly; not in CI).
 //!
 //! Every error is reported as one line (`error: …`, causes joined with `: `), exit code 1.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
@@ -18,6 +19,7 @@
 mod bench;
 mod certify;
 mod crash;
+mod fuzz;
 mod publish;
 mod quickstart;
 mod setup;
@@ -49,6 +51,8 @@ enum Cmd {
     Bench(bench::Args),
     /// Publish demo messages to a subject.
     Publish(publish::Args),
+    /// Fuzz canonical JSON and signature verification for a bounded time (nightly).
+    Fuzz(fuzz::Args),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +63,7 @@ fn main() -> ExitCode {
         Cmd::Certify(args) => certify::run(args, None),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Publish(args) => publish::run(args),
+        Cmd::Fuzz(args) => fuzz::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

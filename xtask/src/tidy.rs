@@ -24,6 +24,7 @@ mod tests {
         let mut out = Vec::new();
         rust_files(&root.join("crates"), &mut out);
         rust_files(&root.join("xtask"), &mut out);
+        rust_files(&root.join("fuzz"), &mut out);
         assert!(out.len() > 10, "found too few Rust files under {}", root.display());
         out
     }

@@ -31,19 +31,19 @@ struct Record<'a> {
     classification: Option<&'a str>,
     consumer: &'a str,
     consumer_sequence: u64,
-    custody: Value,
+    custody: Option<&'a Value>,
     labels: Option<String>,
     labels_list: &'a [String],
     message_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<metadata::MetadataDoc<'a>>,
-    mission_metadata: Value,
+    mission_metadata: Option<&'a Value>,
     payload: &'a RawValue,
     payload_info: Value,
     priority: Option<&'a str>,
     schema: &'static str,
     schema_version: u32,
-    security_labels: Value,
+    security_labels: Option<&'a Value>,
     stream: &'a str,
     stream_sequence: u64,
     subject: &'a str,
@@ -83,18 +83,18 @@ pub(crate) fn record_json(
         classification: app.classification.as_deref(),
         consumer: &js.consumer,
         consumer_sequence: js.consumer_sequence,
-        custody: Value::Null,
+        custody: envelope.custody(),
         labels: app.labels_string(),
         labels_list: &app.labels,
         message_id: envelope.message_id(),
         metadata: include_metadata.then(|| metadata::MetadataDoc::new(envelope, stored_at)),
-        mission_metadata: Value::Null,
+        mission_metadata: envelope.mission_metadata(),
         payload: &payload.value,
         payload_info: payload.info_json(),
         priority: app.priority.as_deref(),
         schema: SCHEMA,
         schema_version: SCHEMA_VERSION,
-        security_labels: Value::Null,
+        security_labels: envelope.security_labels(),
         stream: &js.stream,
         stream_sequence: js.stream_sequence,
         subject: envelope.subject(),
@@ -212,6 +212,23 @@ mod tests {
         assert_eq!(value["message_id"], "m-1");
         assert_eq!(value["metadata"]["jetstream"]["redelivered"], true);
         assert_eq!(value["metadata"]["timestamps"]["stored_at_epoch_ns"], 1_700_000_000_000_000_000_i64);
+    }
+
+    #[test]
+    fn policy_documents_are_stored_at_the_top_and_in_the_metadata() {
+        let mission = serde_json::json!({"phase": "find", "track": {"id": 7}});
+        let labels = serde_json::json!({"profile": "nats-sinks.security-label.v1", "releasability": ["NATO"]});
+        let custody = serde_json::json!({"schema": "nats_sinks.custody.v1", "record_hash": "ab"});
+        let e = envelope("ORDERS", 1, "s", "{}")
+            .with_mission_metadata(Some(mission.clone()))
+            .with_security_labels(Some(labels.clone()))
+            .with_custody(Some(custody.clone()));
+        let value: Value = serde_json::from_str(&json_of(&e, true, false)).expect("json");
+        assert_eq!(value["mission_metadata"], mission);
+        assert_eq!(value["security_labels"], labels);
+        assert_eq!(value["custody"], custody);
+        assert_eq!(value["metadata"]["mission_metadata"], mission);
+        assert_eq!(value["metadata"]["security_labels"], labels);
     }
 
     #[test]

@@ -44,7 +44,7 @@ struct EnvelopeBody<'a> {
     consumer: &'a str,
     consumer_sequence: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
-    custody: Option<Value>,
+    custody: Option<Option<&'a Value>>,
     idempotency_key: Option<&'a str>,
     labels: Option<String>,
     labels_list: &'a [String],
@@ -52,14 +52,14 @@ struct EnvelopeBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     metadata: Option<metadata::MetadataDoc<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    mission_metadata: Option<Value>,
+    mission_metadata: Option<Option<&'a Value>>,
     payload: &'a RawValue,
     payload_info: Value,
     priority: Option<&'a str>,
     schema: &'static str,
     schema_version: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
-    security_labels: Option<Value>,
+    security_labels: Option<Option<&'a Value>>,
     stream: &'a str,
     stream_sequence: u64,
     subject: &'a str,
@@ -120,19 +120,19 @@ pub(crate) fn message_body(
                 classification: app.classification.as_deref(),
                 consumer: &js.consumer,
                 consumer_sequence: js.consumer_sequence,
-                custody: config.include_custody.then_some(Value::Null),
+                custody: config.include_custody.then(|| envelope.custody()),
                 idempotency_key: key.map(IdempotencyKey::as_str),
                 labels: app.labels_string(),
                 labels_list: &app.labels,
                 message_id: envelope.message_id(),
                 metadata: config.include_metadata.then(|| metadata::MetadataDoc::new(envelope, sent_at)),
-                mission_metadata: config.include_mission_metadata.then_some(Value::Null),
+                mission_metadata: config.include_mission_metadata.then(|| envelope.mission_metadata()),
                 payload: &normalized.value,
                 payload_info: normalized.info_json(),
                 priority: app.priority.as_deref(),
                 schema: SCHEMA,
                 schema_version: SCHEMA_VERSION,
-                security_labels: config.include_security_labels.then_some(Value::Null),
+                security_labels: config.include_security_labels.then(|| envelope.security_labels()),
                 stream: &js.stream,
                 stream_sequence: js.stream_sequence,
                 subject: envelope.subject(),
@@ -371,6 +371,20 @@ mod tests {
         for null in ["custody", "mission_metadata", "security_labels"] {
             assert_eq!(v[null], Value::Null, "{null}");
         }
+    }
+
+    #[test]
+    fn policy_documents_travel_in_the_envelope_body() {
+        let mission = serde_json::json!({"phase": "fix"});
+        let labels = serde_json::json!({"profile": "nats-sinks.security-label.v1"});
+        let custody = serde_json::json!({"schema": "nats_sinks.custody.v1"});
+        let e = envelope("S", 1, "s", "{}")
+            .with_mission_metadata(Some(mission.clone()))
+            .with_security_labels(Some(labels.clone()))
+            .with_custody(Some(custody.clone()));
+        let v = doc(&message_body(&e, &config(), None, OffsetDateTime::now_utc()).unwrap());
+        assert_eq!((&v["mission_metadata"], &v["security_labels"], &v["custody"]), (&mission, &labels, &custody));
+        assert_eq!(v["metadata"]["mission_metadata"], mission);
     }
 
     #[test]

@@ -122,7 +122,8 @@ pub(crate) fn map(
             Field::Payload => text(payload_text.clone()),
             Field::Headers => json_bytes(envelope.headers()),
             Field::Metadata => json_bytes(&metadata),
-            Field::MissionMetadata | Field::SecurityLabels => text("null"),
+            Field::MissionMetadata => envelope.mission_metadata().map_or(Value::NULL, |v| json_bytes(v)),
+            Field::SecurityLabels => envelope.security_labels().map_or(Value::NULL, |v| json_bytes(v)),
             Field::PayloadSha256 => text(fingerprint.clone()),
         })
         .collect();
@@ -166,6 +167,20 @@ mod tests {
         assert_eq!(row.values[11], text("{\"a\": 1}"));
         assert_eq!(row.key, "S\u{1f}9");
         assert_eq!(row.values[16], text(row.fingerprint.clone()));
+    }
+
+    #[test]
+    fn policy_documents_fill_their_json_columns() {
+        let p = plan(json!({}));
+        let labels = json!({"profile": "nats-sinks.security-label.v1", "owner": "ops"});
+        let e = envelope_with("S", 9, "o", &b"{}"[..], Headers::new(), 1).with_security_labels(Some(labels.clone()));
+        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let column = |name: &str| p.columns.iter().position(|c| c.eq_ignore_ascii_case(name)).unwrap();
+        assert_eq!(
+            row.values[column("SECURITY_LABELS_JSON")],
+            Value::Bytes(sinks_core::json::to_canonical_vec(&labels))
+        );
+        assert_eq!(row.values[column("MISSION_METADATA_JSON")], Value::NULL, "absent is SQL NULL");
     }
 
     #[test]

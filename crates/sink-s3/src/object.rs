@@ -178,7 +178,7 @@ struct ObjectDoc<'a> {
     classification: Option<&'a str>,
     consumer: &'a str,
     consumer_sequence: u64,
-    custody: Value,
+    custody: Option<&'a Value>,
     headers: &'a sinks_core::Headers,
     jetstream_timestamp_epoch_ns: Option<i64>,
     labels: Option<String>,
@@ -186,14 +186,14 @@ struct ObjectDoc<'a> {
     message_created_at_epoch_ns: Option<i64>,
     message_id: Option<&'a str>,
     metadata: &'a metadata::MetadataDoc<'a>,
-    mission_metadata: Value,
+    mission_metadata: Option<&'a Value>,
     payload: &'a RawValue,
     payload_info: Value,
     priority: Option<&'a str>,
     received_at_epoch_ns: i64,
     schema: &'static str,
     schema_version: u32,
-    security_labels: Value,
+    security_labels: Option<&'a Value>,
     stored_at_epoch_ns: i64,
     stream: &'a str,
     stream_sequence: u64,
@@ -206,20 +206,20 @@ struct SidecarDoc<'a> {
     classification: Option<&'a str>,
     consumer: &'a str,
     consumer_sequence: u64,
-    custody: Value,
+    custody: Option<&'a Value>,
     duplicate_policy: &'static str,
     key_strategy: &'static str,
     labels: Option<String>,
     labels_list: &'a [String],
     message_id: Option<&'a str>,
     metadata: &'a metadata::MetadataDoc<'a>,
-    mission_metadata: Value,
+    mission_metadata: Option<&'a Value>,
     object_key: &'a str,
     payload_info: Value,
     priority: Option<&'a str>,
     schema: &'static str,
     schema_version: u32,
-    security_labels: Value,
+    security_labels: Option<&'a Value>,
     stored_at_epoch_ns: i64,
     stream: &'a str,
     stream_sequence: u64,
@@ -283,7 +283,7 @@ fn object_json(
         classification: app.classification.as_deref(),
         consumer: &js.consumer,
         consumer_sequence: js.consumer_sequence,
-        custody: Value::Null,
+        custody: envelope.custody(),
         headers: envelope.headers(),
         jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
         labels: app.labels_string(),
@@ -291,14 +291,14 @@ fn object_json(
         message_created_at_epoch_ns: doc.created_at_epoch_ns(),
         message_id: envelope.message_id(),
         metadata: doc,
-        mission_metadata: Value::Null,
+        mission_metadata: envelope.mission_metadata(),
         payload: &normalized.value,
         payload_info: normalized.info_json(),
         priority: app.priority.as_deref(),
         received_at_epoch_ns: doc.received_at_epoch_ns(),
         schema: OBJECT_SCHEMA,
         schema_version: 1,
-        security_labels: Value::Null,
+        security_labels: envelope.security_labels(),
         stored_at_epoch_ns: doc.stored_at_epoch_ns(),
         stream: &js.stream,
         stream_sequence: js.stream_sequence,
@@ -320,20 +320,20 @@ fn sidecar_json(
         classification: app.classification.as_deref(),
         consumer: &js.consumer,
         consumer_sequence: js.consumer_sequence,
-        custody: Value::Null,
+        custody: envelope.custody(),
         duplicate_policy: config.duplicate_policy.as_str(),
         key_strategy: config.key_strategy.as_str(),
         labels: app.labels_string(),
         labels_list: &app.labels,
         message_id: envelope.message_id(),
         metadata: doc,
-        mission_metadata: Value::Null,
+        mission_metadata: envelope.mission_metadata(),
         object_key,
         payload_info: normalized.info_json(),
         priority: app.priority.as_deref(),
         schema: SIDECAR_SCHEMA,
         schema_version: 1,
-        security_labels: Value::Null,
+        security_labels: envelope.security_labels(),
         stored_at_epoch_ns: doc.stored_at_epoch_ns(),
         stream: &js.stream,
         stream_sequence: js.stream_sequence,
@@ -460,6 +460,20 @@ mod tests {
         c.prefix = Some("p".repeat(100));
         c.max_key_bytes = 64;
         assert!(matches!(object_key(&e, &c), Err(ObjectError::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn policy_documents_are_stored_in_object_and_metadata() {
+        let mission = serde_json::json!({"phase": "track"});
+        let custody = serde_json::json!({"schema": "nats_sinks.custody.v1"});
+        let e = envelope_with("ORDERS", 5, "orders.x", Bytes::from_static(b"{}"), Headers::new(), 1)
+            .with_mission_metadata(Some(mission.clone()))
+            .with_custody(Some(custody.clone()));
+        let p = prepare(&e, &config(), at()).unwrap();
+        let doc: Value = serde_json::from_slice(&p.primary.body).unwrap();
+        assert_eq!((&doc["mission_metadata"], &doc["custody"]), (&mission, &custody));
+        assert_eq!(doc["security_labels"], Value::Null, "absent is null");
+        assert_eq!(doc["metadata"]["mission_metadata"], mission);
     }
 
     #[test]

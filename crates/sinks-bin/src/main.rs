@@ -138,6 +138,13 @@ async fn dispatch(command: Command) -> ExitCode {
                         "disabled"
                     },
                 );
+                let policies = sinks_core::policy::describe(&c);
+                if !policies.is_empty() {
+                    println!("message policies, in the order they run:");
+                    for line in policies {
+                        println!("  {line}");
+                    }
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => config_failure(&e),

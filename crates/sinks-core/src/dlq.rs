@@ -101,6 +101,9 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
         map.insert("error_type".into(), error.error_type().into());
         map.insert("error".into(), error.display_chain().into());
     }
+    if let Some(reason) = error.reason() {
+        map.insert("reason".into(), reason.into());
+    }
     if let Some(ts) = js.timestamp {
         map.insert("timestamp".into(), rfc3339(ts).into());
     }

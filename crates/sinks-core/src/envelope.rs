@@ -6,6 +6,8 @@
 //! detection, application metadata). It deliberately holds no ack handle and no reply subject:
 //! a sink can only report outcomes, never acknowledge (see `ARCHITECTURE.md`).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use time::OffsetDateTime;
 
@@ -190,6 +192,9 @@ pub struct Envelope {
     app: AppMetadata,
     received_at: OffsetDateTime,
     order_key: Option<OrderKey>,
+    mission_metadata: Option<Arc<serde_json::Value>>,
+    security_labels: Option<Arc<serde_json::Value>>,
+    custody: Option<Arc<serde_json::Value>>,
 }
 
 impl Envelope {
@@ -220,6 +225,9 @@ impl Envelope {
             presence,
             app: AppMetadata::default(),
             received_at: OffsetDateTime::now_utc(),
+            mission_metadata: None,
+            security_labels: None,
+            custody: None,
         }
     }
 
@@ -259,6 +267,42 @@ impl Envelope {
     pub fn with_app_metadata(mut self, app: AppMetadata) -> Self {
         self.app = app;
         self
+    }
+
+    /// Attaches the resolved mission metadata document (`None`: the message has none).
+    #[must_use]
+    pub fn with_mission_metadata(mut self, doc: Option<serde_json::Value>) -> Self {
+        self.mission_metadata = doc.map(Arc::new);
+        self
+    }
+
+    /// Attaches the resolved security label profile (`None`: the message has none).
+    #[must_use]
+    pub fn with_security_labels(mut self, doc: Option<serde_json::Value>) -> Self {
+        self.security_labels = doc.map(Arc::new);
+        self
+    }
+
+    /// Attaches the custody object computed by the core.
+    #[must_use]
+    pub fn with_custody(mut self, object: Option<serde_json::Value>) -> Self {
+        self.custody = object.map(Arc::new);
+        self
+    }
+
+    /// Mission metadata resolved by the core (`mission_metadata` section), if any.
+    pub fn mission_metadata(&self) -> Option<&serde_json::Value> {
+        self.mission_metadata.as_deref()
+    }
+
+    /// Security label profile resolved by the core (`security_labels` section), if any.
+    pub fn security_labels(&self) -> Option<&serde_json::Value> {
+        self.security_labels.as_deref()
+    }
+
+    /// Custody object computed by the core (`custody` section), if any.
+    pub fn custody(&self) -> Option<&serde_json::Value> {
+        self.custody.as_deref()
     }
 
     /// Subject the message was published on.

@@ -32,6 +32,7 @@ pub struct SinkError {
     class: ErrorClass,
     message: String,
     error_type: Option<&'static str>,
+    reason: Option<String>,
     retry_after: Option<Duration>,
     #[source]
     source: Option<BoxError>,
@@ -39,7 +40,7 @@ pub struct SinkError {
 
 impl SinkError {
     fn new(class: ErrorClass, message: impl Into<String>) -> Self {
-        Self { class, message: message.into(), error_type: None, retry_after: None, source: None }
+        Self { class, message: message.into(), error_type: None, reason: None, retry_after: None, source: None }
     }
 
     /// A temporary failure: retry later.
@@ -76,6 +77,19 @@ impl SinkError {
     pub fn with_error_type(mut self, name: &'static str) -> Self {
         self.error_type = Some(name);
         self
+    }
+
+    /// Attaches a stable reason code (e.g. `signature_invalid`), written as `reason` in the
+    /// dead-letter record.
+    #[must_use]
+    pub fn with_reason(mut self, code: impl Into<String>) -> Self {
+        self.reason = Some(code.into());
+        self
+    }
+
+    /// The stable reason code, if one was attached.
+    pub fn reason(&self) -> Option<&str> {
+        self.reason.as_deref()
     }
 
     /// The failure class.
@@ -126,6 +140,7 @@ impl SinkError {
             class: self.class,
             message: self.display_chain(),
             error_type: self.error_type,
+            reason: self.reason.clone(),
             retry_after: self.retry_after,
             source: None,
         }

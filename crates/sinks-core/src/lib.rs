@@ -14,6 +14,7 @@
 pub mod ack;
 pub mod blackhole;
 pub mod blocking;
+pub mod canonical;
 #[cfg(feature = "certify")]
 pub mod certify;
 pub mod compression;
@@ -28,6 +29,7 @@ pub mod json;
 pub mod metadata;
 pub mod ordering;
 pub mod payload;
+pub mod policy;
 pub mod retry;
 pub mod runner;
 pub mod setup;

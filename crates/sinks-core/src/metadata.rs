@@ -325,21 +325,22 @@ fn standard_headers(headers: &Headers) -> BTreeMap<&str, &str> {
 /// `stored_at`, borrowed from the envelope and serialized directly (fields are declared in
 /// alphabetical order, so the output has sorted keys like every record). Shape follows the
 /// reference; `reply` is always null because the reply subject is an ack capability and
-/// never leaves the core; `custody` is null in this build.
+/// never leaves the core; `custody`, `mission_metadata` and `security_labels` are what the
+/// core's policy steps attached (null when those steps are off).
 #[derive(Debug, Serialize)]
 pub struct MetadataDoc<'a> {
-    custody: Option<()>,
+    custody: Option<&'a Value>,
     freshness: Freshness,
     headers: &'a Headers,
     jetstream: JetStreamDoc<'a>,
     message_id: Option<&'a str>,
     message_metadata: AppDoc<'a>,
     metadata_version: u32,
-    mission_metadata: Option<()>,
+    mission_metadata: Option<&'a Value>,
     nats: NatsDoc<'a>,
     payload: PresenceDoc<'a>,
     reply: Option<()>,
-    security_labels: Option<()>,
+    security_labels: Option<&'a Value>,
     subject: &'a str,
     timestamps: Timestamps<'a>,
 }
@@ -415,7 +416,7 @@ impl<'a> MetadataDoc<'a> {
         let app = envelope.app();
         let as_i64 = |n: i128| i64::try_from(n).unwrap_or(i64::MAX);
         Self {
-            custody: None,
+            custody: envelope.custody(),
             freshness: Freshness {
                 event_age_at_receive_seconds: age(received_ns),
                 event_age_at_store_seconds: age(stored_ns),
@@ -444,11 +445,11 @@ impl<'a> MetadataDoc<'a> {
                 priority: app.priority.as_deref(),
             },
             metadata_version: 1,
-            mission_metadata: None,
+            mission_metadata: envelope.mission_metadata(),
             nats: NatsDoc { reserved_headers: reserved, reserved_headers_present: reserved_present },
             payload: PresenceDoc::of(envelope),
             reply: None,
-            security_labels: None,
+            security_labels: envelope.security_labels(),
             subject: envelope.subject(),
             timestamps: Timestamps {
                 jetstream_timestamp_epoch_ns: js_ns.map(as_i64),

@@ -23,10 +23,10 @@ use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
 use crate::config::{Config, ConfigError, OrderingKey};
 use crate::connect::{self, ConnectError};
 use crate::dlq::DeadLetterPublisher;
-use crate::encryption::PayloadEncryption;
 use crate::envelope::Envelope;
 use crate::error::{ErrorClass, SinkError};
 use crate::ordering::OrderKey;
+use crate::policy::{Pipeline, Prepared};
 use crate::retry::{Backoff, BackoffMode, Jitter};
 use crate::setup::{self, SetupError};
 use crate::sink::{ConflictResolution, MessageOutcome, Sink};
@@ -69,6 +69,9 @@ pub struct RunStats {
     pub duplicates: AtomicU64,
     /// Messages held back behind a temporary failure of their ordering key (released).
     pub held_back: AtomicU64,
+    /// Messages refused by a policy step (authenticity, size, pre-sink, …) and
+    /// dead-lettered without reaching the sink.
+    pub rejected_by_policy: AtomicU64,
 }
 
 impl RunStats {
@@ -90,6 +93,7 @@ impl RunStats {
             ("conflicts", &self.conflicts),
             ("duplicates", &self.duplicates),
             ("held_back", &self.held_back),
+            ("rejected_by_policy", &self.rejected_by_policy),
         ]
         .into_iter()
         .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
@@ -113,8 +117,9 @@ struct Ctx {
     ack_wait: Duration,
     /// Time a write may take, retries in place included (see [`write_budget`]).
     write_budget: Duration,
-    /// Payload encryption, applied before the sink (and the DLQ) sees a message.
-    encryption: Option<PayloadEncryption>,
+    /// The policy steps (metadata, authenticity, encryption, size, pre-sink, custody,
+    /// priority lanes), applied before the sink (and the DLQ) sees a message.
+    pipeline: Pipeline,
 }
 
 impl Ctx {
@@ -223,10 +228,14 @@ async fn run_inner(
     stats: Arc<RunStats>,
 ) -> Result<(), RunError> {
     // Keys are read once, before anything else: a missing or malformed one stops start-up.
-    let encryption = PayloadEncryption::from_config(&config.encryption, "encryption")?;
-    if let Some(e) = &encryption {
+    let pipeline = Pipeline::from_config(&config)?;
+    if let Some(e) = pipeline.encryption() {
         let keys: Vec<&str> = e.keyring().key_ids().collect();
         tracing::info!(key_ids = ?keys, version = config.encryption.format_version, "payload encryption on");
+    }
+    let steps = pipeline.steps();
+    if !steps.is_empty() {
+        tracing::info!(steps = ?steps, "message policies on");
     }
     let Some(()) = retry_until("sink open", &stop, async || match sink.open().await {
         Ok(()) => Ok(()),
@@ -301,7 +310,7 @@ async fn run_inner(
         parking: std::sync::Mutex::new(Parking::default()),
         ack_wait: bound.ack_wait,
         write_budget: write_budget(&config, bound.ack_wait),
-        encryption,
+        pipeline,
     });
     let source = Source::new(bound.consumer, config.message_metadata.clone());
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
@@ -396,6 +405,9 @@ struct Lot {
     blocker: u64,
     /// When the failed message is expected back.
     back: Instant,
+    /// The failed message has been fetched again (its batch may still be waiting for an
+    /// earlier one): the lot is never released as overdue.
+    arrived: bool,
     /// Parked messages by stream sequence.
     parked: BTreeMap<u64, (Envelope, AckHandle)>,
 }
@@ -442,7 +454,7 @@ impl Parking {
 
     /// Opens a lot for `key` behind the failed message at `blocker`, expected back at `back`.
     fn block(&mut self, key: OrderKey, blocker: u64, back: Instant) {
-        self.lots.entry(key).or_insert_with(|| Lot { blocker, back, parked: BTreeMap::new() });
+        self.lots.entry(key).or_insert_with(|| Lot { blocker, back, arrived: false, parked: BTreeMap::new() });
     }
 
     /// Parks a held-back message in its key's lot; gives it back when there is no lot.
@@ -455,6 +467,21 @@ impl Parking {
                 None
             }
             None => Some((envelope, ack)),
+        }
+    }
+
+    /// Notes failed messages that are back from the server: a slow machine may take longer
+    /// than AckWait to get to their batch, and their lots must wait for them, not be released.
+    fn note_arrivals(&mut self, fetched: &[Envelope]) {
+        if self.lots.is_empty() {
+            return;
+        }
+        for e in fetched {
+            if let Some(lot) = e.order_key().and_then(|k| self.lots.get_mut(&k))
+                && lot.blocker == e.jetstream().stream_sequence
+            {
+                lot.arrived = true;
+            }
         }
     }
 
@@ -471,8 +498,12 @@ impl Parking {
     /// Removes and returns the parked messages of lots whose failed message is overdue by
     /// `grace` (every lot when `now` is `None`).
     fn release(&mut self, now: Option<Instant>, grace: Duration) -> Vec<(Envelope, AckHandle)> {
-        let overdue: Vec<OrderKey> =
-            self.lots.iter().filter(|(_, lot)| now.is_none_or(|now| lot.back + grace < now)).map(|(k, _)| *k).collect();
+        let overdue: Vec<OrderKey> = self
+            .lots
+            .iter()
+            .filter(|(_, lot)| now.is_none_or(|now| !lot.arrived && lot.back + grace < now))
+            .map(|(k, _)| *k)
+            .collect();
         let released: Vec<(Envelope, AckHandle)> =
             overdue.into_iter().filter_map(|k| self.lots.remove(&k)).flat_map(|lot| lot.parked.into_values()).collect();
         for (e, _) in &released {
@@ -605,6 +636,7 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
                 e.with_order_key(key)
             })
             .collect();
+        ctx.lock_parking().note_arrivals(&batch.envelopes);
         let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
         let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
         let ctx = Arc::clone(ctx);
@@ -622,39 +654,80 @@ async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<boo
         let _ = w.wait_for(|d| *d).await;
     }
     let started = Instant::now();
-    // Encryption first: from here on, sinks and dead-letter records see only ciphertext.
-    // A message on the consumer's last allowed delivery is written even out of order: it
-    // must not wait behind anything that could outlast its last chance.
-    let batch = Fetched {
-        envelopes: batch
-            .envelopes
-            .into_iter()
-            .map(|e| match &ctx.encryption {
-                Some(encryption) => encryption.apply(e),
-                None => e,
-            })
-            .map(|e| if ctx.is_last_delivery(&e) { e.with_order_key(None) } else { e })
-            .collect(),
-        acks: batch.acks,
-    };
+    // Policies first (encryption among them): from here on, sinks and dead-letter records
+    // see only what the policies let through, encrypted when encryption is on. A refused
+    // message is dead-lettered alone, while its batch-mates are written.
+    let (batch, refused) = apply_policies(ctx, batch);
     // Messages of a key waiting for its failed message join that key's lot; a failed
     // message coming back brings its lot with it.
     let batch = ctx.lock_parking().admit(batch);
-    if batch.is_empty() {
-        let _ = done.send(true);
-        return;
-    }
-    let outcomes = {
+    let batch = in_write_order(ctx, batch);
+    let write = async {
+        if batch.is_empty() {
+            return Vec::new();
+        }
         let heartbeat = start_heartbeat(ctx, &batch.acks);
         let outcomes = crate::sink::write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget).await;
         stop_heartbeat(ctx, heartbeat).await;
         outcomes
     };
+    let (outcomes, ()) = tokio::join!(write, settle_refused(ctx, refused));
+    if batch.is_empty() {
+        let _ = done.send(true);
+        return;
+    }
     let (batch, outcomes, settlements) = decide(ctx, batch, outcomes, Instant::now());
     let _ = done.send(true);
     tracing::debug!(messages = batch.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
     track_outage(ctx, &outcomes);
     settle_batch(ctx, batch, outcomes, settlements).await;
+}
+
+/// Runs the policy steps on every fresh message. Returns what goes to the sink and what was
+/// refused (with its permanent outcome). A message on the consumer's last allowed delivery
+/// loses its ordering key: it must not wait behind anything that could outlast its last
+/// chance.
+fn apply_policies(ctx: &Ctx, batch: Fetched) -> (Fetched, Vec<(Envelope, AckHandle, MessageOutcome)>) {
+    let mut kept = Fetched { envelopes: Vec::with_capacity(batch.len()), acks: Vec::with_capacity(batch.len()) };
+    let mut refused = Vec::new();
+    for (position, (envelope, ack)) in batch.envelopes.into_iter().zip(batch.acks).enumerate() {
+        match ctx.pipeline.prepare(envelope, position) {
+            Prepared::Ready(envelope) => {
+                let envelope = if ctx.is_last_delivery(&envelope) { envelope.with_order_key(None) } else { envelope };
+                kept.envelopes.push(envelope);
+                kept.acks.push(ack);
+            }
+            Prepared::Rejected { envelope, rejection } => {
+                RunStats::add(&ctx.stats.rejected_by_policy, 1);
+                tracing::warn!(
+                    stream_sequence = envelope.jetstream().stream_sequence,
+                    subject = envelope.subject(),
+                    policy = rejection.step.section(),
+                    reason = %rejection.reason,
+                    "message refused by policy"
+                );
+                refused.push((envelope, ack, MessageOutcome::Failed(rejection.into_error())));
+            }
+        }
+    }
+    (kept, refused)
+}
+
+/// Dead-letters (or, without a DLQ, leaves for redelivery) the messages a policy refused.
+async fn settle_refused(ctx: &Ctx, refused: Vec<(Envelope, AckHandle, MessageOutcome)>) {
+    let sends = refused.iter().map(|(envelope, ack, outcome)| {
+        let settlement = ack::settle(outcome, envelope.jetstream().delivered, &ctx.policy, rand::random::<f64>());
+        settle_one(ctx, envelope, ack, outcome, settlement, None)
+    });
+    join_all(sends).await;
+}
+
+/// The batch in priority-lane order (unchanged when lanes are off).
+fn in_write_order(ctx: &Ctx, batch: Fetched) -> Fetched {
+    let Some(order) = ctx.pipeline.write_order(&batch.envelopes) else { return batch };
+    let mut slots: Vec<Option<(Envelope, AckHandle)>> = batch.envelopes.into_iter().zip(batch.acks).map(Some).collect();
+    let (envelopes, acks) = order.into_iter().filter_map(|i| slots[i].take()).unzip();
+    Fetched { envelopes, acks }
 }
 
 /// The settlement of every message (pure gate decisions). A temporary failure that will
@@ -804,6 +877,8 @@ async fn settle_one(
         MessageOutcome::Failed(e) if e.class() == ErrorClass::Config => {
             tracing::error!(stream_sequence = seq, error = %e.display_chain(), "destination configuration error; message will be retried");
         }
+        // Refused by a policy step: logged when it was refused.
+        MessageOutcome::Failed(e) if e.reason().is_some() => {}
         MessageOutcome::Failed(e) => {
             tracing::warn!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
         }

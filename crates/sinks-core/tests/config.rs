@@ -148,9 +148,23 @@ fn every_rejection_names_its_field() {
             (
                 "unsupported feature",
                 format!(
-                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "custody": {{"enabled": true}}, {base}}}"#
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "push_consumer": {{"enabled": true}}, {base}}}"#
                 ),
-                "custody.enabled",
+                "push_consumer.enabled",
+            ),
+            (
+                "policy rule without a check",
+                format!(
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "pre_sink_policy": {{"enabled": true, "rules": [{{"subject": "a.>"}}]}}, {base}}}"#
+                ),
+                "pre_sink_policy.rules[0]",
+            ),
+            (
+                "size policy below the batch size",
+                format!(
+                    r#"{{"nats": {{"stream": "S", "consumer": "c", "subject": "a.b"}}, "delivery": {{"batch_size": 500}}, "size_policy": {{"enabled": true, "max_batch_messages": 100}}, {base}}}"#
+                ),
+                "size_policy.max_batch_messages",
             ),
             (
                 "dlq without subject",
@@ -208,7 +222,18 @@ fn environment_overrides_apply() {
         jail.set_env("NATS_SINKS_NATS_STREAM", "OTHER");
         jail.set_env("NATS_SINKS__DELIVERY__BATCH_SIZE", "7");
         jail.set_env("NATS_SINKS__SINK__DIRECTORY", "/srv/out");
+        // The reference's fixed names for the policy sections.
+        jail.set_env("NATS_SINKS_CUSTODY_ENABLED", "true");
+        jail.set_env("NATS_SINKS_CUSTODY_ALGORITHM", "sha512");
+        jail.set_env("NATS_SINKS_CUSTODY_KEY_ID", "custody-v9");
+        jail.set_env("NATS_SINKS_MESSAGE_AUTHENTICITY_SIGNATURE_HEADER", "X-Sig");
+        jail.set_env("NATS_SINKS_ENCRYPTION_KEY_ID", "rotated");
         let c = Config::load(&path).map_err(|e| e.to_string())?;
+        assert!(c.custody.enabled);
+        assert_eq!(c.custody.algorithm, sinks_core::policy::custody::HashAlgorithm::Sha512);
+        assert_eq!(c.custody.key_id.as_deref(), Some("custody-v9"));
+        assert_eq!(c.message_authenticity.signature_header, "X-Sig");
+        assert_eq!(c.encryption.key_id, "rotated");
         assert_eq!(c.nats.stream, "OTHER");
         assert_eq!(c.delivery.batch_size, 7);
         assert_eq!(c.sink.0["directory"], "/srv/out");
@@ -242,8 +267,7 @@ fn with_section(path: &str, value: serde_json::Value) -> serde_json::Value {
 #[test]
 fn every_unimplemented_section_fails_closed() {
     use sinks_core::config::NOT_YET_SUPPORTED;
-    let sections: Vec<&str> = NOT_YET_SUPPORTED.iter().copied().chain(["delivery.priority_lanes"]).collect();
-    for section in sections {
+    for section in NOT_YET_SUPPORTED {
         // Off (absent flag, false, null): accepted, it does nothing.
         for off in [serde_json::json!({}), serde_json::json!({"enabled": false}), serde_json::json!({"enabled": null})]
         {

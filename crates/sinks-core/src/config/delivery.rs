@@ -42,8 +42,8 @@ pub struct DeliveryConfig {
     pub ordering_key: OrderingKey,
     /// Dotted payload path used when `ordering_key` is `payload_field`.
     pub ordering_payload_field: Option<String>,
-    /// Priority lanes: not supported yet; must stay disabled.
-    pub priority_lanes: serde_json::Map<String, serde_json::Value>,
+    /// Weighted priority-lane order within each fetched batch.
+    pub priority_lanes: crate::policy::lanes::PriorityLanesConfig,
     /// In-progress heartbeats during long writes.
     pub in_progress: InProgressConfig,
     /// Server-confirmed acknowledgements.
@@ -67,7 +67,7 @@ impl Default for DeliveryConfig {
             prefer_safe_duplication: true,
             ordering_key: OrderingKey::Subject,
             ordering_payload_field: None,
-            priority_lanes: serde_json::Map::new(),
+            priority_lanes: crate::policy::lanes::PriorityLanesConfig::default(),
             in_progress: InProgressConfig::default(),
             ack_confirmation: AckConfirmationConfig::default(),
         }
@@ -162,12 +162,7 @@ impl DeliveryConfig {
         if self.ordering_key == OrderingKey::PayloadField && self.ordering_payload_field.is_none() {
             issues.push("delivery.ordering_payload_field", "required when ordering_key is payload_field");
         }
-        match self.priority_lanes.get("enabled") {
-            None | Some(serde_json::Value::Null | serde_json::Value::Bool(false)) => {}
-            Some(_) => {
-                issues.push("delivery.priority_lanes.enabled", "priority lanes are not supported by this build yet")
-            }
-        }
+        self.priority_lanes.validate_at("delivery.priority_lanes", issues);
         let ip = &self.in_progress;
         issues.range("delivery.in_progress.interval_ms", ip.interval_ms, 1, 3_600_000);
         issues.range("delivery.in_progress.max_heartbeats", u64::from(ip.max_heartbeats), 1, 1000);

@@ -208,7 +208,7 @@ impl EncryptionConfig {
         }
         check_key_id(&format!("{path}.key_id"), &self.key_id, issues);
         if let Some(env) = &self.key_b64_env {
-            check_env_name(&format!("{path}.key_b64_env"), env, issues);
+            super::check_env_name(env, &format!("{path}.key_b64_env"), issues);
         }
         check_sizes(path, self.algorithm, self.nonce_size_bytes, self.tag_length, issues);
         if self.enabled && self.key_b64_env.is_none() {
@@ -229,7 +229,7 @@ impl EncryptionConfig {
                 check_key_id(&format!("{at}.key_id"), id, issues);
             }
             if let Some(env) = &rule.key_b64_env {
-                check_env_name(&format!("{at}.key_b64_env"), env, issues);
+                super::check_env_name(env, &format!("{at}.key_b64_env"), issues);
             }
             let algorithm = rule.algorithm.unwrap_or(self.algorithm);
             let nonce = rule.nonce_size_bytes.unwrap_or(self.nonce_size_bytes);
@@ -246,7 +246,7 @@ impl EncryptionConfig {
         for (i, key) in self.decrypt_keys.iter().enumerate() {
             let at = format!("{path}.decrypt_keys[{i}]");
             check_key_id(&format!("{at}.key_id"), &key.key_id, issues);
-            check_env_name(&format!("{at}.key_b64_env"), &key.key_b64_env, issues);
+            super::check_env_name(&key.key_b64_env, &format!("{at}.key_b64_env"), issues);
             if !ids.insert(key.key_id.as_str()) {
                 issues.push(&format!("{at}.key_id"), "appears twice");
             }
@@ -261,16 +261,6 @@ fn check_key_id(path: &str, id: &str, issues: &mut Issues) {
         issues.push(path, "must not exceed 128 characters");
     } else if id.chars().any(char::is_control) {
         issues.push(path, "must not contain control characters");
-    }
-}
-
-fn check_env_name(path: &str, name: &str, issues: &mut Issues) {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit());
-    if !ok {
-        issues.push(path, "must name an environment variable (letters, digits and `_`)");
     }
 }
 

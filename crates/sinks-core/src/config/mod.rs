@@ -29,6 +29,7 @@ pub use delivery::{
     AckConfirmationConfig, AckPolicyName, DeliveryConfig, InProgressConfig, LogFormat, LoggingConfig, OrderingKey,
 };
 pub use nats::NatsConfig;
+pub(crate) use nats::check_env_name;
 
 use crate::dlq::DeadLetterConfig;
 use crate::metadata::MessageMetadataConfig;
@@ -67,27 +68,27 @@ pub struct Config {
     /// Reference section, not supported yet: accepted only while disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub advisories: Option<NotYetSupported>,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mission_metadata: Option<NotYetSupported>,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub security_labels: Option<NotYetSupported>,
+    /// Mission metadata resolution (JSON object from a header, subject rules and a default).
+    #[serde(default)]
+    pub mission_metadata: crate::policy::mission::MissionMetadataConfig,
+    /// Data-centric security label profile resolution.
+    #[serde(default)]
+    pub security_labels: crate::policy::labels::SecurityLabelsConfig,
     /// Payload encryption before any sink sees the data.
     #[serde(default)]
     pub encryption: encryption::EncryptionConfig,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message_authenticity: Option<NotYetSupported>,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub custody: Option<NotYetSupported>,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size_policy: Option<NotYetSupported>,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pre_sink_policy: Option<NotYetSupported>,
+    /// Per-message signature verification (HMAC-SHA256, Ed25519).
+    #[serde(default)]
+    pub message_authenticity: crate::policy::authenticity::AuthenticityConfig,
+    /// Tamper-evident custody hashes stored with each record.
+    #[serde(default)]
+    pub custody: crate::policy::custody::CustodyConfig,
+    /// Per-message size limits.
+    #[serde(default)]
+    pub size_policy: crate::policy::size::SizePolicyConfig,
+    /// Data-only rules every message must satisfy before the sink.
+    #[serde(default)]
+    pub pre_sink_policy: crate::policy::presink::PreSinkPolicyConfig,
     /// Reference section, not supported yet: accepted only while disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routing: Option<NotYetSupported>,
@@ -111,20 +112,8 @@ pub struct Config {
 pub struct NotYetSupported(pub serde_json::Map<String, serde_json::Value>);
 
 /// The reference's top-level sections this build does not implement yet (each a
-/// [`NotYetSupported`]); `delivery.priority_lanes` and named `sinks` are refused the same way.
-pub const NOT_YET_SUPPORTED: [&str; 11] = [
-    "metrics",
-    "push_consumer",
-    "advisories",
-    "mission_metadata",
-    "security_labels",
-    "message_authenticity",
-    "custody",
-    "size_policy",
-    "pre_sink_policy",
-    "routing",
-    "plugins",
-];
+/// [`NotYetSupported`]); named `sinks` are refused the same way.
+pub const NOT_YET_SUPPORTED: [&str; 5] = ["metrics", "push_consumer", "advisories", "routing", "plugins"];
 
 impl NotYetSupported {
     /// Records an issue for every setting of section `name` that would turn it on.
@@ -254,6 +243,12 @@ impl Config {
         self.delivery.validate(&mut issues);
         self.logging.validate(&mut issues);
         self.encryption.validate_at("encryption", &mut issues);
+        self.mission_metadata.validate_at("mission_metadata", &mut issues);
+        self.security_labels.validate_at("security_labels", &mut issues);
+        self.message_authenticity.validate_at("message_authenticity", &mut issues);
+        self.custody.validate_at("custody", &mut issues);
+        self.size_policy.validate_at("size_policy", self.delivery.batch_size, &mut issues);
+        self.pre_sink_policy.validate_at("pre_sink_policy", &mut issues);
         for (path, message) in self.message_metadata.validate() {
             issues.push(&path, message);
         }
@@ -324,12 +319,6 @@ impl Config {
             ("metrics", &self.metrics),
             ("push_consumer", &self.push_consumer),
             ("advisories", &self.advisories),
-            ("mission_metadata", &self.mission_metadata),
-            ("security_labels", &self.security_labels),
-            ("message_authenticity", &self.message_authenticity),
-            ("custody", &self.custody),
-            ("size_policy", &self.size_policy),
-            ("pre_sink_policy", &self.pre_sink_policy),
             ("routing", &self.routing),
             ("plugins", &self.plugins),
         ]
@@ -337,7 +326,7 @@ impl Config {
 }
 
 /// The reference's fixed environment override names that map to supported fields.
-const FIXED_ENV: [(&str, &str); 13] = [
+const FIXED_ENV: [(&str, &str); 30] = [
     ("NATS_SINKS_NATS_URL", "nats.url"),
     ("NATS_SINKS_NATS_STREAM", "nats.stream"),
     ("NATS_SINKS_NATS_CONSUMER", "nats.consumer"),
@@ -345,11 +334,28 @@ const FIXED_ENV: [(&str, &str); 13] = [
     ("NATS_SINKS_NATS_NO_ECHO", "nats.no_echo"),
     ("NATS_SINKS_CONSUMER_MANAGEMENT_MODE", "consumer_management.mode"),
     ("NATS_SINKS_LOG_LEVEL", "logging.level"),
+    ("NATS_SINKS_ENCRYPTION_ENABLED", "encryption.enabled"),
+    ("NATS_SINKS_ENCRYPTION_ALGORITHM", "encryption.algorithm"),
+    ("NATS_SINKS_ENCRYPTION_KEY_ID", "encryption.key_id"),
+    ("NATS_SINKS_ENCRYPTION_KEY_B64_ENV", "encryption.key_b64_env"),
+    ("NATS_SINKS_MESSAGE_AUTHENTICITY_ENABLED", "message_authenticity.enabled"),
+    ("NATS_SINKS_MESSAGE_AUTHENTICITY_SIGNATURE_HEADER", "message_authenticity.signature_header"),
+    ("NATS_SINKS_MESSAGE_AUTHENTICITY_ALGORITHM_HEADER", "message_authenticity.algorithm_header"),
+    ("NATS_SINKS_MESSAGE_AUTHENTICITY_KEY_ID_HEADER", "message_authenticity.key_id_header"),
     ("NATS_SINKS_PRIORITY_HEADER", "message_metadata.priority.header"),
     ("NATS_SINKS_PRIORITY_DEFAULT", "message_metadata.priority.default"),
     ("NATS_SINKS_CLASSIFICATION_HEADER", "message_metadata.classification.header"),
     ("NATS_SINKS_CLASSIFICATION_DEFAULT", "message_metadata.classification.default"),
     ("NATS_SINKS_LABELS_HEADER", "message_metadata.labels.header"),
+    ("NATS_SINKS_LABELS_DEFAULT", "message_metadata.labels.default"),
+    ("NATS_SINKS_MISSION_METADATA_ENABLED", "mission_metadata.enabled"),
+    ("NATS_SINKS_MISSION_METADATA_HEADER", "mission_metadata.header"),
+    ("NATS_SINKS_SECURITY_LABELS_ENABLED", "security_labels.enabled"),
+    ("NATS_SINKS_SECURITY_LABELS_HEADER", "security_labels.header"),
+    ("NATS_SINKS_CUSTODY_ENABLED", "custody.enabled"),
+    ("NATS_SINKS_CUSTODY_ALGORITHM", "custody.algorithm"),
+    ("NATS_SINKS_CUSTODY_KEY_ID", "custody.key_id"),
+    ("NATS_SINKS_ADVISORIES_ENABLED", "advisories.enabled"),
     ("NATS_SINKS_SINK_TYPE", "sink.type"),
 ];
 

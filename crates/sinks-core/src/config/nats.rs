@@ -239,8 +239,9 @@ fn check_url(url: &str, path: &str, issues: &mut Issues) {
 }
 
 /// Checks that `name` looks like an environment variable name.
-pub(super) fn check_env_name(name: &str, path: &str, issues: &mut Issues) {
+pub(crate) fn check_env_name(name: &str, path: &str, issues: &mut Issues) {
     let ok = !name.is_empty()
+        && name.len() <= 128
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
         && !name.starts_with(|c: char| c.is_ascii_digit());
     if !ok {
