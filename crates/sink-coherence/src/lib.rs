@@ -1,0 +1,2 @@
+//! Oracle Coherence CE sink (work in progress).
+mod client;
