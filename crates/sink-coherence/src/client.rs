@@ -1,5 +1,12 @@
 //! gRPC client.
-#[allow(missing_docs, unreachable_pub, clippy::all, clippy::pedantic, missing_debug_implementations, non_camel_case_types)]
+#[allow(
+    missing_docs,
+    unreachable_pub,
+    clippy::all,
+    clippy::pedantic,
+    missing_debug_implementations,
+    non_camel_case_types
+)]
 pub(crate) mod pb {
     pub(crate) mod google {
         pub(crate) mod protobuf {
