@@ -13,6 +13,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Without this the wrapper types (BytesValue, Int32Value) map to Rust scalars and the
         // generated client refers to them by a path that does not exist.
         .compile_well_known_types(true)
+        // Keys and values stay `Bytes` end to end (no copies of large values).
+        .bytes(".")
         .compile_fds(descriptors)?;
     Ok(())
 }
