@@ -67,8 +67,8 @@ impl CoherenceHarness {
     pub fn read_back(&self, config: &CoherenceSinkConfig) -> Result<CacheReadBack, String> {
         let mut config = config.clone();
         config.request_timeout_seconds = 30.0;
-        let client = Client::new(Arc::new(config)).map_err(|e| e.to_string())?;
-        Ok(CacheReadBack { client: Some(client) })
+        let client = Client::new(Arc::new(config.clone())).map_err(|e| e.to_string())?;
+        Ok(CacheReadBack { client: Some(client), config })
     }
 
     async fn fixture(&self, adjust: impl FnOnce(&mut CoherenceSinkConfig)) -> Result<Fixture, String> {
@@ -85,6 +85,7 @@ impl CoherenceHarness {
 #[derive(Debug)]
 pub struct CacheReadBack {
     client: Option<Client>,
+    config: CoherenceSinkConfig,
 }
 
 impl CacheReadBack {
@@ -129,11 +130,17 @@ fn key_text(wire: &[u8]) -> Result<String, String> {
 
 impl Drop for CacheReadBack {
     fn drop(&mut self) {
-        let Some(client) = self.client.take() else { return };
-        // Drop may run inside a runtime: destroy from a thread with its own.
+        drop(self.client.take());
+        let mut config = self.config.clone();
+        config.request_timeout_seconds = 10.0;
+        // Drop may run inside a runtime (whose tasks the channel of `client` needs, and which
+        // this blocks): destroy from a thread with its own runtime and client.
         let _ = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
-            rt.block_on(async { tokio::time::timeout(Duration::from_secs(20), client.destroy()).await.ok() })
+            rt.block_on(async {
+                let client = Client::new(Arc::new(config)).ok()?;
+                tokio::time::timeout(Duration::from_secs(15), client.destroy()).await.ok()
+            })
         })
         .join();
     }
