@@ -142,7 +142,9 @@ impl Client {
             .keep_alive_timeout(Duration::from_secs(10))
             .keep_alive_while_idle(true);
         if config.tls_enabled {
-            endpoint = endpoint.tls_config(tls(&config)?).map_err(|_| CohError::Setup("sink.tls_* settings are not usable".into()))?;
+            endpoint = endpoint
+                .tls_config(tls(&config)?)
+                .map_err(|_| CohError::Setup("sink.tls_* settings are not usable".into()))?;
         }
         let channel = endpoint.connect_lazy();
         Ok(Self {
@@ -235,7 +237,11 @@ impl Client {
     }
 
     /// A v1 cache request; a failure that breaks the stream drops it.
-    async fn v1_call(&self, kind: cache::NamedCacheRequestType, message: Option<Any>) -> Result<cache::NamedCacheResponse, CohError> {
+    async fn v1_call(
+        &self,
+        kind: cache::NamedCacheRequestType,
+        message: Option<Any>,
+    ) -> Result<cache::NamedCacheResponse, CohError> {
         let stream = self.v1().await?;
         let result = stream.cache_request(kind, message).await;
         if let Err(e) = &result
@@ -249,7 +255,13 @@ impl Client {
     /// Puts `value` under `key` (`putIfAbsent` when `if_absent`) with `ttl_ms` (0 = the
     /// cache's default). Returns the value found: the existing one for `putIfAbsent`
     /// (`None`: inserted), the replaced one for `put`.
-    pub(crate) async fn put(&self, key: Bytes, value: Bytes, if_absent: bool, ttl_ms: i64) -> Result<Option<Bytes>, CohError> {
+    pub(crate) async fn put(
+        &self,
+        key: Bytes,
+        value: Bytes,
+        if_absent: bool,
+        ttl_ms: i64,
+    ) -> Result<Option<Bytes>, CohError> {
         match self.protocol().await? {
             Chosen::V1 => {
                 let kind = if if_absent {
@@ -260,7 +272,9 @@ impl Client {
                 let put = cache::PutRequest { key, value, ttl: Some(ttl_ms) };
                 let response = self.v1_call(kind, Some(any("coherence.cache.v1.PutRequest", &put))).await?;
                 let bytes = match response.message {
-                    Some(m) => BytesValue::decode(m.value).map_err(|_| CohError::Protocol("put answer is not bytes"))?.value,
+                    Some(m) => {
+                        BytesValue::decode(m.value).map_err(|_| CohError::Protocol("put answer is not bytes"))?.value
+                    }
                     None => Bytes::new(),
                 };
                 Ok((!bytes.is_empty()).then_some(bytes))
@@ -302,8 +316,10 @@ impl Client {
                 Ok(Int32Value::decode(m.value).map_err(|_| CohError::Protocol("size answer is not an int"))?.value)
             }
             Chosen::Legacy => {
-                let request =
-                    pb::coherence::SizeRequest { scope: self.config.scope.clone(), cache: self.config.cache_name.clone() };
+                let request = pb::coherence::SizeRequest {
+                    scope: self.config.scope.clone(),
+                    cache: self.config.cache_name.clone(),
+                };
                 Ok(self.unary(self.legacy().size(self.request(request))).await?.value)
             }
         }
@@ -316,7 +332,8 @@ impl Client {
                 let request = any("google.protobuf.BytesValue", &BytesValue { value: key });
                 let response = self.v1_call(cache::NamedCacheRequestType::Get, Some(request)).await?;
                 let m = response.message.ok_or(CohError::Protocol("get answer is empty"))?;
-                let v = cache::OptionalValue::decode(m.value).map_err(|_| CohError::Protocol("get answer is not optional"))?;
+                let v = cache::OptionalValue::decode(m.value)
+                    .map_err(|_| CohError::Protocol("get answer is not optional"))?;
                 Ok(v.present.then_some(v.value))
             }
             Chosen::Legacy => {
@@ -355,7 +372,8 @@ impl Client {
             };
             let mut request = tonic::Request::new(request);
             request.set_timeout(self.timeout * 6);
-            let mut stream = self.legacy().next_entry_set_page(request).await.map_err(|s| CohError::status(&s))?.into_inner();
+            let mut stream =
+                self.legacy().next_entry_set_page(request).await.map_err(|s| CohError::status(&s))?.into_inner();
             let mut first = true;
             let mut next = Bytes::new();
             while let Some(item) = stream.message().await.map_err(|s| CohError::status(&s))? {
@@ -461,9 +479,14 @@ impl SubChannel {
         let ensure = cache::NamedCacheRequest {
             r#type: cache::NamedCacheRequestType::EnsureCache as i32,
             cache_id: None,
-            message: Some(any("coherence.cache.v1.EnsureCacheRequest", &cache::EnsureCacheRequest { cache: config.cache_name.clone() })),
+            message: Some(any(
+                "coherence.cache.v1.EnsureCacheRequest",
+                &cache::EnsureCacheRequest { cache: config.cache_name.clone() },
+            )),
         };
-        let answer = stream.call(proxy::proxy_request::Request::Message(any("coherence.cache.v1.NamedCacheRequest", &ensure))).await?;
+        let answer = stream
+            .call(proxy::proxy_request::Request::Message(any("coherence.cache.v1.NamedCacheRequest", &ensure)))
+            .await?;
         let answer = answer.ok_or(CohError::Protocol("no cache id"))?;
         stream.cache_id = cache::NamedCacheResponse::decode(answer.value)
             .map_err(|_| CohError::Protocol("ensure-cache answer is not a cache response"))?
@@ -522,16 +545,24 @@ impl SubChannel {
         message: Option<Any>,
     ) -> Result<cache::NamedCacheResponse, CohError> {
         let request = cache::NamedCacheRequest { r#type: kind as i32, cache_id: Some(self.cache_id), message };
-        let answer = self.call(proxy::proxy_request::Request::Message(any("coherence.cache.v1.NamedCacheRequest", &request))).await?;
+        let answer = self
+            .call(proxy::proxy_request::Request::Message(any("coherence.cache.v1.NamedCacheRequest", &request)))
+            .await?;
         match answer {
-            Some(a) => cache::NamedCacheResponse::decode(a.value).map_err(|_| CohError::Protocol("not a cache response")),
+            Some(a) => {
+                cache::NamedCacheResponse::decode(a.value).map_err(|_| CohError::Protocol("not a cache response"))
+            }
             None => Ok(cache::NamedCacheResponse::default()),
         }
     }
 }
 
 /// Matches answers to pending requests until the stream ends, then fails what is left.
-async fn read_loop(mut responses: tonic::Streaming<proxy::ProxyResponse>, pending: PendingMap, broken: Arc<AtomicBool>) {
+async fn read_loop(
+    mut responses: tonic::Streaming<proxy::ProxyResponse>,
+    pending: PendingMap,
+    broken: Arc<AtomicBool>,
+) {
     use proxy::proxy_response::Response;
     let end = loop {
         let response = match responses.message().await {

@@ -309,12 +309,18 @@ impl CoherenceSinkConfig {
             issues.push("sink.scope", m);
         }
         if let Err(m) = check_token(&self.cache_name, 128, |c| c.is_ascii_alphanumeric() || "_.-".contains(c)) {
-            issues.push("sink.cache_name", format!("{m} (letters, digits, `.`, `_`, `-`, starting with a letter or digit)"));
+            issues.push(
+                "sink.cache_name",
+                format!("{m} (letters, digits, `.`, `_`, `-`, starting with a letter or digit)"),
+            );
         }
         if let Some(prefix) = &self.key_prefix
             && let Err(m) = check_token(prefix, 128, |c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
         {
-            issues.push("sink.key_prefix", format!("{m} (letters, digits, `.`, `_`, `:`, `-`, starting with a letter or digit)"));
+            issues.push(
+                "sink.key_prefix",
+                format!("{m} (letters, digits, `.`, `_`, `:`, `-`, starting with a letter or digit)"),
+            );
         }
         if let Some(ttl) = self.ttl_seconds {
             issues.range("sink.ttl_seconds", ttl, 1, 31_536_000);

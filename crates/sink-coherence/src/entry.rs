@@ -279,10 +279,29 @@ mod tests {
         sorted.sort();
         assert_eq!(keys, sorted);
         for field in [
-            "schema", "schema_version", "subject", "stream", "stream_sequence", "consumer", "consumer_sequence",
-            "message_id", "priority", "classification", "labels", "labels_list", "message_created_at_epoch_ns",
-            "jetstream_timestamp_epoch_ns", "received_at_epoch_ns", "stored_at_epoch_ns", "headers", "metadata",
-            "mission_metadata", "security_labels", "custody", "payload", "payload_info",
+            "schema",
+            "schema_version",
+            "subject",
+            "stream",
+            "stream_sequence",
+            "consumer",
+            "consumer_sequence",
+            "message_id",
+            "priority",
+            "classification",
+            "labels",
+            "labels_list",
+            "message_created_at_epoch_ns",
+            "jetstream_timestamp_epoch_ns",
+            "received_at_epoch_ns",
+            "stored_at_epoch_ns",
+            "headers",
+            "metadata",
+            "mission_metadata",
+            "security_labels",
+            "custody",
+            "payload",
+            "payload_info",
         ] {
             assert!(doc.get(field).is_some(), "missing {field}");
         }
@@ -290,7 +309,10 @@ mod tests {
         assert_eq!(doc["payload_info"]["wrapped"], false);
         assert_eq!(doc["payload_exact"], r#"{"b" : 1.50, "a": 12345678901234567890}"#);
         assert!(doc["metadata"].get("custody").is_some(), "metadata carries custody as in the reference");
-        assert_eq!(p.fingerprint, sinks_core::payload::normalize(e.payload(), PayloadMode::JsonOrEnvelope).unwrap().sha256);
+        assert_eq!(
+            p.fingerprint,
+            sinks_core::payload::normalize(e.payload(), PayloadMode::JsonOrEnvelope).unwrap().sha256
+        );
         let stored = decode_stored(&p.wire_value).unwrap();
         assert_eq!(stored.payload, e.payload().trim_ascii());
         assert_eq!((stored.stream.as_str(), stored.stream_sequence), ("ORDERS", 7));

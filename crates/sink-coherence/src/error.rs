@@ -121,7 +121,11 @@ impl CohError {
     pub(crate) fn breaks_stream(&self) -> bool {
         matches!(
             self,
-            Self::Status { .. } | Self::Timeout | Self::Closed | Self::Protocol(_) | Self::InBand { hint: Hint::StaleCache }
+            Self::Status { .. }
+                | Self::Timeout
+                | Self::Closed
+                | Self::Protocol(_)
+                | Self::InBand { hint: Hint::StaleCache }
         )
     }
 }
@@ -248,7 +252,10 @@ mod tests {
                 Config,
             ),
             (
-                status(Code::Internal, "java.lang.IllegalStateException: Cannot find a serializer configuration for name 'bogus'"),
+                status(
+                    Code::Internal,
+                    "java.lang.IllegalStateException: Cannot find a serializer configuration for name 'bogus'",
+                ),
                 Stage::Read,
                 Temporary,
                 Config,
@@ -260,10 +267,22 @@ mod tests {
                 Permanent,
                 Temporary,
             ),
-            (CohError::InBand { hint: Hint::of("Could not deserialize to type class java.lang.Object") }, Stage::Write, Permanent, Temporary),
-            (CohError::InBand { hint: Hint::of("No cache proxy exist for id 12345 request=Put") }, Stage::Write, Temporary, Temporary),
             (
-                CohError::InBand { hint: Hint::of("Missing channel id in request, has an EnsureCache request been sentPut") },
+                CohError::InBand { hint: Hint::of("Could not deserialize to type class java.lang.Object") },
+                Stage::Write,
+                Permanent,
+                Temporary,
+            ),
+            (
+                CohError::InBand { hint: Hint::of("No cache proxy exist for id 12345 request=Put") },
+                Stage::Write,
+                Temporary,
+                Temporary,
+            ),
+            (
+                CohError::InBand {
+                    hint: Hint::of("Missing channel id in request, has an EnsureCache request been sentPut"),
+                },
                 Stage::Write,
                 Temporary,
                 Temporary,

@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use sinks_core::ordering::{self, Finished, OrderKey, Ran};
 use sinks_core::retry::Backoff;
-use sinks_core::{BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError};
+use sinks_core::{
+    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError,
+};
 use time::OffsetDateTime;
 
 use crate::client::Client;
@@ -246,7 +248,11 @@ impl Inner {
         let Some(existing) = found else { return Ok(MessageOutcome::Committed) };
         if policy == DuplicatePolicy::Replace {
             let same = entry::stored_fingerprint(&existing).is_some_and(|f| f == prepared.fingerprint);
-            return Ok(if same { MessageOutcome::Committed } else { MessageOutcome::Conflict(ConflictResolution::Overwritten) });
+            return Ok(if same {
+                MessageOutcome::Committed
+            } else {
+                MessageOutcome::Conflict(ConflictResolution::Overwritten)
+            });
         }
         let same = entry::stored_fingerprint(&existing).map(|f| f == prepared.fingerprint);
         Ok(match (policy, same) {
