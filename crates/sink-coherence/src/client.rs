@@ -277,7 +277,7 @@ impl Client {
                     }
                     None => Bytes::new(),
                 };
-                Ok((!bytes.is_empty()).then_some(bytes))
+                Ok(present(bytes))
             }
             Chosen::Legacy => {
                 let c = &self.config;
@@ -302,7 +302,7 @@ impl Client {
                     };
                     self.unary(self.legacy().put(self.request(request))).await?
                 };
-                Ok((!found.value.is_empty()).then_some(found.value))
+                Ok(present(found.value))
             }
         }
     }
@@ -334,7 +334,7 @@ impl Client {
                 let m = response.message.ok_or(CohError::Protocol("get answer is empty"))?;
                 let v = cache::OptionalValue::decode(m.value)
                     .map_err(|_| CohError::Protocol("get answer is not optional"))?;
-                Ok(v.present.then_some(v.value))
+                Ok(if v.present { present(v.value) } else { None })
             }
             Chosen::Legacy => {
                 let c = &self.config;
@@ -345,7 +345,7 @@ impl Client {
                     key,
                 };
                 let v = self.unary(self.legacy().get(self.request(request))).await?;
-                Ok(v.present.then_some(v.value))
+                Ok(if v.present { present(v.value) } else { None })
             }
         }
     }
@@ -393,6 +393,13 @@ impl Client {
             cookie = next;
         }
     }
+}
+
+/// A value answered by the proxy, `None` for none: empty bytes, or a serialized JSON
+/// `null` (what `put` answers when there was no previous value).
+fn present(value: Bytes) -> Option<Bytes> {
+    let null = value.is_empty() || crate::entry::from_wire(&value).is_some_and(|json| json.trim_ascii() == b"null");
+    (!null).then_some(value)
 }
 
 /// The TLS settings of `config`.

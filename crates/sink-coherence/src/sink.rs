@@ -17,6 +17,8 @@
 //! `skip_existing` and `fail_existing` use `putIfAbsent`, which answers with the entry that
 //! was already there: its `payload_info.sha256` against the message's decides duplicate
 //! (same payload) or conflict (kept, or rejected for `fail_existing`). `replace` uses `put`.
+//! The proxy ignores an expiry on `putIfAbsent`, so with `ttl_seconds` an inserted entry is
+//! put once more, unchanged, with its expiry.
 //! Success means the proxy answered the put: the owning member has the entry and, with
 //! backups configured, the backup member too; with active persistence it is on disk.
 
@@ -245,7 +247,12 @@ impl Inner {
             .put(prepared.wire_key.clone(), prepared.wire_value.clone(), policy.is_conditional(), self.ttl_ms())
             .await
             .map_err(|e| classify(Stage::Write, &e))?;
-        let Some(existing) = found else { return Ok(MessageOutcome::Committed) };
+        let Some(existing) = found else {
+            if policy.is_conditional() && self.config.ttl_seconds.is_some() {
+                self.apply_expiry(client, prepared).await;
+            }
+            return Ok(MessageOutcome::Committed);
+        };
         if policy == DuplicatePolicy::Replace {
             let same = entry::stored_fingerprint(&existing).is_some_and(|f| f == prepared.fingerprint);
             return Ok(if same {
@@ -263,6 +270,21 @@ impl Inner {
             }
             (_, Some(false) | None) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
         })
+    }
+}
+
+impl Inner {
+    /// Coherence's `putIfAbsent` stores no expiry: right after inserting, the same value is
+    /// put again with the TTL. The entry is durable either way, so a failure here is logged
+    /// and the message still counts as committed (the entry then simply does not expire).
+    async fn apply_expiry(&self, client: &Client, prepared: &Prepared) {
+        let put = client.put(prepared.wire_key.clone(), prepared.wire_value.clone(), false, self.ttl_ms()).await;
+        if let Err(e) = put {
+            tracing::warn!(
+                error = %classify(Stage::Write, &e),
+                "coherence entry stored without its expiry (ttl_seconds): the follow-up put failed"
+            );
+        }
     }
 }
 
