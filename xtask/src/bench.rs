@@ -516,14 +516,24 @@ pub(crate) fn run(args: Args) -> Result<()> {
             // One private Coherence member (active persistence, one member: no backups) for
             // both contenders; a fresh cache each (a second run's entries would all exist).
             let member = sinks_testkit::CoherenceMember::start().await.map_err(anyhow::Error::msg)?;
-            let mut contenders = vec![("coherence", "nats-sink, coherence sink".to_owned(), programs.nats_sink.clone())];
+            // nats-sink on the default config (ordered by subject: one put in flight per
+            // subject) and with `ordering_key: none` (nats-sink only; the reference has no
+            // such field), and the reference on the default config.
+            let mut contenders = vec![
+                ("coherence", "nats-sink, coherence sink".to_owned(), programs.nats_sink.clone(), true),
+                ("coherence-none", "nats-sink, coherence sink, ordering none".to_owned(), programs.nats_sink.clone(), false),
+            ];
             if let Some(py) = &programs.reference {
-                contenders.push(("reference-coherence", "Python reference 0.4.3, coherence sink".to_owned(), py.clone()));
+                contenders.push(("reference-coherence", "Python reference 0.4.3, coherence sink".to_owned(), py.clone(), true));
             }
-            for (id, name, program) in contenders {
+            for (id, name, program, ordered) in contenders {
                 let cache = sink_coherence::certify::CoherenceHarness::cache_name();
                 let sink = json!({"type": "coherence", "address": member.address(), "cache_name": cache});
-                let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
+                let mut config = config(&url, stream, &args, sink);
+                if !ordered {
+                    config["delivery"]["ordering_key"] = "none".into();
+                }
+                let path = write(&work.join(format!("{id}.json")), &config)?;
                 let mut cmd = Command::new(program);
                 cmd.arg("run").arg(&path);
                 results.push(measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?);
@@ -604,13 +614,18 @@ fn render(args: &Args, results: &[Measurement]) -> String {
             "≥ 10",
         ),
         ("s3 / reference", ratio("nats-sink, s3", &format!("{reference}, s3")), "≥ 5"),
-        ("coherence / reference", ratio("nats-sink, coherence", &format!("{reference}, coherence")), "≥ 5"),
+        ("coherence / reference", ratio("nats-sink, coherence sink", &format!("{reference}, coherence")), "≥ 5"),
+        (
+            "coherence, ordering none / reference",
+            ratio("nats-sink, coherence sink, ordering none", &format!("{reference}, coherence")),
+            "≥ 5",
+        ),
     ];
     for (name, value, target) in rows {
         let shown = value.map_or("not measured".to_owned(), |v| format!("{v:.2}×"));
         md.push_str(&format!("| {name} | {shown} | {target} |\n"));
     }
-    if let Some(m) = find("nats-sink, coherence") {
+    if let Some(m) = find("nats-sink, coherence sink") {
         md.push_str(&format!("\nCoherence sink peak RSS: {:.1} MiB (target ≤ 40 MiB).\n", m.peak_rss_mib()));
     }
     if let Some(m) = find("nats-sink, mysql") {
