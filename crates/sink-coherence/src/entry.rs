@@ -1,0 +1,357 @@
+//! Pure: what is written for a message, in Coherence's JSON wire format. No I/O here.
+//!
+//! - The **key**: `[key_prefix:]<raw>`, `<raw>` per `key_strategy` (the reference's strings:
+//!   `stream-sequence:S:N`, `message-id:ID`, `payload-sha256:SUBJ:HEX`), sent as a JSON
+//!   string. Different identities never share a key (the strings are not sanitized).
+//! - The **value**: the reference's `nats_sinks.coherence.event.v1` document (sorted keys,
+//!   compact UTF-8): identity, timestamps, headers, the standard metadata document, the
+//!   normalized payload and `payload_info`. The proxy re-encodes the JSON it stores (no
+//!   whitespace, numbers as Java doubles: `1.50` → `1.5`, integers beyond 2^63 lose
+//!   digits), so a JSON payload is also kept byte for byte as the string
+//!   `payload_exact`; envelopes (text, base64) are strings already and survive as they are.
+//! - The **wire format**: the byte `0x15` followed by the JSON text (Coherence's `json`
+//!   serializer), for keys and values alike.
+//! - The **fingerprint**: `payload_info.sha256` (SHA-256 of the original payload bytes),
+//!   read back from a stored document to tell a duplicate from a conflict.
+
+use bytes::Bytes;
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use sinks_core::idempotency::IdempotencyError;
+use sinks_core::payload::{self, NormalizedPayload, PayloadError};
+use sinks_core::{Envelope, metadata};
+use time::OffsetDateTime;
+
+use crate::config::CoherenceSinkConfig;
+
+/// `schema` of stored documents.
+pub(crate) const EVENT_SCHEMA: &str = "nats_sinks.coherence.event.v1";
+/// The first byte of a value in Coherence's JSON serialization format.
+pub(crate) const JSON_FORMAT_BYTE: u8 = 0x15;
+
+/// Why nothing can be written for a message. Permanent for that message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EntryError {
+    /// The key strategy needs identity the message does not carry.
+    #[error(transparent)]
+    Key(#[from] IdempotencyError),
+    /// The payload cannot be stored under the configured payload mode.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// The key is longer than `max_key_bytes`.
+    #[error("coherence key of {size} bytes exceeds sink.max_key_bytes ({max})")]
+    KeyTooLong {
+        /// Key size.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// The value is larger than `max_value_bytes`.
+    #[error("coherence value of {size} bytes exceeds sink.max_value_bytes ({max})")]
+    TooLarge {
+        /// Value size.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// Serializing failed.
+    #[error("coherence value cannot be encoded ({0})")]
+    Encode(String),
+}
+
+/// One entry ready to be written.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared {
+    /// The key text (for ordering and logs of its length only).
+    pub(crate) key: String,
+    /// The key on the wire (`0x15` + JSON string).
+    pub(crate) wire_key: Bytes,
+    /// The value on the wire (`0x15` + JSON document).
+    pub(crate) wire_value: Bytes,
+    /// SHA-256 of the original payload bytes.
+    pub(crate) fingerprint: String,
+}
+
+/// The key text of `envelope` (prefix included), checked against `max_key_bytes`.
+pub(crate) fn entry_key(envelope: &Envelope, config: &CoherenceSinkConfig) -> Result<String, EntryError> {
+    let raw = config.key_strategy.key_of(envelope)?;
+    let key = match &config.key_prefix {
+        Some(prefix) => format!("{prefix}:{}", raw.as_str()),
+        None => raw.as_str().to_owned(),
+    };
+    if key.len() as u64 > config.max_key_bytes {
+        return Err(EntryError::KeyTooLong { size: key.len(), max: config.max_key_bytes });
+    }
+    Ok(key)
+}
+
+/// `0x15` followed by `json`.
+pub(crate) fn to_wire(json: &[u8]) -> Bytes {
+    let mut out = Vec::with_capacity(json.len() + 1);
+    out.push(JSON_FORMAT_BYTE);
+    out.extend_from_slice(json);
+    Bytes::from(out)
+}
+
+/// The JSON text of a wire value, `None` when it is not in the JSON format.
+pub(crate) fn from_wire(wire: &[u8]) -> Option<&[u8]> {
+    match wire.split_first() {
+        Some((&JSON_FORMAT_BYTE, json)) => Some(json),
+        _ => None,
+    }
+}
+
+/// A key on the wire: the JSON string of `key`.
+pub(crate) fn wire_key(key: &str) -> Bytes {
+    // Serializing a string cannot fail.
+    to_wire(&serde_json::to_vec(key).unwrap_or_default())
+}
+
+/// The stored document. Fields are declared in alphabetical order, which is the order serde
+/// writes them in: the output has sorted keys like the reference's.
+#[derive(Serialize)]
+struct EventDoc<'a> {
+    classification: Option<&'a str>,
+    consumer: &'a str,
+    consumer_sequence: u64,
+    custody: Value,
+    headers: &'a sinks_core::Headers,
+    jetstream_timestamp_epoch_ns: Option<i64>,
+    labels: Option<String>,
+    labels_list: &'a [String],
+    message_created_at_epoch_ns: Option<i64>,
+    message_id: Option<&'a str>,
+    metadata: &'a metadata::MetadataDoc<'a>,
+    mission_metadata: Value,
+    payload: &'a RawValue,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_exact: Option<&'a str>,
+    payload_info: Value,
+    priority: Option<&'a str>,
+    received_at_epoch_ns: i64,
+    schema: &'static str,
+    schema_version: u32,
+    security_labels: Value,
+    stored_at_epoch_ns: i64,
+    stream: &'a str,
+    stream_sequence: u64,
+    subject: &'a str,
+}
+
+/// Builds the entry written for `envelope`, stored at `stored_at`.
+pub(crate) fn prepare(
+    envelope: &Envelope,
+    config: &CoherenceSinkConfig,
+    stored_at: OffsetDateTime,
+) -> Result<Prepared, EntryError> {
+    let key = entry_key(envelope, config)?;
+    let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
+    let json = document(envelope, &normalized, stored_at)?;
+    if json.len() as u64 > config.max_value_bytes {
+        return Err(EntryError::TooLarge { size: json.len(), max: config.max_value_bytes });
+    }
+    Ok(Prepared { wire_key: wire_key(&key), key, wire_value: to_wire(&json), fingerprint: normalized.sha256 })
+}
+
+/// The `nats_sinks.coherence.event.v1` document of `envelope`.
+pub(crate) fn document(
+    envelope: &Envelope,
+    normalized: &NormalizedPayload,
+    stored_at: OffsetDateTime,
+) -> Result<Vec<u8>, EntryError> {
+    let doc = metadata::MetadataDoc::new(envelope, stored_at);
+    let js = envelope.jetstream();
+    let app = envelope.app();
+    let event = EventDoc {
+        classification: app.classification.as_deref(),
+        consumer: &js.consumer,
+        consumer_sequence: js.consumer_sequence,
+        custody: Value::Null,
+        headers: envelope.headers(),
+        jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
+        labels: app.labels_string(),
+        labels_list: &app.labels,
+        message_created_at_epoch_ns: doc.created_at_epoch_ns(),
+        message_id: envelope.message_id(),
+        metadata: &doc,
+        mission_metadata: Value::Null,
+        payload: &normalized.value,
+        payload_exact: (!normalized.wrapped).then(|| normalized.value.get()),
+        payload_info: normalized.info_json(),
+        priority: app.priority.as_deref(),
+        received_at_epoch_ns: doc.received_at_epoch_ns(),
+        schema: EVENT_SCHEMA,
+        schema_version: 1,
+        security_labels: Value::Null,
+        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+        stream: &js.stream,
+        stream_sequence: js.stream_sequence,
+        subject: envelope.subject(),
+    };
+    serde_json::to_vec(&event).map_err(|e| EntryError::Encode(e.to_string()))
+}
+
+/// The payload fingerprint (`payload_info.sha256`) of a stored wire value, `None` when the
+/// value is not a document this sink can compare.
+pub(crate) fn stored_fingerprint(wire: &[u8]) -> Option<String> {
+    payload::stored_payload_sha256(from_wire(wire)?)
+}
+
+/// What a stored document says about its message: stream, sequence and original payload.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEvent {
+    /// `stream` of the document.
+    pub stream: String,
+    /// `stream_sequence` of the document.
+    pub stream_sequence: u64,
+    /// The original payload bytes (from `payload_exact`, else the decoded `payload`).
+    pub payload: Bytes,
+}
+
+/// Decodes a stored wire value (as read back from the cache) into its message identity and
+/// original payload.
+pub fn decode_stored(wire: &[u8]) -> Result<StoredEvent, String> {
+    #[derive(serde::Deserialize)]
+    struct Doc<'a> {
+        stream: String,
+        stream_sequence: u64,
+        #[serde(borrow)]
+        payload: &'a RawValue,
+        payload_exact: Option<String>,
+        payload_info: Info,
+    }
+    #[derive(serde::Deserialize)]
+    struct Info {
+        wrapped: bool,
+    }
+    let json = from_wire(wire).ok_or("stored value is not in the json format")?;
+    let doc: Doc<'_> = serde_json::from_slice(json).map_err(|e| format!("not an event document: {e}"))?;
+    let payload = match (doc.payload_exact, doc.payload_info.wrapped) {
+        (Some(exact), _) => Bytes::from(exact),
+        (None, true) => Bytes::from(payload::decode_stored(doc.payload.get())),
+        (None, false) => Bytes::copy_from_slice(doc.payload.get().as_bytes()),
+    };
+    Ok(StoredEvent { stream: doc.stream, stream_sequence: doc.stream_sequence, payload })
+}
+
+#[cfg(test)]
+mod tests {
+    use sinks_core::testing::{envelope, envelope_with};
+    use sinks_core::{Headers, PayloadMode};
+
+    use super::*;
+    use crate::config::KeyStrategy;
+
+    fn config() -> CoherenceSinkConfig {
+        CoherenceSinkConfig::default()
+    }
+
+    #[test]
+    fn keys_are_the_reference_strings_as_json() {
+        let e = envelope("ORDERS", 7, "orders.created", "{}");
+        let mut c = config();
+        assert_eq!(entry_key(&e, &c).unwrap(), "stream-sequence:ORDERS:7");
+        c.key_prefix = Some("archive".into());
+        assert_eq!(entry_key(&e, &c).unwrap(), "archive:stream-sequence:ORDERS:7");
+        assert_eq!(&wire_key("k1")[..], b"\x15\"k1\"");
+        c.key_strategy = KeyStrategy::MessageId;
+        assert!(matches!(entry_key(&e, &c), Err(EntryError::Key(_))));
+        let with_id = envelope_with("S", 1, "s", "{}", Headers::new().with("Nats-Msg-Id", "a\"b"), 1);
+        let key = entry_key(&with_id, &c).unwrap();
+        assert_eq!(key, "archive:message-id:a\"b");
+        assert_eq!(&wire_key(&key)[..], b"\x15\"archive:message-id:a\\\"b\"");
+        c.key_prefix = None;
+        c.max_key_bytes = 64;
+        let long = envelope_with("S", 1, "s", "{}", Headers::new().with("Nats-Msg-Id", "x".repeat(80)), 1);
+        assert!(matches!(entry_key(&long, &c), Err(EntryError::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn the_document_has_the_reference_shape_with_sorted_keys() {
+        let e = envelope("ORDERS", 7, "orders.created", r#" {"b" : 1.50, "a": 12345678901234567890} "#);
+        let p = prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(p.wire_value[0], JSON_FORMAT_BYTE);
+        let json = from_wire(&p.wire_value).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(json).unwrap();
+        let keys: Vec<&String> = doc.as_object().unwrap().keys().collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted);
+        for field in [
+            "schema",
+            "schema_version",
+            "subject",
+            "stream",
+            "stream_sequence",
+            "consumer",
+            "consumer_sequence",
+            "message_id",
+            "priority",
+            "classification",
+            "labels",
+            "labels_list",
+            "message_created_at_epoch_ns",
+            "jetstream_timestamp_epoch_ns",
+            "received_at_epoch_ns",
+            "stored_at_epoch_ns",
+            "headers",
+            "metadata",
+            "mission_metadata",
+            "security_labels",
+            "custody",
+            "payload",
+            "payload_info",
+        ] {
+            assert!(doc.get(field).is_some(), "missing {field}");
+        }
+        assert_eq!(doc["schema"], EVENT_SCHEMA);
+        assert_eq!(doc["payload_info"]["wrapped"], false);
+        assert_eq!(doc["payload_exact"], r#"{"b" : 1.50, "a": 12345678901234567890}"#);
+        assert!(doc["metadata"].get("custody").is_some(), "metadata carries custody as in the reference");
+        assert_eq!(
+            p.fingerprint,
+            sinks_core::payload::normalize(e.payload(), PayloadMode::JsonOrEnvelope).unwrap().sha256
+        );
+        let stored = decode_stored(&p.wire_value).unwrap();
+        assert_eq!(stored.payload, e.payload().trim_ascii());
+        assert_eq!((stored.stream.as_str(), stored.stream_sequence), ("ORDERS", 7));
+        assert_eq!(stored_fingerprint(&p.wire_value), Some(p.fingerprint.clone()));
+    }
+
+    #[test]
+    fn wrapped_payloads_decode_without_an_exact_copy() {
+        let binary = envelope("S", 1, "s", vec![0xff, 0x00, 0x10]);
+        let p = prepare(&binary, &config(), OffsetDateTime::now_utc()).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(from_wire(&p.wire_value).unwrap()).unwrap();
+        assert!(doc.get("payload_exact").is_none());
+        assert_eq!(&decode_stored(&p.wire_value).unwrap().payload[..], &[0xff, 0x00, 0x10]);
+        // What the proxy hands back is re-encoded JSON: the envelope still decodes.
+        let reencoded = to_wire(serde_json::to_string(&doc).unwrap().as_bytes());
+        assert_eq!(&decode_stored(&reencoded).unwrap().payload[..], &[0xff, 0x00, 0x10]);
+        let text = envelope("S", 2, "s", "NaN is not JSON");
+        let p = prepare(&text, &config(), OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(&decode_stored(&p.wire_value).unwrap().payload[..], b"NaN is not JSON");
+    }
+
+    #[test]
+    fn limits_and_modes_fail_permanently_before_any_request() {
+        let mut c = config();
+        c.max_value_bytes = 100;
+        let e = envelope("S", 1, "s", "{}");
+        assert!(matches!(prepare(&e, &c, OffsetDateTime::now_utc()), Err(EntryError::TooLarge { .. })));
+        let mut c = config();
+        c.payload_mode = PayloadMode::JsonOnly;
+        let text = envelope("S", 1, "s", "plain");
+        assert!(matches!(prepare(&text, &c, OffsetDateTime::now_utc()), Err(EntryError::Payload(_))));
+    }
+
+    #[test]
+    fn wire_values_need_the_json_format_byte() {
+        assert_eq!(from_wire(b"\x15{}"), Some(&b"{}"[..]));
+        assert_eq!(from_wire(b"{}"), None);
+        assert_eq!(from_wire(b""), None);
+        assert_eq!(stored_fingerprint(b"\x15{\"a\":1}"), None);
+        assert!(decode_stored(b"{}").is_err());
+    }
+}

@@ -1,0 +1,301 @@
+//! [`CoherenceSink`]: writes one cache entry per message through the Coherence gRPC proxy
+//! and reports per-message outcomes.
+//!
+//! A write goes through three steps:
+//! 1. **prepare** (pure, `entry.rs`): the key, the value document and the payload
+//!    fingerprint of each message; a message without the identity its key needs, with a
+//!    payload the mode refuses, or over a size limit fails permanently here, alone;
+//! 2. **order**: each message is keyed by its envelope's ordering key (from
+//!    `delivery.ordering_key`) and by its entry key: messages sharing either are written one
+//!    after another, in input order, and one behind a temporary failure is held back (see
+//!    `sinks_core::ordering`). The entry key is the destination's own requirement (one
+//!    writer per key at a time), not an order of its own;
+//! 3. **put**: up to `max_concurrent_requests` requests in flight on one gRPC stream. A
+//!    temporary failure is retried in place while the wait is short and the write's budget
+//!    allows, else handed back with the wait it needs for a delayed redelivery.
+//!
+//! `skip_existing` and `fail_existing` use `putIfAbsent`, which answers with the entry that
+//! was already there: its `payload_info.sha256` against the message's decides duplicate
+//! (same payload) or conflict (kept, or rejected for `fail_existing`). `replace` uses `put`.
+//! The proxy ignores an expiry on `putIfAbsent`, so with `ttl_seconds` an inserted entry is
+//! put once more, unchanged, with its expiry.
+//! Success means the proxy answered the put: the owning member has the entry and, with
+//! backups configured, the backup member too; with active persistence it is on disk.
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use sinks_core::ordering::{self, Finished, OrderKey, Ran};
+use sinks_core::retry::Backoff;
+use sinks_core::{
+    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError,
+};
+use time::OffsetDateTime;
+
+use crate::client::Client;
+use crate::config::{CoherenceSinkConfig, DuplicatePolicy};
+use crate::entry::{self, Prepared};
+use crate::error::{CohError, Stage, classify, classify_at_open};
+
+/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
+/// the consumer's AckWait).
+const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
+/// Wait between start-up attempts while `ready_timeout_seconds` lasts.
+const READY_POLL: Duration = Duration::from_millis(500);
+
+/// Delivers envelopes to a Coherence cache, one entry per message.
+#[derive(Debug, Clone)]
+pub struct CoherenceSink {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Arc<CoherenceSinkConfig>,
+    client: OnceLock<Client>,
+    backoff: Backoff,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoherenceSink")
+            .field("address", &self.config.address)
+            .field("cache_name", &self.config.cache_name)
+            .field("duplicate_policy", &self.config.duplicate_policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CoherenceSink {
+    /// A sink for a validated config (nothing is connected until `open` or the first write).
+    pub fn new(config: CoherenceSinkConfig) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let backoff = config.backoff();
+        Ok(Self { inner: Arc::new(Inner { config: Arc::new(config), client: OnceLock::new(), backoff }) })
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &CoherenceSinkConfig {
+        &self.inner.config
+    }
+
+    /// The gRPC protocol in use (`v1` or `legacy`), once decided by `open` or a write.
+    pub fn protocol(&self) -> Option<&'static str> {
+        let client = self.inner.client.get()?;
+        client.protocol_if_known().map(crate::client::Chosen::as_str)
+    }
+}
+
+#[async_trait]
+impl Sink for CoherenceSink {
+    fn name(&self) -> &str {
+        "coherence"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let conditional = self.inner.config.duplicate_policy.is_conditional();
+        Capabilities { atomic_batch: false, reports_duplicates: conditional, detects_conflicts: conditional }
+    }
+
+    async fn open(&self) -> Result<(), SinkError> {
+        let inner = &self.inner;
+        let client = inner.client().map_err(|e| classify_at_open(&e))?;
+        let deadline = Instant::now() + Duration::from_secs_f64(inner.config.ready_timeout_seconds);
+        let size = loop {
+            match client.size().await {
+                Ok(size) => break size,
+                Err(e) => {
+                    let error = classify_at_open(&e);
+                    if error.class() == sinks_core::ErrorClass::Config || Instant::now() + READY_POLL > deadline {
+                        return Err(error);
+                    }
+                    tracing::debug!(error = %error, "coherence proxy not ready yet");
+                    tokio::time::sleep(READY_POLL).await;
+                }
+            }
+        };
+        let info = client.proxy_info().unwrap_or_default();
+        let protocol = client.protocol_if_known().map_or("unknown", crate::client::Chosen::as_str);
+        tracing::info!(
+            address = %inner.config.address,
+            scope = %inner.config.scope,
+            cache_name = %inner.config.cache_name,
+            storage = ?inner.config.storage,
+            protocol,
+            proxy_version = %info.version,
+            proxy_member_id = info.member_id,
+            entries = size,
+            duplicate_policy = inner.config.duplicate_policy.as_str(),
+            backup_count = "not exposed by the gRPC proxy (operator-confirmed durability)",
+            "coherence sink ready"
+        );
+        Ok(())
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        self.write_batch_within(batch, DEFAULT_BUDGET).await
+    }
+
+    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let deadline = Instant::now() + budget;
+        let inner = &self.inner;
+        let stored_at = OffsetDateTime::now_utc();
+        let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
+        let mut units = Vec::with_capacity(batch.len());
+        for (index, envelope) in batch.iter().enumerate() {
+            match entry::prepare(envelope, &inner.config, stored_at) {
+                Ok(prepared) => {
+                    let entry_key = OrderKey::of(&[b"coherence-key", prepared.key.as_bytes()]);
+                    let keys = envelope.order_key().into_iter().chain([entry_key]).collect();
+                    units.push((keys, (index, prepared)));
+                }
+                Err(e) => {
+                    tracing::warn!(
+                        subject = envelope.subject(),
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        error = %e,
+                        "coherence entry cannot be built for this message"
+                    );
+                    outcomes[index] = Some(MessageOutcome::Failed(SinkError::permanent(e.to_string())));
+                }
+            }
+        }
+        let indices: Vec<usize> = units.iter().map(|(_, (index, _))| *index).collect();
+        let ran = ordering::run_in_order(units, inner.config.max_concurrent_requests, |(index, prepared)| async move {
+            let outcome = inner.write_one(&batch[index], prepared, deadline).await;
+            Finished { failed_temporarily: outcome.failed_temporarily(), result: outcome }
+        })
+        .await;
+        for (index, ran) in indices.into_iter().zip(ran) {
+            outcomes[index] = Some(match ran {
+                Ran::Done(outcome) => outcome,
+                Ran::HeldBack => MessageOutcome::HeldBack,
+            });
+        }
+        let outcomes: Vec<MessageOutcome> = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("coherence write produced no outcome")))
+            .collect();
+        sinks_core::sink::log_outcomes("coherence", &outcomes);
+        Ok(outcomes)
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        let client = self.inner.client().map_err(|e| classify(Stage::Read, &e))?;
+        client.size().await.map(drop).map_err(|e| classify(Stage::Read, &e))
+    }
+}
+
+impl Inner {
+    /// The client, built on first use (TLS files are read then).
+    fn client(&self) -> Result<&Client, CohError> {
+        if let Some(client) = self.client.get() {
+            return Ok(client);
+        }
+        let built = Client::new(Arc::clone(&self.config))?;
+        Ok(self.client.get_or_init(|| built))
+    }
+
+    fn ttl_ms(&self) -> i64 {
+        self.config.ttl_seconds.map_or(0, |s| i64::try_from(s.saturating_mul(1000)).unwrap_or(i64::MAX))
+    }
+
+    /// One message, retried in place after temporary failures while the wait is short
+    /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
+    /// allows; otherwise the failure goes back with the wait it needs as `retry_after`.
+    async fn write_one(&self, envelope: &Envelope, prepared: Prepared, deadline: Instant) -> MessageOutcome {
+        let timeout = Duration::from_secs_f64(self.config.request_timeout_seconds);
+        let mut attempt: u32 = 0;
+        loop {
+            match self.attempt(&prepared).await {
+                Ok(outcome) => {
+                    log_resolution(envelope, &outcome);
+                    return outcome;
+                }
+                Err(e) if e.is_permanent() => return MessageOutcome::Failed(e),
+                Err(e) => {
+                    attempt += 1;
+                    let wait = self.backoff.delay_random(u64::from(attempt));
+                    // A retry starts only with time left for a short request (puts take
+                    // milliseconds); its own timeout is the configured one.
+                    let in_time = Instant::now() + wait + timeout.min(Duration::from_millis(250)) <= deadline;
+                    if attempt > self.config.max_retries || !in_time {
+                        tracing::debug!(
+                            subject = envelope.subject(),
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            error = %e.display_chain(),
+                            "coherence write failed"
+                        );
+                        let cut_short = attempt <= self.config.max_retries;
+                        let e = if cut_short { e.with_retry_after(wait.max(self.backoff.base)) } else { e };
+                        return MessageOutcome::Failed(e);
+                    }
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
+    }
+
+    /// One put, resolved per policy.
+    async fn attempt(&self, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
+        let client = self.client().map_err(|e| classify(Stage::Write, &e))?;
+        let policy = self.config.duplicate_policy;
+        let found = client
+            .put(prepared.wire_key.clone(), prepared.wire_value.clone(), policy.is_conditional(), self.ttl_ms())
+            .await
+            .map_err(|e| classify(Stage::Write, &e))?;
+        let Some(existing) = found else {
+            if policy.is_conditional() && self.config.ttl_seconds.is_some() {
+                self.apply_expiry(client, prepared).await;
+            }
+            return Ok(MessageOutcome::Committed);
+        };
+        if policy == DuplicatePolicy::Replace {
+            let same = entry::stored_fingerprint(&existing).is_some_and(|f| f == prepared.fingerprint);
+            return Ok(if same {
+                MessageOutcome::Committed
+            } else {
+                MessageOutcome::Conflict(ConflictResolution::Overwritten)
+            });
+        }
+        let same = entry::stored_fingerprint(&existing).map(|f| f == prepared.fingerprint);
+        Ok(match (policy, same) {
+            (_, Some(true)) => MessageOutcome::Duplicate,
+            (DuplicatePolicy::FailExisting, Some(false)) => MessageOutcome::Conflict(ConflictResolution::Rejected),
+            (DuplicatePolicy::FailExisting, None) => {
+                MessageOutcome::permanent("coherence key already holds a value this sink cannot compare")
+            }
+            (_, Some(false) | None) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+        })
+    }
+}
+
+impl Inner {
+    /// Coherence's `putIfAbsent` stores no expiry: right after inserting, the same value is
+    /// put again with the TTL. The entry is durable either way, so a failure here is logged
+    /// and the message still counts as committed (the entry then simply does not expire).
+    async fn apply_expiry(&self, client: &Client, prepared: &Prepared) {
+        let put = client.put(prepared.wire_key.clone(), prepared.wire_value.clone(), false, self.ttl_ms()).await;
+        if let Err(e) = put {
+            tracing::warn!(
+                error = %classify(Stage::Write, &e),
+                "coherence entry stored without its expiry (ttl_seconds): the follow-up put failed"
+            );
+        }
+    }
+}
+
+/// Logs conflicts (never contents): which message, and what was done.
+fn log_resolution(envelope: &Envelope, outcome: &MessageOutcome) {
+    if let MessageOutcome::Conflict(resolution) = outcome {
+        tracing::warn!(
+            subject = envelope.subject(),
+            stream_sequence = envelope.jetstream().stream_sequence,
+            resolution = ?resolution,
+            "coherence key already holds a different payload"
+        );
+    }
+}

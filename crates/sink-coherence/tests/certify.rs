@@ -1,0 +1,46 @@
+//! The Coherence sink against the sink contract (docs/sink-contract.md), one test per
+//! clause, each against a fresh cache on a real Coherence member (the run's shared member,
+//! or a private one started for this test process); then every clause again over the
+//! legacy gRPC protocol.
+
+use sink_coherence::certify::CoherenceHarness;
+use sinks_core::certify;
+
+async fn harness() -> CoherenceHarness {
+    let address = sinks_testkit::shared_coherence().await.unwrap_or_else(|e| panic!("no Coherence member: {e}"));
+    CoherenceHarness::new(address)
+}
+
+sinks_core::certify_tests!(harness().await);
+
+#[tokio::test]
+async fn every_clause_passes_none_skipped() {
+    let report = certify::run_all(&harness().await).await;
+    for case in &report.cases {
+        assert_eq!(case.outcome, certify::Outcome::Pass, "{} ({})", case.id, case.title);
+    }
+}
+
+#[tokio::test]
+async fn every_clause_passes_over_the_legacy_protocol() {
+    let harness = harness().await.with_protocol(sink_coherence::Protocol::Legacy);
+    let report = certify::run_all(&harness).await;
+    for case in &report.cases {
+        assert_eq!(case.outcome, certify::Outcome::Pass, "legacy {} ({})", case.id, case.title);
+    }
+}
+
+#[tokio::test]
+async fn crash_target_is_a_valid_sink_section_that_reads_back() {
+    use sinks_core::Sink;
+    use sinks_core::certify::Harness;
+    let harness = harness().await;
+    let target = harness.crash_target().await.expect("crash target");
+    assert_eq!(target.sink_section["type"], "coherence");
+    let section: sinks_core::config::SinkSection =
+        serde_json::from_value(target.sink_section.clone()).expect("section");
+    let config = sink_coherence::CoherenceSinkConfig::from_section(&section).expect("valid section");
+    let sink = sink_coherence::CoherenceSink::new(config).expect("sink");
+    sink.open().await.expect("open");
+    certify::check_crash_target(&target, &sink).await.unwrap();
+}
