@@ -1,7 +1,7 @@
 //! Test support shared by the workspace's integration tests, certification and benchmarks:
 //! a private `nats-server` per test (which a test may kill and restart), private MariaDB
 //! servers (one shared per run, or one per outage test), a real S3-compatible server
-//! (SeaweedFS), unique names, and small JetStream helpers. Every server runs on free ports
+//! (SeaweedFS), an Oracle NoSQL test server speaking the proxy's protocol (in process), unique names, and small JetStream helpers. Every server runs on free ports
 //! from the tools `cargo xtask setup` installs, and dies with the process that started it;
 //! nothing here uses a server the machine happens to run. Not published.
 #![allow(clippy::print_stderr, clippy::unwrap_used)]
@@ -13,6 +13,7 @@ mod fault_proxy;
 mod mariadb;
 mod names;
 mod nats;
+mod nosql;
 mod process;
 mod seaweedfs;
 
@@ -22,6 +23,7 @@ pub use names::unique;
 pub use nats::{
     NatsServer, find_nats_server, js_publish_all, read_stream, stream_with_subjects, try_find_nats_server, wait_until,
 };
+pub use nosql::{NOSQL_LIVE_ENV, NoSqlTestServer, Nson, live_nosql, shared_nosql};
 pub use process::{free_port, tools_dir, watch, workspace_root};
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,
