@@ -64,11 +64,13 @@ impl NoSqlHarness {
     }
 
     /// The default configuration for a new table on this service: `auto_create`, quick DDL
-    /// polling.
+    /// polling, and room for clause C8's 1 MiB binary payload (its base64 envelope makes a
+    /// 1.4 MB event document, over the reference's default `max_value_bytes` of 1 MiB).
     pub fn config(&self, table: &str) -> NoSqlSinkConfig {
         NoSqlSinkConfig {
             auto_create: true,
             table_poll_interval_ms: 100,
+            max_value_bytes: 4 * 1024 * 1024,
             ..NoSqlSinkConfig::new(self.endpoint.clone(), table)
         }
     }
@@ -93,8 +95,10 @@ impl NoSqlHarness {
     }
 
     async fn handle(&self) -> Result<Handle, String> {
+        let client = crate::sink::http_client(Duration::from_secs(30)).map_err(|e| e.to_string())?;
         Handle::builder()
-            .mode(HandleMode::Onprem)
+            .reqwest_client(&client)
+            .and_then(|b| b.mode(HandleMode::Onprem))
             .and_then(|b| b.endpoint(&self.endpoint))
             .and_then(|b| b.timeout(Duration::from_secs(30)))
             .map_err(|e| e.to_string())?

@@ -213,9 +213,14 @@ impl Inner {
         self.handle
             .get_or_try_init(|| async {
                 let config = &self.config;
+                // Our own client: the SDK's default one logs request and response bodies
+                // (payloads) at TRACE level.
+                let client = http_client(self.timeout())
+                    .map_err(|_| SinkError::config("nosql http client cannot be set up"))?;
                 let mut builder = Handle::builder()
                     .endpoint(&config.endpoint_url())
                     .and_then(|b| b.timeout(self.timeout()))
+                    .and_then(|b| b.reqwest_client(&client))
                     .map_err(|e| handle_error(&e))?;
                 builder = match config.effective_auth_mode() {
                     AuthMode::StoreAccessToken => builder.mode(HandleMode::Onprem),
@@ -374,6 +379,12 @@ impl Inner {
             .map_err(|e| classify("get", &e))?;
         Ok(result.row().map(|row| row::stored_fingerprint(row, &self.config)))
     }
+}
+
+/// The HTTP client handed to the SDK: its timeouts, and no verbose connection logging (the
+/// SDK's default client logs request and response bodies, i.e. payloads, at TRACE level).
+pub(crate) fn http_client(timeout: Duration) -> Result<reqwest012::Client, reqwest012::Error> {
+    reqwest012::Client::builder().timeout(timeout).connect_timeout(timeout).connection_verbose(false).build()
 }
 
 fn handle_error(err: &NoSQLError) -> SinkError {
