@@ -9,7 +9,8 @@ use sinks_core::{ConfigError, Sink};
 
 /// Every feature-gated sink kind nats-sinks knows, with the cargo feature that enables it.
 /// (`blackhole`, from sinks-core, is always built in.)
-pub(crate) const KNOWN: &[(&str, &str)] = &[("file", "file"), ("mysql", "mysql"), ("http", "http"), ("s3", "s3")];
+pub(crate) const KNOWN: &[(&str, &str)] =
+    &[("file", "file"), ("mysql", "mysql"), ("http", "http"), ("s3", "s3"), ("oracle_nosql", "nosql")];
 
 /// A validated sink: the instance, its effective config (defaults filled in), and the DDL of
 /// its tables when it has any.
@@ -33,6 +34,9 @@ pub(crate) fn available() -> Vec<&'static str> {
     }
     if cfg!(feature = "s3") {
         kinds.push("s3");
+    }
+    if cfg!(feature = "nosql") {
+        kinds.push("oracle_nosql");
     }
     kinds
 }
@@ -72,6 +76,14 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
             let effective = serde_json::to_value(&config).unwrap_or_default();
             Ok(Built { sink: Arc::new(sink_s3::S3Sink::new(config)?), effective, ddl: None })
         }
+        #[cfg(feature = "nosql")]
+        "oracle_nosql" => {
+            let config = sink_nosql::NoSqlSinkConfig::from_section(section)?;
+            let effective = serde_json::to_value(&config).unwrap_or_default();
+            let sink = sink_nosql::NoSqlSink::new(config)?;
+            let ddl = Some(sink.ddl());
+            Ok(Built { sink: Arc::new(sink), effective, ddl })
+        }
         other => Err(ConfigError::single("sink.type", unknown_kind(other))),
     }
 }
@@ -79,7 +91,7 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
 /// Sink types of the reference that nats-sinks does not implement yet: refused by name, so
 /// a config written for them never runs as something else.
 pub(crate) const NOT_YET: &[&str] =
-    &["fanout", "spool", "oracle", "oracle_nosql", "coherence", "review_package", "foundry", "gotham"];
+    &["fanout", "spool", "oracle", "coherence", "review_package", "foundry", "gotham"];
 
 fn unknown_kind(kind: &str) -> String {
     match KNOWN.iter().find(|(k, _)| *k == kind) {
