@@ -36,6 +36,9 @@ pub(crate) struct Args {
     /// Messages in the stream of the S3 suite.
     #[arg(long, default_value_t = 20_000)]
     s3_messages: usize,
+    /// Messages in the stream of the NoSQL suite.
+    #[arg(long, default_value_t = 20_000)]
+    nosql_messages: usize,
     /// `delivery.batch_size`.
     #[arg(long, default_value_t = 500)]
     batch: usize,
@@ -43,21 +46,21 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
     /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
-    /// `s3`.
-    #[arg(long, default_value = "core,mysql,http,s3")]
+    /// `s3`, `nosql`.
+    #[arg(long, default_value = "core,mysql,http,s3,nosql")]
     suite: String,
-    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3]==0.4.3).
+    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,oracle-nosql]==0.4.3).
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `mysql`, `http`, `s3`); the ceilings always run.
+    /// `file-nofsync`, `file-fsync`, `mysql`, `http`, `s3`, `nosql`); the ceilings always run.
     #[arg(long)]
     only: Option<String>,
 }
 
 const CONSUMER: &str = "bench";
 /// The Python reference, with the extras of every suite.
-const REFERENCE_PACKAGE: &str = "nats-sinks[mysql,s3]==0.4.3";
+const REFERENCE_PACKAGE: &str = "nats-sinks[mysql,s3,oracle-nosql]==0.4.3";
 /// Variables holding the S3 suite's credentials (the config names them).
 const S3_KEY_ENV: &str = "BENCH_S3_ACCESS_KEY_ID";
 const S3_SECRET_ENV: &str = "BENCH_S3_SECRET_ACCESS_KEY";
@@ -259,7 +262,7 @@ fn write(path: &Path, value: &serde_json::Value) -> Result<PathBuf> {
 fn reference_venv(root: &Path) -> Result<PathBuf> {
     let venv = root.join("target/bench/venv");
     let bin = venv.join("bin/nats-sink");
-    let stamp = venv.join(".installed-mysql-s3");
+    let stamp = venv.join(".installed-mysql-s3-nosql");
     if !bin.exists() || !stamp.exists() {
         eprintln!("installing the Python reference ({REFERENCE_PACKAGE}) into {}", venv.display());
         let ok = (venv.join("bin/python").exists()
@@ -505,6 +508,31 @@ pub(crate) fn run(args: Args) -> Result<()> {
             }
             drop(s3);
         }
+        if suites.contains(&"nosql") && wanted("nosql") {
+            let stream = Stream { name: "BENCHNOSQL", subject_root: "benchnosql", total: args.nosql_messages, subjects: 8 };
+            publish_stream(&js, stream).await;
+            // The NoSQL test server (the proxy's protocol) in this process, one fresh table
+            // per contender (a second run's rows would all exist already). Both contenders
+            // create it themselves (`auto_create`), on the identical config file.
+            let nosql = sinks_testkit::NoSqlTestServer::start().map_err(anyhow::Error::msg)?;
+            let mut contenders = vec![("nosql", "nats-sink, nosql sink".to_owned(), programs.nats_sink.clone())];
+            if let Some(py) = &programs.reference {
+                contenders.push(("reference-nosql", "Python reference 0.4.3, nosql sink".to_owned(), py.clone()));
+            }
+            for (id, name, program) in contenders {
+                let table = format!("bench_{}", id.replace('-', "_"));
+                let sink = json!({"type": "oracle_nosql", "endpoint": format!("127.0.0.1:{}", nosql.port()),
+                                  "table_name": table, "auto_create": true});
+                let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
+                let mut cmd = Command::new(program);
+                cmd.arg("run").arg(&path);
+                results.push(measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?);
+                let rows = nosql.rows(&table).map_or(0, |r| r.len());
+                if rows != stream.total {
+                    bail!("{name}: {rows} rows stored for {} messages", stream.total);
+                }
+            }
+        }
         drop(server);
         anyhow::Ok(results)
     })?;
@@ -518,11 +546,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
 fn render(args: &Args, results: &[Measurement]) -> String {
     let find = |prefix: &str| results.iter().find(|m| m.name.starts_with(prefix));
     let mut md = format!(
-        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11 and SeaweedFS 4.48 on loopback, release build.\n\n",
+        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3, {} for NoSQL), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11, SeaweedFS 4.48 and the NoSQL test server on loopback, release build.\n\n",
         machine(),
         args.messages,
         args.http_messages,
         args.s3_messages,
+        args.nosql_messages,
         args.batch,
         args.in_flight
     );
@@ -578,6 +607,7 @@ fn render(args: &Args, results: &[Measurement]) -> String {
             "≥ 10",
         ),
         ("s3 / reference", ratio("nats-sink, s3", &format!("{reference}, s3")), "≥ 5"),
+        ("nosql / reference", ratio("nats-sink, nosql", &format!("{reference}, nosql")), "≥ 5"),
     ];
     for (name, value, target) in rows {
         let shown = value.map_or("not measured".to_owned(), |v| format!("{v:.2}×"));
