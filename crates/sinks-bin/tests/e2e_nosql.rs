@@ -148,3 +148,58 @@ async fn nosql_service_stopped_mid_run_and_restarted_loses_nothing() {
     assert_eq!(seqs.keys().last(), Some(&3000));
     assert!(seqs.values().all(|n| *n == 1), "one row per message");
 }
+
+/// Runs a shell command named by the environment variable `var`.
+fn run_named(var: &str) {
+    let command = std::env::var(var).unwrap();
+    let status = std::process::Command::new("sh").args(["-c", &command]).status().unwrap();
+    assert!(status.success(), "{var} failed: {command}");
+}
+
+/// The live path of the outage test: a real proxy (`NATS_SINKS_TEST_NOSQL_ENDPOINT`) that
+/// `NATS_SINKS_TEST_NOSQL_KILL` kills (kill -9 of KVLite and the proxy) and
+/// `NATS_SINKS_TEST_NOSQL_START` starts again on the same store and port. SKIPPED unless all
+/// three are set (a development session with KVLite; see docs/nosql-sink.md).
+#[tokio::test]
+async fn live_proxy_killed_mid_run_and_restarted_loses_nothing() {
+    const KILL: &str = "NATS_SINKS_TEST_NOSQL_KILL";
+    const START: &str = "NATS_SINKS_TEST_NOSQL_START";
+    let endpoint = match sinks_testkit::live_nosql() {
+        Ok(e) if std::env::var(KILL).is_ok() && std::env::var(START).is_ok() => e,
+        Ok(_) => {
+            eprintln!("SKIPPED live_proxy_killed_mid_run_and_restarted_loses_nothing: {KILL} and {START} are not set");
+            return;
+        }
+        Err(reason) => {
+            eprintln!("SKIPPED live_proxy_killed_mid_run_and_restarted_loses_nothing: {reason}");
+            return;
+        }
+    };
+    let harness = NoSqlHarness::live(&endpoint);
+    let table = unique_table("live_outage");
+    let config = harness.config(&table);
+    let read_back = harness.read_back(&config);
+    let e = env().await;
+    e.publish(3000, json).await;
+    let sink = json!({"type": "oracle_nosql", "endpoint": endpoint, "table_name": table,
+                      "auto_create": true, "table_poll_interval_ms": 200, "request_timeout_seconds": 3,
+                      "key_strategy": "stream_sequence"});
+    let run = Sink::start(&e.write_config_json(sink, json!({"delivery": {"batch_size": 50}})), e.dir.path(), &[]);
+    let progressed =
+        wait_until(Duration::from_secs(120), || async { e.consumer_state().await.is_some_and(|(p, _)| p <= 2000) })
+            .await;
+    assert!(progressed, "{}", run.logs());
+    run_named(KILL);
+    let during = e.consumer_state().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    run_named(START);
+    let done = wait_until(Duration::from_secs(300), || e.settled()).await;
+    assert!(done, "{}", run.logs());
+    let logs = run.logs();
+    assert!(logs.contains("destination unavailable") && logs.contains("destination recovered"), "{logs}");
+    assert_eq!(run.terminate(), Some(0));
+    let seqs = sequences(&read_back).await;
+    eprintln!("live: consumer at the kill {during:?}; rows after: {}", seqs.len());
+    assert_eq!(seqs.len(), 3000, "every message stored");
+    assert!(seqs.values().all(|n| *n == 1), "one row per message");
+}
