@@ -75,7 +75,9 @@ async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harnes
         // NATS_SINKS_TEST_NOSQL_ENDPOINT names one.
         "nosql" => match sinks_testkit::live_nosql() {
             Ok(endpoint) => Box::new(sink_nosql::certify::NoSqlHarness::live(endpoint)),
-            Err(_) => Box::new(sink_nosql::certify::NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint())),
+            Err(_) => {
+                Box::new(sink_nosql::certify::NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint()))
+            }
         },
         other => bail!("no sink named {other:?}; known: {}", SINKS.join(", ")),
     })

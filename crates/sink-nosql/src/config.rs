@@ -452,18 +452,13 @@ impl NoSqlSinkConfig {
         if !auth.allowed_in(self.deployment_mode) {
             issues.push(
                 "sink.auth_mode",
-                format!(
-                    "`{}` cannot be used with deployment_mode `{}`",
-                    auth.as_str(),
-                    self.deployment_mode.as_str()
-                ),
+                format!("`{}` cannot be used with deployment_mode `{}`", auth.as_str(), self.deployment_mode.as_str()),
             );
         }
         self.validate_names(&mut issues);
         self.validate_credentials(auth, &mut issues);
         if let Some(key_prefix) = &self.key_prefix
-            && let Err(m) =
-                check_token(key_prefix, 128, |c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+            && let Err(m) = check_token(key_prefix, 128, |c| c.is_ascii_alphanumeric() || "_.-".contains(c))
         {
             issues.push("sink.key_prefix", m);
         }
@@ -640,7 +635,10 @@ fn check_endpoint(text: &str) -> Result<(), String> {
     if url.port() == Some(0) {
         return Err("port must be between 1 and 65535".into());
     }
-    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() || text.trim_end_matches('/').contains("/?")
+    if url.path() != "/"
+        || url.query().is_some()
+        || url.fragment().is_some()
+        || text.trim_end_matches('/').contains("/?")
     {
         return Err("must not include a path, query or fragment".into());
     }
@@ -710,7 +708,10 @@ mod tests {
         .unwrap();
         assert_eq!(config.deployment_mode, DeploymentMode::Cloud);
         assert_eq!(config.duplicate_policy, DuplicatePolicy::FailExisting);
-        assert_eq!(config.create_table_ddl(), "CREATE TABLE IF NOT EXISTS events (k STRING, v JSON, t LONG, PRIMARY KEY(k))");
+        assert_eq!(
+            config.create_table_ddl(),
+            "CREATE TABLE IF NOT EXISTS events (k STRING, v JSON, t LONG, PRIMARY KEY(k))"
+        );
     }
 
     #[test]
@@ -730,7 +731,8 @@ mod tests {
 
     #[test]
     fn endpoints_get_their_scheme() {
-        let at = |e: &str, mode: DeploymentMode| NoSqlSinkConfig { deployment_mode: mode, ..NoSqlSinkConfig::new(e, "t") };
+        let at =
+            |e: &str, mode: DeploymentMode| NoSqlSinkConfig { deployment_mode: mode, ..NoSqlSinkConfig::new(e, "t") };
         assert_eq!(at("localhost:8080", DeploymentMode::Kvstore).endpoint_url(), "http://localhost:8080");
         assert_eq!(at("proxy.example:443", DeploymentMode::Kvstore).endpoint_url(), "https://proxy.example:443");
         assert_eq!(at("https://p.example:8443/", DeploymentMode::Kvstore).endpoint_url(), "https://p.example:8443");
@@ -768,7 +770,10 @@ mod tests {
             (serde_json::json!({"namespace": "a:b"}), "sink.namespace"),
             (serde_json::json!({"deployment_mode": "cloudsim", "namespace": "ns"}), "sink.namespace"),
             (serde_json::json!({"compartment_id": "c1"}), "sink.compartment_id"),
-            (serde_json::json!({"deployment_mode": "cloudsim", "cloudsim_tenant_id": "other"}), "sink.cloudsim_tenant_id"),
+            (
+                serde_json::json!({"deployment_mode": "cloudsim", "cloudsim_tenant_id": "other"}),
+                "sink.cloudsim_tenant_id",
+            ),
             (serde_json::json!({"oci_config_file": "/x"}), "sink.oci_config_file"),
             (
                 serde_json::json!({"endpoint": "https://h", "deployment_mode": "cloud", "oci_private_key_passphrase_env": "OCI_PASS"}),

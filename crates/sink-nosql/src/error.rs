@@ -197,7 +197,10 @@ mod tests {
 
     #[test]
     fn http_statuses_and_missing_request_ids_are_temporary() {
-        let status = err(NoSQLErrorCode::IllegalArgument, "got unexpected http status: 503 Service Unavailable, response text: x");
+        let status = err(
+            NoSQLErrorCode::IllegalArgument,
+            "got unexpected http status: 503 Service Unavailable, response text: x",
+        );
         let e = classify("put", &status);
         assert_eq!(e.class(), ErrorClass::Temporary);
         assert!(e.message().contains("503"));
@@ -237,7 +240,8 @@ mod tests {
 
     #[test]
     fn unsupported_requests_are_configuration_errors() {
-        for code in [NoSQLErrorCode::OperationNotSupported, NoSQLErrorCode::UnsupportedProtocol, NoSQLErrorCode::TableExists]
+        for code in
+            [NoSQLErrorCode::OperationNotSupported, NoSQLErrorCode::UnsupportedProtocol, NoSQLErrorCode::TableExists]
         {
             assert_eq!(class(code, "x"), ErrorClass::Config, "{code:?}");
         }

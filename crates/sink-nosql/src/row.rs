@@ -480,7 +480,10 @@ mod tests {
     #[test]
     fn payload_modes_and_size_limits_are_permanent_errors() {
         let c = NoSqlSinkConfig { payload_mode: PayloadMode::JsonOnly, ..config() };
-        assert!(matches!(prepare(&envelope("S", 1, "x", "text"), &c, OffsetDateTime::now_utc()), Err(RowError::Payload(_))));
+        assert!(matches!(
+            prepare(&envelope("S", 1, "x", "text"), &c, OffsetDateTime::now_utc()),
+            Err(RowError::Payload(_))
+        ));
         let c = NoSqlSinkConfig { max_value_bytes: 2000, ..config() };
         let big = format!("{{\"x\":\"{}\"}}", "y".repeat(4000));
         let err = prepare(&envelope("S", 1, "x", big), &c, OffsetDateTime::now_utc()).unwrap_err();

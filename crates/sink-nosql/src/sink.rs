@@ -121,10 +121,11 @@ impl Sink for NoSqlSink {
         if inner.config.auto_create {
             inner.create_table(handle).await?;
         }
-        let table =
-            GetTableRequest::new(&inner.table).timeout(&inner.timeout()).execute(handle).await.map_err(|e| {
-                classify_at_open("get table", &e)
-            })?;
+        let table = GetTableRequest::new(&inner.table)
+            .timeout(&inner.timeout())
+            .execute(handle)
+            .await
+            .map_err(|e| classify_at_open("get table", &e))?;
         if table.state() != TableState::Active {
             return Err(SinkError::config(format!("nosql table is not active (state {:?})", table.state())));
         }
@@ -215,8 +216,8 @@ impl Inner {
                 let config = &self.config;
                 // Our own client: the SDK's default one logs request and response bodies
                 // (payloads) at TRACE level.
-                let client = http_client(self.timeout())
-                    .map_err(|_| SinkError::config("nosql http client cannot be set up"))?;
+                let client =
+                    http_client(self.timeout()).map_err(|_| SinkError::config("nosql http client cannot be set up"))?;
                 let mut builder = Handle::builder()
                     .endpoint(&config.endpoint_url())
                     .and_then(|b| b.timeout(self.timeout()))
@@ -260,7 +261,11 @@ impl Inner {
         }
         let mut result = request.execute(handle).await.map_err(|e| classify_at_open("create table", &e))?;
         result
-            .wait_for_completion_ms(handle, config.table_timeout_ms, config.table_poll_interval_ms.min(config.table_timeout_ms))
+            .wait_for_completion_ms(
+                handle,
+                config.table_timeout_ms,
+                config.table_poll_interval_ms.min(config.table_timeout_ms),
+            )
             .await
             .map_err(|e| classify_at_open("create table", &e))?;
         tracing::info!(table = %self.table, "nosql table ready (auto_create)");
@@ -335,7 +340,9 @@ impl Inner {
                 let same = existing.map(|s| s == prepared.fingerprint);
                 match (policy, same) {
                     (_, Some(true)) => MessageOutcome::Duplicate,
-                    (DuplicatePolicy::FailExisting, Some(false)) => MessageOutcome::Conflict(ConflictResolution::Rejected),
+                    (DuplicatePolicy::FailExisting, Some(false)) => {
+                        MessageOutcome::Conflict(ConflictResolution::Rejected)
+                    }
                     (DuplicatePolicy::FailExisting, None) => {
                         MessageOutcome::permanent("nosql row key already exists with a row this sink cannot compare")
                     }
@@ -410,8 +417,7 @@ fn check_schema(schema: &str, config: &NoSqlSinkConfig) -> Result<(), String> {
         // Some services do not return the schema; the puts will tell.
         return Ok(());
     }
-    let parsed: Schema =
-        serde_json::from_str(schema).map_err(|_| "nosql table schema cannot be read".to_owned())?;
+    let parsed: Schema = serde_json::from_str(schema).map_err(|_| "nosql table schema cannot be read".to_owned())?;
     let kind_of = |name: &str| {
         parsed.fields.iter().find(|f| f.name.eq_ignore_ascii_case(name)).map(|f| f.kind.to_ascii_uppercase())
     };

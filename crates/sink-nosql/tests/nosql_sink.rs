@@ -114,7 +114,8 @@ async fn key_strategies_and_prefix_make_the_references_keys() {
             c.key_prefix = Some("prod".into());
         })
         .await;
-        let e = envelope_with("NQ", 1, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "m/1 x"), 1);
+        let e =
+            envelope_with("NQ", 1, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "m/1 x"), 1);
         let missing = at(2, "{}");
         let outcomes = write(&sink, &[e, missing]).await;
         assert_eq!(outcomes[0].class(), OutcomeClass::Committed);

@@ -90,8 +90,7 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
 
 /// Sink types of the reference that nats-sinks does not implement yet: refused by name, so
 /// a config written for them never runs as something else.
-pub(crate) const NOT_YET: &[&str] =
-    &["fanout", "spool", "oracle", "coherence", "review_package", "foundry", "gotham"];
+pub(crate) const NOT_YET: &[&str] = &["fanout", "spool", "oracle", "coherence", "review_package", "foundry", "gotham"];
 
 fn unknown_kind(kind: &str) -> String {
     match KNOWN.iter().find(|(k, _)| *k == kind) {

@@ -30,7 +30,8 @@ async fn sequences(read_back: &TableReadBack) -> BTreeMap<u64, usize> {
 
 /// Creates `table` with the reference's DDL on the service at `endpoint`.
 async fn create_table(endpoint: &str, table: &str) {
-    let config = NoSqlSinkConfig { auto_create: true, table_poll_interval_ms: 50, ..NoSqlSinkConfig::new(endpoint, table) };
+    let config =
+        NoSqlSinkConfig { auto_create: true, table_poll_interval_ms: 50, ..NoSqlSinkConfig::new(endpoint, table) };
     NoSqlSink::new(config).unwrap().open().await.unwrap();
 }
 
@@ -51,8 +52,8 @@ async fn the_reference_nosql_example_runs_unchanged() {
         })
         .collect();
     sinks_testkit::js_publish_all(&e.js, msgs).await;
-    let example = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/reference/oracle-nosql-basic.json");
+    let example =
+        std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference/oracle-nosql-basic.json");
     let overrides = vec![
         ("NATS_SINKS_NATS_URL", e.server.url()),
         ("NATS_SINKS__SINK__ENDPOINT", server.endpoint().trim_start_matches("http://").to_owned()),

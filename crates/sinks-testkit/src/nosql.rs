@@ -424,7 +424,9 @@ impl Shared {
                     Some(t) => put(t, op, &payload, || versions.fetch_add(1, Ordering::Relaxed) + 1),
                 }
             }
-            other => error(OPERATION_NOT_SUPPORTED, &format!("operation {other} is not implemented by the test server")),
+            other => {
+                error(OPERATION_NOT_SUPPORTED, &format!("operation {other} is not implemented by the test server"))
+            }
         }
     }
 
@@ -441,7 +443,10 @@ impl Shared {
                 Some(existing) if if_not_exists => table_result(existing, 0, None),
                 Some(_) => error(
                     TABLE_EXISTS,
-                    &format!("Error: User error in query: CREATE TABLE failed for table {0}: Table {0} already exists", table.name),
+                    &format!(
+                        "Error: User error in query: CREATE TABLE failed for table {0}: Table {0} already exists",
+                        table.name
+                    ),
                 ),
                 None => {
                     let op_id = self.operation_id();
@@ -625,7 +630,8 @@ fn parse_ddl(statement: &str) -> Result<Ddl, String> {
                 } else {
                     let column = t.get(i).ok_or("column name expected")?.clone();
                     let kind = upper.get(i + 1).ok_or("column type expected")?.clone();
-                    if !["STRING", "JSON", "LONG", "INTEGER", "DOUBLE", "NUMBER", "BOOLEAN", "BINARY"].contains(&kind.as_str())
+                    if !["STRING", "JSON", "LONG", "INTEGER", "DOUBLE", "NUMBER", "BOOLEAN", "BINARY"]
+                        .contains(&kind.as_str())
                     {
                         return Err(format!("unsupported column type {kind}"));
                     }
@@ -818,7 +824,9 @@ pub fn shared_nosql() -> &'static NoSqlTestServer {
 pub fn live_nosql() -> Result<String, String> {
     match std::env::var(NOSQL_LIVE_ENV) {
         Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_owned()),
-        _ => Err(format!("{NOSQL_LIVE_ENV} is not set (point it at a real Oracle NoSQL proxy, e.g. KVLite + httpproxy)")),
+        _ => {
+            Err(format!("{NOSQL_LIVE_ENV} is not set (point it at a real Oracle NoSQL proxy, e.g. KVLite + httpproxy)"))
+        }
     }
 }
 
@@ -837,8 +845,25 @@ mod tests {
 
     #[test]
     fn packed_longs_round_trip_and_match_the_known_bytes() {
-        for v in [0, 1, -1, 120, 121, -119, -120, 255, 256, 376, 377, -375, -376, 65_536, i64::from(i32::MAX), i64::MIN, i64::MAX]
-        {
+        for v in [
+            0,
+            1,
+            -1,
+            120,
+            121,
+            -119,
+            -120,
+            255,
+            256,
+            376,
+            377,
+            -375,
+            -376,
+            65_536,
+            i64::from(i32::MAX),
+            i64::MIN,
+            i64::MAX,
+        ] {
             assert_eq!(round(v), v, "{v}");
         }
         let bytes = |v: i64| {

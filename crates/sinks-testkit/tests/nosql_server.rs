@@ -12,12 +12,12 @@ use sinks_testkit::NoSqlTestServer;
 
 fn borneo_python() -> Result<std::path::PathBuf, String> {
     let python = sinks_testkit::tools_dir().join("venv/bin/python");
-    let ok = Command::new(&python)
-        .args(["-c", "import borneo"])
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false);
-    if ok { Ok(python) } else { Err(format!("borneo is not installed in {} (run `cargo xtask setup`)", python.display())) }
+    let ok = Command::new(&python).args(["-c", "import borneo"]).output().map(|o| o.status.success()).unwrap_or(false);
+    if ok {
+        Ok(python)
+    } else {
+        Err(format!("borneo is not installed in {} (run `cargo xtask setup`)", python.display()))
+    }
 }
 
 fn transcript(python: &std::path::Path, endpoint: &str, table: &str) -> serde_json::Value {
