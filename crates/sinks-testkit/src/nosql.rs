@@ -51,7 +51,7 @@ pub const NOSQL_LIVE_ENV: &str = "NATS_SINKS_TEST_NOSQL_ENDPOINT";
 #[derive(Debug, Clone, PartialEq)]
 pub enum Nson {
     /// Type 0.
-    Array(Vec<Nson>),
+    Array(Vec<Self>),
     /// Type 1.
     Binary(Vec<u8>),
     /// Type 2.
@@ -63,7 +63,7 @@ pub enum Nson {
     /// Type 5.
     Long(i64),
     /// Type 6.
-    Map(Vec<(String, Nson)>),
+    Map(Vec<(String, Self)>),
     /// Type 7 (a null string is `None`).
     String(Option<String>),
     /// Type 8, as its ISO text.
