@@ -511,23 +511,37 @@ pub(crate) fn run(args: Args) -> Result<()> {
         if suites.contains(&"nosql") && wanted("nosql") {
             let stream = Stream { name: "BENCHNOSQL", subject_root: "benchnosql", total: args.nosql_messages, subjects: 8 };
             publish_stream(&js, stream).await;
-            // The NoSQL test server (the proxy's protocol) in this process, one fresh table
-            // per contender (a second run's rows would all exist already). Both contenders
-            // create it themselves (`auto_create`), on the identical config file.
-            let nosql = sinks_testkit::NoSqlTestServer::start().map_err(anyhow::Error::msg)?;
+            // The NoSQL test server (the proxy's protocol) in this process, or the real proxy
+            // named by NATS_SINKS_TEST_NOSQL_ENDPOINT; one fresh table per contender (a second
+            // run's rows would all exist already). Both contenders create it themselves
+            // (`auto_create`), on the identical config file.
+            let test_server = match sinks_testkit::live_nosql() {
+                Ok(_) => None,
+                Err(_) => Some(sinks_testkit::NoSqlTestServer::start().map_err(anyhow::Error::msg)?),
+            };
+            let (endpoint, harness) = match &test_server {
+                Some(server) => (
+                    format!("127.0.0.1:{}", server.port()),
+                    sink_nosql::certify::NoSqlHarness::test_server(server.endpoint()),
+                ),
+                None => {
+                    let live = sinks_testkit::live_nosql().map_err(anyhow::Error::msg)?;
+                    (live.clone(), sink_nosql::certify::NoSqlHarness::live(live))
+                }
+            };
             let mut contenders = vec![("nosql", "nats-sink, nosql sink".to_owned(), programs.nats_sink.clone())];
             if let Some(py) = &programs.reference {
                 contenders.push(("reference-nosql", "Python reference 0.4.3, nosql sink".to_owned(), py.clone()));
             }
             for (id, name, program) in contenders {
-                let table = format!("bench_{}", id.replace('-', "_"));
-                let sink = json!({"type": "oracle_nosql", "endpoint": format!("127.0.0.1:{}", nosql.port()),
-                                  "table_name": table, "auto_create": true});
+                let table = sink_nosql::certify::unique_table(&format!("bench_{}", id.replace('-', "_")));
+                let sink = json!({"type": "oracle_nosql", "endpoint": endpoint, "table_name": table, "auto_create": true});
                 let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
                 let mut cmd = Command::new(program);
                 cmd.arg("run").arg(&path);
                 results.push(measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?);
-                let rows = nosql.rows(&table).map_or(0, |r| r.len());
+                let rows = harness.rows(&table).await.map_err(anyhow::Error::msg)?.len();
+                let _ = harness.drop_table(&table).await;
                 if rows != stream.total {
                     bail!("{name}: {rows} rows stored for {} messages", stream.total);
                 }
