@@ -13,7 +13,9 @@ from borneo import (GetRequest, GetTableRequest, NoSQLHandle, NoSQLHandleConfig,
 from borneo.kv import StoreAccessTokenProvider
 
 endpoint, table = sys.argv[1], sys.argv[2]
-handle = NoSQLHandle(NoSQLHandleConfig(endpoint).set_authorization_provider(StoreAccessTokenProvider()))
+# No logger: borneo's default one writes logs/driver.log into the working directory.
+config = NoSQLHandleConfig(endpoint).set_authorization_provider(StoreAccessTokenProvider()).set_logger(None)
+handle = NoSQLHandle(config)
 steps = []
 
 

@@ -22,7 +22,8 @@ fn borneo_python() -> Result<std::path::PathBuf, String> {
 
 fn transcript(python: &std::path::Path, endpoint: &str, table: &str) -> serde_json::Value {
     let script = sinks_testkit::workspace_root().join("crates/sinks-testkit/tests/nosql_borneo_check.py");
-    let out = Command::new(python).arg(script).arg(endpoint).arg(table).output().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let out = Command::new(python).arg(script).arg(endpoint).arg(table).current_dir(scratch.path()).output().unwrap();
     assert!(out.status.success(), "borneo check failed: {}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
