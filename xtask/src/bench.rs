@@ -39,6 +39,9 @@ pub(crate) struct Args {
     /// Messages in the stream of the Coherence suite.
     #[arg(long, default_value_t = 20_000)]
     coherence_messages: usize,
+    /// Messages in the stream of the NoSQL suite.
+    #[arg(long, default_value_t = 20_000)]
+    nosql_messages: usize,
     /// `delivery.batch_size`.
     #[arg(long, default_value_t = 500)]
     batch: usize,
@@ -46,14 +49,15 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
     /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
-    /// `s3`, `coherence`.
-    #[arg(long, default_value = "core,mysql,http,s3,coherence")]
+    /// `s3`, `coherence`, `nosql`.
+    #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql")]
     suite: String,
-    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence]==0.4.3).
+    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3).
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `mysql`, `http`, `s3`, `coherence`); the
+    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `mysql`, `http`, `s3`, `coherence`, `nosql`);
+    /// the
     /// ceilings always run.
     #[arg(long)]
     only: Option<String>,
@@ -61,7 +65,7 @@ pub(crate) struct Args {
 
 const CONSUMER: &str = "bench";
 /// The Python reference, with the extras of every suite.
-const REFERENCE_PACKAGE: &str = "nats-sinks[mysql,s3,coherence]==0.4.3";
+const REFERENCE_PACKAGE: &str = "nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3";
 /// Variables holding the S3 suite's credentials (the config names them).
 const S3_KEY_ENV: &str = "BENCH_S3_ACCESS_KEY_ID";
 const S3_SECRET_ENV: &str = "BENCH_S3_SECRET_ACCESS_KEY";
@@ -267,7 +271,7 @@ fn write(path: &Path, value: &serde_json::Value) -> Result<PathBuf> {
 fn reference_venv(root: &Path) -> Result<PathBuf> {
     let venv = root.join("target/bench/venv");
     let bin = venv.join("bin/nats-sink");
-    let stamp = venv.join(".installed-mysql-s3-coherence");
+    let stamp = venv.join(".installed-mysql-s3-coherence-nosql");
     if !bin.exists() || !stamp.exists() {
         eprintln!("installing the Python reference ({REFERENCE_PACKAGE}) into {}", venv.display());
         let ok = (venv.join("bin/python").exists()
@@ -555,6 +559,45 @@ pub(crate) fn run(args: Args) -> Result<()> {
             }
             drop(member);
         }
+        if suites.contains(&"nosql") && wanted("nosql") {
+            let stream = Stream { name: "BENCHNOSQL", subject_root: "benchnosql", total: args.nosql_messages, subjects: 8 };
+            publish_stream(&js, stream).await;
+            // The NoSQL test server (the proxy's protocol) in this process, or the real proxy
+            // named by NATS_SINKS_TEST_NOSQL_ENDPOINT; one fresh table per contender (a second
+            // run's rows would all exist already). Both contenders create it themselves
+            // (`auto_create`), on the identical config file.
+            let test_server = match sinks_testkit::live_nosql() {
+                Ok(_) => None,
+                Err(_) => Some(sinks_testkit::NoSqlTestServer::start().map_err(anyhow::Error::msg)?),
+            };
+            let (endpoint, harness) = match &test_server {
+                Some(server) => (
+                    format!("127.0.0.1:{}", server.port()),
+                    sink_nosql::certify::NoSqlHarness::test_server(server.endpoint()),
+                ),
+                None => {
+                    let live = sinks_testkit::live_nosql().map_err(anyhow::Error::msg)?;
+                    (live.clone(), sink_nosql::certify::NoSqlHarness::live(live))
+                }
+            };
+            let mut contenders = vec![("nosql", "nats-sink, nosql sink".to_owned(), programs.nats_sink.clone())];
+            if let Some(py) = &programs.reference {
+                contenders.push(("reference-nosql", "Python reference 0.4.3, nosql sink".to_owned(), py.clone()));
+            }
+            for (id, name, program) in contenders {
+                let table = sink_nosql::certify::unique_table(&format!("bench_{}", id.replace('-', "_")));
+                let sink = json!({"type": "oracle_nosql", "endpoint": endpoint, "table_name": table, "auto_create": true});
+                let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
+                let mut cmd = Command::new(program);
+                cmd.arg("run").arg(&path);
+                results.push(measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?);
+                let rows = harness.rows(&table).await.map_err(anyhow::Error::msg)?.len();
+                let _ = harness.drop_table(&table).await;
+                if rows != stream.total {
+                    bail!("{name}: {rows} rows stored for {} messages", stream.total);
+                }
+            }
+        }
         drop(server);
         anyhow::Ok(results)
     })?;
@@ -568,12 +611,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
 fn render(args: &Args, results: &[Measurement]) -> String {
     let find = |prefix: &str| results.iter().find(|m| m.name.starts_with(prefix));
     let mut md = format!(
-        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3, {} for Coherence), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11, SeaweedFS 4.48 and a one-member Coherence CE 25.03.2 cluster (active persistence) on loopback, release build.\n\n",
+        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3, {} for Coherence, {} for NoSQL), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11, SeaweedFS 4.48, a one-member Coherence CE 25.03.2 cluster (active persistence) and the NoSQL test server on loopback, release build.\n\n",
         machine(),
         args.messages,
         args.http_messages,
         args.s3_messages,
         args.coherence_messages,
+        args.nosql_messages,
         args.batch,
         args.in_flight
     );
@@ -640,6 +684,7 @@ fn render(args: &Args, results: &[Measurement]) -> String {
             ratio("nats-sink, coherence sink, ordering none", &format!("{reference}, coherence")),
             "≥ 5",
         ),
+        ("nosql / reference", ratio("nats-sink, nosql", &format!("{reference}, nosql")), "≥ 5"),
     ];
     for (name, value, target) in rows {
         let shown = value.map_or("not measured".to_owned(), |v| format!("{v:.2}×"));

@@ -35,7 +35,7 @@ impl Default for Args {
 }
 
 /// Every certified sink's name.
-const SINKS: [&str; 6] = ["file", "mysql", "http", "s3", "spool", "coherence"];
+const SINKS: [&str; 7] = ["file", "mysql", "http", "s3", "spool", "coherence", "nosql"];
 
 /// The servers the live harnesses use.
 #[derive(Debug, Clone)]
@@ -82,6 +82,15 @@ async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harnes
             };
             Box::new(sink_coherence::certify::CoherenceHarness::new(address))
         }
+        // The NoSQL test server (the proxy's protocol, validated by borneo against a real
+        // KVLite) runs in this process; a real proxy is used instead when
+        // NATS_SINKS_TEST_NOSQL_ENDPOINT names one.
+        "nosql" => match sinks_testkit::live_nosql() {
+            Ok(endpoint) => Box::new(sink_nosql::certify::NoSqlHarness::live(endpoint)),
+            Err(_) => {
+                Box::new(sink_nosql::certify::NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint()))
+            }
+        },
         other => bail!("no sink named {other:?}; known: {}", SINKS.join(", ")),
     })
 }

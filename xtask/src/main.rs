@@ -1,7 +1,7 @@
 //! `cargo xtask`: the workspace's workflows, in Rust, run through a cargo alias.
 //!
 //! - `setup`: installs, pinned, every tool that is not a Rust crate (nats-server, SeaweedFS,
-//!   MariaDB binaries, Coherence CE jars, the Python Coherence client, cargo-nextest); the other commands run the part they need themselves.
+//!   MariaDB binaries, Coherence CE jars, the Python Coherence client, borneo, cargo-nextest); the other commands run the part they need themselves.
 //! - `quickstart`: the main job on a machine with nothing running (private nats-server, the
 //!   file sink, demo messages, the files written, a clean stop).
 //! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB,

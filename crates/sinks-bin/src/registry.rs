@@ -10,7 +10,15 @@ use sinks_core::{ConfigError, Sink};
 /// Every feature-gated sink kind nats-sinks knows, with the cargo feature that enables it.
 /// (`blackhole`, from sinks-core, is always built in.)
 pub(crate) const KNOWN: &[(&str, &str)] =
-    &[("file", "file"), ("mysql", "mysql"), ("http", "http"), ("s3", "s3"), ("spool", "spool"), ("coherence", "coherence")];
+    &[
+        ("file", "file"),
+        ("mysql", "mysql"),
+        ("http", "http"),
+        ("s3", "s3"),
+        ("spool", "spool"),
+        ("coherence", "coherence"),
+        ("oracle_nosql", "nosql"),
+    ];
 
 /// A validated sink: the instance, its effective config (defaults filled in), and the DDL of
 /// its tables when it has any.
@@ -40,6 +48,9 @@ pub(crate) fn available() -> Vec<&'static str> {
     }
     if cfg!(feature = "coherence") {
         kinds.push("coherence");
+    }
+    if cfg!(feature = "nosql") {
+        kinds.push("oracle_nosql");
     }
     kinds
 }
@@ -91,14 +102,21 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
             let effective = serde_json::to_value(&config).unwrap_or_default();
             Ok(Built { sink: Arc::new(sink_coherence::CoherenceSink::new(config)?), effective, ddl: None })
         }
+        #[cfg(feature = "nosql")]
+        "oracle_nosql" => {
+            let config = sink_nosql::NoSqlSinkConfig::from_section(section)?;
+            let effective = serde_json::to_value(&config).unwrap_or_default();
+            let sink = sink_nosql::NoSqlSink::new(config)?;
+            let ddl = Some(sink.ddl());
+            Ok(Built { sink: Arc::new(sink), effective, ddl })
+        }
         other => Err(ConfigError::single("sink.type", unknown_kind(other))),
     }
 }
 
 /// Sink types of the reference that nats-sinks does not implement yet: refused by name, so
 /// a config written for them never runs as something else.
-pub(crate) const NOT_YET: &[&str] =
-    &["fanout", "oracle", "oracle_nosql", "review_package", "foundry", "gotham"];
+pub(crate) const NOT_YET: &[&str] = &["fanout", "oracle", "review_package", "foundry", "gotham"];
 
 fn unknown_kind(kind: &str) -> String {
     match KNOWN.iter().find(|(k, _)| *k == kind) {

@@ -32,7 +32,7 @@ const EXPECTED: &[(&str, Expected)] = &[
     ("oracle-jetstream-config-routed.json", Some(("dead_letter.subject", "must not be matched by nats.subject"))),
     ("oracle-jetstream.json", Some(("dead_letter.subject", "must not be matched by nats.subject"))),
     ("oracle-mysql-basic.json", None),
-    ("oracle-nosql-basic.json", Some(("sink.type", NOT_YET))),
+    ("oracle-nosql-basic.json", None),
     ("payload-encryption-file-config.json", None),
     // `encryption.enabled` is false, but a rule turns encryption on for `secure.>`.
     ("payload-encryption-file-subject-rules-config.json", None),

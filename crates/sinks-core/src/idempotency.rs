@@ -196,7 +196,10 @@ impl IdempotencyStrategy {
 /// Extracts the scalar at dotted `path` from a JSON value, rendered as text.
 ///
 /// Missing, null, object, array and empty-string values are refused. Numbers are rendered
-/// in their JSON form, booleans as `true` / `false`.
+/// canonically (integers as written, other numbers as the shortest text of their `f64`:
+/// `1e3` → `1000.0`), booleans as `true` / `false`. The rendering does not depend on
+/// serde_json's `arbitrary_precision` feature (which the Oracle NoSQL SDK turns on for the
+/// whole build), so a key never changes with the set of sinks compiled in.
 pub fn payload_field(value: &serde_json::Value, path: &str) -> Result<String, IdempotencyError> {
     let err = |problem| IdempotencyError::PayloadField { path: path.to_owned(), problem };
     if path.is_empty() || path.split('.').any(str::is_empty) {
@@ -218,7 +221,18 @@ pub fn payload_field(value: &serde_json::Value, path: &str) -> Result<String, Id
         serde_json::Value::String(s) if s.trim().is_empty() => Err(err("is empty")),
         serde_json::Value::String(s) => Ok(s.clone()),
         serde_json::Value::Bool(b) => Ok(b.to_string()),
-        serde_json::Value::Number(n) => Ok(n.to_string()),
+        serde_json::Value::Number(n) => Ok(canonical_number(n)),
+    }
+}
+
+/// `n` as serde_json renders it without `arbitrary_precision`.
+fn canonical_number(n: &serde_json::Number) -> String {
+    if let Some(i) = n.as_i64() {
+        i.to_string()
+    } else if let Some(u) = n.as_u64() {
+        u.to_string()
+    } else {
+        n.as_f64().and_then(serde_json::Number::from_f64).map_or_else(|| n.to_string(), |f| f.to_string())
     }
 }
 
@@ -243,6 +257,17 @@ mod tests {
                 domain: None,
             },
         )
+    }
+
+    #[test]
+    fn payload_field_numbers_render_the_same_in_every_build() {
+        let doc: serde_json::Value =
+            serde_json::from_str(r#"{"i":42,"n":-7,"f":2.50,"e":1e3,"big":123456789012345678901234567890}"#).unwrap();
+        assert_eq!(payload_field(&doc, "i").unwrap(), "42");
+        assert_eq!(payload_field(&doc, "n").unwrap(), "-7");
+        assert_eq!(payload_field(&doc, "f").unwrap(), "2.5");
+        assert_eq!(payload_field(&doc, "e").unwrap(), "1000.0");
+        assert_eq!(payload_field(&doc, "big").unwrap(), "1.2345678901234568e+29");
     }
 
     #[test]

@@ -61,7 +61,13 @@ pub fn depth(text: &str) -> usize {
     max
 }
 
-/// Visits any JSON value, rejecting objects that repeat a key.
+/// The one-entry map serde_json hands numbers over as when its `arbitrary_precision` feature
+/// is on (the Oracle NoSQL SDK turns it on for the whole build).
+const PRECISE_NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Visits any JSON value, rejecting objects that repeat a key and numbers that do not fit a
+/// finite `f64` (what the reference's `json.loads` + `allow_nan=False` refuses), with or
+/// without serde_json's `arbitrary_precision`.
 struct StrictSeed;
 
 impl<'de> DeserializeSeed<'de> for StrictSeed {
@@ -104,6 +110,13 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let mut seen = HashSet::new();
         while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            if seen.is_empty() && key == PRECISE_NUMBER_TOKEN {
+                let text: String = map.next_value()?;
+                return match text.parse::<f64>() {
+                    Ok(v) => self.visit_f64(v),
+                    Err(_) => Err(de::Error::custom("invalid number")),
+                };
+            }
             if !seen.insert(key.into_owned()) {
                 return Err(de::Error::custom("duplicate object key"));
             }

@@ -2,7 +2,7 @@
 //! a private `nats-server` per test (which a test may kill and restart), private MariaDB
 //! servers (one shared per run, or one per outage test), a real S3-compatible server
 //! (SeaweedFS), Oracle Coherence CE cluster members (one shared per run, or private ones a
-//! test kills, restarts from persistence or joins with a second member), unique names, and small JetStream helpers. Every server runs on free ports
+//! test kills, restarts from persistence or joins with a second member), an Oracle NoSQL test server speaking the proxy's protocol (in process), unique names, and small JetStream helpers. Every server runs on free ports
 //! from the tools `cargo xtask setup` installs, and dies with the process that started it;
 //! nothing here uses a server the machine happens to run. Not published.
 #![allow(clippy::print_stderr, clippy::unwrap_used)]
@@ -15,6 +15,7 @@ mod fault_proxy;
 mod mariadb;
 mod names;
 mod nats;
+mod nosql;
 mod process;
 mod seaweedfs;
 
@@ -27,6 +28,7 @@ pub use names::unique;
 pub use nats::{
     NatsServer, find_nats_server, js_publish_all, read_stream, stream_with_subjects, try_find_nats_server, wait_until,
 };
+pub use nosql::{NOSQL_LIVE_ENV, NoSqlTestServer, Nson, live_nosql, shared_nosql};
 pub use process::{free_port, reference_python, tools_dir, watch, workspace_root};
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,

@@ -1,0 +1,240 @@
+//! The NoSQL sink's certification harness (feature `certify`): a fresh, uniquely named table
+//! per fixture on one NoSQL service, read back without the sink.
+//!
+//! The service is either the testkit's NoSQL test server (`sinks_testkit::NoSqlTestServer`,
+//! which speaks the proxy's protocol; read back through its `/_test/rows/<table>` side
+//! channel) or a real proxy (KVLite + httpproxy; read back with a `SELECT *` query through
+//! the SDK). Tables are created by the sink itself (`auto_create`) and dropped when the
+//! fixture's reader is dropped.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use oracle_nosql_rust_sdk::{Handle, HandleMode, QueryRequest, TableRequest};
+use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_core::{Envelope, Sink};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::config::NoSqlSinkConfig;
+use crate::row::{map_to_json, stored_payload};
+use crate::sink::NoSqlSink;
+
+/// How a harness reads tables back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    /// The test server's side channel.
+    TestServer,
+    /// A `SELECT *` query through the SDK (real proxies).
+    Query,
+}
+
+/// Certifies the NoSQL sink against one NoSQL service.
+#[derive(Debug, Clone)]
+pub struct NoSqlHarness {
+    endpoint: String,
+    reader: Reader,
+}
+
+/// A unique table name for one test.
+pub fn unique_table(prefix: &str) -> String {
+    format!("{prefix}_{}_{:08x}", std::process::id(), rand::random::<u32>())
+}
+
+impl NoSqlHarness {
+    /// A harness over the testkit's NoSQL test server at `endpoint`.
+    pub fn test_server(endpoint: impl Into<String>) -> Self {
+        Self { endpoint: endpoint.into(), reader: Reader::TestServer }
+    }
+
+    /// A harness over a real, non-secure proxy at `endpoint` (KVLite + httpproxy).
+    pub fn live(endpoint: impl Into<String>) -> Self {
+        Self { endpoint: endpoint.into(), reader: Reader::Query }
+    }
+
+    /// The service endpoint.
+    pub fn endpoint(&self) -> &str {
+        &self.endpoint
+    }
+
+    /// True for a real proxy.
+    pub fn is_live(&self) -> bool {
+        self.reader == Reader::Query
+    }
+
+    /// The default configuration for a new table on this service: `auto_create`, quick DDL
+    /// polling, and room for clause C8's 1 MiB binary payload (its base64 envelope makes a
+    /// 1.4 MB event document, over the reference's default `max_value_bytes` of 1 MiB).
+    pub fn config(&self, table: &str) -> NoSqlSinkConfig {
+        NoSqlSinkConfig {
+            auto_create: true,
+            table_poll_interval_ms: 100,
+            max_value_bytes: 4 * 1024 * 1024,
+            ..NoSqlSinkConfig::new(self.endpoint.clone(), table)
+        }
+    }
+
+    /// A sink for `config` (not opened).
+    pub fn sink(&self, config: NoSqlSinkConfig) -> Result<NoSqlSink, String> {
+        NoSqlSink::new(config).map_err(|e| e.to_string())
+    }
+
+    /// A reader of the table `config` names (dropped with the reader).
+    pub fn read_back(&self, config: &NoSqlSinkConfig) -> TableReadBack {
+        TableReadBack { harness: self.clone(), config: config.clone() }
+    }
+
+    async fn fixture(&self, adjust: impl FnOnce(&mut NoSqlSinkConfig)) -> Result<Fixture, String> {
+        let mut config = self.config(&unique_table("cert"));
+        adjust(&mut config);
+        let read_back = self.read_back(&config);
+        let sink = self.sink(config)?;
+        sink.open().await.map_err(|e| e.display_chain())?;
+        Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) })
+    }
+
+    async fn handle(&self) -> Result<Handle, String> {
+        let client = crate::sink::http_client(Duration::from_secs(30)).map_err(|e| e.to_string())?;
+        Handle::builder()
+            .reqwest_client(&client)
+            .and_then(|b| b.mode(HandleMode::Onprem))
+            .and_then(|b| b.endpoint(&self.endpoint))
+            .and_then(|b| b.timeout(Duration::from_secs(30)))
+            .map_err(|e| e.to_string())?
+            .build()
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Every row of `table` as JSON.
+    pub async fn rows(&self, table: &str) -> Result<Vec<serde_json::Value>, String> {
+        match self.reader {
+            Reader::TestServer => side_channel_rows(&self.endpoint, table).await,
+            Reader::Query => {
+                let handle = self.handle().await?;
+                let mut query = QueryRequest::new(&format!("SELECT * FROM {table}"));
+                let mut result = query.execute(&handle).await.map_err(|e| format!("query {table}: {e}"))?;
+                Ok(result.take_rows().iter().map(map_to_json).collect())
+            }
+        }
+    }
+
+    /// Runs `DROP TABLE IF EXISTS table`.
+    pub async fn drop_table(&self, table: &str) -> Result<(), String> {
+        let handle = self.handle().await?;
+        let mut result = TableRequest::new(table)
+            .statement(&format!("DROP TABLE IF EXISTS {table}"))
+            .execute(&handle)
+            .await
+            .map_err(|e| e.to_string())?;
+        result.wait_for_completion_ms(&handle, 30_000, 100).await.map_err(|e| e.to_string())
+    }
+}
+
+/// `GET /_test/rows/<table>` of the test server at `endpoint`.
+async fn side_channel_rows(endpoint: &str, table: &str) -> Result<Vec<serde_json::Value>, String> {
+    let authority = endpoint.trim_start_matches("http://").trim_end_matches('/');
+    let mut stream =
+        tokio::net::TcpStream::connect(authority).await.map_err(|e| format!("connect {authority}: {e}"))?;
+    let request = format!("GET /_test/rows/{table} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.map_err(|e| e.to_string())?;
+    let split = response.windows(4).position(|w| w == b"\r\n\r\n").ok_or("malformed side-channel response")?;
+    let head = String::from_utf8_lossy(&response[..split]);
+    if !head.starts_with("HTTP/1.1 200") {
+        return Err(format!("side channel: {}", head.lines().next().unwrap_or_default()));
+    }
+    serde_json::from_slice(&response[split + 4..]).map_err(|e| format!("side channel body: {e}"))
+}
+
+/// Reads one table without going through the sink; drops it when dropped.
+#[derive(Debug)]
+pub struct TableReadBack {
+    harness: NoSqlHarness,
+    config: NoSqlSinkConfig,
+}
+
+impl TableReadBack {
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.config.table_name
+    }
+
+    /// Every row as JSON.
+    pub async fn rows(&self) -> Result<Vec<serde_json::Value>, String> {
+        self.harness.rows(&self.config.qualified_table()).await
+    }
+
+    /// The event document of the row `key`.
+    pub async fn document(&self, key: &str) -> Result<Option<serde_json::Value>, String> {
+        Ok(self
+            .rows()
+            .await?
+            .into_iter()
+            .find(|r| r.get(&self.config.key_field).and_then(|k| k.as_str()) == Some(key))
+            .and_then(|r| r.get(&self.config.value_field).cloned()))
+    }
+}
+
+impl Drop for TableReadBack {
+    fn drop(&mut self) {
+        let harness = self.harness.clone();
+        let table = self.config.qualified_table();
+        // Drop may run inside a runtime: drop the table from a thread with its own.
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().ok()?;
+            rt.block_on(harness.drop_table(&table)).ok()
+        })
+        .join();
+    }
+}
+
+#[async_trait]
+impl ReadBack for TableReadBack {
+    async fn read_all(&self) -> Result<Vec<Record>, String> {
+        let rows = self.rows().await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let key = row.get(&self.config.key_field).and_then(|k| k.as_str()).ok_or("row without a key")?.to_owned();
+            let document = row.get(&self.config.value_field).ok_or("row without an event document")?;
+            let payload = stored_payload(document).ok_or("event document without a payload")?;
+            out.push((key, Bytes::from(payload)));
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl Harness for NoSqlHarness {
+    fn name(&self) -> &'static str {
+        "nosql"
+    }
+
+    async fn fresh(&self) -> Result<Fixture, String> {
+        self.fixture(|_| {}).await
+    }
+
+    async fn poison(&self) -> Option<(Fixture, Envelope)> {
+        // Event documents over max_value_bytes are refused before any request.
+        let fixture = self.fixture(|c| c.max_value_bytes = 8192).await.ok()?;
+        let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(16_384));
+        Some((fixture, sinks_core::testing::envelope("CERT", 900, "cert.poison", big)))
+    }
+
+    async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let mut config = NoSqlSinkConfig::new(format!("http://127.0.0.1:{closed}"), "unreachable_table");
+        config.request_timeout_seconds = 2.0;
+        Some(Arc::new(self.sink(config).ok()?))
+    }
+
+    async fn crash_target(&self) -> Result<CrashTarget, String> {
+        let config = self.config(&unique_table("crash"));
+        let mut sink_section = serde_json::to_value(&config).map_err(|e| e.to_string())?;
+        sink_section["type"] = "oracle_nosql".into();
+        let read_back = self.read_back(&config);
+        Ok(CrashTarget { sink_section, read_back: Box::new(read_back), env: Vec::new() })
+    }
+}

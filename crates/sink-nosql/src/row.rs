@@ -1,0 +1,527 @@
+//! Pure: what is written for a message. No I/O here.
+//!
+//! - The **row key**: `[key_prefix:]<raw>`, where `<raw>` is the key string of
+//!   `key_strategy` (`stream-sequence:S:N`, `message-id:ID`, `payload-sha256:SUBJECT:HEX`),
+//!   exactly the reference's; a key over `max_key_bytes` fails its message permanently.
+//! - The **event document** stored in the JSON column: the reference's
+//!   `nats_sinks.oracle_nosql.event.v1` fields (identity, timestamps, headers, the standard
+//!   metadata document, the payload as a JSON value or wrapped per `payload_mode`, and
+//!   `payload_info` with the payload's SHA-256), plus `payload_text`, the published JSON
+//!   text byte for byte (with `store_payload_text`), because the NoSQL JSON type keeps
+//!   values, not text. Its compact JSON size is checked against `max_value_bytes`.
+//! - The conversion of JSON text to the SDK's [`FieldValue`] (a small parser of its own:
+//!   payloads are validated strict JSON and may nest deeper than serde_json's default limit;
+//!   integers stay exact, big ones as NUMBER) and back, for read-backs.
+//! - The **fingerprint** of a stored row (its `payload_info.sha256`), for the duplicate /
+//!   conflict decision.
+
+use std::str::FromStr;
+
+use bigdecimal::BigDecimal;
+use oracle_nosql_rust_sdk::types::{FieldValue, MapValue};
+use serde::Serialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use sinks_core::idempotency::IdempotencyError;
+use sinks_core::payload::{self, NormalizedPayload, PayloadError};
+use sinks_core::{Envelope, metadata};
+use time::OffsetDateTime;
+
+use crate::config::NoSqlSinkConfig;
+
+/// `schema` of every event document.
+pub const EVENT_SCHEMA: &str = "nats_sinks.oracle_nosql.event.v1";
+
+/// Why nothing can be written for a message. Permanent for that message.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RowError {
+    /// The key strategy needs identity the message does not carry.
+    #[error(transparent)]
+    Key(#[from] IdempotencyError),
+    /// The payload cannot be stored under the configured payload mode.
+    #[error(transparent)]
+    Payload(#[from] PayloadError),
+    /// The row key is longer than `max_key_bytes`.
+    #[error("row key of {size} bytes exceeds sink.max_key_bytes ({max})")]
+    KeyTooLong {
+        /// Key size.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// The event document is larger than `max_value_bytes`.
+    #[error("event document of {size} bytes exceeds sink.max_value_bytes ({max})")]
+    TooLarge {
+        /// Document size.
+        size: usize,
+        /// The limit.
+        max: u64,
+    },
+    /// Serializing failed.
+    #[error("event document cannot be encoded ({0})")]
+    Encode(String),
+}
+
+/// One row ready to be put.
+#[derive(Debug)]
+pub(crate) struct PreparedRow {
+    /// The primary-key value.
+    pub(crate) key: String,
+    /// The event document (compact JSON, sorted keys).
+    pub(crate) document: String,
+    /// SHA-256 of the original payload bytes.
+    pub(crate) fingerprint: String,
+    /// When the row was written, ns since the epoch.
+    pub(crate) stored_at_epoch_ns: i64,
+}
+
+impl PreparedRow {
+    /// The row as the SDK sends it: key, event document, stored-at time.
+    pub(crate) fn to_map(&self, config: &NoSqlSinkConfig) -> Result<MapValue, RowError> {
+        let mut row = MapValue::new();
+        row.put_str(&config.key_field, &self.key);
+        row.put_field_value(&config.value_field, json_to_field(&self.document).map_err(RowError::Encode)?);
+        row.put_i64(&config.stored_at_field, self.stored_at_epoch_ns);
+        Ok(row)
+    }
+}
+
+/// The row key of `envelope`: `[key_prefix:]<raw key>`.
+pub(crate) fn row_key(envelope: &Envelope, config: &NoSqlSinkConfig) -> Result<String, RowError> {
+    let raw = config.key_strategy.key_of(envelope)?;
+    let key = match &config.key_prefix {
+        Some(prefix) => format!("{prefix}:{}", raw.as_str()),
+        None => raw.as_str().to_owned(),
+    };
+    if key.len() as u64 > config.max_key_bytes {
+        return Err(RowError::KeyTooLong { size: key.len(), max: config.max_key_bytes });
+    }
+    Ok(key)
+}
+
+/// The event document. Fields are declared in alphabetical order, which is the order serde
+/// writes them in: sorted keys, like every record of the reference.
+#[derive(Serialize)]
+struct EventDoc<'a> {
+    classification: Option<&'a str>,
+    consumer: &'a str,
+    consumer_sequence: u64,
+    custody: Value,
+    headers: &'a sinks_core::Headers,
+    idempotency_key: Option<String>,
+    jetstream_timestamp_epoch_ns: Option<i64>,
+    labels: Option<String>,
+    labels_list: &'a [String],
+    message_created_at_epoch_ns: Option<i64>,
+    message_id: Option<&'a str>,
+    metadata: &'a metadata::MetadataDoc<'a>,
+    mission_metadata: Value,
+    payload: &'a RawValue,
+    payload_info: Value,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_text: Option<&'a str>,
+    priority: Option<&'a str>,
+    received_at_epoch_ns: i64,
+    schema: &'static str,
+    schema_version: u32,
+    security_labels: Value,
+    stored_at_epoch_ns: i64,
+    stream: &'a str,
+    stream_sequence: u64,
+    subject: &'a str,
+}
+
+/// Builds the row written for `envelope`, stored at `stored_at`.
+pub(crate) fn prepare(
+    envelope: &Envelope,
+    config: &NoSqlSinkConfig,
+    stored_at: OffsetDateTime,
+) -> Result<PreparedRow, RowError> {
+    let key = row_key(envelope, config)?;
+    let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
+    let doc = metadata::MetadataDoc::new(envelope, stored_at);
+    let document = event_json(envelope, &normalized, &doc, config.store_payload_text)?;
+    if document.len() as u64 > config.max_value_bytes {
+        return Err(RowError::TooLarge { size: document.len(), max: config.max_value_bytes });
+    }
+    Ok(PreparedRow {
+        key,
+        document,
+        fingerprint: normalized.sha256.clone(),
+        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+    })
+}
+
+fn event_json(
+    envelope: &Envelope,
+    normalized: &NormalizedPayload,
+    doc: &metadata::MetadataDoc<'_>,
+    keep_text: bool,
+) -> Result<String, RowError> {
+    let js = envelope.jetstream();
+    let app = envelope.app();
+    let event = EventDoc {
+        classification: app.classification.as_deref(),
+        consumer: &js.consumer,
+        consumer_sequence: js.consumer_sequence,
+        custody: Value::Null,
+        headers: envelope.headers(),
+        idempotency_key: envelope.idempotency_key().ok().map(|k| k.as_str().to_owned()),
+        jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
+        labels: app.labels_string(),
+        labels_list: &app.labels,
+        message_created_at_epoch_ns: doc.created_at_epoch_ns(),
+        message_id: envelope.message_id(),
+        metadata: doc,
+        mission_metadata: Value::Null,
+        payload: &normalized.value,
+        payload_info: normalized.info_json(),
+        payload_text: (keep_text && !normalized.wrapped).then(|| normalized.value.get()),
+        priority: app.priority.as_deref(),
+        received_at_epoch_ns: doc.received_at_epoch_ns(),
+        schema: EVENT_SCHEMA,
+        schema_version: 1,
+        security_labels: Value::Null,
+        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+        stream: &js.stream,
+        stream_sequence: js.stream_sequence,
+        subject: envelope.subject(),
+    };
+    serde_json::to_string(&event).map_err(|e| RowError::Encode(e.to_string()))
+}
+
+/// `payload_info.sha256` of a stored row's event document; `None` when the row is not one
+/// this sink can compare (written by something else).
+pub(crate) fn stored_fingerprint(row: &MapValue, config: &NoSqlSinkConfig) -> Option<String> {
+    let doc = row.get_map(&config.value_field)?;
+    let info = doc.get_map("payload_info")?;
+    match info.get_field_value("sha256")? {
+        FieldValue::String(s) => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// The published payload bytes of a stored event document (`payload_text`, else the
+/// wrapped payload decoded, else the stored JSON value re-serialized), for read-backs.
+pub fn stored_payload(document: &Value) -> Option<Vec<u8>> {
+    if let Some(Value::String(text)) = document.get("payload_text") {
+        return Some(text.as_bytes().to_vec());
+    }
+    let payload = document.get("payload")?;
+    let text = serde_json::to_string(payload).ok()?;
+    Some(payload::decode_stored(&text))
+}
+
+/// A stored row as a JSON object.
+pub fn map_to_json(row: &MapValue) -> Value {
+    Value::Object(row.iter().map(|(k, v)| (k.clone(), field_to_json(v))).collect())
+}
+
+/// A stored value as JSON (maps, arrays and scalars; binary as base64; numbers exact).
+pub fn field_to_json(value: &FieldValue) -> Value {
+    use base64::Engine as _;
+    match value {
+        FieldValue::Map(m) => map_to_json(m),
+        FieldValue::Array(items) => Value::Array(items.iter().map(field_to_json).collect()),
+        FieldValue::String(s) => Value::String(s.clone()),
+        FieldValue::Boolean(b) => Value::Bool(*b),
+        FieldValue::Integer(i) => Value::from(*i),
+        FieldValue::Long(l) => Value::from(*l),
+        FieldValue::Double(d) => serde_json::Number::from_f64(*d).map_or(Value::Null, Value::Number),
+        FieldValue::Number(n) => serde_json::from_str(&n.to_string()).unwrap_or(Value::Null),
+        FieldValue::Binary(b) => Value::String(base64::engine::general_purpose::STANDARD.encode(b)),
+        FieldValue::Timestamp(t) => Value::String(t.to_rfc3339()),
+        FieldValue::JsonNull | FieldValue::Null | FieldValue::Empty | FieldValue::Uninitialized => Value::Null,
+    }
+}
+
+/// Parses JSON text (already known to be valid) into a [`FieldValue`]: objects become maps,
+/// `null` the JSON null, integers INTEGER / LONG (or an exact NUMBER when larger), other
+/// numbers DOUBLE (or an exact NUMBER when a double cannot hold them). Nesting is limited
+/// only by the stack (the strict validator bounds it upstream).
+pub(crate) fn json_to_field(text: &str) -> Result<FieldValue, String> {
+    let mut parser = Parser { bytes: text.as_bytes(), pos: 0 };
+    let value = parser.value(0)?;
+    parser.skip_ws();
+    if parser.pos != parser.bytes.len() {
+        return Err(format!("trailing characters at {}", parser.pos));
+    }
+    Ok(value)
+}
+
+/// Deepest nesting converted (far above what any JSON column accepts in practice).
+const MAX_DEPTH: usize = 10_000;
+
+struct Parser<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Parser<'_> {
+    fn skip_ws(&mut self) {
+        while self.pos < self.bytes.len() && matches!(self.bytes[self.pos], b' ' | b'\t' | b'\n' | b'\r') {
+            self.pos += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn expect(&mut self, byte: u8) -> Result<(), String> {
+        self.skip_ws();
+        if self.peek() == Some(byte) {
+            self.pos += 1;
+            Ok(())
+        } else {
+            Err(format!("expected `{}` at {}", byte as char, self.pos))
+        }
+    }
+
+    fn value(&mut self, depth: usize) -> Result<FieldValue, String> {
+        if depth > MAX_DEPTH {
+            return Err("json nests too deeply".into());
+        }
+        self.skip_ws();
+        match self.peek() {
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(b'"') => self.string().map(FieldValue::String),
+            Some(b't') => self.literal("true", FieldValue::Boolean(true)),
+            Some(b'f') => self.literal("false", FieldValue::Boolean(false)),
+            Some(b'n') => self.literal("null", FieldValue::JsonNull),
+            Some(_) => self.number(),
+            None => Err("unexpected end of json".into()),
+        }
+    }
+
+    fn literal(&mut self, word: &str, value: FieldValue) -> Result<FieldValue, String> {
+        if self.bytes[self.pos..].starts_with(word.as_bytes()) {
+            self.pos += word.len();
+            Ok(value)
+        } else {
+            Err(format!("invalid literal at {}", self.pos))
+        }
+    }
+
+    fn object(&mut self, depth: usize) -> Result<FieldValue, String> {
+        self.pos += 1;
+        let mut map = MapValue::new();
+        self.skip_ws();
+        if self.peek() == Some(b'}') {
+            self.pos += 1;
+            return Ok(FieldValue::Map(map));
+        }
+        loop {
+            self.skip_ws();
+            let key = self.string()?;
+            self.expect(b':')?;
+            let value = self.value(depth + 1)?;
+            map.put_field_value(&key, value);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b'}') => {
+                    self.pos += 1;
+                    return Ok(FieldValue::Map(map));
+                }
+                _ => return Err(format!("expected `,` or `}}` at {}", self.pos)),
+            }
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<FieldValue, String> {
+        self.pos += 1;
+        let mut items = Vec::new();
+        self.skip_ws();
+        if self.peek() == Some(b']') {
+            self.pos += 1;
+            return Ok(FieldValue::Array(items));
+        }
+        loop {
+            items.push(self.value(depth + 1)?);
+            self.skip_ws();
+            match self.peek() {
+                Some(b',') => self.pos += 1,
+                Some(b']') => {
+                    self.pos += 1;
+                    return Ok(FieldValue::Array(items));
+                }
+                _ => return Err(format!("expected `,` or `]` at {}", self.pos)),
+            }
+        }
+    }
+
+    fn string(&mut self) -> Result<String, String> {
+        self.skip_ws();
+        let start = self.pos;
+        if self.peek() != Some(b'"') {
+            return Err(format!("expected a string at {start}"));
+        }
+        self.pos += 1;
+        let mut escaped = false;
+        while let Some(b) = self.peek() {
+            self.pos += 1;
+            match b {
+                b'\\' => {
+                    escaped = true;
+                    self.pos += 1;
+                }
+                b'"' => {
+                    let raw = std::str::from_utf8(&self.bytes[start..self.pos]).map_err(|e| e.to_string())?;
+                    if !escaped {
+                        return Ok(raw[1..raw.len() - 1].to_owned());
+                    }
+                    return serde_json::from_str::<String>(raw).map_err(|e| e.to_string());
+                }
+                _ => {}
+            }
+        }
+        Err("unterminated string".into())
+    }
+
+    fn number(&mut self) -> Result<FieldValue, String> {
+        let start = self.pos;
+        while let Some(b) = self.peek() {
+            if b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E') {
+                self.pos += 1;
+            } else {
+                break;
+            }
+        }
+        let text = std::str::from_utf8(&self.bytes[start..self.pos]).map_err(|e| e.to_string())?;
+        if text.is_empty() {
+            return Err(format!("unexpected character at {start}"));
+        }
+        let integral = !text.contains(['.', 'e', 'E']);
+        if integral {
+            if let Ok(i) = text.parse::<i32>() {
+                return Ok(FieldValue::Integer(i));
+            }
+            if let Ok(l) = text.parse::<i64>() {
+                return Ok(FieldValue::Long(l));
+            }
+        } else if let Ok(d) = text.parse::<f64>()
+            && d.is_finite()
+            && BigDecimal::from_str(&d.to_string()).ok() == BigDecimal::from_str(text).ok()
+        {
+            return Ok(FieldValue::Double(d));
+        }
+        BigDecimal::from_str(text).map(FieldValue::Number).map_err(|e| format!("bad number at {start}: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bytes::Bytes;
+    use sinks_core::testing::{envelope, envelope_with};
+    use sinks_core::{Headers, PayloadMode};
+
+    use super::*;
+
+    fn config() -> NoSqlSinkConfig {
+        NoSqlSinkConfig::new("127.0.0.1:8080", "t")
+    }
+
+    fn doc(row: &PreparedRow) -> Value {
+        serde_json::from_str(&row.document).unwrap()
+    }
+
+    #[test]
+    fn keys_follow_the_reference() {
+        let e = envelope_with("S", 7, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "id-1"), 1);
+        let at = |strategy: crate::KeyStrategy, prefix: Option<&str>| {
+            let c = NoSqlSinkConfig { key_strategy: strategy, key_prefix: prefix.map(str::to_owned), ..config() };
+            row_key(&e, &c).unwrap()
+        };
+        assert_eq!(at(crate::KeyStrategy::IdempotencyKey, None), "stream-sequence:S:7");
+        assert_eq!(at(crate::KeyStrategy::StreamSequence, Some("prod")), "prod:stream-sequence:S:7");
+        assert_eq!(at(crate::KeyStrategy::MessageId, None), "message-id:id-1");
+        assert!(at(crate::KeyStrategy::PayloadSha256, None).starts_with("payload-sha256:a.b:44136fa355b3678a"));
+        let no_id = envelope("S", 1, "a", "{}");
+        let c = NoSqlSinkConfig { key_strategy: crate::KeyStrategy::MessageId, ..config() };
+        assert!(matches!(row_key(&no_id, &c), Err(RowError::Key(_))));
+        let c = NoSqlSinkConfig { max_key_bytes: 10, ..config() };
+        assert!(matches!(row_key(&e, &c), Err(RowError::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn document_has_the_reference_fields_and_the_exact_text() {
+        let e = envelope("S", 3, "orders.x", " {\"b\": 1.50, \"a\": [1, 2]}\n");
+        let row = prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap();
+        let d = doc(&row);
+        assert_eq!(d["schema"], EVENT_SCHEMA);
+        assert_eq!(d["schema_version"], 1);
+        assert_eq!(d["subject"], "orders.x");
+        assert_eq!(d["stream_sequence"], 3);
+        assert_eq!(d["idempotency_key"], "stream-sequence:S:3");
+        assert_eq!(d["payload_text"], "{\"b\": 1.50, \"a\": [1, 2]}");
+        assert_eq!(d["payload_info"]["sha256"], row.fingerprint);
+        assert!(d["metadata"]["jetstream"].is_object());
+        let keys: Vec<&String> = d.as_object().unwrap().keys().collect();
+        let mut sorted = keys.clone();
+        sorted.sort();
+        assert_eq!(keys, sorted, "sorted keys");
+        assert_eq!(stored_payload(&d).unwrap(), b"{\"b\": 1.50, \"a\": [1, 2]}");
+    }
+
+    #[test]
+    fn wrapped_payloads_read_back_and_text_is_optional() {
+        let e = envelope("S", 4, "x", Bytes::from_static(&[0xff, 0x00, 0x10]));
+        let row = prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap();
+        let d = doc(&row);
+        assert!(d.get("payload_text").is_none(), "wrapped payloads carry no second copy");
+        assert_eq!(stored_payload(&d).unwrap(), vec![0xff, 0x00, 0x10]);
+        let c = NoSqlSinkConfig { store_payload_text: false, ..config() };
+        let row = prepare(&envelope("S", 5, "x", "{\"a\":1}"), &c, OffsetDateTime::now_utc()).unwrap();
+        assert!(doc(&row).get("payload_text").is_none());
+    }
+
+    #[test]
+    fn payload_modes_and_size_limits_are_permanent_errors() {
+        let c = NoSqlSinkConfig { payload_mode: PayloadMode::JsonOnly, ..config() };
+        assert!(matches!(
+            prepare(&envelope("S", 1, "x", "text"), &c, OffsetDateTime::now_utc()),
+            Err(RowError::Payload(_))
+        ));
+        let c = NoSqlSinkConfig { max_value_bytes: 2000, ..config() };
+        let big = format!("{{\"x\":\"{}\"}}", "y".repeat(4000));
+        let err = prepare(&envelope("S", 1, "x", big), &c, OffsetDateTime::now_utc()).unwrap_err();
+        assert!(matches!(err, RowError::TooLarge { .. }));
+        assert!(!err.to_string().contains("yyyy"), "no payload in the error");
+    }
+
+    #[test]
+    fn json_converts_exactly() {
+        let v = json_to_field(r#"{"i":1,"l":9007199254740993,"big":123456789012345678901234567890,"d":2.5,"e":1e3,"s":"a\"b\u00e9","n":null,"t":true,"a":[[],{}]}"#).unwrap();
+        let FieldValue::Map(m) = v else { panic!("map") };
+        assert!(matches!(m.get_field_value("i"), Some(FieldValue::Integer(1))));
+        assert!(matches!(m.get_field_value("l"), Some(FieldValue::Long(9_007_199_254_740_993))));
+        assert!(matches!(m.get_field_value("big"), Some(FieldValue::Number(_))));
+        assert!(matches!(m.get_field_value("d"), Some(FieldValue::Double(d)) if (*d - 2.5).abs() < f64::EPSILON));
+        assert!(matches!(m.get_field_value("e"), Some(FieldValue::Double(d)) if (*d - 1000.0).abs() < f64::EPSILON));
+        assert_eq!(m.get_string("s").as_deref(), Some("a\"bé"));
+        assert!(matches!(m.get_field_value("n"), Some(FieldValue::JsonNull)));
+        let back = field_to_json(&FieldValue::Map(m));
+        assert_eq!(back["big"].to_string(), "123456789012345678901234567890");
+        assert_eq!(back["s"], "a\"bé");
+    }
+
+    #[test]
+    fn deep_nesting_converts() {
+        let deep = format!("{}1{}", "[".repeat(1000), "]".repeat(1000));
+        assert!(json_to_field(&deep).is_ok());
+        assert!(json_to_field("[1,").is_err());
+        assert!(json_to_field("{} x").is_err());
+    }
+
+    #[test]
+    fn fingerprint_is_read_from_the_stored_row() {
+        let c = config();
+        let row = prepare(&envelope("S", 1, "x", "{\"a\":1}"), &c, OffsetDateTime::now_utc()).unwrap();
+        let map = row.to_map(&c).unwrap();
+        assert_eq!(stored_fingerprint(&map, &c).as_deref(), Some(row.fingerprint.as_str()));
+        let foreign = MapValue::new().str("sink_key", "k").column("event_json", FieldValue::Map(MapValue::new()));
+        assert_eq!(stored_fingerprint(&foreign, &c), None);
+    }
+}
