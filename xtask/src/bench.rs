@@ -56,7 +56,7 @@ pub(crate) struct Args {
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `mysql`, `http`, `s3`, `coherence`, `nosql`);
+    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`, `coherence`, `nosql`);
     /// the
     /// ceilings always run.
     #[arg(long)]
@@ -411,6 +411,19 @@ pub(crate) fn run(args: Args) -> Result<()> {
                         pair!(id, &name, stream, sink, &Reset::Dir(&out), no_env);
                     }
                 }
+                // Fan-out: the same stream to two file targets (both required), written
+                // concurrently; the ratio to one file target is the fan-out's overhead.
+                if wanted("file-fanout") {
+                    let sink = json!({"type": "fanout",
+                        "sinks": {"a": {"type": "file", "directory": out.join("a"), "fsync": false},
+                                  "b": {"type": "file", "directory": out.join("b"), "fsync": false}},
+                        "routes": [{"name": "all", "match": {"subject": ">"}, "targets": ["a", "b"]}]});
+                    let path = write(&work.join("file-fanout.json"), &config(&url, stream, &args, sink))?;
+                    let mut cmd = Command::new(&programs.nats_sink);
+                    cmd.arg("run").arg(&path);
+                    let name = "nats-sink, fan-out to two file sinks, fsync off";
+                    results.push(measure(name, cmd, &js, stream, &Reset::Dir(&out), &log("file-fanout")).await?);
+                }
                 // The cost of payload encryption: the same file sink, every payload AES-256-GCM
                 // encrypted before the sink sees it.
                 if wanted("file-encrypted") {
@@ -654,6 +667,11 @@ fn render(args: &Args, results: &[Measurement]) -> String {
             "file fsync off, encrypted / plain",
             ratio("nats-sink, file sink, fsync off, encrypted", "nats-sink, file sink, fsync off"),
             "≥ 0.85",
+        ),
+        (
+            "one file sink / fan-out to two (time ratio), fsync off",
+            ratio("nats-sink, file sink, fsync off", "nats-sink, fan-out to two file sinks"),
+            "≤ 1.6",
         ),
         ("mysql / raw multi-row upsert loop", ratio("nats-sink, mysql", "raw JetStream → multi-row upsert"), "≥ 0.8"),
         ("mysql / reference", ratio("nats-sink, mysql", &format!("{reference}, mysql")), "≥ 5"),

@@ -48,6 +48,12 @@ enum Command {
     TestSink {
         /// Config file.
         config: PathBuf,
+        /// Test this named sink (from `sinks`) instead of the active sink.
+        #[arg(long, conflicts_with = "all_named_sinks")]
+        sink_name: Option<String>,
+        /// Test every named sink, one after another.
+        #[arg(long)]
+        all_named_sinks: bool,
     },
     /// Print the CREATE TABLE statements of the configured tables (relational sinks).
     Ddl {
@@ -117,7 +123,7 @@ fn config_failure(e: &ConfigError) -> ExitCode {
 /// Loads the core config and the sink config; both are fully validated.
 fn load(path: &Path) -> Result<(Config, registry::Built), ConfigError> {
     let config = Config::load(path)?;
-    let built = registry::build(&config.sink)?;
+    let built = registry::build_active(&config)?;
     Ok((config, built))
 }
 
@@ -138,6 +144,13 @@ async fn dispatch(command: Command) -> ExitCode {
                         "disabled"
                     },
                 );
+                let (routes, warnings) = c.routing.describe(c.sink.kind());
+                for line in routes {
+                    println!("{line}");
+                }
+                for warning in warnings {
+                    println!("warning: {warning}");
+                }
                 let policies = sinks_core::policy::describe(&c);
                 if !policies.is_empty() {
                     println!("message policies, in the order they run:");
@@ -209,33 +222,62 @@ async fn dispatch(command: Command) -> ExitCode {
                 }
             }
         }
-        Command::TestSink { config } => {
+        Command::TestSink { config, sink_name, all_named_sinks } => {
             let (c, built) = match load(&config) {
                 Ok(v) => v,
                 Err(e) => return config_failure(&e),
             };
             let _ = init_logging(&c, None);
-            let sink = built.sink;
-            let result = async {
-                sink.open().await?;
-                sink.health_check().await?;
-                sink.close().await
+            let targets: Vec<(String, std::sync::Arc<dyn sinks_core::Sink>)> = match (sink_name, all_named_sinks) {
+                (Some(name), _) => match c.sinks.get(&name).map(|s| registry::build_named(&name, s)) {
+                    Some(Ok(b)) => vec![(name, b.sink)],
+                    Some(Err(e)) => return config_failure(&e),
+                    None => {
+                        let known: Vec<&str> = c.sinks.keys().map(String::as_str).collect();
+                        return config_failure(&ConfigError::single(
+                            "sinks",
+                            format!("no named sink `{name}` (named sinks: {})", known.join(", ")),
+                        ));
+                    }
+                },
+                (None, true) if c.sinks.is_empty() => {
+                    return config_failure(&ConfigError::single("sinks", "the config has no named sinks"));
+                }
+                (None, true) => {
+                    let mut out = Vec::new();
+                    for (name, section) in &c.sinks {
+                        match registry::build_named(name, section) {
+                            Ok(b) => out.push((name.clone(), b.sink)),
+                            Err(e) => return config_failure(&e),
+                        }
+                    }
+                    out
+                }
+                (None, false) => vec![(built.sink.name().to_owned(), built.sink)],
+            };
+            let mut code = ExitCode::SUCCESS;
+            for (label, sink) in targets {
+                let result = async {
+                    sink.open().await?;
+                    sink.health_check().await?;
+                    sink.close().await
+                }
+                .await;
+                match result {
+                    Ok(()) => println!("sink `{label}` is reachable and healthy"),
+                    Err(e) if e.class() == sinks_core::ErrorClass::Config => {
+                        report(&format!("sink `{label}` configuration: {}", e.display_chain()));
+                        code = ExitCode::from(2);
+                    }
+                    Err(e) => {
+                        report(&format!("sink `{label}` health check failed: {}", e.display_chain()));
+                        if code == ExitCode::SUCCESS {
+                            code = ExitCode::from(1);
+                        }
+                    }
+                }
             }
-            .await;
-            match result {
-                Ok(()) => {
-                    println!("sink `{}` is reachable and healthy", sink.name());
-                    ExitCode::SUCCESS
-                }
-                Err(e) if e.class() == sinks_core::ErrorClass::Config => {
-                    report(&format!("sink configuration: {}", e.display_chain()));
-                    ExitCode::from(2)
-                }
-                Err(e) => {
-                    report(&format!("sink health check failed: {}", e.display_chain()));
-                    ExitCode::from(1)
-                }
-            }
+            code
         }
         Command::Run { config, log_level } => {
             let (c, built) = match load(&config) {

@@ -4,21 +4,20 @@
 
 use std::sync::Arc;
 
-use sinks_core::config::SinkSection;
-use sinks_core::{ConfigError, Sink};
+use sinks_core::config::{ConfigError, ConfigIssue, SinkSection};
+use sinks_core::{Config, Sink};
 
 /// Every feature-gated sink kind nats-sinks knows, with the cargo feature that enables it.
 /// (`blackhole`, from sinks-core, is always built in.)
-pub(crate) const KNOWN: &[(&str, &str)] =
-    &[
-        ("file", "file"),
-        ("mysql", "mysql"),
-        ("http", "http"),
-        ("s3", "s3"),
-        ("spool", "spool"),
-        ("coherence", "coherence"),
-        ("oracle_nosql", "nosql"),
-    ];
+pub(crate) const KNOWN: &[(&str, &str)] = &[
+    ("file", "file"),
+    ("mysql", "mysql"),
+    ("http", "http"),
+    ("s3", "s3"),
+    ("spool", "spool"),
+    ("coherence", "coherence"),
+    ("oracle_nosql", "nosql"),
+];
 
 /// A validated sink: the instance, its effective config (defaults filled in), and the DDL of
 /// its tables when it has any.
@@ -116,7 +115,70 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
 
 /// Sink types of the reference that nats-sinks does not implement yet: refused by name, so
 /// a config written for them never runs as something else.
-pub(crate) const NOT_YET: &[&str] = &["fanout", "oracle", "review_package", "foundry", "gotham"];
+pub(crate) const NOT_YET: &[&str] = &["oracle", "review_package", "foundry", "gotham"];
+
+/// Builds the active sink of `config` (a fan-out over its named sinks when `sink.type` is
+/// `fanout`) and checks every named sink's config, naming a bad field as
+/// `sinks.<name>.<field>`.
+pub(crate) fn build_active(config: &Config) -> Result<Built, ConfigError> {
+    let mut children = Vec::with_capacity(config.sinks.len());
+    let mut issues = Vec::new();
+    for (name, section) in &config.sinks {
+        match build_named(name, section) {
+            Ok(built) => children.push((name.clone(), built)),
+            Err(e) => issues.extend(e.issues),
+        }
+    }
+    if !issues.is_empty() {
+        return Err(ConfigError { issues });
+    }
+    if !config.sink.kind().is_some_and(|k| k.eq_ignore_ascii_case("fanout")) {
+        return build(&config.sink);
+    }
+    if config.sink.0.keys().any(|k| k != "type") {
+        let extra: Vec<&String> = config.sink.0.keys().filter(|k| *k != "type").collect();
+        return Err(ConfigError::single(
+            format!("sink.{}", extra[0]),
+            "a fanout sink takes only `type`, named `sinks` and the routing fields",
+        ));
+    }
+    let mut effective = serde_json::Map::new();
+    let mut ddl: Option<Vec<String>> = None;
+    let mut targets: Vec<(String, Arc<dyn Sink>)> = Vec::new();
+    for (name, built) in children {
+        effective.insert(name.clone(), built.effective);
+        if let Some(statements) = built.ddl {
+            ddl.get_or_insert_with(Vec::new).extend(statements);
+        }
+        targets.push((name, built.sink));
+    }
+    let fanout = sinks_core::fanout::FanoutSink::new(targets, config.routing.clone());
+    Ok(Built { sink: Arc::new(fanout), effective: serde_json::json!({"sinks": effective}), ddl })
+}
+
+/// Builds one named sink; problems are reported under `sinks.<name>`.
+pub(crate) fn build_named(name: &str, section: &SinkSection) -> Result<Built, ConfigError> {
+    let kind = section.kind().unwrap_or_default();
+    if kind.eq_ignore_ascii_case("fanout") {
+        return Err(ConfigError::single(format!("sinks.{name}.type"), "fanout can only be the active sink"));
+    }
+    build(section).map_err(|e| ConfigError {
+        issues: e
+            .issues
+            .into_iter()
+            .map(|issue| {
+                let field = issue.path.strip_prefix("sink").unwrap_or(&issue.path);
+                let message = match issue.message.strip_prefix("nats-sink was not compiled with") {
+                    Some(rest) => {
+                        format!("named sink `{name}` has type `{kind}`, but nats-sink was not compiled with{rest}")
+                    }
+                    None => issue.message,
+                };
+                ConfigIssue { path: format!("sinks.{name}{field}"), message }
+            })
+            .collect(),
+    })
+}
 
 fn unknown_kind(kind: &str) -> String {
     match KNOWN.iter().find(|(k, _)| *k == kind) {

@@ -14,6 +14,17 @@
 //! | held back (not attempted, behind a temporary failure of its ordering key) | kept by the runner until the failed message comes back; when released instead (nothing to wait for, shutdown), `Nak(after)` whatever `max_retries` and `temporary_failure_action` say ([`settle_held_back`]) |
 //! | held back on the consumer's last allowed delivery | `DeadLetter` when a DLQ is configured (the reason says it was held back), else `Nak` |
 //!
+//! With fan-out, [`fanout_outcome`] first turns the outcomes of a message's targets into the
+//! one outcome [`settle`] reads (the per-target rule):
+//!
+//! | targets (in order) | message outcome |
+//! |---|---|
+//! | a required target failed permanently (or rejected a conflict) | that permanent failure, naming the target: dead-lettered |
+//! | otherwise a required target failed temporarily (or with a config error) | that temporary failure, naming the target: redelivered; targets that hold it see a duplicate |
+//! | otherwise a required target held it back | held back |
+//! | otherwise (every required target holds it, or there is none) | committed (duplicate when every required target said duplicate; a kept or overwritten conflict is reported as such) |
+//! | optional targets: any result, a timeout or a dropped copy | never change the outcome (counted) |
+//!
 //! A dead-letter settlement acks (or terms) the original only after the DLQ stream has
 //! acknowledged the record; when that publish fails, [`after_failed_dead_letter`] gives the
 //! settlement instead, which is always a `Nak`.
@@ -21,8 +32,81 @@
 
 use std::time::Duration;
 
+use crate::error::SinkError;
 use crate::retry::Backoff;
 use crate::sink::{ConflictResolution, MessageOutcome};
+
+/// What one fan-out target did with a message.
+#[derive(Debug)]
+pub enum TargetResult {
+    /// The target's own outcome.
+    Outcome(MessageOutcome),
+    /// An optional target was still writing when its wait ended (the write goes on).
+    TimedOut,
+    /// An optional target's queue was full: this copy was not written.
+    Dropped,
+}
+
+/// One target's part in a message's fan-out.
+#[derive(Debug)]
+pub struct TargetOutcome {
+    /// Named sink.
+    pub target: String,
+    /// The acknowledgement waits for this target.
+    pub required: bool,
+    /// What it did.
+    pub result: TargetResult,
+}
+
+/// The per-target ACK rule: one message outcome from the outcomes of its targets (see the
+/// table above). Pure; the target order decides which failure is reported first.
+pub fn fanout_outcome(targets: Vec<TargetOutcome>) -> MessageOutcome {
+    let named = |target: &str, e: &SinkError| {
+        e.rephrased(format!("target `{target}`: {}", e.display_chain())).with_target(target)
+    };
+    let required: Vec<&TargetOutcome> = targets.iter().filter(|t| t.required).collect();
+    for t in &required {
+        match &t.result {
+            TargetResult::Outcome(MessageOutcome::Failed(e)) if e.is_permanent() => {
+                return MessageOutcome::Failed(named(&t.target, e));
+            }
+            TargetResult::Outcome(MessageOutcome::Conflict(ConflictResolution::Rejected)) => {
+                let e = SinkError::permanent("conflicting redelivery: same key, different content")
+                    .with_error_type("ConflictError");
+                return MessageOutcome::Failed(named(&t.target, &e));
+            }
+            _ => {}
+        }
+    }
+    for t in &required {
+        let temporary = match &t.result {
+            TargetResult::Outcome(MessageOutcome::Failed(e)) => Some(named(&t.target, e)),
+            TargetResult::TimedOut | TargetResult::Dropped => {
+                Some(SinkError::temporary(format!("target `{}`: not written in time", t.target)).with_target(&t.target))
+            }
+            _ => None,
+        };
+        if let Some(e) = temporary {
+            return MessageOutcome::Failed(e);
+        }
+    }
+    if required.iter().any(|t| matches!(t.result, TargetResult::Outcome(MessageOutcome::HeldBack))) {
+        return MessageOutcome::HeldBack;
+    }
+    let conflict = required.iter().find_map(|t| match t.result {
+        TargetResult::Outcome(MessageOutcome::Conflict(r)) => Some(r),
+        _ => None,
+    });
+    if let Some(resolution) = conflict {
+        return MessageOutcome::Conflict(resolution);
+    }
+    if !required.is_empty()
+        && required.iter().all(|t| matches!(t.result, TargetResult::Outcome(MessageOutcome::Duplicate)))
+    {
+        return MessageOutcome::Duplicate;
+    }
+    MessageOutcome::Committed
+}
 
 /// What to do with a temporary failure that is still within `max_retries`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -227,5 +311,84 @@ mod tests {
     fn failed_dead_letter_is_never_an_ack() {
         let p = policy(Some(AfterDeadLetter::Ack), None, TemporaryAction::Nak);
         assert_eq!(after_failed_dead_letter(2, &p, 0.0), Settlement::Nak(Duration::from_secs(2)));
+    }
+
+    fn target(name: &str, required: bool, result: &str) -> TargetOutcome {
+        let result = match result {
+            "timed_out" => TargetResult::TimedOut,
+            "dropped" => TargetResult::Dropped,
+            other => TargetResult::Outcome(outcome(other)),
+        };
+        TargetOutcome { target: name.to_owned(), required, result }
+    }
+
+    fn class_name(o: &MessageOutcome) -> String {
+        match o {
+            MessageOutcome::Conflict(r) => format!("conflict:{r:?}"),
+            other => format!("{:?}", other.class()),
+        }
+    }
+
+    #[test]
+    fn fanout_single_target_table() {
+        // Every outcome class, as the only target, required and optional.
+        let table = [
+            ("committed", "Committed", "Committed"),
+            ("duplicate", "Duplicate", "Committed"),
+            ("kept", "conflict:KeptExisting", "Committed"),
+            ("overwritten", "conflict:Overwritten", "Committed"),
+            ("rejected", "FailedPermanent", "Committed"),
+            ("temporary", "FailedTemporary", "Committed"),
+            ("config", "FailedTemporary", "Committed"),
+            ("retry_after", "FailedTemporary", "Committed"),
+            ("permanent", "FailedPermanent", "Committed"),
+            ("held_back", "HeldBack", "Committed"),
+            ("timed_out", "FailedTemporary", "Committed"),
+            ("dropped", "FailedTemporary", "Committed"),
+        ];
+        for (result, as_required, as_optional) in table {
+            let got = fanout_outcome(vec![target("t", true, result)]);
+            assert_eq!(class_name(&got), as_required, "required {result}");
+            if let MessageOutcome::Failed(e) = &got {
+                assert_eq!(e.target(), Some("t"), "the failure names its target");
+                assert!(e.message().starts_with("target `t`: "), "{}", e.message());
+            }
+            // Next to a committed required target, an optional target never changes anything.
+            let got = fanout_outcome(vec![target("r", true, "committed"), target("o", false, result)]);
+            assert_eq!(class_name(&got), as_optional, "optional {result}");
+        }
+        // Only optional targets: acknowledged whatever they did.
+        assert_eq!(class_name(&fanout_outcome(vec![target("o", false, "permanent")])), "Committed");
+        assert_eq!(class_name(&fanout_outcome(vec![])), "Committed");
+    }
+
+    #[test]
+    fn fanout_precedence_between_required_targets() {
+        // (a, b) -> outcome, and which target the failure names.
+        let table = [
+            ("committed", "permanent", "FailedPermanent", Some("b")),
+            ("temporary", "permanent", "FailedPermanent", Some("b")),
+            ("permanent", "rejected", "FailedPermanent", Some("a")),
+            ("held_back", "temporary", "FailedTemporary", Some("b")),
+            ("temporary", "config", "FailedTemporary", Some("a")),
+            ("held_back", "committed", "HeldBack", None),
+            ("duplicate", "committed", "Committed", None),
+            ("duplicate", "duplicate", "Duplicate", None),
+            ("duplicate", "kept", "conflict:KeptExisting", None),
+            ("overwritten", "committed", "conflict:Overwritten", None),
+        ];
+        for (a, b, want, named) in table {
+            let got = fanout_outcome(vec![target("a", true, a), target("b", true, b)]);
+            assert_eq!(class_name(&got), want, "{a} + {b}");
+            let target = match &got {
+                MessageOutcome::Failed(e) => e.target().map(str::to_owned),
+                _ => None,
+            };
+            assert_eq!(target.as_deref(), named, "{a} + {b}");
+        }
+        // The delay a temporary failure asks for survives the naming.
+        let got = fanout_outcome(vec![target("a", true, "retry_after")]);
+        let MessageOutcome::Failed(e) = got else { panic!("failed") };
+        assert_eq!(e.retry_after(), Some(Duration::from_secs(30)));
     }
 }

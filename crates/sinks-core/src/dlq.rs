@@ -104,6 +104,9 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
     if let Some(reason) = error.reason() {
         map.insert("reason".into(), reason.into());
     }
+    if let Some(target) = error.target() {
+        map.insert("target".into(), target.into());
+    }
     if let Some(ts) = js.timestamp {
         map.insert("timestamp".into(), rfc3339(ts).into());
     }

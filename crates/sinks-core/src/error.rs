@@ -33,6 +33,7 @@ pub struct SinkError {
     message: String,
     error_type: Option<&'static str>,
     reason: Option<String>,
+    target: Option<String>,
     retry_after: Option<Duration>,
     #[source]
     source: Option<BoxError>,
@@ -40,7 +41,15 @@ pub struct SinkError {
 
 impl SinkError {
     fn new(class: ErrorClass, message: impl Into<String>) -> Self {
-        Self { class, message: message.into(), error_type: None, reason: None, retry_after: None, source: None }
+        Self {
+            class,
+            message: message.into(),
+            error_type: None,
+            reason: None,
+            target: None,
+            retry_after: None,
+            source: None,
+        }
     }
 
     /// A temporary failure: retry later.
@@ -85,6 +94,19 @@ impl SinkError {
     pub fn with_reason(mut self, code: impl Into<String>) -> Self {
         self.reason = Some(code.into());
         self
+    }
+
+    /// Names the fan-out target (named sink) that failed, written as `target` in the
+    /// dead-letter record.
+    #[must_use]
+    pub fn with_target(mut self, name: impl Into<String>) -> Self {
+        self.target = Some(name.into());
+        self
+    }
+
+    /// The fan-out target that failed, if any.
+    pub fn target(&self) -> Option<&str> {
+        self.target.as_deref()
     }
 
     /// The stable reason code, if one was attached.
@@ -133,6 +155,12 @@ impl SinkError {
         out
     }
 
+    /// A copy with the same class, type, reason, target and delay and a new message (the
+    /// sources are rendered into the new message by the caller when wanted).
+    pub fn rephrased(&self, message: impl Into<String>) -> Self {
+        Self { message: message.into(), source: None, ..self.duplicate() }
+    }
+
     /// A copy with the same class, message, type and delay (sources are not cloneable and
     /// are rendered into the message).
     pub fn duplicate(&self) -> Self {
@@ -141,6 +169,7 @@ impl SinkError {
             message: self.display_chain(),
             error_type: self.error_type,
             reason: self.reason.clone(),
+            target: self.target.clone(),
             retry_after: self.retry_after,
             source: None,
         }

@@ -24,6 +24,7 @@ pub mod dlq;
 pub mod encryption;
 pub mod envelope;
 pub mod error;
+pub mod fanout;
 pub mod idempotency;
 pub mod json;
 pub mod metadata;

@@ -54,6 +54,14 @@ impl Sink {
         panic!("nats-sink did not stop after SIGTERM; log:\n{}", self.logs());
     }
 
+    /// SIGTERM and wait; returns the exit code and the whole log, including what the
+    /// process wrote while it stopped (the run summary, close statistics).
+    pub fn stop(self) -> (Option<i32>, String) {
+        let log = self.log.clone();
+        let code = self.terminate();
+        (code, std::fs::read_to_string(log).unwrap_or_default())
+    }
+
     pub fn logs(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -12,6 +12,7 @@ mod delivery;
 pub mod encryption;
 mod nats;
 pub mod redact;
+pub mod routing;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -89,15 +90,16 @@ pub struct Config {
     /// Data-only rules every message must satisfy before the sink.
     #[serde(default)]
     pub pre_sink_policy: crate::policy::presink::PreSinkPolicyConfig,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub routing: Option<NotYetSupported>,
+    /// Which named sink(s) each message goes to when the active sink is `fanout`.
+    #[serde(default)]
+    pub routing: routing::RoutingConfig,
     /// Reference section, not supported yet: accepted only while disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugins: Option<NotYetSupported>,
-    /// Named sinks: not supported yet; must be empty.
+    /// Named sinks (`name → sink section`): the children of a `fanout` active sink, and
+    /// the targets of `nats-sink test-sink --sink-name`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub sinks: BTreeMap<String, serde_json::Value>,
+    pub sinks: BTreeMap<String, SinkSection>,
     /// The destination: `type` plus the sink's own fields.
     pub sink: SinkSection,
 }
@@ -113,7 +115,7 @@ pub struct NotYetSupported(pub serde_json::Map<String, serde_json::Value>);
 
 /// The reference's top-level sections this build does not implement yet (each a
 /// [`NotYetSupported`]); named `sinks` are refused the same way.
-pub const NOT_YET_SUPPORTED: [&str; 5] = ["metrics", "push_consumer", "advisories", "routing", "plugins"];
+pub const NOT_YET_SUPPORTED: [&str; 4] = ["metrics", "push_consumer", "advisories", "plugins"];
 
 impl NotYetSupported {
     /// Records an issue for every setting of section `name` that would turn it on.
@@ -227,11 +229,19 @@ impl Config {
     }
 
     /// Builds from a JSON value (the merged config tree) and validates.
-    pub fn from_value(value: serde_json::Value) -> Result<Self, ConfigError> {
+    pub fn from_value(mut value: serde_json::Value) -> Result<Self, ConfigError> {
+        routing::normalize_compact_fanout(&mut value)?;
         let mut config: Self = deserialize_at("", value)?;
         config.message_metadata.fill_default_headers();
+        let named = config.named_sink_types();
+        config.routing.complete(&named);
         config.validate()?;
         Ok(config)
+    }
+
+    /// `name → type` of every named sink.
+    pub fn named_sink_types(&self) -> BTreeMap<String, String> {
+        self.sinks.iter().map(|(name, section)| (name.clone(), section.kind().unwrap_or_default().to_owned())).collect()
     }
 
     /// Checks cross-field rules; every problem is reported with its field path.
@@ -298,9 +308,13 @@ impl Config {
                 section.refuse_activation(name, &mut issues);
             }
         }
-        if let Some(name) = self.sinks.keys().next() {
-            issues.push(&format!("sinks.{name}"), "named sinks are not supported by this build yet");
+        let named = self.named_sink_types();
+        for (name, section) in &self.sinks {
+            if section.kind().is_none() {
+                issues.push(&format!("sinks.{name}.type"), "required (e.g. \"file\")");
+            }
         }
+        self.routing.validate_at(&named, self.sink.kind(), &mut issues);
         match self.sink.kind() {
             None => issues.push("sink.type", "required (e.g. \"file\")"),
             Some(k)
@@ -319,7 +333,6 @@ impl Config {
             ("metrics", &self.metrics),
             ("push_consumer", &self.push_consumer),
             ("advisories", &self.advisories),
-            ("routing", &self.routing),
             ("plugins", &self.plugins),
         ]
     }

@@ -1,0 +1,414 @@
+//! The `fanout` sink: one consumer, several named sinks. A `Sink` made of sinks.
+//!
+//! Each message is routed ([`crate::config::routing`]) to one or more targets. Every target
+//! gets its own sub-batch, and the sub-batches are written concurrently: required targets
+//! directly, within the write's budget; optional targets through a bounded queue served by
+//! the target's own worker, so a slow optional target never stalls the pipeline (a copy that
+//! does not fit in the queue is dropped and counted). The write returns when every required
+//! sub-batch is done and each optional one has had its wait (`minimum_wait_ms`, capped by
+//! `timeout_ms` from the start of the write); an optional write still running then goes on
+//! in the background.
+//!
+//! One outcome per message comes from its targets' outcomes through the per-target ACK rule
+//! ([`crate::ack::fanout_outcome`]): a message is acknowledged when every required target it
+//! was routed to holds it; a permanent failure in a required target dead-letters it, naming
+//! the target; a temporary one redelivers it, and targets that already hold it report a
+//! duplicate. When one batch routes a target both as required and as optional, the target
+//! is written once, as required (the reference's merge).
+//!
+//! Children open in name order, close in reverse order, and are health-checked together.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::future::join_all;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::ack::{TargetOutcome, TargetResult, fanout_outcome};
+use crate::config::routing::{RoutingConfig, Selection};
+use crate::envelope::Envelope;
+use crate::error::SinkError;
+use crate::sink::{BatchResult, MessageOutcome, Sink, write_isolating};
+
+/// Sub-batches an optional target may have waiting before new copies are dropped.
+pub const OPTIONAL_QUEUE_BATCHES: usize = 8;
+/// How long closing waits for optional targets to finish what they were given.
+pub const OPTIONAL_DRAIN: Duration = Duration::from_secs(5);
+/// Time budget of a queued optional write.
+const OPTIONAL_BUDGET: Duration = Duration::from_secs(30);
+
+/// Counters of what fan-out did beyond the per-message outcomes.
+#[derive(Debug, Default)]
+pub struct FanoutStats {
+    /// Messages no route matched, acknowledged unwritten (`no_match: ignore`).
+    pub ignored: AtomicU64,
+    /// Messages no route matched, dead-lettered (`no_match: reject`).
+    pub rejected: AtomicU64,
+    /// Optional copies dropped because the target's queue was full.
+    pub optional_dropped: AtomicU64,
+    /// Optional copies still being written when their wait ended.
+    pub optional_timed_out: AtomicU64,
+    /// Optional copies the target failed to write.
+    pub optional_failed: AtomicU64,
+}
+
+impl FanoutStats {
+    /// `(name, value)` of every counter.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("ignored", &self.ignored),
+            ("rejected", &self.rejected),
+            ("optional_dropped", &self.optional_dropped),
+            ("optional_timed_out", &self.optional_timed_out),
+            ("optional_failed", &self.optional_failed),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
+        .collect()
+    }
+}
+
+type Job = (Vec<Envelope>, oneshot::Sender<Vec<MessageOutcome>>);
+
+/// One named child.
+#[derive(Debug)]
+struct Child {
+    name: String,
+    sink: Arc<dyn Sink>,
+}
+
+/// The fan-out sink.
+#[derive(Debug)]
+pub struct FanoutSink {
+    children: Vec<Child>,
+    routing: RoutingConfig,
+    stats: Arc<FanoutStats>,
+    /// Optional-target queues, index for index with `children` (set by `open`).
+    queues: Mutex<Vec<Option<mpsc::Sender<Job>>>>,
+    workers: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// How one child is written in one batch.
+enum Plan {
+    Required,
+    Optional { wait: Duration, timeout: Duration },
+}
+
+impl FanoutSink {
+    /// A fan-out over `children` (`name → sink`) routed by `routing`. Targets must name
+    /// children (config validation checks this).
+    pub fn new(children: Vec<(String, Arc<dyn Sink>)>, routing: RoutingConfig) -> Self {
+        let mut children: Vec<Child> = children.into_iter().map(|(name, sink)| Child { name, sink }).collect();
+        children.sort_by(|a, b| a.name.cmp(&b.name));
+        Self {
+            children,
+            routing,
+            stats: Arc::new(FanoutStats::default()),
+            queues: Mutex::new(Vec::new()),
+            workers: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> Arc<FanoutStats> {
+        Arc::clone(&self.stats)
+    }
+
+    fn child_index(&self, name: &str) -> Option<usize> {
+        self.children.binary_search_by(|c| c.name.as_str().cmp(name)).ok()
+    }
+
+    fn queue(&self, child: usize) -> Option<mpsc::Sender<Job>> {
+        self.queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(child).cloned().flatten()
+    }
+
+    async fn write_routed(&self, batch: &[Envelope], budget: Duration) -> Vec<MessageOutcome> {
+        let started = Instant::now();
+        // Route every message; collect each child's sub-batch (message indexes) and plan.
+        let selections: Vec<Selection> = batch.iter().map(|e| self.routing.select(e)).collect();
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); self.children.len()];
+        let mut plans: Vec<Option<Plan>> = (0..self.children.len()).map(|_| None).collect();
+        for (i, selection) in selections.iter().enumerate() {
+            let Selection::Targets(targets) = selection else { continue };
+            for t in targets {
+                let Some(c) = self.child_index(&t.sink) else { continue };
+                members[c].push(i);
+                let wait = Duration::from_millis(t.minimum_wait_ms.unwrap_or(0));
+                let timeout = Duration::from_millis(t.timeout_ms.unwrap_or(0));
+                plans[c] = Some(match (plans[c].take(), t.required) {
+                    (_, true) | (Some(Plan::Required), _) => Plan::Required,
+                    (Some(Plan::Optional { wait: w, timeout: to }), false) => {
+                        Plan::Optional { wait: w.max(wait), timeout: to.max(timeout) }
+                    }
+                    (None, false) => Plan::Optional { wait, timeout },
+                });
+            }
+        }
+        let sub = |c: usize| -> Vec<Envelope> { members[c].iter().map(|i| batch[*i].clone()).collect() };
+        // Optional sub-batches go to their queues first, so they progress alongside.
+        let mut optional: Vec<(usize, Duration, Duration, Option<oneshot::Receiver<Vec<MessageOutcome>>>)> = Vec::new();
+        for (c, plan) in plans.iter().enumerate() {
+            if let Some(Plan::Optional { wait, timeout }) = plan {
+                let (tx, rx) = oneshot::channel();
+                let queued = self.queue(c).is_some_and(|q| q.try_send((sub(c), tx)).is_ok());
+                if !queued {
+                    self.stats.optional_dropped.fetch_add(members[c].len() as u64, Ordering::Relaxed);
+                    tracing::warn!(target_sink = %self.children[c].name, messages = members[c].len(), "optional target is behind: copies dropped");
+                }
+                optional.push((c, *wait, *timeout, queued.then_some(rx)));
+            }
+        }
+        let required: Vec<usize> =
+            plans.iter().enumerate().filter(|(_, p)| matches!(p, Some(Plan::Required))).map(|(c, _)| c).collect();
+        let subs: Vec<Vec<Envelope>> = required.iter().map(|c| sub(*c)).collect();
+        let writes = required
+            .iter()
+            .zip(&subs)
+            .map(|(c, envelopes)| write_isolating(self.children[*c].sink.as_ref(), envelopes, budget));
+        let required_results: Vec<Vec<MessageOutcome>> = join_all(writes).await;
+        // Each optional target gets min(minimum_wait, timeout - elapsed) after that.
+        let mut results: Vec<Option<Vec<TargetResult>>> = (0..self.children.len()).map(|_| None).collect();
+        for (c, outcomes) in required.iter().zip(required_results) {
+            results[*c] = Some(outcomes.into_iter().map(TargetResult::Outcome).collect());
+        }
+        for (c, wait, timeout, rx) in optional {
+            let n = members[c].len();
+            let per_message: Vec<TargetResult> = match rx {
+                None => (0..n).map(|_| TargetResult::Dropped).collect(),
+                Some(rx) => {
+                    let left = wait.min(timeout.saturating_sub(started.elapsed()));
+                    match tokio::time::timeout(left, rx).await {
+                        Ok(Ok(outcomes)) if outcomes.len() == n => {
+                            outcomes.into_iter().map(TargetResult::Outcome).collect()
+                        }
+                        Ok(_) => (0..n)
+                            .map(|_| TargetResult::Outcome(MessageOutcome::temporary("optional target worker stopped")))
+                            .collect(),
+                        Err(_) => {
+                            self.stats.optional_timed_out.fetch_add(n as u64, Ordering::Relaxed);
+                            (0..n).map(|_| TargetResult::TimedOut).collect()
+                        }
+                    }
+                }
+            };
+            let failed =
+                per_message.iter().filter(|r| matches!(r, TargetResult::Outcome(o) if !o.is_durable())).count();
+            if failed > 0 {
+                self.stats.optional_failed.fetch_add(failed as u64, Ordering::Relaxed);
+                tracing::debug!(target_sink = %self.children[c].name, messages = failed, "optional target did not write its copies");
+            }
+            results[c] = Some(per_message);
+        }
+        // One outcome per message from its own targets.
+        let mut cursor = vec![0usize; self.children.len()];
+        let mut by_child: Vec<std::vec::IntoIter<TargetResult>> =
+            results.into_iter().map(|r| r.unwrap_or_default().into_iter()).collect();
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for (i, selection) in selections.into_iter().enumerate() {
+            let outcome = match selection {
+                Selection::Ignore => {
+                    self.stats.ignored.fetch_add(1, Ordering::Relaxed);
+                    MessageOutcome::Committed
+                }
+                Selection::Reject => {
+                    self.stats.rejected.fetch_add(1, Ordering::Relaxed);
+                    MessageOutcome::Failed(
+                        SinkError::permanent("no route matched the message")
+                            .with_error_type("RoutingError")
+                            .with_reason("no_route_matched"),
+                    )
+                }
+                Selection::Targets(targets) => {
+                    let mut parts = Vec::with_capacity(targets.len());
+                    for t in targets {
+                        let Some(c) = self.child_index(&t.sink) else { continue };
+                        debug_assert_eq!(members[c][cursor[c]], i);
+                        cursor[c] += 1;
+                        let result = by_child[c].next().unwrap_or(TargetResult::Dropped);
+                        parts.push(TargetOutcome { target: t.sink, required: t.required, result });
+                    }
+                    fanout_outcome(parts)
+                }
+            };
+            outcomes.push(outcome);
+        }
+        outcomes
+    }
+}
+
+#[async_trait]
+impl Sink for FanoutSink {
+    fn name(&self) -> &str {
+        "fanout"
+    }
+
+    async fn open(&self) -> Result<(), SinkError> {
+        for child in &self.children {
+            child
+                .sink
+                .open()
+                .await
+                .map_err(|e| e.rephrased(format!("sink `{}`: {}", child.name, e.display_chain())))?;
+            tracing::info!(target_sink = %child.name, kind = child.sink.name(), "fan-out target opened");
+        }
+        let mut queues = Vec::with_capacity(self.children.len());
+        let mut workers = Vec::with_capacity(self.children.len());
+        for child in &self.children {
+            let (tx, mut rx) = mpsc::channel::<Job>(OPTIONAL_QUEUE_BATCHES);
+            let sink = Arc::clone(&child.sink);
+            workers.push(tokio::spawn(async move {
+                while let Some((envelopes, reply)) = rx.recv().await {
+                    let outcomes = write_isolating(sink.as_ref(), &envelopes, OPTIONAL_BUDGET).await;
+                    let _ = reply.send(outcomes);
+                }
+            }));
+            queues.push(Some(tx));
+        }
+        *self.queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = queues;
+        *self.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = workers;
+        Ok(())
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        Ok(self.write_routed(batch, OPTIONAL_BUDGET).await)
+    }
+
+    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+        Ok(self.write_routed(batch, budget).await)
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        let checks = join_all(self.children.iter().map(|c| c.sink.health_check())).await;
+        for (child, result) in self.children.iter().zip(checks) {
+            result.map_err(|e| e.rephrased(format!("sink `{}`: {}", child.name, e.display_chain())))?;
+        }
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        // Stop taking optional copies, give the queued ones a bounded time, then close the
+        // children in reverse order.
+        self.queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        let workers: Vec<_> =
+            std::mem::take(&mut *self.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let aborts: Vec<_> = workers.iter().map(tokio::task::JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(OPTIONAL_DRAIN, join_all(workers)).await.is_err() {
+            tracing::warn!(
+                timeout_s = OPTIONAL_DRAIN.as_secs(),
+                "optional targets did not finish their queued copies in time"
+            );
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+        }
+        let counts: Vec<String> = self.stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        tracing::info!(counts = %counts.join(" "), "fan-out closing");
+        let mut first_error = None;
+        for child in self.children.iter().rev() {
+            if let Err(e) = child.sink.close().await {
+                tracing::warn!(target_sink = %child.name, error = %e.display_chain(), "closing a fan-out target failed");
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::envelope::{AppMetadata, Headers};
+    use crate::testing::{MemorySink, envelope_with};
+
+    fn msg(seq: u64, subject: &str, classification: Option<&str>) -> Envelope {
+        envelope_with("S", seq, subject, format!("{{\"n\":{seq}}}"), Headers::new(), 1).with_app_metadata(AppMetadata {
+            classification: classification.map(str::to_owned),
+            ..AppMetadata::default()
+        })
+    }
+
+    fn routing(v: serde_json::Value) -> RoutingConfig {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[tokio::test]
+    async fn routes_write_sub_batches_and_merge_outcomes() {
+        let (db, audit, hook) = (Arc::new(MemorySink::new()), Arc::new(MemorySink::new()), Arc::new(MemorySink::new()));
+        let sink = FanoutSink::new(
+            vec![
+                ("db".into(), Arc::clone(&db) as Arc<dyn Sink>),
+                ("audit".into(), Arc::clone(&audit) as Arc<dyn Sink>),
+                ("hook".into(), Arc::clone(&hook) as Arc<dyn Sink>),
+            ],
+            routing(json!({"enabled": true, "mode": "all", "no_match": "ignore", "routes": [
+                {"name": "secret", "match": {"classification": ["SECRET"]}, "targets": ["db", "audit"]},
+                {"name": "orders", "match": {"subject": "orders.>"},
+                 "targets": ["db", {"sink": "hook", "required": false, "minimum_wait_ms": 500, "timeout_ms": 1000}]}
+            ]})),
+        );
+        sink.open().await.unwrap();
+        let batch = vec![
+            msg(1, "orders.a", None),
+            msg(2, "orders.b", Some("SECRET")),
+            msg(3, "misc", None),
+            msg(4, "misc", Some("SECRET")),
+        ];
+        let outcomes = sink.write_batch(&batch).await.unwrap();
+        assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Committed)), "{outcomes:?}");
+        let seqs = |m: &MemorySink| {
+            let mut s: Vec<u64> = m.commits().into_iter().map(|(seq, _)| seq).collect();
+            s.sort_unstable();
+            s
+        };
+        assert_eq!(seqs(&db), [1, 2, 4]);
+        assert_eq!(seqs(&audit), [2, 4]);
+        assert_eq!(seqs(&hook), [1, 2]);
+        assert_eq!(sink.stats().ignored.load(Ordering::Relaxed), 1);
+        sink.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_required_permanent_failure_names_the_target_and_optional_failures_do_not_count() {
+        let (db, hook) = (Arc::new(MemorySink::new()), Arc::new(MemorySink::new()));
+        *db.faults.poison_payload.lock().unwrap() = Some(msg(2, "a", None).payload().clone());
+        *hook.faults.poison_payload.lock().unwrap() = Some(msg(1, "a", None).payload().clone());
+        let sink = FanoutSink::new(
+            vec![("db".into(), Arc::clone(&db) as Arc<dyn Sink>), ("hook".into(), Arc::clone(&hook) as Arc<dyn Sink>)],
+            routing(json!({"enabled": true, "routes": [{"name": "all", "match": {"subject": ">"},
+                "targets": ["db", {"sink": "hook", "required": false, "minimum_wait_ms": 500, "timeout_ms": 500}]}]})),
+        );
+        sink.open().await.unwrap();
+        let outcomes = sink.write_batch(&[msg(1, "a", None), msg(2, "a", None)]).await.unwrap();
+        assert!(matches!(outcomes[0], MessageOutcome::Committed), "optional failure ignored: {:?}", outcomes[0]);
+        let MessageOutcome::Failed(e) = &outcomes[1] else { panic!("{:?}", outcomes[1]) };
+        assert!(e.is_permanent());
+        assert_eq!(e.target(), Some("db"));
+        assert_eq!(sink.stats().optional_failed.load(Ordering::Relaxed), 1);
+    }
+
+    #[tokio::test]
+    async fn a_slow_optional_target_costs_its_window_only_and_drops_when_behind() {
+        let (db, slow) = (Arc::new(MemorySink::new()), Arc::new(MemorySink::new()));
+        slow.faults.write_delay_ms.store(5000, Ordering::Relaxed);
+        let sink = FanoutSink::new(
+            vec![("db".into(), Arc::clone(&db) as Arc<dyn Sink>), ("slow".into(), Arc::clone(&slow) as Arc<dyn Sink>)],
+            routing(json!({"enabled": true, "routes": [{"name": "all", "match": {"subject": ">"},
+                "targets": ["db", {"sink": "slow", "required": false, "minimum_wait_ms": 50, "timeout_ms": 100}]}]})),
+        );
+        sink.open().await.unwrap();
+        let started = Instant::now();
+        for round in 0..(OPTIONAL_QUEUE_BATCHES as u64 + 3) {
+            let outcomes = sink.write_batch(&[msg(round, "a", None)]).await.unwrap();
+            assert!(matches!(outcomes[0], MessageOutcome::Committed));
+        }
+        // Each write waited at most its 50 ms window, never the 5 s of the slow target.
+        assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+        let stats = sink.stats();
+        assert!(stats.optional_timed_out.load(Ordering::Relaxed) >= 1);
+        assert!(stats.optional_dropped.load(Ordering::Relaxed) >= 1, "the bounded queue dropped copies");
+        assert_eq!(db.commits().len(), OPTIONAL_QUEUE_BATCHES + 3);
+    }
+}
