@@ -11,6 +11,8 @@
 //! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
 //!   (see docs/performance.md).
 //! - `publish`: publishes demo messages to a running server.
+//! - `sizes`, `deploy-check`: the slim binaries' size table, and the systemd unit, Kubernetes
+//!   manifests and workflows checked offline (docs/operations.md); both run in `test`.
 //! - `fuzz`: the cargo-fuzz targets in `fuzz/`, each for a bounded time (nightly; not in CI).
 //!
 //! Every error is reported as one line (`error: …`, causes joined with `: `), exit code 1.
@@ -20,6 +22,7 @@ mod bench;
 mod certify;
 mod crash;
 mod fuzz;
+mod ops;
 mod publish;
 mod quickstart;
 mod setup;
@@ -53,6 +56,13 @@ enum Cmd {
     Publish(publish::Args),
     /// Fuzz canonical JSON and signature verification for a bounded time (nightly).
     Fuzz(fuzz::Args),
+    /// Build the slim per-sink binaries and write their size table (docs/operations.md);
+    /// `--check` only checks the table against the features and dependency tree.
+    Sizes(ops::SizesArgs),
+    /// Check the systemd unit, the Kubernetes manifests and the workflows offline.
+    DeployCheck,
+    /// Write the man page of `nats-sink` to target/man/nats-sink.1.
+    Man,
 }
 
 fn main() -> ExitCode {
@@ -64,6 +74,9 @@ fn main() -> ExitCode {
         Cmd::Bench(args) => bench::run(args),
         Cmd::Publish(args) => publish::run(args),
         Cmd::Fuzz(args) => fuzz::run(args),
+        Cmd::Sizes(args) => ops::sizes(&args),
+        Cmd::DeployCheck => ops::deploy_check(),
+        Cmd::Man => ops::man(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -124,6 +137,8 @@ fn test() -> Result<()> {
     drop(rt);
     certified?;
     quickstart::run(quickstart::Args::default())?;
+    ops::sizes(&ops::SizesArgs { check: true })?;
+    ops::deploy_check()?;
     eprintln!("all checks passed");
     Ok(())
 }

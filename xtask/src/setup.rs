@@ -12,6 +12,8 @@
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.151 | crates.io, `cargo install --locked` (only when missing) | `~/.cargo/bin` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
+//! | kustomize 5.7.1, actionlint 1.7.12 (deployment checks) | the Go module proxy, `go install` | `.local/tools/go/bin` |
+//! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
 //!
 //! `certify`, `bench`, `test` and `quickstart` call [`ensure`] with what they need, so a fresh
 //! clone never needs this command first; a second run only checks and takes seconds. A tool
@@ -35,6 +37,13 @@ const COHERENCE_DEBS: &[&str] = &["openjdk-17-jre-headless", "maven"];
 const NEXTEST: &str = "cargo-nextest@0.9.151";
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
 const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
+/// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version).
+const GO_TOOLS: &[(&str, &str)] = &[
+    ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1"),
+    ("actionlint", "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12"),
+];
+/// The offline Kubernetes schema validator of `cargo xtask deploy-check`, in a venv of its own.
+const DEPLOY_PYPI: &[&str] = &["kubernetes-validate==1.34.1"];
 
 /// A tool a workflow needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,12 +60,14 @@ pub(crate) enum Need {
     Nextest,
     /// The Python reference (cross-implementation tests of encryption and the spool).
     Reference,
+    /// kustomize, actionlint and kubernetes-validate (`cargo xtask deploy-check`).
+    Deploy,
 }
 
 impl Need {
     /// Everything `cargo xtask setup` installs.
     pub(crate) const ALL: &'static [Self] =
-        &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence, Self::Nextest, Self::Reference];
+        &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence, Self::Nextest, Self::Reference, Self::Deploy];
     /// What the certification and the benchmarks start.
     pub(crate) const SERVERS: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence];
 }
@@ -88,7 +99,49 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     if needs.contains(&Need::Reference) {
         venv("reference", REFERENCE)?;
     }
+    if needs.contains(&Need::Deploy) {
+        deploy_tools()?;
+    }
     Ok(tools)
+}
+
+/// The tools of `cargo xtask deploy-check`.
+#[derive(Debug)]
+pub(crate) struct DeployTools {
+    kustomize: PathBuf,
+    pub(crate) actionlint: PathBuf,
+    pub(crate) kubernetes_validate: PathBuf,
+}
+
+impl DeployTools {
+    /// `kustomize build DIR`.
+    pub(crate) fn kustomize(&self, dir: &std::path::Path) -> Command {
+        let mut cmd = Command::new(&self.kustomize);
+        cmd.arg("build").arg(dir);
+        cmd
+    }
+}
+
+/// Installs (when missing) and returns the deployment-check tools.
+pub(crate) fn deploy_tools() -> Result<DeployTools> {
+    let gobin = sinks_testkit::tools_dir().join("go/bin");
+    for (binary, module) in GO_TOOLS {
+        let path = gobin.join(binary);
+        let stamp = gobin.join(format!(".{binary}.installed"));
+        if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(*module) {
+            eprintln!("setup: {module} already installed ({})", path.display());
+            continue;
+        }
+        eprintln!("setup: go install {module} into {}", gobin.display());
+        run("go install", Command::new("go").arg("install").arg(module).env("GOBIN", &gobin))?;
+        std::fs::write(&stamp, module)?;
+    }
+    let venv_bin = venv("deploy", DEPLOY_PYPI)?;
+    Ok(DeployTools {
+        kustomize: gobin.join("kustomize"),
+        actionlint: gobin.join("actionlint"),
+        kubernetes_validate: venv_bin.join("kubernetes-validate"),
+    })
 }
 
 /// A venv `.local/tools/<name>` holding `packages` (pinned), up to date; its `bin`.

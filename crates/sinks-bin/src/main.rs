@@ -4,14 +4,16 @@
 //! 2 configuration error (the message names the field).
 
 mod decrypt;
+mod inspect;
 mod registry;
+mod stream_plan;
 #[cfg(feature = "spool")]
 mod replay_spool;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use sinks_core::config::{Config, LogFormat, redact};
 use sinks_core::{ConfigError, RunError};
 use tracing_subscriber::EnvFilter;
@@ -77,6 +79,46 @@ enum Command {
         #[arg(long)]
         sequence: Option<u64>,
     },
+    /// Print an offline plan for the stream and durable consumer the config reads: settings,
+    /// the permissions the worker needs, a `nats stream add` example. Connects to nothing.
+    StreamPlan {
+        /// Config file.
+        config: PathBuf,
+        /// Retention policy: limits, interest or workqueue.
+        #[arg(long, default_value = "limits")]
+        retention: String,
+        /// Discard policy: old or new.
+        #[arg(long, default_value = "old")]
+        discard: String,
+        /// Storage: file or memory.
+        #[arg(long, default_value = "file")]
+        storage: String,
+        /// Replicas, 1 to 5.
+        #[arg(long, default_value_t = 1)]
+        replicas: u8,
+        /// Duplicate-detection window, seconds (1 to 604,800).
+        #[arg(long, default_value_t = stream_plan::DEFAULT_DUPLICATE_WINDOW_SECONDS)]
+        duplicate_window_seconds: u64,
+        /// `text` or `json`.
+        #[arg(long, default_value = "text")]
+        format: String,
+    },
+    /// Show messages of the configured stream and subjects through an ephemeral ordered
+    /// consumer: builds no sink, acknowledges nothing, payloads redacted unless asked for.
+    InspectOrdered {
+        /// Config file.
+        config: PathBuf,
+        #[command(flatten)]
+        options: inspect::Options,
+    },
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff); `cargo xtask man` writes it to target/man.
+    #[command(hide = true)]
+    Man,
     /// Replay a spool's records into the sink of another config, deleting each record
     /// only after the target committed it.
     #[cfg(feature = "spool")]
@@ -192,6 +234,52 @@ async fn dispatch(command: Command) -> ExitCode {
                 )),
             },
             Err(e) => config_failure(&e),
+        },
+        Command::StreamPlan { config, retention, discard, storage, replicas, duplicate_window_seconds, format } => {
+            let planned = load(&config).and_then(|(c, _)| {
+                let settings =
+                    stream_plan::StreamSettings::new(&retention, &discard, &storage, replicas, duplicate_window_seconds)?;
+                if format != "text" && format != "json" {
+                    return Err(ConfigError::single("--format", "must be text or json"));
+                }
+                stream_plan::plan(&c, settings)
+            });
+            match planned {
+                Ok(plan) if format == "json" => {
+                    println!("{}", serde_json::to_string_pretty(&plan).unwrap_or_default());
+                    ExitCode::SUCCESS
+                }
+                Ok(plan) => {
+                    print!("{}", stream_plan::render_text(&plan));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => config_failure(&e),
+            }
+        }
+        Command::InspectOrdered { config, options } => match Config::load(&config) {
+            Ok(c) => match inspect::run(&c, &options).await {
+                Ok(_) => ExitCode::SUCCESS,
+                Err((true, message)) => {
+                    report(&format!("configuration: {message}"));
+                    ExitCode::from(2)
+                }
+                Err((false, message)) => {
+                    report(&message);
+                    ExitCode::from(1)
+                }
+            },
+            Err(e) => config_failure(&e),
+        },
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "nats-sink", &mut std::io::stdout());
+            ExitCode::SUCCESS
+        }
+        Command::Man => match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                report(&format!("cannot write the man page: {e}"));
+                ExitCode::from(1)
+            }
         },
         Command::Decrypt { config, file, subject, stream, sequence } => {
             let context = decrypt::Context { subject, stream, sequence };

@@ -1,0 +1,306 @@
+//! `nats-sink stream-plan`: an offline plan for the stream and the durable consumer a config
+//! reads, with the permissions the worker needs at run time and an example `nats` CLI
+//! command. It connects to nothing and changes nothing; its output is a review artifact for
+//! whoever administers NATS.
+//!
+//! Unlike the reference's fixed list, the runtime permissions follow what this config makes
+//! the worker do: consumer creation only when `consumer_management.mode` may create, the DLQ
+//! subject only when dead-lettering is on, stream creation only with
+//! `stream_management.create_if_missing`.
+
+use serde::Serialize;
+use sinks_core::config::{Config, ConfigError, ConsumerMode};
+
+/// Most replicas a JetStream stream may have.
+const MAX_REPLICAS: u8 = 5;
+/// Largest duplicate window offered, seconds (7 days).
+const MAX_DUPLICATE_WINDOW_SECONDS: u64 = 604_800;
+/// The usual duplicate window, seconds; a smaller one is warned about.
+pub(crate) const DEFAULT_DUPLICATE_WINDOW_SECONDS: u64 = 120;
+
+/// Operator-chosen stream settings.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct StreamSettings {
+    /// `limits`, `interest` or `workqueue`.
+    pub(crate) retention: String,
+    /// `old` or `new`.
+    pub(crate) discard: String,
+    /// `file` or `memory`.
+    pub(crate) storage: String,
+    /// 1 to 5.
+    pub(crate) replicas: u8,
+    /// Duplicate-detection window, seconds.
+    pub(crate) duplicate_window_seconds: u64,
+}
+
+/// The plan, in the reference's JSON shape plus the publish/subscribe split.
+#[derive(Debug, Serialize)]
+pub(crate) struct StreamPlan {
+    stream: String,
+    subjects: Vec<String>,
+    durable_consumer: String,
+    recommended_stream_settings: StreamSettings,
+    runtime_permissions: Vec<String>,
+    runtime_publish_permissions: Vec<String>,
+    runtime_subscribe_permissions: Vec<String>,
+    administration_permissions: Vec<String>,
+    nats_cli_example: String,
+    notes: Vec<String>,
+    warnings: Vec<String>,
+}
+
+fn choice(value: &str, field: &str, allowed: &[&str]) -> Result<String, ConfigError> {
+    let normalized = value.trim().to_ascii_lowercase();
+    if allowed.contains(&normalized.as_str()) {
+        Ok(normalized)
+    } else {
+        Err(ConfigError::single(format!("--{field}"), format!("must be one of: {}", allowed.join(", "))))
+    }
+}
+
+impl StreamSettings {
+    /// Validates the command-line choices.
+    pub(crate) fn new(
+        retention: &str,
+        discard: &str,
+        storage: &str,
+        replicas: u8,
+        duplicate_window_seconds: u64,
+    ) -> Result<Self, ConfigError> {
+        if !(1..=MAX_REPLICAS).contains(&replicas) {
+            return Err(ConfigError::single("--replicas", format!("must be between 1 and {MAX_REPLICAS}")));
+        }
+        if !(1..=MAX_DUPLICATE_WINDOW_SECONDS).contains(&duplicate_window_seconds) {
+            return Err(ConfigError::single(
+                "--duplicate-window-seconds",
+                format!("must be between 1 and {MAX_DUPLICATE_WINDOW_SECONDS}"),
+            ));
+        }
+        Ok(Self {
+            retention: choice(retention, "retention", &["limits", "interest", "workqueue"])?,
+            discard: choice(discard, "discard", &["old", "new"])?,
+            storage: choice(storage, "storage", &["file", "memory"])?,
+            replicas,
+            duplicate_window_seconds,
+        })
+    }
+}
+
+/// Builds the plan from a validated config; pure.
+pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPlan, ConfigError> {
+    let stream = config.nats.stream.clone();
+    if stream.is_empty() || stream.chars().any(|c| c.is_whitespace() || c.is_control() || ".*>/\\".contains(c)) {
+        return Err(ConfigError::single(
+            "nats.stream",
+            "must not be empty or contain whitespace, control characters, '.', '*', '>' or slashes",
+        ));
+    }
+    let consumer = config.nats.consumer.clone();
+    let subjects = if config.consumer_management.filter_subjects.is_empty() {
+        vec![config.nats.subject.clone()]
+    } else {
+        config.consumer_management.filter_subjects.clone()
+    };
+
+    let mut publish = vec![
+        format!("$JS.API.STREAM.INFO.{stream}"),
+        format!("$JS.API.CONSUMER.INFO.{stream}.{consumer}"),
+        format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"),
+        format!("$JS.ACK.{stream}.{consumer}.>"),
+    ];
+    if config.consumer_management.mode != ConsumerMode::BindOnly {
+        publish.push(format!("$JS.API.CONSUMER.CREATE.{stream}.{consumer}"));
+        publish.push(format!("$JS.API.CONSUMER.CREATE.{stream}.{consumer}.>"));
+    }
+    if config.dead_letter.enabled
+        && let Some(subject) = &config.dead_letter.subject
+    {
+        publish.push(subject.clone());
+    }
+    if config.stream_management.create_if_missing {
+        publish.push(format!("$JS.API.STREAM.CREATE.{stream}"));
+        if let Some(dlq_stream) = &config.stream_management.dead_letter_stream {
+            publish.push(format!("$JS.API.STREAM.INFO.{dlq_stream}"));
+            publish.push(format!("$JS.API.STREAM.CREATE.{dlq_stream}"));
+        }
+    }
+    let subscribe = vec!["_INBOX.>".to_owned()];
+    let runtime = publish.iter().chain(&subscribe).cloned().collect();
+
+    let administration = vec![
+        format!("$JS.API.STREAM.CREATE.{stream}"),
+        format!("$JS.API.STREAM.UPDATE.{stream}"),
+        format!("$JS.API.STREAM.INFO.{stream}"),
+        "$JS.API.STREAM.NAMES".to_owned(),
+        format!("$JS.API.CONSUMER.CREATE.{stream}.{consumer}"),
+        format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{consumer}"),
+    ];
+    let cli = [
+        "nats".to_owned(),
+        "stream".to_owned(),
+        "add".to_owned(),
+        stream.clone(),
+        "--subjects".to_owned(),
+        subjects.join(","),
+        "--retention".to_owned(),
+        settings.retention.clone(),
+        "--discard".to_owned(),
+        settings.discard.clone(),
+        "--storage".to_owned(),
+        settings.storage.clone(),
+        "--replicas".to_owned(),
+        settings.replicas.to_string(),
+        "--dupe-window".to_owned(),
+        format!("{}s", settings.duplicate_window_seconds),
+    ]
+    .iter()
+    .map(|part| shell_quote(part))
+    .collect::<Vec<_>>()
+    .join(" ");
+    let notes = vec![
+        "offline plan: nats-sink connected to nothing and changed nothing to produce it".to_owned(),
+        "apply stream and consumer changes with a separate administrative identity".to_owned(),
+        "the worker acknowledges only after its destination committed; no stream setting changes that".to_owned(),
+        match config.consumer_management.mode {
+            ConsumerMode::BindOnly => "consumer_management.mode is bind_only: create the durable consumer before the first run".to_owned(),
+            _ => "the worker creates the durable consumer when it is missing (consumer_management.mode); with bind_only it needs no CREATE permission".to_owned(),
+        },
+    ];
+    Ok(StreamPlan {
+        warnings: warnings(&settings),
+        stream,
+        subjects,
+        durable_consumer: consumer,
+        recommended_stream_settings: settings,
+        runtime_permissions: runtime,
+        runtime_publish_permissions: publish,
+        runtime_subscribe_permissions: subscribe,
+        administration_permissions: administration,
+        nats_cli_example: cli,
+        notes,
+    })
+}
+
+fn warnings(settings: &StreamSettings) -> Vec<String> {
+    let mut warnings = Vec::new();
+    if settings.replicas == 1 {
+        warnings.push("replicas 1 keeps one copy: fine at the edge, no redundancy in a cluster".to_owned());
+    }
+    if settings.storage == "memory" {
+        warnings.push("memory storage does not survive a server restart".to_owned());
+    }
+    if settings.discard == "new" {
+        warnings.push("discard new refuses publishes at the limits: producers must handle that backpressure".to_owned());
+    }
+    if settings.retention == "interest" {
+        warnings.push("interest retention deletes a message once every consumer acked it: nothing is left to replay or reconcile".to_owned());
+    }
+    if settings.retention == "workqueue" {
+        warnings.push("workqueue retention allows one consumer per subject: other sinks cannot read the same events".to_owned());
+    }
+    if settings.duplicate_window_seconds < DEFAULT_DUPLICATE_WINDOW_SECONDS {
+        warnings.push(format!(
+            "a duplicate window under {DEFAULT_DUPLICATE_WINDOW_SECONDS} s may be shorter than producer retries"
+        ));
+    }
+    warnings
+}
+
+/// Quotes `s` for a POSIX shell when it holds anything but safe characters.
+fn shell_quote(s: &str) -> String {
+    if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.,/:=@%+".contains(c)) {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', r"'\''"))
+    }
+}
+
+/// The plan as text for a terminal.
+pub(crate) fn render_text(plan: &StreamPlan) -> String {
+    let mut out = String::from("JetStream stream plan (offline)\n");
+    out.push_str(&format!("stream: {}\ndurable consumer: {}\nsubjects:\n", plan.stream, plan.durable_consumer));
+    for s in &plan.subjects {
+        out.push_str(&format!("  - {s}\n"));
+    }
+    let s = &plan.recommended_stream_settings;
+    out.push_str(&format!(
+        "recommended stream settings:\n  retention: {}\n  discard: {}\n  storage: {}\n  replicas: {}\n  duplicate_window_seconds: {}\n",
+        s.retention, s.discard, s.storage, s.replicas, s.duplicate_window_seconds
+    ));
+    let section = |out: &mut String, title: &str, items: &[String]| {
+        out.push_str(title);
+        out.push('\n');
+        for item in items {
+            out.push_str(&format!("  - {item}\n"));
+        }
+    };
+    section(&mut out, "runtime permissions, publish:", &plan.runtime_publish_permissions);
+    section(&mut out, "runtime permissions, subscribe:", &plan.runtime_subscribe_permissions);
+    section(&mut out, "administration permissions (a separate identity):", &plan.administration_permissions);
+    out.push_str(&format!("nats CLI example:\n  {}\n", plan.nats_cli_example));
+    section(&mut out, "notes:", &plan.notes);
+    if !plan.warnings.is_empty() {
+        section(&mut out, "warnings:", &plan.warnings);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn config(extra: serde_json::Value) -> Config {
+        let mut base = serde_json::json!({
+            "nats": {"url": "nats://127.0.0.1:4222", "stream": "ORDERS", "consumer": "orders-sink", "subject": "orders.>"},
+            "sink": {"type": "blackhole"}
+        });
+        if let (Some(b), Some(e)) = (base.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                b.insert(k.clone(), v.clone());
+            }
+        }
+        Config::from_value(base).unwrap()
+    }
+
+    fn defaults() -> StreamSettings {
+        StreamSettings::new("limits", "old", "file", 1, 120).unwrap()
+    }
+
+    #[test]
+    fn permissions_follow_what_the_config_makes_the_worker_do() {
+        let p = plan(&config(serde_json::json!({})), defaults()).unwrap();
+        assert!(p.runtime_publish_permissions.contains(&"$JS.API.CONSUMER.MSG.NEXT.ORDERS.orders-sink".to_owned()));
+        assert!(p.runtime_publish_permissions.contains(&"$JS.API.CONSUMER.CREATE.ORDERS.orders-sink".to_owned()));
+        assert!(!p.runtime_publish_permissions.iter().any(|x| x.contains("STREAM.CREATE")));
+        assert_eq!(p.runtime_subscribe_permissions, ["_INBOX.>"]);
+        assert_eq!(p.subjects, ["orders.>"]);
+
+        let bind = config(serde_json::json!({
+            "consumer_management": {"mode": "bind_only", "filter_subjects": ["orders.eu.>", "orders.us.>"]},
+            "dead_letter": {"enabled": true, "subject": "dlq.orders"}
+        }));
+        let p = plan(&bind, defaults()).unwrap();
+        assert!(!p.runtime_publish_permissions.iter().any(|x| x.contains("CONSUMER.CREATE")));
+        assert!(p.runtime_publish_permissions.contains(&"dlq.orders".to_owned()));
+        assert_eq!(p.subjects, ["orders.eu.>", "orders.us.>"]);
+        assert!(p.nats_cli_example.contains("--subjects 'orders.eu.>,orders.us.>'"), "{}", p.nats_cli_example);
+    }
+
+    #[test]
+    fn choices_are_checked_and_risky_ones_warned_about() {
+        assert_eq!(StreamSettings::new("limits", "old", "file", 6, 120).unwrap_err().issues[0].path, "--replicas");
+        assert_eq!(StreamSettings::new("forever", "old", "file", 1, 120).unwrap_err().issues[0].path, "--retention");
+        assert_eq!(
+            StreamSettings::new("limits", "old", "file", 1, 0).unwrap_err().issues[0].path,
+            "--duplicate-window-seconds"
+        );
+        let risky = StreamSettings::new("WorkQueue", "new", "memory", 3, 30).unwrap();
+        assert_eq!(risky.retention, "workqueue");
+        let p = plan(&config(serde_json::json!({})), risky).unwrap();
+        assert_eq!(p.warnings.len(), 4, "{:?}", p.warnings);
+        let calm = plan(&config(serde_json::json!({})), StreamSettings::new("limits", "old", "file", 3, 120).unwrap()).unwrap();
+        assert!(calm.warnings.is_empty(), "{:?}", calm.warnings);
+        assert!(render_text(&calm).contains("nats stream add ORDERS --subjects 'orders.>' --retention limits"));
+    }
+}

@@ -1,0 +1,260 @@
+//! Packaging checks: `cargo xtask sizes` (the slim binaries' size table in
+//! docs/operations.md) and `cargo xtask deploy-check` (the systemd unit, the Kubernetes
+//! manifests, the overlay configs and the release workflow, all checked offline).
+//!
+//! `sizes` builds `nats-sink` once per sink feature (and once with every sink) with the
+//! `dist` profile (fat LTO, one codegen unit, stripped) and writes the table; `sizes --check`
+//! (run by `cargo xtask test`) builds nothing: it recomputes each row's dependency count
+//! from `cargo tree` and fails when the table misses a sink or a count has drifted, so the
+//! table cannot silently fall behind the feature list or the dependency tree.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+
+/// Every sink feature of `sinks-bin`, each of which builds a slim binary on its own.
+pub(crate) const SINK_FEATURES: &[&str] = &["file", "mysql", "http", "s3", "spool", "coherence", "nosql"];
+
+const TABLE_BEGIN: &str = "<!-- sizes:begin (cargo xtask sizes) -->";
+const TABLE_END: &str = "<!-- sizes:end -->";
+const OPERATIONS_DOC: &str = "docs/operations.md";
+
+/// Options of `cargo xtask sizes`.
+#[derive(Debug, Default, clap::Args)]
+pub(crate) struct SizesArgs {
+    /// Check the table against the feature list and `cargo tree` without building.
+    #[arg(long)]
+    pub(crate) check: bool,
+}
+
+/// One binary of the table: its features, stripped size (when measured) and crate count.
+#[derive(Debug, Clone, PartialEq)]
+struct Row {
+    features: String,
+    size_bytes: Option<u64>,
+    crates: usize,
+}
+
+fn rows_wanted() -> Vec<String> {
+    let mut rows: Vec<String> = SINK_FEATURES.iter().map(|f| (*f).to_owned()).collect();
+    rows.push(SINK_FEATURES.join(","));
+    rows
+}
+
+/// Runs `cargo xtask sizes`.
+pub(crate) fn sizes(args: &SizesArgs) -> Result<()> {
+    let root = sinks_testkit::workspace_root();
+    let doc_path = root.join(OPERATIONS_DOC);
+    let doc = std::fs::read_to_string(&doc_path).with_context(|| format!("reading {OPERATIONS_DOC}"))?;
+    if args.check {
+        return check_sizes(&root, &doc);
+    }
+    let target = root.join("target/sizes");
+    let mut rows = Vec::new();
+    for features in rows_wanted() {
+        crate::cargo(
+            &[
+                "build",
+                "--locked",
+                "--profile",
+                "dist",
+                "-p",
+                "sinks-bin",
+                "--no-default-features",
+                "--features",
+                &features,
+                "--target-dir",
+                &target.display().to_string(),
+            ],
+            &[],
+        )?;
+        let binary = target.join("dist/nats-sink");
+        let size = std::fs::metadata(&binary).with_context(|| format!("reading {}", binary.display()))?.len();
+        let crates = crate_count(&root, &features)?;
+        eprintln!("sizes: {features}: {size} bytes, {crates} crates");
+        rows.push(Row { features, size_bytes: Some(size), crates });
+    }
+    let updated = replace_table(&doc, &render(&rows))?;
+    std::fs::write(&doc_path, updated)?;
+    println!("{}", render(&rows));
+    Ok(())
+}
+
+fn check_sizes(root: &Path, doc: &str) -> Result<()> {
+    let table = parse_table(doc)?;
+    let mut problems = Vec::new();
+    for features in rows_wanted() {
+        let crates = crate_count(root, &features)?;
+        match table.iter().find(|r| r.features == features) {
+            None => problems.push(format!("no row for features `{features}`")),
+            Some(row) if row.crates != crates => problems.push(format!(
+                "`{features}`: the table says {} crates, cargo tree counts {crates}",
+                row.crates
+            )),
+            Some(row) if row.size_bytes.is_none() => problems.push(format!("`{features}`: no size measured")),
+            Some(_) => {}
+        }
+    }
+    if !problems.is_empty() {
+        bail!("{OPERATIONS_DOC} is out of date (run `cargo xtask sizes`): {}", problems.join("; "));
+    }
+    eprintln!("sizes: the table in {OPERATIONS_DOC} matches the features and the dependency tree");
+    Ok(())
+}
+
+/// Distinct crates (name and version) in the normal and build dependencies of the binary.
+fn crate_count(root: &Path, features: &str) -> Result<usize> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(cargo)
+        .args(["tree", "--locked", "-p", "sinks-bin", "--no-default-features", "--features", features])
+        .args(["-e", "normal,build", "--prefix", "none", "-f", "{p}"])
+        .current_dir(root)
+        .output()
+        .context("running cargo tree")?;
+    if !out.status.success() {
+        bail!("cargo tree failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let crates: BTreeSet<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            Some(format!("{} {}", parts.next()?, parts.next()?))
+        })
+        .collect();
+    Ok(crates.len())
+}
+
+fn render(rows: &[Row]) -> String {
+    let mut md = String::from("| binary | features | stripped size | crates |\n|---|---|---:|---:|\n");
+    for row in rows {
+        let name = if row.features.contains(',') { "every sink".to_owned() } else { format!("{} only", row.features) };
+        let size = row.size_bytes.map_or("not measured".to_owned(), |b| format!("{:.1} MB", b as f64 / 1_000_000.0));
+        md.push_str(&format!("| {name} | `{}` | {size} | {} |\n", row.features, row.crates));
+    }
+    md
+}
+
+fn parse_table(doc: &str) -> Result<Vec<Row>> {
+    let (start, end) = table_span(doc)?;
+    let mut rows = Vec::new();
+    for line in doc[start..end].lines().filter(|l| l.starts_with('|')).skip(2) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        if cells.len() != 4 {
+            bail!("{OPERATIONS_DOC}: malformed size row `{line}`");
+        }
+        let size_bytes = cells[2]
+            .strip_suffix(" MB")
+            .and_then(|mb| mb.parse::<f64>().ok())
+            .map(|mb| (mb * 1_000_000.0) as u64);
+        rows.push(Row {
+            features: cells[1].trim_matches('`').to_owned(),
+            size_bytes,
+            crates: cells[3].parse().with_context(|| format!("{OPERATIONS_DOC}: crate count in `{line}`"))?,
+        });
+    }
+    Ok(rows)
+}
+
+fn table_span(doc: &str) -> Result<(usize, usize)> {
+    let start = doc.find(TABLE_BEGIN).context("docs/operations.md has no sizes table marker")? + TABLE_BEGIN.len();
+    let end = doc[start..].find(TABLE_END).context("docs/operations.md has no end marker for the sizes table")? + start;
+    Ok((start, end))
+}
+
+fn replace_table(doc: &str, table: &str) -> Result<String> {
+    let (start, end) = table_span(doc)?;
+    Ok(format!("{}\n{}{}", &doc[..start], table, &doc[end..]))
+}
+
+/// Runs `cargo xtask deploy-check`: every deployment artifact, checked offline.
+pub(crate) fn deploy_check() -> Result<()> {
+    let root = sinks_testkit::workspace_root();
+    let tools = crate::setup::deploy_tools()?;
+    crate::cargo(&["build", "--locked", "-p", "sinks-bin"], &[])?;
+    let nats_sink = root.join("target/debug/nats-sink");
+    let scratch = tempfile::tempdir()?;
+
+    // systemd: the unit with the binary path pointed at the built binary (verify checks that
+    // the executable exists), for a named instance.
+    let unit = std::fs::read_to_string(root.join("deploy/systemd/nats-sink@.service"))?;
+    let unit_path = scratch.path().join("nats-sink@orders.service");
+    std::fs::write(&unit_path, unit.replace("/usr/local/bin/nats-sink", &nats_sink.display().to_string()))?;
+    run(Command::new("systemd-analyze").arg("verify").arg(&unit_path), "systemd-analyze verify")?;
+    eprintln!("deploy-check: systemd unit verified");
+
+    // Kubernetes: render every overlay, validate every object against the API schema, and
+    // validate each overlay's nats-sink config with the binary.
+    let overlays = root.join("deploy/kubernetes/overlays");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&overlays)?.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    names.sort();
+    for overlay in &names {
+        let name = overlay.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let rendered = output(tools.kustomize(overlay), "kustomize build")?;
+        let file = scratch.path().join(format!("{name}.yaml"));
+        std::fs::write(&file, rendered)?;
+        run(
+            Command::new(&tools.kubernetes_validate).args(["--strict", "-k", KUBERNETES_VERSION]).arg(&file),
+            "kubernetes-validate",
+        )?;
+        let config = overlay.join("config.json");
+        run(Command::new(&nats_sink).arg("validate").arg(&config), &format!("nats-sink validate {name}"))?;
+        eprintln!("deploy-check: overlay {name} renders, validates against Kubernetes {KUBERNETES_VERSION}, config valid");
+    }
+    let wanted: BTreeSet<String> = SINK_FEATURES.iter().map(|s| (*s).to_owned()).collect();
+    let have: BTreeSet<String> =
+        names.iter().filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
+    if let Some(missing) = wanted.difference(&have).next() {
+        bail!("deploy/kubernetes/overlays has no overlay for the `{missing}` sink");
+    }
+
+    // The GitHub workflows.
+    run(Command::new(&tools.actionlint).current_dir(&root), "actionlint")?;
+    eprintln!("deploy-check: workflows pass actionlint");
+    Ok(())
+}
+
+/// The Kubernetes API version the manifests are validated against.
+const KUBERNETES_VERSION: &str = "1.34.1";
+
+fn run(cmd: &mut Command, what: &str) -> Result<()> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed: {}{}",
+            String::from_utf8_lossy(&out.stdout).trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(out.stdout)
+}
+
+/// Runs `cargo xtask man`: the man page of `nats-sink`, generated from its clap definitions,
+/// to `target/man/nats-sink.1`.
+pub(crate) fn man() -> Result<()> {
+    let root = sinks_testkit::workspace_root();
+    crate::cargo(&["build", "--locked", "-p", "sinks-bin"], &[])?;
+    let page = output(
+        {
+            let mut cmd = Command::new(root.join("target/debug/nats-sink"));
+            cmd.arg("man");
+            cmd
+        },
+        "nats-sink man",
+    )?;
+    let dir = root.join("target/man");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("nats-sink.1");
+    std::fs::write(&path, page)?;
+    println!("{}", path.display());
+    Ok(())
+}
