@@ -171,7 +171,10 @@ impl Sink for FileSink {
     }
 
     fn read_back(&self) -> ReadBack {
-        ReadBack::Supported("file exists and its payload fingerprint (payload_info.sha256) matches".into())
+        ReadBack::Supported(
+            "file exists, and both its recorded fingerprint (payload_info.sha256) and the SHA-256 of the payload it holds match"
+                .into(),
+        )
     }
 
     async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
@@ -212,9 +215,10 @@ impl Inner {
         let expected = sinks_core::payload::normalize(envelope.payload(), self.config.payload_mode)
             .map(|n| n.sha256)
             .map_err(|e| SinkError::permanent(format!("cannot fingerprint the payload: {e}")))?;
-        match record::stored_payload_sha256(BufReader::new(file), self.config.compression) {
-            Some(stored) if stored == expected => Ok(Presence::Equal),
-            _ => Ok(Presence::Different),
+        if record::stored_matches(BufReader::new(file), self.config.compression, &expected) {
+            Ok(Presence::Equal)
+        } else {
+            Ok(Presence::Different)
         }
     }
 

@@ -250,13 +250,18 @@ async fn scan(
     Ok(())
 }
 
-/// The stream that captures `subject`, if any.
+/// The stream that captures `subject`, if any and not empty.
 async fn stream_for(
     js: &jetstream::Context,
     subject: &str,
 ) -> Result<Option<jetstream::stream::Stream>, ReconcileError> {
     match js.stream_by_subject(subject).await {
-        Ok(name) => Ok(Some(js.get_stream(&name).await.map_err(failed)?)),
+        Ok(name) => {
+            let mut stream = js.get_stream(&name).await.map_err(failed)?;
+            let empty = stream.info().await.map_err(failed)?.state.messages == 0;
+            // An empty stream has nothing to scan (and an ordered consumer would only wait).
+            Ok(if empty { None } else { Some(stream) })
+        }
         Err(e) => {
             tracing::warn!(subject, error = %e, "no stream captures this subject");
             Ok(None)
