@@ -162,11 +162,11 @@ pub(crate) async fn run(request: Request) -> ExitCode {
             }
         }
     }
-    if let Some(target) = &request.repair {
-        if let Err(message) = write_repair(target.as_deref(), &commands, format) {
-            crate::report(&message);
-            return ExitCode::from(1);
-        }
+    if let Some(target) = &request.repair
+        && let Err(message) = write_repair(target.as_deref(), &commands, format)
+    {
+        crate::report(&message);
+        return ExitCode::from(1);
     }
     if !summary.clean() {
         ExitCode::from(1)
