@@ -125,6 +125,28 @@ pub(crate) fn stored_payload_sha256(reader: impl Read, compression: Compression)
     payload::stored_payload_sha256(&raw)
 }
 
+/// The content check of `nats-sink reconcile`: true when the stored record's recorded
+/// fingerprint (`payload_info.sha256`) and the SHA-256 of the payload it actually holds both
+/// equal `expected`. A record edited behind the sink's back fails the second test.
+pub(crate) fn stored_matches(reader: impl Read, compression: Compression, expected: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Stored<'a> {
+        #[serde(borrow)]
+        payload: &'a RawValue,
+    }
+    let Some(raw) =
+        sinks_core::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)
+    else {
+        return false;
+    };
+    if payload::stored_payload_sha256(&raw).as_deref() != Some(expected) {
+        return false;
+    }
+    let Ok(stored) = serde_json::from_slice::<Stored<'_>>(&raw) else { return false };
+    let bytes = payload::decode_stored(stored.payload.get());
+    crate::path::sha256_hex(&bytes) == expected
+}
+
 #[cfg(test)]
 mod tests {
     use std::fmt;

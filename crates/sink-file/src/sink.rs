@@ -26,8 +26,8 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use sinks_core::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_core::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, ErrorClass, MessageOutcome, OrderKey, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, ErrorClass, MessageOutcome,
+    OrderKey, Presence, ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
@@ -160,9 +160,68 @@ impl Sink for FileSink {
         let inner = Arc::clone(&self.inner);
         blocking(move || inner.probe()).await
     }
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let root = match self.inner.root.get() {
+            Some(root) => root.clone(),
+            None => expand_home(&self.inner.config.directory),
+        };
+        let rel = self.inner.relative(envelope).ok()?;
+        Some(DestinationRef::File { path: root.join(rel.to_path_buf()).display().to_string() })
+    }
+
+    fn read_back(&self) -> ReadBack {
+        ReadBack::Supported(
+            "file exists, and both its recorded fingerprint (payload_info.sha256) and the SHA-256 of the payload it holds match"
+                .into(),
+        )
+    }
+
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        // Never create anything: a root that does not exist holds nothing.
+        let root = match self.inner.root.get() {
+            Some(root) => root.clone(),
+            None => match fs::canonicalize(expand_home(&self.inner.config.directory)) {
+                Ok(root) => root,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![Presence::Missing; batch.len()]),
+                Err(e) => return Err(classify(e, "cannot resolve sink.directory")),
+            },
+        };
+        let inner = Arc::clone(&self.inner);
+        let check = move |envelope: Envelope| inner.presence(&root, &envelope);
+        let found = run_parallel(batch.to_vec(), MAX_PARALLEL_TASKS, check).await;
+        found.into_iter().collect()
+    }
 }
 
 impl Inner {
+    /// Where `envelope` goes, relative to the root.
+    fn relative(&self, envelope: &Envelope) -> Result<RelativePath, SinkError> {
+        path::relative_path(envelope, self.config.filename_strategy, &self.extension, self.config.partition_by_subject)
+            .map_err(|e| SinkError::permanent(format!("cannot derive a file name: {e}")))
+    }
+
+    /// Whether `envelope`'s file exists below `root` with the same payload fingerprint
+    /// (blocking; reads only).
+    fn presence(&self, root: &Path, envelope: &Envelope) -> Result<Presence, SinkError> {
+        let rel = self.relative(envelope)?;
+        let final_path = root.join(rel.to_path_buf());
+        let file =
+            match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK).open(&final_path) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Presence::Missing),
+                Err(e) => return Err(classify(e, "cannot open a stored record")),
+            };
+        let expected = sinks_core::payload::normalize(envelope.payload(), self.config.payload_mode)
+            .map(|n| n.sha256)
+            .map_err(|e| SinkError::permanent(format!("cannot fingerprint the payload: {e}")))?;
+        if record::stored_matches(BufReader::new(file), self.config.compression, &expected) {
+            Ok(Presence::Equal)
+        } else {
+            Ok(Presence::Different)
+        }
+    }
+
     /// Resolves, creates if allowed, and probes the root directory.
     fn prepare_root(&self) -> Result<PathBuf, SinkError> {
         let dir = expand_home(&self.config.directory);

@@ -28,8 +28,8 @@ use reqwest::{Method, Url};
 use sinks_core::ordering::{self, Finished, Ran};
 use sinks_core::retry::Backoff;
 use sinks_core::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, ErrorClass, IdempotencyKey, MessageOutcome,
-    Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, ErrorClass, IdempotencyKey,
+    MessageOutcome, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
@@ -239,6 +239,12 @@ fn read_file(path: &Path, field: &str) -> Result<Vec<u8>, ConfigError> {
 impl Sink for HttpSink {
     fn name(&self) -> &str {
         "http"
+    }
+
+    /// The endpoint URL (validated to carry no credentials, query or fragment). The response
+    /// status and id header are not reported yet.
+    fn destination(&self, _envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        Some(DestinationRef::Http { url: self.inner.config.url.clone(), status: None, response_id: None })
     }
 
     fn capabilities(&self) -> Capabilities {

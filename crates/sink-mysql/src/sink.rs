@@ -19,7 +19,10 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, SslOpts, TxOpts, Value};
 use sinks_core::config::ConfigError;
-use sinks_core::{BatchResult, Capabilities, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError};
+use sinks_core::{
+    BatchResult, Capabilities, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
+    SinkError,
+};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
@@ -244,6 +247,31 @@ async fn existing<Q: Queryable + Send>(
     Ok(found)
 }
 
+/// The stored fingerprint of every existing key among `rows` (the fingerprint column, or the
+/// SHA-256 of the stored payload text when the table has none).
+async fn stored_content<Q: Queryable + Send>(
+    q: &mut Q,
+    plan: &TablePlan,
+    rows: &[&Row],
+) -> Result<HashMap<String, Option<String>>, mysql_async::Error> {
+    use sha2::Digest;
+    let mut found = HashMap::new();
+    for chunk in rows.chunks(CHUNK_ROWS) {
+        let params: Vec<Value> = chunk.iter().flat_map(|r| plan.key.iter().map(|i| r.values[*i].clone())).collect();
+        let result: Vec<mysql_async::Row> = q.exec(plan.select_stored(chunk.len()), Params::Positional(params)).await?;
+        for mut r in result {
+            let key: Vec<Value> = (0..plan.key.len()).map(|i| r.take::<Value, _>(i).unwrap_or(Value::NULL)).collect();
+            let content = r.take::<Option<Vec<u8>>, _>(plan.key.len()).flatten();
+            let fp = match plan.fingerprint {
+                Some(_) => content.map(|c| String::from_utf8_lossy(&c).into_owned()),
+                None => content.map(|c| hex::encode(sha2::Sha256::digest(&c))),
+            };
+            found.insert(key_of(&key), fp);
+        }
+    }
+    Ok(found)
+}
+
 impl Inner {
     /// Writes one table's rows after reading which keys exist. Returns per-row outcomes.
     async fn write_group_slow<Q: Queryable + Send>(
@@ -460,6 +488,56 @@ impl Sink for MySqlSink {
             .into_iter()
             .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("row was not written")))
             .collect())
+    }
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let plan = &self.inner.plans[self.inner.plan_for(envelope.subject())];
+        let row = row::map(envelope, plan, self.inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
+        let key = if plan.key.is_empty() {
+            envelope.idempotency_key().ok()?.to_string()
+        } else {
+            key_of(&plan.key.iter().map(|i| row.values[*i].clone()).collect::<Vec<_>>()).replace('\u{1f}', "/")
+        };
+        Some(DestinationRef::Row { table: plan.table.clone(), key })
+    }
+
+    fn read_back(&self) -> ReadBack {
+        if self.inner.config.mode == WriteMode::Append {
+            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
+        }
+        let what = if self.inner.config.conflict_policy.is_some() {
+            "row exists (bulk key lookup) and its payload_sha256 column matches"
+        } else {
+            "row exists (bulk key lookup) and its payload column hashes to the same fingerprint"
+        };
+        ReadBack::Supported(what.into())
+    }
+
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let stored_at = OffsetDateTime::now_utc();
+        let mut groups: Vec<Vec<(usize, Row)>> = vec![Vec::new(); inner.plans.len()];
+        for (i, e) in batch.iter().enumerate() {
+            let p = inner.plan_for(e.subject());
+            let r = row::map(e, &inner.plans[p], inner.config.payload_mode, stored_at)?;
+            groups[p].push((i, r));
+        }
+        let mut found = vec![Presence::Missing; batch.len()];
+        let mut conn = inner.conn().await?;
+        for (plan, group) in inner.plans.iter().zip(&groups).filter(|(_, g)| !g.is_empty()) {
+            let rows: Vec<&Row> = group.iter().map(|(_, r)| r).collect();
+            let stored = stored_content(&mut conn, plan, &rows)
+                .await
+                .map_err(|e| classify(&e, &format!("reading {} back", plan.table)))?;
+            for (i, r) in group {
+                found[*i] = match stored.get(&r.key) {
+                    None => Presence::Missing,
+                    Some(fp) if fp.as_deref() == Some(r.fingerprint.as_str()) => Presence::Equal,
+                    Some(_) => Presence::Different,
+                };
+            }
+        }
+        Ok(found)
     }
 
     async fn health_check(&self) -> Result<(), SinkError> {

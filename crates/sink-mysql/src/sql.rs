@@ -309,6 +309,28 @@ impl TablePlan {
         )
     }
 
+    /// `SELECT key cols, fingerprint-or-payload FROM t WHERE (keys) IN (…)` for `rows` keys,
+    /// without locks (reconcile reads next to a live writer).
+    pub(crate) fn select_stored(&self, rows: usize) -> String {
+        let keys: Vec<String> = self.key.iter().map(|i| quote(&self.columns[*i])).collect();
+        let mut select = keys.clone();
+        select.push(quote(&self.columns[self.content_column()]));
+        let tuple = if keys.len() == 1 { "?".to_owned() } else { format!("({})", vec!["?"; keys.len()].join(", ")) };
+        let lhs = if keys.len() == 1 { keys[0].clone() } else { format!("({})", keys.join(", ")) };
+        format!(
+            "SELECT {} FROM {} WHERE {lhs} IN ({})",
+            select.join(", "),
+            quote(&self.table),
+            vec![tuple; rows].join(", ")
+        )
+    }
+
+    /// Index of the column reconcile compares: the fingerprint when there is one, else the
+    /// payload.
+    pub(crate) fn content_column(&self) -> usize {
+        self.fingerprint.or_else(|| self.fields.iter().position(|f| *f == Field::Payload)).unwrap_or(0)
+    }
+
     /// `SELECT 1 FROM t LIMIT 0`: proves the table exists and is readable.
     pub(crate) fn probe(&self) -> String {
         format!("SELECT 1 FROM {} LIMIT 0", quote(&self.table))

@@ -37,7 +37,8 @@ use object_store::{
 use sinks_core::ordering::{self, Finished, OrderKey, Ran};
 use sinks_core::retry::Backoff;
 use sinks_core::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Sink,
+    SinkError,
 };
 use time::OffsetDateTime;
 
@@ -119,6 +120,11 @@ impl S3Sink {
 impl Sink for S3Sink {
     fn name(&self) -> &str {
         "s3"
+    }
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let key = crate::object::object_key(envelope, &self.inner.config).ok()?;
+        Some(DestinationRef::Object { bucket: self.inner.config.bucket.clone(), key })
     }
 
     fn capabilities(&self) -> Capabilities {

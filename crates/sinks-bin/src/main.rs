@@ -1,11 +1,14 @@
 //! `nats-sink`: run one sink against a JetStream pull consumer, or check its configuration.
 //!
 //! Exit codes: 0 success (including a graceful stop on SIGTERM/SIGINT), 1 runtime error,
-//! 2 configuration error (the message names the field).
+//! 2 configuration error (the message names the field). `reconcile` adds its own (see
+//! `reconcile_cmd`).
 
 mod decrypt;
 mod inspect;
+mod reconcile_cmd;
 mod registry;
+mod replay;
 mod stream_plan;
 #[cfg(feature = "spool")]
 mod replay_spool;
@@ -119,6 +122,48 @@ enum Command {
     /// Print the man page (roff); `cargo xtask man` writes it to target/man.
     #[command(hide = true)]
     Man,
+    /// Compare a range of the source stream with the destination, the ledger and the DLQ,
+    /// message by message (reads only; exit 0 only when nothing is missing or conflicting).
+    Reconcile {
+        /// Config file.
+        config: PathBuf,
+        /// First stream sequence.
+        #[arg(long, conflicts_with = "since")]
+        from_seq: Option<u64>,
+        /// Last stream sequence (inclusive).
+        #[arg(long, conflicts_with = "until")]
+        to_seq: Option<u64>,
+        /// First message stored at or after this RFC 3339 time.
+        #[arg(long, value_parser = reconcile_cmd::parse_time)]
+        since: Option<time::OffsetDateTime>,
+        /// Last message stored at or before this RFC 3339 time.
+        #[arg(long, value_parser = reconcile_cmd::parse_time)]
+        until: Option<time::OffsetDateTime>,
+        /// Report format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: reconcile_cmd::Format,
+        /// Print (or write to FILE) the `nats-sink replay` commands for the missing ranges.
+        #[arg(long, value_name = "FILE", num_args = 0..=1)]
+        repair: Option<Option<PathBuf>>,
+        /// Messages read back from the destination at once.
+        #[arg(long, default_value_t = 1000)]
+        chunk: usize,
+    },
+    /// Re-deliver a range of the stream to the configured sink through a temporary consumer
+    /// (the production consumer is untouched; what is already there comes back as duplicates).
+    Replay {
+        /// Config file.
+        config: PathBuf,
+        /// First stream sequence.
+        #[arg(long, conflicts_with = "since", required_unless_present = "since")]
+        from_seq: Option<u64>,
+        /// Last stream sequence (inclusive); without it, up to the end of the stream.
+        #[arg(long)]
+        to_seq: Option<u64>,
+        /// First message stored at or after this RFC 3339 time.
+        #[arg(long, value_parser = reconcile_cmd::parse_time)]
+        since: Option<time::OffsetDateTime>,
+    },
     /// Replay a spool's records into the sink of another config, deleting each record
     /// only after the target committed it.
     #[cfg(feature = "spool")]
@@ -309,6 +354,13 @@ async fn dispatch(command: Command) -> ExitCode {
                     ExitCode::from(1)
                 }
             }
+        }
+        Command::Reconcile { config, from_seq, to_seq, since, until, format, repair, chunk } => {
+            let range = sinks_core::reconcile::Range { from_seq, to_seq, since, until };
+            reconcile_cmd::run(reconcile_cmd::Request { config, range, format, repair, chunk }).await
+        }
+        Command::Replay { config, from_seq, to_seq, since } => {
+            replay::run(&config, replay::ReplayRange { from_seq, to_seq, since }).await
         }
         Command::TestSink { config, sink_name, all_named_sinks } => {
             let (c, built) = match load(&config) {

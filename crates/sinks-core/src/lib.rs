@@ -27,10 +27,12 @@ pub mod error;
 pub mod fanout;
 pub mod idempotency;
 pub mod json;
+pub mod ledger;
 pub mod metadata;
 pub mod ordering;
 pub mod payload;
 pub mod policy;
+pub mod reconcile;
 pub mod retry;
 pub mod runner;
 pub mod setup;
@@ -46,5 +48,8 @@ pub use error::{BoxError, ErrorClass, SinkError};
 pub use idempotency::{IdempotencyKey, IdempotencyStrategy};
 pub use ordering::OrderKey;
 pub use payload::{NormalizedPayload, PayloadMode};
-pub use runner::{RunError, RunStats, run};
-pub use sink::{BatchResult, Capabilities, ConflictResolution, MessageOutcome, OutcomeClass, Sink};
+pub use runner::{RunError, RunOptions, RunStats, run, run_with};
+pub use sink::{
+    BatchResult, Capabilities, ConflictResolution, DestinationRef, MessageOutcome, OutcomeClass, Presence, ReadBack,
+    Sink,
+};

@@ -25,6 +25,7 @@ use crate::connect::{self, ConnectError};
 use crate::dlq::DeadLetterPublisher;
 use crate::envelope::Envelope;
 use crate::error::{ErrorClass, SinkError};
+use crate::ledger::{LedgerMode, LedgerPublisher};
 use crate::ordering::OrderKey;
 use crate::policy::{Pipeline, Prepared};
 use crate::retry::{Backoff, BackoffMode, Jitter};
@@ -120,6 +121,8 @@ struct Ctx {
     /// The policy steps (metadata, authenticity, encryption, size, pre-sink, custody,
     /// priority lanes), applied before the sink (and the DLQ) sees a message.
     pipeline: Pipeline,
+    /// Delivery receipts (`ledger` section), when enabled.
+    ledger: Option<LedgerPublisher>,
 }
 
 impl Ctx {
@@ -151,6 +154,25 @@ pub async fn run(
     sink: Arc<dyn Sink>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<Arc<RunStats>, RunError> {
+    run_with(config, sink, RunOptions::default(), shutdown).await
+}
+
+/// What a run does differently from `nats-sink run` (used by `nats-sink replay`).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Where a new (ephemeral) consumer starts, instead of `consumer_management.deliver_policy`.
+    pub start: Option<async_nats::jetstream::consumer::DeliverPolicy>,
+    /// Name of an ephemeral consumer (the server picks one when `None`).
+    pub consumer_name: Option<String>,
+}
+
+/// [`run`] with [`RunOptions`].
+pub async fn run_with(
+    config: Config,
+    sink: Arc<dyn Sink>,
+    options: RunOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Arc<RunStats>, RunError> {
     let stats = Arc::new(RunStats::default());
     let (stop_tx, stop_rx) = watch::channel(false);
     let signal = async move {
@@ -158,7 +180,7 @@ pub async fn run(
         tracing::info!("shutdown requested; finishing in-flight batches");
         let _ = stop_tx.send(true);
     };
-    let work = run_inner(config, sink, stop_rx, Arc::clone(&stats));
+    let work = run_inner(config, sink, options, stop_rx, Arc::clone(&stats));
     tokio::pin!(work);
     tokio::select! {
         result = &mut work => return result.map(|()| stats),
@@ -224,6 +246,7 @@ async fn sleep_or_stop(d: Duration, stop: &watch::Receiver<bool>) -> bool {
 async fn run_inner(
     config: Config,
     sink: Arc<dyn Sink>,
+    options: RunOptions,
     stop: watch::Receiver<bool>,
     stats: Arc<RunStats>,
 ) -> Result<(), RunError> {
@@ -263,10 +286,12 @@ async fn run_inner(
     };
     let js = async_nats::jetstream::new(client.clone());
 
-    let (js_ref, config_ref) = (&js, &config);
+    let (js_ref, config_ref, options_ref) = (&js, &config, &options);
     let Some(bound) = retry_until("consumer setup", &stop, || async move {
         let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
-        setup::ensure_consumer(&stream, config_ref).await.map_err(setup_retry)
+        setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
+            .await
+            .map_err(setup_retry)
     })
     .await?
     else {
@@ -311,6 +336,7 @@ async fn run_inner(
         ack_wait: bound.ack_wait,
         write_budget: write_budget(&config, bound.ack_wait),
         pipeline,
+        ledger: LedgerPublisher::new(js.clone(), config.ledger.clone()),
     });
     let source = Source::new(bound.consumer, config.message_metadata.clone());
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
@@ -345,6 +371,10 @@ async fn run_inner(
     }
     if let Err(e) = sink.close().await {
         tracing::warn!(error = %e.display_chain(), "closing the sink failed");
+    }
+    if let Some(ledger) = &ctx.ledger {
+        let (recorded, unrecorded) = ledger.counts();
+        tracing::info!(recorded, unrecorded, "delivery ledger");
     }
     let counts: Vec<String> = stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
     tracing::info!(counts = %counts.join(" "), "stopped");
@@ -888,6 +918,17 @@ async fn settle_one(
         Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, delivered).await,
         other => other,
     };
+    // The settlement is final and its durable effects are committed: the receipt goes out
+    // before the ack (or after it, in `after_ack` mode), within the ledger's budget.
+    let receipt =
+        ctx.ledger.as_ref().and_then(|l| l.receipt(envelope, outcome, &settlement, ctx.sink.as_ref()).map(|r| (l, r)));
+    let after_ack = match receipt {
+        Some((ledger, receipt)) if ledger.mode() == LedgerMode::BeforeAck => {
+            ledger.record(&receipt).await;
+            None
+        }
+        other => other,
+    };
     let kind = match settlement {
         Settlement::Ack => AckKind::Ack,
         Settlement::Nak(d) => AckKind::Nak(Some(d)),
@@ -920,6 +961,9 @@ async fn settle_one(
             RunStats::add(&ctx.stats.ack_failures, 1);
             tracing::warn!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
         }
+    }
+    if let Some((ledger, receipt)) = after_ack {
+        ledger.record(&receipt).await;
     }
 }
 

@@ -233,7 +233,25 @@ pub async fn ensure_streams(js: &Context, config: &Config) -> Result<stream::Str
 
 /// Binds, creates or reconciles the consumer per `consumer_management.mode`.
 pub async fn ensure_consumer(stream: &stream::Stream, config: &Config) -> Result<BoundConsumer, SetupError> {
-    let desired = desired_consumer(config);
+    ensure_consumer_from(stream, config, None, None).await
+}
+
+/// [`ensure_consumer`], with a start position that replaces the configured deliver policy
+/// and a name for an ephemeral consumer (`nats-sink replay` creates a temporary consumer
+/// at a sequence or a time).
+pub async fn ensure_consumer_from(
+    stream: &stream::Stream,
+    config: &Config,
+    start: Option<consumer::DeliverPolicy>,
+    ephemeral_name: Option<String>,
+) -> Result<BoundConsumer, SetupError> {
+    let mut desired = desired_consumer(config);
+    if let Some(start) = start {
+        desired.deliver_policy = start;
+    }
+    if !config.nats.durable && ephemeral_name.is_some() {
+        desired.name = ephemeral_name;
+    }
     let cm = &config.consumer_management;
     let name = &config.nats.consumer;
     if !config.nats.durable {

@@ -128,6 +128,73 @@ pub fn log_outcomes(sink: &str, outcomes: &[MessageOutcome]) {
 /// the batch until the poison message is isolated.
 pub type BatchResult = Result<Vec<MessageOutcome>, SinkError>;
 
+/// Where a message is stored in a destination: reported by the sink next to the message's
+/// outcome ([`Sink::destination`]) and recorded in the delivery ledger's receipt. Sinks only
+/// describe the place; they never publish anything.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DestinationRef {
+    /// A file below the sink's root directory.
+    File {
+        /// Absolute path of the file.
+        path: String,
+    },
+    /// A row of a table (relational and key-value stores).
+    Row {
+        /// Table name.
+        table: String,
+        /// Key column value (the idempotency key).
+        key: String,
+    },
+    /// An object in a bucket.
+    Object {
+        /// Bucket name.
+        bucket: String,
+        /// Object key.
+        key: String,
+    },
+    /// A request to an HTTP endpoint.
+    Http {
+        /// Endpoint URL (without credentials).
+        url: String,
+        /// Status of the response that settled the message, when known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        status: Option<u16>,
+        /// Value of the configured response id header, when the endpoint sent one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        response_id: Option<String>,
+    },
+    /// An entry of a cache (Coherence and similar).
+    Cache {
+        /// Cache name.
+        cache: String,
+        /// Entry key.
+        key: String,
+    },
+}
+
+/// What a sink found when it read one message back from its destination
+/// ([`Sink::reconcile`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Presence {
+    /// Stored, with the same content (same payload fingerprint).
+    Equal,
+    /// Stored under the message's key, with different content.
+    Different,
+    /// Not stored.
+    Missing,
+}
+
+/// Whether a sink can read its destination back for `nats-sink reconcile`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadBack {
+    /// Supported; the text says what is checked (e.g. "file exists and payload fingerprint").
+    Supported(String),
+    /// Not supported; the text says why (stated to the operator as such).
+    Unsupported(String),
+}
+
 /// Static facts about a sink that the runner and the certification suite read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capabilities {
@@ -180,6 +247,27 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
     /// Releases resources after the last write.
     async fn close(&self) -> Result<(), SinkError> {
         Ok(())
+    }
+
+    /// Where `envelope` is stored, reported next to its durable `outcome` (committed,
+    /// duplicate, kept or overwritten conflict) for the delivery ledger. Called by the core
+    /// after the write returned; `None` (the default) when the sink cannot say.
+    fn destination(&self, envelope: &Envelope, outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let _ = (envelope, outcome);
+        None
+    }
+
+    /// Whether [`Sink::reconcile`] is implemented, and what it checks.
+    fn read_back(&self) -> ReadBack {
+        ReadBack::Unsupported(format!("the `{}` sink cannot read its destination back yet", self.name()))
+    }
+
+    /// Reads `batch` back from the destination without writing anything: one [`Presence`]
+    /// per envelope, in input order. Used by `nats-sink reconcile`; must be safe to run
+    /// next to a live writer. The default reports the sink as unsupported.
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let _ = batch;
+        Err(SinkError::permanent(format!("the `{}` sink cannot read its destination back", self.name())))
     }
 }
 

@@ -57,6 +57,9 @@ pub struct Config {
     /// Log level and format.
     #[serde(default)]
     pub logging: LoggingConfig,
+    /// Opt-in delivery receipts: one per settled message, published after commit.
+    #[serde(default)]
+    pub ledger: crate::ledger::LedgerConfig,
     /// Priority, classification and labels resolution.
     #[serde(default)]
     pub message_metadata: MessageMetadataConfig,
@@ -281,6 +284,12 @@ impl Config {
         if self.stream_management.dead_letter_stream.is_some() && !dl.enabled {
             issues.push("stream_management.dead_letter_stream", "requires dead_letter.enabled");
         }
+        self.ledger.validate_at(
+            "ledger",
+            &self.nats.subject,
+            dl.subject.as_deref().filter(|_| dl.enabled),
+            &mut issues,
+        );
         let ip = &self.delivery.in_progress;
         if ip.enabled {
             if !self.nats.durable {

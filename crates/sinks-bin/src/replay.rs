@@ -1,0 +1,192 @@
+//! `nats-sink replay`: re-delivers a range of the source stream to the configured sink
+//! through a temporary (ephemeral) consumer, with the runner's whole discipline (policies,
+//! ACK gate, DLQ, ledger). The production consumer is never touched; messages already in
+//! the destination come back as duplicates.
+//!
+//! The range ends at `--to-seq`: a later message is not written, only released (NAKed) on
+//! the temporary consumer, which the server removes after the run. The replay stops once
+//! every message of the range is settled, or on SIGTERM/SIGINT (exit 1: incomplete).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::DeliverPolicy;
+use async_trait::async_trait;
+use sinks_core::{
+    BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, RunError, RunOptions, Sink, SinkError,
+};
+use time::OffsetDateTime;
+
+/// The range to replay.
+#[derive(Debug, Clone)]
+pub(crate) struct ReplayRange {
+    pub(crate) from_seq: Option<u64>,
+    pub(crate) to_seq: Option<u64>,
+    pub(crate) since: Option<OffsetDateTime>,
+}
+
+/// The configured sink, restricted to sequences up to `to`.
+#[derive(Debug)]
+struct Bounded {
+    inner: Arc<dyn Sink>,
+    to: Option<u64>,
+    /// A message past the range was delivered: every message of the range was delivered.
+    beyond: AtomicBool,
+    /// Highest sequence of the range delivered so far.
+    highest: AtomicU64,
+}
+
+#[async_trait]
+impl Sink for Bounded {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn open(&self) -> Result<(), SinkError> {
+        self.inner.open().await
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        self.write_batch_within(batch, Duration::from_secs(30)).await
+    }
+
+    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+        let in_range = |e: &Envelope| self.to.is_none_or(|to| e.jetstream().stream_sequence <= to);
+        let inside: Vec<Envelope> = batch.iter().filter(|e| in_range(e)).cloned().collect();
+        if inside.len() < batch.len() {
+            self.beyond.store(true, Ordering::Relaxed);
+        }
+        if let Some(max) = inside.iter().map(|e| e.jetstream().stream_sequence).max() {
+            self.highest.fetch_max(max, Ordering::Relaxed);
+        }
+        let mut written = if inside.is_empty() {
+            Vec::new().into_iter()
+        } else {
+            sinks_core::sink::write_isolating(self.inner.as_ref(), &inside, budget).await.into_iter()
+        };
+        Ok(batch
+            .iter()
+            .map(|e| {
+                if in_range(e) {
+                    written.next().unwrap_or_else(|| MessageOutcome::temporary("missing outcome"))
+                } else {
+                    MessageOutcome::Failed(
+                        SinkError::temporary("beyond the replay range; not written").with_reason("beyond_replay_range"),
+                    )
+                }
+            })
+            .collect())
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        self.inner.health_check().await
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        self.inner.close().await
+    }
+
+    fn destination(&self, envelope: &Envelope, outcome: &MessageOutcome) -> Option<DestinationRef> {
+        self.inner.destination(envelope, outcome)
+    }
+}
+
+/// Runs the replay; returns the exit code.
+#[allow(clippy::print_stdout)]
+pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let (mut config, built) = match crate::load(config_path) {
+        Ok(v) => v,
+        Err(e) => return crate::config_failure(&e),
+    };
+    let _ = crate::init_logging(&config, None);
+    let start = match (range.from_seq, range.since) {
+        (Some(seq), _) => DeliverPolicy::ByStartSequence { start_sequence: seq.max(1) },
+        (None, Some(t)) => DeliverPolicy::ByStartTime { start_time: t },
+        (None, None) => {
+            crate::report("replay needs --from-seq or --since");
+            return ExitCode::from(2);
+        }
+    };
+    if let (Some(from), Some(to)) = (range.from_seq, range.to_seq)
+        && to < from
+    {
+        crate::report("--to-seq is before --from-seq");
+        return ExitCode::from(2);
+    }
+    let name = format!("nats-sinks-replay-{}-{}", std::process::id(), OffsetDateTime::now_utc().unix_timestamp());
+    config.nats.durable = false;
+    config.delivery.in_progress.enabled = false;
+    let bounded = Arc::new(Bounded {
+        inner: Arc::clone(&built.sink),
+        to: range.to_seq,
+        beyond: AtomicBool::new(false),
+        highest: AtomicU64::new(0),
+    });
+    let options = RunOptions { start: Some(start), consumer_name: Some(name.clone()) };
+    let finished = Arc::new(AtomicBool::new(false));
+    let done = {
+        let (config, bounded, finished, name) =
+            (config.clone(), Arc::clone(&bounded), Arc::clone(&finished), name.clone());
+        async move {
+            tokio::select! {
+                () = replay_done(&config, &bounded, &name) => finished.store(true, Ordering::Relaxed),
+                () = crate::shutdown_signal() => {}
+            }
+        }
+    };
+    tracing::info!(consumer = %name, from_seq = ?range.from_seq, to_seq = ?range.to_seq, "replay starting");
+    let stats = match sinks_core::run_with(config, bounded, options, done).await {
+        Ok(stats) => stats,
+        Err(RunError::Config(e)) => return crate::config_failure(&e),
+        Err(e) => {
+            crate::report(&e.to_string());
+            return ExitCode::from(1);
+        }
+    };
+    let counts: std::collections::BTreeMap<&str, u64> = stats.snapshot().into_iter().collect();
+    let get = |k: &str| counts.get(k).copied().unwrap_or(0);
+    let acked = get("acked");
+    let committed = acked.saturating_sub(get("duplicates") + get("conflicts") + get("dead_lettered"));
+    let complete = finished.load(Ordering::Relaxed);
+    println!(
+        "replay {}: settled {acked} messages: committed={committed} duplicate={} conflict={} dead_lettered={}",
+        if complete { "complete" } else { "INCOMPLETE (stopped before the range was settled)" },
+        get("duplicates"),
+        get("conflicts"),
+        get("dead_lettered"),
+    );
+    if complete { ExitCode::SUCCESS } else { ExitCode::from(1) }
+}
+
+/// Resolves once every message of the range is settled on the temporary consumer.
+async fn replay_done(config: &sinks_core::Config, bounded: &Bounded, name: &str) {
+    let Ok(client) = sinks_core::connect::connect(&config.nats).await else {
+        return std::future::pending().await;
+    };
+    let js = async_nats::jetstream::new(client);
+    loop {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let Ok(stream) = js.get_stream(&config.nats.stream).await else { continue };
+        let Ok(info) = stream.consumer_info(name).await else { continue };
+        // Everything delivered and settled (the range reaches past the end of the stream).
+        if info.num_pending == 0 && info.num_ack_pending == 0 && info.delivered.consumer_sequence > 0 {
+            return;
+        }
+        // A message past the range was delivered, so the whole range was; done once the
+        // acks reach the highest sequence of the range.
+        let highest = bounded.highest.load(Ordering::Relaxed);
+        if bounded.beyond.load(Ordering::Relaxed) && info.ack_floor.stream_sequence >= highest {
+            return;
+        }
+        if info.num_pending == 0 && info.num_ack_pending == 0 && info.delivered.consumer_sequence == 0 {
+            // Nothing in the range at all.
+            return;
+        }
+    }
+}
