@@ -89,10 +89,9 @@ fn check_sizes(root: &Path, doc: &str) -> Result<()> {
         let crates = crate_count(root, &features)?;
         match table.iter().find(|r| r.features == features) {
             None => problems.push(format!("no row for features `{features}`")),
-            Some(row) if row.crates != crates => problems.push(format!(
-                "`{features}`: the table says {} crates, cargo tree counts {crates}",
-                row.crates
-            )),
+            Some(row) if row.crates != crates => {
+                problems.push(format!("`{features}`: the table says {} crates, cargo tree counts {crates}", row.crates))
+            }
             Some(row) if row.size_bytes.is_none() => problems.push(format!("`{features}`: no size measured")),
             Some(_) => {}
         }
@@ -144,10 +143,8 @@ fn parse_table(doc: &str) -> Result<Vec<Row>> {
         if cells.len() != 4 {
             bail!("{OPERATIONS_DOC}: malformed size row `{line}`");
         }
-        let size_bytes = cells[2]
-            .strip_suffix(" MB")
-            .and_then(|mb| mb.parse::<f64>().ok())
-            .map(|mb| (mb * 1_000_000.0) as u64);
+        let size_bytes =
+            cells[2].strip_suffix(" MB").and_then(|mb| mb.parse::<f64>().ok()).map(|mb| (mb * 1_000_000.0) as u64);
         rows.push(Row {
             features: cells[1].trim_matches('`').to_owned(),
             size_bytes,
@@ -200,7 +197,9 @@ pub(crate) fn deploy_check() -> Result<()> {
         )?;
         let config = overlay.join("config.json");
         run(Command::new(&nats_sink).arg("validate").arg(&config), &format!("nats-sink validate {name}"))?;
-        eprintln!("deploy-check: overlay {name} renders, validates against Kubernetes {KUBERNETES_VERSION}, config valid");
+        eprintln!(
+            "deploy-check: overlay {name} renders, validates against Kubernetes {KUBERNETES_VERSION}, config valid"
+        );
     }
     let wanted: BTreeSet<String> = SINK_FEATURES.iter().map(|s| (*s).to_owned()).collect();
     let have: BTreeSet<String> =

@@ -85,7 +85,9 @@ pub(crate) async fn run(config: &Config, options: &Options) -> Result<usize, (bo
         Some(path) => Box::new(open_output(&options.output_root, path).map_err(|e| (false, e))?),
         None => Box::new(std::io::stdout()),
     };
-    let client = sinks_core::connect::connect(&config.nats).await.map_err(|e| (false, format!("cannot connect to nats: {e}")))?;
+    let client = sinks_core::connect::connect(&config.nats)
+        .await
+        .map_err(|e| (false, format!("cannot connect to nats: {e}")))?;
     let js = jetstream::new(client);
     let stream = js
         .get_stream(&config.nats.stream)
@@ -203,7 +205,13 @@ fn text(record: &Value) -> String {
     );
     if let Some(headers) = record["headers"].as_object() {
         for (name, values) in headers {
-            line.push_str(&format!("\n  {name}: {}", values.as_array().map(|v| v.iter().map(|x| x.as_str().unwrap_or_default()).collect::<Vec<_>>().join(", ")).unwrap_or_default()));
+            line.push_str(&format!(
+                "\n  {name}: {}",
+                values
+                    .as_array()
+                    .map(|v| v.iter().map(|x| x.as_str().unwrap_or_default()).collect::<Vec<_>>().join(", "))
+                    .unwrap_or_default()
+            ));
         }
     }
     if let Some(text) = record["payload_text"].as_str() {

@@ -9,9 +9,9 @@ mod inspect;
 mod reconcile_cmd;
 mod registry;
 mod replay;
-mod stream_plan;
 #[cfg(feature = "spool")]
 mod replay_spool;
+mod stream_plan;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -282,8 +282,13 @@ async fn dispatch(command: Command) -> ExitCode {
         },
         Command::StreamPlan { config, retention, discard, storage, replicas, duplicate_window_seconds, format } => {
             let planned = load(&config).and_then(|(c, _)| {
-                let settings =
-                    stream_plan::StreamSettings::new(&retention, &discard, &storage, replicas, duplicate_window_seconds)?;
+                let settings = stream_plan::StreamSettings::new(
+                    &retention,
+                    &discard,
+                    &storage,
+                    replicas,
+                    duplicate_window_seconds,
+                )?;
                 if format != "text" && format != "json" {
                     return Err(ConfigError::single("--format", "must be text or json"));
                 }

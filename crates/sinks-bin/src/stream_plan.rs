@@ -190,13 +190,19 @@ fn warnings(settings: &StreamSettings) -> Vec<String> {
         warnings.push("memory storage does not survive a server restart".to_owned());
     }
     if settings.discard == "new" {
-        warnings.push("discard new refuses publishes at the limits: producers must handle that backpressure".to_owned());
+        warnings
+            .push("discard new refuses publishes at the limits: producers must handle that backpressure".to_owned());
     }
     if settings.retention == "interest" {
-        warnings.push("interest retention deletes a message once every consumer acked it: nothing is left to replay or reconcile".to_owned());
+        warnings.push(
+            "interest retention deletes a message once every consumer acked it: nothing is left to replay or reconcile"
+                .to_owned(),
+        );
     }
     if settings.retention == "workqueue" {
-        warnings.push("workqueue retention allows one consumer per subject: other sinks cannot read the same events".to_owned());
+        warnings.push(
+            "workqueue retention allows one consumer per subject: other sinks cannot read the same events".to_owned(),
+        );
     }
     if settings.duplicate_window_seconds < DEFAULT_DUPLICATE_WINDOW_SECONDS {
         warnings.push(format!(
@@ -299,7 +305,8 @@ mod tests {
         assert_eq!(risky.retention, "workqueue");
         let p = plan(&config(serde_json::json!({})), risky).unwrap();
         assert_eq!(p.warnings.len(), 4, "{:?}", p.warnings);
-        let calm = plan(&config(serde_json::json!({})), StreamSettings::new("limits", "old", "file", 3, 120).unwrap()).unwrap();
+        let calm = plan(&config(serde_json::json!({})), StreamSettings::new("limits", "old", "file", 3, 120).unwrap())
+            .unwrap();
         assert!(calm.warnings.is_empty(), "{:?}", calm.warnings);
         assert!(render_text(&calm).contains("nats stream add ORDERS --subjects 'orders.>' --retention limits"));
     }

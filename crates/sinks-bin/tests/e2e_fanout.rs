@@ -83,11 +83,11 @@ async fn publish(e: &Env, n: usize, poison: Option<usize>) {
 }
 
 fn is_order(i: usize) -> bool {
-    i % 3 == 0
+    i.is_multiple_of(3)
 }
 
 fn is_secret(i: usize) -> bool {
-    i % 4 == 0
+    i.is_multiple_of(4)
 }
 
 #[tokio::test]

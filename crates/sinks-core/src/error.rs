@@ -32,8 +32,9 @@ pub struct SinkError {
     class: ErrorClass,
     message: String,
     error_type: Option<&'static str>,
-    reason: Option<String>,
-    target: Option<String>,
+    // Boxed strings keep `SinkError` small: it travels in every `Result` of a write path.
+    reason: Option<Box<str>>,
+    target: Option<Box<str>>,
     retry_after: Option<Duration>,
     #[source]
     source: Option<BoxError>,
@@ -92,7 +93,7 @@ impl SinkError {
     /// dead-letter record.
     #[must_use]
     pub fn with_reason(mut self, code: impl Into<String>) -> Self {
-        self.reason = Some(code.into());
+        self.reason = Some(code.into().into_boxed_str());
         self
     }
 
@@ -100,7 +101,7 @@ impl SinkError {
     /// dead-letter record.
     #[must_use]
     pub fn with_target(mut self, name: impl Into<String>) -> Self {
-        self.target = Some(name.into());
+        self.target = Some(name.into().into_boxed_str());
         self
     }
 

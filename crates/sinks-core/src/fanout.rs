@@ -33,6 +33,9 @@ use crate::envelope::Envelope;
 use crate::error::SinkError;
 use crate::sink::{BatchResult, MessageOutcome, Sink, write_isolating};
 
+/// The answer of an optional target's worker: one outcome per message of its sub-batch.
+type Reply = oneshot::Receiver<Vec<MessageOutcome>>;
+
 /// Sub-batches an optional target may have waiting before new copies are dropped.
 pub const OPTIONAL_QUEUE_BATCHES: usize = 8;
 /// How long closing waits for optional targets to finish what they were given.
@@ -149,7 +152,7 @@ impl FanoutSink {
         }
         let sub = |c: usize| -> Vec<Envelope> { members[c].iter().map(|i| batch[*i].clone()).collect() };
         // Optional sub-batches go to their queues first, so they progress alongside.
-        let mut optional: Vec<(usize, Duration, Duration, Option<oneshot::Receiver<Vec<MessageOutcome>>>)> = Vec::new();
+        let mut optional: Vec<(usize, Duration, Duration, Option<Reply>)> = Vec::new();
         for (c, plan) in plans.iter().enumerate() {
             if let Some(Plan::Optional { wait, timeout }) = plan {
                 let (tx, rx) = oneshot::channel();

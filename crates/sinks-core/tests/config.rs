@@ -311,9 +311,19 @@ fn the_reference_subject_rules_example_loads_with_its_rule_active() {
 }
 
 #[test]
-fn named_sinks_are_refused_until_implemented() {
+fn named_sinks_are_checked_by_name_and_type() {
+    // Accepted beside a non-fanout active sink (validate and test-sink use them).
     let mut config = with_section("sinks", serde_json::json!({"audit": {"type": "file", "directory": "/tmp/a"}}));
     config["sink"] = serde_json::json!({"type": "file", "directory": "/tmp/x"});
+    assert!(issues_in(config).is_empty());
+    // A bad name, a missing type and a nested fan-out are refused naming the sink.
+    let mut config = with_section(
+        "sinks",
+        serde_json::json!({"9audit": {"type": "file"}, "untyped": {"directory": "/tmp/u"}, "inner": {"type": "fanout"}}),
+    );
+    config["sink"] = serde_json::json!({"type": "file", "directory": "/tmp/x"});
     let issues = issues_in(config);
-    assert!(issues.iter().any(|(p, _)| p == "sinks.audit"), "{issues:?}");
+    for path in ["sinks.9audit", "sinks.untyped.type", "sinks.inner.type"] {
+        assert!(issues.iter().any(|(p, _)| p == path), "{path} not named in {issues:?}");
+    }
 }
