@@ -9,7 +9,9 @@
 //! `target/bench/`) on the identical JSON config file. For each: wall time from spawn until
 //! JetStream shows every message acknowledged, msgs/s, peak RSS (VmHWM), CPU time per message,
 //! and the time from spawn to the first ack (seen on the ack subject). Writes
-//! `target/bench/report.md`.
+//! `target/bench/report.md`. The `scale` suite (not run by default) measures 1, 2 and 4
+//! workers on one consumer and a single node against a three-node R3 cluster (see
+//! `bench/scale.rs` and docs/scaling.md).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -24,12 +26,17 @@ use serde_json::json;
 use sink_mysql::certify::TestServer;
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
+mod scale;
+
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct Args {
     /// Messages in the stream of the core and MySQL suites.
     #[arg(long, default_value_t = 100_000)]
     messages: usize,
+    /// Messages in the stream of the scale suite (each worker count consumes all of them).
+    #[arg(long, default_value_t = 20_000)]
+    scale_messages: usize,
     /// Messages in the stream of the HTTP suite.
     #[arg(long, default_value_t = 20_000)]
     http_messages: usize,
@@ -49,7 +56,8 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
     /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
-    /// `s3`, `coherence`, `nosql`.
+    /// `s3`, `coherence`, `nosql`; and, only when named, `scale` (1, 2, 4 workers; single node
+    /// against a three-node R3 cluster).
     #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql")]
     suite: String,
     /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3).
@@ -347,12 +355,30 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let root = sinks_testkit::workspace_root();
     let suites: Vec<&str> = args.suite.split(',').map(str::trim).collect();
     crate::setup::ensure(crate::setup::Need::SERVERS)?;
-    crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
-    crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bins"], &[])?;
-    crate::cargo(
-        &["build", "--release", "--quiet", "-p", "sink-http", "--features", "certify", "--example", "http_test_server"],
-        &[],
-    )?;
+    if suites.iter().all(|s| *s == "scale") {
+        // The scale suite runs only nats-sink with the file, MySQL and blackhole sinks.
+        crate::cargo(
+            &["build", "--release", "--quiet", "-p", "sinks-bin", "--no-default-features", "--features", "file,mysql"],
+            &[],
+        )?;
+    } else {
+        crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
+        crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bins"], &[])?;
+        crate::cargo(
+            &[
+                "build",
+                "--release",
+                "--quiet",
+                "-p",
+                "sink-http",
+                "--features",
+                "certify",
+                "--example",
+                "http_test_server",
+            ],
+            &[],
+        )?;
+    }
     let release = root.join("target/release");
     let programs = Programs {
         nats_sink: release.join("nats-sink"),
@@ -364,7 +390,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let results = rt.block_on(async {
+    let (results, scale_rows) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
@@ -611,10 +637,22 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 }
             }
         }
+        let mut scale_rows = Vec::new();
+        if suites.contains(&"scale") {
+            let pids: Vec<u32> = server.pid().into_iter().collect();
+            scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
+        }
         drop(server);
-        anyhow::Ok(results)
+        anyhow::Ok((results, scale_rows))
     })?;
-    let report = render(&args, &results);
+    let mut report = if results.is_empty() {
+        format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
+    } else {
+        render(&args, &results)
+    };
+    if !scale_rows.is_empty() {
+        report.push_str(&scale::render(&args, &scale_rows));
+    }
     std::fs::write(work.join("report.md"), &report)?;
     println!("{report}");
     println!("report: {}", work.join("report.md").display());

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{self, AckPolicy, PullConsumer, pull};
 use async_nats::jetstream::context::GetStreamErrorKind;
-use async_nats::jetstream::stream::{self, StorageType};
+use async_nats::jetstream::stream::{self, ConsumerCreateStrictErrorKind, ConsumerUpdateErrorKind, StorageType};
 use async_nats::jetstream::{self, Context};
 
 use crate::config::{Config, ConfigError, ConfigIssue, ConsumerManagementConfig, ConsumerMode, StreamStorage};
@@ -232,6 +232,13 @@ pub async fn ensure_streams(js: &Context, config: &Config) -> Result<stream::Str
 }
 
 /// Binds, creates or reconciles the consumer per `consumer_management.mode`.
+///
+/// Safe with many workers starting at once on one durable consumer: a missing consumer is
+/// created with JetStream's create-only action, so a worker that loses the race to another
+/// one never overwrites the consumer the winner created; it reads the consumer again and binds
+/// to it (or reports drift) like any later worker. Reconciling uses the update-only action,
+/// which never recreates a consumer (a consumer deleted meanwhile is created afresh on the
+/// next pass instead).
 pub async fn ensure_consumer(stream: &stream::Stream, config: &Config) -> Result<BoundConsumer, SetupError> {
     ensure_consumer_from(stream, config, None, None).await
 }
@@ -258,41 +265,58 @@ pub async fn ensure_consumer_from(
         let consumer = stream.create_consumer(desired).await.map_err(unavailable)?;
         return finish(consumer, "ephemeral").await;
     }
-    let existing = match stream.consumer_info(name).await {
-        Ok(info) => Some(info),
-        Err(e) if e.kind() == jetstream::context::ConsumerInfoErrorKind::NotFound => None,
-        Err(e) => return Err(unavailable(e)),
-    };
-    let Some(existing) = existing else {
-        if cm.mode == ConsumerMode::BindOnly {
-            return Err(ConfigError::single(
-                "nats.consumer",
-                format!(
-                    "consumer `{name}` does not exist in stream `{}` and consumer_management.mode is bind_only",
-                    config.nats.stream
-                ),
-            )
-            .into());
+    // Two passes at most: the second only after losing a create or update race.
+    for pass in 0..2 {
+        let existing = match stream.consumer_info(name).await {
+            Ok(info) => Some(info),
+            Err(e) if e.kind() == jetstream::context::ConsumerInfoErrorKind::NotFound => None,
+            Err(e) => return Err(unavailable(e)),
+        };
+        let Some(existing) = existing else {
+            if cm.mode == ConsumerMode::BindOnly {
+                return Err(ConfigError::single(
+                    "nats.consumer",
+                    format!(
+                        "consumer `{name}` does not exist in stream `{}` and consumer_management.mode is bind_only",
+                        config.nats.stream
+                    ),
+                )
+                .into());
+            }
+            match stream.create_consumer_strict(desired.clone()).await {
+                Ok(consumer) => {
+                    tracing::info!(consumer = %name, "created durable pull consumer");
+                    return finish(consumer, "created").await;
+                }
+                // Another worker created it with a different config in the meantime: look again.
+                Err(e) if e.kind() == ConsumerCreateStrictErrorKind::AlreadyExists && pass == 0 => {
+                    tracing::info!(consumer = %name, "consumer was created concurrently by another worker; binding");
+                    continue;
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+        };
+        let drift = detect_drift(&existing.config, cm, &config.nats.subject);
+        if drift.is_empty() {
+            let consumer = stream.get_consumer(name).await.map_err(unavailable)?;
+            return finish(consumer, "bound").await;
         }
-        let consumer = stream.create_consumer(desired).await.map_err(unavailable)?;
-        tracing::info!(consumer = %name, "created durable pull consumer");
-        return finish(consumer, "created").await;
-    };
-    let drift = detect_drift(&existing.config, cm, &config.nats.subject);
-    if drift.is_empty() {
-        let consumer = stream.get_consumer(name).await.map_err(unavailable)?;
-        return finish(consumer, "bound").await;
+        let fixed: Vec<Drift> = drift.iter().filter(|d| !d.updatable).cloned().collect();
+        if cm.mode != ConsumerMode::Reconcile || !fixed.is_empty() {
+            let report = if cm.mode == ConsumerMode::Reconcile { fixed } else { drift };
+            return Err(drift_error(&report, name).into());
+        }
+        for d in &drift {
+            tracing::warn!(field = d.field, expected = %d.expected, actual = %d.actual, "reconciling consumer field");
+        }
+        match stream.update_consumer(desired.clone()).await {
+            Ok(consumer) => return finish(consumer, "reconciled").await,
+            // Deleted since we read it: the next pass creates it.
+            Err(e) if e.kind() == ConsumerUpdateErrorKind::DoesNotExist && pass == 0 => continue,
+            Err(e) => return Err(unavailable(e)),
+        }
     }
-    let fixed: Vec<Drift> = drift.iter().filter(|d| !d.updatable).cloned().collect();
-    if cm.mode != ConsumerMode::Reconcile || !fixed.is_empty() {
-        let report = if cm.mode == ConsumerMode::Reconcile { fixed } else { drift };
-        return Err(drift_error(&report, name).into());
-    }
-    for d in &drift {
-        tracing::warn!(field = d.field, expected = %d.expected, actual = %d.actual, "reconciling consumer field");
-    }
-    let consumer = stream.create_consumer(desired).await.map_err(unavailable)?;
-    finish(consumer, "reconciled").await
+    Err(SetupError::Unavailable(format!("consumer `{name}` kept changing while it was set up")))
 }
 
 async fn finish(mut consumer: PullConsumer, action: &'static str) -> Result<BoundConsumer, SetupError> {

@@ -1,5 +1,6 @@
 //! Test support shared by the workspace's integration tests, certification and benchmarks:
-//! a private `nats-server` per test (which a test may kill and restart), private MariaDB
+//! a private `nats-server` per test (which a test may kill and restart), a private three-node
+//! JetStream cluster (any node of which a test may kill and restart), private MariaDB
 //! servers (one shared per run, or one per outage test), a real S3-compatible server
 //! (SeaweedFS), Oracle Coherence CE cluster members (one shared per run, or private ones a
 //! test kills, restarts from persistence or joins with a second member), an Oracle NoSQL test server speaking the proxy's protocol (in process), unique names, and small JetStream helpers. Every server runs on free ports
@@ -10,6 +11,7 @@
 /// Environment variables that point a test run at servers started for it.
 pub type RunEnv = Vec<(&'static str, String)>;
 
+mod cluster;
 mod coherence;
 mod fault_proxy;
 mod mariadb;
@@ -19,6 +21,7 @@ mod nosql;
 mod process;
 mod seaweedfs;
 
+pub use cluster::{CLUSTER_NODES, NatsCluster};
 pub use coherence::{
     COHERENCE_ENV, CoherenceMember, coherence_lib, find_java, shared_coherence, start_coherence_for_run,
 };

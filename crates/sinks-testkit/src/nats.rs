@@ -102,6 +102,11 @@ impl NatsServer {
         self.spawn();
     }
 
+    /// The server's process id while it runs (for CPU accounting in benchmarks).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// True while the process runs.
     pub fn is_running(&mut self) -> bool {
         self.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())

@@ -1,0 +1,311 @@
+//! A private three-node `nats-server` cluster with JetStream, for the tests that lose a node.
+//!
+//! Every node gets free ports (client, cluster routes, HTTP monitoring), its own store
+//! directory and a server name (`n0`, `n1`, `n2`), and routes to all three; the cluster has a
+//! unique name. A test can SIGKILL any node and start it again on the same ports with its store
+//! intact, or do that to the whole cluster. Helpers create replicated streams (retrying while
+//! the cluster forms), name the stream and consumer leaders, and find the node a named client
+//! is connected to. A watchdog kills every node when the test process ends.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, context::Context, stream};
+
+use crate::nats::find_nats_server;
+use crate::process::{free_port, kill_child};
+
+/// Nodes in a [`NatsCluster`].
+pub const CLUSTER_NODES: usize = 3;
+
+/// One node of the cluster.
+#[derive(Debug)]
+struct Node {
+    name: String,
+    port: u16,
+    monitor_port: u16,
+    config: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+}
+
+/// A three-node JetStream cluster owned by a test. Every node is killed on drop.
+#[derive(Debug)]
+pub struct NatsCluster {
+    nodes: Vec<Node>,
+    dir: tempfile::TempDir,
+    bin: PathBuf,
+}
+
+impl NatsCluster {
+    /// Starts three JetStream nodes routed to each other and waits until the cluster has a
+    /// JetStream meta leader (it answers account requests), which takes a few seconds.
+    pub async fn start() -> Self {
+        let dir = tempfile::Builder::new().prefix("nats-cluster-").tempdir().unwrap();
+        let cluster_name = crate::unique("C");
+        let ports: Vec<(u16, u16, u16)> = (0..CLUSTER_NODES).map(|_| (free_port(), free_port(), free_port())).collect();
+        let routes: Vec<String> =
+            ports.iter().map(|(_, route, _)| format!("\"nats-route://127.0.0.1:{route}\"")).collect();
+        let nodes = ports
+            .iter()
+            .enumerate()
+            .map(|(i, &(port, route_port, monitor_port))| {
+                let name = format!("n{i}");
+                let node_dir = dir.path().join(&name);
+                std::fs::create_dir_all(node_dir.join("store")).unwrap();
+                let config = node_dir.join("server.conf");
+                let text = format!(
+                    "server_name: \"{name}\"\nlisten: \"127.0.0.1:{port}\"\nhttp: \"127.0.0.1:{monitor_port}\"\n\
+                     jetstream {{\n  store_dir: \"{store}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n\
+                     cluster {{\n  name: \"{cluster_name}\"\n  listen: \"127.0.0.1:{route_port}\"\n  routes: [{routes}]\n}}\n",
+                    store = node_dir.join("store").display(),
+                    routes = routes.join(", "),
+                );
+                std::fs::write(&config, text).unwrap();
+                Node { name, port, monitor_port, config, log: node_dir.join("server.log"), child: None }
+            })
+            .collect();
+        let mut cluster = Self { nodes, dir, bin: find_nats_server() };
+        for i in 0..CLUSTER_NODES {
+            cluster.spawn(i);
+        }
+        cluster.wait_ready().await;
+        cluster
+    }
+
+    fn spawn(&mut self, i: usize) {
+        let bin = self.bin.clone();
+        let node = &mut self.nodes[i];
+        let child = Command::new(&bin)
+            .arg("-c")
+            .arg(&node.config)
+            .arg("-l")
+            .arg(&node.log)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        crate::process::watch(&child);
+        node.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", node.port)).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "cluster node {} did not start; log at {}",
+                node.name,
+                node.log.display()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Waits until JetStream answers through the running nodes (a meta leader is elected).
+    pub async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Ok(client) = self.connect().await {
+                let js = jetstream::new(client);
+                if js.query_account().await.is_ok() {
+                    return;
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the nats cluster did not elect a meta leader; logs under {}",
+                self.dir.path().display()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    async fn connect(&self) -> Result<async_nats::Client, async_nats::ConnectError> {
+        let urls: Vec<async_nats::ServerAddr> = self.urls().iter().map(|u| u.parse().unwrap()).collect();
+        async_nats::ConnectOptions::new()
+            .connection_timeout(Duration::from_secs(2))
+            .max_reconnects(None)
+            .connect(urls)
+            .await
+    }
+
+    /// A client seeded with every node (it reconnects to any survivor).
+    pub async fn client(&self) -> async_nats::Client {
+        self.wait_ready().await;
+        self.connect().await.unwrap()
+    }
+
+    /// A JetStream context on a fresh client seeded with every node.
+    pub async fn js(&self) -> Context {
+        jetstream::new(self.client().await)
+    }
+
+    /// `nats://127.0.0.1:{port}` of every node, for `nats.urls`.
+    pub fn urls(&self) -> Vec<String> {
+        (0..CLUSTER_NODES).map(|i| self.url(i)).collect()
+    }
+
+    /// The client URL of node `i`.
+    pub fn url(&self, i: usize) -> String {
+        format!("nats://127.0.0.1:{}", self.nodes[i].port)
+    }
+
+    /// The server name of node `i` (`n{i}`).
+    pub fn name(&self, i: usize) -> &str {
+        &self.nodes[i].name
+    }
+
+    /// The index of the node called `name`.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        self.nodes.iter().position(|n| n.name == name)
+    }
+
+    /// Kills node `i` with SIGKILL (no clean shutdown, no leadership hand-off) and waits for
+    /// it to exit.
+    pub fn kill(&mut self, i: usize) {
+        kill_child(&mut self.nodes[i].child);
+    }
+
+    /// Starts node `i` again on the same ports with its store intact (killing it first if it
+    /// runs).
+    pub fn restart(&mut self, i: usize) {
+        self.kill(i);
+        self.spawn(i);
+    }
+
+    /// Kills every node.
+    pub fn kill_all(&mut self) {
+        for i in 0..CLUSTER_NODES {
+            self.kill(i);
+        }
+    }
+
+    /// Starts every node that is not running, then waits for a meta leader.
+    pub async fn restart_all(&mut self) {
+        for i in 0..CLUSTER_NODES {
+            if !self.is_running(i) {
+                self.spawn(i);
+            }
+        }
+        self.wait_ready().await;
+    }
+
+    /// True while node `i` runs.
+    pub fn is_running(&mut self, i: usize) -> bool {
+        self.nodes[i].child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_none())
+    }
+
+    /// The process ids of the running nodes (for CPU accounting in benchmarks).
+    pub fn pids(&self) -> Vec<u32> {
+        self.nodes.iter().filter_map(|n| n.child.as_ref().map(Child::id)).collect()
+    }
+
+    /// The server log of node `i` (shown when a test fails).
+    pub fn log(&self, i: usize) -> String {
+        std::fs::read_to_string(&self.nodes[i].log).unwrap_or_default()
+    }
+
+    /// The node (index) a client that connected with `name` (`nats.name`) is connected to,
+    /// from the nodes' `/connz` monitoring endpoints.
+    pub async fn node_of_client(&self, name: &str) -> Option<usize> {
+        let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().ok()?;
+        for (i, node) in self.nodes.iter().enumerate() {
+            let url = format!("http://127.0.0.1:{}/connz?limit=4096", node.monitor_port);
+            let Ok(response) = http.get(&url).send().await else { continue };
+            let Ok(bytes) = response.bytes().await else { continue };
+            let Ok(body) = serde_json::from_slice::<serde_json::Value>(&bytes) else { continue };
+            let found = body["connections"]
+                .as_array()
+                .is_some_and(|conns| conns.iter().any(|c| c["name"].as_str() == Some(name)));
+            if found {
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// Creates a file-backed stream `name` capturing `subjects` with `replicas` replicas,
+    /// retrying while the cluster is still forming (peers not yet current), and waits until
+    /// it has a leader.
+    pub async fn create_stream(&self, js: &Context, name: &str, subjects: &[&str], replicas: usize) -> stream::Stream {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let created = js
+                .get_or_create_stream(stream::Config {
+                    name: name.to_owned(),
+                    subjects: subjects.iter().map(|s| (*s).to_owned()).collect(),
+                    num_replicas: replicas,
+                    ..Default::default()
+                })
+                .await;
+            match created {
+                Ok(s) => {
+                    assert!(
+                        self.wait_stream_leader(js, name, Duration::from_secs(30)).await.is_some(),
+                        "stream {name} has no leader"
+                    );
+                    return s;
+                }
+                Err(e) => {
+                    assert!(Instant::now() < deadline, "create stream {name} (R{replicas}): {e}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
+    }
+
+    /// The server name of the stream's current leader (`$JS.API.STREAM.INFO` → cluster.leader).
+    pub async fn stream_leader(&self, js: &Context, stream: &str) -> Option<String> {
+        let mut s = js.get_stream(stream).await.ok()?;
+        let info = s.info().await.ok()?;
+        info.cluster.as_ref()?.leader.clone().filter(|l| !l.is_empty())
+    }
+
+    /// The server name of the consumer's current leader.
+    pub async fn consumer_leader(&self, js: &Context, stream: &str, consumer: &str) -> Option<String> {
+        let s = js.get_stream(stream).await.ok()?;
+        let info = s.consumer_info(consumer).await.ok()?;
+        info.cluster.as_ref()?.leader.clone().filter(|l| !l.is_empty())
+    }
+
+    /// Asks the stream's leader to step down (`$JS.API.STREAM.LEADER.STEPDOWN`); another
+    /// replica is elected. Returns whether the request was accepted.
+    pub async fn step_down_stream(&self, js: &Context, stream: &str) -> bool {
+        let subject = format!("$JS.API.STREAM.LEADER.STEPDOWN.{stream}");
+        step_down(js, subject).await
+    }
+
+    /// Asks the consumer's leader to step down (`$JS.API.CONSUMER.LEADER.STEPDOWN`).
+    pub async fn step_down_consumer(&self, js: &Context, stream: &str, consumer: &str) -> bool {
+        let subject = format!("$JS.API.CONSUMER.LEADER.STEPDOWN.{stream}.{consumer}");
+        step_down(js, subject).await
+    }
+
+    /// Polls until the stream has a leader (returns its name) or `timeout` passes.
+    pub async fn wait_stream_leader(&self, js: &Context, stream: &str, timeout: Duration) -> Option<String> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(leader) = self.stream_leader(js, stream).await {
+                return Some(leader);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn step_down(js: &Context, subject: String) -> bool {
+    match tokio::time::timeout(Duration::from_secs(5), js.client().request(subject, "".into())).await {
+        Ok(Ok(reply)) => serde_json::from_slice::<serde_json::Value>(&reply.payload)
+            .is_ok_and(|v| v["success"].as_bool() == Some(true)),
+        _ => false,
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
