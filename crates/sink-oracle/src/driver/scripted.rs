@@ -3,6 +3,7 @@
 //!
 //! It executes each statement's [`Op`] (never its SQL text, which is pinned separately by
 //! snapshot tests and a SQL parser) with the semantics the sink relies on:
+//! - a session pool: a returned session is handed out again without its session setup;
 //! - transactions per connection: changes are visible to their own connection until commit,
 //!   undone by rollback or when the connection is dropped; DDL commits first, as in Oracle;
 //! - row locks: a connection writing a key another connection changed waits until that one
@@ -153,6 +154,8 @@ struct State {
     rules: Vec<RowRule>,
     recording: bool,
     next_conn: ConnId,
+    /// Sessions returned to the pool (reused without running the session setup again).
+    idle: Vec<ConnId>,
 }
 
 /// The in-memory database behind a [`ScriptedDriver`] and its connections.
@@ -277,6 +280,9 @@ impl Driver for ScriptedDriver {
         let mut state = self.db.lock();
         if let Some(e) = take_fault(&mut state, |p| *p == FaultPoint::Connect) {
             return Err(e);
+        }
+        if let Some(id) = state.idle.pop() {
+            return Ok(Box::new(ScriptedConnection { db: Arc::clone(&self.db), id }));
         }
         state.next_conn += 1;
         let id = state.next_conn;
@@ -727,6 +733,7 @@ impl Drop for ScriptedConnection {
         let mut state = self.db.lock();
         Self::rollback_locked(&mut state, self.id);
         state.waits_for.remove(&self.id);
+        state.idle.push(self.id);
         drop(state);
         self.db.changed.notify_all();
     }
