@@ -23,9 +23,9 @@ const EXPECTED: &[(&str, Expected)] = &[
     ("gotham-basic.json", Some(("sink.type", NOT_YET))),
     ("multi-sink-routing-e2e.json", Some(("routing.enabled", NOT_YET))),
     ("named-multi-sink.json", Some(("routing.enabled", NOT_YET))),
-    ("oracle-adb-config-mtls-wallet.json", Some(("sink.type", NOT_YET))),
-    ("oracle-adb-config-walletless-tls.json", Some(("sink.type", NOT_YET))),
-    ("oracle-basic.json", Some(("sink.type", NOT_YET))),
+    ("oracle-adb-config-mtls-wallet.json", None),
+    ("oracle-adb-config-walletless-tls.json", None),
+    ("oracle-basic.json", None),
     ("oracle-coherence-basic.json", Some(("sink.type", NOT_YET))),
     // The example's DLQ subject is inside its own consumer's subject: its dead letters would
     // be consumed and written again (a defect of the example, refused by name).
