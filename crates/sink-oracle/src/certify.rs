@@ -164,7 +164,8 @@ impl Live {
             increment: 1,
             setup: SessionSetup::default(),
         };
-        OciDriver::new(&options).map_err(|e| crate::error::classify(&e, "connecting to the live test database").message().to_owned())
+        OciDriver::new(&options)
+            .map_err(|e| crate::error::classify(&e, "connecting to the live test database").message().to_owned())
     }
 
     /// Runs `sql` (DDL or a query without binds) on a fresh connection, off the async workers.
@@ -287,7 +288,9 @@ impl Harness for LiveHarness {
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
         // A check constraint on the subject's length: ORA-02290 for that row only.
         let (fx, table) = self.fixture().await.ok()?;
-        let sql = format!("ALTER TABLE \"{table}\" ADD CONSTRAINT \"{table}_SL\" CHECK (DBMS_LOB.GETLENGTH(\"SUBJECT\") <= 24)");
+        let sql = format!(
+            "ALTER TABLE \"{table}\" ADD CONSTRAINT \"{table}_SL\" CHECK (DBMS_LOB.GETLENGTH(\"SUBJECT\") <= 24)"
+        );
         self.live().ok()?.run(sql, false).await.ok()?;
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
         Some((fx, envelope(sinks_core::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
@@ -295,7 +298,9 @@ impl Harness for LiveHarness {
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
         let live = self.live().ok()?;
-        let v = self.section("UNREACHABLE", serde_json::json!({"dsn": "127.0.0.1:1/NOPE", "tcp_connect_timeout": 2.0})).ok()?;
+        let v = self
+            .section("UNREACHABLE", serde_json::json!({"dsn": "127.0.0.1:1/NOPE", "tcp_connect_timeout": 2.0}))
+            .ok()?;
         let config = OracleSinkConfig::from_section(&section(v)).ok()?;
         Some(Arc::new(OracleSink::new(config).ok()?.with_password(&live.password)))
     }

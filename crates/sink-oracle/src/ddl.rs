@@ -62,7 +62,11 @@ pub(crate) fn create_table(plan: &TablePlan, json: JsonColumnType) -> Statement 
     if !plan.key.is_empty() {
         let table_part = plan.table.rsplit('.').next().unwrap_or(&plan.table);
         let keys: Vec<String> = plan.key.iter().map(|i| quote(&plan.columns[*i])).collect();
-        lines.push(format!("  CONSTRAINT {} PRIMARY KEY ({})", quote(&derived_name(table_part, "_PK")), keys.join(", ")));
+        lines.push(format!(
+            "  CONSTRAINT {} PRIMARY KEY ({})",
+            quote(&derived_name(table_part, "_PK")),
+            keys.join(", ")
+        ));
     }
     let sql = format!("CREATE TABLE {} (\n{}\n)", quote(&plan.table), lines.join(",\n"));
     Statement::new(

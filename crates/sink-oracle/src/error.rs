@@ -25,8 +25,10 @@ const DATA_ERRORS: [i32; 9] = [12899, 1400, 1407, 2290, 2291, 40441, 1461, 1438,
 /// ORA codes meaning "the destination is misconfigured".
 const CONFIG_ERRORS: [i32; 10] = [1017, 28000, 28001, 1045, 1031, 942, 904, 1950, 12154, 955];
 /// ORA codes after which the session is gone (it is dropped, not returned to the pool).
-const SESSION_LOST: [i32; 19] =
-    [3113, 3114, 3135, 12541, 12170, 12514, 12505, 12537, 12547, 12560, 12516, 12519, 12520, 1033, 1034, 1089, 1012, 2396, 25408];
+const SESSION_LOST: [i32; 19] = [
+    3113, 3114, 3135, 12541, 12170, 12514, 12505, 12537, 12547, 12560, 12516, 12519, 12520, 1033, 1034, 1089, 1012,
+    2396, 25408,
+];
 /// ORA codes after which the same transaction, run again, usually succeeds.
 const LOCK_RETRY: [i32; 5] = [60, 54, 30006, 4021, 8177];
 
@@ -110,7 +112,8 @@ fn hint(code: i32) -> &'static str {
 /// `(OWNER.NAME)` of a constraint (00001, 02290, 02291).
 pub(crate) fn named_object(e: &DbError) -> Option<String> {
     let m = &e.message;
-    let ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '#' | '.'));
+    let ok =
+        |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '#' | '.'));
     match e.code {
         12899 | 1400 | 1407 => {
             let start = m.find('"')?;
@@ -155,7 +158,9 @@ pub(crate) fn classify(e: &DriverError, action: &str) -> SinkError {
         DriverError::Client { code: 1072, .. } => SinkError::config(format!(
             "{action}: DPI-1072: the installed Oracle Client is too old: install Oracle Instant Client 19c or later"
         )),
-        DriverError::Client { code, .. } => SinkError::temporary(format!("{action}: oracle client error DPI-{code:04}")),
+        DriverError::Client { code, .. } => {
+            SinkError::temporary(format!("{action}: oracle client error DPI-{code:04}"))
+        }
         DriverError::Other(m) => SinkError::temporary(format!("{action}: driver error: {m}")),
     }
 }

@@ -39,7 +39,7 @@ mod write;
 
 pub use config::connection::{ConnectString, connect_string};
 pub use config::{
-    ColumnMapping, ConflictPolicy, IdempotencyConfig, JsonColumnType, OracleSinkConfig, StagingCleanup,
-    StagingConfig, TableRoute, WriteMode,
+    ColumnMapping, ConflictPolicy, IdempotencyConfig, JsonColumnType, OracleSinkConfig, StagingCleanup, StagingConfig,
+    TableRoute, WriteMode,
 };
 pub use sink::OracleSink;

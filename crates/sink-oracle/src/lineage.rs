@@ -171,7 +171,11 @@ pub fn build(config: &OracleSinkConfig, request: &LineageRequest) -> Result<Line
         (LineageFilter::Column(column), expression, Value::Text(Some(escape_like(value))))
     } else {
         let expression = format!("JSON_VALUE({}, '$.{field}') = :1", quote(&mission));
-        (LineageFilter::JsonField { column: mission.clone(), field: field.clone() }, expression, Value::Text(Some(value.to_owned())))
+        (
+            LineageFilter::JsonField { column: mission.clone(), field: field.clone() },
+            expression,
+            Value::Text(Some(value.to_owned())),
+        )
     };
     let items: Vec<String> = selected
         .iter()
@@ -265,7 +269,9 @@ pub fn records(query: &LineageQuery, rows: Vec<Vec<Option<String>>>) -> LineageR
     let records: Vec<LineageRecord> = rows
         .into_iter()
         .map(|row| {
-            let get = |alias: &str| query.aliases.iter().position(|a| *a == alias).and_then(|i| row.get(i).cloned().flatten());
+            let get = |alias: &str| {
+                query.aliases.iter().position(|a| *a == alias).and_then(|i| row.get(i).cloned().flatten())
+            };
             let int = |alias: &str| get(alias).and_then(|v| v.trim().parse::<i64>().ok());
             let keys = get("mission_metadata_json")
                 .and_then(|doc| serde_json::from_str::<serde_json::Value>(&doc).ok())
@@ -277,7 +283,8 @@ pub fn records(query: &LineageQuery, rows: Vec<Vec<Option<String>>>) -> LineageR
                 .unwrap_or_default();
             let payload = query.include_payload.then(|| {
                 get("payload_json").map(|p| {
-                    serde_json::from_str(&p).unwrap_or_else(|_| serde_json::json!({"_nats_sinks_unparsed_payload": true}))
+                    serde_json::from_str(&p)
+                        .unwrap_or_else(|_| serde_json::json!({"_nats_sinks_unparsed_payload": true}))
                 })
             });
             LineageRecord {
@@ -352,7 +359,13 @@ mod tests {
     }
 
     fn request(field: &str, value: &str) -> LineageRequest {
-        LineageRequest { field: field.into(), value: value.into(), table: None, limit: DEFAULT_LIMIT, include_payload: false }
+        LineageRequest {
+            field: field.into(),
+            value: value.into(),
+            table: None,
+            limit: DEFAULT_LIMIT,
+            include_payload: false,
+        }
     }
 
     #[test]
@@ -360,7 +373,11 @@ mod tests {
         let c = config(serde_json::json!({}));
         let q = build(&c, &request("Mission-ID", "M' OR 1=1 --")).unwrap();
         assert_eq!(q.field, "mission_id");
-        assert!(q.statement.sql.contains("JSON_VALUE(\"MISSION_METADATA_JSON\", '$.mission_id') = :1"), "{}", q.statement.sql);
+        assert!(
+            q.statement.sql.contains("JSON_VALUE(\"MISSION_METADATA_JSON\", '$.mission_id') = :1"),
+            "{}",
+            q.statement.sql
+        );
         assert!(!q.statement.sql.contains("OR 1=1"), "the value is never in the SQL");
         assert_eq!(q.bind, Value::Text(Some("M' OR 1=1 --".into())));
         assert!(!q.statement.sql.contains("PAYLOAD_JSON"), "payload excluded by default");
@@ -375,7 +392,13 @@ mod tests {
             ("mission_id", "x", None, 0),
             ("mission_id", "x", None, 1001),
         ] {
-            let r = LineageRequest { field: field.into(), value: value.into(), table: table.map(Into::into), limit, include_payload: false };
+            let r = LineageRequest {
+                field: field.into(),
+                value: value.into(),
+                table: table.map(Into::into),
+                limit,
+                include_payload: false,
+            };
             assert!(build(&c, &r).is_err(), "{field} {value:?} {table:?} {limit}");
         }
         let routed = LineageRequest { table: Some("nats_events_secret".into()), ..request("track_id", "T-1") };
@@ -394,7 +417,10 @@ mod tests {
         assert_eq!(result.records[0].stream_sequence, Some(42));
         assert_eq!(result.records[0].mission_metadata_keys, ["mission_id", "secret_note"]);
         let text = render_text(&result);
-        assert!(text.contains("mission_metadata_keys=mission_id,secret_note") && !text.contains("do not print"), "{text}");
+        assert!(
+            text.contains("mission_metadata_keys=mission_id,secret_note") && !text.contains("do not print"),
+            "{text}"
+        );
         assert!(!serde_json::to_string(&result).unwrap().contains("do not print"));
     }
 }

@@ -57,13 +57,16 @@ pub(crate) fn map(
     mode: PayloadMode,
     stored_at: OffsetDateTime,
 ) -> Result<Row, SinkError> {
-    let serialization = |e: payload::PayloadError| SinkError::permanent(e.to_string()).with_error_type("SerializationError");
+    let serialization =
+        |e: payload::PayloadError| SinkError::permanent(e.to_string()).with_error_type("SerializationError");
     let mut normalized = payload::normalize(envelope.payload(), mode).map_err(serialization)?;
     if !normalized.wrapped && sinks_core::json::depth(normalized.value.get()) > MAX_JSON_DEPTH {
         normalized = match mode {
             PayloadMode::JsonOnly => {
-                return Err(SinkError::permanent(format!("payload JSON is nested deeper than {MAX_JSON_DEPTH} levels"))
-                    .with_error_type("SerializationError"));
+                return Err(SinkError::permanent(format!(
+                    "payload JSON is nested deeper than {MAX_JSON_DEPTH} levels"
+                ))
+                .with_error_type("SerializationError"));
             }
             _ => payload::normalize(envelope.payload(), PayloadMode::TextEnvelope).map_err(serialization)?,
         };
@@ -152,7 +155,11 @@ mod tests {
         assert_eq!(row.values[0], text("S"));
         assert_eq!(row.values[1], Value::UInt(9));
         assert_eq!(row.values[column(&p, "MESSAGE_ID")], text("m1"));
-        assert_eq!(row.values[column(&p, "PRIORITY")], Value::Text(None), "no priority is SQL NULL, never the string null");
+        assert_eq!(
+            row.values[column(&p, "PRIORITY")],
+            Value::Text(None),
+            "no priority is SQL NULL, never the string null"
+        );
         assert_eq!(row.values[column(&p, "PAYLOAD_JSON")], Value::Clob(Some("{\"a\": 1}".into())));
         assert_eq!(row.values[column(&p, "MISSION_METADATA_JSON")], Value::Clob(None), "absent is SQL NULL");
         assert_eq!(row.key, "S\u{1f}9");

@@ -79,15 +79,8 @@ impl OracleSink {
         let plans = TablePlan::all(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
         let staging = StagingPlan::of(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
         let io = IoPool::new("oracle-io", config.pool_max as usize);
-        let inner = Inner {
-            config,
-            plans,
-            staging,
-            io,
-            source,
-            driver: OnceLock::new(),
-            key_constraints: OnceLock::new(),
-        };
+        let inner =
+            Inner { config, plans, staging, io, source, driver: OnceLock::new(), key_constraints: OnceLock::new() };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -290,7 +283,8 @@ fn first_line(sql: &str) -> &str {
 /// the names of those constraints.
 fn check_key(conn: &mut dyn Connection, plan: &TablePlan) -> Result<Vec<String>, SinkError> {
     let (statement, binds) = sql::key_constraints(&plan.table);
-    let rows = conn.query(&statement, &binds).map_err(|e| classify(&e, &format!("reading the keys of {}", plan.table)))?;
+    let rows =
+        conn.query(&statement, &binds).map_err(|e| classify(&e, &format!("reading the keys of {}", plan.table)))?;
     let mut by_name: HashMap<String, Vec<String>> = HashMap::new();
     for row in rows {
         if let (Some(Some(name)), Some(Some(column))) = (row.first(), row.get(1)) {
@@ -380,8 +374,10 @@ impl Sink for OracleSink {
                 outcomes[i] = Some(o);
             }
         }
-        let outcomes: Vec<MessageOutcome> =
-            outcomes.into_iter().map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("row was not written"))).collect();
+        let outcomes: Vec<MessageOutcome> = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("row was not written")))
+            .collect();
         sinks_core::sink::log_outcomes("oracle", &outcomes);
         Ok(outcomes)
     }

@@ -250,7 +250,8 @@ impl TablePlan {
 
     /// Validation entry point for the config.
     pub(crate) fn validate_all(config: &OracleSinkConfig) -> Result<(), (String, String)> {
-        if config.idempotency.strategy == IdempotencyStrategy::PayloadField && config.idempotency.payload_field.is_none()
+        if config.idempotency.strategy == IdempotencyStrategy::PayloadField
+            && config.idempotency.payload_field.is_none()
         {
             return Ok(()); // reported by the config itself
         }
@@ -278,8 +279,7 @@ impl TablePlan {
     /// WHEN NOT MATCHED THEN INSERT (…) VALUES (source."C1", …)`: binds are every column.
     pub(crate) fn insert_if_absent(&self) -> Statement {
         let cols = self.all_quoted();
-        let select: Vec<String> =
-            binds(1, cols.len()).iter().zip(&cols).map(|(b, c)| format!("{b} AS {c}")).collect();
+        let select: Vec<String> = binds(1, cols.len()).iter().zip(&cols).map(|(b, c)| format!("{b} AS {c}")).collect();
         let values: Vec<String> = cols.iter().map(|c| format!("source.{c}")).collect();
         let sql = format!(
             "MERGE INTO {} target USING (SELECT {} FROM DUAL) source ON ({}) WHEN NOT MATCHED THEN INSERT ({}) VALUES ({})",
@@ -330,8 +330,11 @@ impl TablePlan {
     /// The update of an overwritten conflict: the update columns (every non-key column when
     /// the mode updates nothing by itself), fingerprint included.
     pub(crate) fn overwrite(&self) -> Option<Statement> {
-        let mut columns: Vec<usize> =
-            if self.update.is_empty() { (0..self.fields.len()).filter(|i| !self.key.contains(i)).collect() } else { self.update.clone() };
+        let mut columns: Vec<usize> = if self.update.is_empty() {
+            (0..self.fields.len()).filter(|i| !self.key.contains(i)).collect()
+        } else {
+            self.update.clone()
+        };
         if let Some(fp) = self.fingerprint
             && !columns.contains(&fp)
         {
@@ -503,7 +506,8 @@ impl StagingPlan {
         let matched = if plan.update.is_empty() {
             String::new()
         } else {
-            let set: Vec<String> = plan.quoted(&plan.update).iter().map(|c| format!("target.{c} = source.{c}")).collect();
+            let set: Vec<String> =
+                plan.quoted(&plan.update).iter().map(|c| format!("target.{c} = source.{c}")).collect();
             format!(" WHEN MATCHED THEN UPDATE SET {}", set.join(", "))
         };
         let sql = format!(

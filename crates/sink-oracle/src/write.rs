@@ -136,8 +136,11 @@ fn write_all(ctx: &Ctx<'_>, conn: &mut dyn Connection, groups: &Groups, staged: 
     Ok(outcomes)
 }
 
+/// Rows of one table with their index in the batch.
+type Indexed<'r> = Vec<(usize, &'r Row)>;
+
 /// Splits `rows` into the first occurrence of each key and the rest (both in order).
-fn first_occurrences<'r>(rows: &[(usize, &'r Row)]) -> (Vec<(usize, &'r Row)>, Vec<(usize, &'r Row)>) {
+fn first_occurrences<'r>(rows: &[(usize, &'r Row)]) -> (Indexed<'r>, Indexed<'r>) {
     let mut seen = HashSet::new();
     rows.iter().partition(|(_, r)| seen.insert(r.key.as_str()))
 }
@@ -161,7 +164,7 @@ fn unique_violation(ctx: &Ctx<'_>, plan: &TablePlan, e: &DbError) -> Unique {
     match (named_object(e), known) {
         (Some(named), Some(keys)) => {
             let name = named.rsplit('.').next().unwrap_or(&named).to_owned();
-            if keys.iter().any(|k| *k == name) { Unique::Exists } else { Unique::Other(named) }
+            if keys.contains(&name) { Unique::Exists } else { Unique::Other(named) }
         }
         _ => Unique::Unknown,
     }
@@ -178,7 +181,12 @@ fn row_failure(plan: &TablePlan, e: &DbError) -> Result<MessageOutcome, Stop> {
 }
 
 /// The direct path for one table (see the module documentation).
-fn write_direct(ctx: &Ctx<'_>, conn: &mut dyn Connection, plan: &TablePlan, rows: &[(usize, &Row)]) -> Result<Outcomes, Stop> {
+fn write_direct(
+    ctx: &Ctx<'_>,
+    conn: &mut dyn Connection,
+    plan: &TablePlan,
+    rows: &[(usize, &Row)],
+) -> Result<Outcomes, Stop> {
     let action = format!("writing to {}", plan.table);
     let mut outcomes: Outcomes = Vec::with_capacity(rows.len());
     if ctx.mode == WriteMode::Append {
@@ -199,7 +207,8 @@ fn write_direct(ctx: &Ctx<'_>, conn: &mut dyn Connection, plan: &TablePlan, rows
     let mut first_pass = true;
     while !queue.is_empty() {
         let (pass, deferred) = first_occurrences(&queue);
-        let statement = if first_pass && ctx.mode == WriteMode::Insert { plan.insert(false) } else { plan.insert_if_absent() };
+        let statement =
+            if first_pass && ctx.mode == WriteMode::Insert { plan.insert(false) } else { plan.insert_if_absent() };
         first_pass = false;
         let values: Vec<Vec<Value>> = pass.iter().map(|(_, r)| r.values.clone()).collect();
         let result = conn.execute_array(&statement, &values).map_err(|e| Stop::driver(&e, &action))?;
@@ -410,7 +419,8 @@ fn write_staged(
             conn.execute(&staging.cleanup(), &id_bind).map_err(|e| Stop::driver(&e, &action))?;
         }
         for (i, row) in staged {
-            let outcome = if existing.contains(&row.key) { MessageOutcome::Duplicate } else { MessageOutcome::Committed };
+            let outcome =
+                if existing.contains(&row.key) { MessageOutcome::Duplicate } else { MessageOutcome::Committed };
             outcomes.push((i, outcome));
         }
     }

@@ -23,7 +23,10 @@ fn sink(extra: serde_json::Value) -> OracleSink {
 fn configurations() -> Vec<(&'static str, serde_json::Value)> {
     vec![
         ("merge (defaults)", json!({})),
-        ("merge, update columns, conflict policy overwrite", json!({"merge_update_columns": ["PAYLOAD_JSON", "METADATA_JSON"], "conflict_policy": "overwrite"})),
+        (
+            "merge, update columns, conflict policy overwrite",
+            json!({"merge_update_columns": ["PAYLOAD_JSON", "METADATA_JSON"], "conflict_policy": "overwrite"}),
+        ),
         ("merge, no update columns, keep_first", json!({"merge_update_columns": [], "conflict_policy": "keep_first"})),
         ("insert_ignore", json!({"mode": "insert_ignore", "disable_parallel_dml": false})),
         ("insert", json!({"mode": "insert", "disable_parallel_dml": false})),
@@ -40,7 +43,10 @@ fn configurations() -> Vec<(&'static str, serde_json::Value)> {
             json!({"disable_parallel_dml": false, "columns": {"stream_name": "SOURCE_STREAM", "stream_sequence": "SOURCE_SEQUENCE", "payload": "EVENT_PAYLOAD"},
                    "idempotency": {"strategy": "payload_field", "payload_field": "order.id"}}),
         ),
-        ("staging, merge", json!({"disable_parallel_dml": false, "staging": {"enabled": true, "table": "NATS_SINK_EVENTS_STAGE"}})),
+        (
+            "staging, merge",
+            json!({"disable_parallel_dml": false, "staging": {"enabled": true, "table": "NATS_SINK_EVENTS_STAGE"}}),
+        ),
         (
             "staging, insert_ignore, keep",
             json!({"mode": "insert_ignore", "disable_parallel_dml": false, "staging": {"enabled": true, "table": "NATS_SINK_EVENTS_STAGE", "cleanup": "keep"}}),
@@ -50,9 +56,7 @@ fn configurations() -> Vec<(&'static str, serde_json::Value)> {
 
 /// Statements sqlparser 0.64 (`OracleDialect`) cannot parse, by a prefix of their text, and
 /// why. Everything else must parse.
-const UNPARSED: &[(&str, &str)] = &[
-    ("ALTER SESSION", "ALTER SESSION is not in sqlparser's grammar"),
-];
+const UNPARSED: &[(&str, &str)] = &[("ALTER SESSION", "ALTER SESSION is not in sqlparser's grammar")];
 
 fn all_statements() -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -63,7 +67,9 @@ fn all_statements() -> Vec<(String, String)> {
         }
     }
     let s = sink(json!({"table_routes": [{"subject": "secret.>", "table": "NATS_EVENTS_SECRET"}]}));
-    for (field, table, payload) in [("mission_id", None, false), ("subject", Some("NATS_EVENTS_SECRET"), true), ("message_id", None, false)] {
+    for (field, table, payload) in
+        [("mission_id", None, false), ("subject", Some("NATS_EVENTS_SECRET"), true), ("message_id", None, false)]
+    {
         let request = LineageRequest {
             field: field.into(),
             value: "v".into(),
@@ -88,7 +94,11 @@ fn every_statement_is_pinned() {
         std::fs::write(&path, &text).unwrap();
     }
     let pinned = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(pinned == text, "statements changed: rerun with UPDATE_SNAPSHOTS=1 and review the diff of {}", path.display());
+    assert!(
+        pinned == text,
+        "statements changed: rerun with UPDATE_SNAPSHOTS=1 and review the diff of {}",
+        path.display()
+    );
 }
 
 #[test]
@@ -99,7 +109,9 @@ fn every_statement_parses_as_oracle_sql_where_the_parser_can() {
         let known = UNPARSED.iter().find(|(prefix, _)| sql.starts_with(prefix));
         match (Parser::parse_sql(&OracleDialect {}, &sql), known) {
             (Ok(_), None) => parsed += 1,
-            (Ok(_), Some((prefix, _))) => failures.push(format!("{label}: now parses; remove `{prefix}` from UNPARSED")),
+            (Ok(_), Some((prefix, _))) => {
+                failures.push(format!("{label}: now parses; remove `{prefix}` from UNPARSED"))
+            }
             (Err(e), None) => failures.push(format!("{label}: {e}\n  {sql}")),
             (Err(_), Some(_)) => {}
         }

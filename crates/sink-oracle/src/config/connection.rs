@@ -164,7 +164,9 @@ mod tests {
     #[test]
     fn descriptors_get_what_they_do_not_set_and_aliases_get_nothing() {
         let walletless = "(description=(retry_count=20)(retry_delay=3)(address=(protocol=tcps)(port=1521)(host=adb.example.oraclecloud.com))(connect_data=(service_name=example_low.adb.oraclecloud.com))(security=(ssl_server_dn_match=yes)))";
-        let c = config(serde_json::json!({"dsn": walletless, "retry_count": 20, "retry_delay": 3, "ssl_server_dn_match": true}));
+        let c = config(
+            serde_json::json!({"dsn": walletless, "retry_count": 20, "retry_delay": 3, "ssl_server_dn_match": true}),
+        );
         let cs = connect_string(&c);
         assert_eq!(cs.value, walletless, "everything is in the descriptor already");
         assert!(cs.unapplied.is_empty());

@@ -343,9 +343,15 @@ mod tests {
             (serde_json::json!({"mode": "append", "conflict_policy": "keep_first"}), "sink.conflict_policy"),
             (serde_json::json!({"staging": {"enabled": true}}), "sink.staging.table"),
             (serde_json::json!({"mode": "insert", "staging": {"enabled": true, "table": "S"}}), "sink.staging.enabled"),
-            (serde_json::json!({"staging": {"enabled": true, "table": "S", "batch_id_column": "1x"}}), "sink.staging.batch_id_column"),
+            (
+                serde_json::json!({"staging": {"enabled": true, "table": "S", "batch_id_column": "1x"}}),
+                "sink.staging.batch_id_column",
+            ),
             (serde_json::json!({"staging": {"bogus": 1}}), "sink.staging.bogus"),
-            (serde_json::json!({"table_routes": [{"subject": "a.>.b", "table": "T2"}]}), "sink.table_routes[0].subject"),
+            (
+                serde_json::json!({"table_routes": [{"subject": "a.>.b", "table": "T2"}]}),
+                "sink.table_routes[0].subject",
+            ),
             (serde_json::json!({"tcp_connect_timeout": 0}), "sink.tcp_connect_timeout"),
             (serde_json::json!({"bogus": 1}), "sink.bogus"),
         ];

@@ -82,7 +82,12 @@ pub struct StagingConfig {
 
 impl Default for StagingConfig {
     fn default() -> Self {
-        Self { enabled: false, table: None, batch_id_column: "NATS_SINKS_BATCH_ID".into(), cleanup: StagingCleanup::default() }
+        Self {
+            enabled: false,
+            table: None,
+            batch_id_column: "NATS_SINKS_BATCH_ID".into(),
+            cleanup: StagingCleanup::default(),
+        }
     }
 }
 
@@ -181,9 +186,10 @@ impl Default for IdempotencyConfig {
 impl IdempotencyConfig {
     /// The key columns in effect (as configured; identifiers are normalized by the plan).
     pub fn key_columns(&self, columns: &ColumnMapping) -> Vec<String> {
-        let default_pair = self.columns.as_ref().is_some_and(|c| {
-            c.len() == 2 && c.iter().zip(DEFAULT_KEY).all(|(a, b)| a.eq_ignore_ascii_case(b))
-        });
+        let default_pair = self
+            .columns
+            .as_ref()
+            .is_some_and(|c| c.len() == 2 && c.iter().zip(DEFAULT_KEY).all(|(a, b)| a.eq_ignore_ascii_case(b)));
         match (&self.columns, self.strategy) {
             (Some(_), s) if default_pair && s != IdempotencyStrategy::StreamSequence => {
                 vec![columns.message_id.clone()]

@@ -25,7 +25,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::{ArrayOutcome, Connection, DbError, Driver, DriverError, LineageFilter, Op, SessionSetup, Statement, Value};
+use super::{
+    ArrayOutcome, Connection, DbError, Driver, DriverError, LineageFilter, Op, SessionSetup, Statement, Value,
+};
 
 /// How long a scripted row lock is waited for before the statement fails (ORA-30006).
 const LOCK_WAIT: Duration = Duration::from_secs(20);
@@ -98,7 +100,10 @@ impl RowRule {
             longer_than: Some(max),
             contains: None,
             code: 12899,
-            message: format!("ORA-12899: value too large for column \"APP\".\"{owner}\".\"{column}\" (actual: {}, maximum: {max})", max + 1),
+            message: format!(
+                "ORA-12899: value too large for column \"APP\".\"{owner}\".\"{column}\" (actual: {}, maximum: {max})",
+                max + 1
+            ),
         }
     }
 
@@ -141,7 +146,9 @@ struct Table {
 }
 
 fn key_text(key: &[String], row: &Row) -> String {
-    crate::row::key_of(key.iter().map(|k| row.get(k).and_then(Value::as_text)).collect::<Vec<_>>().iter().map(Option::as_deref))
+    crate::row::key_of(
+        key.iter().map(|k| row.get(k).and_then(Value::as_text)).collect::<Vec<_>>().iter().map(Option::as_deref),
+    )
 }
 
 #[derive(Debug, Default)]
@@ -340,7 +347,8 @@ impl ScriptedConnection {
         let mut waited = false;
         let deadline = Instant::now() + LOCK_WAIT;
         loop {
-            let holder = state.tables.get(table).and_then(|t| t.slots.get(slot)).and_then(|s| s.locked_by_other(self.id));
+            let holder =
+                state.tables.get(table).and_then(|t| t.slots.get(slot)).and_then(|s| s.locked_by_other(self.id));
             let Some(holder) = holder else {
                 state.waits_for.remove(&self.id);
                 return Ok((state, waited));
@@ -399,50 +407,50 @@ impl ScriptedConnection {
         binds: &[Value],
         offset: usize,
     ) -> (MutexGuard<'g, State>, Result<Result<u64, DbError>, DriverError>) {
-            let Some(t) = state.tables.get(table) else { return (state, Err(no_table(table))) };
-            if let Some(c) = columns.iter().find(|c| !t.columns.contains(c)) {
-                return (state, Err(db_error(904, 0, format!("ORA-00904: \"{c}\": invalid identifier"))));
-            }
-            let row: Row = columns.iter().cloned().zip(binds.iter().cloned()).collect();
-            if let Some(rule) = state.rules.iter().find(|r| r.rejects(table, &row)) {
-                let e = DbError::new(rule.code, offset, rule.message.clone());
-                return (state, Ok(Err(e)));
-            }
-            if key.is_empty() {
-                let Some(t) = state.tables.get_mut(table) else { return (state, Err(no_table(table))) };
-                t.slots.push(Slot::default());
-                let slot = t.slots.len() - 1;
-                self.set_pending(&mut state, undo, table, slot, Some(row));
-                return (state, Ok(Ok(1)));
-            }
-            let k = key_text(key, &row);
-            let slot = match state.tables.get_mut(table) {
-                Some(t) => match t.index.get(&k) {
-                    Some(s) => *s,
-                    None => {
-                        t.slots.push(Slot::default());
-                        let s = t.slots.len() - 1;
-                        t.index.insert(k, s);
-                        s
-                    }
-                },
-                None => return (state, Err(no_table(table))),
-            };
-            let (mut state, waited) = match self.wait_for(state, table, slot) {
-                Ok(v) => v,
-                Err((state, e)) => return (state, Err(e)),
-            };
-            let exists = state.tables[table].slots[slot].visible(self.id).is_some();
-            if exists && (waited || !if_absent) {
-                let constraint = state.tables[table].constraint.clone().unwrap_or_default();
-                let e = DbError::new(1, offset, format!("ORA-00001: unique constraint (APP.{constraint}) violated"));
-                return (state, Ok(Err(e)));
-            }
-            if exists {
-                return (state, Ok(Ok(0)));
-            }
+        let Some(t) = state.tables.get(table) else { return (state, Err(no_table(table))) };
+        if let Some(c) = columns.iter().find(|c| !t.columns.contains(c)) {
+            return (state, Err(db_error(904, 0, format!("ORA-00904: \"{c}\": invalid identifier"))));
+        }
+        let row: Row = columns.iter().cloned().zip(binds.iter().cloned()).collect();
+        if let Some(rule) = state.rules.iter().find(|r| r.rejects(table, &row)) {
+            let e = DbError::new(rule.code, offset, rule.message.clone());
+            return (state, Ok(Err(e)));
+        }
+        if key.is_empty() {
+            let Some(t) = state.tables.get_mut(table) else { return (state, Err(no_table(table))) };
+            t.slots.push(Slot::default());
+            let slot = t.slots.len() - 1;
             self.set_pending(&mut state, undo, table, slot, Some(row));
-            (state, Ok(Ok(1)))
+            return (state, Ok(Ok(1)));
+        }
+        let k = key_text(key, &row);
+        let slot = match state.tables.get_mut(table) {
+            Some(t) => match t.index.get(&k) {
+                Some(s) => *s,
+                None => {
+                    t.slots.push(Slot::default());
+                    let s = t.slots.len() - 1;
+                    t.index.insert(k, s);
+                    s
+                }
+            },
+            None => return (state, Err(no_table(table))),
+        };
+        let (mut state, waited) = match self.wait_for(state, table, slot) {
+            Ok(v) => v,
+            Err((state, e)) => return (state, Err(e)),
+        };
+        let exists = state.tables[table].slots[slot].visible(self.id).is_some();
+        if exists && (waited || !if_absent) {
+            let constraint = state.tables[table].constraint.clone().unwrap_or_default();
+            let e = DbError::new(1, offset, format!("ORA-00001: unique constraint (APP.{constraint}) violated"));
+            return (state, Ok(Err(e)));
+        }
+        if exists {
+            return (state, Ok(Ok(0)));
+        }
+        self.set_pending(&mut state, undo, table, slot, Some(row));
+        (state, Ok(Ok(1)))
     }
 
     /// Applies one row of `op`; `Ok(count)` or a row-level error (statement-level errors come
@@ -459,7 +467,9 @@ impl ScriptedConnection {
             Op::Insert { table, columns, key, if_absent } => {
                 self.insert_row(state, undo, table, columns, key, *if_absent, binds, offset)
             }
-            Op::StageInsert { table, columns } => self.insert_row(state, undo, table, columns, &[], false, binds, offset),
+            Op::StageInsert { table, columns } => {
+                self.insert_row(state, undo, table, columns, &[], false, binds, offset)
+            }
             Op::Update { table, set, key, only_if } => {
                 let Some(t) = state.tables.get(table) else { return (state, Err(no_table(table))) };
                 let key_values: Row = key.iter().cloned().zip(binds[set.len()..].iter().cloned()).collect();
@@ -511,7 +521,8 @@ impl ScriptedConnection {
     fn execute_one(&self, statement: &Statement, binds: &[Value]) -> Result<u64, DriverError> {
         let mut state = self.db.lock();
         self.record(&mut state, "execute", &statement.sql, &[binds.to_vec()]);
-        if let Some(e) = take_fault(&mut state, |p| matches!(p, FaultPoint::Statement(s) if statement.sql.contains(s.as_str())))
+        if let Some(e) =
+            take_fault(&mut state, |p| matches!(p, FaultPoint::Statement(s) if statement.sql.contains(s.as_str())))
         {
             return Err(e);
         }
@@ -543,17 +554,30 @@ impl ScriptedConnection {
                 let mut undo = Undo::new();
                 let mut count = 0;
                 for (_, staged_row) in staged {
-                    let row: Row = columns.iter().filter_map(|c| staged_row.get(c).map(|v| (c.clone(), v.clone()))).collect();
-                    let op = Op::Insert { table: target.clone(), columns: columns.clone(), key: key.clone(), if_absent: true };
-                    let values: Vec<Value> = columns.iter().map(|c| row.get(c).cloned().unwrap_or(Value::Text(None))).collect();
+                    let row: Row =
+                        columns.iter().filter_map(|c| staged_row.get(c).map(|v| (c.clone(), v.clone()))).collect();
+                    let op = Op::Insert {
+                        table: target.clone(),
+                        columns: columns.clone(),
+                        key: key.clone(),
+                        if_absent: true,
+                    };
+                    let values: Vec<Value> =
+                        columns.iter().map(|c| row.get(c).cloned().unwrap_or(Value::Text(None))).collect();
                     let (s, result) = self.apply_row(state, &mut undo, &op, &values, 0);
                     state = s;
                     match result {
                         Ok(Ok(1)) => count += 1,
                         Ok(Ok(_)) if !update.is_empty() => {
-                            let mut binds: Vec<Value> = update.iter().map(|c| row.get(c).cloned().unwrap_or(Value::Text(None))).collect();
+                            let mut binds: Vec<Value> =
+                                update.iter().map(|c| row.get(c).cloned().unwrap_or(Value::Text(None))).collect();
                             binds.extend(key.iter().map(|c| row.get(c).cloned().unwrap_or(Value::Text(None))));
-                            let up = Op::Update { table: target.clone(), set: update.clone(), key: key.clone(), only_if: None };
+                            let up = Op::Update {
+                                table: target.clone(),
+                                set: update.clone(),
+                                key: key.clone(),
+                                only_if: None,
+                            };
                             let (s, r) = self.apply_row(state, &mut undo, &up, &binds, 0);
                             state = s;
                             match r {
@@ -601,7 +625,12 @@ impl ScriptedConnection {
         }
     }
 
-    fn execute_array_inner(&self, statement: &Statement, rows: &[Vec<Value>], record: bool) -> Result<ArrayOutcome, DriverError> {
+    fn execute_array_inner(
+        &self,
+        statement: &Statement,
+        rows: &[Vec<Value>],
+        record: bool,
+    ) -> Result<ArrayOutcome, DriverError> {
         let mut state = self.db.lock();
         if record {
             self.record(&mut state, "array", &statement.sql, rows);
@@ -662,7 +691,8 @@ impl ScriptedConnection {
     fn query_inner(&self, statement: &Statement, binds: &[Value]) -> Result<Vec<Vec<Option<String>>>, DriverError> {
         let mut state = self.db.lock();
         self.record(&mut state, "query", &statement.sql, &[binds.to_vec()]);
-        if let Some(e) = take_fault(&mut state, |p| matches!(p, FaultPoint::Statement(s) if statement.sql.contains(s.as_str())))
+        if let Some(e) =
+            take_fault(&mut state, |p| matches!(p, FaultPoint::Statement(s) if statement.sql.contains(s.as_str())))
         {
             return Err(e);
         }
@@ -712,16 +742,23 @@ impl ScriptedConnection {
                                 .and_then(|doc| serde_json::from_str::<serde_json::Value>(&doc).ok())
                                 .and_then(|doc| match doc.get(field) {
                                     Some(serde_json::Value::String(s)) => Some(s.clone()),
-                                    Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => Some(v.to_string()),
+                                    Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => {
+                                        Some(v.to_string())
+                                    }
                                     _ => None,
                                 }),
                         };
                         value.is_some() && value == wanted
                     })
                     .collect();
-                let number = |r: &Row, c: &String| r.get(c).and_then(Value::as_text).and_then(|t| t.parse::<i128>().ok());
+                let number =
+                    |r: &Row, c: &String| r.get(c).and_then(Value::as_text).and_then(|t| t.parse::<i128>().ok());
                 rows.sort_by_key(|r| order.iter().map(|c| number(r, c).unwrap_or(i128::MAX)).collect::<Vec<_>>());
-                Ok(rows.into_iter().take(*limit).map(|r| select.iter().map(|c| r.get(c).and_then(Value::as_text)).collect()).collect())
+                Ok(rows
+                    .into_iter()
+                    .take(*limit)
+                    .map(|r| select.iter().map(|c| r.get(c).and_then(Value::as_text)).collect())
+                    .collect())
             }
             _ => Err(DriverError::Other("statement is not a query".into())),
         }
