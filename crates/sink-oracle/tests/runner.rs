@@ -16,8 +16,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use async_nats::HeaderMap;
-use async_nats::jetstream::Context;
 use bytes::Bytes;
 use serde_json::json;
 use sink_oracle::OracleSink;
@@ -31,7 +29,6 @@ use tokio::task::JoinHandle;
 
 struct Setup {
     server: NatsServer,
-    js: Context,
     stream: String,
     subject: String,
     table: String,
@@ -39,11 +36,10 @@ struct Setup {
 
 async fn setup() -> Setup {
     let server = NatsServer::start();
-    let js = server.js().await;
     let stream = unique("ORA");
     let subject = format!("{}.>", stream.to_lowercase());
-    stream_with_subjects(&js, &stream, &[&subject]).await;
-    Setup { server, js, stream, subject, table: unique_table("run") }
+    stream_with_subjects(&server.js().await, &stream, &[&subject]).await;
+    Setup { server, stream, subject, table: unique_table("run") }
 }
 
 impl Setup {
@@ -65,12 +61,12 @@ impl Setup {
 
     async fn publish(&self, n: usize, payload: impl Fn(usize) -> String) {
         let subject = |i: usize| format!("{}.k{}", self.stream.to_lowercase(), i % 5);
-        let msgs = (0..n).map(|i| (subject(i), HeaderMap::new(), Bytes::from(payload(i)))).collect();
-        js_publish_all(&self.js, msgs).await;
+        let msgs = (0..n).map(|i| (subject(i), Default::default(), Bytes::from(payload(i)))).collect();
+        js_publish_all(&self.server.js().await, msgs).await;
     }
 
     async fn settled(&self, consumer: &str) -> bool {
-        let stream = self.js.get_stream(&self.stream).await.unwrap();
+        let stream = self.server.js().await.get_stream(&self.stream).await.unwrap();
         match stream.consumer_info(consumer).await {
             Ok(info) => info.num_pending == 0 && info.num_ack_pending == 0,
             Err(_) => false,
@@ -135,7 +131,7 @@ async fn messages_flow_a_rejected_row_is_dead_lettered_alone_and_a_replay_is_all
     let s = setup().await;
     let dlq_stream = unique("DLQ");
     let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
-    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    stream_with_subjects(&s.server.js().await, &dlq_stream, &[&dlq_subject]).await;
     s.publish(200, payload).await;
     let driver = ScriptedDriver::new();
     driver.reject_rows(check_violated());
@@ -151,7 +147,7 @@ async fn messages_flow_a_rejected_row_is_dead_lettered_alone_and_a_replay_is_all
     assert_eq!(stats.acked.load(Ordering::Relaxed), 200);
     assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 1);
     assert_eq!(stats.duplicates.load(Ordering::Relaxed), 0);
-    let records = read_stream(&s.js, &dlq_stream).await;
+    let records = read_stream(&s.server.js().await, &dlq_stream).await;
     assert_eq!(records.len(), 1, "only the rejected message is dead-lettered");
     let record: serde_json::Value = serde_json::from_slice(&records[0].3).unwrap();
     assert_eq!(record["stream_sequence"], 58);
