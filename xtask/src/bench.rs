@@ -9,7 +9,9 @@
 //! `target/bench/`) on the identical JSON config file. For each: wall time from spawn until
 //! JetStream shows every message acknowledged, msgs/s, peak RSS (VmHWM), CPU time per message,
 //! and the time from spawn to the first ack (seen on the ack subject). Writes
-//! `target/bench/report.md`. The `scale` suite (not run by default) measures 1, 2 and 4
+//! `target/bench/report.md`. The `oracle` suite has no database to measure (none can be run
+//! here): `oracle_scripted` measures, in one process, the CPU per row of the Oracle sink over
+//! the scripted driver seam above the backend's own time. The `scale` suite (not run by default) measures 1, 2 and 4
 //! workers on one consumer and a single node against a three-node R3 cluster (see
 //! `bench/scale.rs` and docs/scaling.md).
 
@@ -49,6 +51,9 @@ pub(crate) struct Args {
     /// Messages in the stream of the NoSQL suite.
     #[arg(long, default_value_t = 20_000)]
     nosql_messages: usize,
+    /// Messages of the Oracle suite (kept in memory by the scripted database).
+    #[arg(long, default_value_t = 50_000)]
+    oracle_messages: usize,
     /// `delivery.batch_size`.
     #[arg(long, default_value_t = 500)]
     batch: usize,
@@ -56,15 +61,17 @@ pub(crate) struct Args {
     #[arg(long, default_value_t = 4)]
     in_flight: usize,
     /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
-    /// `s3`, `coherence`, `nosql`; and, only when named, `scale` (1, 2, 4 workers; single node
+    /// `s3`, `coherence`, `nosql`, `oracle` (the Oracle sink's CPU per row over the scripted
+    /// driver seam); and, only when named, `scale` (1, 2, 4 workers; single node
     /// against a three-node R3 cluster).
-    #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql")]
+    #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql,oracle")]
     suite: String,
     /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3).
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`, `coherence`, `nosql`);
+    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`, `coherence`, `nosql`,
+    /// `oracle`);
     /// the
     /// ceilings always run.
     #[arg(long)]
@@ -101,6 +108,29 @@ struct Measurement {
     peak_rss_kib: u64,
     cpu: Duration,
     messages: usize,
+}
+
+/// One phase of the Oracle suite, as `oracle_scripted` prints it (see that program).
+#[derive(Debug, Clone)]
+struct OraclePhase {
+    phase: String,
+    rows: u64,
+    cpu_us: f64,
+    backend_us: f64,
+    wall_s: f64,
+}
+
+impl OraclePhase {
+    fn parse(line: &str) -> Option<Self> {
+        let v: serde_json::Value = serde_json::from_str(line).ok()?;
+        Some(Self {
+            phase: v["phase"].as_str()?.to_owned(),
+            rows: v["rows"].as_u64()?,
+            cpu_us: v["cpu_us_per_row"].as_f64()?,
+            backend_us: v["backend_us_per_row"].as_f64()?,
+            wall_s: v["wall_s"].as_f64()?,
+        })
+    }
 }
 
 impl Measurement {
@@ -330,6 +360,7 @@ struct Programs {
     nats_sink: PathBuf,
     raw_consume: PathBuf,
     raw_mysql: PathBuf,
+    oracle_scripted: PathBuf,
     http_endpoint: PathBuf,
     reference: Option<PathBuf>,
 }
@@ -384,17 +415,19 @@ pub(crate) fn run(args: Args) -> Result<()> {
         nats_sink: release.join("nats-sink"),
         raw_consume: release.join("raw_consume"),
         raw_mysql: release.join("raw_mysql"),
+        oracle_scripted: release.join("oracle_scripted"),
         http_endpoint: release.join("examples/http_test_server"),
         reference: if args.reference { Some(reference_venv(&root)?) } else { None },
     };
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows) = rt.block_on(async {
+    let (results, scale_rows, oracle) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
         let mut results = Vec::new();
+        let mut oracle = Vec::new();
         let wanted = |id: &str| args.only.as_deref().is_none_or(|o| id.contains(o));
         let log = |name: &str| work.join(format!("{name}.log"));
         // Runs nats-sink, then (with --reference) the Python reference, on one config file.
@@ -637,13 +670,37 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 }
             }
         }
+        if suites.contains(&"oracle") && wanted("oracle") {
+            // In one process: the Oracle sink's write path on prepared envelopes, then the
+            // runner into the blackhole sink and into the Oracle sink over the scripted
+            // database (no Oracle database can be had here).
+            let stream = Stream { name: "BENCHORA", subject_root: "benchora", total: args.oracle_messages, subjects: 8 };
+            publish_stream(&js, stream).await;
+            let out = Command::new(&programs.oracle_scripted)
+                .arg(&url)
+                .arg(stream.name)
+                .arg(format!("{}.>", stream.subject_root))
+                .args([stream.total.to_string(), args.batch.to_string(), args.in_flight.to_string()])
+                .stderr(std::fs::File::create(log("oracle-scripted"))?)
+                .output()?;
+            if !out.status.success() {
+                bail!("oracle_scripted failed ({}); log {}", out.status, log("oracle-scripted").display());
+            }
+            for phase in String::from_utf8_lossy(&out.stdout).lines().filter_map(OraclePhase::parse) {
+                eprintln!(
+                    "oracle {}: CPU {:.2} µs/row, backend {:.2} µs/row, wall {:.2} s",
+                    phase.phase, phase.cpu_us, phase.backend_us, phase.wall_s
+                );
+                oracle.push(phase);
+            }
+        }
         let mut scale_rows = Vec::new();
         if suites.contains(&"scale") {
             let pids: Vec<u32> = server.pid().into_iter().collect();
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows))
+        anyhow::Ok((results, scale_rows, oracle))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
@@ -653,10 +710,48 @@ pub(crate) fn run(args: Args) -> Result<()> {
     if !scale_rows.is_empty() {
         report.push_str(&scale::render(&args, &scale_rows));
     }
+    report.push_str(&render_oracle(&oracle));
     std::fs::write(work.join("report.md"), &report)?;
     println!("{report}");
     println!("report: {}", work.join("report.md").display());
     Ok(())
+}
+
+/// The Oracle suite's section of the report.
+fn render_oracle(phases: &[OraclePhase]) -> String {
+    if phases.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from(
+        "\n## Oracle sink over the scripted driver seam\n\nCPU time of one process per row (user + system); backend: wall time inside the scripted database's calls (on a busy machine it includes preemption, which makes \"above backend\" read low). No Oracle database could be run here: these numbers are the framework's cost, not database throughput.\n\n| phase | rows | CPU µs/row | backend µs/row | CPU above backend µs/row | wall s |\n|---|---:|---:|---:|---:|---:|\n",
+    );
+    for p in phases {
+        md.push_str(&format!(
+            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
+            p.phase,
+            p.rows,
+            p.cpu_us,
+            p.backend_us,
+            p.cpu_us - p.backend_us,
+            p.wall_s
+        ));
+    }
+    let find = |name: &str| phases.iter().find(|p| p.phase == name);
+    if let Some(d) = find("direct") {
+        md.push_str(&format!(
+            "\nOracle sink write path above the backend: {:.2} µs/row (target ≤ 10).\n",
+            d.cpu_us - d.backend_us
+        ));
+    }
+    if let (Some(o), Some(b)) = (find("runner-oracle"), find("runner-blackhole")) {
+        md.push_str(&format!(
+            "Runner + Oracle sink above the backend: {:.2} µs/row, of which the runner alone (blackhole sink): {:.2} µs/row; the Oracle sink adds {:.2} µs/row.\n",
+            o.cpu_us - o.backend_us,
+            b.cpu_us,
+            o.cpu_us - o.backend_us - b.cpu_us
+        ));
+    }
+    md
 }
 
 fn render(args: &Args, results: &[Measurement]) -> String {

@@ -7,6 +7,8 @@
 mod decrypt;
 mod inspect;
 mod reconcile_cmd;
+#[cfg(feature = "oracle")]
+mod lineage;
 mod registry;
 mod replay;
 #[cfg(feature = "spool")]
@@ -176,6 +178,35 @@ enum Command {
         #[arg(long)]
         max_records: Option<usize>,
         /// Read and decrypt every record, write and delete nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Read-only lookup of rows the Oracle sink wrote, by an allow-listed identifier (value
+    /// bound, limit bounded, payload omitted unless asked for).
+    #[cfg(feature = "oracle")]
+    QueryLineage {
+        /// Config file (`sink.type = "oracle"`).
+        config: PathBuf,
+        /// Field: a mission metadata identifier (mission_id, correlation_id, track_id, …),
+        /// message_id or subject.
+        #[arg(long)]
+        field: String,
+        /// Value to look up (a bind variable, at most 512 characters).
+        #[arg(long)]
+        value: String,
+        /// Table: `sink.table` (default) or one of `sink.table_routes[].table`.
+        #[arg(long)]
+        table: Option<String>,
+        /// Most records, 1 to 1000.
+        #[arg(long, default_value_t = 50)]
+        limit: usize,
+        /// `text` or `json`.
+        #[arg(long, default_value = "text")]
+        format: String,
+        /// Include the payload column.
+        #[arg(long)]
+        include_payload: bool,
+        /// Print the query without connecting.
         #[arg(long)]
         dry_run: bool,
     },
@@ -366,6 +397,11 @@ async fn dispatch(command: Command) -> ExitCode {
         }
         Command::Replay { config, from_seq, to_seq, since } => {
             replay::run(&config, replay::ReplayRange { from_seq, to_seq, since }).await
+        }
+        #[cfg(feature = "oracle")]
+        Command::QueryLineage { config, field, value, table, limit, format, include_payload, dry_run } => {
+            let options = lineage::Options { field, value, table, limit, format, include_payload, dry_run };
+            lineage::exit(lineage::run(&config, options).await, report, config_failure)
         }
         Command::TestSink { config, sink_name, all_named_sinks } => {
             let (c, built) = match load(&config) {

@@ -17,6 +17,7 @@ pub(crate) const KNOWN: &[(&str, &str)] = &[
     ("spool", "spool"),
     ("coherence", "coherence"),
     ("oracle_nosql", "nosql"),
+    ("oracle", "oracle"),
 ];
 
 /// A validated sink: the instance, its effective config (defaults filled in), and the DDL of
@@ -50,6 +51,9 @@ pub(crate) fn available() -> Vec<&'static str> {
     }
     if cfg!(feature = "nosql") {
         kinds.push("oracle_nosql");
+    }
+    if cfg!(feature = "oracle") {
+        kinds.push("oracle");
     }
     kinds
 }
@@ -109,13 +113,21 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
             let ddl = Some(sink.ddl());
             Ok(Built { sink: Arc::new(sink), effective, ddl })
         }
+        #[cfg(feature = "oracle")]
+        "oracle" => {
+            let config = sink_oracle::OracleSinkConfig::from_section(section)?;
+            let effective = serde_json::to_value(&config).unwrap_or_default();
+            let sink = sink_oracle::OracleSink::new(config)?;
+            let ddl = Some(sink.ddl());
+            Ok(Built { sink: Arc::new(sink), effective, ddl })
+        }
         other => Err(ConfigError::single("sink.type", unknown_kind(other))),
     }
 }
 
 /// Sink types of the reference that nats-sinks does not implement yet: refused by name, so
 /// a config written for them never runs as something else.
-pub(crate) const NOT_YET: &[&str] = &["oracle", "review_package", "foundry", "gotham"];
+pub(crate) const NOT_YET: &[&str] = &["review_package", "foundry", "gotham"];
 
 /// Builds the active sink of `config` (a fan-out over its named sinks when `sink.type` is
 /// `fanout`) and checks every named sink's config, naming a bad field as

@@ -17,15 +17,15 @@ const NOT_YET: &str = "not supported by this build yet";
 #[rustfmt::skip]
 const EXPECTED: &[(&str, Expected)] = &[
     ("docker-local.json", None),
-    ("fanout.json", Some(("sinks.oracle_secret.type", NOT_YET))),
+    ("fanout.json", None),
     ("file-basic.json", None),
     ("foundry-basic.json", Some(("sink.type", NOT_YET))),
     ("gotham-basic.json", Some(("sink.type", NOT_YET))),
-    ("multi-sink-routing-e2e.json", Some(("sinks.oracle_primary.type", NOT_YET))),
-    ("named-multi-sink.json", Some(("sinks.oracle_secret.type", NOT_YET))),
-    ("oracle-adb-config-mtls-wallet.json", Some(("sink.type", NOT_YET))),
-    ("oracle-adb-config-walletless-tls.json", Some(("sink.type", NOT_YET))),
-    ("oracle-basic.json", Some(("sink.type", NOT_YET))),
+    ("multi-sink-routing-e2e.json", None),
+    ("named-multi-sink.json", None),
+    ("oracle-adb-config-mtls-wallet.json", None),
+    ("oracle-adb-config-walletless-tls.json", None),
+    ("oracle-basic.json", None),
     ("oracle-coherence-basic.json", None),
     // The example's DLQ subject is inside its own consumer's subject: its dead letters would
     // be consumed and written again (a defect of the example, refused by name).

@@ -1,0 +1,205 @@
+//! Pure mapping of an envelope to the bind values of one row (no IO).
+//!
+//! JSON documents are canonical (sorted keys, compact) except the payload, which is the
+//! published JSON text (trimmed) or the reference's envelope. Missing optional values are
+//! SQL NULL, never the string `null`; mission metadata and security labels are NULL when
+//! the message has none. The metadata document carries `custody` when the core attached it.
+
+use sha2::{Digest, Sha256};
+use sinks_core::metadata::MetadataDoc;
+use sinks_core::payload::{self, PayloadMode};
+use sinks_core::{Envelope, IdempotencyStrategy, SinkError};
+use time::OffsetDateTime;
+
+use crate::driver::Value;
+use crate::sql::{Field, TablePlan};
+
+/// Deepest JSON nesting stored as JSON. Oracle's JSON type and `IS JSON` accept deeper
+/// documents than most producers send, but not without bound; deeper payloads are stored in
+/// the text envelope (or refused under `json_only`).
+pub(crate) const MAX_JSON_DEPTH: usize = 500;
+
+/// One row ready to bind: values in plan order, plus the key as text for matching.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Row {
+    /// Values parallel to `TablePlan::fields`.
+    pub(crate) values: Vec<Value>,
+    /// The key values rendered as text, joined with U+001F (matches [`key_of`]).
+    pub(crate) key: String,
+    /// SHA-256 of the stored payload JSON (the fingerprint), hex.
+    pub(crate) fingerprint: String,
+}
+
+/// Text form of a key made of `values` (as a query would return them).
+pub(crate) fn key_of<'a>(values: impl IntoIterator<Item = Option<&'a str>>) -> String {
+    values.into_iter().map(|v| v.unwrap_or("\u{0}")).collect::<Vec<_>>().join("\u{1f}")
+}
+
+/// The key text of `row` under `plan`.
+pub(crate) fn key_text(plan: &TablePlan, values: &[Value]) -> String {
+    let texts: Vec<Option<String>> = plan.key.iter().map(|i| values[*i].as_text()).collect();
+    key_of(texts.iter().map(Option::as_deref))
+}
+
+fn text(s: impl Into<String>) -> Value {
+    Value::Text(Some(s.into()))
+}
+
+fn json(v: &impl serde::Serialize) -> Value {
+    Value::Clob(Some(String::from_utf8(sinks_core::json::to_canonical_vec(v)).unwrap_or_default()))
+}
+
+/// Maps `envelope` to a row of `plan`. Errors are permanent for that message (bad payload
+/// under the mode, missing key material).
+pub(crate) fn map(
+    envelope: &Envelope,
+    plan: &TablePlan,
+    mode: PayloadMode,
+    stored_at: OffsetDateTime,
+) -> Result<Row, SinkError> {
+    let serialization =
+        |e: payload::PayloadError| SinkError::permanent(e.to_string()).with_error_type("SerializationError");
+    let mut normalized = payload::normalize(envelope.payload(), mode).map_err(serialization)?;
+    if !normalized.wrapped && sinks_core::json::depth(normalized.value.get()) > MAX_JSON_DEPTH {
+        normalized = match mode {
+            PayloadMode::JsonOnly => {
+                return Err(SinkError::permanent(format!(
+                    "payload JSON is nested deeper than {MAX_JSON_DEPTH} levels"
+                ))
+                .with_error_type("SerializationError"));
+            }
+            _ => payload::normalize(envelope.payload(), PayloadMode::TextEnvelope).map_err(serialization)?,
+        };
+    }
+    let idem = &plan.idempotency;
+    let invalid = |e: sinks_core::idempotency::IdempotencyError| {
+        SinkError::permanent(e.to_string()).with_error_type("ValidationError").with_reason(e.reason_code())
+    };
+    let derived_id = match idem.strategy {
+        IdempotencyStrategy::PayloadField => Some(
+            idem.strategy
+                .key_for(envelope, idem.payload_field.as_deref(), Some(&normalized.to_value()))
+                .map_err(invalid)?
+                .to_string(),
+        ),
+        strategy => {
+            strategy.key_for(envelope, None, None).map_err(invalid)?;
+            None
+        }
+    };
+    let metadata = MetadataDoc::new(envelope, stored_at);
+    let js = envelope.jetstream();
+    let app = envelope.app();
+    let payload_text = normalized.value.get().to_owned();
+    let fingerprint = hex::encode(Sha256::digest(payload_text.as_bytes()));
+    let opt_text = |s: Option<String>| Value::Text(s);
+    let values: Vec<Value> = plan
+        .fields
+        .iter()
+        .map(|f| match f {
+            Field::StreamName => text(js.stream.clone()),
+            Field::StreamSequence => Value::UInt(js.stream_sequence),
+            Field::Subject => text(envelope.subject()),
+            Field::MessageId => opt_text(derived_id.clone().or_else(|| envelope.message_id().map(str::to_owned))),
+            Field::Priority => opt_text(app.priority.clone()),
+            Field::Classification => opt_text(app.classification.clone()),
+            Field::Labels => opt_text(app.labels_string()),
+            Field::CreatedAt => Value::Int(metadata.created_at_epoch_ns()),
+            Field::JetStreamTimestamp => Value::Int(metadata.jetstream_timestamp_epoch_ns()),
+            Field::ReceivedAt => Value::Int(Some(metadata.received_at_epoch_ns())),
+            Field::StoredAt => Value::Int(Some(metadata.stored_at_epoch_ns())),
+            Field::Payload => Value::Clob(Some(payload_text.clone())),
+            Field::Headers => json(envelope.headers()),
+            Field::Metadata => json(&metadata),
+            Field::MissionMetadata => envelope.mission_metadata().map_or(Value::Clob(None), json),
+            Field::SecurityLabels => envelope.security_labels().map_or(Value::Clob(None), json),
+            Field::PayloadSha256 => text(fingerprint.clone()),
+        })
+        .collect();
+    if plan.key.iter().any(|i| values[*i].as_text().is_none_or(|t| t.is_empty())) {
+        return Err(SinkError::permanent("a key column would be null").with_error_type("ValidationError"));
+    }
+    Ok(Row { key: key_text(plan, &values), values, fingerprint })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+    use sinks_core::Headers;
+    use sinks_core::config::SinkSection;
+    use sinks_core::testing::envelope_with;
+
+    use super::*;
+    use crate::OracleSinkConfig;
+
+    fn plan(extra: serde_json::Value) -> TablePlan {
+        let mut v = json!({"type": "oracle", "dsn": "h:1521/s", "user": "u", "password_env": "P"});
+        if let (Some(base), serde_json::Value::Object(e)) = (v.as_object_mut(), extra) {
+            base.extend(e);
+        }
+        let serde_json::Value::Object(m) = v else { unreachable!() };
+        let config = OracleSinkConfig::from_section(&SinkSection(m)).unwrap();
+        TablePlan::all(&config).unwrap().remove(0)
+    }
+
+    fn column(p: &TablePlan, name: &str) -> usize {
+        p.columns.iter().position(|c| c == name).unwrap()
+    }
+
+    #[test]
+    fn maps_every_column_in_plan_order() {
+        let p = plan(json!({"conflict_policy": "keep_first"}));
+        let e = envelope_with("S", 9, "orders.x", &b" {\"a\": 1} "[..], Headers::new().with("Nats-Msg-Id", "m1"), 1);
+        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(row.values.len(), p.columns.len());
+        assert_eq!(row.values[0], text("S"));
+        assert_eq!(row.values[1], Value::UInt(9));
+        assert_eq!(row.values[column(&p, "MESSAGE_ID")], text("m1"));
+        assert_eq!(
+            row.values[column(&p, "PRIORITY")],
+            Value::Text(None),
+            "no priority is SQL NULL, never the string null"
+        );
+        assert_eq!(row.values[column(&p, "PAYLOAD_JSON")], Value::Clob(Some("{\"a\": 1}".into())));
+        assert_eq!(row.values[column(&p, "MISSION_METADATA_JSON")], Value::Clob(None), "absent is SQL NULL");
+        assert_eq!(row.key, "S\u{1f}9");
+        assert_eq!(row.values[column(&p, "PAYLOAD_SHA256")], text(row.fingerprint.clone()));
+        let Value::Clob(Some(metadata)) = &row.values[column(&p, "METADATA_JSON")] else { panic!() };
+        assert!(metadata.starts_with("{\"custody\":null,"), "{metadata}");
+    }
+
+    #[test]
+    fn policy_documents_fill_their_json_columns() {
+        let p = plan(json!({}));
+        let labels = json!({"profile": "nats-sinks.security-label.v1", "owner": "ops"});
+        let e = envelope_with("S", 9, "o", &b"{}"[..], Headers::new(), 1).with_security_labels(Some(labels.clone()));
+        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let canonical = String::from_utf8(sinks_core::json::to_canonical_vec(&labels)).unwrap();
+        assert_eq!(row.values[column(&p, "SECURITY_LABELS_JSON")], Value::Clob(Some(canonical)));
+    }
+
+    #[test]
+    fn payload_field_key_goes_into_the_message_id_column() {
+        let p = plan(json!({"idempotency": {"strategy": "payload_field", "payload_field": "order.id"}}));
+        let e = envelope_with("S", 1, "o", &br#"{"order":{"id":"A-7"}}"#[..], Headers::new(), 1);
+        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(row.key, "A-7");
+        let missing = envelope_with("S", 2, "o", &br#"{"order":{}}"#[..], Headers::new(), 1);
+        let err = map(&missing, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap_err();
+        assert!(err.is_permanent());
+        assert_eq!(err.error_type(), "ValidationError");
+    }
+
+    #[test]
+    fn bad_payloads_fail_permanently_and_deep_json_is_wrapped() {
+        let p = plan(json!({}));
+        let e = envelope_with("S", 1, "o", &b"not json"[..], Headers::new(), 1);
+        let err = map(&e, &p, PayloadMode::JsonOnly, OffsetDateTime::now_utc()).unwrap_err();
+        assert_eq!(err.error_type(), "SerializationError");
+        let deep = format!("{}1{}", "[".repeat(MAX_JSON_DEPTH + 1), "]".repeat(MAX_JSON_DEPTH + 1));
+        let e = envelope_with("S", 2, "o", deep.clone(), Headers::new(), 1);
+        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let Value::Clob(Some(stored)) = &row.values[column(&p, "PAYLOAD_JSON")] else { panic!() };
+        assert_eq!(sinks_core::payload::decode_stored(stored), deep.as_bytes(), "kept, as text");
+    }
+}

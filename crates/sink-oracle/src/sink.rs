@@ -1,0 +1,406 @@
+//! [`OracleSink`]: the async [`Sink`] over the blocking driver seam.
+//!
+//! Rows are mapped on the async side (pure, cheap); every driver call runs on the sink's own
+//! thread pool ([`crate::pool::IoPool`], one thread per pooled connection). A batch takes one
+//! connection for one transaction (see `write.rs`); batches in flight use separate
+//! connections. `open` creates the pool (loading Instant Client: DPI-1047 is a configuration
+//! error with what to install), runs `auto_create`, and checks every table: it exists, has
+//! every mapped column, and its key columns carry a PRIMARY KEY or UNIQUE constraint.
+
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use sinks_core::config::ConfigError;
+use sinks_core::{BatchResult, Capabilities, Envelope, MessageOutcome, Sink, SinkError};
+use time::OffsetDateTime;
+
+use crate::config::OracleSinkConfig;
+use crate::config::connection::connect_string;
+use crate::ddl;
+use crate::driver::oci::{OciDriver, OciOptions};
+use crate::driver::{Connection, Driver, SessionSetup, Statement};
+use crate::error::classify;
+use crate::lineage::{self, LineageQuery, LineageResult};
+use crate::pool::IoPool;
+use crate::row;
+use crate::sql::{self, StagingPlan, TablePlan};
+use crate::write::{self, Ctx, Groups};
+
+/// Durable Oracle Database destination.
+#[derive(Debug, Clone)]
+pub struct OracleSink {
+    inner: Arc<Inner>,
+}
+
+/// A password given in code; never printed.
+#[derive(Clone)]
+struct Secret(String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("********")
+    }
+}
+
+#[derive(Debug)]
+enum Source {
+    /// The `oracle` crate, created at `open`.
+    Oci(Option<Secret>),
+    /// A driver given by the caller (the scripted driver in tests).
+    Given(Arc<dyn Driver>),
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: OracleSinkConfig,
+    plans: Vec<TablePlan>,
+    staging: Option<StagingPlan>,
+    io: IoPool,
+    source: Source,
+    driver: OnceLock<Arc<dyn Driver>>,
+    key_constraints: OnceLock<HashMap<String, Vec<String>>>,
+}
+
+impl OracleSink {
+    /// A sink for a validated `config` on the `oracle` crate. Connects nothing until
+    /// [`Sink::open`].
+    pub fn new(config: OracleSinkConfig) -> Result<Self, ConfigError> {
+        Self::build(config, Source::Oci(None))
+    }
+
+    /// A sink for `config` over `driver` (any implementation of the seam).
+    pub fn with_driver(config: OracleSinkConfig, driver: Arc<dyn Driver>) -> Result<Self, ConfigError> {
+        Self::build(config, Source::Given(driver))
+    }
+
+    fn build(config: OracleSinkConfig, source: Source) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let plans = TablePlan::all(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
+        let staging = StagingPlan::of(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
+        let io = IoPool::new("oracle-io", config.pool_max as usize);
+        let inner =
+            Inner { config, plans, staging, io, source, driver: OnceLock::new(), key_constraints: OnceLock::new() };
+        Ok(Self { inner: Arc::new(inner) })
+    }
+
+    /// Uses `password` instead of `password_env` (for programs that hold the secret
+    /// themselves). Configuration files still only name variables.
+    #[must_use]
+    pub fn with_password(self, password: &str) -> Self {
+        let config = self.inner.config.clone();
+        let source = match &self.inner.source {
+            Source::Oci(_) => Source::Oci(Some(Secret(password.to_owned()))),
+            Source::Given(d) => Source::Given(Arc::clone(d)),
+        };
+        Self::build(config, source).unwrap_or(self)
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> &OracleSinkConfig {
+        &self.inner.config
+    }
+
+    /// The `CREATE TABLE` (and staging index) statements, generated from the column mapping
+    /// and key columns: what `auto_create` runs and `nats-sink ddl` prints.
+    pub fn ddl(&self) -> Vec<String> {
+        self.inner.ddl_statements().into_iter().map(|s| s.sql).collect()
+    }
+
+    /// Every statement the sink can send with this configuration, labelled (for snapshot
+    /// tests, reviews and `nats-sink ddl`'s readers).
+    pub fn statements(&self) -> Vec<(String, String)> {
+        let inner = &self.inner;
+        let mut out = Vec::new();
+        if inner.config.disable_parallel_dml {
+            out.push(("session".to_owned(), sql::DISABLE_PARALLEL_DML.to_owned()));
+        }
+        for s in inner.ddl_statements() {
+            out.push(("ddl".to_owned(), s.sql));
+        }
+        for plan in &inner.plans {
+            let t = &plan.table;
+            out.push((format!("{t}: probe"), plan.probe().sql));
+            out.push((format!("{t}: key constraints"), sql::key_constraints(t).0.sql));
+            match inner.config.mode {
+                crate::WriteMode::Append => out.push((format!("{t}: append"), plan.insert(true).sql)),
+                mode => {
+                    if mode == crate::WriteMode::Insert {
+                        out.push((format!("{t}: insert"), plan.insert(false).sql));
+                    }
+                    out.push((format!("{t}: insert if absent"), plan.insert_if_absent().sql));
+                    if let Some(s) = plan.update_by_key() {
+                        out.push((format!("{t}: update existing key"), s.sql));
+                    }
+                    if let Some(s) = plan.same_fingerprint() {
+                        out.push((format!("{t}: same fingerprint"), s.sql));
+                    }
+                    if inner.config.conflict_policy == Some(crate::ConflictPolicy::Overwrite)
+                        && let Some(s) = plan.overwrite()
+                    {
+                        out.push((format!("{t}: overwrite conflict"), s.sql));
+                    }
+                }
+            }
+            if let Some(staging) = &inner.staging {
+                out.push((format!("{t}: staging probe"), staging.probe(plan).sql));
+                out.push((format!("{t}: staging insert"), staging.insert(plan).sql));
+                out.push((format!("{t}: staged keys that exist"), staging.existing(plan).sql));
+                out.push((format!("{t}: staging merge"), staging.merge(plan).sql));
+                if staging.delete {
+                    out.push((format!("{t}: staging cleanup"), staging.cleanup().sql));
+                }
+            }
+        }
+        out
+    }
+
+    /// Builds a lineage query for this sink's configuration (no IO).
+    pub fn lineage_query(&self, request: &lineage::LineageRequest) -> Result<LineageQuery, lineage::LineageError> {
+        lineage::build(&self.inner.config, request)
+    }
+
+    /// Runs a read-only lineage query (connects if needed; runs no DDL and no checks).
+    pub async fn query_lineage(&self, query: LineageQuery) -> Result<LineageResult, SinkError> {
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .io
+            .run(move || {
+                let mut conn = inner.connect()?;
+                let rows = conn
+                    .query(&query.statement, std::slice::from_ref(&query.bind))
+                    .map_err(|e| classify(&e, "querying lineage"))?;
+                Ok(lineage::records(&query, rows))
+            })
+            .await
+    }
+}
+
+impl Inner {
+    fn ddl_statements(&self) -> Vec<Statement> {
+        let json = self.config.json_column_type;
+        let mut out: Vec<Statement> = self.plans.iter().map(|p| ddl::create_table(p, json)).collect();
+        if let Some(staging) = &self.staging {
+            out.extend(ddl::create_staging(staging, &self.plans[0], json));
+        }
+        out
+    }
+
+    fn setup(&self) -> SessionSetup {
+        let statements =
+            if self.config.disable_parallel_dml { vec![sql::DISABLE_PARALLEL_DML.to_owned()] } else { Vec::new() };
+        SessionSetup { statements }
+    }
+
+    /// The driver, created on first use (blocking: runs on a driver thread).
+    fn driver(&self) -> Result<Arc<dyn Driver>, SinkError> {
+        if let Some(d) = self.driver.get() {
+            return Ok(Arc::clone(d));
+        }
+        let driver: Arc<dyn Driver> = match &self.source {
+            Source::Given(d) => Arc::clone(d),
+            Source::Oci(secret) => {
+                let c = &self.config;
+                let password = match (secret, &c.password_env) {
+                    (Some(Secret(p)), _) => p.clone(),
+                    (None, Some(var)) => std::env::var(var).map_err(|_| {
+                        SinkError::config(format!("environment variable {var} (sink.password_env) is not set"))
+                    })?,
+                    (None, None) => return Err(SinkError::config("sink.password_env is not set")),
+                };
+                if let Some(var) = &c.wallet_password_env
+                    && std::env::var(var).is_err()
+                {
+                    return Err(SinkError::config(format!(
+                        "environment variable {var} (sink.wallet_password_env) is not set"
+                    )));
+                }
+                let cs = connect_string(c);
+                for field in &cs.unapplied {
+                    tracing::warn!(field = %format!("sink.{field}"), "not applied: the dsn is a TNS alias or already sets it; set it in tnsnames.ora under sink.config_dir or in the descriptor");
+                }
+                let options = OciOptions {
+                    user: c.user.clone(),
+                    password,
+                    connect_string: cs.value,
+                    config_dir: c.config_dir.clone(),
+                    min: c.pool_min,
+                    max: c.pool_max,
+                    increment: c.pool_increment,
+                    setup: self.setup(),
+                };
+                Arc::new(OciDriver::new(&options).map_err(|e| classify(&e, "creating the oracle session pool"))?)
+            }
+        };
+        Ok(Arc::clone(self.driver.get_or_init(|| driver)))
+    }
+
+    fn connect(&self) -> Result<Box<dyn Connection>, SinkError> {
+        self.driver()?.connect().map_err(|e| classify(&e, "connecting to oracle"))
+    }
+
+    fn plan_for(&self, subject: &str) -> usize {
+        let route = self.config.table_routes.iter().find(|r| sinks_core::subject::matches(&r.subject, subject));
+        route
+            .and_then(|r| sql::normalize(&r.table, true))
+            .and_then(|t| self.plans.iter().position(|p| p.table == t))
+            .unwrap_or(0)
+    }
+
+    /// Start-up work on one connection: DDL, probes, key checks. Returns the key constraint
+    /// names per table.
+    fn prepare(&self) -> Result<HashMap<String, Vec<String>>, SinkError> {
+        let mut conn = self.connect()?;
+        if self.config.auto_create {
+            for statement in self.ddl_statements() {
+                match conn.execute(&statement, &[]) {
+                    Ok(_) => tracing::info!(statement = %first_line(&statement.sql), "created (auto_create)"),
+                    Err(e) if e.ora_code() == Some(955) => {}
+                    Err(e) => return Err(classify(&e, &format!("auto_create: {}", first_line(&statement.sql)))),
+                }
+            }
+        }
+        let mut constraints = HashMap::new();
+        for plan in &self.plans {
+            conn.query(&plan.probe(), &[]).map_err(|e| classify(&e, &format!("checking table {}", plan.table)))?;
+            if !plan.key.is_empty() {
+                constraints.insert(plan.table.clone(), check_key(conn.as_mut(), plan)?);
+            }
+            if let Some(staging) = &self.staging {
+                conn.query(&staging.probe(plan), &[])
+                    .map_err(|e| classify(&e, &format!("checking staging table {}", staging.table)))?;
+            }
+        }
+        Ok(constraints)
+    }
+}
+
+fn first_line(sql: &str) -> &str {
+    sql.lines().next().unwrap_or(sql)
+}
+
+/// Checks that a PRIMARY KEY or UNIQUE constraint covers exactly the key columns; returns
+/// the names of those constraints.
+fn check_key(conn: &mut dyn Connection, plan: &TablePlan) -> Result<Vec<String>, SinkError> {
+    let (statement, binds) = sql::key_constraints(&plan.table);
+    let rows =
+        conn.query(&statement, &binds).map_err(|e| classify(&e, &format!("reading the keys of {}", plan.table)))?;
+    let mut by_name: HashMap<String, Vec<String>> = HashMap::new();
+    for row in rows {
+        if let (Some(Some(name)), Some(Some(column))) = (row.first(), row.get(1)) {
+            by_name.entry(name.clone()).or_default().push(column.to_ascii_uppercase());
+        }
+    }
+    let mut want: Vec<String> = plan.key.iter().map(|i| plan.columns[*i].clone()).collect();
+    want.sort();
+    let names: Vec<String> = by_name
+        .into_iter()
+        .filter(|(_, cols)| {
+            let mut have = cols.clone();
+            have.sort();
+            have == want
+        })
+        .map(|(n, _)| n)
+        .collect();
+    if names.is_empty() {
+        return Err(SinkError::config(format!(
+            "table {} has no PRIMARY KEY or UNIQUE constraint on the key columns ({}); duplicates could not be detected",
+            plan.table,
+            want.join(", ")
+        )));
+    }
+    Ok(names)
+}
+
+#[async_trait]
+impl Sink for OracleSink {
+    fn name(&self) -> &str {
+        "oracle"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        let keyed = self.inner.config.mode.keyed();
+        Capabilities {
+            atomic_batch: true,
+            reports_duplicates: keyed,
+            detects_conflicts: keyed && self.inner.config.conflict_policy.is_some(),
+        }
+    }
+
+    async fn open(&self) -> Result<(), SinkError> {
+        let inner = Arc::clone(&self.inner);
+        let constraints = self.inner.io.run(move || inner.prepare()).await?;
+        let _ = self.inner.key_constraints.set(constraints);
+        tracing::info!(
+            tables = self.inner.plans.len(),
+            mode = ?self.inner.config.mode,
+            staging = self.inner.staging.is_some(),
+            threads = self.inner.io.size(),
+            "oracle sink ready"
+        );
+        Ok(())
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        let inner = &self.inner;
+        let stored_at = OffsetDateTime::now_utc();
+        let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
+        let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
+        for (i, e) in batch.iter().enumerate() {
+            let p = inner.plan_for(e.subject());
+            match row::map(e, &inner.plans[p], inner.config.payload_mode, stored_at) {
+                Ok(r) => groups[p].push((i, r)),
+                Err(err) => outcomes[i] = Some(MessageOutcome::Failed(err)),
+            }
+        }
+        if groups.iter().any(|g| !g.is_empty()) {
+            let shared = Arc::clone(inner);
+            let written = inner
+                .io
+                .run(move || {
+                    let empty = HashMap::new();
+                    let ctx = Ctx {
+                        mode: shared.config.mode,
+                        conflict_policy: shared.config.conflict_policy,
+                        plans: &shared.plans,
+                        key_constraints: shared.key_constraints.get().unwrap_or(&empty),
+                        staging: shared.staging.as_ref(),
+                    };
+                    let mut conn = shared.connect()?;
+                    write::write_batch(&ctx, conn.as_mut(), &groups)
+                })
+                .await?;
+            for (i, o) in written {
+                outcomes[i] = Some(o);
+            }
+        }
+        let outcomes: Vec<MessageOutcome> = outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("row was not written")))
+            .collect();
+        sinks_core::sink::log_outcomes("oracle", &outcomes);
+        Ok(outcomes)
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .io
+            .run(move || {
+                let mut conn = inner.connect()?;
+                conn.ping().map_err(|e| classify(&e, "health check"))
+            })
+            .await
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        let inner = Arc::clone(&self.inner);
+        self.inner
+            .io
+            .run(move || match inner.driver.get() {
+                Some(d) => d.close().map_err(|e| classify(&e, "closing the session pool")),
+                None => Ok(()),
+            })
+            .await
+    }
+}

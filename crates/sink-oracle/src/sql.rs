@@ -1,0 +1,571 @@
+//! Every statement the sink sends, built by pure functions from validated identifiers; every
+//! value is a positional bind (`:1`, `:2`, …).
+//!
+//! Identifiers (tables, columns) cannot be bound, so they pass the reference's allow-list
+//! (`[A-Za-z][A-Za-z0-9_$#]{0,127}`, tables optionally `schema.table`), are upper-cased (what
+//! Oracle does with unquoted names) and double-quoted (so a column named like a reserved word
+//! still works). A [`TablePlan`] holds everything about one table: the column list in bind
+//! order, the key columns, the columns a merge updates; each statement comes with its
+//! [`Op`], the structured description the scripted driver executes.
+//!
+//! The write path (see `write.rs`) uses these statements:
+//! - [`TablePlan::insert_if_absent`]: `MERGE … WHEN NOT MATCHED THEN INSERT`, one row per
+//!   bind row; its per-row count says new (1) or existing (0).
+//! - [`TablePlan::insert`]: the plain `INSERT` of modes `insert` and `append` (with the
+//!   reference's `/*+ append */` hint).
+//! - [`TablePlan::update_by_key`]: the update a merge applies to an existing key.
+//! - [`TablePlan::same_fingerprint`]: a no-op update that matches (count 1) only when the
+//!   stored fingerprint equals the new one, so conflicts are found with array DML too.
+//! - staging: [`StagingPlan`].
+
+use sinks_core::IdempotencyStrategy;
+
+use crate::config::{ColumnMapping, IdempotencyConfig, OracleSinkConfig, WriteMode};
+use crate::driver::{Op, Statement};
+
+/// The logical fields of a row, in the order values are bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Field {
+    StreamName,
+    StreamSequence,
+    Subject,
+    MessageId,
+    Priority,
+    Classification,
+    Labels,
+    CreatedAt,
+    JetStreamTimestamp,
+    ReceivedAt,
+    StoredAt,
+    Payload,
+    Headers,
+    Metadata,
+    MissionMetadata,
+    SecurityLabels,
+    PayloadSha256,
+}
+
+impl Field {
+    /// Every field; `PayloadSha256` only takes part with a conflict policy.
+    pub(crate) const ALL: [Self; 17] = [
+        Self::StreamName,
+        Self::StreamSequence,
+        Self::Subject,
+        Self::MessageId,
+        Self::Priority,
+        Self::Classification,
+        Self::Labels,
+        Self::CreatedAt,
+        Self::JetStreamTimestamp,
+        Self::ReceivedAt,
+        Self::StoredAt,
+        Self::Payload,
+        Self::Headers,
+        Self::Metadata,
+        Self::MissionMetadata,
+        Self::SecurityLabels,
+        Self::PayloadSha256,
+    ];
+
+    /// `(config field name, column)` of this field in `mapping`.
+    pub(crate) fn column(self, m: &ColumnMapping) -> (&'static str, &str) {
+        match self {
+            Self::StreamName => ("stream_name", &m.stream_name),
+            Self::StreamSequence => ("stream_sequence", &m.stream_sequence),
+            Self::Subject => ("subject", &m.subject),
+            Self::MessageId => ("message_id", &m.message_id),
+            Self::Priority => ("priority", &m.priority),
+            Self::Classification => ("classification", &m.classification),
+            Self::Labels => ("labels", &m.labels),
+            Self::CreatedAt => ("message_created_at_epoch_ns", &m.message_created_at_epoch_ns),
+            Self::JetStreamTimestamp => ("jetstream_timestamp_epoch_ns", &m.jetstream_timestamp_epoch_ns),
+            Self::ReceivedAt => ("received_at_epoch_ns", &m.received_at_epoch_ns),
+            Self::StoredAt => ("stored_at_epoch_ns", &m.stored_at_epoch_ns),
+            Self::Payload => ("payload", &m.payload),
+            Self::Headers => ("headers", &m.headers),
+            Self::Metadata => ("metadata", &m.metadata),
+            Self::MissionMetadata => ("mission_metadata", &m.mission_metadata),
+            Self::SecurityLabels => ("security_labels", &m.security_labels),
+            Self::PayloadSha256 => ("payload_sha256", &m.payload_sha256),
+        }
+    }
+
+    /// True for the JSON document columns.
+    pub(crate) fn is_json(self) -> bool {
+        matches!(self, Self::Payload | Self::Headers | Self::Metadata | Self::MissionMetadata | Self::SecurityLabels)
+    }
+}
+
+/// Normalizes an identifier (optionally `schema.table` when `qualified`) to upper case, or
+/// `None` when it fails the allow-list.
+pub(crate) fn normalize(name: &str, qualified: bool) -> Option<String> {
+    let part_ok = |p: &str| {
+        let mut chars = p.chars();
+        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+            && p.len() <= 128
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '#'))
+    };
+    let parts: Vec<&str> = name.split('.').collect();
+    let ok = match parts.as_slice() {
+        [one] => part_ok(one),
+        [schema, table] if qualified => part_ok(schema) && part_ok(table),
+        _ => false,
+    };
+    ok.then(|| name.to_ascii_uppercase())
+}
+
+/// Double-quotes a normalized identifier (each part of `schema.table`).
+pub(crate) fn quote(name: &str) -> String {
+    name.split('.').map(|p| format!("\"{p}\"")).collect::<Vec<_>>().join(".")
+}
+
+/// `:1, :2, …` for `n` binds starting at `first`.
+fn binds(first: usize, n: usize) -> Vec<String> {
+    (first..first + n).map(|i| format!(":{i}")).collect()
+}
+
+/// Everything about writing one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TablePlan {
+    /// Table name, normalized (upper case, `SCHEMA.TABLE` or `TABLE`).
+    pub(crate) table: String,
+    /// Fields bound per row, in order.
+    pub(crate) fields: Vec<Field>,
+    /// Column names (normalized), parallel to `fields`.
+    pub(crate) columns: Vec<String>,
+    /// Key columns (indexes into `fields`); empty for `append`.
+    pub(crate) key: Vec<usize>,
+    /// Columns a merge updates on an existing key (indexes into `fields`); empty unless
+    /// the mode is `merge`.
+    pub(crate) update: Vec<usize>,
+    /// Index of the fingerprint column, when conflicts are detected.
+    pub(crate) fingerprint: Option<usize>,
+    /// Key strategy.
+    pub(crate) idempotency: IdempotencyConfig,
+}
+
+impl TablePlan {
+    /// Builds the plan of `table` with the given key and update settings.
+    pub(crate) fn new(
+        config: &OracleSinkConfig,
+        table: &str,
+        idempotency: &IdempotencyConfig,
+        update_columns: Option<&[String]>,
+    ) -> Result<Self, (String, String)> {
+        let Some(table) = normalize(table, true) else {
+            return Err(("sink.table".into(), format!("`{table}` is not a valid table name (table or schema.table)")));
+        };
+        let with_fp = config.conflict_policy.is_some();
+        let fields: Vec<Field> = Field::ALL.iter().copied().filter(|f| with_fp || *f != Field::PayloadSha256).collect();
+        let mut columns: Vec<String> = Vec::new();
+        for f in &fields {
+            let (name, column) = f.column(&config.columns);
+            let Some(column) = normalize(column, false) else {
+                return Err((format!("sink.columns.{name}"), format!("`{column}` is not a valid column name")));
+            };
+            if columns.contains(&column) {
+                return Err(("sink.columns".into(), format!("column `{column}` is mapped twice")));
+            }
+            columns.push(column);
+        }
+        let index_of = |name: &str| normalize(name, false).and_then(|n| columns.iter().position(|c| *c == n));
+        let key = if config.mode.keyed() {
+            let mut key = Vec::new();
+            for k in idempotency.key_columns(&config.columns) {
+                match index_of(&k) {
+                    Some(i) if !key.contains(&i) => key.push(i),
+                    Some(_) => return Err(("sink.idempotency.columns".into(), format!("`{k}` is listed twice"))),
+                    None => return Err(("sink.idempotency.columns".into(), format!("`{k}` is not a mapped column"))),
+                }
+            }
+            if key.is_empty() {
+                return Err(("sink.idempotency.columns".into(), "at least one key column is required".into()));
+            }
+            key
+        } else {
+            Vec::new()
+        };
+        let update = match (config.mode, update_columns) {
+            (WriteMode::Merge, None) => (0..fields.len()).filter(|i| !key.contains(i)).collect(),
+            (WriteMode::Merge, Some(list)) => {
+                let mut update = Vec::new();
+                for c in list {
+                    let path = "sink.merge_update_columns".to_owned();
+                    match index_of(c) {
+                        Some(i) if key.contains(&i) => {
+                            return Err((path, format!("`{c}` is a key column and cannot be updated")));
+                        }
+                        Some(i) if !update.contains(&i) => update.push(i),
+                        Some(_) => return Err((path, format!("`{c}` is listed twice"))),
+                        None => return Err((path, format!("`{c}` is not a mapped column"))),
+                    }
+                }
+                update
+            }
+            _ => Vec::new(),
+        };
+        let fingerprint = fields.iter().position(|f| *f == Field::PayloadSha256);
+        Ok(Self { table, fields, columns, key, update, fingerprint, idempotency: idempotency.clone() })
+    }
+
+    /// Plans for the default table and every route (routes sharing a table must agree).
+    pub(crate) fn all(config: &OracleSinkConfig) -> Result<Vec<Self>, (String, String)> {
+        let mut plans =
+            vec![Self::new(config, &config.table, &config.idempotency, config.merge_update_columns.as_deref())?];
+        for (i, r) in config.table_routes.iter().enumerate() {
+            let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
+            let update = r.merge_update_columns.as_deref().or(config.merge_update_columns.as_deref());
+            let plan = Self::new(config, &r.table, idem, update).map_err(|(path, m)| match path.as_str() {
+                "sink.table" => (format!("sink.table_routes[{i}].table"), m),
+                "sink.idempotency.columns" if r.idempotency.is_some() => {
+                    (format!("sink.table_routes[{i}].idempotency.columns"), m)
+                }
+                "sink.merge_update_columns" if r.merge_update_columns.is_some() => {
+                    (format!("sink.table_routes[{i}].merge_update_columns"), m)
+                }
+                _ => (path, m),
+            })?;
+            match plans.iter().find(|p| p.table == plan.table) {
+                Some(existing) if *existing != plan => {
+                    return Err((
+                        format!("sink.table_routes[{i}]"),
+                        format!("table `{}` is used with a different key or update policy elsewhere", r.table),
+                    ));
+                }
+                Some(_) => {}
+                None => plans.push(plan),
+            }
+        }
+        if let Some(staging) = StagingPlan::table(config) {
+            match staging {
+                Ok(name) if plans.iter().any(|p| p.table == name) => {
+                    return Err(("sink.staging.table".into(), "must not be one of the target tables".into()));
+                }
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(plans)
+    }
+
+    /// Validation entry point for the config.
+    pub(crate) fn validate_all(config: &OracleSinkConfig) -> Result<(), (String, String)> {
+        if config.idempotency.strategy == IdempotencyStrategy::PayloadField
+            && config.idempotency.payload_field.is_none()
+        {
+            return Ok(()); // reported by the config itself
+        }
+        Self::all(config).map(drop)
+    }
+
+    fn quoted(&self, indexes: &[usize]) -> Vec<String> {
+        indexes.iter().map(|i| quote(&self.columns[*i])).collect()
+    }
+
+    fn all_quoted(&self) -> Vec<String> {
+        self.columns.iter().map(|c| quote(c)).collect()
+    }
+
+    fn names(&self, indexes: &[usize]) -> Vec<String> {
+        indexes.iter().map(|i| self.columns[*i].clone()).collect()
+    }
+
+    /// `target."K" = source."K" AND …`
+    fn on_clause(&self) -> String {
+        self.quoted(&self.key).iter().map(|k| format!("target.{k} = source.{k}")).collect::<Vec<_>>().join(" AND ")
+    }
+
+    /// `MERGE INTO t target USING (SELECT :1 AS "C1", … FROM DUAL) source ON (keys)
+    /// WHEN NOT MATCHED THEN INSERT (…) VALUES (source."C1", …)`: binds are every column.
+    pub(crate) fn insert_if_absent(&self) -> Statement {
+        let cols = self.all_quoted();
+        let select: Vec<String> = binds(1, cols.len()).iter().zip(&cols).map(|(b, c)| format!("{b} AS {c}")).collect();
+        let values: Vec<String> = cols.iter().map(|c| format!("source.{c}")).collect();
+        let sql = format!(
+            "MERGE INTO {} target USING (SELECT {} FROM DUAL) source ON ({}) WHEN NOT MATCHED THEN INSERT ({}) VALUES ({})",
+            quote(&self.table),
+            select.join(", "),
+            self.on_clause(),
+            cols.join(", "),
+            values.join(", ")
+        );
+        Statement::new(
+            sql,
+            Op::Insert {
+                table: self.table.clone(),
+                columns: self.columns.clone(),
+                key: self.names(&self.key),
+                if_absent: true,
+            },
+        )
+    }
+
+    /// `INSERT [/*+ append */] INTO t (…) VALUES (:1, …)`: binds are every column.
+    pub(crate) fn insert(&self, append_hint: bool) -> Statement {
+        let cols = self.all_quoted();
+        let hint = if append_hint { " /*+ append */" } else { "" };
+        let sql = format!(
+            "INSERT{hint} INTO {} ({}) VALUES ({})",
+            quote(&self.table),
+            cols.join(", "),
+            binds(1, cols.len()).join(", ")
+        );
+        Statement::new(
+            sql,
+            Op::Insert {
+                table: self.table.clone(),
+                columns: self.columns.clone(),
+                key: self.names(&self.key),
+                if_absent: false,
+            },
+        )
+    }
+
+    /// `UPDATE t SET "U1" = :1, … WHERE "K1" = :n AND …`: binds are the update columns, then
+    /// the key columns. `None` when the plan updates nothing.
+    pub(crate) fn update_by_key(&self) -> Option<Statement> {
+        self.update_of(&self.update)
+    }
+
+    /// The update of an overwritten conflict: the update columns (every non-key column when
+    /// the mode updates nothing by itself), fingerprint included.
+    pub(crate) fn overwrite(&self) -> Option<Statement> {
+        let mut columns: Vec<usize> = if self.update.is_empty() {
+            (0..self.fields.len()).filter(|i| !self.key.contains(i)).collect()
+        } else {
+            self.update.clone()
+        };
+        if let Some(fp) = self.fingerprint
+            && !columns.contains(&fp)
+        {
+            columns.push(fp);
+        }
+        self.update_of(&columns)
+    }
+
+    fn update_of(&self, columns: &[usize]) -> Option<Statement> {
+        if columns.is_empty() || self.key.is_empty() {
+            return None;
+        }
+        let set: Vec<String> =
+            self.quoted(columns).iter().zip(binds(1, columns.len())).map(|(c, b)| format!("{c} = {b}")).collect();
+        let key: Vec<String> = self
+            .quoted(&self.key)
+            .iter()
+            .zip(binds(columns.len() + 1, self.key.len()))
+            .map(|(c, b)| format!("{c} = {b}"))
+            .collect();
+        let sql = format!("UPDATE {} SET {} WHERE {}", quote(&self.table), set.join(", "), key.join(" AND "));
+        Some(Statement::new(
+            sql,
+            Op::Update {
+                table: self.table.clone(),
+                set: self.names(columns),
+                key: self.names(&self.key),
+                only_if: None,
+            },
+        ))
+    }
+
+    /// `UPDATE t SET "FP" = "FP" WHERE "K1" = :1 AND … AND "FP" = :n`: counts 1 when the stored
+    /// fingerprint equals the bound one, 0 when it differs (a conflict). Binds are the key
+    /// columns, then the fingerprint. `None` without a fingerprint column.
+    pub(crate) fn same_fingerprint(&self) -> Option<Statement> {
+        let fp = self.fingerprint?;
+        let fp_col = quote(&self.columns[fp]);
+        let mut conditions: Vec<String> =
+            self.quoted(&self.key).iter().zip(binds(1, self.key.len())).map(|(c, b)| format!("{c} = {b}")).collect();
+        conditions.push(format!("{fp_col} = :{}", self.key.len() + 1));
+        let sql = format!("UPDATE {} SET {fp_col} = {fp_col} WHERE {}", quote(&self.table), conditions.join(" AND "));
+        Some(Statement::new(
+            sql,
+            Op::Update {
+                table: self.table.clone(),
+                set: Vec::new(),
+                key: self.names(&self.key),
+                only_if: Some(self.columns[fp].clone()),
+            },
+        ))
+    }
+
+    /// `SELECT "C1", … FROM t WHERE 1 = 0`: proves the table and every mapped column exist
+    /// and are readable.
+    pub(crate) fn probe(&self) -> Statement {
+        probe(&self.table, &self.columns)
+    }
+}
+
+/// `SELECT cols FROM table WHERE 1 = 0`.
+pub(crate) fn probe(table: &str, columns: &[String]) -> Statement {
+    let cols: Vec<String> = columns.iter().map(|c| quote(c)).collect();
+    let sql = format!("SELECT {} FROM {} WHERE 1 = 0", cols.join(", "), quote(table));
+    Statement::new(sql, Op::Probe { table: table.to_owned(), columns: columns.to_vec() })
+}
+
+/// The PRIMARY KEY and UNIQUE constraints of a table, one row per constraint column:
+/// `(constraint name, column name)` in column position order. Binds: owner (NULL = the
+/// current schema), table name.
+pub(crate) fn key_constraints(table: &str) -> (Statement, Vec<crate::driver::Value>) {
+    let (owner, name) = match table.split_once('.') {
+        Some((o, t)) => (Some(o.to_owned()), t.to_owned()),
+        None => (None, table.to_owned()),
+    };
+    let sql = "SELECT c.CONSTRAINT_NAME, cc.COLUMN_NAME FROM ALL_CONSTRAINTS c \
+               JOIN ALL_CONS_COLUMNS cc ON cc.OWNER = c.OWNER AND cc.CONSTRAINT_NAME = c.CONSTRAINT_NAME \
+               WHERE c.CONSTRAINT_TYPE IN ('P', 'U') \
+               AND c.OWNER = COALESCE(:1, SYS_CONTEXT('USERENV', 'CURRENT_SCHEMA')) AND c.TABLE_NAME = :2 \
+               ORDER BY c.CONSTRAINT_NAME, cc.POSITION";
+    let binds = vec![crate::driver::Value::Text(owner), crate::driver::Value::Text(Some(name))];
+    (Statement::new(sql.to_owned(), Op::KeyConstraints { table: table.to_owned() }), binds)
+}
+
+/// The session setting run on every new session when `disable_parallel_dml` is on.
+pub(crate) const DISABLE_PARALLEL_DML: &str = "ALTER SESSION DISABLE PARALLEL DML";
+
+/// The statements of the staging path for one target table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StagingPlan {
+    /// Staging table, normalized.
+    pub(crate) table: String,
+    /// Batch id column, normalized.
+    pub(crate) batch_column: String,
+    /// Delete the staged rows before the commit.
+    pub(crate) delete: bool,
+}
+
+impl StagingPlan {
+    /// The normalized staging table name of `config`, when staging is on.
+    fn table(config: &OracleSinkConfig) -> Option<Result<String, (String, String)>> {
+        if !config.staging.enabled {
+            return None;
+        }
+        let table = config.staging.table.as_deref()?;
+        Some(normalize(table, true).ok_or_else(|| {
+            ("sink.staging.table".to_owned(), format!("`{table}` is not a valid table name (table or schema.table)"))
+        }))
+    }
+
+    /// The staging plan of `config`, when staging is on.
+    pub(crate) fn of(config: &OracleSinkConfig) -> Result<Option<Self>, (String, String)> {
+        let Some(table) = Self::table(config) else { return Ok(None) };
+        let table = table?;
+        let column = &config.staging.batch_id_column;
+        let Some(batch_column) = normalize(column, false) else {
+            return Err(("sink.staging.batch_id_column".into(), format!("`{column}` is not a valid column name")));
+        };
+        let delete = config.staging.cleanup == crate::config::StagingCleanup::DeleteOnSuccess;
+        Ok(Some(Self { table, batch_column, delete }))
+    }
+
+    /// Every staging column: the batch id, then the plan's columns.
+    pub(crate) fn columns(&self, plan: &TablePlan) -> Vec<String> {
+        std::iter::once(self.batch_column.clone()).chain(plan.columns.iter().cloned()).collect()
+    }
+
+    /// `INSERT INTO stage ("BATCH", "C1", …) VALUES (:1, …)`: binds are the batch id, then
+    /// every column.
+    pub(crate) fn insert(&self, plan: &TablePlan) -> Statement {
+        let cols: Vec<String> = self.columns(plan).iter().map(|c| quote(c)).collect();
+        let sql = format!(
+            "INSERT INTO {} ({}) VALUES ({})",
+            quote(&self.table),
+            cols.join(", "),
+            binds(1, cols.len()).join(", ")
+        );
+        Statement::new(sql, Op::StageInsert { table: self.table.clone(), columns: self.columns(plan) })
+    }
+
+    /// `SELECT s."K1", … FROM stage s JOIN t ON (keys) WHERE s."BATCH" = :1`: the staged
+    /// keys that already exist in the target (those rows are duplicates).
+    pub(crate) fn existing(&self, plan: &TablePlan) -> Statement {
+        let keys = plan.quoted(&plan.key);
+        let select: Vec<String> = keys.iter().map(|k| format!("source.{k}")).collect();
+        let sql = format!(
+            "SELECT {} FROM {} source JOIN {} target ON ({}) WHERE source.{} = :1",
+            select.join(", "),
+            quote(&self.table),
+            quote(&plan.table),
+            plan.on_clause(),
+            quote(&self.batch_column)
+        );
+        Statement::new(
+            sql,
+            Op::StagedExisting {
+                staging: self.table.clone(),
+                target: plan.table.clone(),
+                key: plan.names(&plan.key),
+                batch_column: self.batch_column.clone(),
+            },
+        )
+    }
+
+    /// The one set-based `MERGE` from the staged batch (bind: the batch id) into the target.
+    pub(crate) fn merge(&self, plan: &TablePlan) -> Statement {
+        let cols = plan.all_quoted();
+        let values: Vec<String> = cols.iter().map(|c| format!("source.{c}")).collect();
+        let matched = if plan.update.is_empty() {
+            String::new()
+        } else {
+            let set: Vec<String> =
+                plan.quoted(&plan.update).iter().map(|c| format!("target.{c} = source.{c}")).collect();
+            format!(" WHEN MATCHED THEN UPDATE SET {}", set.join(", "))
+        };
+        let sql = format!(
+            "MERGE INTO {} target USING (SELECT {} FROM {} WHERE {} = :1) source ON ({}){matched} WHEN NOT MATCHED THEN INSERT ({}) VALUES ({})",
+            quote(&plan.table),
+            cols.join(", "),
+            quote(&self.table),
+            quote(&self.batch_column),
+            plan.on_clause(),
+            cols.join(", "),
+            values.join(", ")
+        );
+        Statement::new(
+            sql,
+            Op::StageMerge {
+                staging: self.table.clone(),
+                target: plan.table.clone(),
+                columns: plan.columns.clone(),
+                key: plan.names(&plan.key),
+                update: plan.names(&plan.update),
+                batch_column: self.batch_column.clone(),
+            },
+        )
+    }
+
+    /// `DELETE FROM stage WHERE "BATCH" = :1`.
+    pub(crate) fn cleanup(&self) -> Statement {
+        let sql = format!("DELETE FROM {} WHERE {} = :1", quote(&self.table), quote(&self.batch_column));
+        Statement::new(sql, Op::StageDelete { table: self.table.clone(), batch_column: self.batch_column.clone() })
+    }
+
+    /// The staging table's probe.
+    pub(crate) fn probe(&self, plan: &TablePlan) -> Statement {
+        probe(&self.table, &self.columns(plan))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifiers_are_allow_listed_and_normalized() {
+        for (name, qualified, out) in [
+            ("EVENTS", false, Some("EVENTS")),
+            ("owner.events", true, Some("OWNER.EVENTS")),
+            ("db.EVENTS", false, None),
+            ("a.b.c", true, None),
+            ("1abc", false, None),
+            ("_x", false, None),
+            ("ev\"ents", false, None),
+            ("ev ents", false, None),
+            ("x$1#", false, Some("X$1#")),
+            ("", false, None),
+        ] {
+            assert_eq!(normalize(name, qualified).as_deref(), out, "{name}");
+        }
+        assert!(normalize(&"A".repeat(129), false).is_none());
+        assert_eq!(quote("OWNER.EVENTS"), "\"OWNER\".\"EVENTS\"");
+    }
+}
