@@ -39,17 +39,7 @@ impl Default for Args {
 /// Every certified sink's name. `oracle-scripted` is the Oracle sink over the scripted driver
 /// seam (always runs; its passes are labelled as scripted); `oracle` is the live harness
 /// (every clause SKIPs unless `NATS_SINKS_TEST_ORACLE_DSN` and Instant Client are present).
-const SINKS: [&str; 9] = [
-    "file",
-    "mysql",
-    "http",
-    "s3",
-    "spool",
-    "coherence",
-    "nosql",
-    "oracle-scripted",
-    "oracle",
-];
+const SINKS: [&str; 9] = ["file", "mysql", "http", "s3", "spool", "coherence", "nosql", "oracle-scripted", "oracle"];
 
 /// True when `report` comes from a scripted backend, not the real destination.
 fn scripted(report: &SinkReport) -> bool {

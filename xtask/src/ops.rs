@@ -15,7 +15,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// Every sink feature of `sinks-bin`, each of which builds a slim binary on its own.
-pub(crate) const SINK_FEATURES: &[&str] = &["file", "mysql", "http", "s3", "spool", "coherence", "nosql"];
+pub(crate) const SINK_FEATURES: &[&str] = &["file", "mysql", "http", "s3", "spool", "coherence", "nosql", "oracle"];
 
 const TABLE_BEGIN: &str = "<!-- sizes:begin (cargo xtask sizes) -->";
 const TABLE_END: &str = "<!-- sizes:end -->";
@@ -27,6 +27,9 @@ pub(crate) struct SizesArgs {
     /// Check the table against the feature list and `cargo tree` without building.
     #[arg(long)]
     pub(crate) check: bool,
+    /// Measure only these rows (a sink feature, or `all`); keep the table's other rows.
+    #[arg(long, value_delimiter = ',')]
+    pub(crate) only: Vec<String>,
 }
 
 /// One binary of the table: its features, stripped size (when measured) and crate count.
@@ -52,8 +55,16 @@ pub(crate) fn sizes(args: &SizesArgs) -> Result<()> {
         return check_sizes(&root, &doc);
     }
     let target = root.join("target/sizes");
+    let kept = parse_table(&doc).unwrap_or_default();
     let mut rows = Vec::new();
     for features in rows_wanted() {
+        let label = if features.contains(',') { "all" } else { features.as_str() };
+        if !args.only.is_empty() && !args.only.iter().any(|o| o == label) {
+            if let Some(row) = kept.iter().find(|r| r.features == features) {
+                rows.push(row.clone());
+            }
+            continue;
+        }
         crate::cargo(
             &[
                 "build",

@@ -6,9 +6,9 @@
 
 mod decrypt;
 mod inspect;
-mod reconcile_cmd;
 #[cfg(feature = "oracle")]
 mod lineage;
+mod reconcile_cmd;
 mod registry;
 mod replay;
 #[cfg(feature = "spool")]
