@@ -511,6 +511,7 @@ impl Inner {
                         error = %failure.display_chain(),
                         "request failed; retrying"
                     );
+                    sinks_core::retry::note_retry_in_place();
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
@@ -565,6 +566,7 @@ impl Inner {
             match self.retry_delay(attempt, failure, deadline) {
                 Ok((delay, failure)) => {
                     tracing::debug!(messages = items.len(), attempt, error = %failure.display_chain(), "batch request failed; retrying");
+                    sinks_core::retry::note_retry_in_place();
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
