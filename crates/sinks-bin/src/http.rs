@@ -49,11 +49,8 @@ async fn healthz(State(metrics): State<Metrics>) -> Response {
     if l.alive {
         (StatusCode::OK, "ok\n").into_response()
     } else {
-        let body = format!(
-            "stalled: no progress for {} s (window {} s)\n",
-            l.since_progress.as_secs(),
-            l.window.as_secs()
-        );
+        let body =
+            format!("stalled: no progress for {} s (window {} s)\n", l.since_progress.as_secs(), l.window.as_secs());
         (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
     }
 }

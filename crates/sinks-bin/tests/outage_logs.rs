@@ -135,6 +135,12 @@ async fn a_full_disk_for_15_seconds_is_a_few_log_lines_not_one_per_message() {
     for w in &warns {
         eprintln!("  {w}");
     }
+    // One outage, one start line and one end line (a second pair only if the disk was still
+    // filling when a batch got through); never a start without its end.
+    let count = |prefix: &str| lines.iter().filter(|l| message(l).starts_with(prefix)).count();
+    let (starts, ends) = (count("destination unavailable"), count("destination recovered"));
+    eprintln!("{starts} \"destination unavailable\" and {ends} \"destination recovered\" lines");
+    assert!(starts == ends && (1..=2).contains(&starts), "{starts} starts, {ends} ends:\n{logs}");
     let unavailable = lines.iter().position(|l| message(l).starts_with("destination unavailable"));
     let recovered = lines.iter().position(|l| message(l).starts_with("destination recovered"));
     assert!(unavailable.is_some() && recovered > unavailable, "the outage and its end are logged, in order:\n{logs}");

@@ -103,19 +103,19 @@ pub async fn options_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Res
         .event_callback(move |event| {
             let metrics = metrics.clone();
             async move {
-            if let Some(m) = &metrics {
-                record(m, &event);
-            }
-            match event {
-                Event::Connected => tracing::info!("nats connection established"),
-                Event::Disconnected => tracing::warn!("nats connection lost; reconnecting"),
-                Event::LameDuckMode => tracing::warn!("nats server entered lame duck mode"),
-                Event::Draining => tracing::info!("nats connection draining"),
-                Event::Closed => tracing::info!("nats connection closed"),
-                Event::SlowConsumer(sid) => tracing::warn!(sid, "nats slow consumer"),
-                Event::ServerError(err) => tracing::warn!(error = %err, "nats server error"),
-                Event::ClientError(err) => tracing::warn!(error = %err, "nats client error"),
-            }
+                if let Some(m) = &metrics {
+                    record(m, &event);
+                }
+                match event {
+                    Event::Connected => tracing::info!("nats connection established"),
+                    Event::Disconnected => tracing::warn!("nats connection lost; reconnecting"),
+                    Event::LameDuckMode => tracing::warn!("nats server entered lame duck mode"),
+                    Event::Draining => tracing::info!("nats connection draining"),
+                    Event::Closed => tracing::info!("nats connection closed"),
+                    Event::SlowConsumer(sid) => tracing::warn!(sid, "nats slow consumer"),
+                    Event::ServerError(err) => tracing::warn!(error = %err, "nats server error"),
+                    Event::ClientError(err) => tracing::warn!(error = %err, "nats client error"),
+                }
             }
         }))
 }

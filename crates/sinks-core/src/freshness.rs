@@ -205,11 +205,8 @@ mod tests {
 
     #[test]
     fn nothing_is_recorded_when_freshness_or_staleness_is_off() {
-        let m = Metrics::new(&MetricsConfig {
-            enabled: true,
-            event_freshness_enabled: false,
-            ..MetricsConfig::default()
-        });
+        let m =
+            Metrics::new(&MetricsConfig { enabled: true, event_freshness_enabled: false, ..MetricsConfig::default() });
         let now = OffsetDateTime::now_utc();
         let mut batch = FreshnessBatch::new(Freshness::new(m.config()), now);
         batch.observe(&envelope(None, Some(now - Duration::hours(1)), now));

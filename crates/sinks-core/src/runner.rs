@@ -1168,66 +1168,69 @@ impl Failures {
 
 /// Logs failed writes per batch or, during a destination outage (every message of a batch
 /// failed temporarily), once when it starts, once per [`OUTAGE_LOG_INTERVAL`] with what
-/// failed meanwhile, and once when a batch commits again. Each line carries counts, the
+/// failed meanwhile, and once when a batch makes messages durable with no temporary failure
+/// (it has recovered). Each line carries counts, the
 /// first and last stream sequence, the error class and the reason; per-message detail is at
 /// debug level (in `settle_one`).
 fn track_outage(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome], now: Instant) {
     let failures = Failures::of(envelopes, outcomes);
-    let all_temporary = outcomes.iter().any(MessageOutcome::failed_temporarily)
-        && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
+    let any_temporary = outcomes.iter().any(MessageOutcome::failed_temporarily);
+    let all_temporary =
+        any_temporary && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
     let any_durable = outcomes.iter().any(MessageOutcome::is_durable);
     let sink = ctx.sink.name();
     let mut outage = ctx.outage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let (Some(since), true) = (outage.since, any_durable) {
-        tracing::info!(
-            sink,
-            outage_seconds = since.elapsed().as_secs(),
-            failed_batches = outage.batches,
-            failed_messages = outage.messages,
-            "destination recovered"
-        );
-        *outage = Outage::default();
-        ctx.metrics.status().set_sink_healthy(true);
+    if let Some(since) = outage.since {
+        // The outage ends with a batch that made something durable and had no temporary
+        // failure. A redelivered batch whose already-written messages come back as
+        // duplicates while the rest still fails is part of the outage, not its end.
+        if any_durable && !any_temporary {
+            tracing::info!(
+                sink,
+                outage_seconds = now.duration_since(since).as_secs(),
+                failed_batches = outage.batches,
+                failed_messages = outage.messages,
+                "destination recovered"
+            );
+            *outage = Outage::default();
+            ctx.metrics.status().set_sink_healthy(true);
+        } else if failures.messages > 0 {
+            outage.batches += 1;
+            outage.messages += failures.messages;
+            outage.window.add(failures);
+            if outage.logged.is_some_and(|at| now.duration_since(at) >= OUTAGE_LOG_INTERVAL) {
+                let f = std::mem::take(&mut outage.window);
+                outage.logged = Some(now);
+                tracing::warn!(
+                    sink,
+                    outage_seconds = now.duration_since(since).as_secs(),
+                    batches = f.batches,
+                    messages = f.messages,
+                    first_sequence = f.first_sequence,
+                    last_sequence = f.last_sequence,
+                    class = f.class_name(),
+                    reason = %f.reason,
+                    "destination still unavailable"
+                );
+            }
+        }
+        return;
     }
     if failures.messages == 0 {
         return;
     }
-    let config_error = failures.class == Some(ErrorClass::Config);
+    let f = &failures;
+    let config_error = f.class == Some(ErrorClass::Config);
     if all_temporary {
-        outage.batches += 1;
-        outage.messages += failures.messages;
-        if outage.since.is_none() {
-            outage.since = Some(now);
-            outage.logged = Some(now);
-            ctx.metrics.status().set_sink_healthy(false);
-            let f = &failures;
-            if config_error {
-                tracing::error!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written (destination configuration error; retried)");
-            } else {
-                tracing::warn!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written");
-            }
-            return;
-        }
-        outage.window.add(failures);
-        if outage.logged.is_some_and(|at| now.duration_since(at) >= OUTAGE_LOG_INTERVAL) {
-            let f = std::mem::take(&mut outage.window);
-            outage.logged = Some(now);
-            let outage_seconds = outage.since.map_or(0, |s| now.duration_since(s).as_secs());
-            tracing::warn!(
-                sink,
-                outage_seconds,
-                batches = f.batches,
-                messages = f.messages,
-                first_sequence = f.first_sequence,
-                last_sequence = f.last_sequence,
-                class = f.class_name(),
-                reason = %f.reason,
-                "destination still unavailable"
-            );
+        *outage = Outage { since: Some(now), logged: Some(now), batches: 1, messages: f.messages, ..Outage::default() };
+        ctx.metrics.status().set_sink_healthy(false);
+        if config_error {
+            tracing::error!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written (destination configuration error; retried)");
+        } else {
+            tracing::warn!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written");
         }
         return;
     }
-    let f = &failures;
     let written = outcomes.iter().filter(|o| o.is_durable()).count();
     if config_error {
         tracing::error!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written (destination configuration error; retried)");
@@ -1445,7 +1448,7 @@ async fn settle_one(
     let result = match (confirm, &kind) {
         (Some(t), AckKind::Ack) => {
             ctx.metrics.inc(CounterId::AckConfirmationAttempts, 1);
-            let result = ack.send_confirmed(kind.clone(), t).await;
+            let result = ack.send_confirmed(kind, t).await;
             ctx.metrics.observe(TimingId::AckConfirmationSeconds, seconds(started));
             let confirmed = match &result {
                 Ok(()) => CounterId::AckConfirmationSuccesses,
@@ -1455,7 +1458,7 @@ async fn settle_one(
             ctx.metrics.inc(confirmed, 1);
             result
         }
-        _ => ack.send(kind.clone()).await,
+        _ => ack.send(kind).await,
     };
     let term = matches!(kind, AckKind::Term);
     if term {
@@ -1482,7 +1485,9 @@ async fn settle_one(
 /// one, else what kind of failure it was.
 fn dlq_reason(outcome: &MessageOutcome) -> &str {
     match outcome {
-        MessageOutcome::Failed(e) => e.reason().unwrap_or(if e.is_permanent() { "sink_permanent" } else { "retries_exhausted" }),
+        MessageOutcome::Failed(e) => {
+            e.reason().unwrap_or(if e.is_permanent() { "sink_permanent" } else { "retries_exhausted" })
+        }
         MessageOutcome::Conflict(_) => "conflict_rejected",
         MessageOutcome::HeldBack => "held_back_last_delivery",
         _ => "other",

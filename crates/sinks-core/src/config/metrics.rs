@@ -92,7 +92,11 @@ impl MetricsConfig {
                 issues.push(&format!("{path}.snapshot_file"), "must not be empty");
             } else if file.chars().any(char::is_control) {
                 issues.push(&format!("{path}.snapshot_file"), "must not contain control characters");
-            } else if file.ends_with('/') || file.ends_with("/.") || file.ends_with("/..") || file == "." || file == ".."
+            } else if file.ends_with('/')
+                || file.ends_with("/.")
+                || file.ends_with("/..")
+                || file == "."
+                || file == ".."
             {
                 issues.push(&format!("{path}.snapshot_file"), "must name a file");
             }
@@ -256,7 +260,8 @@ mod tests {
         ] {
             assert!(got.iter().any(|p| p == field), "{field} in {got:?}");
         }
-        let enabled = MetricsConfig { enabled: true, listen: Some("127.0.0.1:9108".into()), ..MetricsConfig::default() };
+        let enabled =
+            MetricsConfig { enabled: true, listen: Some("127.0.0.1:9108".into()), ..MetricsConfig::default() };
         assert!(issues(&enabled).is_empty());
         assert!(enabled.listen_addr().is_some());
         assert!(valid_namespace("a:b_c9") && !valid_namespace("") && !valid_namespace("a-b"));

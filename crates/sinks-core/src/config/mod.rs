@@ -320,11 +320,7 @@ impl Config {
     }
 
     fn unsupported_sections(&self) -> [(&'static str, &Option<NotYetSupported>); NOT_YET_SUPPORTED.len()] {
-        [
-            ("push_consumer", &self.push_consumer),
-            ("routing", &self.routing),
-            ("plugins", &self.plugins),
-        ]
+        [("push_consumer", &self.push_consumer), ("routing", &self.routing), ("plugins", &self.plugins)]
     }
 }
 

@@ -54,7 +54,11 @@ impl Format {
 
     /// OpenMetrics when the `Accept` header asks for it, else Prometheus text.
     pub fn from_accept(accept: Option<&str>) -> Self {
-        if accept.is_some_and(|a| a.contains("application/openmetrics-text")) { Self::OpenMetrics } else { Self::Prometheus }
+        if accept.is_some_and(|a| a.contains("application/openmetrics-text")) {
+            Self::OpenMetrics
+        } else {
+            Self::Prometheus
+        }
     }
 }
 
@@ -158,9 +162,9 @@ impl Status {
 
     /// `(num_pending, num_ack_pending)` of the consumer at the last poll, once polled.
     pub fn lag(&self) -> Option<(u64, u64)> {
-        self.lag_known.load(Ordering::Relaxed).then(|| {
-            (self.num_pending.load(Ordering::Relaxed), self.num_ack_pending.load(Ordering::Relaxed))
-        })
+        self.lag_known
+            .load(Ordering::Relaxed)
+            .then(|| (self.num_pending.load(Ordering::Relaxed), self.num_ack_pending.load(Ordering::Relaxed)))
     }
 
     /// True while the NATS connection is up.
@@ -490,7 +494,8 @@ impl Metrics {
     /// The outcome counters of sink `sink` (no-ops when disabled).
     pub fn outcome_counters(&self, sink: &str) -> OutcomeCounters {
         let Some(r) = &self.0.recorded else { return OutcomeCounters(None) };
-        let one = |class| r.outcomes.get_or_create_owned(&OutcomeLabels { class: class_label(class), sink: sink.to_owned() });
+        let one =
+            |class| r.outcomes.get_or_create_owned(&OutcomeLabels { class: class_label(class), sink: sink.to_owned() });
         OutcomeCounters(Some(CLASSES.map(one)))
     }
 
@@ -534,6 +539,9 @@ pub struct CatalogueRow {
 /// read back from the registry's own Prometheus text, not from the lists it was built from.
 pub fn catalogue_rows() -> Vec<CatalogueRow> {
     let metrics = Metrics::new(&MetricsConfig { enabled: true, ..MetricsConfig::default() });
+    // A labelled family is exported only once it has a series: give each one.
+    let _ = metrics.outcome_counters("file");
+    metrics.dlq_record("sink_permanent");
     let text = metrics.encode(Format::Prometheus).unwrap_or_default();
     let mut rows = Vec::new();
     let mut help = String::new();
@@ -570,11 +578,15 @@ pub fn catalogue_rows() -> Vec<CatalogueRow> {
 
 /// The catalogue as a Markdown table (the block `docs/observability.md` carries).
 pub fn catalogue_markdown() -> String {
-    let mut md = String::from("| metric | type | labels | origin | in snapshot | meaning |\n|---|---|---|---|---|---|\n");
+    let mut md =
+        String::from("| metric | type | labels | origin | in snapshot | meaning |\n|---|---|---|---|---|---|\n");
     for r in catalogue_rows() {
         let labels = if r.labels.is_empty() { "–" } else { r.labels };
         let snapshot = if r.in_snapshot { "yes" } else { "no" };
-        md.push_str(&format!("| `{}` | {} | {} | {} | {} | {} |\n", r.name, r.kind, labels, r.origin, snapshot, r.help));
+        md.push_str(&format!(
+            "| `{}` | {} | {} | {} | {} | {} |\n",
+            r.name, r.kind, labels, r.origin, snapshot, r.help
+        ));
     }
     md
 }
