@@ -4,7 +4,8 @@
 //! A private nats-server gets a fresh stream with N messages (256-byte JSON, `Nats-Msg-Id`).
 //! Each contender then consumes all N through its own durable consumer (deleted between runs,
 //! so every run starts from the first message): the raw async-nats pull + ack loop (the
-//! ceiling), `nats-sink` with the blackhole sink, with the file sink (fsync off and on), and,
+//! ceiling), `nats-sink` with the blackhole sink (metrics off and on, alternating, five runs
+//! each, the median of each counts), with the file sink (fsync off and on), and,
 //! with `--reference`, the Python reference (`nats-sinks==0.4.3` in a venv under
 //! `target/bench/`) on the identical JSON config file. For each: wall time from spawn until
 //! JetStream shows every message acknowledged, msgs/s, peak RSS (VmHWM), CPU time per message,
@@ -291,6 +292,17 @@ async fn measure(
     Ok(m)
 }
 
+/// Runs of the blackhole sink with metrics off and with metrics on (alternating).
+const BLACKHOLE_ROUNDS: usize = 5;
+
+/// The run with the median rate, renamed `name`.
+fn median(mut runs: Vec<Measurement>, name: &str) -> Measurement {
+    runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
+    let mut m = runs.swap_remove(runs.len() / 2);
+    m.name = format!("{name} (median of {})", BLACKHOLE_ROUNDS);
+    m
+}
+
 fn config(url: &str, stream: Stream, args: &Args, sink: serde_json::Value) -> serde_json::Value {
     // Only fields the Python reference also accepts: the same file runs under both.
     json!({
@@ -454,10 +466,31 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 raw.args([&url, stream.name, CONSUMER, &stream.total.to_string(), &args.batch.to_string()]);
                 results.push(measure("raw async-nats consume + ack", raw, &js, stream, &Reset::None, &log("raw")).await?);
                 if wanted("blackhole") {
-                    let path = write(&work.join("blackhole.json"), &config(&url, stream, &args, json!({"type": "blackhole"})))?;
-                    let mut cmd = Command::new(&programs.nats_sink);
-                    cmd.arg("run").arg(&path);
-                    results.push(measure("nats-sink, blackhole sink", cmd, &js, stream, &Reset::None, &log("blackhole")).await?);
+                    // Metrics off and on (registry, /metrics listener, snapshot every second),
+                    // alternately, BLACKHOLE_ROUNDS times each; the median run of each counts.
+                    let plain = config(&url, stream, &args, json!({"type": "blackhole"}));
+                    let mut observed = plain.clone();
+                    observed["metrics"] = json!({
+                        "enabled": true,
+                        "listen": format!("127.0.0.1:{}", sinks_testkit::free_port()),
+                        "snapshot_file": work.join("blackhole-metrics.snapshot.json"),
+                        "snapshot_interval_seconds": 1,
+                    });
+                    let plain_path = write(&work.join("blackhole.json"), &plain)?;
+                    let observed_path = write(&work.join("blackhole-metrics.json"), &observed)?;
+                    let (mut off, mut on) = (Vec::new(), Vec::new());
+                    for round in 0..BLACKHOLE_ROUNDS {
+                        let mut cmd = Command::new(&programs.nats_sink);
+                        cmd.arg("run").arg(&plain_path);
+                        let name = format!("nats-sink, blackhole sink (metrics off, run {})", round + 1);
+                        off.push(measure(&name, cmd, &js, stream, &Reset::None, &log("blackhole")).await?);
+                        let mut cmd = Command::new(&programs.nats_sink);
+                        cmd.arg("run").arg(&observed_path);
+                        let name = format!("nats-sink, blackhole sink (metrics on, run {})", round + 1);
+                        on.push(measure(&name, cmd, &js, stream, &Reset::None, &log("blackhole-metrics")).await?);
+                    }
+                    results.push(median(off, "nats-sink, blackhole sink"));
+                    results.push(median(on, "nats-sink, blackhole sink, metrics on"));
                 }
                 // File output goes to the system temp directory: on this machine kind, file
                 // creation in a long-used build tree is measurably slower than in a fresh one.
@@ -786,6 +819,11 @@ fn render(args: &Args, results: &[Measurement]) -> String {
     let reference = "Python reference 0.4.3";
     let rows = [
         ("blackhole / raw ceiling", ratio("nats-sink, blackhole", "raw async-nats"), "≥ 0.7"),
+        (
+            "blackhole, metrics on / off",
+            ratio("nats-sink, blackhole sink, metrics on", "nats-sink, blackhole sink (median"),
+            "≥ 0.97",
+        ),
         (
             "file fsync off / reference",
             ratio("nats-sink, file sink, fsync off", &format!("{reference}, file sink, fsync off")),

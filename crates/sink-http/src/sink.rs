@@ -517,6 +517,7 @@ impl Inner {
                         error = %failure.display_chain(),
                         "request failed; retrying"
                     );
+                    sinks_core::retry::note_retry_in_place();
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
@@ -571,6 +572,7 @@ impl Inner {
             match self.retry_delay(attempt, failure, deadline) {
                 Ok((delay, failure)) => {
                     tracing::debug!(messages = items.len(), attempt, error = %failure.display_chain(), "batch request failed; retrying");
+                    sinks_core::retry::note_retry_in_place();
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }

@@ -271,6 +271,7 @@ impl Inner {
                         return MessageOutcome::Failed(e);
                     }
                     tracing::debug!(attempt, delay_ms = wait.as_millis() as u64, error = %e, "s3 write retried");
+                    sinks_core::retry::note_retry_in_place();
                     tokio::time::sleep(wait).await;
                 }
             }

@@ -5,6 +5,7 @@
 //! `reconcile_cmd`).
 
 mod decrypt;
+mod http;
 mod inspect;
 #[cfg(feature = "oracle")]
 mod lineage;
@@ -17,9 +18,11 @@ mod stream_plan;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, Parser, Subcommand};
 use sinks_core::config::{Config, LogFormat, redact};
+use sinks_core::metrics::Metrics;
 use sinks_core::{ConfigError, RunError};
 use tracing_subscriber::EnvFilter;
 
@@ -469,7 +472,41 @@ async fn dispatch(command: Command) -> ExitCode {
                 return config_failure(&ConfigError::single("logging.level", message));
             }
             tracing::info!(version = env!("CARGO_PKG_VERSION"), sink = built.sink.name(), "starting nats-sink");
-            match sinks_core::run(c, built.sink, shutdown_signal()).await {
+            let metrics = Metrics::new(&c.metrics);
+            let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+            let server = match c.metrics.listen_addr() {
+                Some(addr) => match http::bind(addr).await {
+                    Ok(listener) => {
+                        let bound = listener.local_addr().map_or_else(|_| addr.to_string(), |a| a.to_string());
+                        tracing::info!(address = %bound, "serving /metrics, /healthz and /readyz");
+                        let mut stop = stop_rx.clone();
+                        Some(http::serve(listener, metrics.clone(), async move {
+                            let _ = stop.wait_for(|s| *s).await;
+                        }))
+                    }
+                    Err(e) => {
+                        let e = ConfigError::single("metrics.listen", format!("cannot listen on {addr}: {e}"));
+                        tracing::error!(error = %e, "configuration error");
+                        return config_failure(&e);
+                    }
+                },
+                None => None,
+            };
+            let every = Duration::from_secs(c.logging.summary_interval_seconds);
+            let summary = (!every.is_zero()).then(|| tokio::spawn(log_summaries(metrics.clone(), every, stop_rx)));
+            let result = sinks_core::runner::run_observed(
+                c,
+                built.sink,
+                metrics,
+                sinks_core::RunOptions::default(),
+                shutdown_signal(),
+            )
+            .await;
+            let _ = stop_tx.send(true);
+            for task in [server, summary].into_iter().flatten() {
+                let _ = task.await;
+            }
+            match result {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(RunError::Config(e)) => {
                     tracing::error!(error = %e, "configuration error");
@@ -502,6 +539,42 @@ pub(crate) fn init_logging(config: &Config, level_override: Option<&str>) -> Res
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
     result.map_err(|e| e.to_string())
+}
+
+/// Logs one info line every `every` (messages acked per second over the interval, totals,
+/// consumer lag, dead letters), so a tailing operator sees progress without metrics.
+async fn log_summaries(metrics: Metrics, every: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let stats = std::sync::Arc::clone(metrics.stats());
+    let mut last = (Instant::now(), stats.acked.load(Relaxed));
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let now = Instant::now();
+        let acked = stats.acked.load(Relaxed);
+        let rate = (acked - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
+        last = (now, acked);
+        let messages_per_second = (rate * 10.0).round() / 10.0;
+        let (fetched, naked) = (stats.fetched.load(Relaxed), stats.naked.load(Relaxed));
+        let dead_lettered = stats.dead_lettered.load(Relaxed);
+        let ready = metrics.status().readiness().ready;
+        match metrics.status().lag() {
+            Some((num_pending, num_ack_pending)) => tracing::info!(
+                messages_per_second,
+                fetched,
+                acked,
+                naked,
+                dead_lettered,
+                num_pending,
+                num_ack_pending,
+                ready,
+                "summary"
+            ),
+            None => tracing::info!(messages_per_second, fetched, acked, naked, dead_lettered, ready, "summary"),
+        }
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.

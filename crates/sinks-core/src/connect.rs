@@ -2,13 +2,15 @@
 //! environment, and connection events turned into log lines.
 //!
 //! The client reconnects forever; a disconnect is logged as a warning and the recovery as
-//! info, so an outage and its end are visible in the logs.
+//! info, so an outage and its end are visible in the logs. With a [`Metrics`] handle the
+//! same events are counted and set the connection state `/readyz` reports.
 
 use std::time::Duration;
 
 use async_nats::{ConnectOptions, Event, ServerAddr};
 
 use crate::config::{ConfigError, NatsConfig};
+use crate::metrics::{CounterId, Metrics};
 
 /// Why a connection could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +32,34 @@ fn env_secret(var: &str, path: &str) -> Result<String, ConfigError> {
 
 /// Builds connect options from the config, reading secrets from the environment.
 pub async fn options(cfg: &NatsConfig) -> Result<ConnectOptions, ConfigError> {
+    options_observed(cfg, None).await
+}
+
+/// Counts a connection event and keeps the connection state of `metrics`.
+fn record(metrics: &Metrics, event: &Event) {
+    match event {
+        Event::Connected => {
+            // The first `Connected` is the initial connection; every later one a recovery.
+            if !metrics.status().first_connection() {
+                metrics.inc(CounterId::NatsConnectionReconnected, 1);
+            }
+            metrics.status().set_nats_connected(true);
+        }
+        Event::Disconnected => {
+            metrics.inc(CounterId::NatsConnectionDisconnected, 1);
+            metrics.status().set_nats_connected(false);
+        }
+        Event::Closed => {
+            metrics.inc(CounterId::NatsConnectionClosed, 1);
+            metrics.status().set_nats_connected(false);
+        }
+        Event::ServerError(_) | Event::ClientError(_) => metrics.inc(CounterId::NatsAsyncErrors, 1),
+        Event::LameDuckMode | Event::Draining | Event::SlowConsumer(_) => {}
+    }
+}
+
+/// [`options`], with connection events counted in `metrics` when given.
+pub async fn options_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<ConnectOptions, ConfigError> {
     let mut opts = ConnectOptions::new();
     if let (Some(user), Some(var)) = (&cfg.user, &cfg.password_env) {
         opts = opts.user_and_password(user.clone(), env_secret(var, "nats.password_env")?);
@@ -70,16 +100,22 @@ pub async fn options(cfg: &NatsConfig) -> Result<ConnectOptions, ConfigError> {
         .ping_interval(Duration::from_secs(cfg.ping_interval_seconds))
         .max_reconnects(None)
         .reconnect_delay_callback(move |attempt| reconnect_delay(attempt, max_wait))
-        .event_callback(|event| async move {
-            match event {
-                Event::Connected => tracing::info!("nats connection established"),
-                Event::Disconnected => tracing::warn!("nats connection lost; reconnecting"),
-                Event::LameDuckMode => tracing::warn!("nats server entered lame duck mode"),
-                Event::Draining => tracing::info!("nats connection draining"),
-                Event::Closed => tracing::info!("nats connection closed"),
-                Event::SlowConsumer(sid) => tracing::warn!(sid, "nats slow consumer"),
-                Event::ServerError(err) => tracing::warn!(error = %err, "nats server error"),
-                Event::ClientError(err) => tracing::warn!(error = %err, "nats client error"),
+        .event_callback(move |event| {
+            let metrics = metrics.clone();
+            async move {
+                if let Some(m) = &metrics {
+                    record(m, &event);
+                }
+                match event {
+                    Event::Connected => tracing::info!("nats connection established"),
+                    Event::Disconnected => tracing::warn!("nats connection lost; reconnecting"),
+                    Event::LameDuckMode => tracing::warn!("nats server entered lame duck mode"),
+                    Event::Draining => tracing::info!("nats connection draining"),
+                    Event::Closed => tracing::info!("nats connection closed"),
+                    Event::SlowConsumer(sid) => tracing::warn!(sid, "nats slow consumer"),
+                    Event::ServerError(err) => tracing::warn!(error = %err, "nats server error"),
+                    Event::ClientError(err) => tracing::warn!(error = %err, "nats client error"),
+                }
             }
         }))
 }
@@ -96,13 +132,24 @@ fn reconnect_delay(attempt: usize, max_wait: Duration) -> Duration {
 
 /// Connects once. Parses the server list and fails fast on configuration problems.
 pub async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, ConnectError> {
+    connect_observed(cfg, None).await
+}
+
+/// [`connect`], with connection events counted in `metrics` when given.
+pub async fn connect_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<async_nats::Client, ConnectError> {
     let servers: Vec<ServerAddr> = cfg
         .servers()
         .iter()
         .map(|u| u.parse::<ServerAddr>().map_err(|e| ConfigError::single("nats.url", e.to_string())))
         .collect::<Result<_, _>>()?;
-    let opts = options(cfg).await?;
-    opts.connect(servers).await.map_err(|e| ConnectError::Unreachable(e.to_string()))
+    let opts = options_observed(cfg, metrics.clone()).await?;
+    let client = opts.connect(servers).await.map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+    // The initial `Connected` event may come before or after this returns; the state is
+    // known now either way.
+    if let Some(m) = &metrics {
+        m.status().set_nats_connected(client.connection_state() == async_nats::connection::State::Connected);
+    }
+    Ok(client)
 }
 
 #[cfg(test)]

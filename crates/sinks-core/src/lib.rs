@@ -9,9 +9,11 @@
 //!
 //! Invariants (see `ARCHITECTURE.md`): a sink never sees an ack handle; only the ACK gate
 //! decides a settlement; a DLQ record is acknowledged by its stream before the original is
-//! acked; transient NATS and DLQ failures are retried, never fatal.
+//! acked; transient NATS and DLQ failures are retried, never fatal; observability
+//! ([`metrics`]) reads, never steers.
 
 pub mod ack;
+pub mod advisories;
 pub mod blackhole;
 pub mod blocking;
 pub mod canonical;
@@ -25,10 +27,12 @@ pub mod encryption;
 pub mod envelope;
 pub mod error;
 pub mod fanout;
+pub mod freshness;
 pub mod idempotency;
 pub mod json;
 pub mod ledger;
 pub mod metadata;
+pub mod metrics;
 pub mod ordering;
 pub mod payload;
 pub mod policy;
@@ -48,7 +52,7 @@ pub use error::{BoxError, ErrorClass, SinkError};
 pub use idempotency::{IdempotencyKey, IdempotencyStrategy};
 pub use ordering::OrderKey;
 pub use payload::{NormalizedPayload, PayloadMode};
-pub use runner::{RunError, RunOptions, RunStats, run, run_with};
+pub use runner::{RunError, RunOptions, RunStats, run, run_observed, run_with};
 pub use sink::{
     BatchResult, Capabilities, ConflictResolution, DestinationRef, MessageOutcome, OutcomeClass, Presence, ReadBack,
     Sink,

@@ -3,6 +3,7 @@
 //! The attempt number is JetStream's delivery count, so a restart of the process does not
 //! reset the backoff of a message that keeps failing.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -80,6 +81,21 @@ impl Backoff {
     pub fn delay_random(&self, attempt: u64) -> Duration {
         self.delay(attempt, rand::random::<f64>())
     }
+}
+
+/// Requests retried inside a write, process-wide (see [`note_retry_in_place`]).
+static RETRIES_IN_PLACE: AtomicU64 = AtomicU64::new(0);
+
+/// Notes that a sink retried a request inside one write (HTTP, S3) instead of reporting a
+/// failure. The core's metrics read the count (`retries_in_place_total`); a sink never talks
+/// to an exporter.
+pub fn note_retry_in_place() {
+    RETRIES_IN_PLACE.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Requests retried inside a write since the process started.
+pub fn retries_in_place() -> u64 {
+    RETRIES_IN_PLACE.load(Ordering::Relaxed)
 }
 
 #[cfg(test)]

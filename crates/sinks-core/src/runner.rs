@@ -8,6 +8,13 @@
 //! through the ACK gate. Fetch, ack and DLQ failures are logged and retried; they never end
 //! the process. On shutdown the loop stops fetching, lets in-flight batches finish and
 //! settle, flushes and drains the connection.
+//!
+//! Observability reads, never steers: outcomes, settlements and timings are recorded through
+//! the run's [`Metrics`] handle where they already happen, and nothing recorded is read back
+//! to decide anything. Under failure the log stays readable: a destination outage is one
+//! line when it starts, one summary per interval (counts, first and last sequence, error
+//! class and reason) and one when it ends; per-message detail is at debug level, except the
+//! lines that matter per message (a dead letter, a conflict).
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -17,6 +24,7 @@ use std::time::{Duration, Instant};
 
 use async_nats::jetstream::AckKind;
 use futures::future::join_all;
+use time::OffsetDateTime;
 use tokio::sync::{Semaphore, watch};
 
 use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
@@ -25,12 +33,14 @@ use crate::connect::{self, ConnectError};
 use crate::dlq::DeadLetterPublisher;
 use crate::envelope::Envelope;
 use crate::error::{ErrorClass, SinkError};
+use crate::freshness::{Freshness, FreshnessBatch};
 use crate::ledger::{LedgerMode, LedgerPublisher};
+use crate::metrics::{CounterId, GaugeId, Metrics, OutcomeCounters, TimingId};
 use crate::ordering::OrderKey;
 use crate::policy::{Pipeline, Prepared};
 use crate::retry::{Backoff, BackoffMode, Jitter};
 use crate::setup::{self, SetupError};
-use crate::sink::{ConflictResolution, MessageOutcome, Sink};
+use crate::sink::{ConflictResolution, MessageOutcome, OutcomeClass, Sink};
 use crate::source::{AckHandle, Fetched, Source};
 
 /// Why the runner stopped with an error.
@@ -110,8 +120,16 @@ struct Ctx {
     dlq: Option<DeadLetterPublisher>,
     config: Config,
     stats: Arc<RunStats>,
-    /// Consecutive batches in which nothing could be written (destination outage).
-    failed_batches: AtomicU64,
+    /// The run's observability handle (records only; never read back to decide).
+    metrics: Metrics,
+    /// The sink's outcome counters, resolved once.
+    outcomes: OutcomeCounters,
+    /// Event freshness settings.
+    freshness: Freshness,
+    /// The policy steps whose pass and reject counts the reference reports, in pipeline order.
+    policy_steps: Vec<&'static str>,
+    /// The current destination outage, if any (for its log lines).
+    outage: std::sync::Mutex<Outage>,
     /// Messages held back behind a temporary failure of their key (see [`Parking`]).
     parking: std::sync::Mutex<Parking>,
     /// The consumer's effective AckWait (when an unacked message comes back).
@@ -132,6 +150,11 @@ impl Ctx {
 
     fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking> {
         self.parking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Updates the held-back gauge from `parking` (called with the lock held).
+    fn note_parking(&self, parking: &Parking) {
+        self.metrics.set(GaugeId::HeldBackMessages, parking.kept.len() as f64);
     }
 }
 
@@ -154,7 +177,8 @@ pub async fn run(
     sink: Arc<dyn Sink>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<Arc<RunStats>, RunError> {
-    run_with(config, sink, RunOptions::default(), shutdown).await
+    let metrics = Metrics::new(&config.metrics);
+    run_observed(config, sink, metrics, RunOptions::default(), shutdown).await
 }
 
 /// What a run does differently from `nats-sink run` (used by `nats-sink replay`).
@@ -173,20 +197,53 @@ pub async fn run_with(
     options: RunOptions,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<Arc<RunStats>, RunError> {
-    let stats = Arc::new(RunStats::default());
+    let metrics = Metrics::new(&config.metrics);
+    run_observed(config, sink, metrics, options, shutdown).await
+}
+
+/// [`run_with`] recording into `metrics` (made from `config.metrics` by the caller, which may
+/// serve it while the run goes on). Writes the snapshot file, when configured, every
+/// `metrics.snapshot_interval_seconds` and once more at the end.
+pub async fn run_observed(
+    config: Config,
+    sink: Arc<dyn Sink>,
+    metrics: Metrics,
+    options: RunOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Arc<RunStats>, RunError> {
+    let stats = Arc::clone(metrics.stats());
     let (stop_tx, stop_rx) = watch::channel(false);
+    let (done_tx, done_rx) = watch::channel(false);
+    let snapshot = match (&config.metrics.snapshot_file, metrics.enabled()) {
+        (Some(path), true) => {
+            let every = Duration::from_secs(config.metrics.snapshot_interval_seconds);
+            let task = crate::metrics::snapshot::keep_writing(metrics.clone(), path.into(), every, done_rx);
+            Some(tokio::spawn(task))
+        }
+        (Some(_), false) => {
+            tracing::info!("metrics.enabled is false: metrics.snapshot_file is not written");
+            None
+        }
+        (None, _) => None,
+    };
+    let status_metrics = metrics.clone();
     let signal = async move {
         shutdown.await;
         tracing::info!("shutdown requested; finishing in-flight batches");
+        status_metrics.status().set_stopping();
         let _ = stop_tx.send(true);
     };
-    let work = run_inner(config, sink, options, stop_rx, Arc::clone(&stats));
+    let work = run_inner(config, sink, options, stop_rx, metrics);
     tokio::pin!(work);
-    tokio::select! {
-        result = &mut work => return result.map(|()| stats),
-        () = signal => {}
+    let result = tokio::select! {
+        result = &mut work => result,
+        () = signal => work.await,
+    };
+    let _ = done_tx.send(true);
+    if let Some(task) = snapshot {
+        let _ = task.await;
     }
-    work.await.map(|()| stats)
+    result.map(|()| stats)
 }
 
 /// Retries `attempt` with backoff until it succeeds, fails for a configuration reason, or a
@@ -194,11 +251,13 @@ pub async fn run_with(
 async fn retry_until<T, E: std::fmt::Display, F: Future<Output = Result<T, Retry<E>>>>(
     what: &str,
     stop: &watch::Receiver<bool>,
+    metrics: &Metrics,
     mut attempt: impl FnMut() -> F,
 ) -> Result<Option<T>, ConfigError> {
     let backoff = reconnect_backoff();
     let mut failures = 0u64;
     loop {
+        metrics.status().progress();
         match attempt().await {
             Ok(v) => {
                 if failures > 0 {
@@ -248,8 +307,10 @@ async fn run_inner(
     sink: Arc<dyn Sink>,
     options: RunOptions,
     stop: watch::Receiver<bool>,
-    stats: Arc<RunStats>,
+    metrics: Metrics,
 ) -> Result<(), RunError> {
+    let stats = Arc::clone(metrics.stats());
+    metrics.status().progress();
     // Keys are read once, before anything else: a missing or malformed one stops start-up.
     let pipeline = Pipeline::from_config(&config)?;
     if let Some(e) = pipeline.encryption() {
@@ -260,7 +321,7 @@ async fn run_inner(
     if !steps.is_empty() {
         tracing::info!(steps = ?steps, "message policies on");
     }
-    let Some(()) = retry_until("sink open", &stop, async || match sink.open().await {
+    let Some(()) = retry_until("sink open", &stop, &metrics, async || match sink.open().await {
         Ok(()) => Ok(()),
         Err(e) if e.class() == ErrorClass::Config => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
         Err(e) if e.is_permanent() => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
@@ -271,10 +332,12 @@ async fn run_inner(
         return Ok(());
     };
     tracing::info!(sink = sink.name(), "sink opened");
+    metrics.status().set_sink_opened(true);
 
     let nats = &config.nats;
-    let Some(client) = retry_until("nats connect", &stop, || async move {
-        match connect::connect(nats).await {
+    let observed = &metrics;
+    let Some(client) = retry_until("nats connect", &stop, &metrics, || async move {
+        match connect::connect_observed(nats, Some(observed.clone())).await {
             Ok(c) => Ok(c),
             Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
             Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
@@ -285,9 +348,17 @@ async fn run_inner(
         return Ok(());
     };
     let js = async_nats::jetstream::new(client.clone());
+    // Advisories are observed from here on (the consumer's own creation included).
+    let advisories = if config.advisories.enabled {
+        let subscriptions = crate::advisories::subscribe(&client, &config.advisories).await;
+        let task = crate::advisories::monitor(subscriptions, config.advisories.clone(), metrics.clone(), stop.clone());
+        Some(tokio::spawn(task))
+    } else {
+        None
+    };
 
     let (js_ref, config_ref, options_ref) = (&js, &config, &options);
-    let Some(bound) = retry_until("consumer setup", &stop, || async move {
+    let Some(bound) = retry_until("consumer setup", &stop, &metrics, || async move {
         let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
         setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
             .await
@@ -325,26 +396,47 @@ async fn run_inner(
         }),
         max_deliver: bound.max_deliver,
     };
+    let budget = write_budget(&config, bound.ack_wait);
+    // Liveness: a fetch returns within its timeout plus 15 s, and a batch slot frees up
+    // within one write's budget; anything much longer is a wedged loop.
+    let fetch_guard = Duration::from_millis(config.delivery.batch_timeout_ms) + Duration::from_secs(15);
+    metrics.status().set_stall_window((budget + fetch_guard) * 2 + Duration::from_secs(30));
+    metrics.status().set_consumer_bound(true);
+    let policy_steps: Vec<&'static str> = pipeline.steps();
     let ctx = Arc::new(Ctx {
         sink: Arc::clone(&sink),
         policy,
         dlq: DeadLetterPublisher::new(js.clone(), config.dead_letter.clone()),
         stats: Arc::clone(&stats),
+        outcomes: metrics.outcome_counters(sink.name()),
+        freshness: Freshness::new(&config.metrics),
+        metrics: metrics.clone(),
+        policy_steps,
+        outage: std::sync::Mutex::new(Outage::default()),
         config: config.clone(),
-        failed_batches: AtomicU64::new(0),
         parking: std::sync::Mutex::new(Parking::default()),
         ack_wait: bound.ack_wait,
-        write_budget: write_budget(&config, bound.ack_wait),
+        write_budget: budget,
         pipeline,
         ledger: LedgerPublisher::new(js.clone(), config.ledger.clone()),
     });
+    let lag = tokio::spawn(poll_lag(bound.consumer.clone(), metrics.clone(), config.metrics.clone(), stop.clone()));
+    let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));
     let source = Source::new(bound.consumer, config.message_metadata.clone());
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
     fetch_loop(&ctx, &source, &stop, &client).await;
     // Every batch has settled; messages still parked go back for redelivery (the next
     // process writes them after the messages they wait for).
     let _ = keeper.await;
-    let parked = ctx.lock_parking().release(None, Duration::ZERO);
+    for task in [Some(lag), health, advisories].into_iter().flatten() {
+        let _ = task.await;
+    }
+    let parked = {
+        let mut parking = ctx.lock_parking();
+        let parked = parking.release(None, Duration::ZERO);
+        ctx.note_parking(&parking);
+        parked
+    };
     if !parked.is_empty() {
         tracing::info!(messages = parked.len(), "releasing held-back messages for redelivery");
         release_parked(&ctx, parked).await;
@@ -385,6 +477,64 @@ fn setup_retry(e: SetupError) -> Retry<String> {
     match e {
         SetupError::Config(c) => Retry::Fatal(c),
         SetupError::Unavailable(m) => Retry::Again(m),
+    }
+}
+
+/// Polls the consumer's `num_pending` and `num_ack_pending` every
+/// `metrics.lag_poll_interval_seconds` until a stop is requested (for the lag gauges and the
+/// summary line; kept with metrics disabled too). A failed poll keeps the last values.
+async fn poll_lag(
+    mut consumer: async_nats::jetstream::consumer::PullConsumer,
+    metrics: Metrics,
+    config: crate::config::MetricsConfig,
+    mut stop: watch::Receiver<bool>,
+) {
+    let every = Duration::from_secs(config.lag_poll_interval_seconds);
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), consumer.info()).await {
+            Ok(Ok(info)) => {
+                let (pending, ack_pending) = (info.num_pending, info.num_ack_pending as u64);
+                metrics.status().set_lag(pending, ack_pending);
+                metrics.set(GaugeId::ConsumerNumPending, pending as f64);
+                metrics.set(GaugeId::ConsumerNumAckPending, ack_pending as f64);
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "consumer info poll failed"),
+            Err(_) => tracing::debug!("consumer info poll timed out"),
+        }
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// Runs the sink's health check every `metrics.health_check_interval_seconds` for
+/// `/readyz`, until a stop is requested. Only reads: a failed check changes no delivery.
+async fn probe_sink(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
+    let every = Duration::from_secs(ctx.config.metrics.health_check_interval_seconds);
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let healthy = match tokio::time::timeout(every.min(Duration::from_secs(10)), ctx.sink.health_check()).await {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                tracing::debug!(sink = ctx.sink.name(), error = %e.display_chain(), "sink health check failed");
+                false
+            }
+            Err(_) => {
+                tracing::debug!(sink = ctx.sink.name(), "sink health check timed out");
+                false
+            }
+        };
+        if ctx.metrics.status().set_sink_healthy(healthy) != healthy {
+            if healthy {
+                tracing::info!(sink = ctx.sink.name(), "sink health check passes again");
+            } else {
+                tracing::warn!(sink = ctx.sink.name(), "sink health check fails; /readyz reports not ready");
+            }
+        }
     }
 }
 
@@ -586,7 +736,12 @@ async fn keep_parking(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         if let Some(Err(e)) = sends.into_iter().find(Result::is_err) {
             tracing::debug!(error = %e, "heartbeat of a held-back message failed; it may be redelivered");
         }
-        let overdue = ctx.lock_parking().release(Some(Instant::now()), ctx.ack_wait);
+        let overdue = {
+            let mut parking = ctx.lock_parking();
+            let overdue = parking.release(Some(Instant::now()), ctx.ack_wait);
+            ctx.note_parking(&parking);
+            overdue
+        };
         if !overdue.is_empty() {
             tracing::warn!(
                 messages = overdue.len(),
@@ -604,7 +759,9 @@ async fn release_parked(ctx: &Ctx, parked: Vec<(Envelope, AckHandle)>) {
         let settlement = ack::settle_held_back(envelope.jetstream().delivered, &ctx.policy, HELD_BACK_MARGIN);
         settle_one(ctx, envelope, ack, &MessageOutcome::HeldBack, settlement, None)
     });
-    join_all(sends).await;
+    let settled = join_all(sends).await;
+    let envelopes: Vec<&Envelope> = parked.iter().map(|(e, _)| e).collect();
+    record_settled(ctx, &envelopes, &settled, None);
 }
 
 /// Resolves once a stop was requested while the connection is down (a fetch in progress
@@ -630,10 +787,13 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
     while !*stop.borrow() {
         // Fetch first, then wait for a free slot: the next batch is already here when the
         // current one settles. Everything fetched is processed, even after a stop request.
+        let started = Instant::now();
         let fetched = tokio::select! {
             fetched = source.fetch(size, timeout) => fetched,
             () = stopped_while_disconnected(stop, client) => break,
         };
+        ctx.metrics.observe(TimingId::NatsFetchSeconds, started.elapsed().as_secs_f64());
+        ctx.metrics.status().progress();
         let batch = match fetched {
             Ok(batch) => {
                 if failures > 0 {
@@ -645,6 +805,7 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
             Err(e) => {
                 failures += 1;
                 RunStats::add(&ctx.stats.fetch_failures, 1);
+                ctx.metrics.inc(CounterId::FetchErrors, 1);
                 let delay = backoff.delay(failures, 0.5);
                 tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
                 if sleep_or_stop(delay, stop).await {
@@ -658,6 +819,9 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
         }
         size = (size * 2).min(delivery.batch_size);
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);
+        ctx.metrics.inc(CounterId::MessagesFetched, batch.len() as u64);
+        ctx.metrics.inc(CounterId::BatchesFetched, 1);
+        ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
         let mut batch = batch;
         batch.envelopes = std::mem::take(&mut batch.envelopes)
             .into_iter()
@@ -670,8 +834,11 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
         let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
         let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
         let ctx = Arc::clone(ctx);
+        ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
         tokio::spawn(async move {
             process_batch(&ctx, batch, waits, done).await;
+            ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
+            ctx.metrics.status().progress();
             drop(permit);
         });
     }
@@ -690,14 +857,21 @@ async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<boo
     let (batch, refused) = apply_policies(ctx, batch);
     // Messages of a key waiting for its failed message join that key's lot; a failed
     // message coming back brings its lot with it.
-    let batch = ctx.lock_parking().admit(batch);
+    let batch = {
+        let mut parking = ctx.lock_parking();
+        let batch = parking.admit(batch);
+        ctx.note_parking(&parking);
+        batch
+    };
     let batch = in_write_order(ctx, batch);
     let write = async {
         if batch.is_empty() {
             return Vec::new();
         }
         let heartbeat = start_heartbeat(ctx, &batch.acks);
+        let writing = Instant::now();
         let outcomes = crate::sink::write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget).await;
+        ctx.metrics.observe(TimingId::SinkBatchWriteSeconds, writing.elapsed().as_secs_f64());
         stop_heartbeat(ctx, heartbeat).await;
         outcomes
     };
@@ -706,11 +880,57 @@ async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<boo
         let _ = done.send(true);
         return;
     }
+    record_outcomes(ctx, &batch.envelopes, &outcomes);
+    track_outage(ctx, &batch.envelopes, &outcomes, Instant::now());
     let (batch, outcomes, settlements) = decide(ctx, batch, outcomes, Instant::now());
     let _ = done.send(true);
     tracing::debug!(messages = batch.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
-    track_outage(ctx, &outcomes);
     settle_batch(ctx, batch, outcomes, settlements).await;
+}
+
+/// Records a batch's outcomes: counts by class for the sink, written and failed messages,
+/// and the freshness of the messages made durable (after the write, before the ack).
+fn record_outcomes(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome]) {
+    if !ctx.metrics.enabled() {
+        return;
+    }
+    let mut by_class = [0u64; 6];
+    const ORDER: [OutcomeClass; 6] = [
+        OutcomeClass::Committed,
+        OutcomeClass::Duplicate,
+        OutcomeClass::Conflict,
+        OutcomeClass::FailedTemporary,
+        OutcomeClass::FailedPermanent,
+        OutcomeClass::HeldBack,
+    ];
+    let mut durable = 0u64;
+    let mut freshness = ctx.freshness.enabled().then(|| FreshnessBatch::new(ctx.freshness, OffsetDateTime::now_utc()));
+    for (envelope, outcome) in envelopes.iter().zip(outcomes) {
+        let class = outcome.class();
+        if let Some(slot) = ORDER.iter().position(|c| *c == class) {
+            by_class[slot] += 1;
+        }
+        if outcome.is_durable() {
+            durable += 1;
+            if let Some(f) = &mut freshness {
+                f.observe(envelope);
+            }
+        }
+    }
+    for (class, n) in ORDER.iter().zip(by_class) {
+        ctx.outcomes.add(*class, n);
+    }
+    let failed = by_class[3] + by_class[4];
+    ctx.metrics.inc(CounterId::MessagesWritten, durable);
+    ctx.metrics.inc(CounterId::SinkWriteErrors, failed);
+    ctx.metrics.inc(CounterId::MessagesFailed, failed);
+    ctx.metrics.inc(CounterId::MessagesHeldBack, by_class[5]);
+    if durable > 0 {
+        ctx.metrics.inc(CounterId::SinkBatchesWritten, 1);
+    }
+    if let Some(f) = freshness {
+        f.record(&ctx.metrics);
+    }
 }
 
 /// Runs the policy steps on every fresh message. Returns what goes to the sink and what was
@@ -720,36 +940,124 @@ async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<boo
 fn apply_policies(ctx: &Ctx, batch: Fetched) -> (Fetched, Vec<(Envelope, AckHandle, MessageOutcome)>) {
     let mut kept = Fetched { envelopes: Vec::with_capacity(batch.len()), acks: Vec::with_capacity(batch.len()) };
     let mut refused = Vec::new();
+    let mut tally = PolicyTally::default();
     for (position, (envelope, ack)) in batch.envelopes.into_iter().zip(batch.acks).enumerate() {
         match ctx.pipeline.prepare(envelope, position) {
             Prepared::Ready(envelope) => {
+                tally.passed(&ctx.policy_steps, None);
                 let envelope = if ctx.is_last_delivery(&envelope) { envelope.with_order_key(None) } else { envelope };
                 kept.envelopes.push(envelope);
                 kept.acks.push(ack);
             }
             Prepared::Rejected { envelope, rejection } => {
                 RunStats::add(&ctx.stats.rejected_by_policy, 1);
-                tracing::warn!(
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    subject = envelope.subject(),
-                    policy = rejection.step.section(),
-                    reason = %rejection.reason,
-                    "message refused by policy"
-                );
+                tally.passed(&ctx.policy_steps, Some(rejection.step.section()));
+                // With a DLQ, the dead-letter line names the policy and reason; without one
+                // this line is the only trace of the refusal.
+                if ctx.dlq.is_some() {
+                    tracing::debug!(
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        policy = rejection.step.section(),
+                        reason = %rejection.reason,
+                        "message refused by policy"
+                    );
+                } else {
+                    tracing::warn!(
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        subject = envelope.subject(),
+                        policy = rejection.step.section(),
+                        reason = %rejection.reason,
+                        "message refused by policy"
+                    );
+                }
                 refused.push((envelope, ack, MessageOutcome::Failed(rejection.into_error())));
             }
         }
     }
+    ctx.metrics.inc(CounterId::MessagesPrepared, kept.len() as u64);
+    ctx.metrics.inc(CounterId::MessagesFailed, refused.len() as u64);
+    tally.record(&ctx.metrics);
     (kept, refused)
+}
+
+/// The policy steps the reference counts, with their counters: (section, messages passed,
+/// messages rejected, batches passed, batches rejected).
+const COUNTED_STEPS: [(&str, [CounterId; 4]); 3] = [
+    (
+        "message_authenticity",
+        [
+            CounterId::MessageAuthenticityMessagesPassed,
+            CounterId::MessageAuthenticityMessagesRejected,
+            CounterId::MessageAuthenticityBatchesPassed,
+            CounterId::MessageAuthenticityBatchesRejected,
+        ],
+    ),
+    (
+        "size_policy",
+        [
+            CounterId::SizePolicyMessagesPassed,
+            CounterId::SizePolicyMessagesRejected,
+            CounterId::SizePolicyBatchesPassed,
+            CounterId::SizePolicyBatchesRejected,
+        ],
+    ),
+    (
+        "pre_sink_policy",
+        [
+            CounterId::PolicyMessagesPassed,
+            CounterId::PolicyMessagesRejected,
+            CounterId::PolicyBatchesPassed,
+            CounterId::PolicyBatchesRejected,
+        ],
+    ),
+];
+
+/// Pass and reject counts of one batch for [`COUNTED_STEPS`].
+#[derive(Debug, Default)]
+struct PolicyTally {
+    passed: [u64; 3],
+    rejected: [u64; 3],
+}
+
+impl PolicyTally {
+    /// Counts one message: every enabled step before `rejected_by` (all of them when `None`)
+    /// passed it; `rejected_by` refused it.
+    fn passed(&mut self, steps: &[&'static str], rejected_by: Option<&str>) {
+        for step in steps {
+            if Some(*step) == rejected_by {
+                if let Some(i) = COUNTED_STEPS.iter().position(|(s, _)| s == step) {
+                    self.rejected[i] += 1;
+                }
+                return;
+            }
+            if let Some(i) = COUNTED_STEPS.iter().position(|(s, _)| s == step) {
+                self.passed[i] += 1;
+            }
+        }
+    }
+
+    fn record(&self, metrics: &Metrics) {
+        for (i, (_, [msg_ok, msg_no, batch_ok, batch_no])) in COUNTED_STEPS.iter().enumerate() {
+            metrics.inc(*msg_ok, self.passed[i]);
+            metrics.inc(*msg_no, self.rejected[i]);
+            metrics.inc(*batch_ok, u64::from(self.passed[i] > 0));
+            metrics.inc(*batch_no, u64::from(self.rejected[i] > 0));
+        }
+    }
 }
 
 /// Dead-letters (or, without a DLQ, leaves for redelivery) the messages a policy refused.
 async fn settle_refused(ctx: &Ctx, refused: Vec<(Envelope, AckHandle, MessageOutcome)>) {
+    if refused.is_empty() {
+        return;
+    }
     let sends = refused.iter().map(|(envelope, ack, outcome)| {
         let settlement = ack::settle(outcome, envelope.jetstream().delivered, &ctx.policy, rand::random::<f64>());
         settle_one(ctx, envelope, ack, outcome, settlement, None)
     });
-    join_all(sends).await;
+    let settled = join_all(sends).await;
+    let envelopes: Vec<&Envelope> = refused.iter().map(|(e, _, _)| e).collect();
+    record_settled(ctx, &envelopes, &settled, None);
 }
 
 /// The batch in priority-lane order (unchanged when lanes are off).
@@ -812,23 +1120,154 @@ fn decide(
         kept_outcomes.push(outcome);
         kept_settlements.push(settlement);
     }
+    ctx.note_parking(&parking);
     (kept, kept_outcomes, kept_settlements)
 }
 
-/// Logs the start and the end of a destination outage: a batch in which every message failed
-/// temporarily, and the first batch that commits again.
-fn track_outage(ctx: &Ctx, outcomes: &[MessageOutcome]) {
-    let all_temporary = outcomes.iter().any(MessageOutcome::failed_temporarily)
-        && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
+/// How often a continuing destination outage is summarized in the log.
+const OUTAGE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A destination outage in progress: batches in which nothing could be written.
+#[derive(Debug, Default)]
+struct Outage {
+    /// When the outage began (`None`: no outage).
+    since: Option<Instant>,
+    /// Failed batches and messages since it began.
+    batches: u64,
+    messages: u64,
+    /// What failed since the last log line.
+    window: Failures,
+    /// When the last line was logged.
+    logged: Option<Instant>,
+}
+
+/// The failed messages of one or more batches, for one log line.
+#[derive(Debug, Default, Clone)]
+struct Failures {
+    batches: u64,
+    messages: u64,
+    first_sequence: u64,
+    last_sequence: u64,
+    class: Option<ErrorClass>,
+    reason: String,
+}
+
+impl Failures {
+    /// The failures of one batch (sequences, the first failure's class and reason).
+    fn of(envelopes: &[Envelope], outcomes: &[MessageOutcome]) -> Self {
+        let mut f = Self::default();
+        for (envelope, outcome) in envelopes.iter().zip(outcomes) {
+            let MessageOutcome::Failed(e) = outcome else { continue };
+            let seq = envelope.jetstream().stream_sequence;
+            if f.messages == 0 {
+                f.first_sequence = seq;
+                f.last_sequence = seq;
+                f.class = Some(e.class());
+                f.reason = e.display_chain();
+            }
+            f.first_sequence = f.first_sequence.min(seq);
+            f.last_sequence = f.last_sequence.max(seq);
+            f.messages += 1;
+        }
+        f.batches = u64::from(f.messages > 0);
+        f
+    }
+
+    /// Adds `other` (later failures): counts and sequence range grow, the latest reason wins.
+    fn add(&mut self, other: Self) {
+        if self.messages == 0 {
+            *self = other;
+            return;
+        }
+        self.batches += other.batches;
+        self.messages += other.messages;
+        self.first_sequence = self.first_sequence.min(other.first_sequence);
+        self.last_sequence = self.last_sequence.max(other.last_sequence);
+        if other.class.is_some() {
+            self.class = other.class;
+            self.reason = other.reason;
+        }
+    }
+
+    fn class_name(&self) -> &'static str {
+        match self.class {
+            Some(ErrorClass::Temporary) | None => "temporary",
+            Some(ErrorClass::Permanent) => "permanent",
+            Some(ErrorClass::Config) => "config",
+        }
+    }
+}
+
+/// Logs failed writes per batch or, during a destination outage (every message of a batch
+/// failed temporarily), once when it starts, once per [`OUTAGE_LOG_INTERVAL`] with what
+/// failed meanwhile, and once when a batch makes messages durable with no temporary failure
+/// (it has recovered). Each line carries counts, the
+/// first and last stream sequence, the error class and the reason; per-message detail is at
+/// debug level (in `settle_one`).
+fn track_outage(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome], now: Instant) {
+    let failures = Failures::of(envelopes, outcomes);
+    let any_temporary = outcomes.iter().any(MessageOutcome::failed_temporarily);
+    let all_temporary =
+        any_temporary && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
+    let any_durable = outcomes.iter().any(MessageOutcome::is_durable);
+    let sink = ctx.sink.name();
+    let mut outage = ctx.outage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(since) = outage.since {
+        // The outage ends with a batch that made something durable and had no temporary
+        // failure. A redelivered batch whose already-written messages come back as
+        // duplicates while the rest still fails is part of the outage, not its end.
+        if any_durable && !any_temporary {
+            tracing::info!(
+                sink,
+                outage_seconds = now.duration_since(since).as_secs(),
+                failed_batches = outage.batches,
+                failed_messages = outage.messages,
+                "destination recovered"
+            );
+            *outage = Outage::default();
+            ctx.metrics.status().set_sink_healthy(true);
+        } else if failures.messages > 0 {
+            outage.batches += 1;
+            outage.messages += failures.messages;
+            outage.window.add(failures);
+            if outage.logged.is_some_and(|at| now.duration_since(at) >= OUTAGE_LOG_INTERVAL) {
+                let f = std::mem::take(&mut outage.window);
+                outage.logged = Some(now);
+                tracing::warn!(
+                    sink,
+                    outage_seconds = now.duration_since(since).as_secs(),
+                    batches = f.batches,
+                    messages = f.messages,
+                    first_sequence = f.first_sequence,
+                    last_sequence = f.last_sequence,
+                    class = f.class_name(),
+                    reason = %f.reason,
+                    "destination still unavailable"
+                );
+            }
+        }
+        return;
+    }
+    if failures.messages == 0 {
+        return;
+    }
+    let f = &failures;
+    let config_error = f.class == Some(ErrorClass::Config);
     if all_temporary {
-        if ctx.failed_batches.fetch_add(1, Ordering::Relaxed) == 0 {
-            tracing::warn!(sink = ctx.sink.name(), "destination unavailable: nothing in the batch could be written");
+        *outage = Outage { since: Some(now), logged: Some(now), batches: 1, messages: f.messages, ..Outage::default() };
+        ctx.metrics.status().set_sink_healthy(false);
+        if config_error {
+            tracing::error!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written (destination configuration error; retried)");
+        } else {
+            tracing::warn!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written");
         }
-    } else if outcomes.iter().any(MessageOutcome::is_durable) {
-        let failed = ctx.failed_batches.swap(0, Ordering::Relaxed);
-        if failed > 0 {
-            tracing::info!(sink = ctx.sink.name(), failed_batches = failed, "destination recovered");
-        }
+        return;
+    }
+    let written = outcomes.iter().filter(|o| o.is_durable()).count();
+    if config_error {
+        tracing::error!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written (destination configuration error; retried)");
+    } else {
+        tracing::warn!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written");
     }
 }
 
@@ -843,18 +1282,27 @@ fn start_heartbeat(ctx: &Ctx, acks: &[AckHandle]) -> Heartbeat {
     let interval = Duration::from_millis(ip.interval_ms);
     let max = ip.max_heartbeats;
     let handles = acks.to_vec();
+    let metrics = ctx.metrics.clone();
+    metrics.add(GaugeId::CurrentInProgressBatchesActive, 1.0);
     let task = tokio::spawn(async move {
         for beat in 1..=max {
             tokio::select! {
                 () = tokio::time::sleep(interval) => {}
                 _ = rx.wait_for(|s| *s) => return,
             }
+            let started = Instant::now();
+            metrics.inc(CounterId::InProgressAttempts, 1);
             let sends = join_all(handles.iter().map(|h| h.send(AckKind::Progress))).await;
+            metrics.observe(TimingId::InProgressHeartbeatSeconds, started.elapsed().as_secs_f64());
+            let failed = sends.iter().filter(|r| r.is_err()).count() as u64;
+            metrics.inc(CounterId::InProgressSuccesses, sends.len() as u64 - failed);
+            metrics.inc(CounterId::InProgressFailures, failed);
             if let Some(Err(e)) = sends.into_iter().find(Result::is_err) {
                 tracing::warn!(error = %e, "in-progress heartbeat failed; stopping heartbeats");
                 return;
             }
             if beat == max {
+                metrics.inc(CounterId::InProgressMaxHeartbeatsReached, 1);
                 tracing::warn!(max, "in-progress heartbeat limit reached");
             }
         }
@@ -864,6 +1312,7 @@ fn start_heartbeat(ctx: &Ctx, acks: &[AckHandle]) -> Heartbeat {
 
 async fn stop_heartbeat(ctx: &Ctx, heartbeat: Heartbeat) {
     let Some((task, tx)) = heartbeat else { return };
+    ctx.metrics.add(GaugeId::CurrentInProgressBatchesActive, -1.0);
     let _ = tx.send(true);
     let limit = Duration::from_millis(ctx.config.delivery.in_progress.shutdown_timeout_ms);
     let abort = task.abort_handle();
@@ -875,12 +1324,100 @@ async fn stop_heartbeat(ctx: &Ctx, heartbeat: Heartbeat) {
 async fn settle_batch(ctx: &Ctx, batch: Fetched, outcomes: Vec<MessageOutcome>, settlements: Vec<Settlement>) {
     let confirm = &ctx.config.delivery.ack_confirmation;
     let confirm_timeout = confirm.enabled.then(|| Duration::from_millis(confirm.timeout_ms));
+    let started = Instant::now();
     let sends = batch.envelopes.iter().zip(&batch.acks).zip(outcomes.iter()).zip(settlements).map(
         |(((envelope, ack), outcome), settlement)| async move {
-            settle_one(ctx, envelope, ack, outcome, settlement, confirm_timeout).await;
+            settle_one(ctx, envelope, ack, outcome, settlement, confirm_timeout).await
         },
     );
-    join_all(sends).await;
+    let settled = join_all(sends).await;
+    ctx.metrics.observe(TimingId::MessageAckSeconds, started.elapsed().as_secs_f64());
+    let envelopes: Vec<&Envelope> = batch.envelopes.iter().collect();
+    record_settled(ctx, &envelopes, &settled, Some(&outcomes));
+}
+
+/// What became of one message's settlement.
+#[derive(Debug, Clone)]
+enum Settled {
+    /// Acked (after a durable outcome, or after a stored DLQ record).
+    Acked,
+    /// Terminated after a stored DLQ record.
+    Terminated,
+    /// NAKed with this redelivery delay.
+    Naked(Duration),
+    /// Left for AckWait.
+    LeftUnacked,
+    /// The ack, NAK or term could not be sent (`term`: it was a term).
+    NotSent { term: bool, error: String },
+}
+
+/// Records a batch's settlements (counts, redelivery delays, end-to-end latency of messages
+/// acked after a durable outcome) and logs settlements that could not be sent, once for the
+/// batch. `outcomes` are the write outcomes, when the messages were written.
+fn record_settled(ctx: &Ctx, envelopes: &[&Envelope], settled: &[Settled], outcomes: Option<&[MessageOutcome]>) {
+    let mut not_sent = Failures::default();
+    let (mut acked, mut terminated, mut naked, mut left, mut ack_errors, mut term_errors) = (0, 0, 0, 0, 0, 0);
+    let mut delays = Metrics::local(TimingId::RetryBackoffDelaySeconds);
+    let mut latency = Metrics::local(TimingId::EndToEndLatencySeconds);
+    let now = ctx.metrics.enabled().then(OffsetDateTime::now_utc);
+    for (i, (envelope, settled)) in envelopes.iter().zip(settled).enumerate() {
+        match settled {
+            Settled::Acked => {
+                acked += 1;
+                let durable = outcomes.and_then(|o| o.get(i)).is_some_and(MessageOutcome::is_durable);
+                if let (true, Some(now), Some(ts)) = (durable, now, envelope.jetstream().timestamp) {
+                    latency.observe((now - ts).as_seconds_f64().max(0.0));
+                }
+            }
+            Settled::Terminated => terminated += 1,
+            Settled::Naked(d) => {
+                naked += 1;
+                delays.observe(d.as_secs_f64());
+            }
+            Settled::LeftUnacked => left += 1,
+            Settled::NotSent { term, error } => {
+                if *term {
+                    term_errors += 1;
+                } else {
+                    ack_errors += 1;
+                }
+                let seq = envelope.jetstream().stream_sequence;
+                if not_sent.messages == 0 {
+                    not_sent.first_sequence = seq;
+                    not_sent.reason.clone_from(error);
+                }
+                not_sent.first_sequence = not_sent.first_sequence.min(seq);
+                not_sent.last_sequence = not_sent.last_sequence.max(seq);
+                not_sent.messages += 1;
+            }
+        }
+    }
+    if not_sent.messages > 0 {
+        tracing::warn!(
+            messages = not_sent.messages,
+            first_sequence = not_sent.first_sequence,
+            last_sequence = not_sent.last_sequence,
+            reason = %not_sent.reason,
+            "settlements not delivered; these messages will be redelivered"
+        );
+    }
+    let m = &ctx.metrics;
+    if !m.enabled() {
+        return;
+    }
+    m.inc(CounterId::MessagesAcked, acked);
+    m.inc(CounterId::MessagesTerminated, terminated);
+    m.inc(CounterId::MessagesNacked, naked);
+    m.inc(CounterId::MessagesLeftUnacked, left);
+    m.inc(CounterId::AckErrors, ack_errors);
+    m.inc(CounterId::TermErrors, term_errors);
+    m.merge(TimingId::RetryBackoffDelaySeconds, &delays);
+    m.merge(TimingId::EndToEndLatencySeconds, &latency);
+    if latency.count() > 0
+        && let Some(now) = now
+    {
+        m.set(GaugeId::LastSinkSuccessEpochSeconds, now.unix_timestamp_nanos() as f64 / 1e9);
+    }
 }
 
 async fn settle_one(
@@ -890,7 +1427,7 @@ async fn settle_one(
     outcome: &MessageOutcome,
     settlement: Settlement,
     confirm: Option<Duration>,
-) {
+) -> Settled {
     let delivered = envelope.jetstream().delivered;
     let seq = envelope.jetstream().stream_sequence;
     match outcome {
@@ -904,15 +1441,12 @@ async fn settle_one(
                 "conflicting redelivery: same key, different content"
             );
         }
-        MessageOutcome::Failed(e) if e.class() == ErrorClass::Config => {
-            tracing::error!(stream_sequence = seq, error = %e.display_chain(), "destination configuration error; message will be retried");
+        // Write failures are logged per batch (see `track_outage`); the detail is here.
+        MessageOutcome::Failed(e) if e.reason().is_none() => {
+            tracing::debug!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
         }
         // Refused by a policy step: logged when it was refused.
-        MessageOutcome::Failed(e) if e.reason().is_some() => {}
-        MessageOutcome::Failed(e) => {
-            tracing::warn!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
-        }
-        MessageOutcome::HeldBack | MessageOutcome::Committed => {}
+        MessageOutcome::Failed(_) | MessageOutcome::HeldBack | MessageOutcome::Committed => {}
     }
     let settlement = match settlement {
         Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, delivered).await,
@@ -934,7 +1468,7 @@ async fn settle_one(
         Settlement::Nak(d) => AckKind::Nak(Some(d)),
         Settlement::LeaveUnacked => {
             RunStats::add(&ctx.stats.left_unacked, 1);
-            return;
+            return Settled::LeftUnacked;
         }
         // Resolved above into Ack / Term / Nak.
         Settlement::DeadLetter(AfterDeadLetter::Ack) => AckKind::Ack,
@@ -951,19 +1485,59 @@ async fn settle_one(
         AckKind::Nak(_) => &ctx.stats.naked,
         _ => &ctx.stats.acked,
     };
+    // Timed only with metrics on: a clock read per message is not free.
+    let started = ctx.metrics.enabled().then(Instant::now);
+    let seconds = |started: Option<Instant>| started.map_or(0.0, |s| s.elapsed().as_secs_f64());
     let result = match (confirm, &kind) {
-        (Some(t), AckKind::Ack) => ack.send_confirmed(kind, t).await,
+        (Some(t), AckKind::Ack) => {
+            ctx.metrics.inc(CounterId::AckConfirmationAttempts, 1);
+            let result = ack.send_confirmed(kind, t).await;
+            ctx.metrics.observe(TimingId::AckConfirmationSeconds, seconds(started));
+            let confirmed = match &result {
+                Ok(()) => CounterId::AckConfirmationSuccesses,
+                Err(e) if e.to_string().contains("timed out") => CounterId::AckConfirmationTimeouts,
+                Err(_) => CounterId::AckConfirmationFailures,
+            };
+            ctx.metrics.inc(confirmed, 1);
+            result
+        }
         _ => ack.send(kind).await,
     };
-    match result {
-        Ok(()) => RunStats::add(counter, 1),
+    let term = matches!(kind, AckKind::Term);
+    if term {
+        ctx.metrics.observe(TimingId::MessageTermSeconds, seconds(started));
+    }
+    let settled = match result {
+        Ok(()) => {
+            RunStats::add(counter, 1);
+            match kind {
+                AckKind::Nak(d) => Settled::Naked(d.unwrap_or_default()),
+                AckKind::Term => Settled::Terminated,
+                _ => Settled::Acked,
+            }
+        }
         Err(e) => {
             RunStats::add(&ctx.stats.ack_failures, 1);
-            tracing::warn!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
+            tracing::debug!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
+            Settled::NotSent { term, error: e.to_string() }
         }
-    }
+    };
     if let Some((ledger, receipt)) = after_ack {
         ledger.record(&receipt).await;
+    }
+    settled
+}
+
+/// The DLQ reason label of a dead-lettered outcome: the policy reason code when there is
+/// one, else what kind of failure it was.
+fn dlq_reason(outcome: &MessageOutcome) -> &str {
+    match outcome {
+        MessageOutcome::Failed(e) => {
+            e.reason().unwrap_or(if e.is_permanent() { "sink_permanent" } else { "retries_exhausted" })
+        }
+        MessageOutcome::Conflict(_) => "conflict_rejected",
+        MessageOutcome::HeldBack => "held_back_last_delivery",
+        _ => "other",
     }
 }
 
@@ -997,16 +1571,22 @@ async fn dead_letter(
     match dlq.publish(envelope, error, ctx.sink.name()).await {
         Ok(()) => {
             RunStats::add(&ctx.stats.dead_lettered, 1);
+            let reason = dlq_reason(outcome);
+            ctx.metrics.inc(CounterId::MessagesDlq, 1);
+            ctx.metrics.dlq_record(reason);
             tracing::warn!(
                 stream_sequence = envelope.jetstream().stream_sequence,
                 subject = envelope.subject(),
                 error_type = error.error_type(),
+                reason,
+                error = %error.display_chain(),
                 "message dead-lettered"
             );
             Settlement::DeadLetter(then)
         }
         Err(e) => {
             RunStats::add(&ctx.stats.dead_letter_failures, 1);
+            ctx.metrics.inc(CounterId::DlqPublishErrors, 1);
             tracing::error!(stream_sequence = envelope.jetstream().stream_sequence, error = %e, "dead-letter publish failed; message NAKed, not acked");
             ack::after_failed_dead_letter(delivered, &ctx.policy, rand::random())
         }

@@ -195,11 +195,14 @@ pub struct LoggingConfig {
     pub payload_logging: bool,
     /// `text` or `json`.
     pub format: LogFormat,
+    /// Seconds between the info-level summary lines of `nats-sink run` (messages per second,
+    /// consumer lag, DLQ count); 0 turns them off (default 60; extension).
+    pub summary_interval_seconds: u64,
 }
 
 impl Default for LoggingConfig {
     fn default() -> Self {
-        Self { level: "INFO".into(), payload_logging: false, format: LogFormat::Text }
+        Self { level: "INFO".into(), payload_logging: false, format: LogFormat::Text, summary_interval_seconds: 60 }
     }
 }
 
@@ -223,5 +226,6 @@ impl LoggingConfig {
         if self.payload_logging {
             issues.push("logging.payload_logging", "payload logging is not supported: payloads are never logged");
         }
+        issues.range("logging.summary_interval_seconds", self.summary_interval_seconds, 0, 86_400);
     }
 }

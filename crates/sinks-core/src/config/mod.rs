@@ -10,6 +10,7 @@
 mod consumer;
 mod delivery;
 pub mod encryption;
+pub mod metrics;
 mod nats;
 pub mod redact;
 pub mod routing;
@@ -29,6 +30,7 @@ pub use consumer::{
 pub use delivery::{
     AckConfirmationConfig, AckPolicyName, DeliveryConfig, InProgressConfig, LogFormat, LoggingConfig, OrderingKey,
 };
+pub use metrics::{AdvisoriesConfig, MetricsConfig};
 pub use nats::NatsConfig;
 pub(crate) use nats::check_env_name;
 
@@ -63,15 +65,16 @@ pub struct Config {
     /// Priority, classification and labels resolution.
     #[serde(default)]
     pub message_metadata: MessageMetadataConfig,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub metrics: Option<NotYetSupported>,
+    /// Metrics, the snapshot file, the `/metrics`, `/healthz` and `/readyz` listener, event
+    /// freshness.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
     /// Reference section, not supported yet: accepted only while disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_consumer: Option<NotYetSupported>,
-    /// Reference section, not supported yet: accepted only while disabled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub advisories: Option<NotYetSupported>,
+    /// Observation of JetStream advisories (counted and logged, never acted on).
+    #[serde(default)]
+    pub advisories: AdvisoriesConfig,
     /// Mission metadata resolution (JSON object from a header, subject rules and a default).
     #[serde(default)]
     pub mission_metadata: crate::policy::mission::MissionMetadataConfig,
@@ -118,7 +121,7 @@ pub struct NotYetSupported(pub serde_json::Map<String, serde_json::Value>);
 
 /// The reference's top-level sections this build does not implement yet (each a
 /// [`NotYetSupported`]); named `sinks` are refused the same way.
-pub const NOT_YET_SUPPORTED: [&str; 4] = ["metrics", "push_consumer", "advisories", "plugins"];
+pub const NOT_YET_SUPPORTED: [&str; 2] = ["push_consumer", "plugins"];
 
 impl NotYetSupported {
     /// Records an issue for every setting of section `name` that would turn it on.
@@ -255,6 +258,8 @@ impl Config {
         self.stream_management.validate(&mut issues);
         self.delivery.validate(&mut issues);
         self.logging.validate(&mut issues);
+        self.metrics.validate_at("metrics", &mut issues);
+        self.advisories.validate_at("advisories", &mut issues);
         self.encryption.validate_at("encryption", &mut issues);
         self.mission_metadata.validate_at("mission_metadata", &mut issues);
         self.security_labels.validate_at("security_labels", &mut issues);
@@ -338,12 +343,7 @@ impl Config {
     }
 
     fn unsupported_sections(&self) -> [(&'static str, &Option<NotYetSupported>); NOT_YET_SUPPORTED.len()] {
-        [
-            ("metrics", &self.metrics),
-            ("push_consumer", &self.push_consumer),
-            ("advisories", &self.advisories),
-            ("plugins", &self.plugins),
-        ]
+        [("push_consumer", &self.push_consumer), ("plugins", &self.plugins)]
     }
 }
 
