@@ -137,7 +137,7 @@ fn test() -> Result<()> {
     drop(rt);
     certified?;
     quickstart::run(quickstart::Args::default())?;
-    ops::sizes(&ops::SizesArgs { check: true, only: Vec::new() })?;
+    ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() })?;
     ops::deploy_check()?;
     eprintln!("all checks passed");
     Ok(())
