@@ -849,7 +849,7 @@ impl Inner {
         // The body decides: read it whole (up to max_response_bytes; a cut body differs).
         let limit = usize::try_from(self.config.max_response_bytes).unwrap_or(usize::MAX);
         let mut body = Vec::new();
-        while let Some(chunk) = response.chunk().await.map_err(|e| classify(e))? {
+        while let Some(chunk) = response.chunk().await.map_err(classify)? {
             if body.len() + chunk.len() > limit {
                 tracing::warn!(
                     stream_sequence = envelope.jetstream().stream_sequence,
