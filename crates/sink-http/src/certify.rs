@@ -5,8 +5,9 @@
 //! rustls (aws-lc-rs, optionally requiring a client certificate). It stores one record per
 //! idempotency key, answers like an idempotent ingestion API (201 on first write, 409 for the
 //! same key and payload, 422 for the same key with another payload), accepts batches (JSON
-//! arrays or NDJSON of envelopes, all-or-nothing), answers inquiries at `/records/{key}` and
-//! health probes at `/health`, logs every request, and can be told to misbehave: fail the
+//! arrays or NDJSON of envelopes, all-or-nothing), names each record in an `X-Record-Id`
+//! answer header, answers inquiries at `/records/{key}` (the stored document, with its
+//! payload fingerprint in `X-Payload-Sha256`) and health probes at `/health`, logs every request, and can be told to misbehave: fail the
 //! next requests with a status (with `Retry-After`), redirect, stall, commit and answer late,
 //! drop the connection, answer everything slowly, refuse bodies with a marker, or demand a
 //! header. Tests and benchmarks reuse it; the harness reads records back from it directly,
@@ -50,6 +51,12 @@ pub const INGEST_PATH: &str = "/ingest";
 pub const POISON_MARKER: &str = "NATS-SINKS-CERT-POISON";
 /// Header the harness's sink sends from `headers_env`, checked by the server.
 pub const SECRET_HEADER: &str = "X-Cert-Token";
+/// Answer header naming the record a write created or found (`rec-N`): point the sink's
+/// `response_id_header` at it.
+pub const RESPONSE_ID_HEADER: &str = "X-Record-Id";
+/// Inquiry answer header holding the stored record's payload fingerprint: point the sink's
+/// `inquiry_fingerprint_header` at it.
+pub const FINGERPRINT_HEADER: &str = "X-Payload-Sha256";
 /// Largest request body the test server reads.
 const MAX_BODY: usize = 64 * 1024 * 1024;
 
@@ -123,6 +130,8 @@ pub struct StoredRecord {
     pub key: String,
     /// The stored document: the envelope, or the payload for `body_format = "payload"`.
     pub body: Bytes,
+    /// Record id (`rec-N`), sent in [`RESPONSE_ID_HEADER`].
+    pub id: String,
     /// Payload identity used to tell duplicates from conflicts.
     fingerprint: String,
 }
@@ -137,6 +146,8 @@ struct Shared {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     unkeyed: AtomicUsize,
+    /// Next record id.
+    next_id: AtomicUsize,
     connections: AtomicUsize,
     /// Keys already seen by the flaky rule (their first request was answered 503).
     flaky_seen: Mutex<std::collections::HashSet<String>>,
@@ -238,6 +249,7 @@ impl TestServer {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             unkeyed: AtomicUsize::new(0),
+            next_id: AtomicUsize::new(1),
             connections: AtomicUsize::new(0),
             flaky_seen: Mutex::new(std::collections::HashSet::new()),
             successes: Mutex::new(BTreeMap::new()),
@@ -389,6 +401,25 @@ impl TestServer {
         lock(&self.shared.records).get(key).cloned()
     }
 
+    /// Removes the record of `key` (a record lost behind the sink's back); `None` when there
+    /// was none.
+    pub fn remove_record(&self, key: &str) -> Option<StoredRecord> {
+        lock(&self.shared.records).remove(key)
+    }
+
+    /// Replaces the stored document of `key` with `body` (an edit behind the sink's back, or
+    /// a restore), keeping its id; false when there is no such record.
+    pub fn replace_record(&self, key: &str, body: impl Into<Bytes>) -> bool {
+        match lock(&self.shared.records).get_mut(key) {
+            Some(record) => {
+                record.body = body.into();
+                record.fingerprint = fingerprint(&record.body);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Every record as `(key, payload bytes)`: a JSON payload as stored, a wrapped one
     /// unwrapped to its original bytes.
     pub fn read_records(&self) -> Result<Vec<Record>, String> {
@@ -500,13 +531,26 @@ fn status(code: u16) -> StatusCode {
     StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-/// `GET /records/{key}`: 200 with the stored document, or 404.
+/// `GET /records/{key}`: 200 with the stored document and the SHA-256 of the payload it
+/// holds in [`FINGERPRINT_HEADER`], or 404.
 async fn inquiry(State(shared): State<Arc<Shared>>, Path(key): Path<String>, request: Request) -> Response {
     let (parts, _) = request.into_parts();
     let path = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
     log_request(&shared, parts.method, path, parts.version, parts.headers, Bytes::new());
     match lock(&shared.records).get(&key) {
-        Some(record) => (StatusCode::OK, record.body.clone()).into_response(),
+        Some(record) => {
+            let mut response = (StatusCode::OK, record.body.clone()).into_response();
+            // The hash of the payload held now (an edit shows), or the one recorded at the
+            // write when bodies are not kept.
+            let held = match payload_of(&record.body) {
+                Ok(payload) if !record.body.is_empty() => hex::encode(Sha256::digest(&payload)),
+                _ => record.fingerprint.clone(),
+            };
+            if let Ok(value) = HeaderValue::from_str(&held) {
+                response.headers_mut().insert(FINGERPRINT_HEADER, value);
+            }
+            response
+        }
         None => StatusCode::NOT_FOUND.into_response(),
     }
 }
@@ -706,7 +750,8 @@ fn store(shared: &Shared, settings: &Settings, headers: &HeaderMap, body: &Bytes
             let key = as_envelope(item).and_then(|e| e.idempotency_key).unwrap_or_else(unkeyed);
             if let std::collections::btree_map::Entry::Vacant(slot) = records.entry(key.clone()) {
                 let kept = if settings.keep_bodies { Bytes::copy_from_slice(item) } else { Bytes::new() };
-                slot.insert(StoredRecord { key, body: kept, fingerprint: fingerprint(item) });
+                let id = next_id(shared);
+                slot.insert(StoredRecord { key, body: kept, id, fingerprint: fingerprint(item) });
                 new += 1;
             }
         }
@@ -716,17 +761,26 @@ fn store(shared: &Shared, settings: &Settings, headers: &HeaderMap, body: &Bytes
     let key = request_key(headers).unwrap_or_else(unkeyed);
     let fingerprint = fingerprint(body);
     let mut records = lock(&shared.records);
-    let code = match records.get(&key) {
-        Some(existing) if existing.fingerprint == fingerprint => settings.duplicate_status,
-        Some(_) => settings.conflict_status,
+    let (code, id) = match records.get(&key) {
+        Some(existing) if existing.fingerprint == fingerprint => (settings.duplicate_status, existing.id.clone()),
+        Some(existing) => (settings.conflict_status, existing.id.clone()),
         None => {
             let kept = if settings.keep_bodies { body.clone() } else { Bytes::new() };
             *lock(&shared.successes).entry(key.clone()).or_default() += 1;
-            records.insert(key.clone(), StoredRecord { key, body: kept, fingerprint });
-            settings.success_status
+            let id = next_id(shared);
+            records.insert(key.clone(), StoredRecord { key, body: kept, id: id.clone(), fingerprint });
+            (settings.success_status, id)
         }
     };
-    status(code).into_response()
+    let mut response = status(code).into_response();
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert(RESPONSE_ID_HEADER, value);
+    }
+    response
+}
+
+fn next_id(shared: &Shared) -> String {
+    format!("rec-{}", shared.next_id.fetch_add(1, Ordering::SeqCst))
 }
 
 /// The idempotency key header, percent-decoded.

@@ -291,6 +291,15 @@ pub struct HttpSinkConfig {
     /// here. Needs `batch_mode = "off"` and idempotency enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inquiry_url: Option<String>,
+    /// Header of an `inquiry_url` answer that holds the stored payload's SHA-256 (lowercase
+    /// hex), compared by `nats-sink reconcile`. Without it (or when an answer lacks it),
+    /// reconcile hashes the payload of the body the inquiry returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inquiry_fingerprint_header: Option<String>,
+    /// Response header whose value (e.g. the endpoint's record or request id) is reported,
+    /// with the status, as the destination reference of the delivery ledger's receipts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_id_header: Option<String>,
     /// URL probed by the health check with `GET` (must answer a success status). Without
     /// it, the health check sends `OPTIONS` to `url` and accepts any status below 500.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -386,6 +395,8 @@ impl HttpSinkConfig {
             batch_mode: BatchMode::default(),
             max_batch_items: default_max_batch_items(),
             inquiry_url: None,
+            inquiry_fingerprint_header: None,
+            response_id_header: None,
             health_url: None,
             http_version: HttpVersion::default(),
             pool_max_idle_per_host: default_pool_max_idle(),
@@ -430,6 +441,17 @@ impl HttpSinkConfig {
             }
             if !self.idempotency.enabled {
                 issues.push("sink.inquiry_url", "requires sink.idempotency.enabled");
+            }
+        }
+        if self.inquiry_fingerprint_header.is_some() && self.inquiry_url.is_none() {
+            issues.push("sink.inquiry_fingerprint_header", "requires sink.inquiry_url");
+        }
+        for (field, name) in [
+            ("sink.inquiry_fingerprint_header", &self.inquiry_fingerprint_header),
+            ("sink.response_id_header", &self.response_id_header),
+        ] {
+            if let Some(Err(message)) = name.as_deref().map(check_header_name) {
+                issues.push(field, message);
             }
         }
         if let Some(url) = &self.health_url
@@ -879,6 +901,22 @@ mod tests {
                 "{{{u},\"inquiry_url\":\"https://h.example/r/{{key}}\",\"batch_mode\":\"json_array\"}}"
             )),
             ["sink.inquiry_url"]
+        );
+    }
+
+    #[test]
+    fn reconcile_and_ledger_headers_are_header_names() {
+        let u = r#""url":"https://h.example/x","inquiry_url":"https://h.example/r/{key}""#;
+        let ok = HttpSinkConfig::from_section(&section(&format!(
+            "{{{u},\"inquiry_fingerprint_header\":\"X-Payload-Sha256\",\"response_id_header\":\"X-Record-Id\"}}"
+        )))
+        .expect("header names");
+        assert_eq!(ok.response_id_header.as_deref(), Some("X-Record-Id"));
+        assert_eq!(issue_paths(&format!("{{{u},\"response_id_header\":\"X Id\"}}")), ["sink.response_id_header"]);
+        assert_eq!(
+            issue_paths(r#"{"url":"https://h.example/x","inquiry_fingerprint_header":"X-Sha"}"#),
+            ["sink.inquiry_fingerprint_header"],
+            "needs an inquiry_url"
         );
     }
 

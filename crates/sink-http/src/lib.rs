@@ -45,6 +45,13 @@
 //! `{key}`) is asked first: a 2xx means committed (duplicate), 404 means the message is sent
 //! again once at once, anything else leaves it temporary.
 //!
+//! **Ledger and reconcile.** The delivery ledger's receipts name the URL, the status of the
+//! answer that settled the message and, with `response_id_header`, that header's value.
+//! With an `inquiry_url`, `nats-sink reconcile` asks it for every message's key (up to
+//! `max_concurrent_requests` at once): 404 is missing; a 2xx is compared by payload
+//! fingerprint, from `inquiry_fingerprint_header` when the answer has it, else by hashing
+//! the payload of the returned document.
+//!
 //! **Outcomes** (see `error.rs`): success status → committed; retry statuses (408, 425,
 //! 429, 500, 502, 503, 504), timeouts and connection errors → temporary, `Retry-After`
 //! (seconds or HTTP-date, capped at an hour) honoured as the redelivery delay; any other
@@ -55,6 +62,7 @@
 //! `duplicate_statuses` is not empty, detects conflicts when `conflict_statuses` is not empty
 //! (both only with one request per message and keys enabled).
 
+mod answers;
 #[cfg(feature = "certify")]
 pub mod certify;
 mod config;

@@ -6,6 +6,7 @@
 //! - The idempotency key per `idempotency.strategy`, always derived from the event identity,
 //!   never from the attempt, so a retry or redelivery sends the same key; and its header form.
 //! - The class of a response status, and the delay a `Retry-After` header asks for.
+//! - What a document returned by `inquiry_url` says about a payload (reconcile).
 
 use std::time::{Duration, SystemTime};
 
@@ -16,7 +17,7 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use sinks_core::idempotency::IdempotencyError;
 use sinks_core::payload::{self, PayloadError};
-use sinks_core::{Envelope, IdempotencyKey, metadata};
+use sinks_core::{Envelope, IdempotencyKey, Presence, metadata};
 use time::OffsetDateTime;
 
 use crate::config::{BatchMode, BodyFormat, HttpSinkConfig, IdempotencyConfig, KEY_PLACEHOLDER};
@@ -295,6 +296,43 @@ pub(crate) fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration
     Some(delay.min(MAX_RETRY_AFTER))
 }
 
+/// Lowercase hex SHA-256 of `data`.
+pub(crate) fn sha256_hex(data: &[u8]) -> String {
+    hex::encode(Sha256::digest(data))
+}
+
+/// Whether the stored document an inquiry returned holds the payload whose SHA-256 is
+/// `expected`. An envelope body (`nats_sinks.http.message.v1`) must record that fingerprint
+/// in `payload_info.sha256` **and** carry a payload that hashes to it; any other body is
+/// taken as the payload alone (`body_format = "payload"`), decoded when it is a payload
+/// envelope, and hashed.
+pub(crate) fn stored_presence(body: &[u8], expected: &str) -> Presence {
+    #[derive(serde::Deserialize)]
+    struct Doc<'a> {
+        schema: Option<String>,
+        #[serde(borrow)]
+        payload: Option<&'a RawValue>,
+        payload_info: Option<Info>,
+    }
+    #[derive(serde::Deserialize)]
+    struct Info {
+        sha256: Option<String>,
+    }
+    let same =
+        |hash: Option<String>| if hash.as_deref() == Some(expected) { Presence::Equal } else { Presence::Different };
+    if let Ok(doc) = serde_json::from_slice::<Doc<'_>>(body)
+        && doc.schema.as_deref() == Some(SCHEMA)
+    {
+        let recorded = doc.payload_info.and_then(|i| i.sha256);
+        let held = doc.payload.map(|p| sha256_hex(&payload::decode_stored(p.get())));
+        return if recorded.is_some() && recorded == held { same(held) } else { Presence::Different };
+    }
+    match std::str::from_utf8(body) {
+        Ok(text) => same(Some(sha256_hex(&payload::decode_stored(text.trim())))),
+        Err(_) => same(Some(sha256_hex(body))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,5 +599,26 @@ mod tests {
         assert_eq!(s("1.5"), None);
         assert_eq!(s("soon"), None);
         assert_eq!(s(""), None);
+    }
+
+    #[test]
+    fn inquiry_documents_are_compared_by_payload_fingerprint() {
+        let at = OffsetDateTime::from_unix_timestamp(1_700_000_000).expect("time");
+        let e = envelope("S", 3, "a.b", r#"{"order":3}"#);
+        let key = IdempotencyKey::from_raw("stream-sequence:S:3");
+        let expected = sha256_hex(e.payload());
+        let mut c = config();
+        let body = message_body(&e, &c, Some(&key), at).expect("body");
+        assert_eq!(stored_presence(&body, &expected), Presence::Equal, "the envelope as sent");
+        let edited = String::from_utf8(body.clone()).expect("utf-8").replace(r#""order":3"#, r#""order":4"#);
+        assert_eq!(stored_presence(edited.as_bytes(), &expected), Presence::Different, "payload edited");
+        assert_eq!(stored_presence(&body, &sha256_hex(b"{}")), Presence::Different, "another payload");
+        assert_eq!(stored_presence(b"<html>gone</html>", &expected), Presence::Different);
+        c.body_format = BodyFormat::Payload;
+        let bare = message_body(&e, &c, Some(&key), at).expect("body");
+        assert_eq!(stored_presence(&bare, &expected), Presence::Equal, "a bare payload");
+        let binary = envelope("S", 4, "a.b", vec![0xff, 0x00]);
+        let wrapped = message_body(&binary, &c, None, at).expect("body");
+        assert_eq!(stored_presence(&wrapped, &sha256_hex(&[0xff, 0x00])), Presence::Equal, "a wrapped payload");
     }
 }

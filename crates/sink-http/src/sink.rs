@@ -23,16 +23,18 @@ use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
 use sinks_core::ordering::{self, Finished, Ran};
 use sinks_core::retry::Backoff;
 use sinks_core::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, ErrorClass, IdempotencyKey,
-    MessageOutcome, Sink, SinkError,
+    MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
+use crate::answers::{self, Answers, Settled};
 use crate::config::{BatchMode, HttpSinkConfig, HttpVersion};
 use crate::error::{classify, error_of_class, kind_of, status_error};
 use crate::request::{self, StatusClass, StatusSets};
@@ -58,8 +60,14 @@ struct Inner {
     /// `headers_env`: header and the variable holding its value.
     env_headers: Vec<(HeaderName, String)>,
     key_header: HeaderName,
+    /// `response_id_header`, reported in ledger receipts.
+    response_id_header: Option<HeaderName>,
+    /// `inquiry_fingerprint_header`, read by reconcile.
+    fingerprint_header: Option<HeaderName>,
     statuses: StatusSets,
     backoff: Backoff,
+    /// How recent messages were answered, for [`Sink::destination`].
+    answers: Answers,
 }
 
 impl std::fmt::Debug for Inner {
@@ -103,11 +111,19 @@ impl UnitResult {
     }
 }
 
-/// The answer to one request: status and the delay `Retry-After` asked for.
-#[derive(Debug, Clone, Copy)]
+/// The answer to one request: status, the delay `Retry-After` asked for, and the response
+/// id header's value.
+#[derive(Debug, Clone)]
 struct Answer {
     status: u16,
     retry_after: Option<Duration>,
+    response_id: Option<String>,
+}
+
+impl Answer {
+    fn settled(&self) -> Settled {
+        Settled { status: self.status, response_id: self.response_id.clone() }
+    }
 }
 
 /// Why a request got no answer.
@@ -161,6 +177,15 @@ impl HttpSink {
         }
         let key_header = HeaderName::from_bytes(config.idempotency.header.as_bytes())
             .map_err(|e| ConfigError::single("sink.idempotency.header", e.to_string()))?;
+        let optional_header = |name: &Option<String>, field: &str| match name {
+            Some(name) => {
+                HeaderName::from_bytes(name.as_bytes()).map(Some).map_err(|e| ConfigError::single(field, e.to_string()))
+            }
+            None => Ok(None),
+        };
+        let response_id_header = optional_header(&config.response_id_header, "sink.response_id_header")?;
+        let fingerprint_header =
+            optional_header(&config.inquiry_fingerprint_header, "sink.inquiry_fingerprint_header")?;
         let r = &config.retry;
         let backoff = Backoff {
             base: Duration::from_millis(r.backoff_ms),
@@ -181,8 +206,11 @@ impl HttpSink {
                 base_headers,
                 env_headers,
                 key_header,
+                response_id_header,
+                fingerprint_header,
                 statuses,
                 backoff,
+                answers: Answers::default(),
             }),
         })
     }
@@ -241,10 +269,50 @@ impl Sink for HttpSink {
         "http"
     }
 
-    /// The endpoint URL (validated to carry no credentials, query or fragment). The response
-    /// status and id header are not reported yet.
-    fn destination(&self, _envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
-        Some(DestinationRef::Http { url: self.inner.config.url.clone(), status: None, response_id: None })
+    /// The endpoint URL (validated to carry no credentials, query or fragment), with the
+    /// status of the answer that settled the message and the `response_id_header` value,
+    /// while the sink still remembers them (its last 65,536 messages).
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let settled = self.inner.answers.get(envelope);
+        Some(DestinationRef::Http {
+            url: self.inner.config.url.clone(),
+            status: settled.as_ref().map(|s| s.status),
+            response_id: settled.and_then(|s| s.response_id),
+        })
+    }
+
+    fn read_back(&self) -> ReadBack {
+        let c = &self.inner.config;
+        match (&c.inquiry_url, c.idempotency.enabled) {
+            (Some(_), true) => ReadBack::Supported(format!(
+                "GET sink.inquiry_url per idempotency key ({} in parallel): 404 is missing, a 2xx is compared by \
+                 payload fingerprint ({})",
+                c.max_concurrent_requests,
+                match &c.inquiry_fingerprint_header {
+                    Some(h) => format!("the `{h}` header, else the returned document's payload"),
+                    None => "the returned document's payload".to_owned(),
+                }
+            )),
+            _ => ReadBack::Unsupported(
+                "the http sink can read its endpoint back only through sink.inquiry_url (with idempotency keys)"
+                    .to_owned(),
+            ),
+        }
+    }
+
+    /// One inquiry per envelope, up to `max_concurrent_requests` in flight, in input order.
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let Some(template) = inner.config.inquiry_url.as_deref() else {
+            return Err(SinkError::config("the http sink needs sink.inquiry_url to read its endpoint back"));
+        };
+        let mut checks = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            let check: std::pin::Pin<Box<dyn Future<Output = Result<Presence, SinkError>> + Send + '_>> =
+                Box::pin(inner.presence(template, envelope));
+            checks.push(check);
+        }
+        futures::stream::iter(checks).buffered(inner.config.max_concurrent_requests.max(1)).try_collect().await
     }
 
     fn capabilities(&self) -> Capabilities {
@@ -416,7 +484,7 @@ impl Inner {
                     None => UnitResult::PerItem(Vec::new()),
                 }
             } else {
-                self.send_batch(items, deadline).await
+                self.send_batch(batch, items, deadline).await
             };
             Finished { failed_temporarily: result.failed_temporarily(), result }
         })
@@ -451,9 +519,16 @@ impl Inner {
                 .await;
             let failure = match sent {
                 Ok(answer) => match request::classify_status(answer.status, &self.statuses, key.is_some()) {
-                    StatusClass::Success => return MessageOutcome::Committed,
-                    StatusClass::Duplicate => return MessageOutcome::Duplicate,
+                    StatusClass::Success => {
+                        self.answers.record(envelope, answer.settled());
+                        return MessageOutcome::Committed;
+                    }
+                    StatusClass::Duplicate => {
+                        self.answers.record(envelope, answer.settled());
+                        return MessageOutcome::Duplicate;
+                    }
                     StatusClass::Conflict => {
+                        self.answers.record(envelope, answer.settled());
                         tracing::warn!(
                             subject = envelope.subject(),
                             stream_sequence = envelope.jetstream().stream_sequence,
@@ -473,7 +548,10 @@ impl Inner {
                             return MessageOutcome::Failed(e);
                         }
                         Some(e) => e,
-                        None => return MessageOutcome::Committed,
+                        None => {
+                            self.answers.record(envelope, answer.settled());
+                            return MessageOutcome::Committed;
+                        }
                     },
                 },
                 Err(SendError::Setup(e)) => return MessageOutcome::Failed(e),
@@ -535,7 +613,7 @@ impl Inner {
     }
 
     /// Several envelopes in one request: the answer applies to all of them.
-    async fn send_batch(&self, items: Vec<Ready>, deadline: Instant) -> UnitResult {
+    async fn send_batch(&self, batch: &[Envelope], items: Vec<Ready>, deadline: Instant) -> UnitResult {
         let keys: Option<Vec<&str>> = items.iter().map(|r| r.key.as_ref().map(IdempotencyKey::as_str)).collect();
         let key = keys.map(request::batch_key);
         let key = key.as_ref().map(IdempotencyKey::as_str);
@@ -546,15 +624,27 @@ impl Inner {
         let all = |outcome: &dyn Fn() -> MessageOutcome| {
             UnitResult::PerItem(items.iter().map(|r| (r.index, outcome())).collect())
         };
+        let remember = |answer: &Answer| {
+            for r in &items {
+                self.answers.record(&batch[r.index], answer.settled());
+            }
+        };
         let mut attempt: u32 = 1;
         loop {
             let timeout = self.retry_timeout(attempt, deadline);
             let sent = self.send(self.method.clone(), &self.url, Some(body.clone()), key, content_type, timeout).await;
             let failure = match sent {
                 Ok(answer) => match request::classify_status(answer.status, &self.statuses, key.is_some()) {
-                    StatusClass::Success => return all(&|| MessageOutcome::Committed),
-                    StatusClass::Duplicate => return all(&|| MessageOutcome::Duplicate),
+                    StatusClass::Success => {
+                        remember(&answer);
+                        return all(&|| MessageOutcome::Committed);
+                    }
+                    StatusClass::Duplicate => {
+                        remember(&answer);
+                        return all(&|| MessageOutcome::Duplicate);
+                    }
                     StatusClass::Conflict => {
+                        remember(&answer);
                         return all(&|| MessageOutcome::Conflict(ConflictResolution::KeptExisting));
                     }
                     class => match status_error(class, answer.status, answer.retry_after) {
@@ -563,7 +653,10 @@ impl Inner {
                         }
                         Some(e) if e.is_permanent() => return UnitResult::BatchRejected(e),
                         Some(e) => e,
-                        None => return all(&|| MessageOutcome::Committed),
+                        None => {
+                            remember(&answer);
+                            return all(&|| MessageOutcome::Committed);
+                        }
                     },
                 },
                 Err(SendError::Setup(e)) => return all(&|| MessageOutcome::Failed(e.duplicate())),
@@ -701,6 +794,11 @@ impl Inner {
             .get(RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| request::parse_retry_after(v, SystemTime::now()));
+        let response_id = self
+            .response_id_header
+            .as_ref()
+            .and_then(|name| response.headers().get(name))
+            .and_then(|v| answers::response_id(v.as_bytes()));
         let mut left = usize::try_from(self.config.max_response_bytes).unwrap_or(usize::MAX);
         while left > 0 {
             match response.chunk().await {
@@ -713,6 +811,57 @@ impl Inner {
                 }
             }
         }
-        Ok(Answer { status, retry_after })
+        Ok(Answer { status, retry_after, response_id })
+    }
+
+    /// Whether `envelope` is stored at the endpoint with the same payload, per
+    /// `inquiry_url` (reconcile; reads only). A message without a key cannot be asked about
+    /// and is reported missing (only possible with `idempotency.required = false`).
+    async fn presence(&self, template: &str, envelope: &Envelope) -> Result<Presence, SinkError> {
+        let Ok(Some(key)) = request::idempotency_key(envelope, &self.config.idempotency) else {
+            return Ok(Presence::Missing);
+        };
+        let url = Url::parse(&request::inquiry_url(template, key.as_str()))
+            .map_err(|e| SinkError::config(format!("sink.inquiry_url does not form a URL ({e})")))?;
+        let mut headers = self.base_headers.clone();
+        self.add_env_headers(&mut headers)?;
+        let mut response = self.client.get(url).headers(headers).send().await.map_err(|e| {
+            let kind = kind_of(&e);
+            error_of_class(kind.class, format!("inquiry failed: {}", kind.what)).with_source(e)
+        })?;
+        let status = response.status().as_u16();
+        if status == 404 {
+            return Ok(Presence::Missing);
+        }
+        if !(200..300).contains(&status) {
+            tracing::warn!(
+                status,
+                stream_sequence = envelope.jetstream().stream_sequence,
+                "inquiry answered an unexpected status"
+            );
+            return Err(SinkError::temporary(format!("inquiry answered {status}")));
+        }
+        let expected = request::sha256_hex(envelope.payload());
+        if let Some(stored) =
+            self.fingerprint_header.as_ref().and_then(|name| response.headers().get(name)).and_then(|v| v.to_str().ok())
+        {
+            let same = stored.trim().eq_ignore_ascii_case(&expected);
+            return Ok(if same { Presence::Equal } else { Presence::Different });
+        }
+        // The body decides: read it whole (up to max_response_bytes; a cut body differs).
+        let limit = usize::try_from(self.config.max_response_bytes).unwrap_or(usize::MAX);
+        let mut body = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(classify)? {
+            if body.len() + chunk.len() > limit {
+                tracing::warn!(
+                    stream_sequence = envelope.jetstream().stream_sequence,
+                    max_response_bytes = self.config.max_response_bytes,
+                    "inquiry answer too large to compare"
+                );
+                return Ok(Presence::Different);
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(request::stored_presence(&body, &expected))
     }
 }

@@ -181,6 +181,12 @@ impl BucketReadBack {
         self.store.delete(&path).await.map_err(|e| format!("delete failed: {e}"))
     }
 
+    /// Overwrites `key` with `body` and no user metadata: an edit behind the sink's back.
+    pub async fn overwrite(&self, key: &str, body: Vec<u8>) -> Result<(), String> {
+        let path = Path::parse(key).map_err(|e| e.to_string())?;
+        self.store.put(&path, body.into()).await.map(drop).map_err(|e| format!("put failed: {e}"))
+    }
+
     /// The user metadata of `key`.
     pub async fn metadata(&self, key: &str) -> Result<Vec<(String, String)>, String> {
         let path = Path::parse(key).map_err(|e| e.to_string())?;

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{
@@ -37,8 +37,8 @@ use object_store::{
 use sinks_core::ordering::{self, Finished, OrderKey, Ran};
 use sinks_core::retry::Backoff;
 use sinks_core::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
+    ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
@@ -202,6 +202,27 @@ impl Sink for S3Sink {
     async fn health_check(&self) -> Result<(), SinkError> {
         self.inner.probe(|e| classify("health check", e)).await
     }
+
+    fn read_back(&self) -> ReadBack {
+        ReadBack::Supported(format!(
+            "HEAD of each object key ({} in parallel): missing, or its `{FINGERPRINT_METADATA}` metadata compared \
+             with the payload's SHA-256 (objects without it are downloaded and their payload fingerprint compared)",
+            self.inner.config.max_concurrent_requests
+        ))
+    }
+
+    /// One `HEAD` per envelope, up to `max_concurrent_requests` in flight, in input order.
+    /// Reads only; a missing bucket was already refused by [`Sink::open`].
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let mut checks = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            let check: std::pin::Pin<Box<dyn Future<Output = Result<Presence, SinkError>> + Send + '_>> =
+                Box::pin(inner.presence(envelope));
+            checks.push(check);
+        }
+        futures::stream::iter(checks).buffered(inner.config.max_concurrent_requests.max(1)).try_collect().await
+    }
 }
 
 impl Inner {
@@ -313,6 +334,46 @@ impl Inner {
             (_, Some(false)) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
             (_, None) => MessageOutcome::Duplicate,
         })
+    }
+
+    /// Whether `envelope`'s object is stored with the same payload fingerprint (reconcile).
+    /// A message the sink cannot derive a key for was never written: missing.
+    async fn presence(&self, envelope: &Envelope) -> Result<Presence, SinkError> {
+        let Ok(key) = object::object_key(envelope, &self.config) else { return Ok(Presence::Missing) };
+        let store = self.store()?;
+        let path = self.path(&key)?;
+        let head = match store.get_opts(&path, GetOptions { head: true, ..Default::default() }).await {
+            Ok(head) => head,
+            Err(e) if matches!(failure_of(&e), Failure::NotFound) => return Ok(Presence::Missing),
+            Err(e) => return Err(classify("head", &e)),
+        };
+        let expected = object::sha256_hex(envelope.payload());
+        if let Some(value) = head.attributes.get(&Attribute::Metadata(FINGERPRINT_METADATA.into())) {
+            return Ok(if value.as_ref() == expected { Presence::Equal } else { Presence::Different });
+        }
+        // No fingerprint metadata (content_check off, `replace`, or rewritten behind the
+        // sink's back): the body decides.
+        let limit = self.config.max_object_bytes.saturating_mul(4).min(MAX_CHECK_BYTES);
+        let stored = if head.meta.size > limit {
+            None
+        } else {
+            let body = match store.get(&path).await {
+                Ok(got) => got.bytes().await.map_err(|e| classify("get", &e))?,
+                // Deleted between the HEAD and the GET.
+                Err(e) if matches!(failure_of(&e), Failure::NotFound) => return Ok(Presence::Missing),
+                Err(e) => return Err(classify("get", &e)),
+            };
+            object::decompress(&body, MAX_CHECK_BYTES)
+                .and_then(|plain| object::stored_fingerprint(&plain, self.config.object_format))
+        };
+        if stored.is_none() {
+            tracing::debug!(
+                stream_sequence = envelope.jetstream().stream_sequence,
+                size = head.meta.size,
+                "s3 object holds content this sink cannot compare"
+            );
+        }
+        Ok(if stored.as_deref() == Some(expected.as_str()) { Presence::Equal } else { Presence::Different })
     }
 
     /// The payload fingerprint of the stored object: its metadata, else read from its body.
