@@ -112,7 +112,8 @@ fn check_sizes(root: &Path, doc: &str) -> Result<()> {
                 problems.push(format!("`{features}`: the table says {} crates, cargo tree counts {crates}", row.crates))
             }
             Some(row) if row.size_bytes.is_none() => {
-                eprintln!("sizes: `{features}` has no measured size yet (run `cargo xtask sizes --only {features}`)");
+                let label = if features.contains(',') { "all" } else { features.as_str() };
+                eprintln!("sizes: `{features}` has no measured size yet (run `cargo xtask sizes --only {label}`)");
             }
             Some(_) => {}
         }
