@@ -19,6 +19,7 @@ pub mod blocking;
 pub mod canonical;
 #[cfg(feature = "certify")]
 pub mod certify;
+pub mod columns;
 pub mod compression;
 pub mod config;
 pub mod connect;
