@@ -9,94 +9,29 @@ use std::fmt::Write as _;
 
 use sinks_core::IdempotencyStrategy;
 
-use crate::config::{ColumnMapping, IdempotencyConfig, MySqlSinkConfig, WriteMode};
+use crate::config::{IdempotencyConfig, MySqlSinkConfig, WriteMode};
 
-/// The logical fields of a row, in the order values are bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Field {
-    StreamName,
-    StreamSequence,
-    Subject,
-    MessageId,
-    Priority,
-    Classification,
-    Labels,
-    CreatedAt,
-    JetStreamTimestamp,
-    ReceivedAt,
-    StoredAt,
-    Payload,
-    Headers,
-    Metadata,
-    MissionMetadata,
-    SecurityLabels,
-    PayloadSha256,
+pub(crate) use sinks_core::columns::Field;
+
+/// Column type of `field` in generated DDL; `key` columns must be indexable and not null.
+fn ddl_type(field: Field, key: bool) -> &'static str {
+    match (field, key) {
+        (Field::StreamName, _) => "varchar(255)",
+        (Field::StreamSequence, _) => "bigint unsigned",
+        (Field::MessageId, _) => "varchar(512)",
+        (Field::Subject | Field::Priority | Field::Classification | Field::Labels, true) => "varchar(512)",
+        (Field::Subject | Field::Priority | Field::Classification | Field::Labels, false) => "text",
+        (Field::CreatedAt | Field::JetStreamTimestamp | Field::ReceivedAt | Field::StoredAt, _) => "bigint",
+        (Field::Payload | Field::Headers | Field::Metadata | Field::MissionMetadata | Field::SecurityLabels, _) => {
+            "json"
+        }
+        (Field::PayloadSha256, _) => "char(64)",
+    }
 }
 
-impl Field {
-    /// Every field; `PayloadSha256` only takes part with a conflict policy.
-    pub(crate) const ALL: [Self; 17] = [
-        Self::StreamName,
-        Self::StreamSequence,
-        Self::Subject,
-        Self::MessageId,
-        Self::Priority,
-        Self::Classification,
-        Self::Labels,
-        Self::CreatedAt,
-        Self::JetStreamTimestamp,
-        Self::ReceivedAt,
-        Self::StoredAt,
-        Self::Payload,
-        Self::Headers,
-        Self::Metadata,
-        Self::MissionMetadata,
-        Self::SecurityLabels,
-        Self::PayloadSha256,
-    ];
-
-    /// `(config field name, column)` of this field in `mapping`.
-    pub(crate) fn column(self, m: &ColumnMapping) -> (&'static str, &str) {
-        match self {
-            Self::StreamName => ("stream_name", &m.stream_name),
-            Self::StreamSequence => ("stream_sequence", &m.stream_sequence),
-            Self::Subject => ("subject", &m.subject),
-            Self::MessageId => ("message_id", &m.message_id),
-            Self::Priority => ("priority", &m.priority),
-            Self::Classification => ("classification", &m.classification),
-            Self::Labels => ("labels", &m.labels),
-            Self::CreatedAt => ("message_created_at_epoch_ns", &m.message_created_at_epoch_ns),
-            Self::JetStreamTimestamp => ("jetstream_timestamp_epoch_ns", &m.jetstream_timestamp_epoch_ns),
-            Self::ReceivedAt => ("received_at_epoch_ns", &m.received_at_epoch_ns),
-            Self::StoredAt => ("stored_at_epoch_ns", &m.stored_at_epoch_ns),
-            Self::Payload => ("payload", &m.payload),
-            Self::Headers => ("headers", &m.headers),
-            Self::Metadata => ("metadata", &m.metadata),
-            Self::MissionMetadata => ("mission_metadata", &m.mission_metadata),
-            Self::SecurityLabels => ("security_labels", &m.security_labels),
-            Self::PayloadSha256 => ("payload_sha256", &m.payload_sha256),
-        }
-    }
-
-    /// Column type in generated DDL; `key` columns must be indexable and not null.
-    fn ddl_type(self, key: bool) -> &'static str {
-        match (self, key) {
-            (Self::StreamName, _) => "varchar(255)",
-            (Self::StreamSequence, _) => "bigint unsigned",
-            (Self::MessageId, _) => "varchar(512)",
-            (Self::Subject | Self::Priority | Self::Classification | Self::Labels, true) => "varchar(512)",
-            (Self::Subject | Self::Priority | Self::Classification | Self::Labels, false) => "text",
-            (Self::CreatedAt | Self::JetStreamTimestamp | Self::ReceivedAt | Self::StoredAt, _) => "bigint",
-            (Self::Payload | Self::Headers | Self::Metadata | Self::MissionMetadata | Self::SecurityLabels, _) => {
-                "json"
-            }
-            (Self::PayloadSha256, _) => "char(64)",
-        }
-    }
-
-    fn not_null(self) -> bool {
-        matches!(self, Self::StreamName | Self::StreamSequence | Self::Subject | Self::ReceivedAt | Self::StoredAt)
-    }
+/// Columns the generated DDL declares `NOT NULL` (besides the key).
+fn not_null(field: Field) -> bool {
+    matches!(field, Field::StreamName | Field::StreamSequence | Field::Subject | Field::ReceivedAt | Field::StoredAt)
 }
 
 /// Checks an identifier, optionally `schema.table` when `qualified`.
@@ -346,8 +281,8 @@ impl TablePlan {
             .enumerate()
             .map(|(i, (f, c))| {
                 let key = self.key.contains(&i);
-                let null = if key || f.not_null() { " NOT NULL" } else { "" };
-                format!("  {} {}{null}", quote(c), f.ddl_type(key))
+                let null = if key || not_null(*f) { " NOT NULL" } else { "" };
+                format!("  {} {}{null}", quote(c), ddl_type(*f, key))
             })
             .collect();
         if !self.key.is_empty() {

@@ -20,81 +20,10 @@
 
 use sinks_core::IdempotencyStrategy;
 
-use crate::config::{ColumnMapping, IdempotencyConfig, OracleSinkConfig, WriteMode};
+use crate::config::{IdempotencyConfig, OracleSinkConfig, WriteMode};
 use crate::driver::{Op, Statement};
 
-/// The logical fields of a row, in the order values are bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Field {
-    StreamName,
-    StreamSequence,
-    Subject,
-    MessageId,
-    Priority,
-    Classification,
-    Labels,
-    CreatedAt,
-    JetStreamTimestamp,
-    ReceivedAt,
-    StoredAt,
-    Payload,
-    Headers,
-    Metadata,
-    MissionMetadata,
-    SecurityLabels,
-    PayloadSha256,
-}
-
-impl Field {
-    /// Every field; `PayloadSha256` only takes part with a conflict policy.
-    pub(crate) const ALL: [Self; 17] = [
-        Self::StreamName,
-        Self::StreamSequence,
-        Self::Subject,
-        Self::MessageId,
-        Self::Priority,
-        Self::Classification,
-        Self::Labels,
-        Self::CreatedAt,
-        Self::JetStreamTimestamp,
-        Self::ReceivedAt,
-        Self::StoredAt,
-        Self::Payload,
-        Self::Headers,
-        Self::Metadata,
-        Self::MissionMetadata,
-        Self::SecurityLabels,
-        Self::PayloadSha256,
-    ];
-
-    /// `(config field name, column)` of this field in `mapping`.
-    pub(crate) fn column(self, m: &ColumnMapping) -> (&'static str, &str) {
-        match self {
-            Self::StreamName => ("stream_name", &m.stream_name),
-            Self::StreamSequence => ("stream_sequence", &m.stream_sequence),
-            Self::Subject => ("subject", &m.subject),
-            Self::MessageId => ("message_id", &m.message_id),
-            Self::Priority => ("priority", &m.priority),
-            Self::Classification => ("classification", &m.classification),
-            Self::Labels => ("labels", &m.labels),
-            Self::CreatedAt => ("message_created_at_epoch_ns", &m.message_created_at_epoch_ns),
-            Self::JetStreamTimestamp => ("jetstream_timestamp_epoch_ns", &m.jetstream_timestamp_epoch_ns),
-            Self::ReceivedAt => ("received_at_epoch_ns", &m.received_at_epoch_ns),
-            Self::StoredAt => ("stored_at_epoch_ns", &m.stored_at_epoch_ns),
-            Self::Payload => ("payload", &m.payload),
-            Self::Headers => ("headers", &m.headers),
-            Self::Metadata => ("metadata", &m.metadata),
-            Self::MissionMetadata => ("mission_metadata", &m.mission_metadata),
-            Self::SecurityLabels => ("security_labels", &m.security_labels),
-            Self::PayloadSha256 => ("payload_sha256", &m.payload_sha256),
-        }
-    }
-
-    /// True for the JSON document columns.
-    pub(crate) fn is_json(self) -> bool {
-        matches!(self, Self::Payload | Self::Headers | Self::Metadata | Self::MissionMetadata | Self::SecurityLabels)
-    }
-}
+pub(crate) use sinks_core::columns::Field;
 
 /// Normalizes an identifier (optionally `schema.table` when `qualified`) to upper case, or
 /// `None` when it fails the allow-list.

@@ -1,5 +1,6 @@
-//! Column names of the relational sinks' tables (MySQL, Oracle): one mapping, the
-//! reference's upper-case defaults, shared so both sinks accept the same `columns` section.
+//! The relational sinks' tables (MySQL, Oracle): the column mapping with the reference's
+//! upper-case defaults, and the logical fields of a row in bind order, shared so both sinks
+//! accept the same `columns` section and map a message the same way.
 
 use serde::{Deserialize, Serialize};
 
@@ -65,5 +66,95 @@ impl Default for ColumnMapping {
             security_labels: s("SECURITY_LABELS_JSON"),
             payload_sha256: s("PAYLOAD_SHA256"),
         }
+    }
+}
+
+/// The logical fields of a row, in the order values are bound.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// JetStream stream name.
+    StreamName,
+    /// JetStream stream sequence.
+    StreamSequence,
+    /// Message subject.
+    Subject,
+    /// Message id (or the payload-field key).
+    MessageId,
+    /// Priority.
+    Priority,
+    /// Classification.
+    Classification,
+    /// Labels.
+    Labels,
+    /// Creation time.
+    CreatedAt,
+    /// JetStream timestamp.
+    JetStreamTimestamp,
+    /// Receive time.
+    ReceivedAt,
+    /// Store time.
+    StoredAt,
+    /// Normalized payload (JSON).
+    Payload,
+    /// Headers (JSON).
+    Headers,
+    /// Standard metadata document (JSON).
+    Metadata,
+    /// Mission metadata (JSON).
+    MissionMetadata,
+    /// Security labels (JSON).
+    SecurityLabels,
+    /// SHA-256 of the normalized payload.
+    PayloadSha256,
+}
+
+impl Field {
+    /// Every field; `PayloadSha256` only takes part with a conflict policy.
+    pub const ALL: [Self; 17] = [
+        Self::StreamName,
+        Self::StreamSequence,
+        Self::Subject,
+        Self::MessageId,
+        Self::Priority,
+        Self::Classification,
+        Self::Labels,
+        Self::CreatedAt,
+        Self::JetStreamTimestamp,
+        Self::ReceivedAt,
+        Self::StoredAt,
+        Self::Payload,
+        Self::Headers,
+        Self::Metadata,
+        Self::MissionMetadata,
+        Self::SecurityLabels,
+        Self::PayloadSha256,
+    ];
+
+    /// `(config field name, column)` of this field in `mapping`.
+    pub fn column(self, m: &ColumnMapping) -> (&'static str, &str) {
+        match self {
+            Self::StreamName => ("stream_name", &m.stream_name),
+            Self::StreamSequence => ("stream_sequence", &m.stream_sequence),
+            Self::Subject => ("subject", &m.subject),
+            Self::MessageId => ("message_id", &m.message_id),
+            Self::Priority => ("priority", &m.priority),
+            Self::Classification => ("classification", &m.classification),
+            Self::Labels => ("labels", &m.labels),
+            Self::CreatedAt => ("message_created_at_epoch_ns", &m.message_created_at_epoch_ns),
+            Self::JetStreamTimestamp => ("jetstream_timestamp_epoch_ns", &m.jetstream_timestamp_epoch_ns),
+            Self::ReceivedAt => ("received_at_epoch_ns", &m.received_at_epoch_ns),
+            Self::StoredAt => ("stored_at_epoch_ns", &m.stored_at_epoch_ns),
+            Self::Payload => ("payload", &m.payload),
+            Self::Headers => ("headers", &m.headers),
+            Self::Metadata => ("metadata", &m.metadata),
+            Self::MissionMetadata => ("mission_metadata", &m.mission_metadata),
+            Self::SecurityLabels => ("security_labels", &m.security_labels),
+            Self::PayloadSha256 => ("payload_sha256", &m.payload_sha256),
+        }
+    }
+
+    /// True for the JSON document columns.
+    pub fn is_json(self) -> bool {
+        matches!(self, Self::Payload | Self::Headers | Self::Metadata | Self::MissionMetadata | Self::SecurityLabels)
     }
 }
