@@ -194,6 +194,22 @@ async fn metrics_count_what_happened_and_probes_follow_the_run() {
     assert_eq!(value("messages_acked_total"), Some(written));
     assert_eq!(value("messages_dlq_total"), Some(POISON.len() as f64));
     assert_eq!(value("sink_batch_write_seconds.count"), Some(after.get("nats_sinks_sink_batch_write_seconds_count")));
+    assert_eq!(value("messages_received_total"), None, "legacy names are hidden unless asked for");
     let table = std::process::Command::new(&tool).arg("show").arg(&snapshot).output().unwrap();
     assert!(table.status.success(), "{}", String::from_utf8_lossy(&table.stderr));
+    // With --include-legacy the tool finds the reference's old names, with the current values.
+    let out = std::process::Command::new(&tool)
+        .arg("show")
+        .arg(&snapshot)
+        .args(["--format", "json", "--include-legacy"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let legacy: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let old = |name: &str| {
+        legacy["metrics"].as_array().unwrap().iter().find(|m| m["name"] == name).map(|m| m["value"].as_f64().unwrap())
+    };
+    assert_eq!(old("messages_received_total"), value("messages_prepared_total"));
+    assert_eq!(old("batches_written_total"), value("sink_batches_written_total"));
+    assert_eq!(old("batch_write_seconds.count"), value("sink_batch_write_seconds.count"));
 }

@@ -201,6 +201,40 @@ impl FamilyId {
     }
 }
 
+/// The metric a legacy alias repeats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Aliased {
+    /// A counter.
+    Counter(CounterId),
+    /// A gauge.
+    Gauge(GaugeId),
+    /// A histogram.
+    Timing(TimingId),
+}
+
+impl Aliased {
+    /// The repeated metric's name (without namespace and `_total`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Counter(c) => c.name(),
+            Self::Gauge(g) => g.name(),
+            Self::Timing(t) => t.name(),
+        }
+    }
+}
+
+/// The reference's legacy metric names, which its runner still writes into the snapshot file
+/// next to the current ones (its `nats-sink-metrics show --include-legacy` reads them; its
+/// exporters leave them out). Each carries the value of the metric it repeats, in the
+/// snapshot file only: `/metrics` exports the current names.
+pub const LEGACY_ALIASES: &[(&str, Aliased)] = &[
+    ("messages_received", Aliased::Counter(CounterId::MessagesPrepared)),
+    ("batches_written", Aliased::Counter(CounterId::SinkBatchesWritten)),
+    ("batch_write_seconds", Aliased::Timing(TimingId::SinkBatchWriteSeconds)),
+    ("last_success_timestamp", Aliased::Gauge(GaugeId::LastSinkSuccessEpochSeconds)),
+    ("current_batch_size", Aliased::Gauge(GaugeId::CurrentBatchMessages)),
+];
+
 /// The bucket bounds of latency histograms (seconds).
 pub const LATENCY_BUCKETS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
@@ -231,6 +265,7 @@ mod tests {
         names.extend(GaugeId::ALL.iter().map(|g| g.name()));
         names.extend(TimingId::ALL.iter().map(|t| t.name()));
         names.extend(FamilyId::ALL.iter().map(|f| f.name()));
+        names.extend(LEGACY_ALIASES.iter().map(|(alias, _)| *alias));
         let mut sorted = names.clone();
         sorted.sort_unstable();
         sorted.dedup();

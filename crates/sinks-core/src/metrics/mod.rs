@@ -27,7 +27,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-pub use catalogue::{CounterId, FamilyId, GaugeId, Origin, TimingId};
+pub use catalogue::{Aliased, CounterId, FamilyId, GaugeId, LEGACY_ALIASES, Origin, TimingId};
 pub use histogram::{LocalTiming, Summary, Timing};
 
 use crate::config::MetricsConfig;
@@ -629,6 +629,17 @@ mod tests {
         assert!(text.contains("ns_ready 0"), "{text}");
         let open = m.encode(Format::OpenMetrics).unwrap();
         assert!(open.ends_with("# EOF\n"), "{open}");
+    }
+
+    #[test]
+    fn legacy_aliases_stay_out_of_the_exposition() {
+        let m = enabled();
+        m.inc(CounterId::MessagesPrepared, 9);
+        let text = m.encode(Format::Prometheus).unwrap();
+        assert!(text.contains("nats_sinks_messages_prepared_total 9"), "{text}");
+        for (alias, _) in LEGACY_ALIASES {
+            assert!(!text.contains(&format!("nats_sinks_{alias}")), "{alias} exported: {text}");
+        }
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The reference's metrics snapshot file (`nats_sinks.metrics.snapshot.v1`), which its
 //! `nats-sink-metrics show` reads: counters, gauges and observation summaries (count, sum,
-//! min, max, last) of every unlabelled metric, written periodically and atomically (a
+//! min, max, last) of every unlabelled metric plus the reference's legacy names (which its
+//! tool shows with `--include-legacy`), written periodically and atomically (a
 //! temporary file in the same directory, fsynced, mode 0600, renamed over the old one)
 //! instead of on every increment (reference weakness W8). The labelled families stay out:
 //! the reference's loader accepts labelled rows only under its own metric names.
@@ -12,7 +13,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
-use super::{CounterId, GaugeId, Metrics, TimingId};
+use super::{Aliased, CounterId, GaugeId, LEGACY_ALIASES, Metrics, TimingId};
 
 /// The snapshot schema name.
 pub const SCHEMA: &str = "nats_sinks.metrics.snapshot.v1";
@@ -24,24 +25,30 @@ fn finite(v: f64) -> f64 {
 /// The snapshot document of `metrics` now.
 pub fn document(metrics: &Metrics) -> Value {
     let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64();
-    let counters: Map<String, Value> =
+    let mut counters: Map<String, Value> =
         CounterId::ALL.iter().map(|c| (format!("{}_total", c.name()), json!(metrics.counter(*c)))).collect();
-    let gauges: Map<String, Value> =
+    let mut gauges: Map<String, Value> =
         GaugeId::ALL.iter().map(|g| (g.name().to_owned(), json!(finite(metrics.gauge(*g))))).collect();
-    let observations: Map<String, Value> = TimingId::ALL
-        .iter()
-        .map(|t| {
-            let s = metrics.summary(*t);
-            let summary = json!({
-                "count": s.count as f64,
-                "sum": finite(s.sum),
-                "min": finite(s.min),
-                "max": finite(s.max),
-                "last": finite(s.last),
-            });
-            (t.name().to_owned(), summary)
+    let summary = |t: TimingId| {
+        let s = metrics.summary(t);
+        json!({
+            "count": s.count as f64,
+            "sum": finite(s.sum),
+            "min": finite(s.min),
+            "max": finite(s.max),
+            "last": finite(s.last),
         })
-        .collect();
+    };
+    let mut observations: Map<String, Value> =
+        TimingId::ALL.iter().map(|t| (t.name().to_owned(), summary(*t))).collect();
+    // The reference's legacy names, written next to the current ones as its runner does.
+    for (alias, aliased) in LEGACY_ALIASES {
+        match aliased {
+            Aliased::Counter(c) => counters.insert(format!("{alias}_total"), json!(metrics.counter(*c))),
+            Aliased::Gauge(g) => gauges.insert((*alias).to_owned(), json!(finite(metrics.gauge(*g)))),
+            Aliased::Timing(t) => observations.insert((*alias).to_owned(), summary(*t)),
+        };
+    }
     json!({
         "schema": SCHEMA,
         "namespace": metrics.config().namespace,
@@ -128,6 +135,22 @@ mod tests {
         let fetch = &doc["observations"]["nats_fetch_seconds"];
         assert_eq!((fetch["count"].as_f64(), fetch["max"].as_f64()), (Some(1.0), Some(0.25)));
         assert_eq!(doc["observations"]["sink_batch_write_seconds"]["min"], 0.0);
+    }
+
+    #[test]
+    fn legacy_names_repeat_their_metric() {
+        let m = Metrics::new(&MetricsConfig { enabled: true, ..MetricsConfig::default() });
+        m.inc(CounterId::MessagesPrepared, 7);
+        m.inc(CounterId::SinkBatchesWritten, 2);
+        m.set(GaugeId::CurrentBatchMessages, 50.0);
+        m.set(GaugeId::LastSinkSuccessEpochSeconds, 1.8e9);
+        m.observe(TimingId::SinkBatchWriteSeconds, 0.5);
+        let doc = document(&m);
+        assert_eq!(doc["counters"]["messages_received_total"], 7);
+        assert_eq!(doc["counters"]["batches_written_total"], 2);
+        assert_eq!(doc["gauges"]["current_batch_size"], 50.0);
+        assert_eq!(doc["gauges"]["last_success_timestamp"], 1.8e9);
+        assert_eq!(doc["observations"]["batch_write_seconds"]["max"], 0.5);
     }
 
     #[test]
