@@ -4,7 +4,7 @@
 //! A private nats-server gets a fresh stream with N messages (256-byte JSON, `Nats-Msg-Id`).
 //! Each contender then consumes all N through its own durable consumer (deleted between runs,
 //! so every run starts from the first message): the raw async-nats pull + ack loop (the
-//! ceiling), `nats-sink` with the blackhole sink (metrics off and on, alternating, five runs
+//! ceiling), `nats-sink` with the blackhole sink (metrics off and on, alternating, nine runs
 //! each, the median of each counts), with the file sink (fsync off and on), and,
 //! with `--reference`, the Python reference (`nats-sinks==0.4.3` in a venv under
 //! `target/bench/`) on the identical JSON config file. For each: wall time from spawn until
@@ -293,7 +293,7 @@ async fn measure(
 }
 
 /// Runs of the blackhole sink with metrics off and with metrics on (alternating).
-const BLACKHOLE_ROUNDS: usize = 5;
+const BLACKHOLE_ROUNDS: usize = 9;
 
 /// The run with the median rate, renamed `name`.
 fn median(mut runs: Vec<Measurement>, name: &str) -> Measurement {

@@ -1360,13 +1360,14 @@ fn record_settled(ctx: &Ctx, envelopes: &[&Envelope], settled: &[Settled], outco
     let mut delays = Metrics::local(TimingId::RetryBackoffDelaySeconds);
     let mut latency = Metrics::local(TimingId::EndToEndLatencySeconds);
     let now = ctx.metrics.enabled().then(OffsetDateTime::now_utc);
+    let now_ns = now.map(OffsetDateTime::unix_timestamp_nanos);
     for (i, (envelope, settled)) in envelopes.iter().zip(settled).enumerate() {
         match settled {
             Settled::Acked => {
                 acked += 1;
                 let durable = outcomes.and_then(|o| o.get(i)).is_some_and(MessageOutcome::is_durable);
-                if let (true, Some(now), Some(ts)) = (durable, now, envelope.jetstream().timestamp) {
-                    latency.observe((now - ts).as_seconds_f64().max(0.0));
+                if let (true, Some(now_ns), Some(ts)) = (durable, now_ns, envelope.jetstream().timestamp) {
+                    latency.observe(((now_ns - ts.unix_timestamp_nanos()) as f64 / 1e9).max(0.0));
                 }
             }
             Settled::Terminated => terminated += 1,
@@ -1485,8 +1486,10 @@ async fn settle_one(
         AckKind::Nak(_) => &ctx.stats.naked,
         _ => &ctx.stats.acked,
     };
-    // Timed only with metrics on: a clock read per message is not free.
-    let started = ctx.metrics.enabled().then(Instant::now);
+    // Timed only with metrics on, and only what has a timing (confirmed acks and terms): a
+    // clock read per plain ack is not free.
+    let timed = matches!(kind, AckKind::Term) || (confirm.is_some() && matches!(kind, AckKind::Ack));
+    let started = (timed && ctx.metrics.enabled()).then(Instant::now);
     let seconds = |started: Option<Instant>| started.map_or(0.0, |s| s.elapsed().as_secs_f64());
     let result = match (confirm, &kind) {
         (Some(t), AckKind::Ack) => {
