@@ -104,6 +104,43 @@ pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
     Ok(())
 }
 
+/// Each slim binary and the end-to-end test of its sink: `nats-sink` built with only that
+/// sink's feature (cargo builds the test's binary with the test's features) runs the sink's
+/// end-to-end suite against the run's servers. The spool's tests replay into the file and
+/// HTTP sinks, which a spool binary must then also carry.
+const SLIM_E2E: &[(&str, &str)] = &[
+    ("file", "e2e_file"),
+    ("mysql", "e2e_mysql"),
+    ("http", "e2e_http"),
+    ("s3", "e2e_s3"),
+    ("spool,file,http", "e2e_spool"),
+    ("coherence", "e2e_coherence"),
+    ("nosql", "e2e_nosql"),
+    ("oracle", "cli_oracle"),
+];
+
+fn slim_e2e(env: &[(&str, String)]) -> Result<()> {
+    for (features, test) in SLIM_E2E {
+        eprintln!("slim binary `{features}`: {test}");
+        cargo(
+            &[
+                "nextest",
+                "run",
+                "--no-fail-fast",
+                "-p",
+                "sinks-bin",
+                "--no-default-features",
+                "--features",
+                features,
+                "--test",
+                test,
+            ],
+            env,
+        )?;
+    }
+    Ok(())
+}
+
 fn test() -> Result<()> {
     let tools = setup::ensure(setup::Need::ALL)?;
     cargo(&["fmt", "--all", "--check"], &[])?;
@@ -124,7 +161,7 @@ fn test() -> Result<()> {
     env.extend(s3_env);
     env.extend(mysql_env);
     env.extend(coherence_env);
-    let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env);
+    let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env).and_then(|()| slim_e2e(&env));
     let servers = certify::Servers {
         s3: s3_server.endpoint(),
         mysql: mysql_server.addr(),
@@ -141,4 +178,19 @@ fn test() -> Result<()> {
     ops::deploy_check()?;
     eprintln!("all checks passed");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_sink_feature_has_its_slim_end_to_end_run() {
+        let covered: Vec<&str> = SLIM_E2E.iter().filter_map(|(features, _)| features.split(',').next()).collect();
+        assert_eq!(covered, ops::SINK_FEATURES, "SLIM_E2E must list every sink feature of sinks-bin, in order");
+        for (_, test) in SLIM_E2E {
+            let file = sinks_testkit::workspace_root().join(format!("crates/sinks-bin/tests/{test}.rs"));
+            assert!(file.is_file(), "{} does not exist", file.display());
+        }
+    }
 }
