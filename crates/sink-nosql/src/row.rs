@@ -227,7 +227,7 @@ pub(crate) fn presence(envelope: &Envelope, config: &NoSqlSinkConfig, stored: Op
     } else {
         let text = normalized.value.get();
         let same_value = serde_json::from_str::<Value>(text)
-            .is_ok_and(|v| document.get("payload").is_some_and(|p| same_json(p, &v)));
+            .is_ok_and(|v| document.get("payload").is_some_and(|p| sinks_core::json::same_value(p, &v)));
         let same_text = match document.get("payload_text") {
             None => true,
             Some(Value::String(stored)) => stored == text,
@@ -236,25 +236,6 @@ pub(crate) fn presence(envelope: &Envelope, config: &NoSqlSinkConfig, stored: Op
         same_value && same_text
     };
     if same { Presence::Equal } else { Presence::Different }
-}
-
-/// JSON equality by value: objects regardless of key order, numbers by their decimal value
-/// (`2.50` is `2.5`, `1e3` is `1000`), since the JSON column stores numbers, not their text.
-fn same_json(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => {
-            let decimal = |n: &serde_json::Number| BigDecimal::from_str(&n.to_string()).ok();
-            match (decimal(x), decimal(y)) {
-                (Some(x), Some(y)) => x == y,
-                _ => x == y,
-            }
-        }
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_json(x, y)),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
-        }
-        _ => a == b,
-    }
 }
 
 /// The published payload bytes of a stored event document (`payload_text`, else the
@@ -640,17 +621,6 @@ mod tests {
         // A payload the mode refuses was never written (it was dead-lettered): missing.
         let json_only = NoSqlSinkConfig { payload_mode: PayloadMode::JsonOnly, ..config() };
         assert_eq!(presence(&text, &json_only, Some(&stored(&text, &c))), Presence::Missing);
-    }
-
-    #[test]
-    fn json_values_compare_by_value() {
-        let v = |t: &str| serde_json::from_str::<Value>(t).unwrap();
-        assert!(same_json(&v(r#"{"a":2.50,"b":[1e3,-0.1]}"#), &v(r#"{"b":[1000,-0.10],"a":2.5}"#)));
-        assert!(same_json(&v("12345678901234567890123"), &v("1.2345678901234567890123e22")));
-        assert!(!same_json(&v(r#"{"a":2.5}"#), &v(r#"{"a":2.51}"#)));
-        assert!(!same_json(&v(r#"{"a":1}"#), &v(r#"{"a":1,"b":1}"#)));
-        assert!(!same_json(&v(r#"[1,2]"#), &v(r#"[2,1]"#)));
-        assert!(!same_json(&v(r#""1""#), &v("1")));
     }
 
     #[test]
