@@ -109,6 +109,19 @@ impl CacheReadBack {
         self.client()?.get(entry::wire_key(key)).await.map_err(|e| format!("get failed: {e}"))
     }
 
+    /// Removes the entry under `key` (an entry lost behind the sink's back); true when there
+    /// was one.
+    pub async fn remove(&self, key: &str) -> Result<bool, String> {
+        self.client()?.remove(entry::wire_key(key)).await.map_err(|e| format!("remove failed: {e}"))
+    }
+
+    /// Replaces the value under `key` with `json` in the sink's wire format (an entry altered
+    /// behind the sink's back).
+    pub async fn overwrite(&self, key: &str, json: &[u8]) -> Result<(), String> {
+        let put = self.client()?.put(entry::wire_key(key), entry::to_wire(json), false, 0);
+        put.await.map(drop).map_err(|e| format!("put failed: {e}"))
+    }
+
     /// The number of entries.
     pub async fn size(&self) -> Result<i32, String> {
         self.client()?.size().await.map_err(|e| format!("size failed: {e}"))

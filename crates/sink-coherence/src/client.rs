@@ -336,8 +336,7 @@ impl Client {
         }
     }
 
-    #[cfg(feature = "certify")]
-    /// The value stored under `key`, if any.
+    /// The value stored under `key`, if any (reconcile and read-backs).
     pub(crate) async fn get(&self, key: Bytes) -> Result<Option<Bytes>, CohError> {
         match self.protocol().await? {
             Chosen::V1 => {
@@ -360,6 +359,21 @@ impl Client {
                 Ok(if v.present { present(v.value) } else { None })
             }
         }
+    }
+
+    #[cfg(feature = "certify")]
+    /// Removes the entry under `key`; true when there was one (tests that lose entries
+    /// behind the sink's back).
+    pub(crate) async fn remove(&self, key: Bytes) -> Result<bool, CohError> {
+        let c = &self.config;
+        let request = pb::coherence::RemoveRequest {
+            scope: c.scope.clone(),
+            cache: c.cache_name.clone(),
+            format: FORMAT.into(),
+            key,
+        };
+        let previous = self.unary(self.legacy().remove(self.request(request))).await?;
+        Ok(present(previous.value).is_some())
     }
 
     #[cfg(feature = "certify")]

@@ -13,6 +13,8 @@
 //!   serializer), for keys and values alike.
 //! - The **fingerprint**: `payload_info.sha256` (SHA-256 of the original payload bytes),
 //!   read back from a stored document to tell a duplicate from a conflict.
+//! - The **read-back** of `nats-sink reconcile` ([`presence`]): the stored document's
+//!   fingerprint and the payload it actually holds, both against the message's.
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -20,7 +22,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sinks_core::idempotency::IdempotencyError;
 use sinks_core::payload::{self, NormalizedPayload, PayloadError};
-use sinks_core::{Envelope, metadata};
+use sinks_core::{Envelope, Presence, metadata};
 use time::OffsetDateTime;
 
 use crate::config::CoherenceSinkConfig;
@@ -198,6 +200,26 @@ pub(crate) fn stored_fingerprint(wire: &[u8]) -> Option<String> {
     payload::stored_payload_sha256(from_wire(wire)?)
 }
 
+/// What the cache holds for `envelope`, given the wire value `stored` under its key (`None`:
+/// no entry). Equal only when the document's recorded fingerprint (`payload_info.sha256`)
+/// and the payload it actually holds (`payload_exact`, or the decoded envelope) both match
+/// the message's: an entry whose payload was edited behind the sink's back, or a value
+/// that is not a document of this sink, is different. A message this sink cannot build an
+/// entry for (no identity for its key, a payload the mode refuses) was never written:
+/// missing (reconcile then looks for it in the dead-letter stream).
+pub(crate) fn presence(envelope: &Envelope, config: &CoherenceSinkConfig, stored: Option<&[u8]>) -> Presence {
+    let Some(stored) = stored else { return Presence::Missing };
+    let Ok(normalized) = payload::normalize(envelope.payload(), config.payload_mode) else {
+        return Presence::Missing;
+    };
+    // What the sink stored as the payload: the trimmed JSON text, or the original bytes of
+    // a wrapped payload.
+    let expected: &[u8] = if normalized.wrapped { envelope.payload() } else { normalized.value.get().as_bytes() };
+    let same_fingerprint = stored_fingerprint(stored).is_some_and(|f| f == normalized.sha256);
+    let same_payload = decode_stored(stored).is_ok_and(|doc| doc.payload == expected);
+    if same_fingerprint && same_payload { Presence::Equal } else { Presence::Different }
+}
+
 /// What a stored document says about its message: stream, sequence and original payload.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredEvent {
@@ -344,6 +366,57 @@ mod tests {
         c.payload_mode = PayloadMode::JsonOnly;
         let text = envelope("S", 1, "s", "plain");
         assert!(matches!(prepare(&text, &c, OffsetDateTime::now_utc()), Err(EntryError::Payload(_))));
+    }
+
+    #[test]
+    fn reconcile_compares_the_recorded_fingerprint_and_the_stored_payload() {
+        let c = config();
+        let now = OffsetDateTime::now_utc();
+        let json = envelope("S", 1, "s", r#" {"b" : 1.50, "a": 12345678901234567890} "#);
+        let binary = envelope("S", 2, "s", vec![0xff, 0x00, 0x10]);
+        let text = envelope("S", 3, "s", "plain text");
+        let stored = |e: &Envelope| prepare(e, &c, now).unwrap().wire_value;
+        let doc_of = |e: &Envelope| -> Value { serde_json::from_slice(from_wire(&stored(e)).unwrap()).unwrap() };
+        let wire = |doc: &Value| to_wire(serde_json::to_string(doc).unwrap().as_bytes());
+        // As the proxy hands it back: re-encoded JSON (1.50 -> 1.5, the big integer rounded).
+        let reencoded = |e: &Envelope| {
+            let mut doc = doc_of(e);
+            if doc["payload_info"]["wrapped"] == false {
+                doc["payload"] = serde_json::json!({"a": 1.2345678901234567e19, "b": 1.5});
+            }
+            wire(&doc)
+        };
+        let mut edited_exact = doc_of(&json);
+        edited_exact["payload_exact"] = r#"{"b" : 9, "a": 1}"#.into();
+        let mut edited_fingerprint = doc_of(&json);
+        edited_fingerprint["payload_info"]["sha256"] = "0".repeat(64).into();
+        let mut edited_binary = doc_of(&binary);
+        edited_binary["payload"]["payload"] = "AAAA".into();
+        let mut no_exact = doc_of(&json);
+        no_exact.as_object_mut().unwrap().remove("payload_exact");
+        let rows: Vec<(&str, &Envelope, Option<Bytes>, Presence)> = vec![
+            ("no entry", &json, None, Presence::Missing),
+            ("as written", &json, Some(stored(&json)), Presence::Equal),
+            ("as the proxy re-encodes it", &json, Some(reencoded(&json)), Presence::Equal),
+            ("binary as written", &binary, Some(stored(&binary)), Presence::Equal),
+            ("binary re-encoded", &binary, Some(reencoded(&binary)), Presence::Equal),
+            ("text as written", &text, Some(stored(&text)), Presence::Equal),
+            ("another message's entry", &json, Some(stored(&text)), Presence::Different),
+            ("payload edited, fingerprint kept", &json, Some(wire(&edited_exact)), Presence::Different),
+            ("fingerprint edited, payload kept", &json, Some(wire(&edited_fingerprint)), Presence::Different),
+            ("binary payload edited", &binary, Some(wire(&edited_binary)), Presence::Different),
+            ("json without its exact copy", &json, Some(wire(&no_exact)), Presence::Different),
+            ("not a document", &json, Some(to_wire(br#"{"a":1}"#)), Presence::Different),
+            ("not the json format", &json, Some(Bytes::from_static(b"{}")), Presence::Different),
+            ("empty value", &json, Some(Bytes::new()), Presence::Different),
+        ];
+        for (case, e, stored, want) in rows {
+            assert_eq!(presence(e, &c, stored.as_deref()), want, "{case}");
+        }
+        // A payload the mode refuses was never written (it was dead-lettered): missing.
+        let mut json_only = config();
+        json_only.payload_mode = PayloadMode::JsonOnly;
+        assert_eq!(presence(&text, &json_only, Some(&stored(&text))), Presence::Missing);
     }
 
     #[test]

@@ -21,15 +21,22 @@
 //! put once more, unchanged, with its expiry.
 //! Success means the proxy answered the put: the owning member has the entry and, with
 //! backups configured, the backup member too; with active persistence it is on disk.
+//!
+//! `nats-sink reconcile` reads entries back with one `get` per message, up to
+//! `max_concurrent_requests` in flight (pipelined on the v1 streams, or concurrent legacy
+//! calls); `entry::presence` compares what it finds. Nothing is written.
 
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures::{StreamExt, TryStreamExt};
 use sinks_core::ordering::{self, Finished, OrderKey, Ran};
 use sinks_core::retry::Backoff;
 use sinks_core::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
+    ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
@@ -186,6 +193,37 @@ impl Sink for CoherenceSink {
     async fn health_check(&self) -> Result<(), SinkError> {
         let client = self.inner.client().map_err(|e| classify(Stage::Read, &e))?;
         client.size().await.map(drop).map_err(|e| classify(Stage::Read, &e))
+    }
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let key = entry::entry_key(envelope, &self.inner.config).ok()?;
+        Some(DestinationRef::Cache { cache: self.inner.config.cache_name.clone(), key })
+    }
+
+    fn read_back(&self) -> ReadBack {
+        ReadBack::Supported(format!(
+            "get of each entry key ({} in flight): missing, or the stored document's payload_info.sha256 and the \
+             payload it holds (payload_exact, or the decoded envelope) compared with the message's",
+            self.inner.config.max_concurrent_requests
+        ))
+    }
+
+    /// One `get` per envelope, up to `max_concurrent_requests` in flight, answers in input
+    /// order. Reads only.
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let client = inner.client().map_err(|e| classify(Stage::Read, &e))?;
+        let mut checks = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            let check: Pin<Box<dyn Future<Output = Result<Presence, SinkError>> + Send + '_>> = Box::pin(async move {
+                // A message without the identity its key needs was never written.
+                let Ok(key) = entry::entry_key(envelope, &inner.config) else { return Ok(Presence::Missing) };
+                let stored = client.get(entry::wire_key(&key)).await.map_err(|e| classify(Stage::Read, &e))?;
+                Ok(entry::presence(envelope, &inner.config, stored.as_deref()))
+            });
+            checks.push(check);
+        }
+        futures::stream::iter(checks).buffered(inner.config.max_concurrent_requests.max(1)).try_collect().await
     }
 }
 

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use sink_coherence::certify::{CacheReadBack, CoherenceHarness};
 use sink_coherence::{CoherenceSink, CoherenceSinkConfig, DuplicatePolicy, KeyStrategy};
 use sinks_core::testing::{classes, envelope, envelope_with, opened, write};
-use sinks_core::{ConflictResolution, Headers, MessageOutcome, OutcomeClass, Sink};
+use sinks_core::{ConflictResolution, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
 
 async fn harness() -> CoherenceHarness {
     let address = sinks_testkit::shared_coherence().await.unwrap_or_else(|e| panic!("no Coherence member: {e}"));
@@ -269,4 +269,59 @@ async fn an_entry_the_python_client_wrote_in_the_same_format_is_a_duplicate() {
     let outcomes = write(&sink, &[envelope("PY", 1, "py.subject", r#"{"order":8}"#)]).await;
     assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
     assert_eq!(read_back.document(&key("PY", 1)).await.unwrap().unwrap()["subject"], "py.subject", "kept");
+}
+
+/// Reconcile on `protocol`: 200 entries written (JSON and binary payloads), 2 removed and 1
+/// altered behind the sink's back; the read-back reports exactly those 3 and writes nothing.
+async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence::Protocol) {
+    let (sink, read_back, _) = fixture(|c| c.protocol = protocol).await;
+    let stream = "RC";
+    let batch: Vec<_> = (1..=200u64)
+        .map(|s| {
+            if s % 10 == 0 {
+                envelope(stream, s, "rc.bin", vec![0xff, 0x00, u8::try_from(s % 256).unwrap()])
+            } else {
+                envelope(stream, s, "rc.json", format!(r#"{{"order":{s},"amount":2.50}}"#))
+            }
+        })
+        .collect();
+    assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
+    assert!(matches!(sink.read_back(), sinks_core::ReadBack::Supported(_)));
+    let clean = sink.reconcile(&batch).await.unwrap();
+    assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
+
+    assert!(read_back.remove(&key(stream, 17)).await.unwrap());
+    assert!(read_back.remove(&key(stream, 120)).await.unwrap());
+    // An edit of the payload that keeps the rest of the document (and its fingerprint).
+    let mut doc = read_back.document(&key(stream, 151)).await.unwrap().unwrap();
+    doc["payload"]["amount"] = 3.into();
+    doc["payload_exact"] = r#"{"order":151,"amount":3}"#.into();
+    read_back.overwrite(&key(stream, 151), serde_json::to_string(&doc).unwrap().as_bytes()).await.unwrap();
+
+    let found = sink.reconcile(&batch).await.unwrap();
+    assert_eq!(found.len(), batch.len());
+    let reported: Vec<(u64, Presence)> = batch
+        .iter()
+        .zip(&found)
+        .filter(|(_, p)| **p != Presence::Equal)
+        .map(|(e, p)| (e.jetstream().stream_sequence, *p))
+        .collect();
+    assert_eq!(reported, [(17, Presence::Missing), (120, Presence::Missing), (151, Presence::Different)]);
+    assert_eq!(read_back.size().await.unwrap(), 198, "reconcile wrote nothing");
+    // Where the report says to look.
+    let destination = sink.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+    assert_eq!(
+        destination,
+        sinks_core::DestinationRef::Cache { cache: sink.config().cache_name.clone(), key: key(stream, 17) }
+    );
+}
+
+#[tokio::test]
+async fn reconcile_reports_exactly_the_removed_and_altered_entries_over_v1() {
+    reconcile_reports_removed_and_altered_entries(sink_coherence::Protocol::Auto).await;
+}
+
+#[tokio::test]
+async fn reconcile_reports_exactly_the_removed_and_altered_entries_over_legacy() {
+    reconcile_reports_removed_and_altered_entries(sink_coherence::Protocol::Legacy).await;
 }

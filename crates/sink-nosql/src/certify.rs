@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use oracle_nosql_rust_sdk::{Handle, HandleMode, QueryRequest, TableRequest};
+use oracle_nosql_rust_sdk::types::MapValue;
+use oracle_nosql_rust_sdk::{DeleteRequest, Handle, HandleMode, PutRequest, QueryRequest, TableRequest};
 use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_core::{Envelope, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -134,10 +135,16 @@ impl NoSqlHarness {
 
 /// `GET /_test/rows/<table>` of the test server at `endpoint`.
 async fn side_channel_rows(endpoint: &str, table: &str) -> Result<Vec<serde_json::Value>, String> {
+    let body = side_channel(endpoint, "GET", &format!("/_test/rows/{table}")).await?;
+    serde_json::from_slice(&body).map_err(|e| format!("side channel body: {e}"))
+}
+
+/// One request to the test server's side channel; the body of a 200 answer.
+async fn side_channel(endpoint: &str, method: &str, path: &str) -> Result<Vec<u8>, String> {
     let authority = endpoint.trim_start_matches("http://").trim_end_matches('/');
     let mut stream =
         tokio::net::TcpStream::connect(authority).await.map_err(|e| format!("connect {authority}: {e}"))?;
-    let request = format!("GET /_test/rows/{table} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
+    let request = format!("{method} {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n");
     stream.write_all(request.as_bytes()).await.map_err(|e| e.to_string())?;
     let mut response = Vec::new();
     stream.read_to_end(&mut response).await.map_err(|e| e.to_string())?;
@@ -146,7 +153,20 @@ async fn side_channel_rows(endpoint: &str, table: &str) -> Result<Vec<serde_json
     if !head.starts_with("HTTP/1.1 200") {
         return Err(format!("side channel: {}", head.lines().next().unwrap_or_default()));
     }
-    serde_json::from_slice(&response[split + 4..]).map_err(|e| format!("side channel body: {e}"))
+    Ok(response[split + 4..].to_vec())
+}
+
+/// `text` as one URL path segment (everything but unreserved characters percent-encoded).
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
 }
 
 /// Reads one table without going through the sink; drops it when dropped.
@@ -165,6 +185,41 @@ impl TableReadBack {
     /// Every row as JSON.
     pub async fn rows(&self) -> Result<Vec<serde_json::Value>, String> {
         self.harness.rows(&self.config.qualified_table()).await
+    }
+
+    /// Deletes the row `key` behind the sink's back (the test server's side channel, or a
+    /// delete through the SDK on a real proxy); true when there was one.
+    pub async fn delete(&self, key: &str) -> Result<bool, String> {
+        let table = self.config.qualified_table();
+        match self.harness.reader {
+            Reader::TestServer => {
+                let path = format!("/_test/rows/{}/{}", path_segment(&table), path_segment(key));
+                match side_channel(&self.harness.endpoint, "DELETE", &path).await {
+                    Ok(_) => Ok(true),
+                    Err(e) if e.contains("404") => Ok(false),
+                    Err(e) => Err(e),
+                }
+            }
+            Reader::Query => {
+                let handle = self.harness.handle().await?;
+                let key = MapValue::new().str(&self.config.key_field, key);
+                let result = DeleteRequest::new(&table, key).execute(&handle).await.map_err(|e| e.to_string())?;
+                Ok(result.success())
+            }
+        }
+    }
+
+    /// Replaces the event document of the row `key` with `document` (a plain put through
+    /// the SDK, as another writer would), keeping the row's key.
+    pub async fn overwrite(&self, key: &str, document: &serde_json::Value) -> Result<(), String> {
+        let handle = self.harness.handle().await?;
+        let value = crate::row::json_to_field(&document.to_string())?;
+        let mut row = MapValue::new();
+        row.put_str(&self.config.key_field, key);
+        row.put_field_value(&self.config.value_field, value);
+        row.put_i64(&self.config.stored_at_field, 0);
+        PutRequest::new(&self.config.qualified_table()).value(row).execute(&handle).await.map_err(|e| e.to_string())?;
+        Ok(())
     }
 
     /// The event document of the row `key`.

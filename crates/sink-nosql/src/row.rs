@@ -14,6 +14,8 @@
 //!   integers stay exact, big ones as NUMBER) and back, for read-backs.
 //! - The **fingerprint** of a stored row (its `payload_info.sha256`), for the duplicate /
 //!   conflict decision.
+//! - The **read-back** of `nats-sink reconcile` ([`presence`]): a stored row's fingerprint
+//!   and the payload it actually holds, both against the message's.
 
 use std::str::FromStr;
 
@@ -24,7 +26,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sinks_core::idempotency::IdempotencyError;
 use sinks_core::payload::{self, NormalizedPayload, PayloadError};
-use sinks_core::{Envelope, metadata};
+use sinks_core::{Envelope, Presence, metadata};
 use time::OffsetDateTime;
 
 use crate::config::NoSqlSinkConfig;
@@ -199,6 +201,41 @@ pub(crate) fn stored_fingerprint(row: &MapValue, config: &NoSqlSinkConfig) -> Op
         FieldValue::String(s) => Some(s.clone()),
         _ => None,
     }
+}
+
+/// What the table holds for `envelope`, given the row `stored` under its key (`None`: no
+/// row). Equal only when the event document's recorded fingerprint (`payload_info.sha256`)
+/// matches the message's **and** so does the payload it holds: a wrapped payload decodes
+/// to the published bytes; a JSON payload equals the published JSON as a value (the JSON
+/// column keeps values, not text) and, when the row has `payload_text`, that text equals
+/// the published text. A row edited behind the sink's back, or one this sink did not write,
+/// is different. A message the sink cannot build a row for (no identity for its key, a
+/// payload the mode refuses) was never written: missing.
+pub(crate) fn presence(envelope: &Envelope, config: &NoSqlSinkConfig, stored: Option<&MapValue>) -> Presence {
+    let Some(stored) = stored else { return Presence::Missing };
+    let Ok(normalized) = payload::normalize(envelope.payload(), config.payload_mode) else {
+        return Presence::Missing;
+    };
+    if stored_fingerprint(stored, config).as_deref() != Some(normalized.sha256.as_str()) {
+        return Presence::Different;
+    }
+    let Some(document) = stored.get_field_value(&config.value_field).map(field_to_json) else {
+        return Presence::Different;
+    };
+    let same = if normalized.wrapped {
+        stored_payload(&document).is_some_and(|bytes| bytes == envelope.payload().as_ref())
+    } else {
+        let text = normalized.value.get();
+        let same_value = serde_json::from_str::<Value>(text)
+            .is_ok_and(|v| document.get("payload").is_some_and(|p| sinks_core::json::same_value(p, &v)));
+        let same_text = match document.get("payload_text") {
+            None => true,
+            Some(Value::String(stored)) => stored == text,
+            Some(_) => false,
+        };
+        same_value && same_text
+    };
+    if same { Presence::Equal } else { Presence::Different }
 }
 
 /// The published payload bytes of a stored event document (`payload_text`, else the
@@ -513,6 +550,77 @@ mod tests {
         assert!(json_to_field(&deep).is_ok());
         assert!(json_to_field("[1,").is_err());
         assert!(json_to_field("{} x").is_err());
+    }
+
+    #[test]
+    fn reconcile_compares_the_recorded_fingerprint_and_the_stored_payload() {
+        let c = config();
+        let now = OffsetDateTime::now_utc();
+        let json = envelope("S", 1, "s", " {\"b\": 1.50, \"a\": [1, 12345678901234567890, -2, 1e3]}\n");
+        let binary = envelope("S", 2, "s", Bytes::from_static(&[0xff, 0x00, 0x10]));
+        let text = envelope("S", 3, "s", "plain text");
+        let stored = |e: &Envelope, c: &NoSqlSinkConfig| prepare(e, c, now).unwrap().to_map(c).unwrap();
+        // A row whose event document was edited by `edit` (through JSON, as another writer
+        // would put it).
+        let edited = |e: &Envelope, edit: &dyn Fn(&mut Value)| {
+            let mut row = stored(e, &c);
+            let mut document = field_to_json(row.get_field_value(&c.value_field).unwrap());
+            edit(&mut document);
+            row.put_field_value(&c.value_field, json_to_field(&document.to_string()).unwrap());
+            row
+        };
+        let no_text = NoSqlSinkConfig { store_payload_text: false, ..config() };
+        let rows: Vec<(&str, &Envelope, &NoSqlSinkConfig, Option<MapValue>, Presence)> = vec![
+            ("no row", &json, &c, None, Presence::Missing),
+            ("as written", &json, &c, Some(stored(&json, &c)), Presence::Equal),
+            ("without payload_text", &json, &no_text, Some(stored(&json, &no_text)), Presence::Equal),
+            ("round trip through JSON", &json, &c, Some(edited(&json, &|_| {})), Presence::Equal),
+            ("binary as written", &binary, &c, Some(stored(&binary, &c)), Presence::Equal),
+            ("text as written", &text, &c, Some(stored(&text, &c)), Presence::Equal),
+            ("another message's row", &json, &c, Some(stored(&text, &c)), Presence::Different),
+            (
+                "payload edited, fingerprint and text kept",
+                &json,
+                &c,
+                Some(edited(&json, &|d| d["payload"]["b"] = 2.into())),
+                Presence::Different,
+            ),
+            (
+                "payload_text edited",
+                &json,
+                &c,
+                Some(edited(&json, &|d| d["payload_text"] = "{}".into())),
+                Presence::Different,
+            ),
+            (
+                "fingerprint edited",
+                &json,
+                &c,
+                Some(edited(&json, &|d| d["payload_info"]["sha256"] = "0".repeat(64).into())),
+                Presence::Different,
+            ),
+            (
+                "binary payload edited",
+                &binary,
+                &c,
+                Some(edited(&binary, &|d| d["payload"]["payload"] = "AAAA".into())),
+                Presence::Different,
+            ),
+            (
+                "not this sink's row",
+                &json,
+                &c,
+                Some(MapValue::new().str("sink_key", "k").column("event_json", FieldValue::Map(MapValue::new()))),
+                Presence::Different,
+            ),
+            ("no event document", &json, &c, Some(MapValue::new().str("sink_key", "k")), Presence::Different),
+        ];
+        for (case, e, c, row, want) in rows {
+            assert_eq!(presence(e, c, row.as_ref()), want, "{case}");
+        }
+        // A payload the mode refuses was never written (it was dead-lettered): missing.
+        let json_only = NoSqlSinkConfig { payload_mode: PayloadMode::JsonOnly, ..config() };
+        assert_eq!(presence(&text, &json_only, Some(&stored(&text, &c))), Presence::Missing);
     }
 
     #[test]

@@ -20,21 +20,31 @@
 //! plain put that also returns the previous row, so a redelivery of the same payload is still
 //! reported as a duplicate and a changed one as an overwrite.
 //!
+//! `nats-sink reconcile` reads rows back with one `GET` per message (absolute
+//! consistency), up to `max_concurrent_requests` in flight, each retried in place after a
+//! temporary failure (throttling) like a put; `row::presence` compares what it finds.
+//! Nothing is written.
+//!
 //! Start-up (`open`) builds the SDK handle, runs the `auto_create` DDL when asked, and checks
 //! that the table exists, is active and has the configured columns with the right types: a
 //! mismatch is a configuration error (exit 2), so a row the service refuses later is that
 //! row's own problem, never a misconfiguration dead-lettering live traffic.
 
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures::{StreamExt, TryStreamExt};
 use oracle_nosql_rust_sdk::types::{Consistency, MapValue, TableLimits, TableState};
-use oracle_nosql_rust_sdk::{GetRequest, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest};
+use oracle_nosql_rust_sdk::{
+    GetRequest, GetResult, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest,
+};
 use sinks_core::ordering::{self, Finished, OrderKey, Ran};
 use sinks_core::retry::Backoff;
 use sinks_core::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
+    ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
@@ -200,6 +210,37 @@ impl Sink for NoSqlSink {
             .await
             .map(drop)
             .map_err(|e| classify("health check", &e))
+    }
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let key = row::row_key(envelope, &self.inner.config).ok()?;
+        Some(DestinationRef::Row { table: self.inner.table.clone(), key })
+    }
+
+    fn read_back(&self) -> ReadBack {
+        ReadBack::Supported(format!(
+            "get of each row by primary key ({} in flight, absolute consistency): missing, or the event document's \
+             payload_info.sha256 and the payload it holds (value, and payload_text when stored) compared with the \
+             message's",
+            self.inner.config.max_concurrent_requests
+        ))
+    }
+
+    /// One `GET` per envelope, up to `max_concurrent_requests` in flight, answers in input
+    /// order. Reads only.
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let mut checks = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            let check: Pin<Box<dyn Future<Output = Result<Presence, SinkError>> + Send + '_>> = Box::pin(async move {
+                // A message without the identity its key needs was never written.
+                let Ok(key) = row::row_key(envelope, &inner.config) else { return Ok(Presence::Missing) };
+                let stored = inner.read_row(&key).await?;
+                Ok(row::presence(envelope, &inner.config, stored.row()))
+            });
+            checks.push(check);
+        }
+        futures::stream::iter(checks).buffered(inner.config.max_concurrent_requests.max(1)).try_collect().await
     }
 }
 
@@ -371,6 +412,35 @@ impl Inner {
             // A plain put that reports no new version did not happen.
             (false, _) => return Err(SinkError::temporary("nosql put returned no version")),
         })
+    }
+
+    /// The answer to a get of `key` (its row, if any), read with absolute consistency; a temporary
+    /// failure (throttling, timeout) is retried after the configured backoff, up to
+    /// `max_retries` times (reconcile has no write budget to keep).
+    async fn read_row(&self, key: &str) -> Result<GetResult, SinkError> {
+        let handle = self.handle().await?;
+        let mut attempt: u32 = 0;
+        loop {
+            let result = GetRequest::new(&self.table)
+                .key(MapValue::new().str(&self.config.key_field, key))
+                .consistency(Consistency::Absolute)
+                .timeout(&self.timeout())
+                .execute(handle)
+                .await;
+            match result {
+                Ok(result) => return Ok(result),
+                Err(e) => {
+                    let e = classify("get", &e);
+                    attempt += 1;
+                    if e.is_permanent() || attempt > self.config.max_retries {
+                        return Err(e);
+                    }
+                    let wait = self.backoff.delay_random(u64::from(attempt)).max(e.retry_after().unwrap_or_default());
+                    tracing::debug!(attempt, delay_ms = wait.as_millis() as u64, error = %e, "nosql read-back retried");
+                    tokio::time::sleep(wait).await;
+                }
+            }
+        }
     }
 
     /// The fingerprint of the stored row of `key` (`None`: no row), read with absolute

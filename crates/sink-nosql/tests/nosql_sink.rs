@@ -13,7 +13,7 @@ use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{DuplicatePolicy, KeyStrategy, NoSqlSink, NoSqlSinkConfig};
 use sinks_core::certify::ReadBack;
 use sinks_core::testing::{classes, envelope, envelope_with, error_of, opened, write};
-use sinks_core::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
+use sinks_core::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
 use sinks_testkit::NoSqlTestServer;
 
 /// The test server's harness, and the live proxy's when one is named.
@@ -263,4 +263,67 @@ async fn the_default_payload_limit_is_the_references() {
     assert!(error_of(&outcomes[0]).message().contains("sink.max_value_bytes"));
     assert_eq!(outcomes[1].class(), OutcomeClass::Committed);
     assert_eq!(rb.read_all().await.unwrap().len(), 1);
+}
+
+// --- reconcile --------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
+    for h in harnesses() {
+        let (sink, rb) = fixture(&h, |_| {}).await;
+        let batch: Vec<_> = (1..=200u64)
+            .map(|s| {
+                if s % 10 == 0 {
+                    envelope("RC", s, "rc.bin", vec![0xff, 0x00, u8::try_from(s % 256).unwrap()])
+                } else {
+                    envelope("RC", s, "rc.json", format!(r#"{{"order":{s},"amount":2.50}}"#))
+                }
+            })
+            .collect();
+        assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
+        assert!(matches!(sink.read_back(), sinks_core::ReadBack::Supported(_)));
+        let clean = sink.reconcile(&batch).await.unwrap();
+        assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
+
+        let key = |s: u64| format!("stream-sequence:RC:{s}");
+        assert!(rb.delete(&key(17)).await.unwrap());
+        assert!(rb.delete(&key(120)).await.unwrap());
+        assert!(!rb.delete(&key(120)).await.unwrap(), "already gone");
+        // An edit of the payload that keeps the rest of the document (and its fingerprint).
+        let mut document = rb.document(&key(151)).await.unwrap().unwrap();
+        document["payload"]["amount"] = 3.into();
+        document["payload_text"] = r#"{"order":151,"amount":3}"#.into();
+        rb.overwrite(&key(151), &document).await.unwrap();
+
+        let found = sink.reconcile(&batch).await.unwrap();
+        assert_eq!(found.len(), batch.len());
+        let reported: Vec<(u64, Presence)> = batch
+            .iter()
+            .zip(&found)
+            .filter(|(_, p)| **p != Presence::Equal)
+            .map(|(e, p)| (e.jetstream().stream_sequence, *p))
+            .collect();
+        assert_eq!(reported, [(17, Presence::Missing), (120, Presence::Missing), (151, Presence::Different)]);
+        assert_eq!(rb.rows().await.unwrap().len(), 198, "reconcile wrote nothing");
+        let destination = sink.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+        assert_eq!(
+            destination,
+            sinks_core::DestinationRef::Row { table: sink.config().qualified_table(), key: key(17) }
+        );
+    }
+}
+
+#[tokio::test]
+async fn reconcile_retries_throttled_reads() {
+    let (server, sink, _rb) = private(|_| {}).await;
+    let batch = [at(1, r#"{"v":1}"#)];
+    assert_eq!(classes(&write(&sink, &batch).await), [OutcomeClass::Committed]);
+    let before = server.requests();
+    server.fail_next(50, 2); // READ_LIMIT_EXCEEDED twice
+    assert_eq!(sink.reconcile(&batch).await.unwrap(), [Presence::Equal]);
+    assert_eq!(server.requests() - before, 3, "two throttled gets, then the one that answered");
+    // Past max_retries the read-back fails (reconcile then stops with exit 1), never guesses.
+    server.fail_next(50, 10);
+    let err = sink.reconcile(&batch).await.unwrap_err();
+    assert!(!err.is_permanent(), "{err}");
 }

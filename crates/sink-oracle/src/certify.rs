@@ -188,6 +188,22 @@ impl Live {
         .await
         .map_err(|e| e.to_string())?
     }
+
+    /// Runs one DML statement without binds on a fresh connection and commits it.
+    async fn change(&self, sql: String) -> Result<u64, String> {
+        let live = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let driver = live.driver()?;
+            let mut conn = driver.connect().map_err(|e| format!("{e:?}"))?;
+            let count = conn.execute(&Statement::new(sql, Op::Session), &[]).map_err(|e| format!("{e:?}"))?;
+            conn.commit().map_err(|e| format!("{e:?}"))?;
+            drop(conn);
+            let _ = driver.close();
+            Ok(count)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
 }
 
 /// The live harness (see the module documentation).
@@ -220,6 +236,25 @@ impl LiveHarness {
         self.live.as_ref().map_err(Clone::clone)
     }
 
+    /// Why there is no live database (a variable unset, Instant Client missing, the
+    /// database not answering), or `None` when there is one.
+    pub fn unavailable(&self) -> Option<&str> {
+        self.live.as_ref().err().map(String::as_str)
+    }
+
+    /// An opened sink writing a fresh table (the harness's settings, `CLOB` JSON columns,
+    /// with `extra` on top), and that table, dropped with the returned [`LiveTable`].
+    pub async fn table_sink(&self, extra: serde_json::Value) -> Result<(OracleSink, LiveTable), String> {
+        let live = self.live()?.clone();
+        let table = unique_table("it");
+        let config =
+            OracleSinkConfig::from_section(&section(self.section(&table, extra)?)).map_err(|e| e.to_string())?;
+        let sink = OracleSink::new(config).map_err(|e| e.to_string())?.with_password(&live.password);
+        let owned = LiveTable { read_back: LiveReadBack { live, table } };
+        sink.open().await.map_err(|e| e.display_chain())?;
+        Ok((sink, owned))
+    }
+
     fn section(&self, table: &str, extra: serde_json::Value) -> Result<serde_json::Value, String> {
         let live = self.live()?;
         let mut v = serde_json::json!({
@@ -241,6 +276,30 @@ impl LiveHarness {
         sink.open().await.map_err(|e| e.display_chain())?;
         let read_back = LiveReadBack { live, table: table.clone() };
         Ok((Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) }, table))
+    }
+}
+
+/// A live test table (see [`LiveHarness::table_sink`]); dropped when dropped.
+pub struct LiveTable {
+    read_back: LiveReadBack,
+}
+
+impl std::fmt::Debug for LiveTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveTable").field("table", &self.read_back.table).finish_non_exhaustive()
+    }
+}
+
+impl LiveTable {
+    /// The table's name (upper case, unquoted).
+    pub fn name(&self) -> &str {
+        &self.read_back.table
+    }
+
+    /// Runs one DML statement (no binds) and commits it: a change behind the sink's back.
+    /// Returns the rows affected.
+    pub async fn change(&self, sql: &str) -> Result<u64, String> {
+        self.read_back.live.change(sql.to_owned()).await
     }
 }
 

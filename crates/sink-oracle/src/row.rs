@@ -4,13 +4,17 @@
 //! published JSON text (trimmed) or the reference's envelope. Missing optional values are
 //! SQL NULL, never the string `null`; mission metadata and security labels are NULL when
 //! the message has none. The metadata document carries `custody` when the core attached it.
+//!
+//! Also the comparison of `nats-sink reconcile` ([`presence`]): what a bulk key lookup read
+//! back for a row against the row the sink would write.
 
 use sha2::{Digest, Sha256};
 use sinks_core::metadata::MetadataDoc;
 use sinks_core::payload::{self, PayloadMode};
-use sinks_core::{Envelope, IdempotencyStrategy, SinkError};
+use sinks_core::{Envelope, IdempotencyStrategy, Presence, SinkError};
 use time::OffsetDateTime;
 
+use crate::config::JsonColumnType;
 use crate::driver::Value;
 use crate::sql::{Field, TablePlan};
 
@@ -122,6 +126,43 @@ pub(crate) fn map(
     Ok(Row { key: key_text(plan, &values), values, fingerprint })
 }
 
+/// What reconcile's key lookup read back for one key.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct StoredContent {
+    /// The payload column as text (`JSON_SERIALIZE`d for a native JSON column).
+    pub(crate) payload: Option<String>,
+    /// The fingerprint column, when the plan has one.
+    pub(crate) fingerprint: Option<String>,
+}
+
+/// What the table holds for `row` (the row the sink writes for a message), given what the
+/// lookup found under its key (`None`: no row). Equal only when the fingerprint column, if
+/// the table has one, holds the row's fingerprint **and** the stored payload is the row's:
+/// byte for byte (its SHA-256 is the fingerprint) in a `CLOB` column, by JSON value in a
+/// native JSON column (which keeps values, not text). Anything else is different.
+pub(crate) fn presence(row: &Row, plan: &TablePlan, json: JsonColumnType, stored: Option<&StoredContent>) -> Presence {
+    let Some(stored) = stored else { return Presence::Missing };
+    if plan.fingerprint.is_some() && stored.fingerprint.as_deref() != Some(row.fingerprint.as_str()) {
+        return Presence::Different;
+    }
+    let Some(payload) = stored.payload.as_deref() else { return Presence::Different };
+    let same = match json {
+        JsonColumnType::Clob => hex::encode(Sha256::digest(payload.as_bytes())) == row.fingerprint,
+        JsonColumnType::Json => {
+            let expected = plan.fields.iter().position(|f| *f == Field::Payload).and_then(|i| match &row.values[i] {
+                Value::Clob(Some(text)) => Some(text.as_str()),
+                _ => None,
+            });
+            let parse = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
+            match (expected.and_then(parse), parse(payload)) {
+                (Some(expected), Some(stored)) => sinks_core::json::same_value(&expected, &stored),
+                _ => false,
+            }
+        }
+    };
+    if same { Presence::Equal } else { Presence::Different }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -166,6 +207,55 @@ mod tests {
         assert_eq!(row.values[column(&p, "PAYLOAD_SHA256")], text(row.fingerprint.clone()));
         let Value::Clob(Some(metadata)) = &row.values[column(&p, "METADATA_JSON")] else { panic!() };
         assert!(metadata.starts_with("{\"custody\":null,"), "{metadata}");
+    }
+
+    /// A comparison case: name, row, column type, what the lookup found, expected answer.
+    type Case<'a> = (&'a str, &'a Row, JsonColumnType, Option<StoredContent>, Presence);
+
+    #[test]
+    fn reconcile_compares_the_fingerprint_column_and_the_stored_payload() {
+        let now = OffsetDateTime::now_utc();
+        let e = envelope_with("S", 9, "o", &br#" {"b": 2.50, "a": [1e3]} "#[..], Headers::new(), 1);
+        let binary = envelope_with("S", 10, "o", &[0xff, 0x00][..], Headers::new(), 1);
+        let with_fp = plan(json!({"conflict_policy": "keep_first"}));
+        let without_fp = plan(json!({}));
+        let row = |p: &TablePlan, e: &Envelope| map(e, p, PayloadMode::JsonOrEnvelope, now).unwrap();
+        let text_of = |r: &Row, p: &TablePlan| r.values[column(p, "PAYLOAD_JSON")].as_text();
+        let stored = |payload: Option<&str>, fingerprint: Option<&str>| StoredContent {
+            payload: payload.map(str::to_owned),
+            fingerprint: fingerprint.map(str::to_owned),
+        };
+        let (r, b) = (row(&with_fp, &e), row(&with_fp, &binary));
+        let exact = text_of(&r, &with_fp).unwrap();
+        let fp = r.fingerprint.as_str();
+        // What JSON_SERIALIZE hands back from a native JSON column: values, not the text.
+        let serialized = r#"{"a":[1000],"b":2.5}"#;
+        let edited = r#"{"a":[1000],"b":3}"#;
+        let binary_exact = text_of(&b, &with_fp).unwrap();
+        use JsonColumnType::{Clob, Json};
+        let rows: Vec<Case<'_>> = vec![
+            ("no row", &r, Clob, None, Presence::Missing),
+            ("clob as written", &r, Clob, Some(stored(Some(&exact), Some(fp))), Presence::Equal),
+            ("clob, fingerprint column edited", &r, Clob, Some(stored(Some(&exact), Some("0"))), Presence::Different),
+            ("clob, payload edited", &r, Clob, Some(stored(Some(edited), Some(fp))), Presence::Different),
+            ("clob, re-encoded payload", &r, Clob, Some(stored(Some(serialized), Some(fp))), Presence::Different),
+            ("clob, payload null", &r, Clob, Some(stored(None, Some(fp))), Presence::Different),
+            ("json as serialized", &r, Json, Some(stored(Some(serialized), Some(fp))), Presence::Equal),
+            ("json, payload edited", &r, Json, Some(stored(Some(edited), Some(fp))), Presence::Different),
+            ("json, fingerprint edited", &r, Json, Some(stored(Some(serialized), Some("0"))), Presence::Different),
+            ("json, not json", &r, Json, Some(stored(Some("x"), Some(fp))), Presence::Different),
+            ("binary envelope", &b, Clob, Some(stored(Some(&binary_exact), Some(&b.fingerprint))), Presence::Equal),
+        ];
+        for (case, r, json, stored, want) in rows {
+            assert_eq!(presence(r, &with_fp, json, stored.as_ref()), want, "{case}");
+        }
+        // Without a fingerprint column the payload alone decides.
+        let r = row(&without_fp, &e);
+        let exact = text_of(&r, &without_fp).unwrap();
+        assert_eq!(presence(&r, &without_fp, Clob, Some(&stored(Some(&exact), None))), Presence::Equal);
+        assert_eq!(presence(&r, &without_fp, Clob, Some(&stored(Some(edited), None))), Presence::Different);
+        assert_eq!(presence(&r, &without_fp, Json, Some(&stored(Some(serialized), None))), Presence::Equal);
+        assert_eq!(presence(&r, &without_fp, Json, Some(&stored(Some(edited), None))), Presence::Different);
     }
 
     #[test]

@@ -6,13 +6,19 @@
 //! connections. `open` creates the pool (loading Instant Client: DPI-1047 is a configuration
 //! error with what to install), runs `auto_create`, and checks every table: it exists, has
 //! every mapped column, and its key columns carry a PRIMARY KEY or UNIQUE constraint.
+//!
+//! `nats-sink reconcile` reads rows back by key in bulk ([`TablePlan::select_stored`], up to
+//! [`RECONCILE_CHUNK`] keys per query, on one connection, no locks) and compares them with
+//! `row::presence`. Nothing is written.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_core::config::ConfigError;
-use sinks_core::{BatchResult, Capabilities, Envelope, MessageOutcome, Sink, SinkError};
+use sinks_core::{
+    BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
+};
 use time::OffsetDateTime;
 
 use crate::config::OracleSinkConfig;
@@ -23,9 +29,12 @@ use crate::driver::{Connection, Driver, SessionSetup, Statement};
 use crate::error::classify;
 use crate::lineage::{self, LineageQuery, LineageResult};
 use crate::pool::IoPool;
-use crate::row;
+use crate::row::{self, StoredContent};
 use crate::sql::{self, StagingPlan, TablePlan};
 use crate::write::{self, Ctx, Groups};
+
+/// Keys per reconcile lookup: Oracle allows at most 1,000 expressions in an `IN` list.
+const RECONCILE_CHUNK: usize = 500;
 
 /// Durable Oracle Database destination.
 #[derive(Debug, Clone)]
@@ -134,6 +143,9 @@ impl OracleSink {
                     }
                     if let Some(s) = plan.same_fingerprint() {
                         out.push((format!("{t}: same fingerprint"), s.sql));
+                    }
+                    if let Some(s) = plan.select_stored(2, inner.config.json_column_type) {
+                        out.push((format!("{t}: reconcile lookup (2 keys)"), s.sql));
                     }
                     if inner.config.conflict_policy == Some(crate::ConflictPolicy::Overwrite)
                         && let Some(s) = plan.overwrite()
@@ -245,6 +257,42 @@ impl Inner {
             .and_then(|r| sql::normalize(&r.table, true))
             .and_then(|t| self.plans.iter().position(|p| p.table == t))
             .unwrap_or(0)
+    }
+
+    /// Reads every group's rows back by key (blocking) and compares them; `total` is the
+    /// batch size (envelopes in no group are missing).
+    fn reconcile(&self, groups: &Groups, total: usize) -> Result<Vec<Presence>, SinkError> {
+        let json = self.config.json_column_type;
+        let mut found = vec![Presence::Missing; total];
+        let mut conn: Option<Box<dyn Connection>> = None;
+        for (plan, group) in self.plans.iter().zip(groups).filter(|(p, g)| !g.is_empty() && !p.key.is_empty()) {
+            for chunk in group.chunks(RECONCILE_CHUNK) {
+                let Some(statement) = plan.select_stored(chunk.len(), json) else { continue };
+                let binds: Vec<_> =
+                    chunk.iter().flat_map(|(_, r)| plan.key.iter().map(|k| r.values[*k].clone())).collect();
+                let conn = match &mut conn {
+                    Some(c) => c,
+                    None => conn.insert(self.connect()?),
+                };
+                let rows = conn
+                    .query(&statement, &binds)
+                    .map_err(|e| classify(&e, &format!("reading {} back", plan.table)))?;
+                let width = plan.key.len();
+                let stored: HashMap<String, StoredContent> = rows
+                    .into_iter()
+                    .map(|mut r| {
+                        r.resize(width + 2, None);
+                        let key = row::key_of(r[..width].iter().map(Option::as_deref));
+                        let fingerprint = if plan.fingerprint.is_some() { r[width + 1].take() } else { None };
+                        (key, StoredContent { payload: r[width].take(), fingerprint })
+                    })
+                    .collect();
+                for (i, r) in chunk {
+                    found[*i] = row::presence(r, plan, json, stored.get(&r.key));
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// Start-up work on one connection: DDL, probes, key checks. Returns the key constraint
@@ -380,6 +428,50 @@ impl Sink for OracleSink {
             .collect();
         sinks_core::sink::log_outcomes("oracle", &outcomes);
         Ok(outcomes)
+    }
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let inner = &self.inner;
+        let plan = &inner.plans[inner.plan_for(envelope.subject())];
+        if plan.key.is_empty() {
+            return None;
+        }
+        let r = row::map(envelope, plan, inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
+        Some(DestinationRef::Row { table: plan.table.clone(), key: r.key.replace('\u{1f}', "/") })
+    }
+
+    fn read_back(&self) -> ReadBack {
+        let inner = &self.inner;
+        if !inner.config.mode.keyed() {
+            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
+        }
+        let payload = match inner.config.json_column_type {
+            crate::JsonColumnType::Clob => "the SHA-256 of its payload CLOB",
+            crate::JsonColumnType::Json => "its payload (JSON_SERIALIZE of the JSON column) by JSON value",
+        };
+        let what = if inner.config.conflict_policy.is_some() {
+            format!("row exists (bulk key lookup) and both its payload_sha256 column and {payload} match")
+        } else {
+            format!("row exists (bulk key lookup) and {payload} matches")
+        };
+        ReadBack::Supported(what)
+    }
+
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let stored_at = OffsetDateTime::now_utc();
+        let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
+        for (i, e) in batch.iter().enumerate() {
+            let p = inner.plan_for(e.subject());
+            // A message the sink cannot map (no key, a payload the mode refuses) was never
+            // written: it stays missing (reconcile then looks for it in the DLQ).
+            if let Ok(r) = row::map(e, &inner.plans[p], inner.config.payload_mode, stored_at) {
+                groups[p].push((i, r));
+            }
+        }
+        let shared = Arc::clone(inner);
+        let total = batch.len();
+        inner.io.run(move || shared.reconcile(&groups, total)).await
     }
 
     async fn health_check(&self) -> Result<(), SinkError> {

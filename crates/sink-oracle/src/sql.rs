@@ -17,10 +17,13 @@
 //! - [`TablePlan::same_fingerprint`]: a no-op update that matches (count 1) only when the
 //!   stored fingerprint equals the new one, so conflicts are found with array DML too.
 //! - staging: [`StagingPlan`].
+//!
+//! `nats-sink reconcile` reads rows back with [`TablePlan::select_stored`], a bulk key
+//! lookup (`SELECT keys, payload, fingerprint … WHERE keys IN (…)`).
 
 use sinks_core::IdempotencyStrategy;
 
-use crate::config::{IdempotencyConfig, OracleSinkConfig, WriteMode};
+use crate::config::{IdempotencyConfig, JsonColumnType, OracleSinkConfig, WriteMode};
 use crate::driver::{Op, Statement};
 
 pub(crate) use sinks_core::columns::Field;
@@ -315,6 +318,41 @@ impl TablePlan {
                 only_if: Some(self.columns[fp].clone()),
             },
         ))
+    }
+
+    /// The bulk key lookup of reconcile for `rows` rows: `SELECT "K1", …, <payload>[, "FP"]
+    /// FROM t WHERE ("K1", …) IN ((:1, …), …)` (one key column: `"K" IN (:1, …)`). The
+    /// payload of a native JSON column is read as `JSON_SERIALIZE(… RETURNING CLOB)`. Binds:
+    /// each row's key values in turn. `None` without key columns (`append`).
+    pub(crate) fn select_stored(&self, rows: usize, json: JsonColumnType) -> Option<Statement> {
+        if self.key.is_empty() || rows == 0 {
+            return None;
+        }
+        let payload_index = self.fields.iter().position(|f| *f == Field::Payload)?;
+        let payload = quote(&self.columns[payload_index]);
+        let mut items = self.quoted(&self.key);
+        items.push(match json {
+            JsonColumnType::Json => format!("JSON_SERIALIZE({payload} RETURNING CLOB)"),
+            JsonColumnType::Clob => payload,
+        });
+        let mut select = self.names(&self.key);
+        select.push(self.columns[payload_index].clone());
+        if let Some(fp) = self.fingerprint {
+            items.push(quote(&self.columns[fp]));
+            select.push(self.columns[fp].clone());
+        }
+        let width = self.key.len();
+        let tuples: Vec<String> = (0..rows)
+            .map(|r| {
+                let b = binds(1 + r * width, width);
+                if width == 1 { b.join(", ") } else { format!("({})", b.join(", ")) }
+            })
+            .collect();
+        let keys = self.quoted(&self.key);
+        let keys = if width == 1 { keys.join(", ") } else { format!("({})", keys.join(", ")) };
+        let sql =
+            format!("SELECT {} FROM {} WHERE {keys} IN ({})", items.join(", "), quote(&self.table), tuples.join(", "));
+        Some(Statement::new(sql, Op::Stored { table: self.table.clone(), key: self.names(&self.key), select }))
     }
 
     /// `SELECT "C1", … FROM t WHERE 1 = 0`: proves the table and every mapped column exist

@@ -10,10 +10,13 @@ use std::sync::Arc;
 use serde_json::json;
 use sink_oracle::certify::{ScriptedHarness, unique_table};
 use sink_oracle::driver::scripted::{Fault, FaultPoint, RowRule, ScriptedDriver};
-use sink_oracle::driver::{DbError, DriverError};
+use sink_oracle::driver::{DbError, DriverError, Value};
 use sink_oracle::{OracleSink, OracleSinkConfig};
 use sinks_core::testing::{classes, envelope_with, error_of};
-use sinks_core::{ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
+use sinks_core::{
+    ConflictResolution, DestinationRef, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence,
+    ReadBack, Sink,
+};
 
 fn env(seq: u64, subject: &str, payload: &str) -> Envelope {
     envelope_with("IT", seq, subject, payload.to_owned(), Headers::new().with("Nats-Msg-Id", format!("id-{seq}")), 1)
@@ -340,4 +343,110 @@ async fn without_instant_client_open_is_a_configuration_error_that_says_what_to_
     assert_eq!(err.class(), ErrorClass::Config);
     assert!(err.message().contains("Instant Client") && err.message().contains("LD_LIBRARY_PATH"), "{}", err.message());
     assert!(!err.display_chain().contains("not-a-real-password"));
+}
+
+// --- reconcile ----------------------------------------------------------------------------
+
+/// `(sequence, presence)` of every envelope reconcile did not find equal.
+fn not_equal(batch: &[Envelope], found: &[Presence]) -> Vec<(u64, Presence)> {
+    assert_eq!(found.len(), batch.len());
+    batch
+        .iter()
+        .zip(found)
+        .filter(|(_, p)| **p != Presence::Equal)
+        .map(|(e, p)| (e.jetstream().stream_sequence, *p))
+        .collect()
+}
+
+#[tokio::test]
+async fn reconcile_reports_exactly_the_deleted_and_altered_rows_by_bulk_key_lookup() {
+    // The harness's table: merge, keep_first (a PAYLOAD_SHA256 column), native JSON column.
+    let table = unique_table("it");
+    let (s, d) = ScriptedHarness::sink(&table, json!({})).await.unwrap();
+    let batch: Vec<Envelope> =
+        (1..=1200u64).map(|q| env(q, "it.a", &format!(r#"{{"order":{q},"amount":2.50}}"#))).collect();
+    for chunk in batch.chunks(300) {
+        assert!(classes(&write(&s, chunk).await).iter().all(|c| *c == OutcomeClass::Committed));
+    }
+    assert!(matches!(s.read_back(), ReadBack::Supported(ref what) if what.contains("payload_sha256")));
+    assert!(s.reconcile(&batch).await.unwrap().iter().all(|p| *p == Presence::Equal));
+
+    assert_eq!(d.delete_committed(&table, "STREAM_SEQUENCE", "17"), 1);
+    assert_eq!(d.delete_committed(&table, "STREAM_SEQUENCE", "1100"), 1);
+    // Edited behind the sink's back: the payload changes, its fingerprint column does not.
+    let edited = Value::Clob(Some(r#"{"order":651,"amount":3}"#.into()));
+    assert_eq!(d.update_committed(&table, "STREAM_SEQUENCE", "651", "PAYLOAD_JSON", edited), 1);
+    d.clear_recorded();
+    let found = s.reconcile(&batch).await.unwrap();
+    assert_eq!(
+        not_equal(&batch, &found),
+        [(17, Presence::Missing), (651, Presence::Different), (1100, Presence::Missing)]
+    );
+    // Three lookups of at most 500 keys (two key columns each) on one connection, nothing else:
+    // no DML, no commit, no locks.
+    let calls = d.recorded();
+    assert!(calls.iter().all(|c| c.call == "query"), "{calls:?}");
+    assert_eq!(calls.iter().map(|c| c.binds[0].len()).collect::<Vec<_>>(), [1000, 1000, 400]);
+    assert!(calls[0].sql.starts_with(&format!(
+        "SELECT \"STREAM_NAME\", \"STREAM_SEQUENCE\", JSON_SERIALIZE(\"PAYLOAD_JSON\" RETURNING CLOB), \"PAYLOAD_SHA256\" FROM \"{table}\" WHERE (\"STREAM_NAME\", \"STREAM_SEQUENCE\") IN ((:1, :2), (:3, :4), "
+    )));
+    let destination = s.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+    assert_eq!(destination, DestinationRef::Row { table: table.clone(), key: "IT/17".into() });
+}
+
+#[tokio::test]
+async fn reconcile_without_a_fingerprint_column_hashes_the_clob_and_follows_routes() {
+    let table = unique_table("it");
+    let other = format!("{table}_R");
+    let config = json!({
+        "json_column_type": "clob", "conflict_policy": null,
+        "table_routes": [{"subject": "it.by-id", "table": other,
+                          "idempotency": {"strategy": "message_id", "columns": ["MESSAGE_ID"]}}]
+    });
+    let (s, d) = ScriptedHarness::sink(&table, config).await.unwrap();
+    let batch: Vec<Envelope> = (1..=40u64)
+        .map(|q| env(q, if q % 2 == 0 { "it.by-id" } else { "it.a" }, &format!(r#"{{"order":{q}}}"#)))
+        .collect();
+    assert!(classes(&write(&s, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
+    assert!(matches!(s.read_back(), ReadBack::Supported(ref what) if what.contains("SHA-256 of its payload CLOB")));
+    assert_eq!(d.delete_committed(&other, "MESSAGE_ID", "id-8"), 1);
+    // The same JSON value, other text: a CLOB keeps text, so this is an edit.
+    let respelled = Value::Clob(Some(r#"{ "order": 9 }"#.into()));
+    assert_eq!(d.update_committed(&table, "STREAM_SEQUENCE", "9", "PAYLOAD_JSON", respelled), 1);
+    let edited = Value::Clob(Some(r#"{"order":-20}"#.into()));
+    assert_eq!(d.update_committed(&other, "MESSAGE_ID", "id-20", "PAYLOAD_JSON", edited), 1);
+    d.clear_recorded();
+    let found = s.reconcile(&batch).await.unwrap();
+    assert_eq!(
+        not_equal(&batch, &found),
+        [(8, Presence::Missing), (9, Presence::Different), (20, Presence::Different)]
+    );
+    let sql: Vec<String> = d.recorded().into_iter().map(|c| c.sql).collect();
+    assert_eq!(sql.len(), 2, "one lookup per table: {sql:?}");
+    assert!(sql.iter().any(|q| q.starts_with(&format!(
+        "SELECT \"MESSAGE_ID\", \"PAYLOAD_JSON\" FROM \"{other}\" WHERE \"MESSAGE_ID\" IN (:1, :2, "
+    ))));
+}
+
+#[tokio::test]
+async fn reconcile_in_append_mode_is_unsupported_and_a_failed_lookup_is_an_error() {
+    let table = unique_table("it");
+    let (s, _) = ScriptedHarness::sink(&table, json!({"mode": "append", "conflict_policy": null})).await.unwrap();
+    assert!(matches!(s.read_back(), ReadBack::Unsupported(ref why) if why.contains("append")));
+
+    let table = unique_table("it");
+    let (s, d) = ScriptedHarness::sink(&table, json!({})).await.unwrap();
+    let batch = [env(1, "it.a", "{}")];
+    write(&s, &batch).await;
+    d.fail(Fault {
+        point: FaultPoint::Statement("SELECT \"STREAM_NAME\"".into()),
+        error: ora(3113, "ORA-03113: end-of-file on communication channel"),
+        times: 1,
+    });
+    let err = s.reconcile(&batch).await.unwrap_err();
+    assert_eq!(err.class(), ErrorClass::Temporary, "{err}");
+    assert_eq!(s.reconcile(&batch).await.unwrap(), [Presence::Equal]);
+    // A message the sink cannot map (its payload the mode refuses) was never written.
+    let (s, _) = ScriptedHarness::sink(&unique_table("it"), json!({"payload_mode": "json_only"})).await.unwrap();
+    assert_eq!(s.reconcile(&[env(2, "it.a", "not json")]).await.unwrap(), [Presence::Missing]);
 }

@@ -61,6 +61,49 @@ pub fn depth(text: &str) -> usize {
     max
 }
 
+/// JSON equality by value, for read-backs from stores that keep JSON values rather than
+/// text (a native JSON column, a document store): objects regardless of key order, arrays
+/// in order, numbers by their decimal value (`2.50` is `2.5`, `1e3` is `1000`, `-0` is
+/// `0`), with or without serde_json's `arbitrary_precision`.
+pub fn same_value(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => decimal(&x.to_string()) == decimal(&y.to_string()),
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same_value(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same_value(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// A JSON number in canonical decimal form: `(negative, significant digits, exponent)`, with
+/// no leading or trailing zeros in the digits (zero is `(false, "", 0)`). `None` when the
+/// text is not a number.
+fn decimal(text: &str) -> Option<(bool, String, i64)> {
+    let (negative, unsigned) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(i) => (&unsigned[..i], unsigned[i + 1..].trim_start_matches('+').parse::<i64>().ok()?),
+        None => (unsigned, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let all = format!("{int}{frac}");
+    let leading = all.len() - all.trim_start_matches('0').len();
+    let digits = all.trim_matches('0');
+    if digits.is_empty() {
+        return Some((false, String::new(), 0));
+    }
+    // The value is 0.<digits> × 10^exp: the decimal point sits after the integer part.
+    let exp = exponent.checked_add(i64::try_from(int.len()).ok()? - i64::try_from(leading).ok()?)?;
+    Some((negative, digits.to_owned(), exp))
+}
+
 /// The one-entry map serde_json hands numbers over as when its `arbitrary_precision` feature
 /// is on (the Oracle NoSQL SDK turns it on for the whole build).
 const PRECISE_NUMBER_TOKEN: &str = "$serde_json::private::Number";
@@ -129,6 +172,29 @@ impl<'de> Visitor<'de> for StrictVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_compare_by_value() {
+        let v = |t: &str| serde_json::from_str::<serde_json::Value>(t).unwrap();
+        for (a, b, same) in [
+            (r#"{"a":2.50,"b":[1e3,-0.1]}"#, r#"{"b":[1000,-0.10],"a":2.5}"#, true),
+            ("12345678901234567890123", "1.2345678901234567890123e22", true),
+            ("0.0012", "12e-4", true),
+            ("0", "-0.0", true),
+            ("100", "1E+2", true),
+            ("0.5", "5", false),
+            ("-1", "1", false),
+            ("10", "1", false),
+            (r#"{"a":2.5}"#, r#"{"a":2.51}"#, false),
+            (r#"{"a":1}"#, r#"{"a":1,"b":1}"#, false),
+            ("[1,2]", "[2,1]", false),
+            (r#""1""#, "1", false),
+            ("null", "false", false),
+        ] {
+            assert_eq!(same_value(&v(a), &v(b)), same, "{a} vs {b}");
+            assert_eq!(same_value(&v(b), &v(a)), same, "{b} vs {a}");
+        }
+    }
 
     #[test]
     fn strictness_table() {

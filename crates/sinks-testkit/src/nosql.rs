@@ -22,7 +22,8 @@
 //!   socket closed: the port refuses connections) and `restart()` on the same port with the
 //!   same rows;
 //! - a side channel for read-backs that bypass the sink: `GET /_test/rows/<table>` returns
-//!   the rows as a JSON array.
+//!   the rows as a JSON array; `DELETE /_test/rows/<table>/<key>` removes the row of that
+//!   primary key (a row lost behind the sink's back, for reconcile tests).
 //!
 //! Each server runs on its own thread and runtime, so it outlives the test runtime that
 //! started it and `stop()` really closes every connection. It starts in about a millisecond,
@@ -692,6 +693,17 @@ async fn data(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     response
 }
 
+async fn delete_row(State(shared): State<Arc<Shared>>, Path((table, key)): Path<(String, String)>) -> Response {
+    let mut store = shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match store.tables.get_mut(&table_key(&table)) {
+        None => (StatusCode::NOT_FOUND, "no such table").into_response(),
+        Some(t) => match t.rows.remove(&key) {
+            Some(_) => (StatusCode::OK, "deleted").into_response(),
+            None => (StatusCode::NOT_FOUND, "no such row").into_response(),
+        },
+    }
+}
+
 async fn rows(State(shared): State<Arc<Shared>>, Path(table): Path<String>) -> Response {
     let store = shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     match store.tables.get(&table_key(&table)) {
@@ -742,6 +754,7 @@ impl NoSqlTestServer {
                     let app = axum::Router::new()
                         .route("/V2/nosql/data", post(data))
                         .route("/_test/rows/{table}", get(rows))
+                        .route("/_test/rows/{table}/{key}", axum::routing::delete(delete_row))
                         .with_state(shared);
                     tokio::select! {
                         _ = axum::serve(listener, app) => {}

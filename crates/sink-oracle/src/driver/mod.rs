@@ -3,7 +3,7 @@
 //! Everything the sink does to a database goes through [`Driver`] and [`Connection`]:
 //! array DML with per-row batch errors and per-row counts ([`Connection::execute_array`]),
 //! one statement ([`Connection::execute`], for the staging merge and cleanup, DDL), a query
-//! ([`Connection::query`], for start-up checks and lineage), commit, rollback and ping. All
+//! ([`Connection::query`], for start-up checks, lineage and reconcile), commit, rollback and ping. All
 //! calls are blocking; the sink runs them on its own thread pool (`pool.rs`), never on the
 //! async workers.
 //!
@@ -154,6 +154,16 @@ pub enum Op {
         limit: usize,
         /// Order: received-at column, then sequence column.
         order: Vec<String>,
+    },
+    /// Query (reconcile): the `select` columns of the rows whose `key` equals one of the
+    /// bound key tuples. Binds: the key values, one tuple after another.
+    Stored {
+        /// Table.
+        table: String,
+        /// Key columns.
+        key: Vec<String>,
+        /// Selected columns, in order (a JSON column's text, serialized).
+        select: Vec<String>,
     },
     /// A session setting (`ALTER SESSION …`).
     Session,

@@ -252,6 +252,45 @@ impl ScriptedDriver {
             .unwrap_or_default()
     }
 
+    /// Deletes the committed rows of `table` whose `column` holds `value` (as text), behind
+    /// the sink's back (an operator's or another program's change); returns how many.
+    pub fn delete_committed(&self, table: &str, column: &str, value: &str) -> usize {
+        self.change_committed(table, column, value, |_| None)
+    }
+
+    /// Sets `set_column` to `new_value` in the committed rows of `table` whose `column` holds
+    /// `value` (as text), behind the sink's back; returns how many.
+    pub fn update_committed(
+        &self,
+        table: &str,
+        column: &str,
+        value: &str,
+        set_column: &str,
+        new_value: Value,
+    ) -> usize {
+        self.change_committed(table, column, value, |mut row| {
+            row.insert(set_column.to_owned(), new_value.clone());
+            Some(row)
+        })
+    }
+
+    fn change_committed(&self, table: &str, column: &str, value: &str, change: impl Fn(Row) -> Option<Row>) -> usize {
+        let mut state = self.db.lock();
+        let Some(t) = state.tables.get_mut(table) else { return 0 };
+        let mut changed = 0;
+        for slot in &mut t.slots {
+            let matches = slot
+                .committed
+                .as_ref()
+                .is_some_and(|r| r.get(column).and_then(Value::as_text).as_deref() == Some(value));
+            if matches && let Some(row) = slot.committed.take() {
+                slot.committed = change(row);
+                changed += 1;
+            }
+        }
+        changed
+    }
+
     /// True when `table` exists.
     pub fn has_table(&self, table: &str) -> bool {
         self.db.lock().tables.contains_key(table)
@@ -759,6 +798,26 @@ impl ScriptedConnection {
                     .take(*limit)
                     .map(|r| select.iter().map(|c| r.get(c).and_then(Value::as_text)).collect())
                     .collect())
+            }
+            Op::Stored { table, key, select } => {
+                let t = state.tables.get(table).ok_or_else(|| no_table(table))?;
+                if key.is_empty() || !binds.len().is_multiple_of(key.len()) {
+                    return Err(db_error(1008, 0, "ORA-01008: not all variables bound"));
+                }
+                let mut out = Vec::new();
+                let mut seen = std::collections::HashSet::new();
+                for tuple in binds.chunks(key.len()) {
+                    let texts: Vec<Option<String>> = tuple.iter().map(Value::as_text).collect();
+                    let k = crate::row::key_of(texts.iter().map(Option::as_deref));
+                    // `IN` matches each stored row once, however often its key is listed.
+                    if !seen.insert(k.clone()) {
+                        continue;
+                    }
+                    if let Some(row) = t.index.get(&k).and_then(|slot| t.slots[*slot].visible(self.id)) {
+                        out.push(select.iter().map(|c| row.get(c).and_then(Value::as_text)).collect());
+                    }
+                }
+                Ok(out)
             }
             _ => Err(DriverError::Other("statement is not a query".into())),
         }
