@@ -12,7 +12,7 @@
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.151 | crates.io, `cargo install --locked` (only when missing) | `~/.cargo/bin` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
-//! | kustomize 5.7.1, actionlint 1.7.12 (deployment checks) | the Go module proxy, `go install` | `.local/tools/go/bin` |
+//! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
 //!
 //! `certify`, `bench`, `test` and `quickstart` call [`ensure`] with what they need, so a fresh
@@ -41,6 +41,7 @@ const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
 const GO_TOOLS: &[(&str, &str)] = &[
     ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1"),
     ("actionlint", "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12"),
+    ("helm", "helm.sh/helm/v3/cmd/helm@v3.22.0"),
 ];
 /// The offline Kubernetes schema validator of `cargo xtask deploy-check`, in a venv of its own.
 const DEPLOY_PYPI: &[&str] = &["kubernetes-validate==1.34.1"];
@@ -60,7 +61,7 @@ pub(crate) enum Need {
     Nextest,
     /// The Python reference (cross-implementation tests of encryption and the spool).
     Reference,
-    /// kustomize, actionlint and kubernetes-validate (`cargo xtask deploy-check`).
+    /// kustomize, actionlint, helm and kubernetes-validate (`cargo xtask deploy-check`).
     Deploy,
 }
 
@@ -109,6 +110,8 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
 #[derive(Debug)]
 pub(crate) struct DeployTools {
     kustomize: PathBuf,
+    /// helm, for `helm lint` and `helm template` of the chart.
+    pub(crate) helm: PathBuf,
     pub(crate) actionlint: PathBuf,
     pub(crate) kubernetes_validate: PathBuf,
 }
@@ -133,12 +136,23 @@ pub(crate) fn deploy_tools() -> Result<DeployTools> {
             continue;
         }
         eprintln!("setup: go install {module} into {}", gobin.display());
-        run("go install", Command::new("go").arg("install").arg(module).env("GOBIN", &gobin))?;
+        let started = std::time::Instant::now();
+        run(
+            "go install",
+            Command::new("go")
+                .arg("install")
+                .arg(module)
+                .env("GOBIN", &gobin)
+                .env("CGO_ENABLED", "0")
+                .env("GOFLAGS", "-trimpath -buildvcs=false"),
+        )?;
+        eprintln!("setup: installed {binary} in {:.0} s", started.elapsed().as_secs_f64());
         std::fs::write(&stamp, module)?;
     }
     let venv_bin = venv("deploy", DEPLOY_PYPI)?;
     Ok(DeployTools {
         kustomize: gobin.join("kustomize"),
+        helm: gobin.join("helm"),
         actionlint: gobin.join("actionlint"),
         kubernetes_validate: venv_bin.join("kubernetes-validate"),
     })
