@@ -37,12 +37,20 @@ const COHERENCE_DEBS: &[&str] = &["openjdk-17-jre-headless", "maven"];
 const NEXTEST: &str = "cargo-nextest@0.9.151";
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
 const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
-/// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version).
-const GO_TOOLS: &[(&str, &str)] = &[
-    ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1"),
-    ("actionlint", "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12"),
-    ("helm", "helm.sh/helm/v3/cmd/helm@v3.22.0"),
+/// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version, linker flags).
+const GO_TOOLS: &[(&str, &str, &str)] = &[
+    ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1", ""),
+    ("actionlint", "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12", ""),
+    ("helm", "helm.sh/helm/v3/cmd/helm@v3.22.0", HELM_LDFLAGS),
 ];
+/// What helm's release build stamps in (its Makefile): the version `helm version` reports, and
+/// the Kubernetes version of its client-go (v0.37 → 1.37) as the default for capabilities and
+/// lint deprecation checks; without them a `go install` build says v3.22 and assumes 1.20.
+/// deploy-check passes `--kube-version` anyway.
+const HELM_LDFLAGS: &str = "-X helm.sh/helm/v3/internal/version.version=v3.22.0 \
+    -X helm.sh/helm/v3/internal/version.metadata= \
+    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37";
 /// The offline Kubernetes schema validator of `cargo xtask deploy-check`, in a venv of its own.
 const DEPLOY_PYPI: &[&str] = &["kubernetes-validate==1.34.1"];
 
@@ -128,26 +136,25 @@ impl DeployTools {
 /// Installs (when missing) and returns the deployment-check tools.
 pub(crate) fn deploy_tools() -> Result<DeployTools> {
     let gobin = sinks_testkit::tools_dir().join("go/bin");
-    for (binary, module) in GO_TOOLS {
+    for (binary, module, ldflags) in GO_TOOLS {
         let path = gobin.join(binary);
         let stamp = gobin.join(format!(".{binary}.installed"));
-        if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(*module) {
+        let wanted = if ldflags.is_empty() { (*module).to_owned() } else { format!("{module} {ldflags}") };
+        if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
             eprintln!("setup: {module} already installed ({})", path.display());
             continue;
         }
         eprintln!("setup: go install {module} into {}", gobin.display());
         let started = std::time::Instant::now();
-        run(
-            "go install",
-            Command::new("go")
-                .arg("install")
-                .arg(module)
-                .env("GOBIN", &gobin)
-                .env("CGO_ENABLED", "0")
-                .env("GOFLAGS", "-trimpath -buildvcs=false"),
-        )?;
+        let mut install = Command::new("go");
+        install.arg("install");
+        if !ldflags.is_empty() {
+            install.arg(format!("-ldflags={ldflags}"));
+        }
+        install.arg(module).env("GOBIN", &gobin).env("CGO_ENABLED", "0").env("GOFLAGS", "-trimpath -buildvcs=false");
+        run("go install", &mut install)?;
         eprintln!("setup: installed {binary} in {:.0} s", started.elapsed().as_secs_f64());
-        std::fs::write(&stamp, module)?;
+        std::fs::write(&stamp, &wanted)?;
     }
     let venv_bin = venv("deploy", DEPLOY_PYPI)?;
     Ok(DeployTools {
