@@ -12,7 +12,8 @@
 //!   (see docs/performance.md).
 //! - `publish`: publishes demo messages to a running server.
 //! - `sizes`, `deploy-check`: the slim binaries' size table, and the systemd unit, Kubernetes
-//!   manifests and workflows checked offline (docs/operations.md); both run in `test`.
+//!   manifests, Helm chart and workflows checked offline (docs/operations.md); both run in
+//!   `test`.
 //! - `fuzz`: the cargo-fuzz targets in `fuzz/`, each for a bounded time (nightly; not in CI).
 //!
 //! Every error is reported as one line (`error: …`, causes joined with `: `), exit code 1.
@@ -59,7 +60,7 @@ enum Cmd {
     /// Build the slim per-sink binaries and write their size table (docs/operations.md);
     /// `--check` only checks the table against the features and dependency tree.
     Sizes(ops::SizesArgs),
-    /// Check the systemd unit, the Kubernetes manifests and the workflows offline.
+    /// Check the systemd unit, the Kubernetes manifests, the Helm chart and the workflows offline.
     DeployCheck,
     /// Write the man page of `nats-sink` to target/man/nats-sink.1.
     Man,

@@ -1,6 +1,7 @@
 //! Packaging checks: `cargo xtask sizes` (the slim binaries' size table in
 //! docs/operations.md) and `cargo xtask deploy-check` (the systemd unit, the Kubernetes
-//! manifests, the overlay configs and the release workflow, all checked offline).
+//! manifests, the overlay configs, the Helm chart and the release workflow, all checked
+//! offline).
 //!
 //! `sizes` builds `nats-sink` once per sink feature (and once with every sink) with the
 //! `dist` profile (fat LTO, one codegen unit, stripped) and writes the table; `sizes --check`
@@ -230,6 +231,8 @@ pub(crate) fn deploy_check() -> Result<()> {
         bail!("deploy/kubernetes/overlays has no overlay for the `{missing}` sink");
     }
 
+    helm_check(&root, &tools, &nats_sink, scratch.path())?;
+
     // The GitHub workflows.
     run(Command::new(&tools.actionlint).current_dir(&root), "actionlint")?;
     eprintln!("deploy-check: workflows pass actionlint");
@@ -238,6 +241,126 @@ pub(crate) fn deploy_check() -> Result<()> {
 
 /// The Kubernetes API version the manifests are validated against.
 const KUBERNETES_VERSION: &str = "1.34.1";
+
+/// The Helm chart, relative to the workspace root; `ci/<sink>-values.yaml` holds one
+/// example values file per sink feature.
+const HELM_CHART: &str = "deploy/helm/nats-sink";
+
+/// The Helm part of `deploy-check`: for every `ci/*-values.yaml` of the chart, `helm lint
+/// --strict` with it, `helm template` it, validate every rendered object against the API
+/// schema, and validate the config of the rendered ConfigMap with `nats-sink validate`.
+/// Fails naming the values file (and the object, when one is at fault).
+fn helm_check(root: &Path, tools: &crate::setup::DeployTools, nats_sink: &Path, scratch: &Path) -> Result<()> {
+    let chart = root.join(HELM_CHART);
+    let ci = chart.join("ci");
+    let mut values: Vec<PathBuf> = std::fs::read_dir(&ci)
+        .with_context(|| format!("reading {HELM_CHART}/ci"))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().ends_with("-values.yaml")))
+        .collect();
+    values.sort();
+    for sink in SINK_FEATURES {
+        if !ci.join(format!("{sink}-values.yaml")).is_file() {
+            bail!("{HELM_CHART}/ci has no {sink}-values.yaml for the `{sink}` sink");
+        }
+    }
+    // helm keeps no state between these commands: its cache and config go to the scratch dir.
+    let helm = |args: &[&str], values: Option<&Path>| {
+        let mut cmd = Command::new(&tools.helm);
+        cmd.args(args)
+            .arg(&chart)
+            .args(["--kube-version", KUBERNETES_VERSION])
+            .env("HELM_CACHE_HOME", scratch.join("helm/cache"))
+            .env("HELM_CONFIG_HOME", scratch.join("helm/config"))
+            .env("HELM_DATA_HOME", scratch.join("helm/data"));
+        if let Some(values) = values {
+            cmd.arg("--values").arg(values);
+        }
+        cmd
+    };
+    // With the default values (no sink chosen) the chart's required-value failures are lint
+    // information, not errors; the metadata and template syntax are still checked.
+    helm_output(helm(&["lint", "--strict", "--quiet"], None), &format!("helm lint --strict {HELM_CHART}"))?;
+    for file in &values {
+        let name = file.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let sink = name.trim_end_matches("-values.yaml");
+        let label = format!("{HELM_CHART}/ci/{name}");
+        helm_output(helm(&["lint", "--strict", "--quiet"], Some(file)), &format!("helm lint --strict with {label}"))?;
+        let release = format!("nats-sink-{sink}");
+        let rendered = helm_output(
+            helm(&["template", &release, "--namespace", "nats-sinks"], Some(file)),
+            &format!("helm template with {label}"),
+        )?;
+        let rendered = String::from_utf8(rendered).with_context(|| format!("helm template with {label}: not utf-8"))?;
+        let manifest = scratch.join(format!("helm-{sink}.yaml"));
+        std::fs::write(&manifest, &rendered)?;
+        validate_objects(tools, &manifest, &label)?;
+        let (configmap, config) = rendered_config(&rendered).with_context(|| format!("{label}: rendered manifests"))?;
+        let config_path = scratch.join(format!("helm-{sink}-config.json"));
+        std::fs::write(&config_path, config)?;
+        run(
+            Command::new(nats_sink).arg("validate").arg(&config_path),
+            &format!("nats-sink validate of configmap/{configmap} rendered with {label}"),
+        )?;
+        eprintln!(
+            "deploy-check: chart with {name} lints, renders, validates against Kubernetes {KUBERNETES_VERSION}, config valid"
+        );
+    }
+    Ok(())
+}
+
+/// Runs a helm command and returns its standard output; on failure the error is one line:
+/// `what` and helm's messages (stdout then stderr, blank lines and the `--debug` hint left out).
+fn helm_output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let lines: Vec<&str> =
+            text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with("Use --debug flag")).collect();
+        bail!("{what} failed: {}", lines.join("; "));
+    }
+    Ok(out.stdout)
+}
+
+/// Validates every object of `manifest` against the Kubernetes API schema; on failure the
+/// error names `label` and keeps only the validator's lines about failing objects (each names
+/// its kind and name).
+fn validate_objects(tools: &crate::setup::DeployTools, manifest: &Path, label: &str) -> Result<()> {
+    let out = Command::new(&tools.kubernetes_validate)
+        .args(["--strict", "-k", KUBERNETES_VERSION])
+        .arg(manifest)
+        .output()
+        .context("running kubernetes-validate")?;
+    if !out.status.success() {
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let problems: Vec<&str> = text.lines().filter(|l| !l.starts_with("INFO")).collect();
+        bail!("kubernetes-validate of the objects rendered with {label} failed: {}", problems.join("; "));
+    }
+    Ok(())
+}
+
+/// The name and `config.json` of the one ConfigMap in helm's rendered `manifests`.
+fn rendered_config(manifests: &str) -> Result<(String, String)> {
+    use serde::Deserialize;
+    let mut configs = Vec::new();
+    for document in serde_yaml::Deserializer::from_str(manifests) {
+        let object = serde_yaml::Value::deserialize(document).context("parsing the yaml")?;
+        if object.get("kind").and_then(serde_yaml::Value::as_str) != Some("ConfigMap") {
+            continue;
+        }
+        let name = object.get("metadata").and_then(|m| m.get("name")).and_then(serde_yaml::Value::as_str);
+        let config = object.get("data").and_then(|d| d.get("config.json")).and_then(serde_yaml::Value::as_str);
+        let name = name.unwrap_or("?").to_owned();
+        match config {
+            Some(config) => configs.push((name, config.to_owned())),
+            None => bail!("configmap/{name} has no data key config.json"),
+        }
+    }
+    match configs.len() {
+        1 => Ok(configs.remove(0)),
+        n => bail!("{n} ConfigMaps with a config.json rendered, expected one"),
+    }
+}
 
 fn run(cmd: &mut Command, what: &str) -> Result<()> {
     let out = cmd.output().with_context(|| format!("running {what}"))?;

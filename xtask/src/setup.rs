@@ -12,7 +12,7 @@
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.151 | crates.io, `cargo install --locked` (only when missing) | `~/.cargo/bin` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
-//! | kustomize 5.7.1, actionlint 1.7.12 (deployment checks) | the Go module proxy, `go install` | `.local/tools/go/bin` |
+//! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
 //!
 //! `certify`, `bench`, `test` and `quickstart` call [`ensure`] with what they need, so a fresh
@@ -37,11 +37,20 @@ const COHERENCE_DEBS: &[&str] = &["openjdk-17-jre-headless", "maven"];
 const NEXTEST: &str = "cargo-nextest@0.9.151";
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
 const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
-/// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version).
-const GO_TOOLS: &[(&str, &str)] = &[
-    ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1"),
-    ("actionlint", "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12"),
+/// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version, linker flags).
+const GO_TOOLS: &[(&str, &str, &str)] = &[
+    ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1", ""),
+    ("actionlint", "github.com/rhysd/actionlint/cmd/actionlint@v1.7.12", ""),
+    ("helm", "helm.sh/helm/v3/cmd/helm@v3.22.0", HELM_LDFLAGS),
 ];
+/// What helm's release build stamps in (its Makefile): the version `helm version` reports, and
+/// the Kubernetes version of its client-go (v0.37 → 1.37) as the default for capabilities and
+/// lint deprecation checks; without them a `go install` build says v3.22 and assumes 1.20.
+/// deploy-check passes `--kube-version` anyway.
+const HELM_LDFLAGS: &str = "-X helm.sh/helm/v3/internal/version.version=v3.22.0 \
+    -X helm.sh/helm/v3/internal/version.metadata= \
+    -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
+    -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37";
 /// The offline Kubernetes schema validator of `cargo xtask deploy-check`, in a venv of its own.
 const DEPLOY_PYPI: &[&str] = &["kubernetes-validate==1.34.1"];
 
@@ -60,7 +69,7 @@ pub(crate) enum Need {
     Nextest,
     /// The Python reference (cross-implementation tests of encryption and the spool).
     Reference,
-    /// kustomize, actionlint and kubernetes-validate (`cargo xtask deploy-check`).
+    /// kustomize, actionlint, helm and kubernetes-validate (`cargo xtask deploy-check`).
     Deploy,
 }
 
@@ -109,6 +118,8 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
 #[derive(Debug)]
 pub(crate) struct DeployTools {
     kustomize: PathBuf,
+    /// helm, for `helm lint` and `helm template` of the chart.
+    pub(crate) helm: PathBuf,
     pub(crate) actionlint: PathBuf,
     pub(crate) kubernetes_validate: PathBuf,
 }
@@ -125,20 +136,30 @@ impl DeployTools {
 /// Installs (when missing) and returns the deployment-check tools.
 pub(crate) fn deploy_tools() -> Result<DeployTools> {
     let gobin = sinks_testkit::tools_dir().join("go/bin");
-    for (binary, module) in GO_TOOLS {
+    for (binary, module, ldflags) in GO_TOOLS {
         let path = gobin.join(binary);
         let stamp = gobin.join(format!(".{binary}.installed"));
-        if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(*module) {
+        let wanted = if ldflags.is_empty() { (*module).to_owned() } else { format!("{module} {ldflags}") };
+        if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
             eprintln!("setup: {module} already installed ({})", path.display());
             continue;
         }
         eprintln!("setup: go install {module} into {}", gobin.display());
-        run("go install", Command::new("go").arg("install").arg(module).env("GOBIN", &gobin))?;
-        std::fs::write(&stamp, module)?;
+        let started = std::time::Instant::now();
+        let mut install = Command::new("go");
+        install.arg("install");
+        if !ldflags.is_empty() {
+            install.arg(format!("-ldflags={ldflags}"));
+        }
+        install.arg(module).env("GOBIN", &gobin).env("CGO_ENABLED", "0").env("GOFLAGS", "-trimpath -buildvcs=false");
+        run("go install", &mut install)?;
+        eprintln!("setup: installed {binary} in {:.0} s", started.elapsed().as_secs_f64());
+        std::fs::write(&stamp, &wanted)?;
     }
     let venv_bin = venv("deploy", DEPLOY_PYPI)?;
     Ok(DeployTools {
         kustomize: gobin.join("kustomize"),
+        helm: gobin.join("helm"),
         actionlint: gobin.join("actionlint"),
         kubernetes_validate: venv_bin.join("kubernetes-validate"),
     })
