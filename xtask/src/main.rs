@@ -143,7 +143,10 @@ fn slim_e2e(env: &[(&str, String)]) -> Result<()> {
 }
 
 fn test() -> Result<()> {
-    let tools = setup::ensure(setup::Need::ALL)?;
+    // The deployment tools are Go builds (helm takes minutes from cold caches): they are built
+    // in the background while the tests run, which leave cores idle while they wait on servers.
+    let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| *n != setup::Need::Deploy).collect();
+    let tools = setup::ensure(&now)?;
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     // One SeaweedFS, one MariaDB and one Coherence member for every S3, MySQL and Coherence
@@ -162,6 +165,7 @@ fn test() -> Result<()> {
     env.extend(s3_env);
     env.extend(mysql_env);
     env.extend(coherence_env);
+    let deploy_tools = std::thread::spawn(setup::deploy_tools);
     let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env).and_then(|()| slim_e2e(&env));
     let servers = certify::Servers {
         s3: s3_server.endpoint(),
@@ -173,7 +177,9 @@ fn test() -> Result<()> {
     drop(mysql_server);
     drop(coherence_member);
     drop(rt);
+    let deployable = deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment tools panicked"))?;
     certified?;
+    deployable.context("installing the deployment tools")?;
     quickstart::run(quickstart::Args::default())?;
     ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() })?;
     ops::deploy_check()?;
