@@ -13,6 +13,8 @@
 //! - `publish`: publishes demo messages to a running server.
 //! - `sizes`, `deploy-check`: the slim binaries' size table, and the systemd unit, Kubernetes
 //!   manifests and workflows checked offline (docs/operations.md); both run in `test`.
+//! - `docs`: the generated configuration reference, the links of `docs/`, the mdBook site
+//!   (`target/book`) and `cargo doc` without warnings; runs in `test`.
 //! - `fuzz`: the cargo-fuzz targets in `fuzz/`, each for a bounded time (nightly; not in CI).
 //!
 //! Every error is reported as one line (`error: …`, causes joined with `: `), exit code 1.
@@ -20,7 +22,9 @@
 
 mod bench;
 mod certify;
+mod config_ref;
 mod crash;
+mod docs;
 mod fuzz;
 mod ops;
 mod publish;
@@ -63,6 +67,9 @@ enum Cmd {
     DeployCheck,
     /// Write the man page of `nats-sink` to target/man/nats-sink.1.
     Man,
+    /// Check the generated config reference and the docs' links, build the mdBook site into
+    /// target/book and run `cargo doc` with warnings denied.
+    Docs(docs::Args),
 }
 
 fn main() -> ExitCode {
@@ -77,6 +84,7 @@ fn main() -> ExitCode {
         Cmd::Sizes(args) => ops::sizes(&args),
         Cmd::DeployCheck => ops::deploy_check(),
         Cmd::Man => ops::man(),
+        Cmd::Docs(args) => docs::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -139,6 +147,7 @@ fn test() -> Result<()> {
     quickstart::run(quickstart::Args::default())?;
     ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() })?;
     ops::deploy_check()?;
+    docs::run(&docs::Args::default())?;
     eprintln!("all checks passed");
     Ok(())
 }
