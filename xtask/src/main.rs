@@ -13,6 +13,8 @@
 //! - `publish`: publishes demo messages to a running server.
 //! - `sizes`, `deploy-check`: the slim binaries' size table, and the systemd unit, Kubernetes
 //!   manifests and workflows checked offline (docs/operations.md); both run in `test`.
+//! - `package-check`: every publishable crate packaged offline, and the release workflow's
+//!   publish order; runs in `test`.
 //! - `docs`: the generated configuration reference, the links of `docs/`, the mdBook site
 //!   (`target/book`) and `cargo doc` without warnings; runs in `test`.
 //! - `fuzz`: the cargo-fuzz targets in `fuzz/`, each for a bounded time (nightly; not in CI).
@@ -70,6 +72,8 @@ enum Cmd {
     /// Check the generated config reference and the docs' links, build the mdBook site into
     /// target/book and run `cargo doc` with warnings denied.
     Docs(docs::Args),
+    /// Package every publishable crate offline and check the release workflow's publish order.
+    PackageCheck,
 }
 
 fn main() -> ExitCode {
@@ -85,6 +89,7 @@ fn main() -> ExitCode {
         Cmd::DeployCheck => ops::deploy_check(),
         Cmd::Man => ops::man(),
         Cmd::Docs(args) => docs::run(&args),
+        Cmd::PackageCheck => ops::package_check(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -147,6 +152,7 @@ fn test() -> Result<()> {
     quickstart::run(quickstart::Args::default())?;
     ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() })?;
     ops::deploy_check()?;
+    ops::package_check()?;
     docs::run(&docs::Args::default())?;
     eprintln!("all checks passed");
     Ok(())
