@@ -569,6 +569,22 @@ fn remove(value: &mut Value, at: &[Step]) {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn every_sink_crate_has_a_section() {
+        let pages: Vec<&str> = super::sections().iter().map(|s| s.page).collect();
+        let crates = std::fs::read_dir(sinks_testkit::workspace_root().join("crates")).into_iter().flatten().flatten();
+        for name in
+            crates.filter_map(|e| e.file_name().to_str().and_then(|n| n.strip_prefix("sink-")).map(str::to_owned))
+        {
+            let page = format!("{name}-sink.md");
+            assert!(
+                pages.contains(&page.as_str()),
+                "crates/sink-{name} has no section in {} (its page: {page})",
+                super::PATH
+            );
+        }
+    }
+
+    #[test]
     fn the_config_reference_is_generated_from_the_config_types() {
         let path = sinks_testkit::workspace_root().join(super::PATH);
         let generated = match super::generate() {
