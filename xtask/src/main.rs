@@ -14,6 +14,10 @@
 //! - `sizes`, `deploy-check`: the slim binaries' size table, and the systemd unit, Kubernetes
 //!   manifests, Helm chart and workflows checked offline (docs/operations.md); both run in
 //!   `test`.
+//! - `package-check`: every publishable crate packaged offline, and the release workflow's
+//!   publish order; runs in `test`.
+//! - `docs`: the generated configuration reference, the links of `docs/`, the mdBook site
+//!   (`target/book`) and `cargo doc` without warnings; runs in `test`.
 //! - `fuzz`: the cargo-fuzz targets in `fuzz/`, each for a bounded time (nightly; not in CI).
 //!
 //! Every error is reported as one line (`error: …`, causes joined with `: `), exit code 1.
@@ -21,7 +25,9 @@
 
 mod bench;
 mod certify;
+mod config_ref;
 mod crash;
+mod docs;
 mod fuzz;
 mod ops;
 mod publish;
@@ -64,6 +70,11 @@ enum Cmd {
     DeployCheck,
     /// Write the man page of `nats-sink` to target/man/nats-sink.1.
     Man,
+    /// Check the generated config reference and the docs' links, build the mdBook site into
+    /// target/book and run `cargo doc` with warnings denied.
+    Docs(docs::Args),
+    /// Package every publishable crate offline and check the release workflow's publish order.
+    PackageCheck,
 }
 
 fn main() -> ExitCode {
@@ -78,6 +89,8 @@ fn main() -> ExitCode {
         Cmd::Sizes(args) => ops::sizes(&args),
         Cmd::DeployCheck => ops::deploy_check(),
         Cmd::Man => ops::man(),
+        Cmd::Docs(args) => docs::run(&args),
+        Cmd::PackageCheck => ops::package_check(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -143,9 +156,11 @@ fn slim_e2e(env: &[(&str, String)]) -> Result<()> {
 }
 
 fn test() -> Result<()> {
-    // The deployment tools are Go builds (helm takes minutes from cold caches): they are built
-    // in the background while the tests run, which leave cores idle while they wait on servers.
-    let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| *n != setup::Need::Deploy).collect();
+    // The deployment tools are Go builds (helm takes minutes from cold caches) and mdBook a
+    // cargo install: they are built in the background while the tests run, which leave cores
+    // idle while they wait on servers.
+    const LATER: [setup::Need; 2] = [setup::Need::Deploy, setup::Need::Docs];
+    let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
     let tools = setup::ensure(&now)?;
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
@@ -165,7 +180,7 @@ fn test() -> Result<()> {
     env.extend(s3_env);
     env.extend(mysql_env);
     env.extend(coherence_env);
-    let deploy_tools = std::thread::spawn(setup::deploy_tools);
+    let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER));
     let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env).and_then(|()| slim_e2e(&env));
     let servers = certify::Servers {
         s3: s3_server.endpoint(),
@@ -177,12 +192,15 @@ fn test() -> Result<()> {
     drop(mysql_server);
     drop(coherence_member);
     drop(rt);
-    let deployable = deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment tools panicked"))?;
+    let deployable =
+        deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment and docs tools panicked"))?;
     certified?;
-    deployable.context("installing the deployment tools")?;
+    deployable.context("installing the deployment and docs tools")?;
     quickstart::run(quickstart::Args::default())?;
     ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() })?;
     ops::deploy_check()?;
+    ops::package_check()?;
+    docs::run(&docs::Args::default())?;
     eprintln!("all checks passed");
     Ok(())
 }

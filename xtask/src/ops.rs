@@ -1,7 +1,8 @@
 //! Packaging checks: `cargo xtask sizes` (the slim binaries' size table in
-//! docs/operations.md) and `cargo xtask deploy-check` (the systemd unit, the Kubernetes
+//! docs/operations.md), `cargo xtask deploy-check` (the systemd unit, the Kubernetes
 //! manifests, the overlay configs, the Helm chart and the release workflow, all checked
-//! offline).
+//! offline) and `cargo xtask package-check` (the publishable crates packaged offline, in the
+//! release workflow's order).
 //!
 //! `sizes` builds `nats-sink` once per sink feature (and once with every sink) with the
 //! `dist` profile (fat LTO, one codegen unit, stripped) and writes the table; `sizes --check`
@@ -400,5 +401,66 @@ pub(crate) fn man() -> Result<()> {
     let path = dir.join("nats-sink.1");
     std::fs::write(&path, page)?;
     println!("{}", path.display());
+    Ok(())
+}
+
+/// Runs `cargo xtask package-check`: every publishable crate packages (`cargo package
+/// --no-verify --offline`, the workspace's own crates resolved from each other), and the
+/// release workflow publishes exactly those crates, each after the workspace crates it depends
+/// on.
+pub(crate) fn package_check() -> Result<()> {
+    let root = sinks_testkit::workspace_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut metadata = Command::new(&cargo);
+    metadata.args(["metadata", "--format-version", "1", "--no-deps", "--offline"]).current_dir(&root);
+    let metadata: serde_json::Value = serde_json::from_slice(&output(metadata, "cargo metadata")?)?;
+    let packages = metadata["packages"].as_array().context("cargo metadata lists no packages")?;
+    let members: BTreeSet<&str> = packages.iter().filter_map(|p| p["name"].as_str()).collect();
+    // `publish = false` reads as an empty registry list; absent, as null.
+    let publishable: Vec<&serde_json::Value> = packages.iter().filter(|p| p["publish"].is_null()).collect();
+    let private: Vec<&str> =
+        packages.iter().filter(|p| !p["publish"].is_null()).filter_map(|p| p["name"].as_str()).collect();
+    for name in ["sinks-testkit", "xtask"] {
+        if !private.contains(&name) {
+            bail!("{name} must stay `publish = false`");
+        }
+    }
+
+    // The release workflow's publish order.
+    let workflow = std::fs::read_to_string(root.join(".github/workflows/release.yml"))?;
+    let list = workflow
+        .split_once("for crate in ")
+        .and_then(|(_, rest)| rest.split_once("; do"))
+        .map(|(list, _)| list)
+        .context("release.yml has no `for crate in …; do` publish loop")?;
+    let order: Vec<&str> = list.split_whitespace().filter(|w| *w != "\\").collect();
+    let wanted: BTreeSet<&str> = publishable.iter().filter_map(|p| p["name"].as_str()).collect();
+    let listed: BTreeSet<&str> = order.iter().copied().collect();
+    if wanted != listed {
+        bail!(
+            "release.yml publishes {listed:?}, but the publishable crates are {wanted:?} (`publish = false` marks the others)"
+        );
+    }
+    for package in &publishable {
+        let name = package["name"].as_str().unwrap_or_default();
+        let at = order.iter().position(|c| *c == name).unwrap_or_default();
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            if dep["kind"].as_str() == Some("dev") || !members.contains(dep_name) || dep_name == name {
+                continue;
+            }
+            if !order[..at].contains(&dep_name) {
+                bail!("release.yml publishes {name} before {dep_name}, which it depends on");
+            }
+        }
+    }
+    eprintln!("package-check: release.yml publishes the {} publishable crates in dependency order", order.len());
+
+    let mut args = vec!["package", "--workspace", "--no-verify", "--allow-dirty", "--offline", "--quiet"];
+    for name in &private {
+        args.extend(["--exclude", name]);
+    }
+    crate::cargo(&args, &[])?;
+    eprintln!("package-check: {} crates packaged into target/package", order.len());
     Ok(())
 }

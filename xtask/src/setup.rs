@@ -14,6 +14,7 @@
 //! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
+//! | mdBook 0.5.4 (the documentation site; no default features) | crates.io, `cargo install --locked` | `.local/tools/mdbook/bin/mdbook` |
 //!
 //! `certify`, `bench`, `test` and `quickstart` call [`ensure`] with what they need, so a fresh
 //! clone never needs this command first; a second run only checks and takes seconds. A tool
@@ -53,6 +54,8 @@ const HELM_LDFLAGS: &str = "-X helm.sh/helm/v3/internal/version.version=v3.22.0 
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37";
 /// The offline Kubernetes schema validator of `cargo xtask deploy-check`, in a venv of its own.
 const DEPLOY_PYPI: &[&str] = &["kubernetes-validate==1.34.1"];
+/// The mdBook release that builds the documentation site (`cargo xtask docs`), pinned.
+const MDBOOK_VERSION: &str = "0.5.4";
 
 /// A tool a workflow needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,12 +74,22 @@ pub(crate) enum Need {
     Reference,
     /// kustomize, actionlint, helm and kubernetes-validate (`cargo xtask deploy-check`).
     Deploy,
+    /// mdBook (`cargo xtask docs`).
+    Docs,
 }
 
 impl Need {
     /// Everything `cargo xtask setup` installs.
-    pub(crate) const ALL: &'static [Self] =
-        &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence, Self::Nextest, Self::Reference, Self::Deploy];
+    pub(crate) const ALL: &'static [Self] = &[
+        Self::Nats,
+        Self::SeaweedFs,
+        Self::MariaDb,
+        Self::Coherence,
+        Self::Nextest,
+        Self::Reference,
+        Self::Deploy,
+        Self::Docs,
+    ];
     /// What the certification and the benchmarks start.
     pub(crate) const SERVERS: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence];
 }
@@ -110,6 +123,9 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     }
     if needs.contains(&Need::Deploy) {
         deploy_tools()?;
+    }
+    if needs.contains(&Need::Docs) {
+        mdbook()?;
     }
     Ok(tools)
 }
@@ -317,6 +333,37 @@ fn nextest() -> Result<()> {
     }
     eprintln!("setup: installing {NEXTEST} (cargo install --locked; a few minutes, once)");
     run("cargo install", Command::new(&cargo).args(["install", "--locked", "--quiet", NEXTEST]))
+}
+
+/// mdBook from crates.io, pinned, without default features (no `serve`, `watch` or `search`:
+/// `build` is all `cargo xtask docs` runs), in `.local/tools/mdbook`; installed only when
+/// `mdbook --version` there does not name the pinned release. Returns the binary.
+pub(crate) fn mdbook() -> Result<PathBuf> {
+    let root = sinks_testkit::tools_dir().join("mdbook");
+    let binary = root.join("bin/mdbook");
+    let wanted = format!("mdbook v{MDBOOK_VERSION}");
+    if binary.is_file() && version(&binary) == wanted {
+        eprintln!("setup: {wanted} already installed ({})", binary.display());
+        return Ok(binary);
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!(
+        "setup: installing mdbook {MDBOOK_VERSION} into {} (cargo install --locked; about a minute, once)",
+        root.display()
+    );
+    run(
+        "cargo install mdbook",
+        Command::new(&cargo)
+            .args(["install", "--locked", "--quiet", "--force", "mdbook", "--version", MDBOOK_VERSION])
+            .arg("--no-default-features")
+            .arg("--root")
+            .arg(&root),
+    )?;
+    let installed = version(&binary);
+    if installed != wanted {
+        bail!("{} reports `{installed}` after installing mdbook {MDBOOK_VERSION}", binary.display());
+    }
+    Ok(binary)
 }
 
 /// `program --version`, first line.

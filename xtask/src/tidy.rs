@@ -1,7 +1,8 @@
 //! Tidy rules, enforced as a test so `cargo nextest run` checks them: every Rust file opens
 //! with a `//!` doc line, no test is ignored or marked should-panic, every crate
-//! uses the workspace lints, and every sink crate has the same file roles (including its
-//! certification harness and `tests/certify.rs`).
+//! uses the workspace lints, every sink crate has the same file roles (including its
+//! certification harness and `tests/certify.rs`), and every publishable crate has complete
+//! crates.io metadata.
 
 #[cfg(test)]
 mod tests {
@@ -79,6 +80,29 @@ mod tests {
                 ["src/lib.rs", "src/config.rs", "src/sink.rs", "src/error.rs", "src/certify.rs", "tests/certify.rs"]
             {
                 assert!(sink.join(role).is_file(), "{} lacks {role}", sink.display());
+            }
+        }
+    }
+
+    #[test]
+    fn publishable_crates_have_complete_metadata() {
+        let root = sinks_testkit::workspace_root();
+        for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+            let manifest = entry.path().join("Cargo.toml");
+            let text = std::fs::read_to_string(&manifest).unwrap();
+            if text.contains("\npublish = false") {
+                continue;
+            }
+            for key in [
+                "\ndescription = ",
+                "\nlicense.workspace = true",
+                "\nrepository.workspace = true",
+                "\nreadme.workspace = true",
+                "\nkeywords = ",
+                "\ncategories = ",
+                "\n[package.metadata.docs.rs]",
+            ] {
+                assert!(text.contains(key), "{} lacks `{}` (crates.io metadata)", manifest.display(), key.trim());
             }
         }
     }

@@ -2,7 +2,7 @@
 //! destination, except the write itself.
 //!
 //! A sink crate implements [`Sink`]: it receives [`Envelope`]s and reports one
-//! [`MessageOutcome`] per envelope. The core owns delivery: it fetches ([`source`]), writes
+//! [`MessageOutcome`] per envelope. The core owns delivery: it fetches (`source`), writes
 //! through the sink, isolates poison messages, and settles every message from its own outcome
 //! through the pure ACK gate ([`ack::settle`]), publishing dead-letter records ([`dlq`]) and
 //! acknowledging only after every required durable effect has committed.

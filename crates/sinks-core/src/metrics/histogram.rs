@@ -28,7 +28,7 @@ pub struct LocalTiming {
 }
 
 impl LocalTiming {
-    /// An empty accumulator over `bounds` (ascending, at most [`MAX_BOUNDS`]).
+    /// An empty accumulator over `bounds` (ascending, at most 24 bounds).
     pub fn new(bounds: &'static [f64]) -> Self {
         debug_assert!(bounds.len() <= MAX_BOUNDS);
         Self {
