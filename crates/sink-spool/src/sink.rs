@@ -11,6 +11,12 @@
 //!    temporary failure and holds back the rest of its key;
 //! 4. **directory fsync**, once per batch, before any outcome is reported.
 //!
+//! **Reconcile** reads a message's record file (named by its idempotency key), decrypts it and
+//! compares the payload: equal, or different (other content, or a record that no longer
+//! decrypts). A message without a record was replayed into its target and deleted, or was
+//! never spooled: the spool alone cannot tell which, so it is unchecked — unless
+//! `delete_after_replay` is off, when replay keeps records and no record means missing.
+//!
 //! Capacity is accounted in O(1) per write: counters of records and bytes recovered by one
 //! directory scan at start-up and refreshed by another scan only when a write would go over
 //! a limit (a replay in another process may have freed space meanwhile).
@@ -26,7 +32,8 @@ use sha2::{Digest, Sha256};
 use sinks_core::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_core::encryption::{Cipher, Key, Keyring};
 use sinks_core::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, OrderKey, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, OrderKey, Presence, ReadBack,
+    Sink, SinkError,
 };
 use time::OffsetDateTime;
 
@@ -568,4 +575,59 @@ impl Sink for SpoolSink {
         let inner = Arc::clone(&self.inner);
         blocking(move || inner.probe(&root)).await
     }
+
+    fn read_back(&self) -> ReadBack {
+        let absent = if self.inner.config.delete_after_replay {
+            "a message without a record is unchecked: replay deletes what its target committed \
+             (delete_after_replay), so replayed and never spooled cannot be told apart here; reconcile the \
+             replay target's configuration for those"
+        } else {
+            "a message without a record is missing (delete_after_replay is off: replay keeps records)"
+        };
+        ReadBack::Supported(format!(
+            "spool record by name (sha256 of the idempotency key), decrypted, payload compared; {absent}"
+        ))
+    }
+
+    /// Reads each message's record (blocking tasks in parallel); never writes, never
+    /// creates the directory.
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let absent = if self.inner.config.delete_after_replay { Presence::Unchecked } else { Presence::Missing };
+        let root = match self.inner.root.get() {
+            Some(root) => root.clone(),
+            None => match fs::canonicalize(expand_home(&self.inner.config.directory)) {
+                Ok(root) => root,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![absent; batch.len()]),
+                Err(e) => return Err(classify(e, "cannot resolve sink.directory")),
+            },
+        };
+        let keyring = self.keyring()?.clone();
+        let check = move |envelope: Envelope| presence(&root, &keyring, &envelope, absent);
+        run_parallel(batch.to_vec(), MAX_PARALLEL_TASKS, check).await.into_iter().collect()
+    }
+}
+
+/// What the spool holds for `envelope` under `root` (blocking; reads only): `absent` when it
+/// has no record.
+fn presence(root: &Path, keyring: &Keyring, envelope: &Envelope, absent: Presence) -> Result<Presence, SinkError> {
+    // A message without an idempotency key was never spooled (it failed permanently).
+    let Ok(name) = record::file_name(envelope) else { return Ok(absent) };
+    let bytes = match fs::read(root.join(name)) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(absent),
+        Err(e) => return Err(classify(e, "cannot read a spool record")),
+    };
+    let stored = record::unwrap(&bytes, keyring).and_then(|plain| record::payload_bytes(&plain));
+    Ok(match stored {
+        Ok(payload) if payload == envelope.payload().as_ref() => Presence::Equal,
+        Ok(_) => Presence::Different,
+        Err(e) => {
+            tracing::debug!(
+                stream_sequence = envelope.jetstream().stream_sequence,
+                error = %e,
+                "spool record cannot be read back"
+            );
+            Presence::Different
+        }
+    })
 }

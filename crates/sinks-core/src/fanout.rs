@@ -17,6 +17,15 @@
 //! is written once, as required (the reference's merge).
 //!
 //! Children open in name order, close in reverse order, and are health-checked together.
+//!
+//! **Reconcile.** A message is read back from every *required* target its route sent it to,
+//! through that target's own read-back; optional copies are best effort and never checked.
+//! It is equal only when every such target holds it equal; missing when one lacks it;
+//! different when one holds other content; unchecked when a required target of it cannot
+//! read back. A message routed nowhere (`no_match: ignore`) or to optional targets only owes
+//! nothing and counts as equal; one rejected by routing (`no_match: reject`) was
+//! dead-lettered and counts as missing (reconcile then finds it in the DLQ). Without any
+//! required target that can read back, fan-out is unsupported, saying why per target.
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -31,7 +40,7 @@ use crate::ack::{TargetOutcome, TargetResult, fanout_outcome};
 use crate::config::routing::{RoutingConfig, Selection};
 use crate::envelope::Envelope;
 use crate::error::SinkError;
-use crate::sink::{BatchResult, MessageOutcome, Sink, write_isolating};
+use crate::sink::{BatchResult, MessageOutcome, Presence, ReadBack, Sink, write_isolating};
 
 /// The answer of an optional target's worker: one outcome per message of its sub-batch.
 type Reply = oneshot::Receiver<Vec<MessageOutcome>>;
@@ -122,6 +131,26 @@ impl FanoutSink {
 
     fn child_index(&self, name: &str) -> Option<usize> {
         self.children.binary_search_by(|c| c.name.as_str().cmp(name)).ok()
+    }
+
+    /// Each child that some route (or the default route) makes a required target, in name
+    /// order, with its read-back.
+    fn required_read_backs(&self) -> Vec<(usize, ReadBack)> {
+        let routing = &self.routing;
+        let required = |name: &str| {
+            routing
+                .routes
+                .iter()
+                .flat_map(|r| r.targets.iter())
+                .chain(routing.default_targets.iter())
+                .any(|t| t.required && t.sink == name)
+        };
+        self.children
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| required(&c.name))
+            .map(|(i, c)| (i, c.sink.read_back()))
+            .collect()
     }
 
     fn queue(&self, child: usize) -> Option<mpsc::Sender<Job>> {
@@ -283,6 +312,83 @@ impl Sink for FanoutSink {
         Ok(self.write_routed(batch, budget).await)
     }
 
+    fn read_back(&self) -> ReadBack {
+        let targets = self.required_read_backs();
+        let (mut checked, mut unchecked) = (Vec::new(), Vec::new());
+        for (c, read_back) in &targets {
+            let name = &self.children[*c].name;
+            match read_back {
+                ReadBack::Supported(what) => checked.push(format!("`{name}` ({what})")),
+                ReadBack::Unsupported(why) => unchecked.push(format!("`{name}` ({why})")),
+            }
+        }
+        if targets.is_empty() {
+            return ReadBack::Unsupported("no route has a required target to read back".into());
+        }
+        if checked.is_empty() {
+            return ReadBack::Unsupported(format!(
+                "no required target can read its destination back: {}",
+                unchecked.join("; ")
+            ));
+        }
+        let mut what = format!(
+            "each message from every required target its route sent it to (equal only when all hold it equal): {}",
+            checked.join("; ")
+        );
+        if !unchecked.is_empty() {
+            what.push_str(&format!("; messages routed to these are unchecked: {}", unchecked.join("; ")));
+        }
+        ReadBack::Supported(what)
+    }
+
+    /// Each required target that can read back checks its own sub-batch (concurrently); the
+    /// answers merge per message (missing, then different, then unchecked, then equal).
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let supported: Vec<bool> = {
+            let mut supported = vec![false; self.children.len()];
+            for (c, read_back) in self.required_read_backs() {
+                supported[c] = matches!(read_back, ReadBack::Supported(_));
+            }
+            supported
+        };
+        let selections: Vec<Selection> = batch.iter().map(|e| self.routing.select(e)).collect();
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); self.children.len()];
+        let mut found: Vec<Presence> = vec![Presence::Equal; batch.len()];
+        for (i, selection) in selections.iter().enumerate() {
+            match selection {
+                // Routed nowhere on purpose: nothing is owed.
+                Selection::Ignore => {}
+                // Dead-lettered by routing: never written.
+                Selection::Reject => found[i] = Presence::Missing,
+                Selection::Targets(targets) => {
+                    for t in targets.iter().filter(|t| t.required) {
+                        let Some(c) = self.child_index(&t.sink) else { continue };
+                        if supported[c] {
+                            members[c].push(i);
+                        } else {
+                            found[i] = worse(found[i], Presence::Unchecked);
+                        }
+                    }
+                }
+            }
+        }
+        let checked: Vec<usize> = (0..self.children.len()).filter(|c| !members[*c].is_empty()).collect();
+        let subs: Vec<Vec<Envelope>> =
+            checked.iter().map(|c| members[*c].iter().map(|i| batch[*i].clone()).collect()).collect();
+        let answers = join_all(checked.iter().zip(&subs).map(|(c, sub)| self.children[*c].sink.reconcile(sub))).await;
+        for ((c, sub), answer) in checked.iter().zip(&subs).zip(answers) {
+            let name = &self.children[*c].name;
+            let presences = answer.map_err(|e| e.rephrased(format!("sink `{name}`: {}", e.display_chain())))?;
+            if presences.len() != sub.len() {
+                return Err(SinkError::temporary(format!("sink `{name}` returned a misaligned read-back")));
+            }
+            for (i, presence) in members[*c].iter().zip(presences) {
+                found[*i] = worse(found[*i], presence);
+            }
+        }
+        Ok(found)
+    }
+
     async fn health_check(&self) -> Result<(), SinkError> {
         let checks = join_all(self.children.iter().map(|c| c.sink.health_check())).await;
         for (child, result) in self.children.iter().zip(checks) {
@@ -318,6 +424,18 @@ impl Sink for FanoutSink {
     }
 }
 
+/// The answer that counts for a message two targets answered differently about: missing
+/// (a replay repairs it) over different over unchecked over equal.
+fn worse(a: Presence, b: Presence) -> Presence {
+    let rank = |p: Presence| match p {
+        Presence::Equal => 0,
+        Presence::Unchecked => 1,
+        Presence::Different => 2,
+        Presence::Missing => 3,
+    };
+    if rank(b) > rank(a) { b } else { a }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -325,6 +443,7 @@ mod tests {
     use super::*;
     use crate::envelope::{AppMetadata, Headers};
     use crate::testing::{MemorySink, envelope_with};
+    use bytes::Bytes;
 
     fn msg(seq: u64, subject: &str, classification: Option<&str>) -> Envelope {
         envelope_with("S", seq, subject, format!("{{\"n\":{seq}}}"), Headers::new(), 1).with_app_metadata(AppMetadata {
@@ -390,6 +509,123 @@ mod tests {
         assert!(e.is_permanent());
         assert_eq!(e.target(), Some("db"));
         assert_eq!(sink.stats().optional_failed.load(Ordering::Relaxed), 1);
+    }
+
+    /// A [`MemorySink`] that reads back (its records by idempotency key), or not.
+    #[derive(Debug)]
+    struct Readable {
+        memory: Arc<MemorySink>,
+        reads: bool,
+    }
+
+    #[async_trait]
+    impl Sink for Readable {
+        fn name(&self) -> &str {
+            "readable"
+        }
+
+        async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+            self.memory.write_batch(batch).await
+        }
+
+        async fn health_check(&self) -> Result<(), SinkError> {
+            Ok(())
+        }
+
+        fn read_back(&self) -> ReadBack {
+            if self.reads {
+                ReadBack::Supported("record by key".into())
+            } else {
+                ReadBack::Unsupported("this one cannot".into())
+            }
+        }
+
+        async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+            assert!(self.reads, "never asked when it cannot read back");
+            Ok(batch
+                .iter()
+                .map(|e| match self.memory.get(&e.idempotency_key().unwrap().to_string()) {
+                    None => Presence::Missing,
+                    Some(p) if p == *e.payload() => Presence::Equal,
+                    Some(_) => Presence::Different,
+                })
+                .collect())
+        }
+    }
+
+    fn readable(reads: bool) -> (Arc<MemorySink>, Arc<dyn Sink>) {
+        let memory = Arc::new(MemorySink::new());
+        (Arc::clone(&memory), Arc::new(Readable { memory, reads }))
+    }
+
+    #[tokio::test]
+    async fn reconcile_reads_every_required_target_a_message_was_routed_to() {
+        let ((db, db_sink), (audit, audit_sink), (_, plain_sink), (_, opt_sink)) =
+            (readable(true), readable(true), readable(false), readable(true));
+        let sink = FanoutSink::new(
+            vec![
+                ("db".into(), db_sink),
+                ("audit".into(), audit_sink),
+                ("plain".into(), plain_sink),
+                ("opt".into(), opt_sink),
+            ],
+            routing(json!({"enabled": true, "mode": "all", "no_match": "reject", "routes": [
+                {"name": "orders", "match": {"subject": "orders.>"}, "targets": ["db", {"sink": "opt", "required": false}]},
+                {"name": "secret", "match": {"classification": ["SECRET"]}, "targets": ["audit"]},
+                {"name": "legacy", "match": {"subject": "legacy.>"}, "targets": ["plain"]},
+                {"name": "hint", "match": {"subject": "hint.>"}, "targets": [{"sink": "opt", "required": false}]}
+            ]})),
+        );
+        sink.open().await.unwrap();
+        let ReadBack::Supported(what) = sink.read_back() else { panic!("{:?}", sink.read_back()) };
+        assert!(what.contains("`audit` (record by key)") && what.contains("`db` (record by key)"), "{what}");
+        assert!(what.contains("unchecked: `plain` (this one cannot)"), "{what}");
+        assert!(!what.contains("`opt`"), "optional targets are never checked: {what}");
+        let batch = vec![
+            msg(1, "orders.a", None),           // db
+            msg(2, "orders.b", Some("SECRET")), // db + audit
+            msg(3, "orders.c", Some("SECRET")), // db + audit
+            msg(4, "orders.d", Some("SECRET")), // db + audit
+            msg(5, "legacy.x", None),           // plain only (cannot read back)
+            msg(6, "legacy.y", Some("SECRET")), // plain + audit
+            msg(7, "hint.z", None),             // optional only
+            msg(8, "misc", None),               // no route: rejected
+        ];
+        let outcomes = sink.write_batch(&batch).await.unwrap();
+        assert_eq!(outcomes.iter().filter(|o| o.is_durable()).count(), 7, "{outcomes:?}");
+        use Presence::{Different, Equal, Missing, Unchecked};
+        assert_eq!(
+            sink.reconcile(&batch).await.unwrap(),
+            [Equal, Equal, Equal, Equal, Unchecked, Unchecked, Equal, Missing]
+        );
+        let key = |seq: u64| format!("stream-sequence:S:{seq}");
+        db.set(&key(1), None);
+        audit.set(&key(2), None);
+        audit.set(&key(3), Some(Bytes::from_static(b"{\"n\":-3}")));
+        db.set(&key(4), Some(Bytes::from_static(b"{\"n\":-4}")));
+        audit.set(&key(4), None);
+        audit.set(&key(6), Some(Bytes::from_static(b"{}")));
+        assert_eq!(
+            sink.reconcile(&batch).await.unwrap(),
+            // 4: missing in one target beats different in the other (a replay repairs it);
+            // 6: what a readable target says beats the unreadable one's silence.
+            [Missing, Missing, Different, Missing, Unchecked, Different, Equal, Missing]
+        );
+        sink.close().await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn reconcile_is_unsupported_when_no_required_target_reads_back() {
+        let ((_, a), (_, b)) = (readable(false), readable(true));
+        let sink = FanoutSink::new(
+            vec![("a".into(), a), ("b".into(), b)],
+            routing(json!({"enabled": true, "routes": [{"name": "all", "match": {"subject": ">"},
+                "targets": ["a", {"sink": "b", "required": false}]}]})),
+        );
+        assert_eq!(
+            sink.read_back(),
+            ReadBack::Unsupported("no required target can read its destination back: `a` (this one cannot)".into())
+        );
     }
 
     #[tokio::test]

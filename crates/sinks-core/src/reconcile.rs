@@ -460,10 +460,11 @@ impl Classifier<'_> {
             Some(Presence::Different) => Class::Conflict,
             Some(Presence::Missing) if self.dead_lettered(seq) => Class::DeadLettered,
             Some(Presence::Missing) => Class::Missing,
-            // The destination cannot be read back: the DLQ and the ledger decide.
-            None if self.dead_lettered(seq) => Class::DeadLettered,
-            None if self.ledger && !self.recorded.get(seq) => Class::Missing,
-            None => Class::Unchecked,
+            // The destination cannot be read back (or not this message): the DLQ and the
+            // ledger decide.
+            None | Some(Presence::Unchecked) if self.dead_lettered(seq) => Class::DeadLettered,
+            None | Some(Presence::Unchecked) if self.ledger && !self.recorded.get(seq) => Class::Missing,
+            None | Some(Presence::Unchecked) => Class::Unchecked,
         }
     }
 }
@@ -606,6 +607,10 @@ mod tests {
             (&with_ledger, 1, Some(Presence::Different), Conflict),
             (&with_ledger, 2, Some(Presence::Missing), DeadLettered),
             (&with_ledger, 3, Some(Presence::Missing), Missing),
+            (&with_ledger, 3, Some(Presence::Unchecked), Missing),
+            (&with_ledger, 2, Some(Presence::Unchecked), DeadLettered),
+            (&with_ledger, 1, Some(Presence::Unchecked), Unchecked),
+            (&without, 3, Some(Presence::Unchecked), Unchecked),
             (&with_ledger, 1, None, Unchecked),
             (&with_ledger, 3, None, Missing),
             (&without, 3, None, Unchecked),

@@ -184,6 +184,10 @@ pub enum Presence {
     Different,
     /// Not stored.
     Missing,
+    /// Not read back: the sink could check other messages of the batch but not this one (a
+    /// fan-out message whose required targets cannot read back). Reconcile treats it like a
+    /// sink without read-back: the DLQ and the ledger decide, else it is `unchecked`.
+    Unchecked,
 }
 
 /// Whether a sink can read its destination back for `nats-sink reconcile`.

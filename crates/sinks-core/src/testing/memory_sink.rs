@@ -51,6 +51,15 @@ impl MemorySink {
         self.lock().get(key).cloned()
     }
 
+    /// Replaces (`Some`) or removes (`None`) the record of `key` behind the sink's back.
+    pub fn set(&self, key: &str, payload: Option<Bytes>) {
+        let mut records = self.lock();
+        match payload {
+            Some(p) => records.insert(key.to_owned(), p),
+            None => records.remove(key),
+        };
+    }
+
     /// Every committed record as `(key, payload)`.
     pub fn records(&self) -> Vec<(String, Bytes)> {
         self.lock().iter().map(|(k, v)| (k.clone(), v.clone())).collect()
