@@ -126,9 +126,16 @@ pub(crate) fn stored_payload_sha256(reader: impl Read, compression: Compression)
 }
 
 /// The content check of `nats-sink reconcile`: true when the stored record's recorded
-/// fingerprint (`payload_info.sha256`) and the SHA-256 of the payload it actually holds both
-/// equal `expected`. A record edited behind the sink's back fails the second test.
-pub(crate) fn stored_matches(reader: impl Read, compression: Compression, expected: &str) -> bool {
+/// fingerprint (`payload_info.sha256`) equals `fingerprint` (of the original bytes) and the
+/// SHA-256 of the payload it actually holds equals `stored_form` (of the payload as the sink
+/// stores it: JSON is stored without surrounding whitespace, so the two differ for such a
+/// payload). A record edited behind the sink's back fails the second test.
+pub(crate) fn stored_matches(
+    reader: impl Read,
+    compression: Compression,
+    fingerprint: &str,
+    stored_form: &str,
+) -> bool {
     #[derive(serde::Deserialize)]
     struct Stored<'a> {
         #[serde(borrow)]
@@ -139,12 +146,12 @@ pub(crate) fn stored_matches(reader: impl Read, compression: Compression, expect
     else {
         return false;
     };
-    if payload::stored_payload_sha256(&raw).as_deref() != Some(expected) {
+    if payload::stored_payload_sha256(&raw).as_deref() != Some(fingerprint) {
         return false;
     }
     let Ok(stored) = serde_json::from_slice::<Stored<'_>>(&raw) else { return false };
     let bytes = payload::decode_stored(stored.payload.get());
-    crate::path::sha256_hex(&bytes) == expected
+    crate::path::sha256_hex(&bytes) == stored_form
 }
 
 #[cfg(test)]

@@ -212,10 +212,12 @@ impl Inner {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Presence::Missing),
                 Err(e) => return Err(classify(e, "cannot open a stored record")),
             };
-        let expected = sinks_core::payload::normalize(envelope.payload(), self.config.payload_mode)
-            .map(|n| n.sha256)
+        let normalized = sinks_core::payload::normalize(envelope.payload(), self.config.payload_mode)
             .map_err(|e| SinkError::permanent(format!("cannot fingerprint the payload: {e}")))?;
-        if record::stored_matches(BufReader::new(file), self.config.compression, &expected) {
+        // What a correct record holds: the original bytes' fingerprint, and the payload as
+        // the sink stores it (JSON without the whitespace around it, or an envelope).
+        let stored_form = crate::path::sha256_hex(&sinks_core::payload::decode_stored(normalized.value.get()));
+        if record::stored_matches(BufReader::new(file), self.config.compression, &normalized.sha256, &stored_form) {
             Ok(Presence::Equal)
         } else {
             Ok(Presence::Different)

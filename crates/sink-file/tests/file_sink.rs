@@ -336,3 +336,27 @@ async fn health_check_fails_after_the_root_is_removed() {
     assert_eq!(classes(&outcomes), [OutcomeClass::FailedTemporary], "a missing root is retried, not dead-lettered");
     assert!(!root.exists(), "the root is not silently recreated");
 }
+
+#[tokio::test]
+async fn reconcile_finds_every_payload_kind_equal_and_an_edit_different() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = opened(config(dir.path())).await;
+    // JSON with the whitespace a shell's `nats pub` leaves around it (stored trimmed), compact
+    // JSON, text and bytes (stored in envelopes): each must read back as equal.
+    let payloads: Vec<Vec<u8>> =
+        vec![b" {\"n\": 1}\n".to_vec(), b"{\"n\":2}".to_vec(), b"plain text".to_vec(), vec![0xff, 0x00, 0x10]];
+    let batch: Vec<Envelope> = payloads
+        .iter()
+        .enumerate()
+        .map(|(i, p)| envelope("ORDERS", i as u64 + 1, "orders.created", p.clone()))
+        .collect();
+    assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 4]);
+    assert_eq!(sink.reconcile(&batch).await.unwrap(), vec![sinks_core::Presence::Equal; 4]);
+    // An edit of the stored payload that keeps the recorded fingerprint is still found.
+    let path = seq_file(dir.path(), "orders.created", "ORDERS", 1, ".json");
+    let text = std::fs::read_to_string(&path).unwrap().replace("\"n\":1", "\"n\":9").replace("\"n\": 1", "\"n\": 9");
+    std::fs::write(&path, text).unwrap();
+    let found = sink.reconcile(&batch).await.unwrap();
+    assert_eq!(found[0], sinks_core::Presence::Different);
+    assert_eq!(found[1..], [sinks_core::Presence::Equal; 3]);
+}
