@@ -423,8 +423,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         )?;
     }
     // The release build goes where cargo puts it (CARGO_TARGET_DIR, else target/).
-    let release =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from).join("release");
+    let release = crate::target_dir().join("release");
     let programs = Programs {
         nats_sink: release.join("nats-sink"),
         raw_consume: release.join("raw_consume"),

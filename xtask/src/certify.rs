@@ -124,7 +124,7 @@ pub(crate) fn run(args: Args, servers: Option<Servers>) -> Result<()> {
         bail!("no sink named {:?}; known: {}", args.sink, SINKS.join(", "));
     }
     crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
-    let bin = sinks_testkit::workspace_root().join("target/debug/nats-sink");
+    let bin = crate::debug_nats_sink();
     let plan = Plan { messages: args.messages, kills: args.kills, graceful_messages: args.graceful_messages };
     let rt = tokio::runtime::Runtime::new()?;
     let mut reports = Vec::new();

@@ -103,6 +103,18 @@ fn main() -> ExitCode {
 }
 
 /// Runs `cargo` with `args` from the workspace root, failing on a non-zero exit.
+/// Where cargo puts build output: `CARGO_TARGET_DIR` (relative to the workspace root when
+/// relative), else `target/` of the workspace.
+pub(crate) fn target_dir() -> std::path::PathBuf {
+    let root = sinks_testkit::workspace_root();
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
+}
+
+/// The debug `nats-sink` binary (built by `cargo build -p sinks-bin`).
+pub(crate) fn debug_nats_sink() -> std::path::PathBuf {
+    target_dir().join("debug/nats-sink")
+}
+
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("$ cargo {}", args.join(" "));

@@ -194,7 +194,7 @@ pub(crate) fn deploy_check() -> Result<()> {
     let root = sinks_testkit::workspace_root();
     let tools = crate::setup::deploy_tools()?;
     crate::cargo(&["build", "--locked", "-p", "sinks-bin"], &[])?;
-    let nats_sink = root.join("target/debug/nats-sink");
+    let nats_sink = crate::debug_nats_sink();
     let scratch = tempfile::tempdir()?;
 
     // systemd: the unit with the binary path pointed at the built binary (verify checks that
@@ -390,7 +390,7 @@ pub(crate) fn man() -> Result<()> {
     crate::cargo(&["build", "--locked", "-p", "sinks-bin"], &[])?;
     let page = output(
         {
-            let mut cmd = Command::new(root.join("target/debug/nats-sink"));
+            let mut cmd = Command::new(crate::debug_nats_sink());
             cmd.arg("man");
             cmd
         },

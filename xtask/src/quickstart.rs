@@ -131,7 +131,7 @@ impl Demo {
         let tools = setup::ensure(&[Need::Nats])?;
         let nats_server = tools.nats_server.context("nats-server was not installed")?;
         crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
-        let nats_sink = root.join("target/debug/nats-sink");
+        let nats_sink = crate::debug_nats_sink();
         let state = root.join(".local/quickstart");
         std::fs::create_dir_all(state.join("nats"))?;
 
