@@ -169,11 +169,12 @@ fn slim_e2e(env: &[(&str, String)]) -> Result<()> {
 
 fn test() -> Result<()> {
     // The deployment tools are Go builds (helm takes minutes from cold caches) and mdBook a
-    // cargo install: they are built in the background while the tests run, which leave cores
-    // idle while they wait on servers.
+    // cargo install: they are built in the background while clippy and the test build
+    // compile, not while timing-sensitive tests run.
     const LATER: [setup::Need; 2] = [setup::Need::Deploy, setup::Need::Docs];
     let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
     let tools = setup::ensure(&now)?;
+    let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER));
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     // One SeaweedFS, one MariaDB and one Coherence member for every S3, MySQL and Coherence
@@ -192,7 +193,6 @@ fn test() -> Result<()> {
     env.extend(s3_env);
     env.extend(mysql_env);
     env.extend(coherence_env);
-    let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER));
     let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env).and_then(|()| slim_e2e(&env));
     let servers = certify::Servers {
         s3: s3_server.endpoint(),
