@@ -9,21 +9,11 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use async_nats::jetstream::stream;
 use sinks_testkit::{read_stream, stream_with_subjects, unique, wait_until};
-use support::{Env, Sink, acked, env, json, records};
-
-/// Runs `nats-sink ARGS` to completion.
-pub fn nats_sink(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nats-sink")).args(args).current_dir(cwd).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use support::{Env, Sink, acked, env, findings, json, nats_sink, records, text};
 
 /// A ledger stream for `e`; returns `(stream, subject)`.
 async fn ledger_stream(e: &Env) -> (String, String) {
@@ -137,12 +127,7 @@ async fn reconcile_reports_deleted_and_altered_files_and_replay_repairs_them() {
     let out = nats_sink(&["reconcile", cfg, "--format", "json", "--repair"], e.dir.path());
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let findings: Vec<(u64, String)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["sequence"].as_u64().unwrap(), f["class"].as_str().unwrap().to_owned()))
-        .collect();
+    let findings = findings(&out);
     assert_eq!(
         findings,
         vec![

@@ -7,22 +7,12 @@
 
 mod support;
 
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::json;
 use sink_coherence::certify::CoherenceHarness;
 use sinks_testkit::wait_until;
-use support::{Sink, env, json};
-
-fn nats_sink(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nats-sink")).args(args).current_dir(cwd).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use support::{Sink, env, findings, json, nats_sink, text};
 
 #[tokio::test]
 async fn reconcile_reports_removed_and_edited_entries_and_replay_repairs_them() {
@@ -60,12 +50,7 @@ async fn reconcile_reports_removed_and_edited_entries_and_replay_repairs_them() 
     let out = nats_sink(&["reconcile", cfg, "--format", "json", "--repair"], e.dir.path());
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let findings: Vec<(u64, String)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["sequence"].as_u64().unwrap(), f["class"].as_str().unwrap().to_owned()))
-        .collect();
+    let findings = findings(&out);
     let want: Vec<(u64, String)> =
         [(17, "missing"), (500, "conflict"), (999, "missing")].map(|(s, c)| (s, c.to_owned())).into();
     assert_eq!(findings, want, "exactly the three, with their sequences");

@@ -8,36 +8,17 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::json;
 use sinks_testkit::wait_until;
-use support::{Env, Sink, env, json};
-
-fn nats_sink(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nats-sink")).args(args).current_dir(cwd).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use support::{Env, Sink, env, findings, json, nats_sink, text};
 
 /// The record of stream sequence `seq` in the file target writing `dir` (messages are
 /// published on `orders.k{(seq-1)%3}`, partitioned by subject).
 fn record_path(e: &Env, dir: &Path, seq: u64) -> PathBuf {
     let subject = format!("{}.orders.k{}", e.subject_root, (seq - 1) % 3);
     dir.join(&subject).join(format!("{}-{seq:020}.json", e.stream))
-}
-
-fn findings(out: &Output) -> Vec<(u64, String)> {
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["sequence"].as_u64().unwrap(), f["class"].as_str().unwrap().to_owned()))
-        .collect()
 }
 
 #[tokio::test]

@@ -11,33 +11,12 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use serde_json::json;
 use sink_http::certify::{FINGERPRINT_HEADER, RESPONSE_ID_HEADER, TestServer};
 use sinks_testkit::{read_stream, stream_with_subjects, unique, wait_until};
-use support::{Sink, env, json};
-
-fn nats_sink(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nats-sink")).args(args).current_dir(cwd).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
-
-/// `(sequence, class)` of every finding of a JSON report.
-fn findings(out: &Output) -> Vec<(u64, String)> {
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["sequence"].as_u64().unwrap(), f["class"].as_str().unwrap().to_owned()))
-        .collect()
-}
+use support::{Sink, env, findings, json, nats_sink, text};
 
 // Multi-threaded: the test server answers on the workers while this thread waits for the
 // `nats-sink` child processes.

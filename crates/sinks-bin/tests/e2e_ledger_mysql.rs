@@ -6,22 +6,13 @@
 
 mod support;
 
-use std::process::{Command, Output};
 use std::time::Duration;
 
 use mysql_async::prelude::Queryable;
 use serde_json::json;
 use sink_mysql::certify::{TestServer, unique_table};
 use sinks_testkit::{stream_with_subjects, unique, wait_until};
-use support::{Sink, env, json};
-
-fn nats_sink(args: &[&str], cwd: &std::path::Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nats-sink")).args(args).current_dir(cwd).output().unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
-}
+use support::{Sink, env, findings, json, nats_sink, text};
 
 #[tokio::test]
 async fn reconcile_reports_deleted_and_altered_rows_and_replay_repairs_them() {
@@ -74,12 +65,7 @@ async fn reconcile_reports_deleted_and_altered_rows_and_replay_repairs_them() {
     let out = nats_sink(&["reconcile", cfg, "--format", "json", "--repair"], e.dir.path());
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let findings: Vec<(u64, String)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["sequence"].as_u64().unwrap(), f["class"].as_str().unwrap().to_owned()))
-        .collect();
+    let findings = findings(&out);
     let want: Vec<(u64, String)> = [(17, "missing"), (4000, "missing"), (5000, "conflict"), (9999, "missing")]
         .map(|(s, c)| (s, c.to_owned()))
         .into();

@@ -8,13 +8,13 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Duration;
 
 use serde_json::json;
 use sink_s3::certify::S3Harness;
 use sinks_testkit::{S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, stream_with_subjects, unique, wait_until};
-use support::{Sink, env, json};
+use support::{Sink, env, findings, json, text};
 
 const KEY_ENV: &str = "E2E_LEDGER_S3_ACCESS_KEY_ID";
 const SECRET_ENV: &str = "E2E_LEDGER_S3_SECRET_ACCESS_KEY";
@@ -24,16 +24,9 @@ fn creds() -> Vec<(&'static str, String)> {
 }
 
 fn nats_sink(args: &[&str], cwd: &std::path::Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nats-sink"))
-        .args(args)
-        .current_dir(cwd)
-        .envs(creds().iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .unwrap()
-}
-
-fn text(o: &Output) -> String {
-    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    let creds = creds();
+    let envs: Vec<(&str, &str)> = creds.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    support::nats_sink_with_env(args, cwd, &envs)
 }
 
 #[tokio::test]
@@ -89,12 +82,7 @@ async fn reconcile_reports_deleted_and_rewritten_objects_and_replay_repairs_them
     let out = nats_sink(&["reconcile", cfg, "--format", "json", "--repair"], e.dir.path());
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let findings: Vec<(u64, String)> = doc["findings"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| (f["sequence"].as_u64().unwrap(), f["class"].as_str().unwrap().to_owned()))
-        .collect();
+    let findings = findings(&out);
     let want: Vec<(u64, String)> = [(17, "missing"), (1000, "missing"), (1500, "conflict"), (1999, "missing")]
         .map(|(s, c)| (s, c.to_owned()))
         .into();

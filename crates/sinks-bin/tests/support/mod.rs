@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use async_nats::HeaderMap;
@@ -256,4 +256,35 @@ pub async fn drain_with_two_kills(e: &Env, config: &Path, total: usize, envs: &[
     assert!(done, "not drained; log:\n{logs}");
     assert_eq!(run.terminate(), Some(0));
     (took, logs)
+}
+
+/// Runs `nats-sink ARGS` in `cwd` with `envs` added to the environment, to completion.
+pub fn nats_sink_with_env(args: &[&str], cwd: &Path, envs: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nats-sink"))
+        .args(args)
+        .current_dir(cwd)
+        .envs(envs.iter().copied())
+        .output()
+        .unwrap()
+}
+
+/// Runs `nats-sink ARGS` in `cwd` to completion.
+pub fn nats_sink(args: &[&str], cwd: &Path) -> Output {
+    nats_sink_with_env(args, cwd, &[])
+}
+
+/// A finished command's stdout and stderr, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The findings of `nats-sink reconcile --format json` as (stream sequence, class).
+pub fn findings(out: &Output) -> Vec<(u64, String)> {
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["sequence"].as_u64().unwrap(), f["class"].as_str().unwrap().to_owned()))
+        .collect()
 }
