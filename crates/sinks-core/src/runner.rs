@@ -35,7 +35,7 @@ use crate::envelope::Envelope;
 use crate::error::{ErrorClass, SinkError};
 use crate::freshness::{Freshness, FreshnessBatch};
 use crate::ledger::{LedgerMode, LedgerPublisher};
-use crate::metrics::{CounterId, GaugeId, Metrics, OutcomeCounters, TimingId};
+use crate::metrics::{CLASSES, CounterId, GaugeId, Metrics, OutcomeCounters, TimingId, class_slot};
 use crate::ordering::OrderKey;
 use crate::policy::{Pipeline, Prepared};
 use crate::retry::{Backoff, BackoffMode, Jitter};
@@ -894,22 +894,11 @@ fn record_outcomes(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome
     if !ctx.metrics.enabled() {
         return;
     }
-    let mut by_class = [0u64; 6];
-    const ORDER: [OutcomeClass; 6] = [
-        OutcomeClass::Committed,
-        OutcomeClass::Duplicate,
-        OutcomeClass::Conflict,
-        OutcomeClass::FailedTemporary,
-        OutcomeClass::FailedPermanent,
-        OutcomeClass::HeldBack,
-    ];
+    let mut by_class = [0u64; CLASSES.len()];
     let mut durable = 0u64;
     let mut freshness = ctx.freshness.enabled().then(|| FreshnessBatch::new(ctx.freshness, OffsetDateTime::now_utc()));
     for (envelope, outcome) in envelopes.iter().zip(outcomes) {
-        let class = outcome.class();
-        if let Some(slot) = ORDER.iter().position(|c| *c == class) {
-            by_class[slot] += 1;
-        }
+        by_class[class_slot(outcome.class())] += 1;
         if outcome.is_durable() {
             durable += 1;
             if let Some(f) = &mut freshness {
@@ -917,14 +906,15 @@ fn record_outcomes(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome
             }
         }
     }
-    for (class, n) in ORDER.iter().zip(by_class) {
+    for (class, n) in CLASSES.iter().zip(by_class) {
         ctx.outcomes.add(*class, n);
     }
-    let failed = by_class[3] + by_class[4];
+    let failed =
+        by_class[class_slot(OutcomeClass::FailedTemporary)] + by_class[class_slot(OutcomeClass::FailedPermanent)];
     ctx.metrics.inc(CounterId::MessagesWritten, durable);
     ctx.metrics.inc(CounterId::SinkWriteErrors, failed);
     ctx.metrics.inc(CounterId::MessagesFailed, failed);
-    ctx.metrics.inc(CounterId::MessagesHeldBack, by_class[5]);
+    ctx.metrics.inc(CounterId::MessagesHeldBack, by_class[class_slot(OutcomeClass::HeldBack)]);
     if durable > 0 {
         ctx.metrics.inc(CounterId::SinkBatchesWritten, 1);
     }

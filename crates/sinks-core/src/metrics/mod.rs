@@ -243,7 +243,8 @@ pub fn class_label(class: OutcomeClass) -> &'static str {
     }
 }
 
-const CLASSES: [OutcomeClass; 6] = [
+/// Every outcome class, in the order of the outcome counters (and of per-batch tallies).
+pub(crate) const CLASSES: [OutcomeClass; 6] = [
     OutcomeClass::Committed,
     OutcomeClass::Duplicate,
     OutcomeClass::Conflict,
@@ -252,7 +253,8 @@ const CLASSES: [OutcomeClass; 6] = [
     OutcomeClass::HeldBack,
 ];
 
-fn class_slot(class: OutcomeClass) -> usize {
+/// The position of `class` in [`CLASSES`].
+pub(crate) fn class_slot(class: OutcomeClass) -> usize {
     CLASSES.iter().position(|c| *c == class).unwrap_or(0)
 }
 
