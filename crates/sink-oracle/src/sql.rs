@@ -221,15 +221,12 @@ impl TablePlan {
             cols.join(", "),
             values.join(", ")
         );
-        Statement::new(
-            sql,
-            Op::Insert {
-                table: self.table.clone(),
-                columns: self.columns.clone(),
-                key: self.names(&self.key),
-                if_absent: true,
-            },
-        )
+        Statement::new(sql, self.insert_op(true))
+    }
+
+    /// What an insert into this table does (for the scripted driver and the snapshots).
+    fn insert_op(&self, if_absent: bool) -> Op {
+        Op::Insert { table: self.table.clone(), columns: self.columns.clone(), key: self.names(&self.key), if_absent }
     }
 
     /// `INSERT [/*+ append */] INTO t (…) VALUES (:1, …)`: binds are every column.
@@ -242,15 +239,7 @@ impl TablePlan {
             cols.join(", "),
             binds(1, cols.len()).join(", ")
         );
-        Statement::new(
-            sql,
-            Op::Insert {
-                table: self.table.clone(),
-                columns: self.columns.clone(),
-                key: self.names(&self.key),
-                if_absent: false,
-            },
-        )
+        Statement::new(sql, self.insert_op(false))
     }
 
     /// `UPDATE t SET "U1" = :1, … WHERE "K1" = :n AND …`: binds are the update columns, then
