@@ -433,7 +433,7 @@ async fn run_inner(
     }
     let parked = {
         let mut parking = ctx.lock_parking();
-        let parked = parking.release(None, Duration::ZERO);
+        let parked = parking.release(true, Duration::ZERO);
         ctx.note_parking(&parking);
         parked
     };
@@ -573,9 +573,16 @@ impl OrderingGate {
 #[derive(Debug, Default)]
 struct Parking {
     lots: HashMap<OrderKey, Lot>,
+    /// The lot each failed message is waiting in, by its stream sequence. A failed message is
+    /// recognised by its sequence when it comes back, not by its key: on its last allowed
+    /// delivery it comes back without one.
+    blockers: HashMap<u64, OrderKey>,
     /// Every message that was held back and is not settled yet, parked or back in a write
     /// behind its failed message: the keeper heartbeats all of them.
     kept: HashMap<u64, AckHandle>,
+    /// When the latest completed fetch started: a failed message due before it that did not
+    /// come in it (the server hands out redeliveries first) is not coming back to us.
+    last_fetch: Option<Instant>,
 }
 
 /// The messages of one ordering key waiting for its failed message.
@@ -595,19 +602,22 @@ struct Lot {
 impl Parking {
     /// Sorts a fetched batch into what is written now and what joins a lot: a message of a
     /// key with a lot waits, unless it is the lot's failed message coming back (then the
-    /// lot's messages are written right after it) or older than it. The result is in
-    /// stream-sequence order, so a key's messages are written in order.
-    fn admit(&mut self, batch: Fetched) -> Fetched {
+    /// lot's messages are written right after it) or older than it. Lots whose failed
+    /// message was settled otherwise (`gone`: refused by a policy on its way back) are
+    /// written now as well. The result is in stream-sequence order, so a key's messages are
+    /// written in order.
+    fn admit(&mut self, batch: Fetched, gone: &[u64]) -> Fetched {
         let mut work: Vec<(Envelope, AckHandle)> = Vec::with_capacity(batch.len());
-        let mut returning = Vec::new();
+        let mut returning: Vec<u64> = gone.iter().copied().filter(|seq| self.blockers.contains_key(seq)).collect();
         for (e, ack) in batch.envelopes.into_iter().zip(batch.acks) {
             let seq = e.jetstream().stream_sequence;
-            match e.order_key().and_then(|k| self.lots.get_mut(&k).map(|lot| (k, lot))) {
-                Some((key, lot)) if seq == lot.blocker => {
-                    returning.push(key);
-                    work.push((e, ack));
-                }
-                Some((_, lot)) if seq > lot.blocker => {
+            if self.blockers.contains_key(&seq) {
+                returning.push(seq);
+                work.push((e, ack));
+                continue;
+            }
+            match e.order_key().and_then(|k| self.lots.get_mut(&k)) {
+                Some(lot) if seq > lot.blocker => {
                     // A second copy (a heartbeat was lost) replaces the first.
                     self.kept.insert(seq, ack.clone());
                     if lot.parked.insert(seq, (e, ack)).is_some() {
@@ -617,8 +627,8 @@ impl Parking {
                 _ => work.push((e, ack)),
             }
         }
-        for key in returning {
-            if let Some(lot) = self.lots.remove(&key) {
+        for blocker in returning {
+            if let Some(lot) = self.blockers.remove(&blocker).and_then(|key| self.lots.remove(&key)) {
                 tracing::debug!(
                     stream_sequence = lot.blocker,
                     held_back = lot.parked.len(),
@@ -634,7 +644,10 @@ impl Parking {
 
     /// Opens a lot for `key` behind the failed message at `blocker`, expected back at `back`.
     fn block(&mut self, key: OrderKey, blocker: u64, back: Instant) {
-        self.lots.entry(key).or_insert_with(|| Lot { blocker, back, arrived: false, parked: BTreeMap::new() });
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.lots.entry(key) {
+            slot.insert(Lot { blocker, back, arrived: false, parked: BTreeMap::new() });
+            self.blockers.insert(blocker, key);
+        }
     }
 
     /// Parks a held-back message in its key's lot; gives it back when there is no lot.
@@ -650,16 +663,16 @@ impl Parking {
         }
     }
 
-    /// Notes failed messages that are back from the server: a slow machine may take longer
-    /// than AckWait to get to their batch, and their lots must wait for them, not be released.
-    fn note_arrivals(&mut self, fetched: &[Envelope]) {
+    /// Notes a completed fetch that started at `started`, and the failed messages it brought
+    /// back: a slow machine may take longer than AckWait to get to their batch, and their
+    /// lots must wait for them, not be released.
+    fn note_fetch(&mut self, fetched: &[Envelope], started: Instant) {
+        self.last_fetch = Some(started);
         if self.lots.is_empty() {
             return;
         }
         for e in fetched {
-            if let Some(lot) = e.order_key().and_then(|k| self.lots.get_mut(&k))
-                && lot.blocker == e.jetstream().stream_sequence
-            {
+            if let Some(lot) = self.blockers.get(&e.jetstream().stream_sequence).and_then(|k| self.lots.get_mut(k)) {
                 lot.arrived = true;
             }
         }
@@ -675,17 +688,24 @@ impl Parking {
         self.kept.values().cloned().collect()
     }
 
-    /// Removes and returns the parked messages of lots whose failed message is overdue by
-    /// `grace` (every lot when `now` is `None`).
-    fn release(&mut self, now: Option<Instant>, grace: Duration) -> Vec<(Envelope, AckHandle)> {
+    /// Removes and returns the parked messages of lots whose failed message was due `grace`
+    /// before the latest fetch started and has not come back (every lot when `all`). Time
+    /// is measured by fetches, so a fetch loop that waits for a slow batch releases nothing.
+    fn release(&mut self, all: bool, grace: Duration) -> Vec<(Envelope, AckHandle)> {
+        let fetched = self.last_fetch;
         let overdue: Vec<OrderKey> = self
             .lots
             .iter()
-            .filter(|(_, lot)| now.is_none_or(|now| !lot.arrived && lot.back + grace < now))
+            .filter(|(_, lot)| all || (!lot.arrived && fetched.is_some_and(|f| lot.back + grace < f)))
             .map(|(k, _)| *k)
             .collect();
-        let released: Vec<(Envelope, AckHandle)> =
-            overdue.into_iter().filter_map(|k| self.lots.remove(&k)).flat_map(|lot| lot.parked.into_values()).collect();
+        let mut released = Vec::new();
+        for key in overdue {
+            if let Some(lot) = self.lots.remove(&key) {
+                self.blockers.remove(&lot.blocker);
+                released.extend(lot.parked.into_values());
+            }
+        }
         for (e, _) in &released {
             self.kept.remove(&e.jetstream().stream_sequence);
         }
@@ -722,7 +742,8 @@ fn batch_keys(envelopes: &[Envelope]) -> Vec<OrderKey> {
 }
 
 /// Keeps parked messages alive (in-progress heartbeats well inside AckWait) and releases
-/// the lots whose failed message is overdue by a whole AckWait, until a stop is requested.
+/// the lots whose failed message is overdue by two AckWaits (one for a copy that another
+/// process took and dropped, one to spare), until a stop is requested.
 async fn keep_parking(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
     let every = (ctx.ack_wait / 3).max(Duration::from_millis(200));
     loop {
@@ -732,13 +753,10 @@ async fn keep_parking(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
         }
         let handles = ctx.lock_parking().handles();
         tracing::trace!(messages = handles.len(), "heartbeat for held-back messages");
-        let sends = join_all(handles.iter().map(|h| h.send(AckKind::Progress))).await;
-        if let Some(Err(e)) = sends.into_iter().find(Result::is_err) {
-            tracing::debug!(error = %e, "heartbeat of a held-back message failed; it may be redelivered");
-        }
+        progress(&handles).await;
         let overdue = {
             let mut parking = ctx.lock_parking();
-            let overdue = parking.release(Some(Instant::now()), ctx.ack_wait);
+            let overdue = parking.release(false, ctx.ack_wait.saturating_mul(2));
             ctx.note_parking(&parking);
             overdue
         };
@@ -796,6 +814,7 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
         ctx.metrics.status().progress();
         let batch = match fetched {
             Ok(batch) => {
+                ctx.lock_parking().note_fetch(&batch.envelopes, started);
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
                     failures = 0;
@@ -830,8 +849,7 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
                 e.with_order_key(key)
             })
             .collect();
-        ctx.lock_parking().note_arrivals(&batch.envelopes);
-        let Ok(permit) = Arc::clone(&permits).acquire_owned().await else { break };
+        let Ok(permit) = hold_while(ctx, &batch.acks, Arc::clone(&permits).acquire_owned()).await else { break };
         let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
         let ctx = Arc::clone(ctx);
         ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
@@ -846,9 +864,41 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
     let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
 }
 
+/// Runs `wait` while keeping the messages of `acks` alive: a fetched batch waiting for a free
+/// slot or for an earlier batch of its keys sends in-progress heartbeats every third of
+/// AckWait, and one more when a long wait ends, so waiting costs no redelivery (and no
+/// delivery of `max_deliver`) however slow the batches ahead of it are.
+async fn hold_while<T>(ctx: &Ctx, acks: &[AckHandle], wait: impl Future<Output = T>) -> T {
+    let every = (ctx.ack_wait / 3).max(Duration::from_millis(200));
+    let started = Instant::now();
+    let mut wait = std::pin::pin!(wait);
+    let out = loop {
+        tokio::select! {
+            out = &mut wait => break out,
+            () = tokio::time::sleep(every) => progress(acks).await,
+        }
+    };
+    if started.elapsed() >= every / 2 {
+        progress(acks).await;
+    }
+    out
+}
+
+/// Sends an in-progress heartbeat for each of `acks` (a failure only means that message
+/// may be redelivered, which the sinks absorb).
+async fn progress(acks: &[AckHandle]) {
+    let sends = join_all(acks.iter().map(|h| h.send(AckKind::Progress))).await;
+    if let Some(Err(e)) = sends.into_iter().find(Result::is_err) {
+        tracing::debug!(error = %e, "heartbeat of a held message failed; it may be redelivered");
+    }
+}
+
 async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<bool>>, done: watch::Sender<bool>) {
-    for mut w in waits {
-        let _ = w.wait_for(|d| *d).await;
+    if !waits.is_empty() {
+        let earlier = join_all(waits.into_iter().map(|mut w| async move {
+            let _ = w.wait_for(|d| *d).await;
+        }));
+        hold_while(ctx, &batch.acks, earlier).await;
     }
     let started = Instant::now();
     // Policies first (encryption among them): from here on, sinks and dead-letter records
@@ -856,10 +906,11 @@ async fn process_batch(ctx: &Ctx, batch: Fetched, waits: Vec<watch::Receiver<boo
     // message is dead-lettered alone, while its batch-mates are written.
     let (batch, refused) = apply_policies(ctx, batch);
     // Messages of a key waiting for its failed message join that key's lot; a failed
-    // message coming back brings its lot with it.
+    // message coming back (or refused on its way back) brings its lot with it.
     let batch = {
+        let gone: Vec<u64> = refused.iter().map(|(e, _, _)| e.jetstream().stream_sequence).collect();
         let mut parking = ctx.lock_parking();
-        let batch = parking.admit(batch);
+        let batch = parking.admit(batch, &gone);
         ctx.note_parking(&parking);
         batch
     };

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::Context;
+use async_nats::jetstream::consumer::PullConsumer;
 use bytes::Bytes;
+use futures::StreamExt;
 use serde_json::json;
 use sinks_core::testing::MemorySink;
 use sinks_core::{Config, RunError, RunStats, Sink};
@@ -483,4 +485,80 @@ async fn held_back_messages_are_released_on_stop_not_left_for_ack_wait() {
     let mut all: Vec<u64> = sink.commits().into_iter().chain(next.commits()).map(|(seq, _)| seq).collect();
     all.sort_unstable();
     assert_eq!(all, (1..=100).collect::<Vec<u64>>());
+}
+
+#[tokio::test]
+async fn a_failed_message_back_on_its_last_delivery_still_brings_its_held_back_messages() {
+    let s = setup().await;
+    let dlq_stream = unique("DLQ");
+    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
+    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    let sink = one_subject_with_failures(&s, 300).await;
+    // Two deliveries allowed: each failed message comes back on its last one, when it is
+    // written without waiting for anything (it carries no ordering key then). The messages
+    // held back behind it must still follow it, not wait for it forever.
+    let config = s.config(json!({
+        "consumer_management": {"max_deliver": 2, "ack_wait_seconds": 5},
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+    }));
+    let run = start(config, sink.clone());
+    let done = wait_until(Duration::from_secs(60), || async { sink.len() == 300 && s.settled().await }).await;
+    let stats = run.stop().await;
+    assert!(done, "committed {} of 300; {:?}; consumer {:?}", sink.len(), stats.snapshot(), s.consumer_state().await);
+    assert!(stats.held_back.load(Ordering::Relaxed) > 0);
+    assert!(read_stream(&s.js, &dlq_stream).await.is_empty(), "no DLQ record: only first attempts failed");
+    let commits: Vec<u64> = sink.commits().into_iter().map(|(seq, _)| seq).collect();
+    assert_eq!(commits, (1..=300).collect::<Vec<u64>>(), "one subject: committed in stream order, each once");
+}
+
+#[tokio::test]
+async fn held_back_messages_survive_a_peer_that_takes_messages_and_never_settles_them() {
+    let s = setup().await;
+    let sink = one_subject_with_failures(&s, 600).await;
+    let config = s.config(json!({"consumer_management": {"ack_wait_seconds": 1}}));
+    let run = start(config, sink.clone());
+    // A second worker on the same durable takes eight messages and dies with them: what it
+    // took (failed messages coming back among them) returns only after AckWait.
+    let finished = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let peer = {
+        let js = s.js.clone();
+        let (stream, consumer) = (s.stream.clone(), s.consumer.clone());
+        let finished = finished.clone();
+        tokio::spawn(async move {
+            let stream = js.get_stream(&stream).await.unwrap();
+            let consumer: PullConsumer = loop {
+                match stream.get_consumer(&consumer).await {
+                    Ok(c) => break c,
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+            };
+            let mut taken = 0;
+            while taken < 8 && !finished.load(Ordering::Relaxed) {
+                let pull = consumer.batch().max_messages(2).expires(Duration::from_millis(200));
+                if let Ok(mut batch) = pull.messages().await {
+                    while let Some(Ok(_)) = batch.next().await {
+                        taken += 1;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(150)).await;
+            }
+            taken
+        })
+    };
+    let done = wait_until(Duration::from_secs(90), || async { sink.len() == 600 && s.settled().await }).await;
+    finished.store(true, Ordering::Relaxed);
+    let taken = peer.await.unwrap();
+    let stats = run.stop().await;
+    let consumer = s.consumer_state().await;
+    assert!(
+        done,
+        "the peer took {taken}; committed {} of 600; {:?}; consumer {consumer:?}",
+        sink.len(),
+        stats.snapshot()
+    );
+    assert!(taken > 0, "the peer took messages");
+    let mut seen: Vec<u64> = sink.commits().into_iter().map(|(seq, _)| seq).collect();
+    seen.sort_unstable();
+    seen.dedup();
+    assert_eq!(seen, (1..=600).collect::<Vec<u64>>(), "every message committed");
 }
