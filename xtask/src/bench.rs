@@ -4,8 +4,10 @@
 //! A private nats-server gets a fresh stream with N messages (256-byte JSON, `Nats-Msg-Id`).
 //! Each contender then consumes all N through its own durable consumer (deleted between runs,
 //! so every run starts from the first message): the raw async-nats pull + ack loop (the
-//! ceiling), `nats-sink` with the blackhole sink (metrics off and on, alternating, nine runs
-//! each, the median of each counts), with the file sink (fsync off and on), and,
+//! ceiling), `nats-sink` with the blackhole sink (five runs, the median counts; then metrics off and
+//! on side by side: both processes started together on two durable consumers of the same
+//! stream, sharing the machine at every moment, six times, the median of the six rate ratios
+//! counts), with the file sink (fsync off and on), and,
 //! with `--reference`, the Python reference (`nats-sinks==0.4.3` in a venv under
 //! `target/bench/`) on the identical JSON config file. For each: wall time from spawn until
 //! JetStream shows every message acknowledged, msgs/s, peak RSS (VmHWM), CPU time per message,
@@ -292,8 +294,93 @@ async fn measure(
     Ok(m)
 }
 
-/// Runs of the blackhole sink with metrics off and with metrics on (alternating).
-const BLACKHOLE_ROUNDS: usize = 9;
+/// Runs of the blackhole sink alone (the median counts).
+const BLACKHOLE_ROUNDS: usize = 5;
+/// Side-by-side runs of the blackhole sink with metrics off and on.
+const METRICS_PAIRS: usize = 6;
+/// Side-by-side runs of the blackhole sink plain and with payload encryption (the control).
+const CONTROL_PAIRS: usize = 2;
+
+/// Durable consumers of the side-by-side runs (the baseline and the variant).
+const SIDE_BASE: &str = "bench_side_base";
+const SIDE_VARIANT: &str = "bench_side_variant";
+
+/// Runs `nats-sink` on a baseline and a variant config (`sides`: label and path; their
+/// consumers are [`SIDE_BASE`] and [`SIDE_VARIANT`]) at the same time, each until its own
+/// consumer has every message acknowledged; odd rounds start the variant first.
+async fn side_by_side(
+    program: &Path,
+    sides: [(&str, &Path); 2],
+    js: &Js,
+    stream: Stream,
+    round: usize,
+    work: &Path,
+) -> Result<(Measurement, Measurement)> {
+    let s = js.get_stream(stream.name).await?;
+    for consumer in [SIDE_BASE, SIDE_VARIANT] {
+        let _ = s.delete_consumer(consumer).await;
+    }
+    Command::new("sync").status()?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sides = [(SIDE_BASE, sides[0].0, sides[0].1), (SIDE_VARIANT, sides[1].0, sides[1].1)];
+    let order: [usize; 2] = if round.is_multiple_of(2) { [0, 1] } else { [1, 0] };
+    let mut running = Vec::new();
+    for i in order {
+        let (consumer, label, path) = sides[i];
+        let log = work.join(format!("blackhole-side-{consumer}.log"));
+        let child = Command::new(program)
+            .arg("run")
+            .arg(path)
+            .env(BENCH_KEY_ENV, BENCH_KEY_B64)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .with_context(|| format!("starting nats-sink ({label})"))?;
+        running.push((i, consumer, label, child, Instant::now(), None::<Measurement>));
+    }
+    let deadline = Instant::now() + Duration::from_secs(1800);
+    while running.iter().any(|r| r.5.is_none()) {
+        for (_, consumer, label, child, start, done) in running.iter_mut().filter(|r| r.5.is_none()) {
+            let info = s.consumer_info(*consumer).await.ok();
+            let finished = info.is_some_and(|i| {
+                i.ack_floor.stream_sequence >= stream.total as u64 && i.num_pending == 0 && i.num_ack_pending == 0
+            });
+            if finished {
+                let wall = start.elapsed();
+                let (peak_rss_kib, cpu) = proc_stats(child.id());
+                let name = format!("nats-sink, blackhole sink, side by side, {label} (round {})", round + 1);
+                let m =
+                    Measurement { name, wall, first_ack: Duration::ZERO, peak_rss_kib, cpu, messages: stream.total };
+                report_line(&m);
+                *done = Some(m);
+            } else if let Some(status) = child.try_wait()? {
+                bail!("nats-sink ({label}) exited early ({status})");
+            }
+        }
+        if Instant::now() > deadline {
+            bail!("side-by-side run not done within 30 minutes");
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut measured = [None, None];
+    for (i, _, _, mut child, _, done) in running {
+        let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+        let _ = child.wait();
+        measured[i] = done;
+    }
+    match measured {
+        [Some(off), Some(on)] => Ok((off, on)),
+        _ => bail!("side-by-side run incomplete"),
+    }
+}
+
+/// The `q` quantile (0–1, nearest rank) of `values`; `None` when there are none.
+fn quantile(values: &[f64], q: f64) -> Option<f64> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let last = sorted.len().checked_sub(1)?;
+    sorted.get(((last as f64) * q).round() as usize).copied()
+}
 
 /// The run with the median rate, renamed `name`.
 fn median(mut runs: Vec<Measurement>, name: &str) -> Measurement {
@@ -435,12 +522,14 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle) = rt.block_on(async {
+    let (results, scale_rows, oracle, pairs, control) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
         let mut results = Vec::new();
         let mut oracle = Vec::new();
+        // Metrics on / off and the encryption control, side-by-side rate ratios.
+        let (mut pairs, mut control) = (Vec::new(), Vec::new());
         let wanted = |id: &str| args.only.as_deref().is_none_or(|o| id.contains(o));
         let log = |name: &str| work.join(format!("{name}.log"));
         // Runs nats-sink, then (with --reference) the Python reference, on one config file.
@@ -467,31 +556,61 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 raw.args([&url, stream.name, CONSUMER, &stream.total.to_string(), &args.batch.to_string()]);
                 results.push(measure("raw async-nats consume + ack", raw, &js, stream, &Reset::None, &log("raw")).await?);
                 if wanted("blackhole") {
-                    // Metrics off and on (registry, /metrics listener, snapshot every second),
-                    // alternately, BLACKHOLE_ROUNDS times each; the median run of each counts.
                     let plain = config(&url, stream, &args, json!({"type": "blackhole"}));
-                    let mut observed = plain.clone();
-                    observed["metrics"] = json!({
+                    let plain_path = write(&work.join("blackhole.json"), &plain)?;
+                    let mut alone = Vec::new();
+                    for round in 0..BLACKHOLE_ROUNDS {
+                        let mut cmd = Command::new(&programs.nats_sink);
+                        cmd.arg("run").arg(&plain_path);
+                        let name = format!("nats-sink, blackhole sink (run {})", round + 1);
+                        alone.push(measure(&name, cmd, &js, stream, &Reset::None, &log("blackhole")).await?);
+                    }
+                    results.push(median(alone, "nats-sink, blackhole sink"));
+                    // Metrics off and on (registry, /metrics listener, snapshot every second)
+                    // side by side: run one after the other, the two differ by more from run
+                    // to run on this machine (±15 %) than metrics could cost. The two share
+                    // one nats-server, which paces both, so a side-by-side ratio shows only
+                    // part of a cost: a control pair with payload encryption (a known CPU
+                    // cost) measures how much, next to the same control run alone.
+                    let mut off = plain.clone();
+                    off["nats"]["consumer"] = json!(SIDE_BASE);
+                    let mut on = off.clone();
+                    on["nats"]["consumer"] = json!(SIDE_VARIANT);
+                    let mut encrypted = on.clone();
+                    on["metrics"] = json!({
                         "enabled": true,
                         "listen": format!("127.0.0.1:{}", sinks_testkit::free_port()),
                         "snapshot_file": work.join("blackhole-metrics.snapshot.json"),
                         "snapshot_interval_seconds": 1,
                     });
-                    let plain_path = write(&work.join("blackhole.json"), &plain)?;
-                    let observed_path = write(&work.join("blackhole-metrics.json"), &observed)?;
-                    let (mut off, mut on) = (Vec::new(), Vec::new());
-                    for round in 0..BLACKHOLE_ROUNDS {
-                        let mut cmd = Command::new(&programs.nats_sink);
-                        cmd.arg("run").arg(&plain_path);
-                        let name = format!("nats-sink, blackhole sink (metrics off, run {})", round + 1);
-                        off.push(measure(&name, cmd, &js, stream, &Reset::None, &log("blackhole")).await?);
-                        let mut cmd = Command::new(&programs.nats_sink);
-                        cmd.arg("run").arg(&observed_path);
-                        let name = format!("nats-sink, blackhole sink (metrics on, run {})", round + 1);
-                        on.push(measure(&name, cmd, &js, stream, &Reset::None, &log("blackhole-metrics")).await?);
+                    encrypted["encryption"] = json!({"enabled": true, "key_id": "bench", "key_b64_env": BENCH_KEY_ENV});
+                    let off_path = write(&work.join("blackhole-side-off.json"), &off)?;
+                    let on_path = write(&work.join("blackhole-side-on.json"), &on)?;
+                    let encrypted_path = write(&work.join("blackhole-side-encrypted.json"), &encrypted)?;
+                    let program = &programs.nats_sink;
+                    for round in 0..METRICS_PAIRS {
+                        let sides = [("metrics off", off_path.as_path()), ("metrics on", on_path.as_path())];
+                        let (off, on) = side_by_side(program, sides, &js, stream, round, &work).await?;
+                        pairs.push(on.rate() / off.rate());
+                        results.extend([off, on]);
                     }
-                    results.push(median(off, "nats-sink, blackhole sink"));
-                    results.push(median(on, "nats-sink, blackhole sink, metrics on"));
+                    for round in 0..CONTROL_PAIRS {
+                        let sides = [("plain", off_path.as_path()), ("encrypted", encrypted_path.as_path())];
+                        let (plain, encrypted) = side_by_side(program, sides, &js, stream, round, &work).await?;
+                        control.push(encrypted.rate() / plain.rate());
+                        results.extend([plain, encrypted]);
+                    }
+                    let mut alone_encrypted = encrypted.clone();
+                    alone_encrypted["nats"]["consumer"] = json!(CONSUMER);
+                    let alone_path = write(&work.join("blackhole-encrypted.json"), &alone_encrypted)?;
+                    let mut alone = Vec::new();
+                    for round in 0..BLACKHOLE_ROUNDS {
+                        let mut cmd = Command::new(program);
+                        cmd.arg("run").arg(&alone_path).env(BENCH_KEY_ENV, BENCH_KEY_B64);
+                        let name = format!("nats-sink, blackhole sink, encrypted (run {})", round + 1);
+                        alone.push(measure(&name, cmd, &js, stream, &Reset::None, &log("blackhole-encrypted")).await?);
+                    }
+                    results.push(median(alone, "nats-sink, blackhole sink, encrypted"));
                 }
                 // File output goes to the system temp directory: on this machine kind, file
                 // creation in a long-used build tree is measurably slower than in a fresh one.
@@ -734,12 +853,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows, oracle))
+        anyhow::Ok((results, scale_rows, oracle, pairs, control))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
     } else {
-        render(&args, &results)
+        render(&args, &results, &pairs, &control)
     };
     if !scale_rows.is_empty() {
         report.push_str(&scale::render(&args, &scale_rows));
@@ -788,7 +907,7 @@ fn render_oracle(phases: &[OraclePhase]) -> String {
     md
 }
 
-fn render(args: &Args, results: &[Measurement]) -> String {
+fn render(args: &Args, results: &[Measurement], pairs: &[f64], control: &[f64]) -> String {
     let find = |prefix: &str| results.iter().find(|m| m.name.starts_with(prefix));
     let mut md = format!(
         "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3, {} for Coherence, {} for NoSQL), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11, SeaweedFS 4.48, a one-member Coherence CE 25.03.2 cluster (active persistence) and the NoSQL test server on loopback, release build.\n\n",
@@ -818,13 +937,21 @@ fn render(args: &Args, results: &[Measurement]) -> String {
     md.push_str("\n| ratio | measured | target |\n|---|---:|---:|\n");
     let ratio = |a: &str, b: &str| find(a).zip(find(b)).map(|(a, b)| a.rate() / b.rate());
     let reference = "Python reference 0.4.3";
+    // A side-by-side ratio shows only part of a cost (one nats-server paces both processes);
+    // the encryption control, measured both ways, says how much: the metrics ratio is scaled
+    // by the same exponent, ln(alone) / ln(side by side).
+    let control_side = quantile(control, 0.5);
+    let control_alone = ratio("nats-sink, blackhole sink, encrypted", "nats-sink, blackhole sink (median");
+    let metrics_scaled = match (quantile(pairs, 0.5), control_side, control_alone) {
+        (Some(m), Some(side), Some(alone)) if side < 1.0 && alone < 1.0 => Some(m.powf(alone.ln() / side.ln())),
+        _ => None,
+    };
     let rows = [
         ("blackhole / raw ceiling", ratio("nats-sink, blackhole", "raw async-nats"), "≥ 0.7"),
-        (
-            "blackhole, metrics on / off",
-            ratio("nats-sink, blackhole sink, metrics on", "nats-sink, blackhole sink (median"),
-            "≥ 0.97",
-        ),
+        ("blackhole, metrics on / off (side by side, median of the pairs)", quantile(pairs, 0.5), ""),
+        ("control: blackhole, encrypted / plain (side by side, median)", control_side, ""),
+        ("control: blackhole, encrypted / plain (alone, median runs)", control_alone, ""),
+        ("blackhole, metrics on / off (side by side, scaled by the control)", metrics_scaled, "≥ 0.97"),
         (
             "file fsync off / reference",
             ratio("nats-sink, file sink, fsync off", &format!("{reference}, file sink, fsync off")),
@@ -880,6 +1007,15 @@ fn render(args: &Args, results: &[Measurement]) -> String {
         let shown = value.map_or("not measured".to_owned(), |v| format!("{v:.2}×"));
         md.push_str(&format!("| {name} | {shown} | {target} |\n"));
     }
+    if let (Some(mid), Some(q1), Some(q3), Some(lo), Some(hi)) =
+        (quantile(pairs, 0.5), quantile(pairs, 0.25), quantile(pairs, 0.75), quantile(pairs, 0.0), quantile(pairs, 1.0))
+    {
+        md.push_str(&format!(
+            "\nMetrics on / off over {} side-by-side pairs: median {:.3}, quartiles {q1:.3}–{q3:.3}, range {lo:.3}–{hi:.3}.\n",
+            pairs.len(),
+            mid
+        ));
+    }
     if let Some(m) = find("nats-sink, coherence sink") {
         md.push_str(&format!("\nCoherence sink peak RSS: {:.1} MiB (target ≤ 40 MiB).\n", m.peak_rss_mib()));
     }
@@ -887,4 +1023,19 @@ fn render(args: &Args, results: &[Measurement]) -> String {
         md.push_str(&format!("\nMySQL sink absolute rate: {:.0} msgs/s (target ≥ 15,000).\n", m.rate()));
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantile;
+
+    #[test]
+    fn quantiles_pick_the_nearest_rank() {
+        let values = [1.04, 0.91, 0.99, 1.10, 0.95];
+        assert_eq!(quantile(&values, 0.5), Some(0.99));
+        assert_eq!(quantile(&values, 0.0), Some(0.91));
+        assert_eq!(quantile(&values, 1.0), Some(1.10));
+        assert_eq!(quantile(&values, 0.25), Some(0.95));
+        assert_eq!(quantile(&[], 0.5), None);
+    }
 }
