@@ -66,6 +66,14 @@ impl Setup {
         }
     }
 
+    /// Creates a DLQ stream of its own; returns its name and subject.
+    async fn dlq_stream(&self) -> (String, String) {
+        let stream = unique("DLQ");
+        let subject = format!("{}.dead", stream.to_lowercase());
+        stream_with_subjects(&self.js, &stream, &[&subject]).await;
+        (stream, subject)
+    }
+
     async fn settled(&self) -> bool {
         matches!(self.consumer_state().await, (0, 0, _))
     }
@@ -125,9 +133,7 @@ async fn every_message_is_committed_then_acked() {
 #[tokio::test]
 async fn a_poison_message_is_isolated_and_dead_lettered_alone() {
     let s = setup().await;
-    let dlq_stream = unique("DLQ");
-    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
-    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    let (dlq_stream, dlq_subject) = s.dlq_stream().await;
     s.publish(500, |i| if i == 321 { Bytes::from_static(b"poison") } else { json_payload(i) }).await;
     let sink = Arc::new(MemorySink::new());
     *sink.faults.poison_payload.lock().unwrap() = Some(Bytes::from_static(b"poison"));
@@ -370,9 +376,7 @@ async fn heartbeats_keep_a_long_write_alive() {
 #[tokio::test]
 async fn the_last_allowed_delivery_is_dead_lettered_not_dropped() {
     let s = setup().await;
-    let dlq_stream = unique("DLQ");
-    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
-    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    let (dlq_stream, dlq_subject) = s.dlq_stream().await;
     s.publish(5, json_payload).await;
     let sink = Arc::new(MemorySink::new());
     sink.faults.unreachable.store(true, Ordering::Relaxed);
@@ -439,9 +443,7 @@ async fn held_back_messages_come_back_after_their_blocker_in_order() {
 #[tokio::test]
 async fn held_back_messages_never_reach_the_dlq_for_a_neighbours_failure() {
     let s = setup().await;
-    let dlq_stream = unique("DLQ");
-    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
-    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    let (dlq_stream, dlq_subject) = s.dlq_stream().await;
     let sink = one_subject_with_failures(&s, 300).await;
     // Three deliveries allowed: a message held back twice is on its last delivery, and is
     // then written even out of order rather than dead-lettered.
@@ -493,9 +495,7 @@ async fn held_back_messages_are_released_on_stop_not_left_for_ack_wait() {
 #[tokio::test]
 async fn a_failed_message_back_on_its_last_delivery_still_brings_its_held_back_messages() {
     let s = setup().await;
-    let dlq_stream = unique("DLQ");
-    let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
-    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
+    let (dlq_stream, dlq_subject) = s.dlq_stream().await;
     let sink = one_subject_with_failures(&s, 300).await;
     // Two deliveries allowed: each failed message comes back on its last one, when it is
     // written without waiting for anything (it carries no ordering key then). The messages
