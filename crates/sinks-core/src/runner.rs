@@ -148,6 +148,12 @@ impl Ctx {
         self.policy.max_deliver.is_some_and(|max| envelope.jetstream().delivered >= max)
     }
 
+    /// How often the runner heartbeats messages it holds without writing them (parked, or
+    /// in a batch waiting its turn): a third of AckWait, at least 200 ms.
+    fn heartbeat_every(&self) -> Duration {
+        (self.ack_wait / 3).max(Duration::from_millis(200))
+    }
+
     fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking> {
         self.parking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -745,7 +751,7 @@ fn batch_keys(envelopes: &[Envelope]) -> Vec<OrderKey> {
 /// the lots whose failed message is overdue by two AckWaits (one for a copy that another
 /// process took and dropped, one to spare), until a stop is requested.
 async fn keep_parking(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>) {
-    let every = (ctx.ack_wait / 3).max(Duration::from_millis(200));
+    let every = ctx.heartbeat_every();
     loop {
         tokio::select! {
             () = tokio::time::sleep(every) => {}
@@ -869,7 +875,7 @@ async fn fetch_loop(ctx: &Arc<Ctx>, source: &Source, stop: &watch::Receiver<bool
 /// AckWait, and one more when a long wait ends, so waiting costs no redelivery (and no
 /// delivery of `max_deliver`) however slow the batches ahead of it are.
 async fn hold_while<T>(ctx: &Ctx, acks: &[AckHandle], wait: impl Future<Output = T>) -> T {
-    let every = (ctx.ack_wait / 3).max(Duration::from_millis(200));
+    let every = ctx.heartbeat_every();
     let started = Instant::now();
     let mut wait = std::pin::pin!(wait);
     let out = loop {
