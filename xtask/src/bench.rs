@@ -226,8 +226,13 @@ async fn reset(js: &Js, stream: Stream, destination: &Reset<'_>) -> Result<()> {
 }
 
 async fn settled(js: &Js, stream: Stream) -> bool {
+    settled_on(js, stream, CONSUMER).await
+}
+
+/// True once `consumer` has every message of `stream` acknowledged.
+async fn settled_on(js: &Js, stream: Stream, consumer: &str) -> bool {
     let Ok(s) = js.get_stream(stream.name).await else { return false };
-    match s.consumer_info(CONSUMER).await {
+    match s.consumer_info(consumer).await {
         Ok(i) => i.ack_floor.stream_sequence >= stream.total as u64 && i.num_pending == 0 && i.num_ack_pending == 0,
         Err(_) => false,
     }
@@ -341,11 +346,7 @@ async fn side_by_side(
     let deadline = Instant::now() + Duration::from_secs(1800);
     while running.iter().any(|r| r.5.is_none()) {
         for (_, consumer, label, child, start, done) in running.iter_mut().filter(|r| r.5.is_none()) {
-            let info = s.consumer_info(*consumer).await.ok();
-            let finished = info.is_some_and(|i| {
-                i.ack_floor.stream_sequence >= stream.total as u64 && i.num_pending == 0 && i.num_ack_pending == 0
-            });
-            if finished {
+            if settled_on(js, stream, consumer).await {
                 let wall = start.elapsed();
                 let (peak_rss_kib, cpu) = proc_stats(child.id());
                 let name = format!("nats-sink, blackhole sink, side by side, {label} (round {})", round + 1);
@@ -380,6 +381,25 @@ fn quantile(values: &[f64], q: f64) -> Option<f64> {
     sorted.sort_by(f64::total_cmp);
     let last = sorted.len().checked_sub(1)?;
     sorted.get(((last as f64) * q).round() as usize).copied()
+}
+
+/// Runs `nats-sink` on the config at `path` [`BLACKHOLE_ROUNDS`] times (with the benchmark's
+/// encryption key in its environment) and returns the median run, named `name`.
+async fn median_run(
+    name: &str,
+    program: &Path,
+    path: &Path,
+    js: &Js,
+    stream: Stream,
+    log: &Path,
+) -> Result<Measurement> {
+    let mut runs = Vec::new();
+    for round in 0..BLACKHOLE_ROUNDS {
+        let mut cmd = Command::new(program);
+        cmd.arg("run").arg(path).env(BENCH_KEY_ENV, BENCH_KEY_B64);
+        runs.push(measure(&format!("{name} (run {})", round + 1), cmd, js, stream, &Reset::None, log).await?);
+    }
+    Ok(median(runs, name))
 }
 
 /// The run with the median rate, renamed `name`.
@@ -558,14 +578,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 if wanted("blackhole") {
                     let plain = config(&url, stream, &args, json!({"type": "blackhole"}));
                     let plain_path = write(&work.join("blackhole.json"), &plain)?;
-                    let mut alone = Vec::new();
-                    for round in 0..BLACKHOLE_ROUNDS {
-                        let mut cmd = Command::new(&programs.nats_sink);
-                        cmd.arg("run").arg(&plain_path);
-                        let name = format!("nats-sink, blackhole sink (run {})", round + 1);
-                        alone.push(measure(&name, cmd, &js, stream, &Reset::None, &log("blackhole")).await?);
-                    }
-                    results.push(median(alone, "nats-sink, blackhole sink"));
+                    let name = "nats-sink, blackhole sink";
+                    results.push(median_run(name, &programs.nats_sink, &plain_path, &js, stream, &log("blackhole")).await?);
                     // Metrics off and on (registry, /metrics listener, snapshot every second)
                     // side by side: run one after the other, the two differ by more from run
                     // to run on this machine (±15 %) than metrics could cost. The two share
@@ -603,14 +617,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     let mut alone_encrypted = encrypted.clone();
                     alone_encrypted["nats"]["consumer"] = json!(CONSUMER);
                     let alone_path = write(&work.join("blackhole-encrypted.json"), &alone_encrypted)?;
-                    let mut alone = Vec::new();
-                    for round in 0..BLACKHOLE_ROUNDS {
-                        let mut cmd = Command::new(program);
-                        cmd.arg("run").arg(&alone_path).env(BENCH_KEY_ENV, BENCH_KEY_B64);
-                        let name = format!("nats-sink, blackhole sink, encrypted (run {})", round + 1);
-                        alone.push(measure(&name, cmd, &js, stream, &Reset::None, &log("blackhole-encrypted")).await?);
-                    }
-                    results.push(median(alone, "nats-sink, blackhole sink, encrypted"));
+                    let name = "nats-sink, blackhole sink, encrypted";
+                    results.push(median_run(name, program, &alone_path, &js, stream, &log("blackhole-encrypted")).await?);
                 }
                 // File output goes to the system temp directory: on this machine kind, file
                 // creation in a long-used build tree is measurably slower than in a fresh one.
