@@ -189,14 +189,7 @@ impl Env {
     }
 
     pub async fn publish(&self, n: usize, payload: impl Fn(usize) -> Bytes) {
-        let msgs = (0..n)
-            .map(|i| {
-                let mut h = HeaderMap::new();
-                h.insert("Nats-Msg-Id", format!("msg-{i}").as_str());
-                (format!("{}.orders.k{}", self.subject_root, i % 3), h, payload(i))
-            })
-            .collect();
-        js_publish_all(&self.js, msgs).await;
+        self.publish_range(0, n, payload).await;
     }
 
     /// `(num_pending, num_ack_pending)` of the consumer, or `None` before it exists.
