@@ -1,6 +1,8 @@
 //! The Coherence sink against a real Coherence member (the run's shared member, or a
 //! private one for this test process): the v1 protocol chosen by default, every duplicate
-//! policy, TTL, one entry key written in order within a batch, what the proxy does to JSON,
+//! policy, TTL (of one entry and of a batch), per-message outcomes of a batch mixing new,
+//! duplicate and conflicting keys (v1 and legacy), an entry the proxy refuses failing alone,
+//! one entry key written in order within a batch, what the proxy does to JSON,
 //! and interoperability with the official Python client (PyPI `coherence-client`, installed
 //! by `cargo xtask setup`): it reads every field the sink wrote, and an entry it wrote in the
 //! same format is a duplicate to the sink.
@@ -324,4 +326,88 @@ async fn reconcile_reports_exactly_the_removed_and_altered_entries_over_v1() {
 #[tokio::test]
 async fn reconcile_reports_exactly_the_removed_and_altered_entries_over_legacy() {
     reconcile_reports_removed_and_altered_entries(sink_coherence::Protocol::Legacy).await;
+}
+
+/// A batch over several subjects: every message gets its own outcome: new keys are
+/// committed, a key already holding the same payload is a duplicate, a different payload a
+/// conflict, and a message repeated inside the batch a duplicate of its first copy.
+async fn a_batch_keeps_per_message_outcomes(protocol: sink_coherence::Protocol) {
+    let (sink, read_back, _) = fixture(|c| c.protocol = protocol).await;
+    let payload = |s: u64| format!("{{\"s\":{s}}}");
+    let msg = |s: u64| envelope("RND", s, &format!("rnd.k{}", s % 4), payload(s));
+    // Written before: 3 with the same payload, 5 with a different one.
+    let before = [msg(3), envelope("RND", 5, "rnd.k1", r#"{"s":"other"}"#)];
+    assert_eq!(classes(&write(&sink, &before).await), [OutcomeClass::Committed, OutcomeClass::Committed]);
+    let mut batch: Vec<_> = (1..=40).map(msg).collect();
+    batch.push(msg(7));
+    let outcomes = write(&sink, &batch).await;
+    for (i, o) in outcomes.iter().enumerate() {
+        let expected = match i + 1 {
+            3 | 41 => OutcomeClass::Duplicate,
+            5 => OutcomeClass::Conflict,
+            _ => OutcomeClass::Committed,
+        };
+        assert_eq!(o.class(), expected, "message {} of the batch: {o:?}", i + 1);
+    }
+    assert!(matches!(outcomes[4], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+    assert_eq!(read_back.size().await.unwrap(), 40);
+    for s in (1..=40).filter(|s| *s != 5) {
+        let doc = read_back.document(&key("RND", s)).await.unwrap().unwrap();
+        assert_eq!(doc["payload"]["s"], s);
+        assert_eq!(doc["subject"], format!("rnd.k{}", s % 4));
+    }
+    assert_eq!(read_back.document(&key("RND", 5)).await.unwrap().unwrap()["payload"]["s"], "other");
+    // The whole batch again: all duplicates except the conflict.
+    let again = classes(&write(&sink, &batch).await);
+    assert_eq!(again.iter().filter(|c| **c == OutcomeClass::Duplicate).count(), 40, "{again:?}");
+}
+
+#[tokio::test]
+async fn a_batch_keeps_per_message_outcomes_over_v1() {
+    a_batch_keeps_per_message_outcomes(sink_coherence::Protocol::V1).await;
+}
+
+#[tokio::test]
+async fn a_batch_keeps_per_message_outcomes_over_legacy() {
+    a_batch_keeps_per_message_outcomes(sink_coherence::Protocol::Legacy).await;
+}
+
+/// A payload whose JSON names a type the member does not know is refused by the proxy
+/// (it cannot deserialize the entry): that message fails permanently, alone, and every
+/// other message of the batch, of its subject too, commits.
+#[tokio::test]
+async fn an_entry_the_proxy_refuses_fails_alone_and_its_batch_mates_commit() {
+    let (sink, read_back, _) = fixture(|_| {}).await;
+    let poison = r#"{"@class":"com.example.NoSuchType","x":1}"#;
+    let batch: Vec<_> = (1..=12)
+        .map(|s| {
+            let payload = if s == 5 { poison.to_owned() } else { format!("{{\"s\":{s}}}") };
+            envelope("PSN", s, &format!("psn.k{}", s % 3), payload)
+        })
+        .collect();
+    let outcomes = write(&sink, &batch).await;
+    for (i, o) in outcomes.iter().enumerate() {
+        if i == 4 {
+            assert!(matches!(o, MessageOutcome::Failed(e) if e.is_permanent()), "the poison: {o:?}");
+        } else {
+            assert_eq!(o.class(), OutcomeClass::Committed, "message {}: {o:?}", i + 1);
+        }
+    }
+    assert_eq!(read_back.size().await.unwrap(), 11);
+    assert!(read_back.get(&key("PSN", 5)).await.unwrap().is_none());
+    assert_eq!(read_back.document(&key("PSN", 8)).await.unwrap().unwrap()["payload"]["s"], 8);
+}
+
+#[tokio::test]
+async fn entries_of_a_batch_expire_after_ttl_seconds() {
+    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(1)).await;
+    let batch: Vec<_> = (1..=6).map(|s| envelope("TTLB", s, &format!("t.k{}", s % 2), "{}")).collect();
+    assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
+    for s in 1..=6 {
+        assert!(read_back.get(&key("TTLB", s)).await.unwrap().is_some(), "entry {s} is there at first");
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    for s in 1..=6 {
+        assert!(read_back.get(&key("TTLB", s)).await.unwrap().is_none(), "entry {s} expired after 1 s");
+    }
 }
