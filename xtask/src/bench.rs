@@ -795,22 +795,28 @@ pub(crate) fn run(args: Args) -> Result<()> {
             // both contenders; a fresh cache each (a second run's entries would all exist).
             let member = sinks_testkit::CoherenceMember::start().await.map_err(anyhow::Error::msg)?;
             // nats-sink on the default config (ordered by subject: one put in flight per
-            // subject) and with `ordering_key: none` (nats-sink only; the reference has no
-            // such field), and the reference on the default config.
+            // subject), with `ordering_key: none` and with the legacy protocol (nats-sink
+            // only; the reference has no such fields), and the reference on the default config.
+            let sink = &programs.nats_sink;
             let mut contenders = vec![
-                ("coherence", "nats-sink, coherence sink".to_owned(), programs.nats_sink.clone(), true),
-                ("coherence-none", "nats-sink, coherence sink, ordering none".to_owned(), programs.nats_sink.clone(), false),
+                ("coherence", "nats-sink, coherence sink".to_owned(), sink.clone(), true, None),
+                ("coherence-none", "nats-sink, coherence sink, ordering none".to_owned(), sink.clone(), false, None),
+                ("coherence-legacy", "nats-sink, coherence sink, legacy protocol".to_owned(), sink.clone(), true, Some("legacy")),
             ];
             if let Some(py) = &programs.reference {
-                contenders.push(("reference-coherence", "Python reference 0.4.3, coherence sink".to_owned(), py.clone(), true));
+                let name = "Python reference 0.4.3, coherence sink".to_owned();
+                contenders.push(("reference-coherence", name, py.clone(), true, None));
             }
             // A fresh JVM compiles its hot paths during its first thousands of puts: one
             // run of nats-sink into a scratch cache first, not counted, so that every
             // measured contender meets the same warm member.
-            let warm_up = ("coherence-warm-up", "warm-up (not counted)".to_owned(), programs.nats_sink.clone(), false);
-            for (index, (id, name, program, ordered)) in std::iter::once(warm_up).chain(contenders).enumerate() {
+            let warm_up = ("coherence-warm-up", "warm-up (not counted)".to_owned(), sink.clone(), false, None);
+            for (index, (id, name, program, ordered, protocol)) in std::iter::once(warm_up).chain(contenders).enumerate() {
                 let cache = sink_coherence::certify::CoherenceHarness::cache_name();
-                let sink = json!({"type": "coherence", "address": member.address(), "cache_name": cache});
+                let mut sink = json!({"type": "coherence", "address": member.address(), "cache_name": cache});
+                if let Some(protocol) = protocol {
+                    sink["protocol"] = protocol.into();
+                }
                 let mut config = config(&url, stream, &args, sink);
                 if !ordered {
                     config["delivery"]["ordering_key"] = "none".into();
@@ -1046,6 +1052,11 @@ fn render(args: &Args, results: &[Measurement], pairs: &Pairs, control: &[f64]) 
             "coherence, ordering none / reference",
             ratio("nats-sink, coherence sink, ordering none", &format!("{reference}, coherence")),
             "≥ 5",
+        ),
+        (
+            "coherence, legacy protocol / reference",
+            ratio("nats-sink, coherence sink, legacy protocol", &format!("{reference}, coherence")),
+            "",
         ),
         ("nosql / reference", ratio("nats-sink, nosql", &format!("{reference}, nosql")), "≥ 5"),
     ];
