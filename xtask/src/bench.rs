@@ -567,12 +567,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle, pairs, control) = rt.block_on(async {
+    let (results, scale_rows, oracle, pairs, control, member_load) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
         let mut results = Vec::new();
         let mut oracle = Vec::new();
+        let mut member_load = Vec::new();
         // Metrics on / off and the encryption control, side by side: rate ratios and CPU ratios.
         let (mut pairs, mut control) = (Pairs::default(), Vec::new());
         let wanted = |id: &str| args.only.as_deref().is_none_or(|o| id.contains(o));
@@ -792,7 +793,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 Stream { name: "BENCHCOH", subject_root: "benchcoh", total: args.coherence_messages, subjects: 8 };
             publish_stream(&js, stream).await;
             // One private Coherence member (active persistence, one member: no backups) for
-            // both contenders; a fresh cache each (a second run's entries would all exist).
+            // every contender; a fresh cache each (a second run's entries would all exist),
+            // counted and destroyed after its run.
             let member = sinks_testkit::CoherenceMember::start().await.map_err(anyhow::Error::msg)?;
             // nats-sink on the default config (ordered by subject: one put in flight per
             // subject), with `ordering_key: none` and with the legacy protocol (nats-sink
@@ -810,10 +812,11 @@ pub(crate) fn run(args: Args) -> Result<()> {
             // A fresh JVM compiles its hot paths during its first thousands of puts: one
             // run of nats-sink into a scratch cache first, not counted, so that every
             // measured contender meets the same warm member.
+            let harness = sink_coherence::certify::CoherenceHarness::new(member.address());
             let warm_up = ("coherence-warm-up", "warm-up (not counted)".to_owned(), sink.clone(), false, None);
             for (index, (id, name, program, ordered, protocol)) in std::iter::once(warm_up).chain(contenders).enumerate() {
                 let cache = sink_coherence::certify::CoherenceHarness::cache_name();
-                let mut sink = json!({"type": "coherence", "address": member.address(), "cache_name": cache});
+                let mut sink = json!({"type": "coherence", "address": member.address(), "cache_name": &cache});
                 if let Some(protocol) = protocol {
                     sink["protocol"] = protocol.into();
                 }
@@ -824,8 +827,21 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 let path = write(&work.join(format!("{id}.json")), &config)?;
                 let mut cmd = Command::new(program);
                 cmd.arg("run").arg(&path);
+                let before = Load::now(member.pid());
                 let measured = measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?;
+                let load = Load::now(member.pid()).since(&before, &name, stream.total);
+                // Every message is an entry; then the cache is destroyed, so that each
+                // contender meets a member holding only its own cache.
+                let mut read_config = harness.config();
+                read_config.cache_name = cache;
+                let reader = harness.read_back(&read_config).map_err(anyhow::Error::msg)?;
+                let entries = reader.size().await.map_err(anyhow::Error::msg)?;
+                drop(reader);
+                if usize::try_from(entries).ok() != Some(stream.total) {
+                    bail!("{name}: {entries} entries stored for {} messages", stream.total);
+                }
                 if index > 0 {
+                    member_load.push(load);
                     results.push(measured);
                 }
             }
@@ -900,7 +916,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows, oracle, pairs, control))
+        anyhow::Ok((results, scale_rows, oracle, pairs, control, member_load))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
@@ -910,11 +926,82 @@ pub(crate) fn run(args: Args) -> Result<()> {
     if !scale_rows.is_empty() {
         report.push_str(&scale::render(&args, &scale_rows));
     }
+    report.push_str(&render_member_load(&member_load));
     report.push_str(&render_oracle(&oracle));
     std::fs::write(work.join("report.md"), &report)?;
     println!("{report}");
     println!("report: {}", work.join("report.md").display());
     Ok(())
+}
+
+/// CPU counters at one moment: a process's CPU time (exited threads included, which
+/// matters for a JVM whose pools start and stop threads) and the machine's busy and total
+/// time from `/proc/stat`, in clock ticks.
+struct Load {
+    process: Option<Duration>,
+    busy: u64,
+    total: u64,
+}
+
+/// What the Coherence member spent while one contender ran.
+struct MemberLoad {
+    name: String,
+    /// Member CPU per message, ms.
+    ms_per_message: f64,
+    /// Member CPU over the window, as a share of all cores.
+    member_share: f64,
+    /// Busy share of the whole machine over the window.
+    machine_busy: f64,
+}
+
+impl Load {
+    fn now(pid: Option<u32>) -> Self {
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let ticks: Vec<u64> =
+            stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+        let total = ticks.iter().sum();
+        // idle and iowait
+        let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
+        Self { process: pid.map(|p| proc_stats(p).1), busy: total - idle, total }
+    }
+
+    fn since(&self, before: &Self, name: &str, messages: usize) -> MemberLoad {
+        let member = match (self.process, before.process) {
+            (Some(after), Some(before)) => after.saturating_sub(before),
+            _ => Duration::ZERO,
+        };
+        let window = self.total.saturating_sub(before.total).max(1) as f64;
+        let hz = clock_ticks() as f64;
+        MemberLoad {
+            name: name.to_owned(),
+            ms_per_message: member.as_secs_f64() * 1e3 / messages.max(1) as f64,
+            // `window` counts ticks of every core together.
+            member_share: member.as_secs_f64() * hz / window,
+            machine_busy: self.busy.saturating_sub(before.busy) as f64 / window,
+        }
+    }
+}
+
+/// The Coherence suite's member-load table: where the machine's CPU went while each
+/// contender ran (the member shares the cores with the sink and nats-server).
+fn render_member_load(rows: &[MemberLoad]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from(
+        "\nCoherence member load while each contender ran (from its start to its last ack):\n\n\
+         | contender | member CPU ms/msg | member share of all cores | machine busy |\n|---|---:|---:|---:|\n",
+    );
+    for r in rows {
+        md.push_str(&format!(
+            "| {} | {:.2} | {:.0} % | {:.0} % |\n",
+            r.name,
+            r.ms_per_message,
+            r.member_share * 100.0,
+            r.machine_busy * 100.0
+        ));
+    }
+    md
 }
 
 /// The Oracle suite's section of the report.
@@ -1089,7 +1176,27 @@ fn render(args: &Args, results: &[Measurement], pairs: &Pairs, control: &[f64]) 
 
 #[cfg(test)]
 mod tests {
-    use super::quantile;
+    use std::time::Duration;
+
+    use super::{Load, clock_ticks, quantile};
+
+    #[test]
+    fn member_load_is_cpu_per_message_and_shares_of_the_window() {
+        let hz = clock_ticks();
+        let before = Load { process: Some(Duration::from_secs(1)), busy: 50, total: 1_000 };
+        // A window of 4 s of core time (2 cores for 2 s): the member used 2 s of it, the
+        // machine was busy for 3 s of it.
+        let after = Load { process: Some(Duration::from_secs(3)), busy: 50 + 3 * hz, total: 1_000 + 4 * hz };
+        let load = after.since(&before, "x", 1_000);
+        assert_eq!(load.name, "x");
+        assert!((load.ms_per_message - 2.0).abs() < 1e-9, "{}", load.ms_per_message);
+        assert!((load.member_share - 0.5).abs() < 1e-9, "{}", load.member_share);
+        assert!((load.machine_busy - 0.75).abs() < 1e-9, "{}", load.machine_busy);
+        // Without the member's process the member's columns are zero, not garbage.
+        let gone = Load { process: None, busy: 50 + 3 * hz, total: 1_000 + 4 * hz }.since(&before, "y", 1_000);
+        assert_eq!(gone.ms_per_message, 0.0);
+        assert!((gone.machine_busy - 0.75).abs() < 1e-9);
+    }
 
     #[test]
     fn quantiles_pick_the_nearest_rank() {

@@ -12,6 +12,9 @@
 //! finished). [`shared_coherence`] gives the member named by `NATS_SINKS_TEST_COHERENCE`
 //! (started once per run by `cargo xtask test`, `certify` and `bench`), or else starts one
 //! private member for the calling process. Tests make their own uniquely named caches.
+//! Members start with a small heap and the client JIT only (fast start-up);
+//! `NATS_SINKS_COHERENCE_JAVA_OPTS` appends JVM options (for example a flight recording
+//! or the server JIT) for profiling and tuning experiments.
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -22,6 +25,9 @@ use crate::process::{first_file, free_port, on_path, tools_dir};
 
 /// Environment variable naming a running member's gRPC proxy (`127.0.0.1:PORT`).
 pub const COHERENCE_ENV: &str = "NATS_SINKS_TEST_COHERENCE";
+/// Environment variable with extra JVM options for the members started here (split on
+/// whitespace, after the defaults, so they override them).
+pub const JAVA_OPTS_ENV: &str = "NATS_SINKS_COHERENCE_JAVA_OPTS";
 
 /// The directory of the Coherence jars (`COHERENCE_LIB`, else the tools directory).
 pub fn coherence_lib() -> Result<PathBuf, String> {
@@ -97,6 +103,11 @@ impl CoherenceMember {
         format!("127.0.0.1:{}", self.grpc_port)
     }
 
+    /// The member's process id while it runs (the benchmark reads its CPU time).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The member's log file.
     pub fn log(&self) -> PathBuf {
         self.cluster.dir.path().join(format!("{}.log", self.member))
@@ -139,6 +150,9 @@ impl CoherenceMember {
                 "-Djava.net.preferIPv4Stack=true",
             ])
             .args(props)
+            // Extra JVM options, last so that they override the ones above (profiling,
+            // tuning experiments); none by default.
+            .args(std::env::var(JAVA_OPTS_ENV).unwrap_or_default().split_whitespace())
             .arg("-cp")
             .arg(format!("{}/*", c.lib.display()))
             .arg("com.tangosol.net.Coherence")

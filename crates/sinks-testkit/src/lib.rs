@@ -23,7 +23,7 @@ mod seaweedfs;
 
 pub use cluster::{CLUSTER_NODES, NatsCluster};
 pub use coherence::{
-    COHERENCE_ENV, CoherenceMember, coherence_lib, find_java, shared_coherence, start_coherence_for_run,
+    COHERENCE_ENV, CoherenceMember, JAVA_OPTS_ENV, coherence_lib, find_java, shared_coherence, start_coherence_for_run,
 };
 pub use fault_proxy::FaultProxy;
 pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
