@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
-use sinks_core::ordering::{self, Finished, OrderKey, Ran};
+use sinks_core::ordering::{self, OrderKey};
 use sinks_core::retry::Backoff;
 use sinks_core::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
@@ -150,42 +150,13 @@ impl Sink for CoherenceSink {
         let deadline = Instant::now() + budget;
         let inner = &self.inner;
         let stored_at = OffsetDateTime::now_utc();
-        let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
-        let mut units = Vec::with_capacity(batch.len());
-        for (index, envelope) in batch.iter().enumerate() {
-            match entry::prepare(envelope, &inner.config, stored_at) {
-                Ok(prepared) => {
-                    let entry_key = OrderKey::of(&[b"coherence-key", prepared.key.as_bytes()]);
-                    let keys = envelope.order_key().into_iter().chain([entry_key]).collect();
-                    units.push((keys, (index, prepared)));
-                }
-                Err(e) => {
-                    tracing::warn!(
-                        subject = envelope.subject(),
-                        stream_sequence = envelope.jetstream().stream_sequence,
-                        error = %e,
-                        "coherence entry cannot be built for this message"
-                    );
-                    outcomes[index] = Some(MessageOutcome::Failed(SinkError::permanent(e.to_string())));
-                }
-            }
-        }
-        let indices: Vec<usize> = units.iter().map(|(_, (index, _))| *index).collect();
-        let ran = ordering::run_in_order(units, inner.config.max_concurrent_requests, |(index, prepared)| async move {
-            let outcome = inner.write_one(&batch[index], prepared, deadline).await;
-            Finished { failed_temporarily: outcome.failed_temporarily(), result: outcome }
-        })
-        .await;
-        for (index, ran) in indices.into_iter().zip(ran) {
-            outcomes[index] = Some(match ran {
-                Ran::Done(outcome) => outcome,
-                Ran::HeldBack => MessageOutcome::HeldBack,
-            });
-        }
-        let outcomes: Vec<MessageOutcome> = outcomes
-            .into_iter()
-            .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("coherence write produced no outcome")))
-            .collect();
+        let prepare = |envelope: &Envelope| {
+            entry::prepare(envelope, &inner.config, stored_at)
+                .map(|prepared| (OrderKey::of(&[b"coherence-key", prepared.key.as_bytes()]), prepared))
+        };
+        let write = |envelope, prepared| async move { inner.write_one(envelope, prepared, deadline).await };
+        let limit = inner.config.max_concurrent_requests;
+        let outcomes = ordering::write_each("coherence entry", batch, limit, prepare, write).await;
         sinks_core::sink::log_outcomes("coherence", &outcomes);
         Ok(outcomes)
     }

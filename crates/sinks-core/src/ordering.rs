@@ -111,6 +111,67 @@ where
     futures::future::join_all(tasks).await
 }
 
+/// One write per message, for sinks that write each message to its own destination record
+/// (an object, a row, a cache entry). Returns one outcome per message, in batch order.
+///
+/// `prepare` builds a message's write and names the destination record it writes (its
+/// [`OrderKey`]); an error fails that message alone, permanently, and is logged with the
+/// message's subject and stream sequence (`what` names the record in the log: "s3 object").
+/// Messages sharing their envelope's ordering key or a record key are written one after
+/// another through [`run_in_order`], at most `limit` at a time; a message behind a temporary
+/// failure is [held back](crate::MessageOutcome::HeldBack).
+pub async fn write_each<'a, P, E, W, Fut>(
+    what: &'static str,
+    batch: &'a [crate::Envelope],
+    limit: usize,
+    prepare: impl Fn(&crate::Envelope) -> Result<(OrderKey, P), E>,
+    write: W,
+) -> Vec<crate::MessageOutcome>
+where
+    E: std::fmt::Display,
+    W: Fn(&'a crate::Envelope, P) -> Fut,
+    Fut: Future<Output = crate::MessageOutcome>,
+{
+    use crate::{MessageOutcome, SinkError};
+    let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
+    let mut units = Vec::with_capacity(batch.len());
+    for (index, envelope) in batch.iter().enumerate() {
+        match prepare(envelope) {
+            Ok((record, prepared)) => {
+                let keys = envelope.order_key().into_iter().chain([record]).collect();
+                units.push((keys, (index, prepared)));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    subject = envelope.subject(),
+                    stream_sequence = envelope.jetstream().stream_sequence,
+                    error = %e,
+                    "{what} cannot be built for this message"
+                );
+                outcomes[index] = Some(MessageOutcome::Failed(SinkError::permanent(e.to_string())));
+            }
+        }
+    }
+    let indices: Vec<usize> = units.iter().map(|(_, (index, _))| *index).collect();
+    let write = &write;
+    let ran = run_in_order(units, limit, |(index, prepared)| async move {
+        let outcome = write(&batch[index], prepared).await;
+        Finished { failed_temporarily: outcome.failed_temporarily(), result: outcome }
+    })
+    .await;
+    for (index, ran) in indices.into_iter().zip(ran) {
+        outcomes[index] = Some(match ran {
+            Ran::Done(outcome) => outcome,
+            Ran::HeldBack => MessageOutcome::HeldBack,
+        });
+    }
+    // Every message got an outcome above: it was either prepared and run, or failed here.
+    outcomes
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary(format!("{what}: no outcome"))))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -146,6 +207,71 @@ mod tests {
             })
             .collect();
         (fates, started.into_inner().unwrap())
+    }
+
+    /// An envelope on `subject` with stream sequence `seq` and `payload`.
+    fn envelope(subject: &str, seq: u64, payload: &'static [u8]) -> crate::Envelope {
+        let info = crate::JetStreamInfo {
+            stream: "S".into(),
+            consumer: "c".into(),
+            stream_sequence: seq,
+            consumer_sequence: seq,
+            delivered: 1,
+            pending: 0,
+            timestamp: None,
+            domain: None,
+        };
+        crate::Envelope::new(subject, bytes::Bytes::from_static(payload), crate::Headers::default(), info)
+    }
+
+    #[tokio::test]
+    async fn write_each_fails_the_unbuildable_alone_and_holds_back_by_subject_and_by_record() {
+        use crate::MessageOutcome;
+        // payload = the record key; "bad" cannot be built; "fail-*" records fail temporarily.
+        let batch = [
+            envelope("a", 1, b"fail-x"),
+            envelope("a", 2, b"r1"),
+            envelope("b", 3, b"bad"),
+            envelope("c", 4, b"fail-y"),
+            envelope("d", 5, b"fail-y"),
+            envelope("e", 6, b"r2"),
+        ];
+        let written = Mutex::new(Vec::new());
+        let prepare = |e: &crate::Envelope| {
+            let record = std::str::from_utf8(e.payload()).unwrap().to_owned();
+            if record == "bad" {
+                return Err(format!("record {record} is malformed"));
+            }
+            Ok((OrderKey::of(&[b"record", record.as_bytes()]), record))
+        };
+        let write = |e: &crate::Envelope, record: String| {
+            let written = &written;
+            let seq = e.jetstream().stream_sequence;
+            async move {
+                written.lock().unwrap().push(seq);
+                if record.starts_with("fail") { MessageOutcome::temporary("down") } else { MessageOutcome::Committed }
+            }
+        };
+        let outcomes = write_each("test record", &batch, 8, prepare, write).await;
+        let fates: Vec<String> = outcomes
+            .iter()
+            .map(|o| match o {
+                MessageOutcome::Committed => "committed".to_owned(),
+                MessageOutcome::HeldBack => "held".to_owned(),
+                MessageOutcome::Failed(e) if e.is_permanent() => format!("permanent: {e}"),
+                MessageOutcome::Failed(_) => "temporary".to_owned(),
+                other => format!("{other:?}"),
+            })
+            .collect();
+        // 2 waits behind 1 (same subject); 5 behind 4 (same record, other subject); the
+        // unbuildable 3 fails alone and 6 is independent of everything.
+        assert_eq!(
+            fates,
+            ["temporary", "held", "permanent: record bad is malformed", "temporary", "held", "committed"]
+        );
+        let mut written = written.into_inner().unwrap();
+        written.sort_unstable();
+        assert_eq!(written, [1, 4, 6], "held-back and unbuildable messages are never written");
     }
 
     #[tokio::test]
