@@ -5,8 +5,8 @@
 
 use base64::Engine as _;
 use libfuzzer_sys::fuzz_target;
-use sinks_core::envelope::Headers;
-use sinks_core::policy::authenticity::{
+use sinks_contract::envelope::Headers;
+use sinks_policy::authenticity::{
     Algorithm, AuthenticityConfig, AuthenticityRule, Authenticator, DEFAULT_SIGNED_FIELDS, hmac_signature_b64,
 };
 
@@ -43,7 +43,7 @@ fuzz_target!(|data: &[u8]| {
         .with("Nats-Sinks-Authenticity-Key-Id", key_id)
         .with("Nats-Sinks-Authenticity-Signature", signature.clone());
     let auth = authenticator();
-    let fuzzed = sinks_core::testing::envelope_with("S", 1, &subject, payload.clone(), headers, 1);
+    let fuzzed = sinks_contract::testing::envelope_with("S", 1, &subject, payload.clone(), headers, 1);
     let expected = hmac_signature_b64(&fuzzed, &KEY, "k", &DEFAULT_SIGNED_FIELDS);
     if auth.check(&fuzzed).is_ok() {
         assert_eq!(signature.trim(), expected, "accepted a signature it did not compute");
@@ -53,6 +53,6 @@ fuzz_target!(|data: &[u8]| {
         .with("Nats-Sinks-Authenticity-Algorithm", "hmac-sha256")
         .with("Nats-Sinks-Authenticity-Key-Id", "k")
         .with("Nats-Sinks-Authenticity-Signature", expected);
-    let signed = sinks_core::testing::envelope_with("S", 1, &subject, payload, good, 1);
+    let signed = sinks_contract::testing::envelope_with("S", 1, &subject, payload, good, 1);
     assert!(auth.check(&signed).is_ok(), "the correct signature was refused");
 });

@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use sinks_core::certify::{self, Harness, Outcome, SinkReport};
+use sinks_contract::certify::{self, Harness, Outcome, SinkReport};
 
 use crate::crash::{self, Plan};
 

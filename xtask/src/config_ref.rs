@@ -16,7 +16,7 @@
 use std::fmt::Write as _;
 
 use serde_json::{Map, Value, json};
-use sinks_core::config::{Config, ConfigError, SinkSection, redact};
+use sinks_runtime::config::{Config, ConfigError, SinkSection, redact};
 
 /// The path of the generated page, relative to the workspace root.
 pub(crate) const PATH: &str = "docs/config-reference.md";
@@ -155,7 +155,7 @@ fn sections() -> Vec<Section> {
         effective(sink_nosql::NoSqlSinkConfig::from_section(s))
     });
     sink("blackhole", "performance.md", json!({}), |s| {
-        effective(sinks_core::blackhole::BlackholeConfig::from_section(s))
+        effective(sinks_runtime::blackhole::BlackholeConfig::from_section(s))
     });
     sections
 }

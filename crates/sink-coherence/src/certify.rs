@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_core::{Envelope, Sink};
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::{Envelope, Sink};
 
 use crate::client::Client;
 use crate::config::{CoherenceSinkConfig, Protocol};
@@ -186,7 +186,7 @@ impl Harness for CoherenceHarness {
         // Values over max_value_bytes are refused before any request.
         let fixture = self.fixture(|c| c.max_value_bytes = 8192).await.ok()?;
         let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(16_384));
-        Some((fixture, sinks_core::testing::envelope("CERT", 900, "cert.poison", big)))
+        Some((fixture, sinks_contract::testing::envelope("CERT", 900, "cert.poison", big)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

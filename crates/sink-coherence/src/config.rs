@@ -12,16 +12,16 @@
 //! from files; nothing secret is configured inline.
 
 use serde::{Deserialize, Serialize};
-use sinks_core::config::{Issues, SinkSection};
-use sinks_core::retry::{Backoff, BackoffMode, Jitter};
-use sinks_core::{ConfigError, PayloadMode};
+use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
+use sinks_contract::{ConfigError, PayloadMode};
 
 const MIB: u64 = 1024 * 1024;
 
 /// Which identity an entry key is built from: `idempotency_key` (default: the envelope's
 /// key, `stream-sequence:S:N`, else `message-id:ID`, else `payload-sha256:SUBJ:HEX`),
 /// `stream_sequence`, `message_id` or `payload_sha256`.
-pub use sinks_core::idempotency::KeySource as KeyStrategy;
+pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 
 /// Whether entries go to a Coherence cache or map.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -20,9 +20,9 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use sinks_core::idempotency::IdempotencyError;
-use sinks_core::payload::{self, NormalizedPayload, PayloadError};
-use sinks_core::{Envelope, Presence, metadata};
+use sinks_contract::idempotency::IdempotencyError;
+use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
+use sinks_contract::{Envelope, Presence, metadata};
 use time::OffsetDateTime;
 
 use crate::config::CoherenceSinkConfig;
@@ -118,7 +118,7 @@ struct EventDoc<'a> {
     consumer: &'a str,
     consumer_sequence: u64,
     custody: Value,
-    headers: &'a sinks_core::Headers,
+    headers: &'a sinks_contract::Headers,
     jetstream_timestamp_epoch_ns: Option<i64>,
     labels: Option<String>,
     labels_list: &'a [String],
@@ -259,8 +259,8 @@ pub fn decode_stored(wire: &[u8]) -> Result<StoredEvent, String> {
 
 #[cfg(test)]
 mod tests {
-    use sinks_core::testing::{envelope, envelope_with};
-    use sinks_core::{Headers, PayloadMode};
+    use sinks_contract::testing::{envelope, envelope_with};
+    use sinks_contract::{Headers, PayloadMode};
 
     use super::*;
     use crate::config::KeyStrategy;
@@ -333,7 +333,7 @@ mod tests {
         assert!(doc["metadata"].get("custody").is_some(), "metadata carries custody as in the reference");
         assert_eq!(
             p.fingerprint,
-            sinks_core::payload::normalize(e.payload(), PayloadMode::JsonOrEnvelope).unwrap().sha256
+            sinks_contract::payload::normalize(e.payload(), PayloadMode::JsonOrEnvelope).unwrap().sha256
         );
         let stored = decode_stored(&p.wire_value).unwrap();
         assert_eq!(stored.payload, e.payload().trim_ascii());

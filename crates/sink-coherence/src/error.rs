@@ -18,7 +18,7 @@
 //! Messages carry the operation, the status and a fixed description only: the proxy's own
 //! texts can quote keys and values, so they are never logged or attached.
 
-use sinks_core::SinkError;
+use sinks_contract::SinkError;
 use tonic::Code;
 
 /// What was being done when a request failed.
@@ -217,7 +217,7 @@ pub(crate) fn classify_at_open(err: &CohError) -> SinkError {
 
 #[cfg(test)]
 mod tests {
-    use sinks_core::ErrorClass;
+    use sinks_contract::ErrorClass;
 
     use super::*;
 

@@ -8,7 +8,7 @@
 //! 2. **order**: each message is keyed by its envelope's ordering key (from
 //!    `delivery.ordering_key`) and by its entry key: messages sharing either are written one
 //!    after another, in input order, and one behind a temporary failure is held back (see
-//!    `sinks_core::ordering`). The entry key is the destination's own requirement (one
+//!    `sinks_contract::ordering`). The entry key is the destination's own requirement (one
 //!    writer per key at a time), not an order of its own;
 //! 3. **put**: up to `max_concurrent_requests` requests in flight on one gRPC stream. A
 //!    temporary failure is retried in place while the wait is short and the write's budget
@@ -32,9 +32,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
-use sinks_core::ordering::{self, OrderKey};
-use sinks_core::retry::Backoff;
-use sinks_core::{
+use sinks_contract::ordering::{self, OrderKey};
+use sinks_contract::retry::Backoff;
+use sinks_contract::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
     ReadBack, Sink, SinkError,
 };
@@ -113,7 +113,7 @@ impl Sink for CoherenceSink {
                 Ok(size) => break size,
                 Err(e) => {
                     let error = classify_at_open(&e);
-                    if error.class() == sinks_core::ErrorClass::Config || Instant::now() + READY_POLL > deadline {
+                    if error.class() == sinks_contract::ErrorClass::Config || Instant::now() + READY_POLL > deadline {
                         return Err(error);
                     }
                     tracing::debug!(error = %error, "coherence proxy not ready yet");
@@ -157,7 +157,7 @@ impl Sink for CoherenceSink {
         let write = |envelope, prepared| async move { inner.write_one(envelope, prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
         let outcomes = ordering::write_each("coherence entry", batch, limit, prepare, write).await;
-        sinks_core::sink::log_outcomes("coherence", &outcomes);
+        sinks_contract::sink::log_outcomes("coherence", &outcomes);
         Ok(outcomes)
     }
 

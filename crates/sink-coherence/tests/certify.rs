@@ -4,14 +4,14 @@
 //! legacy gRPC protocol.
 
 use sink_coherence::certify::CoherenceHarness;
-use sinks_core::certify;
+use sinks_contract::certify;
 
 async fn harness() -> CoherenceHarness {
     let address = sinks_testkit::shared_coherence().await.unwrap_or_else(|e| panic!("no Coherence member: {e}"));
     CoherenceHarness::new(address)
 }
 
-sinks_core::certify_tests!(harness().await);
+sinks_contract::certify_tests!(harness().await);
 
 #[tokio::test]
 async fn every_clause_passes_none_skipped() {
@@ -32,12 +32,12 @@ async fn every_clause_passes_over_the_legacy_protocol() {
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
-    use sinks_core::Sink;
-    use sinks_core::certify::Harness;
+    use sinks_contract::Sink;
+    use sinks_contract::certify::Harness;
     let harness = harness().await;
     let target = harness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "coherence");
-    let section: sinks_core::config::SinkSection =
+    let section: sinks_contract::config::SinkSection =
         serde_json::from_value(target.sink_section.clone()).expect("section");
     let config = sink_coherence::CoherenceSinkConfig::from_section(&section).expect("valid section");
     let sink = sink_coherence::CoherenceSink::new(config).expect("sink");

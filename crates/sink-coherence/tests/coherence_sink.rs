@@ -14,8 +14,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use sink_coherence::certify::{CacheReadBack, CoherenceHarness};
 use sink_coherence::{CoherenceSink, CoherenceSinkConfig, DuplicatePolicy, KeyStrategy};
-use sinks_core::testing::{classes, envelope, envelope_with, opened, write};
-use sinks_core::{ConflictResolution, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
+use sinks_contract::testing::{classes, envelope, envelope_with, opened, write};
+use sinks_contract::{ConflictResolution, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
 
 async fn harness() -> CoherenceHarness {
     let address = sinks_testkit::shared_coherence().await.unwrap_or_else(|e| panic!("no Coherence member: {e}"));
@@ -133,7 +133,7 @@ async fn unreachable_start_up_waits_for_ready_timeout_then_fails_temporarily() {
     let started = std::time::Instant::now();
     let err = sink.open().await.unwrap_err();
     assert!(started.elapsed() >= Duration::from_secs(1), "retried until ready_timeout_seconds");
-    assert_eq!(err.class(), sinks_core::ErrorClass::Temporary, "{err}");
+    assert_eq!(err.class(), sinks_contract::ErrorClass::Temporary, "{err}");
 }
 
 /// The tools venv's Python with `coherence-client`, or why there is none.
@@ -240,7 +240,7 @@ async fn the_python_client_reads_every_field_the_sink_wrote() {
         assert_eq!(theirs["stream_sequence"], i + 1);
         let published = batch[i].payload();
         let info = &theirs["payload_info"];
-        assert_eq!(info["sha256"], sinks_core::payload::normalize(published, Default::default()).unwrap().sha256);
+        assert_eq!(info["sha256"], sinks_contract::payload::normalize(published, Default::default()).unwrap().sha256);
         assert_eq!(info["size_bytes"], published.len());
     }
     let first = &read[&keys[0]];
@@ -288,7 +288,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
         })
         .collect();
     assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
-    assert!(matches!(sink.read_back(), sinks_core::ReadBack::Supported(_)));
+    assert!(matches!(sink.read_back(), sinks_contract::ReadBack::Supported(_)));
     let clean = sink.reconcile(&batch).await.unwrap();
     assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
 
@@ -314,7 +314,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
     let destination = sink.destination(&batch[16], &MessageOutcome::Committed).unwrap();
     assert_eq!(
         destination,
-        sinks_core::DestinationRef::Cache { cache: sink.config().cache_name.clone(), key: key(stream, 17) }
+        sinks_contract::DestinationRef::Cache { cache: sink.config().cache_name.clone(), key: key(stream, 17) }
     );
 }
 

@@ -9,9 +9,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_core::testing::envelope;
-use sinks_core::{Envelope, PayloadMode, Sink};
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::testing::envelope;
+use sinks_contract::{Envelope, PayloadMode, Sink};
 
 use crate::{FileSink, FileSinkConfig};
 
@@ -72,7 +72,7 @@ pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
                 serde_json::from_slice(&text).map_err(|e| format!("{} is not a record: {e}", path.display()))?;
             let key = format!("stream-sequence:{}:{}", record.stream, record.stream_sequence);
             let payload = if record.payload_info.wrapped {
-                Bytes::from(sinks_core::payload::decode_stored(record.payload.get()))
+                Bytes::from(sinks_contract::payload::decode_stored(record.payload.get()))
             } else {
                 Bytes::copy_from_slice(record.payload.get().as_bytes())
             };
@@ -103,7 +103,7 @@ impl Harness for FileHarness {
 
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
         let fx = fixture(PayloadMode::JsonOnly).await.ok()?;
-        Some((fx, envelope(sinks_core::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -7,9 +7,9 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use sinks_core::ConfigError;
-use sinks_core::PayloadMode;
-use sinks_core::config::{Issues, SinkSection};
+use sinks_contract::ConfigError;
+use sinks_contract::PayloadMode;
+use sinks_contract::config::{Issues, SinkSection};
 
 /// Extension used when none is configured and compression is off.
 pub(crate) const DEFAULT_EXTENSION: &str = ".json";
@@ -55,7 +55,7 @@ pub enum DuplicatePolicy {
 }
 
 /// Compression applied to each file: `none` or deterministic `gzip`.
-pub use sinks_core::compression::Compression;
+pub use sinks_contract::compression::Compression;
 
 /// Settings of the file sink (`sink.type = "file"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

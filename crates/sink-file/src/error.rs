@@ -21,7 +21,7 @@
 
 use std::io;
 
-use sinks_core::{ErrorClass, SinkError};
+use sinks_contract::{ErrorClass, SinkError};
 
 /// The class of a filesystem error (see the module table).
 pub(crate) fn class_of(err: &io::Error) -> ErrorClass {

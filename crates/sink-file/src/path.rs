@@ -12,8 +12,8 @@
 use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
-use sinks_core::Envelope;
-use sinks_core::idempotency::IdempotencyError;
+use sinks_contract::Envelope;
+use sinks_contract::idempotency::IdempotencyError;
 
 use crate::config::FilenameStrategy;
 
@@ -143,8 +143,8 @@ pub(crate) fn temp_prefix(file_name: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use sinks_core::Headers;
-    use sinks_core::testing::{envelope, envelope_with};
+    use sinks_contract::Headers;
+    use sinks_contract::testing::{envelope, envelope_with};
 
     use super::*;
 

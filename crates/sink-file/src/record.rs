@@ -11,8 +11,8 @@ use std::io::Read;
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use sinks_core::payload::{self, NormalizedPayload, PayloadError};
-use sinks_core::{Envelope, metadata};
+use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
+use sinks_contract::{Envelope, metadata};
 use time::OffsetDateTime;
 
 use crate::config::{Compression, FileSinkConfig};
@@ -121,7 +121,8 @@ pub(crate) fn encode(
 /// `payload_info.sha256` of a stored record read from `reader`, or `None` when the content
 /// is not a readable record (foreign file, truncated, wrong compression, too large).
 pub(crate) fn stored_payload_sha256(reader: impl Read, compression: Compression) -> Option<String> {
-    let raw = sinks_core::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)?;
+    let raw =
+        sinks_contract::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)?;
     payload::stored_payload_sha256(&raw)
 }
 
@@ -142,7 +143,7 @@ pub(crate) fn stored_matches(
         payload: &'a RawValue,
     }
     let Some(raw) =
-        sinks_core::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)
+        sinks_contract::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)
     else {
         return false;
     };
@@ -160,8 +161,8 @@ mod tests {
 
     use serde::Deserialize;
     use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
-    use sinks_core::testing::{envelope, envelope_with};
-    use sinks_core::{AppMetadata, Headers, PayloadMode};
+    use sinks_contract::testing::{envelope, envelope_with};
+    use sinks_contract::{AppMetadata, Headers, PayloadMode};
 
     use super::*;
 

@@ -9,7 +9,7 @@
 //!    costs about one fsync latency instead of one per message;
 //! 3. **place**: `link` (create-if-absent, for `skip_existing` and `fail`) or `rename` (for
 //!    `overwrite`), then the temp name is removed. Files become visible here, so this phase
-//!    keeps the one ordering rule (`sinks_core::ordering`): messages sharing an ordering key
+//!    keeps the one ordering rule (`sinks_contract::ordering`): messages sharing an ordering key
 //!    are placed one after another in stream order, and one behind a temporary failure of
 //!    its key (in any phase) is held back, its temp file discarded;
 //! 4. **directory fsync** (when `fsync`): every directory holding one of the batch's files is
@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use sinks_core::blocking::{TaskFailed, blocking, run_parallel};
-use sinks_core::{
+use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
+use sinks_contract::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, ErrorClass, MessageOutcome,
     OrderKey, Presence, ReadBack, Sink, SinkError,
 };
@@ -152,7 +152,7 @@ impl Sink for FileSink {
             sync_directories(&mut placed).await;
         }
         let outcomes: Vec<MessageOutcome> = placed.into_iter().map(|p| p.outcome).collect();
-        sinks_core::sink::log_outcomes("file", &outcomes);
+        sinks_contract::sink::log_outcomes("file", &outcomes);
         Ok(outcomes)
     }
 
@@ -212,11 +212,11 @@ impl Inner {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Presence::Missing),
                 Err(e) => return Err(classify(e, "cannot open a stored record")),
             };
-        let normalized = sinks_core::payload::normalize(envelope.payload(), self.config.payload_mode)
+        let normalized = sinks_contract::payload::normalize(envelope.payload(), self.config.payload_mode)
             .map_err(|e| SinkError::permanent(format!("cannot fingerprint the payload: {e}")))?;
         // What a correct record holds: the original bytes' fingerprint, and the payload as
         // the sink stores it (JSON without the whitespace around it, or an envelope).
-        let stored_form = crate::path::sha256_hex(&sinks_core::payload::decode_stored(normalized.value.get()));
+        let stored_form = crate::path::sha256_hex(&sinks_contract::payload::decode_stored(normalized.value.get()));
         if record::stored_matches(BufReader::new(file), self.config.compression, &normalized.sha256, &stored_form) {
             Ok(Presence::Equal)
         } else {
@@ -591,7 +591,7 @@ mod tests {
         let root = sink.resolved_root().await.unwrap();
         let batch: Vec<Envelope> = [(1, "a"), (2, "a"), (3, "b"), (4, "a")]
             .into_iter()
-            .map(|(seq, subject)| sinks_core::testing::envelope("S", seq, subject, "{}"))
+            .map(|(seq, subject)| sinks_contract::testing::envelope("S", seq, subject, "{}"))
             .collect();
         let mut steps: Vec<Step> = batch.iter().map(|e| sink.inner.stage(&root, e)).collect();
         assert!(steps.iter().all(|s| matches!(s, Step::Staged(_))));
@@ -600,7 +600,7 @@ mod tests {
         let keys: Vec<Option<OrderKey>> = batch.iter().map(Envelope::order_key).collect();
         let placed = place_in_order(Arc::clone(&sink.inner), steps, &keys).await;
         let classes: Vec<_> = placed.iter().map(|p| p.outcome.class()).collect();
-        use sinks_core::OutcomeClass::*;
+        use sinks_contract::OutcomeClass::*;
         assert_eq!(classes, [FailedTemporary, HeldBack, Committed, HeldBack]);
         let mut files: Vec<String> = walk(dir.path());
         files.sort();

@@ -1,9 +1,9 @@
 //! The file sink against the sink contract (docs/sink-contract.md), one test per clause.
 
 use sink_file::certify::FileHarness;
-use sinks_core::certify;
+use sinks_contract::certify;
 
-sinks_core::certify_tests!(FileHarness);
+sinks_contract::certify_tests!(FileHarness);
 
 #[tokio::test]
 async fn every_clause_passes_none_skipped() {

@@ -6,8 +6,10 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use sink_file::{Compression, DuplicatePolicy, FileSink, FileSinkConfig, FilenameStrategy};
-use sinks_core::testing::{self, classes, envelope, envelope_with, error_of};
-use sinks_core::{ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, PayloadMode, Sink};
+use sinks_contract::testing::{self, classes, envelope, envelope_with, error_of};
+use sinks_contract::{
+    ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, PayloadMode, Sink,
+};
 
 fn config(root: &Path) -> FileSinkConfig {
     FileSinkConfig::new(root)
@@ -53,7 +55,7 @@ async fn n_envelopes_become_n_files_with_their_records() {
     assert_eq!(sink.name(), "file");
     assert_eq!(
         sink.capabilities(),
-        sinks_core::Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+        sinks_contract::Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
     );
     let batch: Vec<Envelope> =
         (1..=20).map(|seq| envelope("ORDERS", seq, "orders.created", format!("{{\"n\":{seq}}}"))).collect();
@@ -237,7 +239,7 @@ async fn symlink_at_the_final_name_is_never_followed() {
 #[tokio::test]
 async fn gzip_round_trip_and_redelivery() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut c = FileSinkConfig::from_section(&sinks_core::config::SinkSection(
+    let mut c = FileSinkConfig::from_section(&sinks_contract::config::SinkSection(
         serde_json::json!({"type": "file", "directory": dir.path(), "compression": "gzip", "compression_level": 9})
             .as_object()
             .cloned()
@@ -351,12 +353,12 @@ async fn reconcile_finds_every_payload_kind_equal_and_an_edit_different() {
         .map(|(i, p)| envelope("ORDERS", i as u64 + 1, "orders.created", p.clone()))
         .collect();
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 4]);
-    assert_eq!(sink.reconcile(&batch).await.unwrap(), vec![sinks_core::Presence::Equal; 4]);
+    assert_eq!(sink.reconcile(&batch).await.unwrap(), vec![sinks_contract::Presence::Equal; 4]);
     // An edit of the stored payload that keeps the recorded fingerprint is still found.
     let path = seq_file(dir.path(), "orders.created", "ORDERS", 1, ".json");
     let text = std::fs::read_to_string(&path).unwrap().replace("\"n\":1", "\"n\":9").replace("\"n\": 1", "\"n\": 9");
     std::fs::write(&path, text).unwrap();
     let found = sink.reconcile(&batch).await.unwrap();
-    assert_eq!(found[0], sinks_core::Presence::Different);
-    assert_eq!(found[1..], [sinks_core::Presence::Equal; 3]);
+    assert_eq!(found[0], sinks_contract::Presence::Different);
+    assert_eq!(found[1..], [sinks_contract::Presence::Equal; 3]);
 }

@@ -9,7 +9,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, PoisonError};
 
-use sinks_core::Envelope;
+use sinks_contract::Envelope;
 
 /// Messages remembered (a few runner batches' worth).
 pub(crate) const CAPACITY: usize = 65_536;
@@ -80,7 +80,7 @@ pub(crate) fn response_id(value: &[u8]) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use sinks_core::testing::envelope;
+    use sinks_contract::testing::envelope;
 
     use super::*;
 

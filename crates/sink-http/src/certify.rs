@@ -32,9 +32,9 @@ use percent_encoding::percent_decode_str;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
-use sinks_core::certify::{CERT_STREAM, CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_core::testing::envelope;
-use sinks_core::{Envelope, Sink};
+use sinks_contract::certify::{CERT_STREAM, CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::testing::envelope;
+use sinks_contract::{Envelope, Sink};
 use tokio::net::TcpListener;
 use tokio::sync::{Notify, watch};
 use tokio_rustls::TlsAcceptor;
@@ -702,14 +702,14 @@ fn fingerprint(body: &[u8]) -> String {
 fn payload_of(body: &[u8]) -> Result<Bytes, String> {
     match as_envelope(body) {
         Some(EnvelopeView { payload: Some(raw), payload_info: Some(info), .. }) if info.wrapped => {
-            Ok(Bytes::from(sinks_core::payload::decode_stored(raw.get())))
+            Ok(Bytes::from(sinks_contract::payload::decode_stored(raw.get())))
         }
         Some(EnvelopeView { payload: Some(raw), payload_info: Some(_), .. }) => {
             Ok(Bytes::copy_from_slice(raw.get().as_bytes()))
         }
         Some(_) => Err("envelope without payload or payload_info".into()),
         // A bare payload body (`body_format: payload`): an envelope is decoded, JSON kept.
-        None => Ok(Bytes::from(sinks_core::payload::decode_stored(&String::from_utf8_lossy(body)))),
+        None => Ok(Bytes::from(sinks_contract::payload::decode_stored(&String::from_utf8_lossy(body)))),
     }
 }
 

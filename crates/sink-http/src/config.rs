@@ -17,10 +17,10 @@ use std::path::PathBuf;
 
 use reqwest::Url;
 use serde::{Deserialize, Serialize};
-use sinks_core::ConfigError;
-use sinks_core::PayloadMode;
-use sinks_core::config::{Issues, SinkSection};
-use sinks_core::retry::{BackoffMode, Jitter};
+use sinks_contract::ConfigError;
+use sinks_contract::PayloadMode;
+use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::retry::{BackoffMode, Jitter};
 
 /// Hosts that `allow_http_for_local_testing` accepts for `http://` URLs.
 pub(crate) const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
@@ -104,7 +104,7 @@ pub enum BodyFormat {
 }
 
 /// How the `Idempotency-Key` of a message is derived (always from the event identity).
-pub use sinks_core::idempotency::KeySource as KeyStrategy;
+pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 
 /// Several envelopes per request, for endpoints that accept batches.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,7 +23,7 @@
 
 use std::time::Duration;
 
-use sinks_core::{ErrorClass, SinkError};
+use sinks_contract::{ErrorClass, SinkError};
 
 use crate::request::StatusClass;
 

@@ -15,9 +15,9 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
-use sinks_core::idempotency::IdempotencyError;
-use sinks_core::payload::{self, PayloadError};
-use sinks_core::{Envelope, IdempotencyKey, Presence, metadata};
+use sinks_contract::idempotency::IdempotencyError;
+use sinks_contract::payload::{self, PayloadError};
+use sinks_contract::{Envelope, IdempotencyKey, Presence, metadata};
 use time::OffsetDateTime;
 
 use crate::config::{BatchMode, BodyFormat, HttpSinkConfig, IdempotencyConfig, KEY_PLACEHOLDER};
@@ -337,9 +337,9 @@ pub(crate) fn stored_presence(body: &[u8], expected: &str) -> Presence {
 mod tests {
     use super::*;
     use crate::config::HttpSinkConfig;
-    use sinks_core::Headers;
-    use sinks_core::envelope::AppMetadata;
-    use sinks_core::testing::{envelope, envelope_with};
+    use sinks_contract::Headers;
+    use sinks_contract::envelope::AppMetadata;
+    use sinks_contract::testing::{envelope, envelope_with};
 
     fn config() -> HttpSinkConfig {
         HttpSinkConfig::new("https://h.example/x")
@@ -458,7 +458,7 @@ mod tests {
     #[test]
     fn payload_mode_and_size_limits_are_permanent_errors() {
         let mut c = config();
-        c.payload_mode = sinks_core::PayloadMode::JsonOnly;
+        c.payload_mode = sinks_contract::PayloadMode::JsonOnly;
         let e = envelope("S", 1, "s", "not json");
         assert!(matches!(message_body(&e, &c, None, OffsetDateTime::now_utc()), Err(RequestError::Payload(_))));
         let mut c = config();

@@ -26,9 +26,9 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
-use sinks_core::ordering::{self, Finished, Ran};
-use sinks_core::retry::Backoff;
-use sinks_core::{
+use sinks_contract::ordering::{self, Finished, Ran};
+use sinks_contract::retry::Backoff;
+use sinks_contract::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, ErrorClass, IdempotencyKey,
     MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
@@ -385,7 +385,7 @@ impl Sink for HttpSink {
             .into_iter()
             .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("message was not sent")))
             .collect();
-        sinks_core::sink::log_outcomes("http", &outcomes);
+        sinks_contract::sink::log_outcomes("http", &outcomes);
         Ok(outcomes)
     }
 
@@ -463,7 +463,7 @@ impl Inner {
     }
 
     /// Sends every unit, at most `max_concurrent_requests` at once, in the order of the
-    /// envelopes' ordering keys (see [`sinks_core::ordering`]); a unit behind a temporary
+    /// envelopes' ordering keys (see [`sinks_contract::ordering`]); a unit behind a temporary
     /// failure of one of its keys is held back. Results come back in unit order.
     async fn run(&self, batch: &[Envelope], units: Vec<Vec<Ready>>, deadline: Instant) -> Vec<UnitResult> {
         let indices: Vec<Vec<usize>> = units.iter().map(|items| items.iter().map(|r| r.index).collect()).collect();
@@ -595,7 +595,7 @@ impl Inner {
                         error = %failure.display_chain(),
                         "request failed; retrying"
                     );
-                    sinks_core::retry::note_retry_in_place();
+                    sinks_contract::retry::note_retry_in_place();
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }
@@ -665,7 +665,7 @@ impl Inner {
             match self.retry_delay(attempt, failure, deadline) {
                 Ok((delay, failure)) => {
                     tracing::debug!(messages = items.len(), attempt, error = %failure.display_chain(), "batch request failed; retrying");
-                    sinks_core::retry::note_retry_in_place();
+                    sinks_contract::retry::note_retry_in_place();
                     tokio::time::sleep(delay).await;
                     attempt += 1;
                 }

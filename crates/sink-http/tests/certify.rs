@@ -2,9 +2,9 @@
 //! against a fresh in-process HTTP server.
 
 use sink_http::certify::HttpHarness;
-use sinks_core::certify;
+use sinks_contract::certify;
 
-sinks_core::certify_tests!(HttpHarness);
+sinks_contract::certify_tests!(HttpHarness);
 
 #[tokio::test]
 async fn every_clause_passes_none_skipped() {
@@ -16,11 +16,11 @@ async fn every_clause_passes_none_skipped() {
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
-    use sinks_core::Sink;
-    use sinks_core::certify::Harness;
+    use sinks_contract::Sink;
+    use sinks_contract::certify::Harness;
     let target = HttpHarness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "http");
-    let section: sinks_core::config::SinkSection =
+    let section: sinks_contract::config::SinkSection =
         serde_json::from_value(target.sink_section.clone()).expect("section");
     let config = sink_http::HttpSinkConfig::from_section(&section).expect("valid section");
     let sink = sink_http::HttpSink::new(config).expect("sink");

@@ -10,8 +10,10 @@ use std::time::{Duration, Instant};
 use axum::http::Version;
 use sink_http::certify::{Fault, ServerTls, TestServer};
 use sink_http::{BatchMode, HttpSink, HttpSinkConfig, HttpVersion, KeyStrategy};
-use sinks_core::testing::{self, classes, envelope, envelope_with, error_of};
-use sinks_core::{Capabilities, ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
+use sinks_contract::testing::{self, classes, envelope, envelope_with, error_of};
+use sinks_contract::{
+    Capabilities, ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink,
+};
 
 async fn server() -> TestServer {
     TestServer::start().await.expect("test server")
@@ -651,7 +653,7 @@ async fn reference_config_runs_unchanged() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("nats-sinks.json");
     std::fs::write(&path, text).unwrap();
-    let config = sinks_core::Config::load(&path).expect("reference config loads");
+    let config = sinks_runtime::Config::load(&path).expect("reference config loads");
     assert_eq!(config.sink.kind(), Some("http"));
     let sink_config = HttpSinkConfig::from_section(&config.sink).expect("reference sink section");
     assert_eq!(sink_config.duplicate_statuses, [409, 412], "additions keep their defaults");

@@ -14,10 +14,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
-use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_core::config::SinkSection;
-use sinks_core::testing::envelope;
-use sinks_core::{Envelope, Sink};
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::config::SinkSection;
+use sinks_contract::testing::envelope;
+use sinks_contract::{Envelope, Sink};
 
 use crate::{MySqlSink, MySqlSinkConfig, quoted_table};
 
@@ -67,7 +67,9 @@ impl TestServer {
         let _ = c.disconnect().await;
         Ok(rows
             .into_iter()
-            .map(|(s, n, p)| (format!("stream-sequence:{s}:{n}"), Bytes::from(sinks_core::payload::decode_stored(&p))))
+            .map(|(s, n, p)| {
+                (format!("stream-sequence:{s}:{n}"), Bytes::from(sinks_contract::payload::decode_stored(&p)))
+            })
             .collect())
     }
 }
@@ -199,7 +201,7 @@ impl Harness for MySqlHarness {
         let alter = format!("ALTER TABLE {} MODIFY `SUBJECT` varchar(24) NOT NULL", quoted_table(&table));
         c.query_drop(alter).await.ok()?;
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
-        Some((fx, envelope(sinks_core::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -6,8 +6,8 @@
 //! problem names its field as `sink.<field>`.
 
 use serde::{Deserialize, Serialize};
-use sinks_core::config::{ConfigError, Issues, SinkSection};
-use sinks_core::{IdempotencyStrategy, PayloadMode};
+use sinks_contract::config::{ConfigError, Issues, SinkSection};
+use sinks_contract::{IdempotencyStrategy, PayloadMode};
 
 use crate::sql;
 
@@ -39,7 +39,7 @@ pub enum ConflictPolicy {
     DeadLetter,
 }
 
-pub use sinks_core::columns::ColumnMapping;
+pub use sinks_contract::columns::ColumnMapping;
 
 /// How each row's key is derived, and which columns hold it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -265,7 +265,7 @@ impl MySqlSinkConfig {
             issues.push(&path, message);
         }
         for (i, route) in self.table_routes.iter().enumerate() {
-            if let Err(e) = sinks_core::subject::validate_pattern(&route.subject) {
+            if let Err(e) = sinks_contract::subject::validate_pattern(&route.subject) {
                 issues.push(&format!("sink.table_routes[{i}].subject"), e.to_string());
             }
             if route.upsert_update_columns.is_some() && self.mode != WriteMode::Upsert {

@@ -15,7 +15,7 @@
 //! code, SQLSTATE and the column name are kept.
 
 use mysql_async::Error;
-use sinks_core::{ErrorClass, SinkError};
+use sinks_contract::{ErrorClass, SinkError};
 
 /// Error codes meaning "this row's data is unacceptable".
 const DATA_ERRORS: [u16; 13] = [1406, 1048, 1366, 1292, 1265, 1264, 3140, 4025, 1452, 1451, 3819, 1263, 1411];

@@ -2,9 +2,9 @@
 
 use mysql_async::Value;
 use sha2::{Digest, Sha256};
-use sinks_core::metadata::MetadataDoc;
-use sinks_core::payload::{self, PayloadMode};
-use sinks_core::{Envelope, IdempotencyStrategy, SinkError};
+use sinks_contract::metadata::MetadataDoc;
+use sinks_contract::payload::{self, PayloadMode};
+use sinks_contract::{Envelope, IdempotencyStrategy, SinkError};
 use time::OffsetDateTime;
 
 use crate::sql::{Field, TablePlan};
@@ -55,7 +55,7 @@ mod erased {
 
     impl<T: serde::Serialize> Json for T {
         fn bytes(&self) -> Vec<u8> {
-            sinks_core::json::to_canonical_vec(self)
+            sinks_contract::json::to_canonical_vec(self)
         }
     }
 }
@@ -70,7 +70,7 @@ pub(crate) fn map(
 ) -> Result<Row, SinkError> {
     let mut normalized = payload::normalize(envelope.payload(), mode)
         .map_err(|e| SinkError::permanent(e.to_string()).with_error_type("SerializationError"))?;
-    if !normalized.wrapped && sinks_core::json::depth(normalized.value.get()) > MAX_JSON_DEPTH {
+    if !normalized.wrapped && sinks_contract::json::depth(normalized.value.get()) > MAX_JSON_DEPTH {
         // The server's JSON type refuses deeper documents: keep the bytes as text instead.
         normalized = match mode {
             PayloadMode::JsonOnly => {
@@ -137,9 +137,9 @@ pub(crate) fn map(
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use sinks_core::Headers;
-    use sinks_core::config::SinkSection;
-    use sinks_core::testing::envelope_with;
+    use sinks_contract::Headers;
+    use sinks_contract::config::SinkSection;
+    use sinks_contract::testing::envelope_with;
 
     use super::*;
     use crate::MySqlSinkConfig;
@@ -178,7 +178,7 @@ mod tests {
         let column = |name: &str| p.columns.iter().position(|c| c.eq_ignore_ascii_case(name)).unwrap();
         assert_eq!(
             row.values[column("SECURITY_LABELS_JSON")],
-            Value::Bytes(sinks_core::json::to_canonical_vec(&labels))
+            Value::Bytes(sinks_contract::json::to_canonical_vec(&labels))
         );
         assert_eq!(row.values[column("MISSION_METADATA_JSON")], Value::NULL, "absent is SQL NULL");
     }

@@ -18,8 +18,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, SslOpts, TxOpts, Value};
-use sinks_core::config::ConfigError;
-use sinks_core::{
+use sinks_contract::config::ConfigError;
+use sinks_contract::{
     BatchResult, Capabilities, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
     SinkError,
 };
@@ -159,7 +159,7 @@ impl Inner {
     }
 
     fn plan_for(&self, subject: &str) -> usize {
-        let route = self.config.table_routes.iter().find(|r| sinks_core::subject::matches(&r.subject, subject));
+        let route = self.config.table_routes.iter().find(|r| sinks_contract::subject::matches(&r.subject, subject));
         route.and_then(|r| self.plans.iter().position(|p| p.table == r.table)).unwrap_or(0)
     }
 

@@ -7,11 +7,11 @@
 
 use std::fmt::Write as _;
 
-use sinks_core::IdempotencyStrategy;
+use sinks_contract::IdempotencyStrategy;
 
 use crate::config::{IdempotencyConfig, MySqlSinkConfig, WriteMode};
 
-pub(crate) use sinks_core::columns::Field;
+pub(crate) use sinks_contract::columns::Field;
 
 /// Column type of `field` in generated DDL; `key` columns must be indexable and not null.
 fn ddl_type(field: Field, key: bool) -> &'static str {
@@ -307,7 +307,7 @@ mod tests {
             base.extend(e);
         }
         let serde_json::Value::Object(m) = v else { unreachable!() };
-        MySqlSinkConfig::from_section(&sinks_core::config::SinkSection(m)).unwrap()
+        MySqlSinkConfig::from_section(&sinks_contract::config::SinkSection(m)).unwrap()
     }
 
     #[test]
@@ -380,7 +380,7 @@ mod tests {
     fn routes_sharing_a_table_must_agree() {
         let parse = |v: serde_json::Value| {
             let serde_json::Value::Object(m) = v else { unreachable!() };
-            sinks_core::config::SinkSection(m).parse::<MySqlSinkConfig>().unwrap()
+            sinks_contract::config::SinkSection(m).parse::<MySqlSinkConfig>().unwrap()
         };
         let err = TablePlan::all(&parse(serde_json::json!({
             "database": "d", "user": "u",

@@ -11,4 +11,4 @@ fn harness() -> MySqlHarness {
     }
 }
 
-sinks_core::certify_tests!(harness());
+sinks_contract::certify_tests!(harness());

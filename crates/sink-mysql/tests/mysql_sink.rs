@@ -8,9 +8,9 @@ use mysql_async::prelude::Queryable;
 use serde_json::json;
 use sink_mysql::certify::{TestServer, unique_table};
 use sink_mysql::{MySqlSink, MySqlSinkConfig, quoted_table};
-use sinks_core::config::SinkSection;
-use sinks_core::testing::{classes, envelope_with, error_of, write};
-use sinks_core::{ConflictResolution, Envelope, Headers, MessageOutcome, OutcomeClass, Sink};
+use sinks_contract::config::SinkSection;
+use sinks_contract::testing::{classes, envelope_with, error_of, write};
+use sinks_contract::{ConflictResolution, Envelope, Headers, MessageOutcome, OutcomeClass, Sink};
 
 /// A table name and an admin connection, or `None` after printing why the test is skipped.
 async fn setup(test: &str) -> Option<(mysql_async::Conn, String)> {

@@ -14,8 +14,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oracle_nosql_rust_sdk::types::MapValue;
 use oracle_nosql_rust_sdk::{DeleteRequest, Handle, HandleMode, PutRequest, QueryRequest, TableRequest};
-use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_core::{Envelope, Sink};
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::{Envelope, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::NoSqlSinkConfig;
@@ -275,7 +275,7 @@ impl Harness for NoSqlHarness {
         // Event documents over max_value_bytes are refused before any request.
         let fixture = self.fixture(|c| c.max_value_bytes = 8192).await.ok()?;
         let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(16_384));
-        Some((fixture, sinks_core::testing::envelope("CERT", 900, "cert.poison", big)))
+        Some((fixture, sinks_contract::testing::envelope("CERT", 900, "cert.poison", big)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -15,10 +15,10 @@
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
-use sinks_core::ConfigError;
-use sinks_core::PayloadMode;
-use sinks_core::config::{Issues, SinkSection};
-use sinks_core::retry::{Backoff, BackoffMode, Jitter};
+use sinks_contract::ConfigError;
+use sinks_contract::PayloadMode;
+use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -93,7 +93,7 @@ impl AuthMode {
 /// Which identity a row key is built from: `idempotency_key` (default: the envelope's key,
 /// `stream-sequence:S:N`, else `message-id:ID`, else `payload-sha256:SUBJECT:HEX`),
 /// `stream_sequence`, `message_id` or `payload_sha256`. The raw key string is the row key.
-pub use sinks_core::idempotency::KeySource as KeyStrategy;
+pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 
 /// What a write does when its row key already exists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

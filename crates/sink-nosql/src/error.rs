@@ -18,7 +18,7 @@
 use std::time::Duration;
 
 use oracle_nosql_rust_sdk::{NoSQLError, NoSQLErrorCode};
-use sinks_core::SinkError;
+use sinks_contract::SinkError;
 
 /// Least wait before retrying after throttling (the SDK gives no hint of its own).
 pub(crate) const THROTTLE_DELAY: Duration = Duration::from_millis(100);
@@ -146,7 +146,7 @@ pub(crate) fn classify_at_open(operation: &str, err: &NoSQLError) -> SinkError {
 
 #[cfg(test)]
 mod tests {
-    use sinks_core::ErrorClass;
+    use sinks_contract::ErrorClass;
 
     use super::*;
 

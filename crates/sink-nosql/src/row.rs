@@ -24,9 +24,9 @@ use oracle_nosql_rust_sdk::types::{FieldValue, MapValue};
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use sinks_core::idempotency::IdempotencyError;
-use sinks_core::payload::{self, NormalizedPayload, PayloadError};
-use sinks_core::{Envelope, Presence, metadata};
+use sinks_contract::idempotency::IdempotencyError;
+use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
+use sinks_contract::{Envelope, Presence, metadata};
 use time::OffsetDateTime;
 
 use crate::config::NoSqlSinkConfig;
@@ -109,7 +109,7 @@ struct EventDoc<'a> {
     consumer: &'a str,
     consumer_sequence: u64,
     custody: Value,
-    headers: &'a sinks_core::Headers,
+    headers: &'a sinks_contract::Headers,
     idempotency_key: Option<String>,
     jetstream_timestamp_epoch_ns: Option<i64>,
     labels: Option<String>,
@@ -227,7 +227,7 @@ pub(crate) fn presence(envelope: &Envelope, config: &NoSqlSinkConfig, stored: Op
     } else {
         let text = normalized.value.get();
         let same_value = serde_json::from_str::<Value>(text)
-            .is_ok_and(|v| document.get("payload").is_some_and(|p| sinks_core::json::same_value(p, &v)));
+            .is_ok_and(|v| document.get("payload").is_some_and(|p| sinks_contract::json::same_value(p, &v)));
         let same_text = match document.get("payload_text") {
             None => true,
             Some(Value::String(stored)) => stored == text,
@@ -451,8 +451,8 @@ impl Parser<'_> {
 #[cfg(test)]
 mod tests {
     use bytes::Bytes;
-    use sinks_core::testing::{envelope, envelope_with};
-    use sinks_core::{Headers, PayloadMode};
+    use sinks_contract::testing::{envelope, envelope_with};
+    use sinks_contract::{Headers, PayloadMode};
 
     use super::*;
 

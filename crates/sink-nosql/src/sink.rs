@@ -8,7 +8,7 @@
 //! 2. **order**: each message is keyed by its envelope's ordering key (from
 //!    `delivery.ordering_key`) and by its row key: messages sharing either are written one
 //!    after another, in input order, and one behind a temporary failure is held back (see
-//!    `sinks_core::ordering`). The row key is the destination's own requirement (one row,
+//!    `sinks_contract::ordering`). The row key is the destination's own requirement (one row,
 //!    one writer at a time), not an order of its own;
 //! 3. **put**: up to `max_concurrent_requests` puts in flight. A temporary failure is
 //!    retried in place while the wait is short and the write's budget allows (the SDK does
@@ -40,9 +40,9 @@ use oracle_nosql_rust_sdk::types::{Consistency, MapValue, TableLimits, TableStat
 use oracle_nosql_rust_sdk::{
     GetRequest, GetResult, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest,
 };
-use sinks_core::ordering::{self, OrderKey};
-use sinks_core::retry::Backoff;
-use sinks_core::{
+use sinks_contract::ordering::{self, OrderKey};
+use sinks_contract::retry::Backoff;
+use sinks_contract::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
     ReadBack, Sink, SinkError,
 };
@@ -168,7 +168,7 @@ impl Sink for NoSqlSink {
         let write = |envelope, prepared| async move { inner.write_one(envelope, &prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
         let outcomes = ordering::write_each("nosql row", batch, limit, prepare, write).await;
-        sinks_core::sink::log_outcomes("oracle_nosql", &outcomes);
+        sinks_contract::sink::log_outcomes("oracle_nosql", &outcomes);
         Ok(outcomes)
     }
 

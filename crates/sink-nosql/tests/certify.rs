@@ -4,13 +4,13 @@
 #![allow(clippy::print_stderr)]
 
 use sink_nosql::certify::NoSqlHarness;
-use sinks_core::certify;
+use sinks_contract::certify;
 
 fn harness() -> NoSqlHarness {
     NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint())
 }
 
-sinks_core::certify_tests!(harness());
+sinks_contract::certify_tests!(harness());
 
 #[tokio::test]
 async fn every_clause_passes_none_skipped() {
@@ -37,12 +37,12 @@ async fn every_clause_passes_against_a_live_proxy() {
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
-    use sinks_core::Sink;
-    use sinks_core::certify::Harness;
+    use sinks_contract::Sink;
+    use sinks_contract::certify::Harness;
     let harness = harness();
     let target = harness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "oracle_nosql");
-    let section: sinks_core::config::SinkSection =
+    let section: sinks_contract::config::SinkSection =
         serde_json::from_value(target.sink_section.clone()).expect("section");
     let config = sink_nosql::NoSqlSinkConfig::from_section(&section).expect("valid section");
     let sink = sink_nosql::NoSqlSink::new(config).expect("sink");

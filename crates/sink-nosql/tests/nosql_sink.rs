@@ -11,9 +11,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{DuplicatePolicy, KeyStrategy, NoSqlSink, NoSqlSinkConfig};
-use sinks_core::certify::ReadBack;
-use sinks_core::testing::{classes, envelope, envelope_with, error_of, opened, write};
-use sinks_core::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
+use sinks_contract::certify::ReadBack;
+use sinks_contract::testing::{classes, envelope, envelope_with, error_of, opened, write};
+use sinks_contract::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
 use sinks_testkit::NoSqlTestServer;
 
 /// The test server's harness, and the live proxy's when one is named.
@@ -34,7 +34,7 @@ async fn fixture(h: &NoSqlHarness, adjust: impl FnOnce(&mut NoSqlSinkConfig)) ->
     (opened(h.sink(config).unwrap()).await, read_back)
 }
 
-fn at(seq: u64, payload: &'static str) -> sinks_core::Envelope {
+fn at(seq: u64, payload: &'static str) -> sinks_contract::Envelope {
     envelope("NQ", seq, "nq.x", payload)
 }
 
@@ -281,7 +281,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
             })
             .collect();
         assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
-        assert!(matches!(sink.read_back(), sinks_core::ReadBack::Supported(_)));
+        assert!(matches!(sink.read_back(), sinks_contract::ReadBack::Supported(_)));
         let clean = sink.reconcile(&batch).await.unwrap();
         assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
 
@@ -308,7 +308,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
         let destination = sink.destination(&batch[16], &MessageOutcome::Committed).unwrap();
         assert_eq!(
             destination,
-            sinks_core::DestinationRef::Row { table: sink.config().qualified_table(), key: key(17) }
+            sinks_contract::DestinationRef::Row { table: sink.config().qualified_table(), key: key(17) }
         );
     }
 }

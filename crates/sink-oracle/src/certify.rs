@@ -16,10 +16,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_core::config::SinkSection;
-use sinks_core::testing::envelope;
-use sinks_core::{Envelope, Sink};
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::config::SinkSection;
+use sinks_contract::testing::envelope;
+use sinks_contract::{Envelope, Sink};
 
 use crate::driver::oci::{OciDriver, OciOptions};
 use crate::driver::scripted::{Fault, FaultPoint, RowRule, ScriptedDriver};
@@ -51,7 +51,7 @@ fn records(rows: impl IntoIterator<Item = (Option<String>, Option<String>, Optio
     rows.into_iter()
         .map(|(stream, seq, payload)| {
             let key = format!("stream-sequence:{}:{}", stream.unwrap_or_default(), seq.unwrap_or_default());
-            (key, Bytes::from(sinks_core::payload::decode_stored(&payload.unwrap_or_default())))
+            (key, Bytes::from(sinks_contract::payload::decode_stored(&payload.unwrap_or_default())))
         })
         .collect()
 }
@@ -123,7 +123,7 @@ impl Harness for ScriptedHarness {
         let (fx, driver, table) = self.fixture().await.ok()?;
         driver.reject_rows(RowRule::too_large(Some(&table), "SUBJECT", 24));
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
-        Some((fx, envelope(sinks_core::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
@@ -352,7 +352,7 @@ impl Harness for LiveHarness {
         );
         self.live().ok()?.run(sql, false).await.ok()?;
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
-        Some((fx, envelope(sinks_core::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -12,8 +12,8 @@ pub(crate) mod connection;
 pub(crate) mod table;
 
 use serde::{Deserialize, Serialize};
-use sinks_core::config::{ConfigError, Issues, SinkSection};
-use sinks_core::{IdempotencyStrategy, PayloadMode};
+use sinks_contract::config::{ConfigError, Issues, SinkSection};
+use sinks_contract::{IdempotencyStrategy, PayloadMode};
 
 pub use table::{
     ColumnMapping, ConflictPolicy, IdempotencyConfig, JsonColumnType, StagingCleanup, StagingConfig, TableRoute,
@@ -264,7 +264,7 @@ impl OracleSinkConfig {
             issues.push(&path, message);
         }
         for (i, route) in self.table_routes.iter().enumerate() {
-            if let Err(e) = sinks_core::subject::validate_pattern(&route.subject) {
+            if let Err(e) = sinks_contract::subject::validate_pattern(&route.subject) {
                 issues.push(&format!("sink.table_routes[{i}].subject"), e.to_string());
             }
             if route.merge_update_columns.is_some() && self.mode != WriteMode::Merge {

@@ -16,7 +16,7 @@
 //! only the error code, our description and, for the errors that name one, the column or
 //! constraint (quoted identifiers, parsed from the message).
 
-use sinks_core::{ErrorClass, SinkError};
+use sinks_contract::{ErrorClass, SinkError};
 
 use crate::driver::{DbError, DriverError};
 

@@ -19,7 +19,7 @@
 //! `ddl` (tables from the mapping), `row` (envelope → binds), `error` (ORA-code table),
 //! `driver` (the seam, with the `oracle`-crate and the scripted implementations), `pool`
 //! (the sink's own blocking threads), `write` (the transaction), `sink` (the async
-//! [`Sink`](sinks_core::Sink)), `lineage` (read-only queries), `certify` (harnesses).
+//! [`Sink`](sinks_contract::Sink)), `lineage` (read-only queries), `certify` (harnesses).
 //!
 //! **Capabilities.** Atomic per batch; reports duplicates (except in `append` mode); detects
 //! conflicts with `conflict_policy`. Identifiers are allow-listed; every value is bound.

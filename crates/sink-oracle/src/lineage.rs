@@ -355,7 +355,7 @@ mod tests {
             b.extend(e);
         }
         let serde_json::Value::Object(m) = v else { unreachable!() };
-        OracleSinkConfig::from_section(&sinks_core::config::SinkSection(m)).unwrap()
+        OracleSinkConfig::from_section(&sinks_contract::config::SinkSection(m)).unwrap()
     }
 
     fn request(field: &str, value: &str) -> LineageRequest {

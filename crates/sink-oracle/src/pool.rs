@@ -8,7 +8,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use sinks_core::SinkError;
+use sinks_contract::SinkError;
 
 type Job = Box<dyn FnOnce() + Send>;
 

@@ -9,9 +9,9 @@
 //! back for a row against the row the sink would write.
 
 use sha2::{Digest, Sha256};
-use sinks_core::metadata::MetadataDoc;
-use sinks_core::payload::{self, PayloadMode};
-use sinks_core::{Envelope, IdempotencyStrategy, Presence, SinkError};
+use sinks_contract::metadata::MetadataDoc;
+use sinks_contract::payload::{self, PayloadMode};
+use sinks_contract::{Envelope, IdempotencyStrategy, Presence, SinkError};
 use time::OffsetDateTime;
 
 use crate::config::JsonColumnType;
@@ -50,7 +50,7 @@ fn text(s: impl Into<String>) -> Value {
 }
 
 fn json(v: &impl serde::Serialize) -> Value {
-    Value::Clob(Some(String::from_utf8(sinks_core::json::to_canonical_vec(v)).unwrap_or_default()))
+    Value::Clob(Some(String::from_utf8(sinks_contract::json::to_canonical_vec(v)).unwrap_or_default()))
 }
 
 /// Maps `envelope` to a row of `plan`. Errors are permanent for that message (bad payload
@@ -64,7 +64,7 @@ pub(crate) fn map(
     let serialization =
         |e: payload::PayloadError| SinkError::permanent(e.to_string()).with_error_type("SerializationError");
     let mut normalized = payload::normalize(envelope.payload(), mode).map_err(serialization)?;
-    if !normalized.wrapped && sinks_core::json::depth(normalized.value.get()) > MAX_JSON_DEPTH {
+    if !normalized.wrapped && sinks_contract::json::depth(normalized.value.get()) > MAX_JSON_DEPTH {
         normalized = match mode {
             PayloadMode::JsonOnly => {
                 return Err(SinkError::permanent(format!(
@@ -76,7 +76,7 @@ pub(crate) fn map(
         };
     }
     let idem = &plan.idempotency;
-    let invalid = |e: sinks_core::idempotency::IdempotencyError| {
+    let invalid = |e: sinks_contract::idempotency::IdempotencyError| {
         SinkError::permanent(e.to_string()).with_error_type("ValidationError").with_reason(e.reason_code())
     };
     let derived_id = match idem.strategy {
@@ -155,7 +155,7 @@ pub(crate) fn presence(row: &Row, plan: &TablePlan, json: JsonColumnType, stored
             });
             let parse = |text: &str| serde_json::from_str::<serde_json::Value>(text).ok();
             match (expected.and_then(parse), parse(payload)) {
-                (Some(expected), Some(stored)) => sinks_core::json::same_value(&expected, &stored),
+                (Some(expected), Some(stored)) => sinks_contract::json::same_value(&expected, &stored),
                 _ => false,
             }
         }
@@ -166,9 +166,9 @@ pub(crate) fn presence(row: &Row, plan: &TablePlan, json: JsonColumnType, stored
 #[cfg(test)]
 mod tests {
     use serde_json::json;
-    use sinks_core::Headers;
-    use sinks_core::config::SinkSection;
-    use sinks_core::testing::envelope_with;
+    use sinks_contract::Headers;
+    use sinks_contract::config::SinkSection;
+    use sinks_contract::testing::envelope_with;
 
     use super::*;
     use crate::OracleSinkConfig;
@@ -264,7 +264,7 @@ mod tests {
         let labels = json!({"profile": "nats-sinks.security-label.v1", "owner": "ops"});
         let e = envelope_with("S", 9, "o", &b"{}"[..], Headers::new(), 1).with_security_labels(Some(labels.clone()));
         let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
-        let canonical = String::from_utf8(sinks_core::json::to_canonical_vec(&labels)).unwrap();
+        let canonical = String::from_utf8(sinks_contract::json::to_canonical_vec(&labels)).unwrap();
         assert_eq!(row.values[column(&p, "SECURITY_LABELS_JSON")], Value::Clob(Some(canonical)));
     }
 
@@ -290,6 +290,6 @@ mod tests {
         let e = envelope_with("S", 2, "o", deep.clone(), Headers::new(), 1);
         let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
         let Value::Clob(Some(stored)) = &row.values[column(&p, "PAYLOAD_JSON")] else { panic!() };
-        assert_eq!(sinks_core::payload::decode_stored(stored), deep.as_bytes(), "kept, as text");
+        assert_eq!(sinks_contract::payload::decode_stored(stored), deep.as_bytes(), "kept, as text");
     }
 }

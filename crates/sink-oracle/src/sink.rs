@@ -15,8 +15,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use sinks_core::config::ConfigError;
-use sinks_core::{
+use sinks_contract::config::ConfigError;
+use sinks_contract::{
     BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
@@ -252,7 +252,7 @@ impl Inner {
     }
 
     fn plan_for(&self, subject: &str) -> usize {
-        let route = self.config.table_routes.iter().find(|r| sinks_core::subject::matches(&r.subject, subject));
+        let route = self.config.table_routes.iter().find(|r| sinks_contract::subject::matches(&r.subject, subject));
         route
             .and_then(|r| sql::normalize(&r.table, true))
             .and_then(|t| self.plans.iter().position(|p| p.table == t))
@@ -426,7 +426,7 @@ impl Sink for OracleSink {
             .into_iter()
             .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("row was not written")))
             .collect();
-        sinks_core::sink::log_outcomes("oracle", &outcomes);
+        sinks_contract::sink::log_outcomes("oracle", &outcomes);
         Ok(outcomes)
     }
 

@@ -21,12 +21,12 @@
 //! `nats-sink reconcile` reads rows back with [`TablePlan::select_stored`], a bulk key
 //! lookup (`SELECT keys, payload, fingerprint … WHERE keys IN (…)`).
 
-use sinks_core::IdempotencyStrategy;
+use sinks_contract::IdempotencyStrategy;
 
 use crate::config::{IdempotencyConfig, JsonColumnType, OracleSinkConfig, WriteMode};
 use crate::driver::{Op, Statement};
 
-pub(crate) use sinks_core::columns::Field;
+pub(crate) use sinks_contract::columns::Field;
 
 /// Normalizes an identifier (optionally `schema.table` when `qualified`) to upper case, or
 /// `None` when it fails the allow-list.

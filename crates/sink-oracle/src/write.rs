@@ -31,7 +31,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use sinks_core::{ConflictResolution, MessageOutcome, SinkError};
+use sinks_contract::{ConflictResolution, MessageOutcome, SinkError};
 
 use crate::config::{ConflictPolicy, WriteMode};
 use crate::driver::{Connection, DbError, DriverError, Value};

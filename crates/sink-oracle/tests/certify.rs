@@ -5,9 +5,9 @@
 //! clause prints SKIPPED with the reason when either is missing).
 
 mod scripted {
-    sinks_core::certify_tests!(sink_oracle::certify::ScriptedHarness);
+    sinks_contract::certify_tests!(sink_oracle::certify::ScriptedHarness);
 }
 
 mod live {
-    sinks_core::certify_tests!(sink_oracle::certify::LiveHarness::from_env().await);
+    sinks_contract::certify_tests!(sink_oracle::certify::LiveHarness::from_env().await);
 }

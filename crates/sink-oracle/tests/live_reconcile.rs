@@ -7,8 +7,8 @@
 
 use serde_json::json;
 use sink_oracle::certify::LiveHarness;
-use sinks_core::testing::{classes, envelope};
-use sinks_core::{Envelope, OutcomeClass, Presence, ReadBack, Sink};
+use sinks_contract::testing::{classes, envelope};
+use sinks_contract::{Envelope, OutcomeClass, Presence, ReadBack, Sink};
 
 #[tokio::test]
 async fn live_reconcile_reports_exactly_the_deleted_and_edited_rows() {

@@ -22,7 +22,8 @@ use sink_oracle::OracleSink;
 use sink_oracle::certify::{ScriptedHarness, unique_table};
 use sink_oracle::driver::scripted::{Fault, FaultPoint, RowRule, ScriptedDriver};
 use sink_oracle::driver::{DbError, DriverError};
-use sinks_core::{Config, RunError, RunStats, Sink};
+use sinks_contract::Sink;
+use sinks_runtime::{Config, RunError, RunStats};
 use sinks_testkit::{NatsServer, js_publish_all, read_stream, stream_with_subjects, unique, wait_until};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -96,7 +97,7 @@ struct Running {
 
 fn start(config: Config, sink: Arc<dyn Sink>) -> Running {
     let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(sinks_core::run(config, sink, async move {
+    let task = tokio::spawn(sinks_runtime::run(config, sink, async move {
         let _ = rx.await;
     }));
     Running { stop, task }

@@ -12,8 +12,8 @@ use sink_oracle::certify::{ScriptedHarness, unique_table};
 use sink_oracle::driver::scripted::{Fault, FaultPoint, RowRule, ScriptedDriver};
 use sink_oracle::driver::{DbError, DriverError, Value};
 use sink_oracle::{OracleSink, OracleSinkConfig};
-use sinks_core::testing::{classes, envelope_with, error_of};
-use sinks_core::{
+use sinks_contract::testing::{classes, envelope_with, error_of};
+use sinks_contract::{
     ConflictResolution, DestinationRef, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence,
     ReadBack, Sink,
 };
@@ -330,7 +330,7 @@ async fn without_instant_client_open_is_a_configuration_error_that_says_what_to_
     let v =
         json!({"type": "oracle", "dsn": "127.0.0.1:1/NOPE", "user": "u", "password_env": "NATS_SINKS_IT_ORACLE_PW"});
     let serde_json::Value::Object(m) = v else { unreachable!() };
-    let config = OracleSinkConfig::from_section(&sinks_core::config::SinkSection(m)).unwrap();
+    let config = OracleSinkConfig::from_section(&sinks_contract::config::SinkSection(m)).unwrap();
     let sink = OracleSink::new(config).unwrap().with_password("not-a-real-password");
     let err = sink.open().await.unwrap_err();
     if !err.message().contains("DPI-1047") {

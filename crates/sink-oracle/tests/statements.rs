@@ -17,7 +17,7 @@ fn sink(extra: serde_json::Value) -> OracleSink {
         b.extend(e);
     }
     let serde_json::Value::Object(m) = v else { unreachable!() };
-    OracleSink::new(OracleSinkConfig::from_section(&sinks_core::config::SinkSection(m)).unwrap()).unwrap()
+    OracleSink::new(OracleSinkConfig::from_section(&sinks_contract::config::SinkSection(m)).unwrap()).unwrap()
 }
 
 fn configurations() -> Vec<(&'static str, serde_json::Value)> {

@@ -16,8 +16,8 @@ use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::value::RawValue;
-use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_core::{Envelope, Sink};
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::{Envelope, Sink};
 
 use crate::config::S3SinkConfig;
 use crate::object;
@@ -241,7 +241,7 @@ pub fn decode_object(body: &[u8]) -> Result<Record, String> {
     let doc: StoredObject<'_> = serde_json::from_slice(body).map_err(|e| format!("not an object document: {e}"))?;
     let key = format!("stream-sequence:{}:{}", doc.stream, doc.stream_sequence);
     let payload = if doc.payload_info.wrapped {
-        Bytes::from(sinks_core::payload::decode_stored(doc.payload.get()))
+        Bytes::from(sinks_contract::payload::decode_stored(doc.payload.get()))
     } else {
         Bytes::copy_from_slice(doc.payload.get().as_bytes())
     };
@@ -278,7 +278,7 @@ impl Harness for S3Harness {
         // Objects over max_object_bytes are refused before any request.
         let fixture = self.fixture(|c| c.max_object_bytes = 4096).await.ok()?;
         let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(8192));
-        Some((fixture, sinks_core::testing::envelope("CERT", 900, "cert.poison", big)))
+        Some((fixture, sinks_contract::testing::envelope("CERT", 900, "cert.poison", big)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -17,10 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
-use sinks_core::ConfigError;
-use sinks_core::PayloadMode;
-use sinks_core::config::{Issues, SinkSection};
-use sinks_core::retry::{Backoff, BackoffMode, Jitter};
+use sinks_contract::ConfigError;
+use sinks_contract::PayloadMode;
+use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
 
 const MIB: u64 = 1024 * 1024;
 /// Smallest part S3 accepts in a multipart upload (all parts but the last).
@@ -49,7 +49,7 @@ pub enum CredentialMode {
 /// Which identity an object key is built from: `idempotency_key` (default:
 /// `idempotency-key/<key>`), `stream_sequence` (`stream-sequence/<stream>/<seq>`),
 /// `message_id` (`message-id/<id>`) or `payload_sha256` (`payload-sha256/<subject>/<hex>`).
-pub use sinks_core::idempotency::KeySource as KeyStrategy;
+pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 
 /// What a write does when its object key already exists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,7 +109,7 @@ pub enum MetadataMode {
 }
 
 /// Body compression: `none` or deterministic `gzip` (`Content-Encoding: gzip`).
-pub use sinks_core::compression::Compression;
+pub use sinks_contract::compression::Compression;
 
 /// Server-side encryption requested on every put.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

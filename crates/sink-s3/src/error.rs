@@ -15,7 +15,7 @@
 
 use std::error::Error as StdError;
 
-use sinks_core::SinkError;
+use sinks_contract::SinkError;
 
 /// What a failed request tells about the destination.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -120,7 +120,7 @@ pub(crate) fn classify_at_open(err: &object_store::Error) -> SinkError {
 
 #[cfg(test)]
 mod tests {
-    use sinks_core::ErrorClass;
+    use sinks_contract::ErrorClass;
 
     use super::*;
 

@@ -16,9 +16,9 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
-use sinks_core::idempotency::IdempotencyError;
-use sinks_core::payload::{self, NormalizedPayload, PayloadError};
-use sinks_core::{Envelope, metadata};
+use sinks_contract::idempotency::IdempotencyError;
+use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
+use sinks_contract::{Envelope, metadata};
 use time::OffsetDateTime;
 
 use crate::config::{Compression, KeyStrategy, MetadataMode, ObjectFormat, S3SinkConfig};
@@ -179,7 +179,7 @@ struct ObjectDoc<'a> {
     consumer: &'a str,
     consumer_sequence: u64,
     custody: Option<&'a Value>,
-    headers: &'a sinks_core::Headers,
+    headers: &'a sinks_contract::Headers,
     jetstream_timestamp_epoch_ns: Option<i64>,
     labels: Option<String>,
     labels_list: &'a [String],
@@ -371,7 +371,7 @@ fn check_metadata(meta: &[(String, String)], max: u64) -> Result<(), ObjectError
 /// The uncompressed body of a stored object (gzip recognized by its magic bytes), at most
 /// `max` bytes of output; `None` when it cannot be decoded.
 pub(crate) fn decompress(body: &[u8], max: u64) -> Option<Vec<u8>> {
-    sinks_core::compression::read_decoded(body, body.starts_with(&[0x1f, 0x8b]), max)
+    sinks_contract::compression::read_decoded(body, body.starts_with(&[0x1f, 0x8b]), max)
 }
 
 /// The fingerprint (SHA-256 of the original payload) of a stored, uncompressed body written
@@ -389,8 +389,8 @@ pub(crate) fn stored_fingerprint(body: &[u8], format: ObjectFormat) -> Option<St
 
 #[cfg(test)]
 mod tests {
-    use sinks_core::testing::{envelope, envelope_with};
-    use sinks_core::{Headers, PayloadMode};
+    use sinks_contract::testing::{envelope, envelope_with};
+    use sinks_contract::{Headers, PayloadMode};
 
     use super::*;
     use crate::config::DuplicatePolicy;

@@ -8,7 +8,7 @@
 //! 2. **order**: each message is keyed by its envelope's ordering key (from
 //!    `delivery.ordering_key`) and by its object key: messages sharing either are written one
 //!    after another, in input order, and one behind a temporary failure is held back (see
-//!    `sinks_core::ordering`). The object key is the destination's own requirement (one
+//!    `sinks_contract::ordering`). The object key is the destination's own requirement (one
 //!    object, one writer at a time), not an order of its own;
 //! 3. **put**: up to `max_concurrent_requests` puts in flight. A temporary failure is
 //!    retried in place while the wait is short and the write's budget allows, else handed
@@ -34,9 +34,9 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload, WriteMultipart,
 };
-use sinks_core::ordering::{self, OrderKey};
-use sinks_core::retry::Backoff;
-use sinks_core::{
+use sinks_contract::ordering::{self, OrderKey};
+use sinks_contract::retry::Backoff;
+use sinks_contract::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
     ReadBack, Sink, SinkError,
 };
@@ -166,7 +166,7 @@ impl Sink for S3Sink {
         let write = |envelope, prepared| async move { inner.write_one(envelope, &prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
         let outcomes = ordering::write_each("s3 object", batch, limit, prepare, write).await;
-        sinks_core::sink::log_outcomes("s3", &outcomes);
+        sinks_contract::sink::log_outcomes("s3", &outcomes);
         Ok(outcomes)
     }
 
@@ -263,7 +263,7 @@ impl Inner {
                         return MessageOutcome::Failed(e);
                     }
                     tracing::debug!(attempt, delay_ms = wait.as_millis() as u64, error = %e, "s3 write retried");
-                    sinks_core::retry::note_retry_in_place();
+                    sinks_contract::retry::note_retry_in_place();
                     tokio::time::sleep(wait).await;
                 }
             }

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey, S3ConditionalPut, S3CopyIfNotExists};
 use object_store::{BackoffConfig, ClientOptions, RetryConfig};
-use sinks_core::SinkError;
+use sinks_contract::SinkError;
 
 use crate::config::{CredentialMode, S3SinkConfig, ServerSideEncryption};
 
@@ -152,7 +152,7 @@ fn profile_credentials(text: &str, profile: &str) -> Result<S3Credentials, Strin
 
 #[cfg(test)]
 mod tests {
-    use sinks_core::ErrorClass;
+    use sinks_contract::ErrorClass;
 
     use super::*;
 

@@ -3,14 +3,14 @@
 //! one started for this test process).
 
 use sink_s3::certify::S3Harness;
-use sinks_core::certify;
+use sinks_contract::certify;
 
 async fn harness() -> S3Harness {
     let server = sinks_testkit::shared_s3().await.unwrap_or_else(|e| panic!("no S3 server: {e}"));
     S3Harness::new(server.endpoint, server.filer, sinks_testkit::S3_ACCESS_KEY_ID, sinks_testkit::S3_SECRET_ACCESS_KEY)
 }
 
-sinks_core::certify_tests!(harness().await);
+sinks_contract::certify_tests!(harness().await);
 
 #[tokio::test]
 async fn every_clause_passes_none_skipped() {
@@ -22,8 +22,8 @@ async fn every_clause_passes_none_skipped() {
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
-    use sinks_core::Sink;
-    use sinks_core::certify::Harness;
+    use sinks_contract::Sink;
+    use sinks_contract::certify::Harness;
     let harness = harness().await;
     let target = harness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "s3");
@@ -31,7 +31,7 @@ async fn crash_target_is_a_valid_sink_section_that_reads_back() {
     let secret = sinks_testkit::S3_SECRET_ACCESS_KEY;
     assert!(!target.sink_section.to_string().contains(secret), "the section holds no secret");
     assert!(target.env.iter().any(|(_, v)| v == secret), "the secret travels in the environment");
-    let section: sinks_core::config::SinkSection =
+    let section: sinks_contract::config::SinkSection =
         serde_json::from_value(target.sink_section.clone()).expect("section");
     let config = sink_s3::S3SinkConfig::from_section(&section).expect("valid section");
     let sink = sink_s3::S3Sink::with_credentials(config, harness.credentials()).expect("sink");

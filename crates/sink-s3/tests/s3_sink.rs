@@ -9,9 +9,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sink_s3::certify::{BucketReadBack, S3Harness, decode_object};
 use sink_s3::{Compression, DuplicatePolicy, KeyStrategy, MetadataMode, ObjectFormat, S3Sink, S3SinkConfig};
-use sinks_core::certify::ReadBack;
-use sinks_core::testing::{classes, envelope, envelope_with, error_of, opened, write};
-use sinks_core::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
+use sinks_contract::certify::ReadBack;
+use sinks_contract::testing::{classes, envelope, envelope_with, error_of, opened, write};
+use sinks_contract::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
 
 async fn harness() -> S3Harness {
     let server = sinks_testkit::shared_s3().await.unwrap_or_else(|e| panic!("no S3 server: {e}"));
@@ -29,7 +29,7 @@ async fn fixture(adjust: impl FnOnce(&mut S3SinkConfig)) -> (S3Sink, BucketReadB
     (sink, read_back, h)
 }
 
-fn with_id(seq: u64, id: &str, payload: &'static str) -> sinks_core::Envelope {
+fn with_id(seq: u64, id: &str, payload: &'static str) -> sinks_contract::Envelope {
     envelope_with(
         "S3T",
         seq,
@@ -357,7 +357,7 @@ async fn envelope_objects_carry_the_reference_document() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_a_temporary_transport_failure_without_open() {
-    use sinks_core::certify::Harness;
+    use sinks_contract::certify::Harness;
     // The certification's unreachable sink is never opened: its writes must still reach the
     // (closed) endpoint and fail there, not short-cut on a missing client.
     let sink = harness().await.unreachable().await.unwrap();

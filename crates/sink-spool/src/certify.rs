@@ -8,10 +8,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use base64::Engine;
 use bytes::Bytes;
-use sinks_core::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_core::encryption::{Key, Keyring};
-use sinks_core::testing::envelope;
-use sinks_core::{Envelope, PayloadMode, Sink};
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::encryption::{Key, Keyring};
+use sinks_contract::testing::envelope;
+use sinks_contract::{Envelope, PayloadMode, Sink};
 
 use crate::{SpoolSink, SpoolSinkConfig, record};
 
@@ -100,7 +100,7 @@ impl Harness for SpoolHarness {
 
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
         let fx = fixture(PayloadMode::JsonOnly).await.ok()?;
-        Some((fx, envelope(sinks_core::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -9,9 +9,9 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use sinks_core::config::encryption::EncryptionConfig;
-use sinks_core::config::{Issues, SinkSection};
-use sinks_core::{ConfigError, PayloadMode};
+use sinks_contract::config::encryption::EncryptionConfig;
+use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::{ConfigError, PayloadMode};
 
 /// What happens when a message's spool file already exists.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -22,9 +22,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use sinks_core::encryption::{Binding, Cipher, DecryptError, Keyring};
-use sinks_core::metadata::MetadataDoc;
-use sinks_core::{AppMetadata, Envelope, Headers, JetStreamInfo, payload};
+use sinks_contract::encryption::{Binding, Cipher, DecryptError, Keyring};
+use sinks_contract::metadata::MetadataDoc;
+use sinks_contract::{AppMetadata, Envelope, Headers, JetStreamInfo, payload};
 use time::OffsetDateTime;
 
 use crate::config::SpoolSinkConfig;
@@ -74,7 +74,7 @@ pub fn priority_rank(priority: Option<&str>) -> u8 {
 }
 
 fn epoch_ns(t: OffsetDateTime) -> i128 {
-    sinks_core::metadata::epoch_ns(t)
+    sinks_contract::metadata::epoch_ns(t)
 }
 
 /// The plain record of `envelope`, spooled at `spooled_at`.
@@ -208,7 +208,7 @@ pub struct Head {
 
 fn parse(bytes: &[u8]) -> Result<Value, RecordError> {
     let text = std::str::from_utf8(bytes).map_err(|_| RecordError::Format("not UTF-8".into()))?;
-    sinks_core::json::parse_strict(text.trim_end()).map_err(|e| RecordError::Format(e.to_string()))
+    sinks_contract::json::parse_strict(text.trim_end()).map_err(|e| RecordError::Format(e.to_string()))
 }
 
 fn check_wrapper(wrapper: &Value) -> Result<(), RecordError> {
@@ -338,12 +338,12 @@ pub fn envelope_of(record: &Value) -> Result<Envelope, RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sinks_core::config::encryption::{Algorithm, Policy};
-    use sinks_core::encryption::Key;
+    use sinks_contract::config::encryption::{Algorithm, Policy};
+    use sinks_contract::encryption::Key;
 
     fn envelope() -> Envelope {
         let headers = Headers::new().with("Nats-Msg-Id", "m-1").with("X-Multi", "a").with("X-Multi", "b");
-        sinks_core::testing::envelope_with("S", 42, "orders.eu", "{\"id\":1}", headers, 3).with_app_metadata(
+        sinks_contract::testing::envelope_with("S", 42, "orders.eu", "{\"id\":1}", headers, 3).with_app_metadata(
             AppMetadata {
                 priority: Some("Flash".into()),
                 classification: Some("NATO SECRET".into()),

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use sinks_core::{Envelope, MessageOutcome, Sink};
+use sinks_contract::{Envelope, MessageOutcome, Sink};
 
 use crate::sink::{Entry, SpoolSink};
 
@@ -70,7 +70,7 @@ pub async fn replay(
     target: &dyn Sink,
     options: &ReplayOptions,
     mut progress: impl FnMut(&ReplayReport),
-) -> Result<ReplayReport, sinks_core::SinkError> {
+) -> Result<ReplayReport, sinks_contract::SinkError> {
     let mut entries = spool.entries().await?;
     if let Some(max) = options.max_records {
         entries.truncate(max);
@@ -93,7 +93,7 @@ pub async fn replay(
             continue;
         }
         let envelopes: Vec<Envelope> = readable.iter().map(|(_, e)| e.clone()).collect();
-        let outcomes = sinks_core::sink::write_isolating(target, &envelopes, options.write_budget).await;
+        let outcomes = sinks_contract::sink::write_isolating(target, &envelopes, options.write_budget).await;
         let mut done = Vec::new();
         for ((entry, envelope), outcome) in readable.into_iter().zip(&outcomes) {
             match outcome {

@@ -29,9 +29,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
-use sinks_core::blocking::{TaskFailed, blocking, run_parallel};
-use sinks_core::encryption::{Cipher, Key, Keyring};
-use sinks_core::{
+use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
+use sinks_contract::encryption::{Cipher, Key, Keyring};
+use sinks_contract::{
     BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, OrderKey, Presence, ReadBack,
     Sink, SinkError,
 };
@@ -566,7 +566,7 @@ impl Sink for SpoolSink {
                 }
             }
         }
-        sinks_core::sink::log_outcomes("spool", &outcomes);
+        sinks_contract::sink::log_outcomes("spool", &outcomes);
         Ok(outcomes)
     }
 

@@ -2,9 +2,9 @@
 //! each against a fresh encrypted spool directory.
 
 use sink_spool::certify::SpoolHarness;
-use sinks_core::certify;
+use sinks_contract::certify;
 
-sinks_core::certify_tests!(SpoolHarness);
+sinks_contract::certify_tests!(SpoolHarness);
 
 #[tokio::test]
 async fn every_clause_passes_none_skipped() {

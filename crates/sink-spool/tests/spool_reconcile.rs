@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use sink_spool::certify::{config, key_b64};
 use sink_spool::{ReplayOptions, SpoolSink, record, replay};
-use sinks_core::encryption::Key;
-use sinks_core::testing::{MemorySink, classes, envelope};
-use sinks_core::{Envelope, OutcomeClass, Presence, ReadBack, Sink};
+use sinks_contract::encryption::Key;
+use sinks_contract::testing::{MemorySink, classes, envelope};
+use sinks_contract::{Envelope, OutcomeClass, Presence, ReadBack, Sink};
 
 fn spool(dir: &Path, delete_after_replay: bool) -> SpoolSink {
     let mut c = config(dir.to_path_buf());

@@ -13,9 +13,9 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use sinks_core::config::Config;
-use sinks_core::encryption::{Binding, ENVELOPE_KEY, Keyring};
-use sinks_core::{ConfigError, encryption};
+use sinks_contract::encryption::{Binding, ENVELOPE_KEY, Keyring};
+use sinks_contract::{ConfigError, encryption};
+use sinks_runtime::config::Config;
 
 /// Where a bare envelope belongs (for version 2).
 #[derive(Debug, Clone, Default)]
@@ -72,7 +72,7 @@ pub(crate) fn run(config_path: &Path, input: &Path, context: &Context) -> Result
 /// The plaintext of `bytes` (see the module list).
 pub(crate) fn decrypt(bytes: &[u8], ring: &Keyring, context: &Context) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "input is not UTF-8 JSON".to_owned())?;
-    let doc = sinks_core::json::parse_strict(text.trim_end()).map_err(|e| format!("input is not JSON: {e}"))?;
+    let doc = sinks_contract::json::parse_strict(text.trim_end()).map_err(|e| format!("input is not JSON: {e}"))?;
     #[cfg(feature = "spool")]
     if doc["schema"] == sink_spool::record::WRAPPER_SCHEMA {
         let record = sink_spool::record::unwrap(bytes, ring).map_err(|e| e.to_string())?;

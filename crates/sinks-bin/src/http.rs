@@ -10,7 +10,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use sinks_core::metrics::{Format, Metrics};
+use sinks_runtime::metrics::{Format, Metrics};
 use tokio::net::TcpListener;
 
 /// Binds `addr` (before the run starts, so a taken port is reported at once).

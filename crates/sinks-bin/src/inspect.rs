@@ -14,7 +14,7 @@ use base64::Engine;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
-use sinks_core::config::{Config, ConfigError};
+use sinks_runtime::config::{Config, ConfigError};
 
 /// Options of the command, checked by [`Options::validate`].
 #[derive(Debug, Clone, clap::Args)]
@@ -85,7 +85,7 @@ pub(crate) async fn run(config: &Config, options: &Options) -> Result<usize, (bo
         Some(path) => Box::new(open_output(&options.output_root, path).map_err(|e| (false, e))?),
         None => Box::new(std::io::stdout()),
     };
-    let client = sinks_core::connect::connect(&config.nats)
+    let client = sinks_runtime::connect::connect(&config.nats)
         .await
         .map_err(|e| (false, format!("cannot connect to nats: {e}")))?;
     let js = jetstream::new(client);
@@ -162,7 +162,8 @@ fn describe(message: &jetstream::Message, options: &Options) -> Value {
             let shown: Vec<Value> = values
                 .iter()
                 .map(|v| {
-                    if sinks_core::config::redact::is_secret_key(&name) || name.eq_ignore_ascii_case("authorization") {
+                    if sinks_runtime::config::redact::is_secret_key(&name) || name.eq_ignore_ascii_case("authorization")
+                    {
                         Value::from("<redacted>")
                     } else {
                         Value::from(cut(v.as_str(), options.max_header_value_bytes).0)

@@ -10,8 +10,8 @@ use std::process::ExitCode;
 
 use sink_oracle::lineage::{self, LineageRequest};
 use sink_oracle::{OracleSink, OracleSinkConfig};
-use sinks_core::ConfigError;
-use sinks_core::config::Config;
+use sinks_contract::ConfigError;
+use sinks_runtime::config::Config;
 
 /// The options of one lookup.
 #[derive(Debug)]
@@ -103,9 +103,10 @@ pub(crate) async fn run(path: &Path, options: Options) -> Ended {
             }
             Ended::Done
         }
-        Err(e) => {
-            Ended::Failed(format!("lineage query failed: {}", e.message()), e.class() == sinks_core::ErrorClass::Config)
-        }
+        Err(e) => Ended::Failed(
+            format!("lineage query failed: {}", e.message()),
+            e.class() == sinks_contract::ErrorClass::Config,
+        ),
     }
 }
 

@@ -21,9 +21,10 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::{CommandFactory, Parser, Subcommand};
-use sinks_core::config::{Config, LogFormat, redact};
-use sinks_core::metrics::Metrics;
-use sinks_core::{ConfigError, RunError};
+use sinks_contract::ConfigError;
+use sinks_runtime::RunError;
+use sinks_runtime::config::{Config, LogFormat, redact};
+use sinks_runtime::metrics::Metrics;
 use tracing_subscriber::EnvFilter;
 
 /// Moves events from NATS JetStream into durable destinations, acking only after commit.
@@ -272,7 +273,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 for warning in warnings {
                     println!("warning: {warning}");
                 }
-                let policies = sinks_core::policy::describe(&c);
+                let policies = sinks_policy::describe(c.policy_sections());
                 if !policies.is_empty() {
                     println!("message policies, in the order they run:");
                     for line in policies {
@@ -395,7 +396,7 @@ async fn dispatch(command: Command) -> ExitCode {
             }
         }
         Command::Reconcile { config, from_seq, to_seq, since, until, format, repair, chunk } => {
-            let range = sinks_core::reconcile::Range { from_seq, to_seq, since, until };
+            let range = sinks_runtime::reconcile::Range { from_seq, to_seq, since, until };
             reconcile_cmd::run(reconcile_cmd::Request { config, range, format, repair, chunk }).await
         }
         Command::Replay { config, from_seq, to_seq, since } => {
@@ -412,7 +413,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 Err(e) => return config_failure(&e),
             };
             let _ = init_logging(&c, None);
-            let targets: Vec<(String, std::sync::Arc<dyn sinks_core::Sink>)> = match (sink_name, all_named_sinks) {
+            let targets: Vec<(String, std::sync::Arc<dyn sinks_contract::Sink>)> = match (sink_name, all_named_sinks) {
                 (Some(name), _) => match c.sinks.get(&name).map(|s| registry::build_named(&name, s)) {
                     Some(Ok(b)) => vec![(name, b.sink)],
                     Some(Err(e)) => return config_failure(&e),
@@ -449,7 +450,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 .await;
                 match result {
                     Ok(()) => println!("sink `{label}` is reachable and healthy"),
-                    Err(e) if e.class() == sinks_core::ErrorClass::Config => {
+                    Err(e) if e.class() == sinks_contract::ErrorClass::Config => {
                         report(&format!("sink `{label}` configuration: {}", e.display_chain()));
                         code = ExitCode::from(2);
                     }
@@ -494,11 +495,11 @@ async fn dispatch(command: Command) -> ExitCode {
             };
             let every = Duration::from_secs(c.logging.summary_interval_seconds);
             let summary = (!every.is_zero()).then(|| tokio::spawn(log_summaries(metrics.clone(), every, stop_rx)));
-            let result = sinks_core::runner::run_observed(
+            let result = sinks_runtime::runner::run_observed(
                 c,
                 built.sink,
                 metrics,
-                sinks_core::RunOptions::default(),
+                sinks_runtime::RunOptions::default(),
                 shutdown_signal(),
             )
             .await;

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sinks_core::reconcile::{self, Class, Finding, Range, ReconcileError};
+use sinks_runtime::reconcile::{self, Class, Finding, Range, ReconcileError};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -62,7 +62,7 @@ pub(crate) async fn run(request: Request) -> ExitCode {
     let _ = crate::init_logging(&config, Some("warn"));
     if let Err(e) = built.sink.open().await {
         crate::report(&format!("cannot open the destination: {}", e.display_chain()));
-        return ExitCode::from(if e.class() == sinks_core::ErrorClass::Config { 2 } else { 1 });
+        return ExitCode::from(if e.class() == sinks_contract::ErrorClass::Config { 2 } else { 1 });
     }
     let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
         let bar = ProgressBar::new(0);

@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use sinks_core::config::{ConfigError, ConfigIssue, SinkSection};
-use sinks_core::{Config, Sink};
+use sinks_contract::Sink;
+use sinks_runtime::Config;
+use sinks_runtime::config::{ConfigError, ConfigIssue, SinkSection};
 
 /// Every feature-gated sink kind nats-sinks knows, with the cargo feature that enables it.
-/// (`blackhole`, from sinks-core, is always built in.)
+/// (`blackhole`, from sinks-runtime, is always built in.)
 pub(crate) const KNOWN: &[(&str, &str)] = &[
     ("file", "file"),
     ("mysql", "mysql"),
@@ -63,9 +64,9 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
     let kind = section.kind().unwrap_or_default();
     match kind {
         "blackhole" => {
-            let config = sinks_core::blackhole::BlackholeConfig::from_section(section)?;
+            let config = sinks_runtime::blackhole::BlackholeConfig::from_section(section)?;
             let effective = serde_json::to_value(&config).unwrap_or_default();
-            Ok(Built { sink: Arc::new(sinks_core::blackhole::BlackholeSink::new(config)), effective, ddl: None })
+            Ok(Built { sink: Arc::new(sinks_runtime::blackhole::BlackholeSink::new(config)), effective, ddl: None })
         }
         #[cfg(feature = "file")]
         "file" => {
@@ -164,7 +165,7 @@ pub(crate) fn build_active(config: &Config) -> Result<Built, ConfigError> {
         }
         targets.push((name, built.sink));
     }
-    let fanout = sinks_core::fanout::FanoutSink::new(targets, config.routing.clone());
+    let fanout = sinks_runtime::fanout::FanoutSink::new(targets, config.routing.clone());
     Ok(Built { sink: Arc::new(fanout), effective: serde_json::json!({"sinks": effective}), ddl })
 }
 

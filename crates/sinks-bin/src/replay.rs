@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::DeliverPolicy;
 use async_trait::async_trait;
-use sinks_core::{
-    BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, RunError, RunOptions, Sink, SinkError,
-};
+use sinks_contract::{BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Sink, SinkError};
+use sinks_runtime::{RunError, RunOptions};
 use time::OffsetDateTime;
 
 /// The range to replay.
@@ -67,7 +66,7 @@ impl Sink for Bounded {
         let mut written = if inside.is_empty() {
             Vec::new().into_iter()
         } else {
-            sinks_core::sink::write_isolating(self.inner.as_ref(), &inside, budget).await.into_iter()
+            sinks_contract::sink::write_isolating(self.inner.as_ref(), &inside, budget).await.into_iter()
         };
         Ok(batch
             .iter()
@@ -141,7 +140,7 @@ pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> st
         }
     };
     tracing::info!(consumer = %name, from_seq = ?range.from_seq, to_seq = ?range.to_seq, "replay starting");
-    let stats = match sinks_core::run_with(config, bounded, options, done).await {
+    let stats = match sinks_runtime::run_with(config, bounded, options, done).await {
         Ok(stats) => stats,
         Err(RunError::Config(e)) => return crate::config_failure(&e),
         Err(e) => {
@@ -165,8 +164,8 @@ pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> st
 }
 
 /// Resolves once every message of the range is settled on the temporary consumer.
-async fn replay_done(config: &sinks_core::Config, bounded: &Bounded, name: &str) {
-    let Ok(client) = sinks_core::connect::connect(&config.nats).await else {
+async fn replay_done(config: &sinks_runtime::Config, bounded: &Bounded, name: &str) {
+    let Ok(client) = sinks_runtime::connect::connect(&config.nats).await else {
         return std::future::pending().await;
     };
     let js = async_nats::jetstream::new(client);

@@ -6,8 +6,8 @@
 use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
-use sinks_core::config::Config;
-use sinks_core::{ConfigError, ErrorClass};
+use sinks_contract::{ConfigError, ErrorClass};
+use sinks_runtime::config::Config;
 
 use crate::registry;
 
@@ -54,14 +54,14 @@ async fn replay(
     }
     let _ = crate::init_logging(&target_config, None);
     let target = registry::build(&target_config.sink).map_err(Ended::Config)?.sink;
-    let open = |e: sinks_core::SinkError, what: &str| {
+    let open = |e: sinks_contract::SinkError, what: &str| {
         if e.class() == ErrorClass::Config {
             Ended::Config(ConfigError::single(what, e.display_chain()))
         } else {
             Ended::Failed(format!("{what}: {}", e.display_chain()))
         }
     };
-    sinks_core::Sink::open(&spool).await.map_err(|e| open(e, "spool"))?;
+    sinks_contract::Sink::open(&spool).await.map_err(|e| open(e, "spool"))?;
     if !dry_run {
         target.open().await.map_err(|e| open(e, "target sink"))?;
     }

@@ -9,7 +9,7 @@
 //! `stream_management.create_if_missing`.
 
 use serde::Serialize;
-use sinks_core::config::{Config, ConfigError, ConsumerMode};
+use sinks_runtime::config::{Config, ConfigError, ConsumerMode};
 
 /// Most replicas a JetStream stream may have.
 const MAX_REPLICAS: u8 = 5;

@@ -95,8 +95,10 @@ async fn a_rejected_row_goes_to_the_dlq_alone() {
     let sink = mysql_sink(json!({"database": "test", "user": "root", "table": table, "auto_create": true}));
     let config = e.write_config_json(sink.clone(), json!({"dead_letter": {"enabled": true, "subject": dlq_subject}}));
     let ddl = sink_mysql::MySqlSink::new(
-        sink_mysql::MySqlSinkConfig::from_section(&sinks_core::config::SinkSection(sink.as_object().unwrap().clone()))
-            .unwrap(),
+        sink_mysql::MySqlSinkConfig::from_section(&sinks_runtime::config::SinkSection(
+            sink.as_object().unwrap().clone(),
+        ))
+        .unwrap(),
     )
     .unwrap()
     .ddl();

@@ -16,8 +16,8 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use sinks_core::envelope::{AppMetadata, Envelope, Headers, JetStreamInfo};
-use sinks_core::policy::authenticity::{SignedField, hmac_signature_b64};
+use sinks_contract::envelope::{AppMetadata, Envelope, Headers, JetStreamInfo};
+use sinks_policy::authenticity::{SignedField, hmac_signature_b64};
 use sinks_testkit::{js_publish_all, read_stream, reference_python, stream_with_subjects, unique, wait_until};
 use support::{Env, Sink, env, records};
 

@@ -26,9 +26,10 @@ use serde_json::json;
 use sink_oracle::OracleSink;
 use sink_oracle::certify::ScriptedHarness;
 use sink_oracle::driver::scripted::ScriptedDriver;
-use sinks_core::blackhole::{BlackholeConfig, BlackholeSink};
-use sinks_core::testing::envelope_with;
-use sinks_core::{Config, Headers, Sink};
+use sinks_contract::testing::envelope_with;
+use sinks_contract::{Headers, Sink};
+use sinks_runtime::Config;
+use sinks_runtime::blackhole::{BlackholeConfig, BlackholeSink};
 
 /// Process CPU time so far (user + system).
 fn cpu() -> Duration {
@@ -93,10 +94,10 @@ async fn direct(count: usize, batch: usize) -> Result<()> {
     let (cpu0, backend0, start) = (cpu(), driver.backend_time(), Instant::now());
     for chunk in envelopes.chunks(batch) {
         let outcomes = sink.write_batch(chunk).await.map_err(|e| anyhow::anyhow!(e.display_chain()))?;
-        if outcomes.iter().any(|o| !matches!(o, sinks_core::MessageOutcome::Committed)) {
+        if outcomes.iter().any(|o| !matches!(o, sinks_contract::MessageOutcome::Committed)) {
             bail!(
                 "a row was not committed: {:?}",
-                outcomes.iter().find(|o| !matches!(o, sinks_core::MessageOutcome::Committed))
+                outcomes.iter().find(|o| !matches!(o, sinks_contract::MessageOutcome::Committed))
             );
         }
     }
@@ -139,7 +140,7 @@ async fn through_runner(
     let backend = || driver.map(ScriptedDriver::backend_time).unwrap_or_default();
     let (cpu0, backend0, start) = (cpu(), backend(), Instant::now());
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(sinks_core::run(config, sink, async move {
+    let task = tokio::spawn(sinks_runtime::run(config, sink, async move {
         let _ = rx.await;
     }));
     let deadline = Instant::now() + Duration::from_secs(1200);

@@ -48,7 +48,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let (count, batch): (usize, usize) = (count.parse()?, batch.parse()?);
     let section = serde_json::json!({"database": "test", "user": user, "table": table});
     let serde_json::Value::Object(map) = section else { unreachable!() };
-    let config = sink_mysql::MySqlSinkConfig::from_section(&sinks_core::config::SinkSection(map))?;
+    let config = sink_mysql::MySqlSinkConfig::from_section(&sinks_runtime::config::SinkSection(map))?;
     let ddl = sink_mysql::MySqlSink::new(config)?.ddl().remove(0);
     let opts = OptsBuilder::default()
         .tcp_port(port.parse()?)

@@ -146,7 +146,7 @@ mod tests {
             b.extend(e);
         }
         let serde_json::Value::Object(m) = base else { unreachable!() };
-        OracleSinkConfig::from_section(&sinks_core::config::SinkSection(m)).unwrap()
+        OracleSinkConfig::from_section(&sinks_contract::config::SinkSection(m)).unwrap()
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! `conflict_policy`, `columns.payload_sha256` and `json_column_type` are new.
 
 use serde::{Deserialize, Serialize};
-use sinks_core::IdempotencyStrategy;
+use sinks_contract::IdempotencyStrategy;
 
 /// How rows are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -91,7 +91,7 @@ impl Default for StagingConfig {
     }
 }
 
-pub use sinks_core::columns::ColumnMapping;
+pub use sinks_contract::columns::ColumnMapping;
 
 /// The reference's default key columns; with another strategy they mean `[MESSAGE_ID]`.
 const DEFAULT_KEY: [&str; 2] = ["STREAM_NAME", "STREAM_SEQUENCE"];

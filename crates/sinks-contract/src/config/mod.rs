@@ -1,0 +1,138 @@
+//! The configuration types a sink crate uses: the problems a config can have
+//! ([`ConfigError`], [`ConfigIssue`], [`Issues`]), the `sink` section a sink parses
+//! ([`SinkSection`]), deserialization that names the bad field ([`deserialize_at`]), and the
+//! `encryption` section shared by payload encryption and the spool.
+//!
+//! Loading a whole config file (figment, environment overrides, cross-section rules) is the
+//! runtime's job (`sinks_runtime::config`); nothing here reads a file or the environment.
+
+pub mod encryption;
+
+use std::fmt;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+/// The `sink` section: a `type` and the sink's own settings, parsed by the sink crate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SinkSection(pub serde_json::Map<String, serde_json::Value>);
+
+impl SinkSection {
+    /// The `type` field (`file`, `mysql`, …).
+    pub fn kind(&self) -> Option<&str> {
+        self.0.get("type").and_then(serde_json::Value::as_str)
+    }
+
+    /// Parses the settings (without `type`) into a sink's config type, naming any bad
+    /// field as `sink.<field>`.
+    pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ConfigError> {
+        let mut map = self.0.clone();
+        map.remove("type");
+        deserialize_at("sink", serde_json::Value::Object(map))
+    }
+}
+
+/// One problem with the configuration, naming the field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigIssue {
+    /// Dotted field path, e.g. `nats.stream` or `sink.directory`.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigIssue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "`{}`: {}", self.path, self.message)
+    }
+}
+
+/// A configuration that cannot be used; lists every problem found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct ConfigError {
+    /// The problems, each naming its field.
+    pub issues: Vec<ConfigIssue>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("invalid configuration: ")?;
+        for (i, issue) in self.issues.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{issue}")?;
+        }
+        Ok(())
+    }
+}
+
+impl ConfigError {
+    /// An error with one issue.
+    pub fn single(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self { issues: vec![ConfigIssue { path: path.into(), message: message.into() }] }
+    }
+}
+
+/// Collects validation problems.
+#[derive(Debug, Default)]
+pub struct Issues(Vec<ConfigIssue>);
+
+impl Issues {
+    /// Records a problem at `path`.
+    pub fn push(&mut self, path: &str, message: impl Into<String>) {
+        self.0.push(ConfigIssue { path: path.to_owned(), message: message.into() });
+    }
+
+    /// Records a problem when `value` is outside `min..=max`.
+    pub fn range(&mut self, path: &str, value: u64, min: u64, max: u64) {
+        if value < min || value > max {
+            let bound = if max == u64::MAX { format!("at least {min}") } else { format!("in {min}..={max}") };
+            self.push(path, format!("must be {bound} (got {value})"));
+        }
+    }
+
+    /// `Ok` when nothing was recorded.
+    pub fn finish(self) -> Result<(), ConfigError> {
+        if self.0.is_empty() { Ok(()) } else { Err(ConfigError { issues: self.0 }) }
+    }
+}
+
+/// Checks that `name` looks like an environment variable name.
+pub fn check_env_name(name: &str, path: &str, issues: &mut Issues) {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if !ok {
+        issues.push(path, "must be the name of an environment variable (letters, digits, `_`)");
+    }
+}
+
+/// Deserializes `value` into `T`, naming a bad field with its full path under `prefix`.
+pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, value: serde_json::Value) -> Result<T, ConfigError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let mut path = match (prefix, inner.as_str()) {
+            (p, ".") => p.to_owned(),
+            ("", i) => i.to_owned(),
+            (p, i) => format!("{p}.{i}"),
+        };
+        let message = e.inner().to_string();
+        // serde reports a missing field at its parent (and an unknown one at itself); name the
+        // field itself in both cases.
+        for marker in ["unknown field `", "missing field `"] {
+            if let Some(field) = message.strip_prefix(marker).and_then(|rest| rest.split('`').next()) {
+                let already = path == field || path.ends_with(&format!(".{field}"));
+                if !already {
+                    path = if path.is_empty() || path == "." { field.to_owned() } else { format!("{path}.{field}") };
+                }
+            }
+        }
+        if path.is_empty() {
+            path = "config".to_owned();
+        }
+        ConfigError::single(path, message)
+    })
+}

@@ -1,0 +1,121 @@
+//! The certification suite's self-test: the in-memory sink keeps every clause, run as one
+//! test per clause so a failure names its clause.
+
+use sinks_contract::certify::{self, MemoryHarness, Outcome};
+
+sinks_contract::certify_tests!(MemoryHarness);
+
+#[tokio::test]
+async fn run_all_reports_every_clause() {
+    let report = certify::run_all(&MemoryHarness).await;
+    assert_eq!(report.cases.len(), certify::CLAUSES.len());
+    for case in &report.cases {
+        assert_eq!(case.outcome, Outcome::Pass, "{} ({}) must pass for the reference sink", case.id, case.title);
+    }
+}
+
+/// A sink that breaks the contract in configurable ways, to prove the cases can fail.
+mod broken {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use sinks_contract::certify::{Fixture, Harness, ReadBack, Record};
+    use sinks_contract::testing::MemorySink;
+    use sinks_contract::{BatchResult, Envelope, MessageOutcome, Sink, SinkError};
+
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) enum Flaw {
+        /// Reports every third envelope committed without storing it.
+        DropsWrites,
+        /// Reports a permanent failure when its destination is unreachable.
+        PermanentWhenDown,
+        /// Logs payloads.
+        LogsPayloads,
+        /// Returns one outcome too few.
+        Misaligned,
+    }
+
+    #[derive(Debug)]
+    pub(crate) struct Broken {
+        inner: Arc<MemorySink>,
+        flaw: Flaw,
+        down: bool,
+    }
+
+    #[async_trait]
+    impl Sink for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+            if self.down {
+                return match self.flaw {
+                    Flaw::PermanentWhenDown => Err(SinkError::permanent("down")),
+                    _ => Err(SinkError::temporary("down")),
+                };
+            }
+            if let Flaw::LogsPayloads = self.flaw {
+                for e in batch {
+                    tracing::debug!(payload = %String::from_utf8_lossy(e.payload()), "writing");
+                }
+            }
+            let mut outcomes = Vec::new();
+            for (i, e) in batch.iter().enumerate() {
+                if matches!(self.flaw, Flaw::DropsWrites) && i % 3 == 2 {
+                    outcomes.push(MessageOutcome::Committed);
+                } else {
+                    outcomes.extend(self.inner.write_batch(std::slice::from_ref(e)).await?);
+                }
+            }
+            if matches!(self.flaw, Flaw::Misaligned) && !outcomes.is_empty() {
+                outcomes.pop();
+            }
+            Ok(outcomes)
+        }
+        async fn health_check(&self) -> Result<(), SinkError> {
+            if self.down { Err(SinkError::temporary("down")) } else { Ok(()) }
+        }
+    }
+
+    struct Reader(Arc<MemorySink>);
+
+    #[async_trait]
+    impl ReadBack for Reader {
+        async fn read_all(&self) -> Result<Vec<Record>, String> {
+            Ok(self.0.records())
+        }
+    }
+
+    pub(crate) struct BrokenHarness(pub(crate) Flaw);
+
+    #[async_trait]
+    impl Harness for BrokenHarness {
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        async fn fresh(&self) -> Result<Fixture, String> {
+            let inner = Arc::new(MemorySink::new());
+            let sink = Arc::new(Broken { inner: Arc::clone(&inner), flaw: self.0, down: false });
+            Ok(Fixture { sink, read_back: Box::new(Reader(inner)) })
+        }
+        async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+            Some(Arc::new(Broken { inner: Arc::new(MemorySink::new()), flaw: self.0, down: true }))
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_cases_catch_broken_sinks() {
+    use broken::{BrokenHarness, Flaw};
+    for (flaw, clause) in [
+        (Flaw::DropsWrites, "C1"),
+        (Flaw::Misaligned, "C2"),
+        (Flaw::PermanentWhenDown, "C7"),
+        (Flaw::LogsPayloads, "C11"),
+    ] {
+        let result = certify::run_case(&BrokenHarness(flaw), clause).await;
+        assert!(matches!(result.outcome, Outcome::Fail(_)), "{flaw:?} must fail {clause}, got {:?}", result.outcome);
+    }
+    let skipped = certify::run_case(&BrokenHarness(Flaw::DropsWrites), "C6").await;
+    assert!(matches!(skipped.outcome, Outcome::Skip(_)), "no poison means SKIP, never PASS");
+}

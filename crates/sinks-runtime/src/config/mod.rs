@@ -1,0 +1,356 @@
+//! Configuration: the reference's JSON layout, also as TOML or YAML, with environment
+//! overrides, loaded through figment.
+//!
+//! Every error names the field path (`nats.stream`, `sink.directory`, …). Unknown fields are
+//! rejected, and so are reference features this build does not implement yet (a section such
+//! as `encryption` is accepted only while it stays disabled). Environment overrides:
+//! `NATS_SINKS__<SECTION>__<FIELD>=value` for any field (double underscores separate path
+//! segments), plus the reference's fixed names such as `NATS_SINKS_NATS_URL`.
+
+mod consumer;
+mod delivery;
+pub mod metrics;
+mod nats;
+pub mod redact;
+pub mod routing;
+
+use std::collections::BTreeMap;
+
+use std::path::Path;
+
+use figment::Figment;
+use figment::providers::{Env, Format, Json, Toml, Yaml};
+
+use serde::{Deserialize, Serialize};
+
+pub use consumer::{
+    ConsumerManagementConfig, ConsumerMode, DeliverPolicy, ReplayPolicy, StreamManagementConfig, StreamStorage,
+};
+pub use delivery::{
+    AckConfirmationConfig, AckPolicyName, DeliveryConfig, InProgressConfig, LogFormat, LoggingConfig, OrderingKey,
+};
+pub use metrics::{AdvisoriesConfig, MetricsConfig};
+pub use nats::NatsConfig;
+pub use sinks_contract::config::{
+    ConfigError, ConfigIssue, Issues, SinkSection, check_env_name, deserialize_at, encryption,
+};
+
+use crate::dlq::DeadLetterConfig;
+use sinks_contract::metadata::MessageMetadataConfig;
+use sinks_contract::subject;
+
+/// The whole configuration of one `nats-sink` process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// NATS connection and the stream/consumer/subject to consume.
+    pub nats: NatsConfig,
+    /// Durable consumer creation, binding and drift checks.
+    #[serde(default)]
+    pub consumer_management: ConsumerManagementConfig,
+    /// Opt-in stream creation (nats-sinks extension).
+    #[serde(default)]
+    pub stream_management: StreamManagementConfig,
+    /// Batching, pipelining, retry and ack behaviour.
+    #[serde(default)]
+    pub delivery: DeliveryConfig,
+    /// Where permanently failing messages go.
+    #[serde(default)]
+    pub dead_letter: DeadLetterConfig,
+    /// Log level and format.
+    #[serde(default)]
+    pub logging: LoggingConfig,
+    /// Opt-in delivery receipts: one per settled message, published after commit.
+    #[serde(default)]
+    pub ledger: crate::ledger::LedgerConfig,
+    /// Priority, classification and labels resolution.
+    #[serde(default)]
+    pub message_metadata: MessageMetadataConfig,
+    /// Metrics, the snapshot file, the `/metrics`, `/healthz` and `/readyz` listener, event
+    /// freshness.
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub push_consumer: Option<NotYetSupported>,
+    /// Observation of JetStream advisories (counted and logged, never acted on).
+    #[serde(default)]
+    pub advisories: AdvisoriesConfig,
+    /// Mission metadata resolution (JSON object from a header, subject rules and a default).
+    #[serde(default)]
+    pub mission_metadata: sinks_policy::mission::MissionMetadataConfig,
+    /// Data-centric security label profile resolution.
+    #[serde(default)]
+    pub security_labels: sinks_policy::labels::SecurityLabelsConfig,
+    /// Payload encryption before any sink sees the data.
+    #[serde(default)]
+    pub encryption: encryption::EncryptionConfig,
+    /// Per-message signature verification (HMAC-SHA256, Ed25519).
+    #[serde(default)]
+    pub message_authenticity: sinks_policy::authenticity::AuthenticityConfig,
+    /// Tamper-evident custody hashes stored with each record.
+    #[serde(default)]
+    pub custody: sinks_policy::custody::CustodyConfig,
+    /// Per-message size limits.
+    #[serde(default)]
+    pub size_policy: sinks_policy::size::SizePolicyConfig,
+    /// Data-only rules every message must satisfy before the sink.
+    #[serde(default)]
+    pub pre_sink_policy: sinks_policy::presink::PreSinkPolicyConfig,
+    /// Which named sink(s) each message goes to when the active sink is `fanout`.
+    #[serde(default)]
+    pub routing: routing::RoutingConfig,
+    /// Reference section, not supported yet: accepted only while disabled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugins: Option<NotYetSupported>,
+    /// Named sinks (`name → sink section`): the children of a `fanout` active sink, and
+    /// the targets of `nats-sink test-sink --sink-name`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sinks: BTreeMap<String, SinkSection>,
+    /// The destination: `type` plus the sink's own fields.
+    pub sink: SinkSection,
+}
+
+/// A reference config section this build does not implement. It is accepted only when
+/// nothing in it would act on any message: its `enabled` flag absent or false. Anything else
+/// is refused, naming the field: an unimplemented feature fails closed, never silently off.
+/// (None of these sections has rules that act while the section is disabled; the one that
+/// does, `encryption`, is implemented.)
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct NotYetSupported(pub serde_json::Map<String, serde_json::Value>);
+
+/// The reference's top-level sections this build does not implement yet (each a
+/// [`NotYetSupported`]); named `sinks` are refused the same way.
+pub const NOT_YET_SUPPORTED: [&str; 2] = ["push_consumer", "plugins"];
+
+impl NotYetSupported {
+    /// Records an issue for every setting of section `name` that would turn it on.
+    fn refuse_activation(&self, name: &str, issues: &mut Issues) {
+        let unsupported = format!("`{name}` is not supported by this build yet");
+        match self.0.get("enabled") {
+            None | Some(serde_json::Value::Null | serde_json::Value::Bool(false)) => {}
+            Some(serde_json::Value::Bool(true)) => issues.push(&format!("{name}.enabled"), unsupported.clone()),
+            Some(_) => issues.push(&format!("{name}.enabled"), format!("must be a boolean; {unsupported}")),
+        }
+    }
+}
+
+impl Config {
+    /// Loads `path` (`.json`, `.toml`, `.yaml`/`.yml`), applies environment overrides,
+    /// and validates. Makes no connections and reads no secrets.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        Self::from_figment(figment_for(path)?)
+    }
+
+    /// Builds from an already assembled figment (file plus overrides) and validates.
+    pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
+        let value: serde_json::Value = figment.extract().map_err(|e| figment_error(&e))?;
+        Self::from_value(value)
+    }
+
+    /// Builds from a JSON value (the merged config tree) and validates.
+    pub fn from_value(mut value: serde_json::Value) -> Result<Self, ConfigError> {
+        routing::normalize_compact_fanout(&mut value)?;
+        let mut config: Self = deserialize_at("", value)?;
+        config.message_metadata.fill_default_headers();
+        let named = config.named_sink_types();
+        config.routing.complete(&named);
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// The sections of the message policy steps, for `sinks_policy::Pipeline`.
+    pub fn policy_sections(&self) -> sinks_policy::Sections<'_> {
+        sinks_policy::Sections {
+            mission_metadata: &self.mission_metadata,
+            security_labels: &self.security_labels,
+            message_authenticity: &self.message_authenticity,
+            encryption: &self.encryption,
+            size_policy: &self.size_policy,
+            pre_sink_policy: &self.pre_sink_policy,
+            custody: &self.custody,
+            priority_lanes: &self.delivery.priority_lanes,
+        }
+    }
+
+    /// `name → type` of every named sink.
+    pub fn named_sink_types(&self) -> BTreeMap<String, String> {
+        self.sinks.iter().map(|(name, section)| (name.clone(), section.kind().unwrap_or_default().to_owned())).collect()
+    }
+
+    /// Checks cross-field rules; every problem is reported with its field path.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mut issues = Issues::default();
+        self.nats.validate(&mut issues);
+        self.consumer_management.validate(&self.nats.subject, &mut issues);
+        self.stream_management.validate(&mut issues);
+        self.delivery.validate(&mut issues);
+        self.logging.validate(&mut issues);
+        self.metrics.validate_at("metrics", &mut issues);
+        self.advisories.validate_at("advisories", &mut issues);
+        self.encryption.validate_at("encryption", &mut issues);
+        self.mission_metadata.validate_at("mission_metadata", &mut issues);
+        self.security_labels.validate_at("security_labels", &mut issues);
+        self.message_authenticity.validate_at("message_authenticity", &mut issues);
+        self.custody.validate_at("custody", &mut issues);
+        self.size_policy.validate_at("size_policy", self.delivery.batch_size, &mut issues);
+        self.pre_sink_policy.validate_at("pre_sink_policy", &mut issues);
+        for (path, message) in self.message_metadata.validate() {
+            issues.push(&path, message);
+        }
+        let dl = &self.dead_letter;
+        if dl.enabled {
+            match dl.subject.as_deref() {
+                None => issues.push("dead_letter.subject", "required when dead_letter.enabled is true"),
+                Some(s) => {
+                    if let Err(e) = subject::validate_literal(s) {
+                        issues.push("dead_letter.subject", e.to_string());
+                    } else if subject::matches(&self.nats.subject, s) {
+                        issues.push(
+                            "dead_letter.subject",
+                            "must not be matched by nats.subject (records would be consumed again)",
+                        );
+                    }
+                }
+            }
+        }
+        if self.stream_management.dead_letter_stream.is_some() && !dl.enabled {
+            issues.push("stream_management.dead_letter_stream", "requires dead_letter.enabled");
+        }
+        self.ledger.validate_at(
+            "ledger",
+            &self.nats.subject,
+            dl.subject.as_deref().filter(|_| dl.enabled),
+            &mut issues,
+        );
+        let ip = &self.delivery.in_progress;
+        if ip.enabled {
+            if !self.nats.durable {
+                issues.push("delivery.in_progress.enabled", "requires a durable consumer (nats.durable)");
+            }
+            if self.consumer_management.backoff_seconds.is_some() {
+                issues.push(
+                    "delivery.in_progress.enabled",
+                    "cannot be combined with consumer_management.backoff_seconds",
+                );
+            }
+            if let Some(ack_wait) = self.consumer_management.ack_wait_seconds {
+                if (ip.interval_ms as f64) >= ack_wait * 1000.0 * 0.8 {
+                    issues.push(
+                        "delivery.in_progress.interval_ms",
+                        "must be below 80% of consumer_management.ack_wait_seconds",
+                    );
+                }
+            } else if self.consumer_management.mode != ConsumerMode::BindOnly {
+                issues.push("consumer_management.ack_wait_seconds", "required when delivery.in_progress is enabled");
+            }
+        }
+        for (name, section) in self.unsupported_sections() {
+            if let Some(section) = section {
+                section.refuse_activation(name, &mut issues);
+            }
+        }
+        let named = self.named_sink_types();
+        for (name, section) in &self.sinks {
+            if section.kind().is_none() {
+                issues.push(&format!("sinks.{name}.type"), "required (e.g. \"file\")");
+            }
+        }
+        self.routing.validate_at(&named, self.sink.kind(), &mut issues);
+        match self.sink.kind() {
+            None => issues.push("sink.type", "required (e.g. \"file\")"),
+            Some(k)
+                if k.is_empty()
+                    || !k.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || "_-".contains(c)) =>
+            {
+                issues.push("sink.type", "must be a lowercase sink name");
+            }
+            Some(_) => {}
+        }
+        issues.finish()
+    }
+
+    fn unsupported_sections(&self) -> [(&'static str, &Option<NotYetSupported>); NOT_YET_SUPPORTED.len()] {
+        [("push_consumer", &self.push_consumer), ("plugins", &self.plugins)]
+    }
+}
+
+/// The reference's fixed environment override names that map to supported fields.
+const FIXED_ENV: [(&str, &str); 30] = [
+    ("NATS_SINKS_NATS_URL", "nats.url"),
+    ("NATS_SINKS_NATS_STREAM", "nats.stream"),
+    ("NATS_SINKS_NATS_CONSUMER", "nats.consumer"),
+    ("NATS_SINKS_NATS_SUBJECT", "nats.subject"),
+    ("NATS_SINKS_NATS_NO_ECHO", "nats.no_echo"),
+    ("NATS_SINKS_CONSUMER_MANAGEMENT_MODE", "consumer_management.mode"),
+    ("NATS_SINKS_LOG_LEVEL", "logging.level"),
+    ("NATS_SINKS_ENCRYPTION_ENABLED", "encryption.enabled"),
+    ("NATS_SINKS_ENCRYPTION_ALGORITHM", "encryption.algorithm"),
+    ("NATS_SINKS_ENCRYPTION_KEY_ID", "encryption.key_id"),
+    ("NATS_SINKS_ENCRYPTION_KEY_B64_ENV", "encryption.key_b64_env"),
+    ("NATS_SINKS_MESSAGE_AUTHENTICITY_ENABLED", "message_authenticity.enabled"),
+    ("NATS_SINKS_MESSAGE_AUTHENTICITY_SIGNATURE_HEADER", "message_authenticity.signature_header"),
+    ("NATS_SINKS_MESSAGE_AUTHENTICITY_ALGORITHM_HEADER", "message_authenticity.algorithm_header"),
+    ("NATS_SINKS_MESSAGE_AUTHENTICITY_KEY_ID_HEADER", "message_authenticity.key_id_header"),
+    ("NATS_SINKS_PRIORITY_HEADER", "message_metadata.priority.header"),
+    ("NATS_SINKS_PRIORITY_DEFAULT", "message_metadata.priority.default"),
+    ("NATS_SINKS_CLASSIFICATION_HEADER", "message_metadata.classification.header"),
+    ("NATS_SINKS_CLASSIFICATION_DEFAULT", "message_metadata.classification.default"),
+    ("NATS_SINKS_LABELS_HEADER", "message_metadata.labels.header"),
+    ("NATS_SINKS_LABELS_DEFAULT", "message_metadata.labels.default"),
+    ("NATS_SINKS_MISSION_METADATA_ENABLED", "mission_metadata.enabled"),
+    ("NATS_SINKS_MISSION_METADATA_HEADER", "mission_metadata.header"),
+    ("NATS_SINKS_SECURITY_LABELS_ENABLED", "security_labels.enabled"),
+    ("NATS_SINKS_SECURITY_LABELS_HEADER", "security_labels.header"),
+    ("NATS_SINKS_CUSTODY_ENABLED", "custody.enabled"),
+    ("NATS_SINKS_CUSTODY_ALGORITHM", "custody.algorithm"),
+    ("NATS_SINKS_CUSTODY_KEY_ID", "custody.key_id"),
+    ("NATS_SINKS_ADVISORIES_ENABLED", "advisories.enabled"),
+    ("NATS_SINKS_SINK_TYPE", "sink.type"),
+];
+
+/// The figment for `path`: the file (format by extension) merged with the environment.
+pub fn figment_for(path: &Path) -> Result<Figment, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::single("config", format!("cannot read {}: {e}", path.display())))?;
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let figment = match ext.as_str() {
+        "json" => {
+            sinks_contract::json::validate_strict(&text)
+                .map_err(|e| ConfigError::single("config", format!("not strict JSON: {e}")))?;
+            Figment::from(Json::string(&text))
+        }
+        "toml" => Figment::from(Toml::string(&text)),
+        "yaml" | "yml" => Figment::from(Yaml::string(&text)),
+        other => {
+            return Err(ConfigError::single(
+                "config",
+                format!("unknown config format `.{other}` (use .json, .toml or .yaml)"),
+            ));
+        }
+    };
+    Ok(with_env_overrides(figment))
+}
+
+/// Merges the environment overrides over `figment`.
+pub fn with_env_overrides(figment: Figment) -> Figment {
+    let fixed = Env::raw()
+        .filter_map(|key| {
+            FIXED_ENV.iter().find(|(name, _)| key.as_str().eq_ignore_ascii_case(name)).map(|(_, path)| (*path).into())
+        })
+        .split(".");
+    figment.merge(fixed).merge(Env::prefixed("NATS_SINKS__").split("__"))
+}
+
+fn figment_error(e: &figment::Error) -> ConfigError {
+    let issues = e
+        .clone()
+        .into_iter()
+        .map(|err| {
+            let path = if err.path.is_empty() { "config".to_owned() } else { err.path.join(".") };
+            ConfigIssue { path, message: err.kind.to_string() }
+        })
+        .collect();
+    ConfigError { issues }
+}

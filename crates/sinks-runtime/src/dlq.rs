@@ -1,0 +1,237 @@
+//! Dead-letter records: the diagnostic JSON published for a message that cannot be written,
+//! and the publisher that stores it in a JetStream stream.
+//!
+//! The record has the reference's shape (compact, sorted keys): subject, stream, consumer,
+//! sequences, message id, application metadata, redelivery facts, idempotency key (or why
+//! there is none), payload presence, and optionally the error, timestamp, headers and
+//! base64 payload. We add `delivered` and `sink`. The publish carries a `Nats-Msg-Id`
+//! derived from the idempotency key, so a redelivered poison message does not store a second
+//! record within the DLQ stream's duplicate window.
+
+use async_nats::HeaderMap;
+use async_nats::jetstream::{self, message::PublishMessage};
+use base64::Engine as _;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use sinks_contract::envelope::Envelope;
+use sinks_contract::error::SinkError;
+use sinks_contract::metadata::{payload_presence_json, rfc3339};
+
+/// `dead_letter` config section.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DeadLetterConfig {
+    /// Publish permanently failing messages to `subject` (which a stream must capture).
+    pub enabled: bool,
+    /// Subject the records are published on; required when enabled.
+    pub subject: Option<String>,
+    /// Include the original payload as `payload_base64`.
+    pub include_payload: bool,
+    /// Include the original headers.
+    pub include_headers: bool,
+    /// Include `error_type` and `error`.
+    pub include_error: bool,
+    /// Terminate (`+TERM`) the original after the record is stored, instead of acking it.
+    pub ack_term_after_publish: bool,
+    /// What a record carries for a payload that payload encryption covers: `ciphertext`
+    /// (default: the encryption envelope, never the plaintext) or `omit` (no payload at all;
+    /// `payload_unavailable_reason: "encrypted_payload_omitted"`). nats-sinks extension.
+    pub encrypted_payload: EncryptedPayload,
+}
+
+/// What a DLQ record carries for an encrypted payload.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EncryptedPayload {
+    /// The encryption envelope (ciphertext), as the sink received it.
+    #[default]
+    Ciphertext,
+    /// Nothing.
+    Omit,
+}
+
+impl Default for DeadLetterConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            subject: None,
+            include_payload: true,
+            include_headers: true,
+            include_error: true,
+            ack_term_after_publish: false,
+            encrypted_payload: EncryptedPayload::Ciphertext,
+        }
+    }
+}
+
+/// Header naming the error type of a DLQ record.
+pub const ERROR_TYPE_HEADER: &str = "Nats-Sinks-Error-Type";
+/// Header carrying the original subject of a DLQ record.
+pub const ORIGINAL_SUBJECT_HEADER: &str = "Nats-Sinks-Original-Subject";
+
+/// Builds the DLQ record for `envelope` failing with `error` in sink `sink`.
+pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadLetterConfig) -> Value {
+    let js = envelope.jetstream();
+    let (key, key_missing) = match envelope.idempotency_key() {
+        Ok(k) => (Some(k.to_string()), None),
+        Err(e) => (None, Some(e.reason_code())),
+    };
+    let app = envelope.app();
+    let mut body = json!({
+        "subject": envelope.subject(),
+        "stream": js.stream,
+        "consumer": js.consumer,
+        "stream_sequence": js.stream_sequence,
+        "consumer_sequence": js.consumer_sequence,
+        "message_id": envelope.message_id(),
+        "priority": app.priority,
+        "classification": app.classification,
+        "labels": app.labels,
+        "redelivered": envelope.redelivered(),
+        "delivered": js.delivered,
+        "pending": js.pending,
+        "idempotency_key": key,
+        "idempotency_key_unavailable_reason": key_missing,
+        "payload": payload_presence_json(envelope),
+        "sink": sink,
+    });
+    let Value::Object(map) = &mut body else { unreachable!("json! object") };
+    if config.include_error {
+        map.insert("error_type".into(), error.error_type().into());
+        map.insert("error".into(), error.display_chain().into());
+    }
+    if let Some(reason) = error.reason() {
+        map.insert("reason".into(), reason.into());
+    }
+    if let Some(target) = error.target() {
+        map.insert("target".into(), target.into());
+    }
+    if let Some(ts) = js.timestamp {
+        map.insert("timestamp".into(), rfc3339(ts).into());
+    }
+    if config.include_headers {
+        map.insert("headers".into(), envelope.headers().to_json());
+    }
+    if config.include_payload {
+        if envelope.presence().omitted {
+            map.insert("payload_unavailable_reason".into(), "headers_only".into());
+        } else if config.encrypted_payload == EncryptedPayload::Omit
+            && sinks_contract::encryption::is_encrypted(envelope.payload())
+        {
+            map.insert("payload_unavailable_reason".into(), "encrypted_payload_omitted".into());
+        } else {
+            let b64 = base64::engine::general_purpose::STANDARD.encode(envelope.payload());
+            map.insert("payload_base64".into(), b64.into());
+        }
+    }
+    body
+}
+
+/// The `Nats-Msg-Id` of the DLQ record of `envelope`: stable across redeliveries.
+pub fn record_msg_id(envelope: &Envelope) -> String {
+    match envelope.idempotency_key() {
+        Ok(key) => format!("nats-sinks-dlq:{key}"),
+        Err(_) => {
+            let js = envelope.jetstream();
+            format!("nats-sinks-dlq:{}:{}:{}", js.stream, js.consumer, js.stream_sequence)
+        }
+    }
+}
+
+/// Why a DLQ record could not be stored.
+#[derive(Debug, thiserror::Error)]
+#[error("dead-letter publish failed: {0}")]
+pub struct DeadLetterError(String);
+
+/// Publishes DLQ records and waits for the stream's acknowledgement.
+#[derive(Debug, Clone)]
+pub struct DeadLetterPublisher {
+    context: jetstream::Context,
+    subject: String,
+    config: DeadLetterConfig,
+}
+
+impl DeadLetterPublisher {
+    /// A publisher for `config` (which must be enabled and have a subject).
+    pub fn new(context: jetstream::Context, config: DeadLetterConfig) -> Option<Self> {
+        let subject = config.subject.clone().filter(|_| config.enabled)?;
+        Some(Self { context, subject, config })
+    }
+
+    /// Stores the record of `envelope`. Returns only once a stream has acknowledged it;
+    /// any error (no stream captures the subject, timeout, disconnect) is returned so the
+    /// caller NAKs the original instead of acking it.
+    pub async fn publish(&self, envelope: &Envelope, error: &SinkError, sink: &str) -> Result<(), DeadLetterError> {
+        let body = sinks_contract::json::to_canonical_vec(&record(envelope, error, sink, &self.config));
+        let mut headers = HeaderMap::new();
+        headers.insert(ERROR_TYPE_HEADER, error.error_type());
+        headers.insert(ORIGINAL_SUBJECT_HEADER, envelope.subject());
+        let publish = PublishMessage::build().payload(body.into()).headers(headers).message_id(record_msg_id(envelope));
+        let ack = self
+            .context
+            .send_publish(self.subject.clone(), publish)
+            .await
+            .map_err(|e| DeadLetterError(e.to_string()))?;
+        ack.await.map_err(|e| DeadLetterError(e.to_string()))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sinks_contract::envelope::{Headers, JetStreamInfo};
+
+    fn envelope(headers: Headers, body: &'static [u8]) -> Envelope {
+        Envelope::new(
+            "orders.bad",
+            body,
+            headers,
+            JetStreamInfo {
+                stream: "ORDERS".into(),
+                consumer: "sink".into(),
+                stream_sequence: 12,
+                consumer_sequence: 3,
+                delivered: 2,
+                pending: 5,
+                timestamp: Some(time::macros::datetime!(2026-01-02 03:04:05 UTC)),
+                domain: None,
+            },
+        )
+    }
+
+    #[test]
+    fn record_shape() {
+        let e = envelope(Headers::new().with("Nats-Msg-Id", "m-1"), b"not json");
+        let err = SinkError::permanent("payload is not valid JSON").with_error_type("SerializationError");
+        let r = record(&e, &err, "file", &DeadLetterConfig::default());
+        let text = String::from_utf8(sinks_contract::json::to_canonical_vec(&r)).unwrap();
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"classification":null,"consumer":"sink","consumer_sequence":3,"delivered":2,"#,
+                r#""error":"payload is not valid JSON","error_type":"SerializationError","#,
+                r#""headers":{"Nats-Msg-Id":"m-1"},"idempotency_key":"stream-sequence:ORDERS:12","#,
+                r#""idempotency_key_unavailable_reason":null,"labels":[],"message_id":"m-1","#,
+                r#""payload":{"delivered_size_bytes":8,"nats_msg_size_header":null,"nats_msg_size_header_malformed":false,"#,
+                r#""omitted":false,"omitted_reason":null,"original_size_bytes":8,"present":true},"#,
+                r#""payload_base64":"bm90IGpzb24=","pending":5,"priority":null,"redelivered":true,"sink":"file","#,
+                r#""stream":"ORDERS","stream_sequence":12,"subject":"orders.bad","timestamp":"2026-01-02T03:04:05Z"}"#
+            )
+        );
+        assert_eq!(record_msg_id(&e), "nats-sinks-dlq:stream-sequence:ORDERS:12");
+    }
+
+    #[test]
+    fn headers_only_record_has_no_payload() {
+        let e = envelope(Headers::new().with("Nats-Msg-Size", "99"), b"");
+        let config = DeadLetterConfig { include_error: false, include_headers: false, ..Default::default() };
+        let r = record(&e, &SinkError::permanent("x"), "file", &config);
+        assert_eq!(r["payload_unavailable_reason"], "headers_only");
+        assert!(r.get("payload_base64").is_none());
+        assert!(r.get("error").is_none());
+        assert!(r.get("headers").is_none());
+        assert_eq!(r["payload"]["original_size_bytes"], 99);
+    }
+}

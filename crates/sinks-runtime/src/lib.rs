@@ -1,0 +1,35 @@
+//! The runtime of nats-sinks: everything that talks to NATS and runs a pipeline.
+//!
+//! It loads the configuration ([`config`]), connects ([`connect`]), finds the stream and
+//! binds, creates or reconciles the durable consumer ([`setup`]), fetches batches (`source`),
+//! runs the message policies of `sinks_policy` on each message, writes through a
+//! [`sinks_contract::Sink`], and settles every message from its own outcome through the pure
+//! ACK gate ([`ack::settle`]), publishing dead-letter records ([`dlq`]) and delivery receipts
+//! ([`ledger`]) and acknowledging only after every required durable effect has committed
+//! ([`runner`]). It also reads a stream back against a destination ([`reconcile`]), composes
+//! named sinks into one ([`fanout`]), observes ([`metrics`], [`advisories`], [`freshness`])
+//! and carries the `blackhole` sink, for overhead measurements.
+//!
+//! Invariants (see `ARCHITECTURE.md`): a sink never sees an ack handle (`AckHandle` is
+//! private to this crate, and sink crates cannot depend on it); only the ACK gate decides a
+//! settlement; a DLQ record is acknowledged by its stream before the original is acked;
+//! transient NATS and DLQ failures are retried, never fatal; observability reads, never
+//! steers; this crate names no sink kind (the registry of `sinks-bin` does).
+
+pub mod ack;
+pub mod advisories;
+pub mod blackhole;
+pub mod config;
+pub mod connect;
+pub mod dlq;
+pub mod fanout;
+pub mod freshness;
+pub mod ledger;
+pub mod metrics;
+pub mod reconcile;
+pub mod runner;
+pub mod setup;
+mod source;
+
+pub use config::Config;
+pub use runner::{RunError, RunOptions, RunStats, run, run_observed, run_with};

@@ -1,0 +1,159 @@
+//! The JetStream pull source: fetches batches and splits each message into an [`Envelope`]
+//! (for the sink) and an [`AckHandle`] (kept by the runner).
+//!
+//! This is the only module that touches JetStream acknowledgements. `AckHandle` is
+//! crate-private, so no sink crate can name it, let alone hold one.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::{AckKind, Message};
+use async_nats::{Client, Subject};
+use futures::StreamExt;
+use time::OffsetDateTime;
+
+use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
+use sinks_contract::metadata::MessageMetadataConfig;
+
+/// One fetched batch: the envelopes the sink sees and, index for index, the ack handles only
+/// the runner may use.
+#[derive(Debug, Default)]
+pub(crate) struct Fetched {
+    pub(crate) envelopes: Vec<Envelope>,
+    pub(crate) acks: Vec<AckHandle>,
+}
+
+impl Fetched {
+    fn push(&mut self, (envelope, ack): (Envelope, AckHandle)) {
+        self.envelopes.push(envelope);
+        self.acks.push(ack);
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.envelopes.len()
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.envelopes.is_empty()
+    }
+}
+
+/// The right to settle one message (its ack reply subject). Crate-private by design.
+#[derive(Clone)]
+pub(crate) struct AckHandle {
+    client: Client,
+    reply: Subject,
+}
+
+impl std::fmt::Debug for AckHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AckHandle")
+    }
+}
+
+impl AckHandle {
+    /// Sends `kind` without waiting for the server.
+    pub(crate) async fn send(&self, kind: AckKind) -> Result<(), async_nats::Error> {
+        self.client.publish(self.reply.clone(), kind.into()).await.map_err(Into::into)
+    }
+
+    /// Sends `kind` and waits for the server's confirmation (at most `timeout`).
+    pub(crate) async fn send_confirmed(&self, kind: AckKind, timeout: Duration) -> Result<(), async_nats::Error> {
+        match tokio::time::timeout(timeout, self.client.request(self.reply.clone(), kind.into())).await {
+            Ok(result) => result.map(|_| ()).map_err(Into::into),
+            Err(_) => Err("ack confirmation timed out".into()),
+        }
+    }
+}
+
+/// Why a fetch failed. Always retried with backoff by the runner.
+#[derive(Debug, thiserror::Error)]
+#[error("fetch failed: {0}")]
+pub(crate) struct FetchError(String);
+
+/// Pull source over one consumer.
+#[derive(Debug)]
+pub(crate) struct Source {
+    consumer: PullConsumer,
+    metadata: MessageMetadataConfig,
+}
+
+impl Source {
+    pub(crate) fn new(consumer: PullConsumer, metadata: MessageMetadataConfig) -> Self {
+        Self { consumer, metadata }
+    }
+
+    /// Fetches up to `max` messages. Returns at once with whatever is available; when nothing
+    /// is, waits up to `timeout` for the first message and then tops up without waiting. No
+    /// pull request is left open at the server when this returns, so a stop right after it
+    /// leaves nothing in flight.
+    pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Fetched, FetchError> {
+        // Every pull request carries an expiry, so a request lost in a disconnect ends on the
+        // client's timer instead of hanging; the outer timeout is a last resort.
+        let guard = timeout + Duration::from_secs(15);
+        let attempt = async {
+            let mut out = Fetched { envelopes: Vec::with_capacity(max), acks: Vec::with_capacity(max) };
+            self.collect(self.consumer.fetch().max_messages(max).expires(timeout).messages().await, &mut out).await?;
+            if out.is_empty() {
+                let wait = self.consumer.batch().max_messages(1).expires(timeout).messages().await;
+                self.collect(wait, &mut out).await?;
+                if !out.is_empty() && max > 1 {
+                    let more = self.consumer.fetch().max_messages(max - 1).expires(timeout).messages().await;
+                    self.collect(more, &mut out).await?;
+                }
+            }
+            Ok(out)
+        };
+        tokio::time::timeout(guard, attempt).await.map_err(|_| FetchError("fetch timed out".into()))?
+    }
+
+    async fn collect<E: std::fmt::Display>(
+        &self,
+        batch: Result<async_nats::jetstream::consumer::pull::Batch, E>,
+        out: &mut Fetched,
+    ) -> Result<(), FetchError> {
+        let mut batch = batch.map_err(|e| FetchError(e.to_string()))?;
+        while let Some(item) = batch.next().await {
+            match item {
+                Ok(msg) => out.push(self.split(msg)?),
+                // Messages already received stay in `out` and are processed; the error ends
+                // this fetch only.
+                Err(e) if out.is_empty() => return Err(FetchError(e.to_string())),
+                Err(e) => {
+                    tracing::warn!(error = %e, "fetch ended early");
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn split(&self, msg: Message) -> Result<(Envelope, AckHandle), FetchError> {
+        let info = msg.info().map_err(|e| FetchError(format!("bad jetstream metadata: {e}")))?;
+        let jetstream = JetStreamInfo {
+            stream: info.stream.to_owned(),
+            consumer: info.consumer.to_owned(),
+            stream_sequence: info.stream_sequence,
+            consumer_sequence: info.consumer_sequence,
+            delivered: u64::try_from(info.delivered).unwrap_or(1).max(1),
+            pending: info.pending,
+            timestamp: Some(info.published).filter(|t| *t != OffsetDateTime::UNIX_EPOCH),
+            domain: info.domain.map(str::to_owned).filter(|d| !d.is_empty()),
+        };
+        let client = msg.context.client();
+        let message = msg.message;
+        let reply = message.reply.clone().ok_or_else(|| FetchError("message has no ack subject".into()))?;
+        let mut headers = Headers::new();
+        if let Some(map) = &message.headers {
+            for (name, values) in map.iter() {
+                for value in values {
+                    headers.append(name.as_ref(), value.as_str());
+                }
+            }
+        }
+        let app = self.metadata.resolve(message.subject.as_str(), &headers);
+        let envelope =
+            Envelope::new(message.subject.as_str(), message.payload, headers, jetstream).with_app_metadata(app);
+        Ok((envelope, AckHandle { client, reply }))
+    }
+}
