@@ -539,20 +539,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     } else {
         crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
         crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bins"], &[])?;
-        crate::cargo(
-            &[
-                "build",
-                "--release",
-                "--quiet",
-                "-p",
-                "sink-http",
-                "--features",
-                "certify",
-                "--example",
-                "http_test_server",
-            ],
-            &[],
-        )?;
+        crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-testkit", "--example", "http_test_server"], &[])?;
     }
     // The release build goes where cargo puts it (CARGO_TARGET_DIR, else target/).
     let release = crate::target_dir().join("release");
@@ -714,7 +701,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 publish_stream(&js, stream).await;
                 let label = if stream.subjects == 1 { "1 subject".to_owned() } else { format!("{} subjects", stream.subjects) };
                 let port = sinks_testkit::free_port();
-                let sink = json!({"type": "http", "url": format!("http://127.0.0.1:{port}{}", sink_http::certify::INGEST_PATH),
+                let sink = json!({"type": "http", "url": format!("http://127.0.0.1:{port}{}", sinks_testkit::INGEST_PATH),
                                   "allow_http_for_local_testing": true});
                 let ordered = config(&url, stream, &args, sink);
                 let mut unordered = ordered.clone();

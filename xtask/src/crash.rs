@@ -19,7 +19,7 @@ use bytes::Bytes;
 use rand::Rng;
 use serde_json::json;
 use sinks_contract::certify::crash::{mixed_payload, verify};
-use sinks_contract::certify::{CaseResult, CrashTarget, Harness, Outcome};
+use sinks_contract::certify::{self, CaseResult, CrashTarget, Harness, Outcome};
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 /// Knobs of one crash certification.
@@ -201,12 +201,15 @@ fn write_config(dir: &Path, url: &str, sink: &serde_json::Value) -> Result<PathB
 pub(crate) async fn certify(harness: &dyn Harness, bin: &Path, plan: Plan) -> (Vec<CaseResult>, serde_json::Value) {
     let k1 = "kill -9 at random moments loses and duplicates nothing";
     let k2 = "graceful stop causes zero redeliveries";
+    let not_run = |outcome: Outcome| {
+        (vec![CaseResult::new("K1", k1, outcome.clone()), CaseResult::new("K2", k2, outcome)], json!(null))
+    };
+    if let Some(missing) = harness.crash_unavailable() {
+        return not_run(certify::skipped(&missing));
+    }
     let target = match harness.crash_target().await {
         Ok(t) => t,
-        Err(reason) => {
-            let skip = Outcome::Skip(reason);
-            return (vec![CaseResult::new("K1", k1, skip.clone()), CaseResult::new("K2", k2, skip)], json!(null));
-        }
+        Err(reason) => return not_run(Outcome::Fail(format!("cannot run: no crash target: {reason}"))),
     };
     let mut counts = json!({});
     let (o1, o2) = match run(&target, bin, plan, &mut counts).await {

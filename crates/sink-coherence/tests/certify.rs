@@ -13,21 +13,9 @@ async fn harness() -> CoherenceHarness {
 
 sinks_contract::certify_tests!(harness().await);
 
-#[tokio::test]
-async fn every_clause_passes_none_skipped() {
-    let report = certify::run_all(&harness().await).await;
-    for case in &report.cases {
-        assert_eq!(case.outcome, certify::Outcome::Pass, "{} ({})", case.id, case.title);
-    }
-}
-
-#[tokio::test]
-async fn every_clause_passes_over_the_legacy_protocol() {
-    let harness = harness().await.with_protocol(sink_coherence::Protocol::Legacy);
-    let report = certify::run_all(&harness).await;
-    for case in &report.cases {
-        assert_eq!(case.outcome, certify::Outcome::Pass, "legacy {} ({})", case.id, case.title);
-    }
+/// Every clause again over the legacy gRPC protocol, one test per clause.
+mod legacy {
+    sinks_contract::certify_tests!(super::harness().await.with_protocol(sink_coherence::Protocol::Legacy));
 }
 
 #[tokio::test]

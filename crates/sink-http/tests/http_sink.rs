@@ -7,25 +7,25 @@
 
 use std::time::{Duration, Instant};
 
-use axum::http::Version;
-use sink_http::certify::{Fault, ServerTls, TestServer};
+use reqwest::Version;
 use sink_http::{BatchMode, HttpSink, HttpSinkConfig, HttpVersion, KeyStrategy};
 use sinks_contract::testing::{self, classes, envelope, envelope_with, error_of};
 use sinks_contract::{
     Capabilities, ConflictResolution, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink,
 };
+use sinks_testkit::{HttpFault, HttpServerTls, HttpTestServer};
 
-async fn server() -> TestServer {
-    TestServer::start().await.expect("test server")
+async fn server() -> HttpTestServer {
+    HttpTestServer::start().await.expect("test server")
 }
 
-fn config(server: &TestServer) -> HttpSinkConfig {
+fn config(server: &HttpTestServer) -> HttpSinkConfig {
     HttpSinkConfig::local(server.url())
 }
 
 /// The reference's `retry.max_retries: 0`: every temporary failure goes straight back to
 /// the runner (for tests of a single attempt's outcome).
-fn single_attempt(server: &TestServer) -> HttpSinkConfig {
+fn single_attempt(server: &HttpTestServer) -> HttpSinkConfig {
     let mut c = config(server);
     c.retry.max_retries = 0;
     c
@@ -155,7 +155,7 @@ async fn same_subject_requests_stay_ordered_and_never_overlap() {
 #[tokio::test]
 async fn a_temporary_failure_holds_back_later_messages_of_its_ordering_key() {
     let srv = server().await;
-    srv.push(Fault::Status(503));
+    srv.push(HttpFault::Status(503));
     let mut c = single_attempt(&srv);
     c.max_concurrent_requests = 1;
     let sink = opened(c).await;
@@ -176,7 +176,7 @@ async fn a_temporary_failure_holds_back_later_messages_of_its_ordering_key() {
 async fn without_ordering_keys_one_subject_goes_concurrently_and_nothing_is_held_back() {
     let srv = server().await;
     srv.set_delay(Duration::from_millis(100));
-    srv.push(Fault::Status(503));
+    srv.push(HttpFault::Status(503));
     let mut c = single_attempt(&srv);
     c.max_concurrent_requests = 8;
     let sink = opened(c).await;
@@ -212,7 +212,7 @@ async fn retries_in_place_keep_a_key_moving_by_default() {
 #[tokio::test]
 async fn failing_n_times_is_temporary_until_it_succeeds() {
     let srv = server().await;
-    srv.push_n(2, Fault::Status(503));
+    srv.push_n(2, HttpFault::Status(503));
     let sink = opened(single_attempt(&srv)).await;
     let e = envelope("S", 1, "s", json(1));
     for _ in 0..2 {
@@ -227,8 +227,8 @@ async fn failing_n_times_is_temporary_until_it_succeeds() {
 #[tokio::test]
 async fn in_call_retries_absorb_failures_with_the_same_key() {
     let srv = server().await;
-    srv.push(Fault::Status(500));
-    srv.push(Fault::Drop);
+    srv.push(HttpFault::Status(500));
+    srv.push(HttpFault::Drop);
     let mut c = config(&srv);
     c.retry.max_retries = 2;
     c.retry.backoff_ms = 10;
@@ -242,7 +242,7 @@ async fn in_call_retries_absorb_failures_with_the_same_key() {
     assert!(writes.windows(2).all(|w| w[0].body == w[1].body), "every attempt sends the same body");
 
     // A Retry-After beyond max_backoff_ms ends the in-call retries at once.
-    srv.push(Fault::StatusRetryAfter(429, "30".into()));
+    srv.push(HttpFault::StatusRetryAfter(429, "30".into()));
     let outcomes = write(&sink, &[envelope("S", 2, "s", json(2))]).await;
     assert_eq!(error_of(&outcomes[0]).retry_after(), Some(Duration::from_secs(30)));
     assert_eq!(srv.writes().len(), 4, "no retry inside the call");
@@ -251,7 +251,7 @@ async fn in_call_retries_absorb_failures_with_the_same_key() {
 #[tokio::test]
 async fn retries_stop_in_time_for_the_write_budget() {
     let srv = server().await;
-    srv.push_n(10, Fault::Stall(Duration::from_secs(3)));
+    srv.push_n(10, HttpFault::Stall(Duration::from_secs(3)));
     let mut c = config(&srv);
     c.request_timeout_seconds = 0.3;
     let sink = opened(c).await;
@@ -265,12 +265,12 @@ async fn retries_stop_in_time_for_the_write_budget() {
 #[tokio::test]
 async fn retry_after_becomes_the_redelivery_delay() {
     let srv = server().await;
-    srv.push(Fault::StatusRetryAfter(429, "7".into()));
-    srv.push(Fault::StatusRetryAfter(
+    srv.push(HttpFault::StatusRetryAfter(429, "7".into()));
+    srv.push(HttpFault::StatusRetryAfter(
         503,
         httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(120)),
     ));
-    srv.push(Fault::Status(503));
+    srv.push(HttpFault::Status(503));
     let mut c = single_attempt(&srv);
     c.max_concurrent_requests = 1;
     let sink = opened(c).await;
@@ -331,7 +331,7 @@ async fn duplicate_statuses_need_a_key_on_the_request() {
     c.idempotency.required = false;
     let sink = opened(c).await;
     assert!(!sink.capabilities().reports_duplicates);
-    srv.push(Fault::Status(409));
+    srv.push(HttpFault::Status(409));
     let outcomes = write(&sink, &[envelope("S", 1, "s", json(1))]).await;
     assert_eq!(error_of(&outcomes[0]).class(), ErrorClass::Permanent, "409 without a key proves nothing");
     assert!(srv.writes()[0].key().is_none(), "no key header when keys are disabled");
@@ -340,7 +340,7 @@ async fn duplicate_statuses_need_a_key_on_the_request() {
 #[tokio::test]
 async fn a_dropped_connection_is_temporary() {
     let srv = server().await;
-    srv.push(Fault::Drop);
+    srv.push(HttpFault::Drop);
     let sink = opened(single_attempt(&srv)).await;
     let e = envelope("S", 1, "s", json(1));
     let outcomes = write(&sink, std::slice::from_ref(&e)).await;
@@ -353,8 +353,8 @@ async fn a_dropped_connection_is_temporary() {
 async fn redirects_are_not_followed() {
     let srv = server().await;
     let other = server().await;
-    srv.push(Fault::Redirect(307, other.url()));
-    srv.push(Fault::Redirect(301, "/elsewhere".into()));
+    srv.push(HttpFault::Redirect(307, other.url()));
+    srv.push(HttpFault::Redirect(301, "/elsewhere".into()));
     let mut c = config(&srv);
     c.max_concurrent_requests = 1;
     let sink = opened(c).await;
@@ -371,7 +371,7 @@ async fn redirects_are_not_followed() {
 #[tokio::test]
 async fn a_slow_answer_beyond_the_timeout_is_temporary() {
     let srv = server().await;
-    srv.push(Fault::Stall(Duration::from_secs(3)));
+    srv.push(HttpFault::Stall(Duration::from_secs(3)));
     let mut c = single_attempt(&srv);
     c.request_timeout_seconds = 0.3;
     let sink = opened(c).await;
@@ -386,7 +386,7 @@ async fn a_slow_answer_beyond_the_timeout_is_temporary() {
 #[tokio::test]
 async fn after_a_timeout_the_inquiry_finds_the_committed_key() {
     let srv = server().await;
-    srv.push(Fault::CommitThenStall(Duration::from_secs(3)));
+    srv.push(HttpFault::CommitThenStall(Duration::from_secs(3)));
     let mut c = config(&srv);
     c.request_timeout_seconds = 0.3;
     c.inquiry_url = Some(srv.inquiry_url());
@@ -402,7 +402,7 @@ async fn after_a_timeout_the_inquiry_finds_the_committed_key() {
 #[tokio::test]
 async fn after_a_timeout_an_unknown_key_is_sent_again_once() {
     let srv = server().await;
-    srv.push(Fault::Stall(Duration::from_secs(3)));
+    srv.push(HttpFault::Stall(Duration::from_secs(3)));
     let mut c = single_attempt(&srv);
     c.request_timeout_seconds = 0.3;
     c.inquiry_url = Some(srv.inquiry_url());
@@ -413,7 +413,7 @@ async fn after_a_timeout_an_unknown_key_is_sent_again_once() {
     assert_eq!(methods, ["POST", "GET", "POST"]);
 
     // A second timeout after the resend is not inquired again: temporary.
-    srv.push_n(2, Fault::Stall(Duration::from_secs(3)));
+    srv.push_n(2, HttpFault::Stall(Duration::from_secs(3)));
     let outcomes = write(&sink, &[envelope("S", 2, "s", json(2))]).await;
     assert_eq!(error_of(&outcomes[0]).class(), ErrorClass::Temporary);
     let methods: Vec<String> = srv.requests().iter().skip(3).map(|r| r.method.to_string()).collect();
@@ -423,7 +423,7 @@ async fn after_a_timeout_an_unknown_key_is_sent_again_once() {
 #[tokio::test]
 async fn an_inquiry_that_cannot_tell_leaves_the_message_temporary() {
     let srv = server().await;
-    srv.push(Fault::Stall(Duration::from_secs(3)));
+    srv.push(HttpFault::Stall(Duration::from_secs(3)));
     let mut c = config(&srv);
     c.request_timeout_seconds = 0.3;
     c.retry.max_retries = 0;
@@ -463,9 +463,9 @@ async fn batch_mode_json_array_sends_chunks_all_or_nothing() {
 
     // A retry status is retried in place; beyond the retries it fails every envelope of the
     // request temporarily.
-    srv.push(Fault::Status(503));
+    srv.push(HttpFault::Status(503));
     assert_eq!(classes(&write(&sink, &distinct(11, 12)).await), vec![OutcomeClass::Committed; 2]);
-    srv.push_n(4, Fault::Status(503));
+    srv.push_n(4, HttpFault::Status(503));
     let outcomes = write(&sink, &distinct(13, 14)).await;
     assert_eq!(classes(&outcomes), vec![OutcomeClass::FailedTemporary; 2]);
 }
@@ -708,7 +708,7 @@ fn write_file(dir: &tempfile::TempDir, name: &str, text: &str) -> std::path::Pat
 async fn tls_with_a_private_ca_negotiates_http2() {
     let pki = pki();
     let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start_tls(ServerTls {
+    let srv = HttpTestServer::start_tls(HttpServerTls {
         cert_chain_pem: pki.server_cert_pem.clone(),
         key_pem: pki.server_key_pem.clone(),
         client_ca_pem: None,
@@ -740,7 +740,7 @@ async fn tls_with_a_private_ca_negotiates_http2() {
 async fn mutual_tls_sends_the_client_certificate() {
     let pki = pki();
     let dir = tempfile::tempdir().unwrap();
-    let srv = TestServer::start_tls(ServerTls {
+    let srv = HttpTestServer::start_tls(HttpServerTls {
         cert_chain_pem: pki.server_cert_pem.clone(),
         key_pem: pki.server_key_pem.clone(),
         client_ca_pem: Some(pki.ca_pem.clone()),

@@ -1,6 +1,6 @@
 //! The MySQL sink against the sink contract (docs/sink-contract.md) on a private MariaDB
 //! (the run's shared server, or one started for this test process), one test per clause. A
-//! clause that cannot run prints SKIPPED with the reason.
+//! clause that cannot run fails.
 
 use sink_mysql::certify::{MySqlHarness, TestServer};
 

@@ -1,7 +1,7 @@
 //! The MySQL sink's modes and policies on a live server (the run's private MariaDB): duplicates
 //! in every keyed mode, `append`, conflict policies, table routes in one transaction,
 //! payload-field keys, and a rejected row that fails alone without hiding duplicates
-//! (reference W2). Each test uses its own tables; prints SKIPPED when MariaDB is unreachable.
+//! (reference W2). Each test uses its own tables, and fails when MariaDB is unreachable.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 use mysql_async::prelude::Queryable;
@@ -12,15 +12,12 @@ use sinks_contract::config::SinkSection;
 use sinks_contract::testing::{classes, envelope_with, error_of, write};
 use sinks_contract::{ConflictResolution, Envelope, Headers, MessageOutcome, OutcomeClass, Sink};
 
-/// A table name and an admin connection, or `None` after printing why the test is skipped.
-async fn setup(test: &str) -> Option<(mysql_async::Conn, String)> {
+/// A table name and an admin connection; fails `test` when there is no MariaDB.
+async fn setup(test: &str) -> (mysql_async::Conn, String) {
     let admin = async { server()?.admin().await };
     match admin.await {
-        Ok(c) => Some((c, unique_table("it"))),
-        Err(reason) => {
-            eprintln!("SKIPPED {test}: {reason}");
-            None
-        }
+        Ok(c) => (c, unique_table("it")),
+        Err(reason) => sinks_testkit::cannot_run(test, reason),
     }
 }
 
@@ -65,7 +62,7 @@ async fn drop(c: &mut mysql_async::Conn, tables: &[&str]) {
 
 #[tokio::test]
 async fn insert_ignore_reports_duplicates_and_a_rejected_row_alone() {
-    let Some((mut c, table)) = setup("insert_ignore_reports_duplicates_and_a_rejected_row_alone").await else { return };
+    let (mut c, table) = setup("insert_ignore_reports_duplicates_and_a_rejected_row_alone").await;
     let s = sink(&table, json!({"mode": "insert_ignore"})).await;
     c.query_drop(format!("ALTER TABLE {} MODIFY `SUBJECT` varchar(12) NOT NULL", quoted_table(&table))).await.unwrap();
     let first = env(1, "it.a", r#"{"v":1}"#);
@@ -80,7 +77,7 @@ async fn insert_ignore_reports_duplicates_and_a_rejected_row_alone() {
 
 #[tokio::test]
 async fn insert_mode_treats_a_redelivery_as_a_duplicate_and_append_keeps_every_delivery() {
-    let Some((mut c, table)) = setup("insert_mode_and_append").await else { return };
+    let (mut c, table) = setup("insert_mode_and_append").await;
     let insert = sink(&table, json!({"mode": "insert"})).await;
     let e = env(1, "it.a", r#"{"v":1}"#);
     write(&insert, std::slice::from_ref(&e)).await;
@@ -97,7 +94,7 @@ async fn insert_mode_treats_a_redelivery_as_a_duplicate_and_append_keeps_every_d
 
 #[tokio::test]
 async fn conflict_policies_keep_overwrite_or_reject() {
-    let Some((mut c, base)) = setup("conflict_policies_keep_overwrite_or_reject").await else { return };
+    let (mut c, base) = setup("conflict_policies_keep_overwrite_or_reject").await;
     for (policy, expected, stored) in [
         ("keep_first", ConflictResolution::KeptExisting, r#"{"v":"first"}"#),
         ("overwrite", ConflictResolution::Overwritten, r#"{"v":"second"}"#),
@@ -117,7 +114,7 @@ async fn conflict_policies_keep_overwrite_or_reject() {
 
 #[tokio::test]
 async fn routed_tables_are_written_in_one_transaction() {
-    let Some((mut c, table)) = setup("routed_tables_are_written_in_one_transaction").await else { return };
+    let (mut c, table) = setup("routed_tables_are_written_in_one_transaction").await;
     let other = format!("{table}_r");
     let s = sink(&table, json!({"table_routes": [{"subject": "it.special.*", "table": other}]})).await;
     c.query_drop(format!("ALTER TABLE {} MODIFY `SUBJECT` varchar(16) NOT NULL", quoted_table(&other))).await.unwrap();
@@ -135,7 +132,7 @@ async fn routed_tables_are_written_in_one_transaction() {
 
 #[tokio::test]
 async fn payload_field_keys_identify_business_events() {
-    let Some((mut c, table)) = setup("payload_field_keys_identify_business_events").await else { return };
+    let (mut c, table) = setup("payload_field_keys_identify_business_events").await;
     let s = sink(&table, json!({"idempotency": {"strategy": "payload_field", "payload_field": "order.id"}, "conflict_policy": "keep_first"}))
         .await;
     // The same order published twice (different stream sequences) is one row.
@@ -151,7 +148,7 @@ async fn payload_field_keys_identify_business_events() {
 
 #[tokio::test]
 async fn upsert_without_a_fingerprint_applies_its_update_columns() {
-    let Some((mut c, table)) = setup("upsert_without_a_fingerprint_applies_its_update_columns").await else { return };
+    let (mut c, table) = setup("upsert_without_a_fingerprint_applies_its_update_columns").await;
     let s = sink(&table, json!({"upsert_update_columns": ["PAYLOAD_JSON"]})).await;
     write(&s, &[env(1, "it.a", r#"{"v":1}"#)]).await;
     let outcomes = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":2}"#))]).await;

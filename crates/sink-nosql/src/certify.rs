@@ -14,7 +14,8 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oracle_nosql_rust_sdk::types::MapValue;
 use oracle_nosql_rust_sdk::{DeleteRequest, Handle, HandleMode, PutRequest, QueryRequest, TableRequest};
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::certify::skips::ORACLE_NOSQL_PROXY;
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record, Unavailable};
 use sinks_contract::{Envelope, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -36,7 +37,12 @@ enum Reader {
 pub struct NoSqlHarness {
     endpoint: String,
     reader: Reader,
+    /// Why there is no live proxy ([`NoSqlHarness::live_from_env`] without one).
+    missing: Option<String>,
 }
+
+/// The variable naming a real proxy for the live harness (`http://host:port`).
+pub const LIVE_ENV: &str = "NATS_SINKS_TEST_NOSQL_ENDPOINT";
 
 /// A unique table name for one test.
 pub fn unique_table(prefix: &str) -> String {
@@ -46,12 +52,25 @@ pub fn unique_table(prefix: &str) -> String {
 impl NoSqlHarness {
     /// A harness over the testkit's NoSQL test server at `endpoint`.
     pub fn test_server(endpoint: impl Into<String>) -> Self {
-        Self { endpoint: endpoint.into(), reader: Reader::TestServer }
+        Self { endpoint: endpoint.into(), reader: Reader::TestServer, missing: None }
     }
 
     /// A harness over a real, non-secure proxy at `endpoint` (KVLite + httpproxy).
     pub fn live(endpoint: impl Into<String>) -> Self {
-        Self { endpoint: endpoint.into(), reader: Reader::Query }
+        Self { endpoint: endpoint.into(), reader: Reader::Query, missing: None }
+    }
+
+    /// A harness over the real proxy [`LIVE_ENV`] names; without one, every clause is an
+    /// allow-listed skip (`oracle-nosql-proxy`: no registry offers the proxy).
+    pub fn live_from_env() -> Self {
+        match std::env::var(LIVE_ENV) {
+            Ok(v) if !v.trim().is_empty() => Self::live(v.trim()),
+            _ => Self {
+                endpoint: String::new(),
+                reader: Reader::Query,
+                missing: Some(format!("{LIVE_ENV} is not set (point it at a real Oracle NoSQL proxy)")),
+            },
+        }
     }
 
     /// The service endpoint.
@@ -264,7 +283,11 @@ impl ReadBack for TableReadBack {
 #[async_trait]
 impl Harness for NoSqlHarness {
     fn name(&self) -> &'static str {
-        "nosql"
+        if self.is_live() { "nosql-live" } else { "nosql" }
+    }
+
+    fn unavailable(&self) -> Option<Unavailable> {
+        self.missing.as_ref().map(|detail| Unavailable { allowed: ORACLE_NOSQL_PROXY, detail: detail.clone() })
     }
 
     async fn fresh(&self) -> Result<Fixture, String> {

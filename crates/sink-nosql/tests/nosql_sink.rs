@@ -3,7 +3,7 @@
 //! and other temporary failures retried in place or handed back, held-back messages behind a
 //! failure of their ordering key, a refused row failing alone, the service stopped and
 //! restarted. The tests that need no fault injection also run against a real proxy when
-//! `NATS_SINKS_TEST_NOSQL_ENDPOINT` names one (SKIPPED otherwise).
+//! `NATS_SINKS_TEST_NOSQL_ENDPOINT` names one (an allow-listed skip otherwise).
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 use std::time::Duration;
@@ -19,9 +19,12 @@ use sinks_testkit::NoSqlTestServer;
 /// The test server's harness, and the live proxy's when one is named.
 fn harnesses() -> Vec<NoSqlHarness> {
     let mut out = vec![NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint())];
-    match sinks_testkit::live_nosql() {
-        Ok(endpoint) => out.push(NoSqlHarness::live(endpoint)),
-        Err(reason) => eprintln!("SKIPPED the live half of this test: {reason}"),
+    if let Some(endpoint) = sinks_testkit::env_or_allowed_skip(
+        sinks_testkit::NOSQL_LIVE_ENV,
+        sinks_testkit::ORACLE_NOSQL_PROXY,
+        "the live-proxy half of the sink-nosql tests",
+    ) {
+        out.push(NoSqlHarness::live(endpoint));
     }
     out
 }

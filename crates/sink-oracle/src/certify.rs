@@ -16,7 +16,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_contract::certify::skips::ORACLE_DATABASE;
+use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record, Unavailable};
 use sinks_contract::config::SinkSection;
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
@@ -134,6 +135,15 @@ impl Harness for ScriptedHarness {
         Some(Arc::new(OracleSink::with_driver(config, Arc::new(driver)).ok()?))
     }
 
+    fn crash_unavailable(&self) -> Option<Unavailable> {
+        Some(Unavailable {
+            allowed: ORACLE_DATABASE,
+            detail: "the scripted database lives in the test process; the crash certification runs the real \
+                     binary, which needs a live database"
+                .into(),
+        })
+    }
+
     async fn crash_target(&self) -> Result<CrashTarget, String> {
         Err("the scripted database lives in the test process; crash certification needs a live database".into())
     }
@@ -210,6 +220,9 @@ impl Live {
 #[derive(Debug)]
 pub struct LiveHarness {
     live: Result<Live, String>,
+    /// Set when the environment names no database (the allow-listed reason to skip); a
+    /// database that is named but cannot be reached is a failure instead.
+    unset: Option<String>,
 }
 
 impl LiveHarness {
@@ -218,7 +231,7 @@ impl LiveHarness {
     pub async fn from_env() -> Self {
         let live = match Live::from_env() {
             Ok(live) => live,
-            Err(reason) => return Self { live: Err(reason) },
+            Err(reason) => return Self { live: Err(reason.clone()), unset: Some(reason) },
         };
         let probe = live.clone();
         let checked = tokio::task::spawn_blocking(move || {
@@ -229,7 +242,7 @@ impl LiveHarness {
         .await
         .map_err(|e| e.to_string())
         .and_then(|r| r);
-        Self { live: checked.map(|()| live) }
+        Self { live: checked.map(|()| live), unset: None }
     }
 
     fn live(&self) -> Result<&Live, String> {
@@ -238,8 +251,22 @@ impl LiveHarness {
 
     /// Why there is no live database (a variable unset, Instant Client missing, the
     /// database not answering), or `None` when there is one.
-    pub fn unavailable(&self) -> Option<&str> {
+    pub fn why_not_live(&self) -> Option<&str> {
         self.live.as_ref().err().map(String::as_str)
+    }
+
+    /// Asserts that the harness can run, or records an allow-listed skip of `test` when the
+    /// environment names no database (then returns false). Panics when a database is named
+    /// but cannot be used.
+    pub fn runs(&self, test: &str) -> bool {
+        match (&self.unset, &self.live) {
+            (Some(unset), _) => {
+                sinks_contract::certify::skips::record_allowed_skip(ORACLE_DATABASE, test, unset);
+                false
+            }
+            (None, Err(reason)) => panic!("{test}: the live Oracle database is named but cannot be used: {reason}"),
+            (None, Ok(_)) => true,
+        }
     }
 
     /// An opened sink writing a fresh table (the harness's settings, `CLOB` JSON columns,
@@ -338,6 +365,10 @@ impl Drop for LiveReadBack {
 impl Harness for LiveHarness {
     fn name(&self) -> &'static str {
         "oracle"
+    }
+
+    fn unavailable(&self) -> Option<Unavailable> {
+        self.unset.as_ref().map(|unset| Unavailable { allowed: ORACLE_DATABASE, detail: unset.clone() })
     }
 
     async fn fresh(&self) -> Result<Fixture, String> {

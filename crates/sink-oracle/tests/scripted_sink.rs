@@ -333,11 +333,11 @@ async fn without_instant_client_open_is_a_configuration_error_that_says_what_to_
     let config = OracleSinkConfig::from_section(&sinks_contract::config::SinkSection(m)).unwrap();
     let sink = OracleSink::new(config).unwrap().with_password("not-a-real-password");
     let err = sink.open().await.unwrap_err();
+    assert!(!err.display_chain().contains("not-a-real-password"));
     if !err.message().contains("DPI-1047") {
-        eprintln!(
-            "SKIPPED without_instant_client_open_is_a_configuration_error: Instant Client is installed here ({})",
-            err.message()
-        );
+        // Instant Client is installed (never on this project's machines): the same open then
+        // meets a closed port, which can heal by itself.
+        assert_eq!(err.class(), ErrorClass::Temporary, "with Instant Client: {}", err.message());
         return;
     }
     assert_eq!(err.class(), ErrorClass::Config);

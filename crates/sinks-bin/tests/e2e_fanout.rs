@@ -3,7 +3,7 @@
 //! message dead-letters only that message, naming the target; an optional target that is
 //! down for the whole run costs no more than its window; kill -9 during fan-out keeps every
 //! required target exact; the reference's fan-out shape (compact form) runs unchanged.
-//! Every test needs the run's MariaDB and prints SKIPPED when none can be started.
+//! Every test needs the run's MariaDB and fails when none can be started.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::print_stderr)]
 
 mod support;
@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use serde_json::{Value, json};
-use sink_http::certify::TestServer as HttpServer;
 use sink_mysql::certify::{TestServer as MySqlServer, unique_table};
+use sinks_testkit::HttpTestServer as HttpServer;
 use sinks_testkit::{js_publish_all, read_stream, stream_with_subjects, unique, wait_until};
 use support::{Env, Sink, acked, env, records};
 
@@ -23,19 +23,14 @@ fn mysql() -> Result<MySqlServer, String> {
     sinks_testkit::shared_mysql().map(|a| MySqlServer::new(a.host, a.port))
 }
 
-async fn mysql_or_skip(test: &str) -> Option<MySqlServer> {
+/// The run's MariaDB; fails `test` when there is none.
+async fn mysql_or_fail(test: &str) -> MySqlServer {
     let ready = async {
         let server = mysql()?;
         server.admin().await?;
         Ok::<_, String>(server)
     };
-    match ready.await {
-        Ok(s) => Some(s),
-        Err(reason) => {
-            eprintln!("SKIPPED {test}: {reason}");
-            None
-        }
-    }
+    ready.await.unwrap_or_else(|reason| sinks_testkit::cannot_run(test, reason))
 }
 
 fn mysql_target(server: &MySqlServer, table: &str) -> Value {
@@ -93,7 +88,7 @@ fn is_secret(i: usize) -> bool {
 #[tokio::test]
 async fn routes_by_subject_and_classification_and_dead_letters_only_the_refused_copy() {
     let test = "routes_by_subject_and_classification_and_dead_letters_only_the_refused_copy";
-    let Some(db) = mysql_or_skip(test).await else { return };
+    let db = mysql_or_fail(test).await;
     let e = env().await;
     let hook = HttpServer::start().await.unwrap();
     hook.set_reject_marker(Some(b"REJECT"));
@@ -185,7 +180,7 @@ async fn an_optional_target_down_for_the_whole_run_costs_only_its_window() {
 #[tokio::test]
 async fn kill_9_during_fanout_three_times_keeps_every_required_target_exact() {
     let test = "kill_9_during_fanout_three_times_keeps_every_required_target_exact";
-    let Some(db) = mysql_or_skip(test).await else { return };
+    let db = mysql_or_fail(test).await;
     let e = env().await;
     let table = unique_table("fanout_kill");
     let total = 3000;

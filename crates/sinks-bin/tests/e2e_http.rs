@@ -1,5 +1,5 @@
 //! `nats-sink run` with the HTTP sink against a real HTTP endpoint (the certification
-//! `TestServer`, in this process) under transient faults: every 10th key answered 503 on
+//! `HttpTestServer`, in this process) under transient faults: every 10th key answered 503 on
 //! its first request, on one subject, with two kill -9 during the run. Each faulty run is
 //! measured beside a fault-free twin started at the same moment on the same machine (same
 //! load), and must drain within 3× its time, with every key delivered and each key
@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::json;
-use sink_http::certify::TestServer;
+use sinks_testkit::HttpTestServer;
 use sinks_testkit::{read_stream, stream_with_subjects, unique, wait_until};
 use support::{Env, Sink, drain_with_two_kills, env, publish_one_subject};
 
@@ -21,14 +21,14 @@ const MESSAGES: usize = 5000;
 /// A run of `MESSAGES` on one subject through a fresh endpoint; `fault` prepares it.
 struct Scenario {
     e: Env,
-    endpoint: TestServer,
+    endpoint: HttpTestServer,
     config: PathBuf,
 }
 
-async fn scenario(delivery: serde_json::Value, fault: impl FnOnce(&TestServer)) -> Scenario {
+async fn scenario(delivery: serde_json::Value, fault: impl FnOnce(&HttpTestServer)) -> Scenario {
     let e = env().await;
     publish_one_subject(&e, MESSAGES).await;
-    let endpoint = TestServer::start().await.unwrap();
+    let endpoint = HttpTestServer::start().await.unwrap();
     endpoint.set_request_log(false);
     endpoint.set_keep_bodies(false);
     fault(&endpoint);
@@ -103,7 +103,7 @@ async fn messages_held_back_behind_failures_never_reach_the_dlq() {
     let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
     stream_with_subjects(&e.js, &dlq_stream, &[&dlq_subject]).await;
     publish_one_subject(&e, 1000).await;
-    let endpoint = TestServer::start().await.unwrap();
+    let endpoint = HttpTestServer::start().await.unwrap();
     endpoint.set_flaky_every(Some(10), None);
     // No retries in place (the reference's setting), three deliveries allowed: every failure
     // goes back to the runner, and everything behind it on the subject is held back.

@@ -1,5 +1,5 @@
 //! The delivery ledger and `nats-sink reconcile` / `replay` with the HTTP sink against a
-//! private JetStream server and the certification `TestServer` (a real HTTP server in this
+//! private JetStream server and the certification `HttpTestServer` (a real HTTP server in this
 //! process): receipts name the status and the endpoint's record id; 3 records removed and 1
 //! edited behind the sink's back are reported with their sequences through `inquiry_url`
 //! (by the fingerprint header, and by hashing the returned document when no header is
@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use serde_json::json;
-use sink_http::certify::{FINGERPRINT_HEADER, RESPONSE_ID_HEADER, TestServer};
+use sinks_testkit::{FINGERPRINT_HEADER, HttpTestServer, RESPONSE_ID_HEADER};
 use sinks_testkit::{read_stream, stream_with_subjects, unique, wait_until};
 use support::{Sink, env, findings, json, nats_sink, text};
 
@@ -22,7 +22,7 @@ use support::{Sink, env, findings, json, nats_sink, text};
 // `nats-sink` child processes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receipts_carry_status_and_record_id_and_reconcile_asks_the_inquiry_url() {
-    let server = TestServer::start().await.unwrap();
+    let server = HttpTestServer::start().await.unwrap();
     server.set_request_log(false);
     let e = env().await;
     let ledger = unique("LEDGER");

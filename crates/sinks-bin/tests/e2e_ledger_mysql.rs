@@ -1,7 +1,7 @@
 //! `nats-sink reconcile` and `nats-sink replay` with the MySQL sink against a private
 //! JetStream server and MariaDB: rows deleted and altered behind the sink's back are reported
 //! with their sequences (bulk key lookup), replay brings the missing rows back, and reconcile
-//! comes back clean. Prints SKIPPED when no MariaDB can be started.
+//! comes back clean. Fails when no MariaDB can be started.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::print_stderr)]
 
 mod support;
@@ -16,20 +16,11 @@ use support::{Sink, env, findings, json, nats_sink, text};
 
 #[tokio::test]
 async fn reconcile_reports_deleted_and_altered_rows_and_replay_repairs_them() {
-    let server = match sinks_testkit::shared_mysql().map(|a| TestServer::new(a.host, a.port)) {
-        Ok(s) => s,
-        Err(reason) => {
-            eprintln!("SKIPPED reconcile_reports_deleted_and_altered_rows_and_replay_repairs_them: {reason}");
-            return;
-        }
-    };
-    let mut db = match server.admin().await {
-        Ok(c) => c,
-        Err(reason) => {
-            eprintln!("SKIPPED reconcile_reports_deleted_and_altered_rows_and_replay_repairs_them: {reason}");
-            return;
-        }
-    };
+    const TEST: &str = "reconcile_reports_deleted_and_altered_rows_and_replay_repairs_them";
+    let server = sinks_testkit::shared_mysql()
+        .map(|a| TestServer::new(a.host, a.port))
+        .unwrap_or_else(|reason| sinks_testkit::cannot_run(TEST, reason));
+    let mut db = server.admin().await.unwrap_or_else(|reason| sinks_testkit::cannot_run(TEST, reason));
     let e = env().await;
     let ledger = unique("LEDGER");
     let ledger_subject = format!("{}.receipts", ledger.to_lowercase());

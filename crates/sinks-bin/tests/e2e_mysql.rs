@@ -2,8 +2,7 @@
 //! for every message, a rejected row dead-lettered alone, the reference's config running
 //! unchanged on the reference's table shape, start-up configuration errors, `ddl`, and a
 //! 30-second database outage that loses and duplicates nothing. Every test uses a private
-//! MariaDB (the run's shared one, or one of its own) and prints SKIPPED when none can be
-//! started.
+//! MariaDB (the run's shared one, or one of its own) and fails when none can be started.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::print_stderr)]
 
 mod support;
@@ -32,16 +31,10 @@ fn mysql_sink(fields: serde_json::Value) -> serde_json::Value {
     sink
 }
 
-/// The admin connection, or `None` after printing why the test is skipped.
-async fn mysql_or_skip(test: &str) -> Option<mysql_async::Conn> {
+/// The admin connection; fails `test` when there is no MariaDB.
+async fn mysql_or_fail(test: &str) -> mysql_async::Conn {
     let admin = async { server()?.admin().await };
-    match admin.await {
-        Ok(c) => Some(c),
-        Err(reason) => {
-            eprintln!("SKIPPED {test}: {reason}");
-            None
-        }
-    }
+    admin.await.unwrap_or_else(|reason| sinks_testkit::cannot_run(test, reason))
 }
 
 async fn count(table: &str) -> usize {
@@ -57,7 +50,7 @@ async fn drop_table(conn: &mut mysql_async::Conn, table: &str) {
 
 #[tokio::test]
 async fn every_message_becomes_one_row_and_is_acked() {
-    let Some(mut db) = mysql_or_skip("every_message_becomes_one_row_and_is_acked").await else { return };
+    let mut db = mysql_or_fail("every_message_becomes_one_row_and_is_acked").await;
     let e = env().await;
     let table = unique_table("e2e");
     e.publish(1000, json).await;
@@ -84,7 +77,7 @@ async fn every_message_becomes_one_row_and_is_acked() {
 
 #[tokio::test]
 async fn a_rejected_row_goes_to_the_dlq_alone() {
-    let Some(mut db) = mysql_or_skip("a_rejected_row_goes_to_the_dlq_alone").await else { return };
+    let mut db = mysql_or_fail("a_rejected_row_goes_to_the_dlq_alone").await;
     let e = env().await;
     let table = unique_table("reject");
     let dlq_stream = unique("DLQ");
@@ -129,9 +122,7 @@ async fn a_rejected_row_goes_to_the_dlq_alone() {
 
 #[tokio::test]
 async fn the_reference_mysql_config_runs_unchanged_on_the_reference_table() {
-    let Some(mut db) = mysql_or_skip("the_reference_mysql_config_runs_unchanged_on_the_reference_table").await else {
-        return;
-    };
+    let mut db = mysql_or_fail("the_reference_mysql_config_runs_unchanged_on_the_reference_table").await;
     let e = env().await;
     // A database and user of its own, holding the reference's default table shape.
     let database = unique("refdb").to_lowercase();
@@ -199,7 +190,7 @@ fn rand_suffix() -> String {
 
 #[tokio::test]
 async fn startup_configuration_errors_exit_2_naming_the_problem() {
-    let Some(_db) = mysql_or_skip("startup_configuration_errors_exit_2_naming_the_problem").await else { return };
+    let _db = mysql_or_fail("startup_configuration_errors_exit_2_naming_the_problem").await;
     let e = env().await;
     let cases = [
         (mysql_sink(json!({"database": "test", "user": "nobody_at_all"})), "access denied"),

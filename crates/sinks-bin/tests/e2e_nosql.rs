@@ -159,23 +159,22 @@ fn run_named(var: &str) {
 
 /// The live path of the outage test: a real proxy (`NATS_SINKS_TEST_NOSQL_ENDPOINT`) that
 /// `NATS_SINKS_TEST_NOSQL_KILL` kills (kill -9 of KVLite and the proxy) and
-/// `NATS_SINKS_TEST_NOSQL_START` starts again on the same store and port. SKIPPED unless all
-/// three are set (a development session with KVLite; see docs/nosql-sink.md).
+/// `NATS_SINKS_TEST_NOSQL_START` starts again on the same store and port. An allow-listed skip
+/// (`oracle-nosql-proxy`) without a live proxy; with one, the other two must be set (a
+/// development session with KVLite; see docs/nosql-sink.md).
 #[tokio::test]
 async fn live_proxy_killed_mid_run_and_restarted_loses_nothing() {
     const KILL: &str = "NATS_SINKS_TEST_NOSQL_KILL";
     const START: &str = "NATS_SINKS_TEST_NOSQL_START";
-    let endpoint = match sinks_testkit::live_nosql() {
-        Ok(e) if std::env::var(KILL).is_ok() && std::env::var(START).is_ok() => e,
-        Ok(_) => {
-            eprintln!("SKIPPED live_proxy_killed_mid_run_and_restarted_loses_nothing: {KILL} and {START} are not set");
-            return;
-        }
-        Err(reason) => {
-            eprintln!("SKIPPED live_proxy_killed_mid_run_and_restarted_loses_nothing: {reason}");
-            return;
-        }
+    const TEST: &str = "live_proxy_killed_mid_run_and_restarted_loses_nothing";
+    let Some(endpoint) =
+        sinks_testkit::env_or_allowed_skip(sinks_testkit::NOSQL_LIVE_ENV, sinks_testkit::ORACLE_NOSQL_PROXY, TEST)
+    else {
+        return;
     };
+    if std::env::var(KILL).is_err() || std::env::var(START).is_err() {
+        sinks_testkit::cannot_run(TEST, format!("a live proxy is named, but {KILL} and {START} are not set"));
+    }
     let harness = NoSqlHarness::live(&endpoint);
     let table = unique_table("live_outage");
     let config = harness.config(&table);

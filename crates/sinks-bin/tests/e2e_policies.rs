@@ -190,12 +190,9 @@ async fn a_mixed_batch_writes_the_valid_and_dead_letters_exactly_the_others() {
 
 #[tokio::test]
 async fn stored_custody_objects_verify_with_the_reference_hashing() {
-    let Ok(py) = reference_python() else {
-        eprintln!(
-            "SKIPPED stored_custody_objects_verify_with_the_reference_hashing: the Python reference is not installed"
-        );
-        return;
-    };
+    let py = reference_python().unwrap_or_else(|reason| {
+        sinks_testkit::cannot_run("stored_custody_objects_verify_with_the_reference_hashing", reason)
+    });
     let e = env().await;
     let payloads = [r#"{"b":[1.5,2e-7,100.0],"a":"ünïcode"}"#, "plain text", "{\"n\":-0.0}"];
     let msgs = payloads

@@ -3,8 +3,8 @@
 //! while the destination is away, replay, 1,001 direct: every message exactly once), a
 //! replay killed half way, encrypted payloads in records and in dead-letter records,
 //! `nats-sink decrypt`, tampering, and cross-implementation runs with the Python reference
-//! (PyPI `nats-sinks[crypto]==0.4.3`, installed by `cargo xtask setup`; those tests print
-//! SKIPPED without it).
+//! (PyPI `nats-sinks[crypto]==0.4.3`, installed by `cargo xtask setup`; those tests fail
+//! without it).
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::print_stderr)]
 
 mod support;
@@ -16,7 +16,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::json;
-use sink_http::certify::TestServer;
+use sinks_testkit::HttpTestServer;
 use sinks_testkit::{read_stream, reference_python, stream_with_subjects, unique, wait_until};
 use support::{Env, Sink, env, json, records, sequences};
 
@@ -93,7 +93,7 @@ async fn a_replay_killed_half_way_loses_and_duplicates_nothing() {
     let spooling = e.write_config_json_as("spool.json", spool_section(&spool), json!({}));
     e.publish_range(0, 1001, json).await;
     drain(&e, &spooling).await;
-    let endpoint = TestServer::start().await.unwrap();
+    let endpoint = HttpTestServer::start().await.unwrap();
     endpoint.set_delay(Duration::from_millis(3));
     let sink = json!({"type": "http", "url": endpoint.url(), "allow_http_for_local_testing": true});
     let target = e.write_config_json_as("target.json", sink, json!({"delivery": {"batch_size": 50}}));
@@ -206,15 +206,9 @@ async fn tampered_ciphertexts_fail_with_a_clear_error_and_write_nothing() {
     assert_eq!(spool_files(&spool), 1, "the tampered record is kept");
 }
 
-/// The reference's Python, or `None` after printing why the test is skipped.
-fn reference(test: &str) -> Option<PathBuf> {
-    match reference_python() {
-        Ok(p) => Some(p),
-        Err(reason) => {
-            eprintln!("SKIPPED {test}: {reason}");
-            None
-        }
-    }
+/// The reference's Python; fails `test` when it is not installed.
+fn reference(test: &str) -> PathBuf {
+    reference_python().unwrap_or_else(|reason| sinks_testkit::cannot_run(test, reason))
 }
 
 /// Runs `script` with the reference's Python; returns stdout.
@@ -226,7 +220,7 @@ fn python(py: &Path, script: &str, args: &[&str]) -> String {
 
 #[tokio::test]
 async fn the_reference_decrypts_what_nats_sink_encrypted() {
-    let Some(py) = reference("the_reference_decrypts_what_nats_sink_encrypted") else { return };
+    let py = reference("the_reference_decrypts_what_nats_sink_encrypted");
     for (algorithm, nonce, tag) in [("aes-256-gcm", 12, 16), ("aes-256-ccm", 11, 8)] {
         let e = env().await;
         e.publish_range(0, 10, json).await;
@@ -258,7 +252,7 @@ for env in json.loads(sys.argv[5]):
 
 #[tokio::test]
 async fn nats_sink_decrypts_what_the_reference_encrypted() {
-    let Some(py) = reference("nats_sink_decrypts_what_the_reference_encrypted") else { return };
+    let py = reference("nats_sink_decrypts_what_the_reference_encrypted");
     let dir = tempfile::tempdir().unwrap();
     let script = r#"
 import sys
@@ -285,7 +279,7 @@ for i, (alg, nonce, tag) in enumerate([("aes-256-gcm", 12, 16), ("aes-256-ccm", 
 
 #[tokio::test]
 async fn spools_move_between_implementations_in_both_directions() {
-    let Some(py) = reference("spools_move_between_implementations_in_both_directions") else { return };
+    let py = reference("spools_move_between_implementations_in_both_directions");
     let e = env().await;
     // The reference spools five messages; nats-sink replays them.
     let theirs = e.dir.path().join("their-spool");

@@ -5,13 +5,45 @@ use sinks_contract::certify::{self, MemoryHarness, Outcome};
 
 sinks_contract::certify_tests!(MemoryHarness);
 
-#[tokio::test]
-async fn run_all_reports_every_clause() {
-    let report = certify::run_all(&MemoryHarness).await;
-    assert_eq!(report.cases.len(), certify::CLAUSES.len());
-    for case in &report.cases {
-        assert_eq!(case.outcome, Outcome::Pass, "{} ({}) must pass for the reference sink", case.id, case.title);
+/// A harness whose destination is missing: allow-listed, or not.
+struct Missing(&'static str);
+
+#[async_trait::async_trait]
+impl certify::Harness for Missing {
+    fn name(&self) -> &'static str {
+        "missing"
     }
+    fn unavailable(&self) -> Option<certify::Unavailable> {
+        Some(certify::Unavailable { allowed: self.0, detail: "nothing to connect to".into() })
+    }
+    async fn fresh(&self) -> Result<certify::Fixture, String> {
+        Err("nothing to connect to".into())
+    }
+}
+
+#[tokio::test]
+async fn run_all_reports_every_clause_in_order() {
+    // An unavailable harness: run_all reports every clause without running any.
+    let report = certify::run_all(&Missing(certify::skips::ORACLE_DATABASE)).await;
+    let ids: Vec<&str> = report.cases.iter().map(|c| c.id.as_str()).collect();
+    let clauses: Vec<&str> = certify::CLAUSES.iter().map(|(id, _, _)| *id).collect();
+    assert_eq!(ids, clauses);
+    assert!(report.passed(), "allow-listed skips are not failures");
+}
+
+#[tokio::test]
+async fn only_an_allow_listed_reason_skips_a_clause() {
+    let allowed = certify::run_case(&Missing(certify::skips::ORACLE_DATABASE), "C1").await;
+    assert!(
+        matches!(&allowed.outcome, Outcome::Skip { allowed, .. } if allowed == certify::skips::ORACLE_DATABASE),
+        "{:?}",
+        allowed.outcome
+    );
+    let refused = certify::run_case(&Missing("no-mariadb-here"), "C1").await;
+    assert!(matches!(refused.outcome, Outcome::Fail(_)), "an id off the allow-list fails: {:?}", refused.outcome);
+    // assert_case fails the test for that, and records nothing.
+    let failed = std::panic::catch_unwind(|| certify::assert_case("missing", &refused));
+    assert!(failed.is_err());
 }
 
 /// A sink that breaks the contract in configurable ways, to prove the cases can fail.
@@ -116,6 +148,7 @@ async fn the_cases_catch_broken_sinks() {
         let result = certify::run_case(&BrokenHarness(flaw), clause).await;
         assert!(matches!(result.outcome, Outcome::Fail(_)), "{flaw:?} must fail {clause}, got {:?}", result.outcome);
     }
-    let skipped = certify::run_case(&BrokenHarness(Flaw::DropsWrites), "C6").await;
-    assert!(matches!(skipped.outcome, Outcome::Skip(_)), "no poison means SKIP, never PASS");
+    // A harness that cannot make a poison message cannot show C6: that fails, never skips.
+    let cannot = certify::run_case(&BrokenHarness(Flaw::DropsWrites), "C6").await;
+    assert!(matches!(&cannot.outcome, Outcome::Fail(r) if r.starts_with("cannot run")), "{:?}", cannot.outcome);
 }

@@ -3,9 +3,11 @@
 //! JetStream cluster (any node of which a test may kill and restart), private MariaDB
 //! servers (one shared per run, or one per outage test), a real S3-compatible server
 //! (SeaweedFS), Oracle Coherence CE cluster members (one shared per run, or private ones a
-//! test kills, restarts from persistence or joins with a second member), an Oracle NoSQL test server speaking the proxy's protocol (in process), unique names, and small JetStream helpers. Every server runs on free ports
+//! test kills, restarts from persistence or joins with a second member), an Oracle NoSQL test server speaking the proxy's protocol (in process), an HTTP ingestion endpoint with fault injection and namespaces (in process), unique names, and small JetStream helpers. Every server runs on free ports
 //! from the tools `cargo xtask setup` installs, and dies with the process that started it;
-//! nothing here uses a server the machine happens to run. Not published.
+//! nothing here uses a server the machine happens to run. A test that cannot run fails
+//! ([`cannot_run`]) unless what it lacks is on the one allow-list ([`allowed_skip`]). Not
+//! published.
 #![allow(clippy::print_stderr, clippy::unwrap_used)]
 
 /// Environment variables that point a test run at servers started for it.
@@ -14,18 +16,24 @@ pub type RunEnv = Vec<(&'static str, String)>;
 mod cluster;
 mod coherence;
 mod fault_proxy;
+pub mod http;
 mod mariadb;
 mod names;
 mod nats;
 mod nosql;
 mod process;
 mod seaweedfs;
+mod skip;
 
 pub use cluster::{CLUSTER_NODES, NatsCluster};
 pub use coherence::{
     COHERENCE_ENV, CoherenceMember, JAVA_OPTS_ENV, coherence_lib, find_java, shared_coherence, start_coherence_for_run,
 };
 pub use fault_proxy::FaultProxy;
+pub use http::{
+    FINGERPRINT_HEADER, HttpFault, HttpServerTls, HttpTestServer, INGEST_PATH, LoggedRequest, RESPONSE_ID_HEADER,
+    StoredRecord, shared_http,
+};
 pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
 pub use names::unique;
 pub use nats::{
@@ -36,4 +44,7 @@ pub use process::{free_port, reference_python, tools_dir, watch, workspace_root}
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,
     start_for_run,
+};
+pub use skip::{
+    ALLOWED_SKIPS, ORACLE_DATABASE, ORACLE_NOSQL_PROXY, SKIP_LOG_ENV, allowed_skip, cannot_run, env_or_allowed_skip,
 };

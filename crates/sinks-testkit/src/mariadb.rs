@@ -159,7 +159,7 @@ static SHARED: std::sync::OnceLock<Result<MySqlAddr, String>> = std::sync::OnceL
 
 /// The MySQL-compatible server tests share: the one named by [`MYSQL_ENV`], else a private
 /// server started once for this process (stopped when the process ends). An error says
-/// why there is none (the caller prints SKIPPED with it).
+/// why there is none (the caller fails with it).
 pub fn shared_mysql() -> Result<MySqlAddr, String> {
     SHARED
         .get_or_init(|| {

@@ -42,7 +42,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
 /// Environment variable naming a real Oracle NoSQL proxy (`http://host:port`) for the live
-/// tests; they print SKIPPED when it is unset.
+/// tests; unset, they are allow-listed skips (`oracle-nosql-proxy`).
 pub const NOSQL_LIVE_ENV: &str = "NATS_SINKS_TEST_NOSQL_ENDPOINT";
 
 // ---------------------------------------------------------------------------------------

@@ -30,13 +30,8 @@ fn transcript(python: &std::path::Path, endpoint: &str, table: &str) -> serde_js
 
 #[test]
 fn borneo_sees_what_it_saw_against_a_real_proxy() {
-    let python = match borneo_python() {
-        Ok(p) => p,
-        Err(reason) => {
-            eprintln!("SKIPPED borneo_sees_what_it_saw_against_a_real_proxy: {reason}");
-            return;
-        }
-    };
+    let python = borneo_python()
+        .unwrap_or_else(|reason| sinks_testkit::cannot_run("borneo_sees_what_it_saw_against_a_real_proxy", reason));
     let golden: serde_json::Value = serde_json::from_str(include_str!("fixtures/nosql_borneo_live.json")).unwrap();
     let server = NoSqlTestServer::start().unwrap();
     let seen = transcript(&python, &server.endpoint(), "borneo_check_t");
@@ -49,13 +44,13 @@ fn borneo_sees_what_it_saw_against_a_real_proxy() {
 
 #[test]
 fn borneo_against_a_live_proxy_matches_the_recording() {
-    let (python, endpoint) = match (borneo_python(), sinks_testkit::live_nosql()) {
-        (Ok(p), Ok(e)) => (p, e),
-        (Err(reason), _) | (_, Err(reason)) => {
-            eprintln!("SKIPPED borneo_against_a_live_proxy_matches_the_recording: {reason}");
-            return;
-        }
+    const TEST: &str = "borneo_against_a_live_proxy_matches_the_recording";
+    let Some(endpoint) =
+        sinks_testkit::env_or_allowed_skip(sinks_testkit::NOSQL_LIVE_ENV, sinks_testkit::ORACLE_NOSQL_PROXY, TEST)
+    else {
+        return;
     };
+    let python = borneo_python().unwrap_or_else(|reason| sinks_testkit::cannot_run(TEST, reason));
     let golden: serde_json::Value = serde_json::from_str(include_str!("fixtures/nosql_borneo_live.json")).unwrap();
     let table = format!("borneo_live_{}", std::process::id());
     assert_eq!(transcript(&python, &endpoint, &table), golden);

@@ -38,7 +38,7 @@ macro_rules! check {
 }
 
 async fn fresh(h: &dyn Harness) -> Result<Fixture, Outcome> {
-    h.fresh().await.map_err(|reason| Outcome::Skip(format!("no destination: {reason}")))
+    h.fresh().await.map_err(|reason| Outcome::Fail(format!("cannot run: no destination: {reason}")))
 }
 
 fn label(o: &MessageOutcome) -> String {
@@ -155,7 +155,11 @@ pub async fn c4_duplicate_is_harmless(h: &dyn Harness) -> Outcome {
         }
     }
     check!(holds_exactly(&fx, &published(&batch)).await);
-    if reports { Outcome::Pass } else { Outcome::Skip("harmless, but the destination cannot report duplicates".into()) }
+    if reports {
+        Outcome::Pass
+    } else {
+        Outcome::Fail("the redelivery was harmless, but the destination does not report duplicates".into())
+    }
 }
 
 /// C5: same key, different content is reported as a conflict and does not silently win.
@@ -165,7 +169,7 @@ pub async fn c5_conflict_is_detected(h: &dyn Harness) -> Outcome {
         Err(o) => return o,
     };
     if !fx.sink.capabilities().detects_conflicts {
-        return Outcome::Skip("the destination cannot tell a conflicting redelivery".into());
+        return Outcome::Fail("the destination cannot tell a conflicting redelivery".into());
     }
     let original = env(1, Bytes::from_static(br#"{"version":1}"#));
     check!(all_committed(&check!(write(fx.sink.as_ref(), std::slice::from_ref(&original)).await)));
@@ -183,7 +187,7 @@ pub async fn c5_conflict_is_detected(h: &dyn Harness) -> Outcome {
 /// C6: a poison message fails permanently, alone; its batch-mates commit.
 pub async fn c6_poison_is_isolated(h: &dyn Harness) -> Outcome {
     let Some((fx, poison)) = h.poison().await else {
-        return Outcome::Skip("the harness cannot make a message this destination rejects".into());
+        return Outcome::Fail("cannot run: the harness cannot make a message this destination rejects".into());
     };
     let base = poison.jetstream().stream_sequence + 1000;
     let good: Vec<Envelope> = (0..4).map(|i| env(base + i, json(base + i))).collect();
@@ -223,7 +227,7 @@ pub async fn c6_poison_is_isolated(h: &dyn Harness) -> Outcome {
 /// C7: an unreachable destination yields temporary (or configuration) failures only.
 pub async fn c7_unreachable_is_temporary(h: &dyn Harness) -> Outcome {
     let Some(sink) = h.unreachable().await else {
-        return Outcome::Skip("the harness cannot make an unreachable destination".into());
+        return Outcome::Fail("cannot run: the harness cannot make an unreachable destination".into());
     };
     let batch: Vec<Envelope> = (1..=3).map(|s| env(s, json(s))).collect();
     match sink.write_batch(&batch).await {
@@ -339,7 +343,9 @@ pub async fn c10_health_check(h: &dyn Harness) -> Outcome {
         fail!("health check failed against a reachable destination: {}", e.display_chain());
     }
     let Some(unreachable) = h.unreachable().await else {
-        return Outcome::Skip("passes when reachable; no unreachable variant to check the other half".into());
+        return Outcome::Fail(
+            "cannot run: passes when reachable; no unreachable variant to check the other half".into(),
+        );
     };
     match unreachable.health_check().await {
         Ok(()) => Outcome::Fail("health check passed against an unreachable destination".into()),
@@ -350,7 +356,7 @@ pub async fn c10_health_check(h: &dyn Harness) -> Outcome {
 /// C11: nothing logged or reported while writing contains payload bytes or secrets.
 pub async fn c11_no_secrets_or_payloads_in_logs(h: &dyn Harness) -> Outcome {
     if !logs::install() {
-        return Outcome::Skip("another tracing subscriber is installed; logs cannot be captured".into());
+        return Outcome::Fail("cannot run: another tracing subscriber is installed; logs cannot be captured".into());
     }
     let marker = format!("PAYLOAD-MARKER-{:016x}", rand::random::<u64>());
     let fx = match fresh(h).await {

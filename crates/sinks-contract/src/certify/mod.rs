@@ -4,8 +4,10 @@
 //! Not a stable API, and destructive: a harness hands out fresh, isolated destinations
 //! (a new directory, table or bucket prefix) and the cases write whatever they need into them.
 //! A sink's `tests/certify.rs` runs each case as its own test; `cargo xtask certify` runs
-//! [`run_all`] for every sink and renders the matrix. A case that cannot run returns
-//! [`Outcome::Skip`] with the reason, which is never counted as a pass.
+//! [`run_all`] for every sink and renders the matrix. A case that cannot run fails, unless
+//! the harness says its destination is missing for a reason on the one allow-list
+//! ([`skips`]): then every case is an [`Outcome::Skip`] naming the entry, which is printed
+//! at the end of the run and never counted as a pass.
 #![deny(missing_docs)]
 
 mod cases;
@@ -13,6 +15,7 @@ pub mod crash;
 mod logs;
 mod memory;
 mod report;
+pub mod skips;
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -52,14 +55,36 @@ impl std::fmt::Debug for Fixture {
     }
 }
 
+/// Why a harness has no destination, for a reason on the allow-list ([`skips`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unavailable {
+    /// The allow-list entry ([`skips::ALLOWED_SKIPS`]).
+    pub allowed: &'static str,
+    /// What exactly is missing (an unset variable, say).
+    pub detail: String,
+}
+
 /// What a sink crate provides so the suite can observe its destination from outside.
 #[async_trait]
 pub trait Harness: Send + Sync {
     /// Short sink name (`file`, `mysql`, …) used in reports.
     fn name(&self) -> &'static str;
 
+    /// `Some` when this harness's destination cannot be had here for an allow-listed
+    /// reason: every clause is then skipped, naming the entry. `None` (the default) for
+    /// every destination the project can start itself: then a missing destination fails.
+    fn unavailable(&self) -> Option<Unavailable> {
+        None
+    }
+
+    /// Like [`Harness::unavailable`], for the crash certification only (which needs a
+    /// destination outside the test process).
+    fn crash_unavailable(&self) -> Option<Unavailable> {
+        self.unavailable()
+    }
+
     /// A fresh, isolated destination with the sink's default payload mode, and a sink bound
-    /// to it. `Err(reason)` when the destination cannot be had (the case is skipped).
+    /// to it. `Err(reason)` when the destination cannot be had (the case fails).
     async fn fresh(&self) -> Result<Fixture, String>;
 
     /// A fresh destination whose sink rejects `poison` permanently, if one can be made.
@@ -145,6 +170,9 @@ pub async fn run_case(harness: &dyn Harness, id: &str) -> CaseResult {
     let Some((id, title, case)) = CLAUSES.iter().find(|(i, _, _)| *i == id) else {
         return CaseResult::new(id, "unknown clause", Outcome::Fail(format!("no clause {id}")));
     };
+    if let Some(missing) = harness.unavailable() {
+        return CaseResult::new(id, title, skipped(&missing));
+    }
     let outcome = match AssertUnwindSafe(case(harness)).catch_unwind().await {
         Ok(outcome) => outcome,
         Err(panic) => {
@@ -159,6 +187,18 @@ pub async fn run_case(harness: &dyn Harness, id: &str) -> CaseResult {
     CaseResult::new(id, title, outcome)
 }
 
+/// The outcome of a case whose destination is `missing`: a skip naming its allow-list
+/// entry, or a failure when the entry is not on the list.
+pub fn skipped(missing: &Unavailable) -> Outcome {
+    match skips::allowed(missing.allowed) {
+        Some(entry) => Outcome::Skip { allowed: entry.id.to_owned(), reason: missing.detail.clone() },
+        None => Outcome::Fail(format!(
+            "cannot run ({}), and `{}` is not on the allow-list of skips",
+            missing.detail, missing.allowed
+        )),
+    }
+}
+
 /// Runs every clause against `harness`.
 pub async fn run_all(harness: &dyn Harness) -> SinkReport {
     let mut cases = Vec::with_capacity(CLAUSES.len());
@@ -168,19 +208,22 @@ pub async fn run_all(harness: &dyn Harness) -> SinkReport {
     SinkReport { sink: harness.name().to_owned(), cases, crash: None }
 }
 
-/// Asserts a clause outcome inside a `#[test]`: panics on a failure, prints skips loudly.
-#[allow(clippy::print_stderr)]
-pub fn assert_case(result: &CaseResult) {
+/// Asserts a clause outcome inside a `#[test]`: panics on a failure (a case that could not
+/// run included); an allow-listed skip is printed and recorded in the skip log
+/// ([`skips::record_allowed_skip`]).
+pub fn assert_case(sink: &str, result: &CaseResult) {
     match &result.outcome {
         Outcome::Pass => {}
-        Outcome::Skip(reason) => eprintln!("SKIPPED {} ({}): {reason}", result.id, result.title),
+        Outcome::Skip { allowed, reason } => {
+            skips::record_allowed_skip(allowed, &format!("{sink} {} ({})", result.id, result.title), reason);
+        }
         Outcome::Fail(reason) => panic!("{} ({}) failed: {reason}", result.id, result.title),
     }
 }
 
 /// Generates one `#[tokio::test]` per clause for `$harness` (an expression evaluated in each
-/// test), so a failure names its clause: `sinks_contract::certify_tests!(FileHarness);`. Skips
-/// print `SKIPPED` with the reason (see [`assert_case`]).
+/// test), so a failure names its clause: `sinks_contract::certify_tests!(FileHarness);`. Only
+/// an allow-listed skip does not fail (see [`assert_case`]).
 #[macro_export]
 macro_rules! certify_tests {
     ($harness:expr) => {
@@ -199,7 +242,9 @@ macro_rules! certify_tests {
     (@case $harness:expr, $name:ident, $id:literal) => {
         #[tokio::test]
         async fn $name() {
-            $crate::certify::assert_case(&$crate::certify::run_case(&$harness, $id).await);
+            let harness = $harness;
+            let result = $crate::certify::run_case(&harness, $id).await;
+            $crate::certify::assert_case($crate::certify::Harness::name(&harness), &result);
         }
     };
 }

@@ -1,4 +1,5 @@
-//! Certification results: per case pass / fail / skip, per sink a report, as JSON.
+//! Certification results: per case pass / fail / allow-listed skip, per sink a report, as
+//! JSON.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,8 +11,14 @@ pub enum Outcome {
     Pass,
     /// The clause is broken; the reason says how.
     Fail(String),
-    /// The case could not run; the reason says why. Never counted as a pass.
-    Skip(String),
+    /// The case could not run for a reason on the allow-list ([`super::skips`]); anything
+    /// else that keeps a case from running is a [`Outcome::Fail`]. Never counted as a pass.
+    Skip {
+        /// The allow-list entry.
+        allowed: String,
+        /// What exactly is missing.
+        reason: String,
+    },
 }
 
 impl Outcome {
@@ -20,7 +27,7 @@ impl Outcome {
         match self {
             Self::Pass => "PASS",
             Self::Fail(_) => "FAIL",
-            Self::Skip(_) => "SKIP",
+            Self::Skip { .. } => "SKIP",
         }
     }
 }
@@ -55,7 +62,7 @@ pub struct SinkReport {
 }
 
 impl SinkReport {
-    /// True when no case failed.
+    /// True when no case failed (a skip is on the allow-list by construction).
     pub fn passed(&self) -> bool {
         !self.cases.iter().any(|c| matches!(c.outcome, Outcome::Fail(_)))
     }

@@ -1,9 +1,9 @@
-//! A standalone ingestion endpoint for benchmarks and manual runs: the certification
-//! [`TestServer`] on a fixed or free loopback port, without request log or stored bodies, so
-//! long runs stay small in memory.
+//! A standalone ingestion endpoint for benchmarks and manual runs: the testkit's
+//! [`HttpTestServer`] on a fixed or free loopback port, without request log or stored bodies,
+//! so long runs stay small in memory.
 //!
 //! ```text
-//! cargo run -p sink-http --release --features certify --example http_test_server -- \
+//! cargo run -p sinks-testkit --release --example http_test_server -- \
 //!     [--port 8088] [--delay-ms 0] [--keep-bodies] [--flaky-every N [--retry-after S]]
 //!
 //! `--flaky-every N` answers 503 to the first request of every N-th key (by stream
@@ -16,7 +16,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use sink_http::certify::TestServer;
+use sinks_testkit::HttpTestServer;
 
 fn arg_value(args: &[String], name: &str) -> Option<u64> {
     let i = args.iter().position(|a| a == name)?;
@@ -34,7 +34,7 @@ async fn main() -> std::io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let port = u16::try_from(arg_value(&args, "--port").unwrap_or(0)).unwrap_or(0);
     let delay = Duration::from_millis(arg_value(&args, "--delay-ms").unwrap_or(0));
-    let server = TestServer::start_at(SocketAddr::from(([127, 0, 0, 1], port)), None).await?;
+    let server = HttpTestServer::start_at(SocketAddr::from(([127, 0, 0, 1], port)), None).await?;
     server.set_request_log(false);
     server.set_keep_bodies(args.iter().any(|a| a == "--keep-bodies"));
     server.set_delay(delay);
