@@ -1,8 +1,12 @@
 //! Tidy rules, enforced as a test so `cargo nextest run` checks them: every Rust file opens
 //! with a `//!` doc line, no test is ignored or marked should-panic, every crate
 //! uses the workspace lints, every sink crate has the same file roles (including its
-//! certification harness and `tests/certify.rs`), and every publishable crate has complete
-//! crates.io metadata.
+//! certification harness and `tests/certify.rs`), every publishable crate has complete
+//! crates.io metadata, and the crate boundaries hold: a sink crate's normal dependencies
+//! reach neither async-nats, the runtime, the policy crate nor another sink; the contract
+//! and policy crates reach none of async-nats, figment and prometheus-client; the contract,
+//! policy and runtime crates name no sink kind; and no product source file is over 1,200
+//! lines.
 
 #[cfg(test)]
 mod tests {
@@ -105,5 +109,150 @@ mod tests {
                 assert!(text.contains(key), "{} lacks `{}` (crates.io metadata)", manifest.display(), key.trim());
             }
         }
+    }
+
+    /// `cargo metadata` of the workspace (resolved, with dependency kinds).
+    fn metadata() -> serde_json::Value {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+            .current_dir(sinks_testkit::workspace_root())
+            .output()
+            .expect("run cargo metadata");
+        assert!(out.status.success(), "cargo metadata failed: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).expect("cargo metadata is JSON")
+    }
+
+    /// Package name of every node, and the names of what each depends on through normal
+    /// (non-dev, non-build) edges, transitively.
+    fn normal_closure(meta: &serde_json::Value, package: &str) -> std::collections::BTreeSet<String> {
+        use std::collections::{BTreeMap, BTreeSet};
+        let names: BTreeMap<&str, &str> = meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+            .collect();
+        let nodes: BTreeMap<&str, Vec<&str>> = meta["resolve"]["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| {
+                let normal = n["deps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|d| d["dep_kinds"].as_array().unwrap().iter().any(|k| k["kind"].is_null()))
+                    .map(|d| d["pkg"].as_str().unwrap())
+                    .collect();
+                (n["id"].as_str().unwrap(), normal)
+            })
+            .collect();
+        let start = names.iter().find(|(_, n)| **n == package).map(|(id, _)| *id).expect("package in the workspace");
+        let (mut seen, mut todo) = (BTreeSet::new(), vec![start]);
+        while let Some(id) = todo.pop() {
+            for dep in nodes.get(id).into_iter().flatten() {
+                if seen.insert(*dep) {
+                    todo.push(dep);
+                }
+            }
+        }
+        seen.into_iter().map(|id| names[id].to_owned()).collect()
+    }
+
+    fn sink_crates(meta: &serde_json::Value) -> Vec<String> {
+        let members: Vec<&str> =
+            meta["workspace_members"].as_array().unwrap().iter().filter_map(|m| m.as_str()).collect();
+        meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| members.contains(&p["id"].as_str().unwrap()))
+            .filter_map(|p| p["name"].as_str())
+            .filter(|n| n.starts_with("sink-"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Why `package`'s normal dependency closure breaks its boundary (`forbidden` names).
+    fn reaches(meta: &serde_json::Value, package: &str, forbidden: &[&str]) -> Vec<String> {
+        let closure = normal_closure(meta, package);
+        forbidden.iter().filter(|f| closure.contains(**f)).map(|f| format!("{package} reaches {f}")).collect()
+    }
+
+    #[test]
+    fn a_sink_crate_never_sees_nats_the_runtime_or_another_sink() {
+        let meta = metadata();
+        let sinks = sink_crates(&meta);
+        assert!(sinks.len() >= 8, "found too few sink crates: {sinks:?}");
+        let mut bad = Vec::new();
+        for sink in &sinks {
+            let mut forbidden = vec!["async-nats", "sinks-runtime", "sinks-policy", "figment", "prometheus-client"];
+            forbidden.extend(sinks.iter().filter(|other| *other != sink).map(String::as_str));
+            bad.extend(reaches(&meta, sink, &forbidden));
+            assert!(normal_closure(&meta, sink).contains("sinks-contract"), "{sink} does not depend on sinks-contract");
+        }
+        assert!(bad.is_empty(), "crate boundaries broken: {bad:?}");
+    }
+
+    #[test]
+    fn the_contract_and_the_policies_stay_free_of_the_runtime() {
+        let meta = metadata();
+        let forbidden = ["async-nats", "figment", "prometheus-client", "sinks-runtime", "sinks-testkit"];
+        let mut bad = reaches(&meta, "sinks-contract", &forbidden);
+        bad.extend(reaches(&meta, "sinks-contract", &["sinks-policy"]));
+        bad.extend(reaches(&meta, "sinks-policy", &forbidden));
+        assert!(bad.is_empty(), "crate boundaries broken: {bad:?}");
+        // The checker catches what it is there for: the runtime does reach async-nats.
+        assert!(!reaches(&meta, "sinks-runtime", &["async-nats"]).is_empty());
+    }
+
+    /// Destination sink kinds, as a config's `type` names them.
+    const SINK_KINDS: [&str; 8] = ["file", "mysql", "oracle", "http", "s3", "spool", "coherence", "oracle_nosql"];
+
+    /// `"kind"` literals outside test modules (everything from the first `#[cfg(test)]` on).
+    fn kind_literals(text: &str) -> Vec<&'static str> {
+        let product = text.split("#[cfg(test)]").next().unwrap_or_default();
+        SINK_KINDS.iter().copied().filter(|k| product.contains(&format!("\"{k}\""))).collect()
+    }
+
+    #[test]
+    fn the_core_crates_name_no_sink_kind() {
+        let root = sinks_testkit::workspace_root();
+        let mut bad = Vec::new();
+        for krate in ["sinks-contract", "sinks-policy", "sinks-runtime"] {
+            let mut files = Vec::new();
+            rust_files(&root.join("crates").join(krate).join("src"), &mut files);
+            assert!(!files.is_empty(), "no sources under {krate}");
+            for file in files {
+                let kinds = kind_literals(&std::fs::read_to_string(&file).unwrap());
+                if !kinds.is_empty() {
+                    bad.push(format!("{} names {kinds:?}", file.display()));
+                }
+            }
+        }
+        assert!(bad.is_empty(), "only the registry in sinks-bin names sink kinds: {bad:?}");
+        // The checker catches what it is there for.
+        assert_eq!(kind_literals("const D: [(&str, u64); 1] = [(\"mysql\", 5)];"), vec!["mysql"]);
+        assert!(kind_literals("fn f() {}\n#[cfg(test)]\nmod tests { const T: &str = \"file\"; }").is_empty());
+    }
+
+    #[test]
+    fn no_product_source_file_is_over_1200_lines() {
+        let root = sinks_testkit::workspace_root();
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+            rust_files(&entry.path().join("src"), &mut files);
+        }
+        rust_files(&root.join("xtask/src"), &mut files);
+        assert!(files.len() > 50, "found too few source files");
+        let long: Vec<String> = files
+            .iter()
+            .filter_map(|f| {
+                let lines = std::fs::read_to_string(f).unwrap().lines().count();
+                (lines > 1200).then(|| format!("{} ({lines} lines)", f.display()))
+            })
+            .collect();
+        assert!(long.is_empty(), "split these by concern: {long:?}");
     }
 }
