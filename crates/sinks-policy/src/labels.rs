@@ -51,7 +51,7 @@ use serde_json::Value;
 use super::mission::{self, ObjectRules, normalize_object, normalized_allow_list, render_short, sorted_list};
 use super::{Rejection, Step};
 use crate::pycompat;
-use crate::strict_doc::{self, Json, has_control};
+use crate::strict_doc::{self, Json, Problem, has_control};
 use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::{AppMetadata, Headers};
@@ -405,7 +405,11 @@ fn scalar(value: &Json, field: &str) -> Result<Option<String>, Violation> {
         return Err(Violation::at_key(Kind::ValueTooLong, field, format!("exceeds {MAX_VALUE_LENGTH} characters")));
     }
     if has_control(text) {
-        return Err(Violation::at_key(Kind::ControlCharacters, field, "contains control characters"));
+        return Err(Violation::at_key(
+            Kind::Document(Problem::ControlCharacters),
+            field,
+            "contains control characters",
+        ));
     }
     Ok(Some(text.to_owned()))
 }
@@ -454,7 +458,11 @@ fn list(value: &Json, field: &str) -> Result<Vec<String>, Violation> {
             ));
         }
         if has_control(item) {
-            return Err(Violation::at_key(Kind::ControlCharacters, field, "contains control characters"));
+            return Err(Violation::at_key(
+                Kind::Document(Problem::ControlCharacters),
+                field,
+                "contains control characters",
+            ));
         }
     }
     Ok(out)

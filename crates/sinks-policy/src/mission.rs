@@ -53,7 +53,7 @@ use super::profiles::{self, MetadataProfile};
 use super::{Rejection, Step};
 use crate::canonical;
 use crate::pycompat;
-use crate::strict_doc::{self, Json};
+use crate::strict_doc::{self, Json, Problem};
 use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Headers;
@@ -348,7 +348,7 @@ pub(crate) fn normalize_object(value: &Json, rules: &ObjectRules<'_>) -> Result<
     profiles::check_operator(rules.profiles, value)?;
     if rules.unencodable {
         return Err(Violation::new(
-            Kind::InvalidJson,
+            Kind::Document(Problem::InvalidJson),
             "not valid JSON: a string holds a lone surrogate escape, which UTF-8 cannot encode",
         ));
     }
