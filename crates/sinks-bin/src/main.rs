@@ -244,7 +244,7 @@ fn config_failure(e: &ConfigError) -> ExitCode {
 
 /// Loads the core config and the sink config; both are fully validated.
 fn load(path: &Path) -> Result<(Config, registry::Built), ConfigError> {
-    let config = Config::load(path)?;
+    let config = registry::load_config(path)?;
     let built = registry::build_active(&config)?;
     Ok((config, built))
 }
@@ -341,7 +341,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 Err(e) => config_failure(&e),
             }
         }
-        Command::InspectOrdered { config, options } => match Config::load(&config) {
+        Command::InspectOrdered { config, options } => match registry::load_config(&config) {
             Ok(c) => match inspect::run(&c, &options).await {
                 Ok(_) => ExitCode::SUCCESS,
                 Err((true, message)) => {

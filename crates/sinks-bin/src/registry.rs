@@ -1,25 +1,53 @@
 //! The sink registry: turns the `sink` section into a running sink. The only place that
 //! knows the full list of sink kinds; each kind is behind its own cargo feature, and a kind
-//! this binary was built without is named as such instead of being "unknown".
+//! this binary was built without is named as such instead of being "unknown". It also hands
+//! config loading what the runtime needs to know per kind ([`load_config`]).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use sinks_contract::Sink;
 use sinks_runtime::Config;
-use sinks_runtime::config::{ConfigError, ConfigIssue, SinkSection};
+use sinks_runtime::config::{ConfigError, ConfigIssue, KindDefaults, OptionalWait, SinkSection};
 
-/// Every feature-gated sink kind nats-sinks knows, with the cargo feature that enables it.
-/// (`blackhole`, from sinks-runtime, is always built in.)
-pub(crate) const KNOWN: &[(&str, &str)] = &[
-    ("file", "file"),
-    ("mysql", "mysql"),
-    ("http", "http"),
-    ("s3", "s3"),
-    ("spool", "spool"),
-    ("coherence", "coherence"),
-    ("oracle_nosql", "nosql"),
-    ("oracle", "oracle"),
+/// One feature-gated sink kind nats-sinks knows.
+pub(crate) struct KnownKind {
+    /// The `type` that names it.
+    pub(crate) name: &'static str,
+    /// The cargo feature that builds it in.
+    pub(crate) feature: &'static str,
+    /// Its defaults as an optional fan-out target (the reference's, by sink type).
+    pub(crate) optional_wait: OptionalWait,
+}
+
+/// Optional-target waits of the local sinks (file, spool).
+const LOCAL_WAIT: OptionalWait = OptionalWait { minimum_wait_ms: 100, timeout_ms: 1000 };
+/// Optional-target waits of the sinks behind a network hop.
+const REMOTE_WAIT: OptionalWait = OptionalWait { minimum_wait_ms: 1000, timeout_ms: 5000 };
+
+/// Every feature-gated sink kind nats-sinks knows, whether built in or not. (`blackhole`,
+/// from sinks-runtime, is always built in; like the reference it cannot be an optional
+/// target's type.)
+pub(crate) const KNOWN: &[KnownKind] = &[
+    KnownKind { name: "file", feature: "file", optional_wait: LOCAL_WAIT },
+    KnownKind { name: "mysql", feature: "mysql", optional_wait: REMOTE_WAIT },
+    KnownKind { name: "http", feature: "http", optional_wait: REMOTE_WAIT },
+    KnownKind { name: "s3", feature: "s3", optional_wait: REMOTE_WAIT },
+    KnownKind { name: "spool", feature: "spool", optional_wait: LOCAL_WAIT },
+    KnownKind { name: "coherence", feature: "coherence", optional_wait: REMOTE_WAIT },
+    KnownKind { name: "oracle_nosql", feature: "nosql", optional_wait: REMOTE_WAIT },
+    KnownKind { name: "oracle", feature: "oracle", optional_wait: REMOTE_WAIT },
 ];
+
+/// What config loading needs to know about the kinds (the runtime names none).
+pub(crate) fn kind_defaults() -> KindDefaults {
+    KNOWN.iter().map(|kind| (kind.name, kind.optional_wait)).collect()
+}
+
+/// Loads and validates the config at `path` as `nats-sink` does: with [`kind_defaults`].
+pub(crate) fn load_config(path: &Path) -> Result<Config, ConfigError> {
+    Config::load_with(path, &kind_defaults())
+}
 
 /// A validated sink: the instance, its effective config (defaults filled in), and the DDL of
 /// its tables when it has any.
@@ -194,9 +222,74 @@ pub(crate) fn build_named(name: &str, section: &SinkSection) -> Result<Built, Co
 }
 
 fn unknown_kind(kind: &str) -> String {
-    match KNOWN.iter().find(|(k, _)| *k == kind) {
-        Some((_, feature)) => format!("nats-sink was not compiled with the `{feature}` feature"),
+    match KNOWN.iter().find(|k| k.name == kind) {
+        Some(known) => format!("nats-sink was not compiled with the `{}` feature", known.feature),
         None if NOT_YET.contains(&kind) => format!("sink type `{kind}` is not supported by this build yet"),
         None => format!("unknown sink type `{kind}` (available: {})", available().join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// The reference's optional-target defaults by sink type, which lived in sinks-runtime
+    /// (`routing::OPTIONAL_DEFAULTS`) before the registry supplied them.
+    #[test]
+    fn kind_defaults_are_the_references() {
+        let kinds = kind_defaults();
+        let got: Vec<(&str, u64, u64)> = kinds
+            .kinds()
+            .map(|k| {
+                let wait = kinds.optional_wait(k).unwrap();
+                (k, wait.minimum_wait_ms, wait.timeout_ms)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("coherence", 1000, 5000),
+                ("file", 100, 1000),
+                ("http", 1000, 5000),
+                ("mysql", 1000, 5000),
+                ("oracle", 1000, 5000),
+                ("oracle_nosql", 1000, 5000),
+                ("s3", 1000, 5000),
+                ("spool", 100, 1000),
+            ]
+        );
+    }
+
+    /// A config loaded as the binary loads it gets the waits and the type check; the same
+    /// config loaded without the kinds gets neither.
+    #[test]
+    fn the_binary_loads_with_the_kinds() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fanout.json");
+        let config = json!({
+            "nats": {"stream": "S", "consumer": "C", "subject": "s.>"},
+            "sink": {"type": "fanout"},
+            "sinks": {"f": {"type": "file", "directory": "/tmp/f"}, "h": {"type": "http", "url": "http://127.0.0.1/"}},
+            "routing": {"enabled": true, "routes": [{"name": "r", "match": {"subject": ">"},
+                "targets": [{"sink": "f", "required": false}, {"sink": "h", "required": false}]}]}
+        });
+        std::fs::write(&path, config.to_string()).unwrap();
+        let waits = |c: &Config| -> Vec<(Option<u64>, Option<u64>)> {
+            c.routing.routes[0].targets.iter().map(|t| (t.minimum_wait_ms, t.timeout_ms)).collect()
+        };
+        let loaded = load_config(&path).unwrap();
+        assert_eq!(waits(&loaded), [(Some(100), Some(1000)), (Some(1000), Some(5000))]);
+        assert_eq!(waits(&Config::load(&path).unwrap()), [(None, None), (None, None)]);
+        let mut typed = config;
+        typed["routing"]["target_sink_types"] = json!({"f": "file", "h": "ftp"});
+        std::fs::write(&path, typed.to_string()).unwrap();
+        let issues: Vec<(String, String)> =
+            load_config(&path).unwrap_err().issues.into_iter().map(|i| (i.path, i.message)).collect();
+        let unknown = "must be one of coherence, file, http, mysql, oracle, oracle_nosql, s3, spool";
+        assert!(issues.contains(&("routing.target_sink_types.h".into(), unknown.into())), "{issues:?}");
+        let issues = Config::load(&path).unwrap_err().issues;
+        assert!(!issues.iter().any(|i| i.message == unknown), "{issues:?}");
     }
 }

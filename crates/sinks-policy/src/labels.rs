@@ -12,9 +12,10 @@
 //! the message; this is what nats-sinks 0.4.3 does, although its documentation says
 //! otherwise.
 //!
-//! The object first passes every generic mission-metadata check ([`super::mission`]: strict
-//! JSON, keys, depth, sizes, secret-looking keys), then: only the eleven profile fields at
-//! the root; `profile` must be `nats-sinks.security-label.v1` (filled in when missing);
+//! The object first passes every generic mission-metadata check ([`super::mission`], and
+//! through it [`crate::strict_doc`]: strict JSON, keys, depth, sizes, secret-looking keys),
+//! then: only the eleven profile fields at the root; `profile` must be
+//! `nats-sinks.security-label.v1` (filled in when missing);
 //! scalar fields are strings (trimmed; blank = `null`) of at most 512 characters without
 //! control characters; list fields are a `;`-separated string or an array of strings
 //! (trimmed, blanks dropped, de-duplicated, no `;` inside an item), at most 128 values of at
@@ -31,7 +32,7 @@
 //!   `security_labels_control_characters`, `security_labels_integer_out_of_range`,
 //!   `security_labels_non_finite_number`, `security_labels_too_large`: the generic checks
 //!   (a lone surrogate escape in a string is `security_labels_invalid_json`, see
-//!   [`super::mission`]);
+//!   [`super::mission`] and [`crate::strict_doc`]);
 //! - `security_labels_profile_invalid`: the object (or `extensions`) names a built-in mission
 //!   metadata profile and fails its checks (the reference runs them on any object);
 //! - `security_labels_unknown_field`: a root field outside the profile;
@@ -47,11 +48,11 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::mission::{
-    self, Json, Kind, ObjectRules, Violation, has_control, normalize_object, normalized_allow_list, py_strip,
-    render_short, sorted_list,
-};
+use super::mission::{self, ObjectRules, normalize_object, normalized_allow_list, render_short, sorted_list};
 use super::{Rejection, Step};
+use crate::pycompat;
+use crate::strict_doc::{self, Json, Problem, has_control};
+use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::{AppMetadata, Headers};
 use sinks_contract::subject;
@@ -207,8 +208,8 @@ impl SecurityLabelsConfig {
     pub fn resolve(&self, subject: &str, headers: &Headers, app: &AppMetadata) -> Result<Option<Value>, Rejection> {
         let reject =
             |source: &str, v: Violation| Rejection::new(Step::SecurityLabels, v.kind.labels_code(), v.detail(source));
-        if let Some(text) = headers.get(py_strip(&self.header)) {
-            if py_strip(text).is_empty() {
+        if let Some(text) = headers.get(pycompat::strip(&self.header)) {
+            if pycompat::strip(text).is_empty() {
                 return Ok(None);
             }
             return self.parse_header(text, app).map(Some).map_err(|v| reject("header", v));
@@ -237,7 +238,7 @@ impl SecurityLabelsConfig {
             "header `{}`: present and non-empty = its JSON profile is used, with priority, classification and labels \
              it omits taken from message_metadata; present and blank = no security labels; absent = the first \
              matching rule, else the default",
-            py_strip(&self.header)
+            pycompat::strip(&self.header)
         ));
         let shown = |value: &Value| match self.normalize(&Json::from_value(value), self.max_bytes, None, false) {
             Ok(normalized) => summary(&normalized),
@@ -289,7 +290,7 @@ impl SecurityLabelsConfig {
                 format!("header text is {} bytes, over max_bytes {}", text.len(), self.max_bytes),
             ));
         }
-        let parsed = mission::parse_json(text)?;
+        let parsed = strict_doc::parse(text)?;
         self.normalize(&parsed.json, self.max_bytes, Some(app), parsed.unencodable)
     }
 
@@ -394,7 +395,7 @@ fn summary(profile: &Value) -> String {
 fn scalar(value: &Json, field: &str) -> Result<Option<String>, Violation> {
     let text = match value {
         Json::Null => return Ok(None),
-        Json::Str(s) => py_strip(s),
+        Json::Str(s) => pycompat::strip(s),
         _ => return Err(Violation::at_key(Kind::InvalidField, field, "must be a string")),
     };
     if text.is_empty() {
@@ -404,7 +405,11 @@ fn scalar(value: &Json, field: &str) -> Result<Option<String>, Violation> {
         return Err(Violation::at_key(Kind::ValueTooLong, field, format!("exceeds {MAX_VALUE_LENGTH} characters")));
     }
     if has_control(text) {
-        return Err(Violation::at_key(Kind::ControlCharacters, field, "contains control characters"));
+        return Err(Violation::at_key(
+            Kind::Document(Problem::ControlCharacters),
+            field,
+            "contains control characters",
+        ));
     }
     Ok(Some(text.to_owned()))
 }
@@ -414,7 +419,7 @@ fn list(value: &Json, field: &str) -> Result<Vec<String>, Violation> {
     let mut out: Vec<String> = Vec::new();
     let mut add = |item: &str| {
         for part in item.split(';') {
-            let part = py_strip(part);
+            let part = pycompat::strip(part);
             if !part.is_empty() && !out.iter().any(|o| o == part) {
                 out.push(part.to_owned());
             }
@@ -428,7 +433,7 @@ fn list(value: &Json, field: &str) -> Result<Vec<String>, Violation> {
                 let Json::Str(s) = item else {
                     return Err(Violation::at_key(Kind::InvalidField, field, "must contain only strings"));
                 };
-                let rendered = py_strip(s);
+                let rendered = pycompat::strip(s);
                 if rendered.contains(';') {
                     return Err(Violation::at_key(
                         Kind::SeparatorInItem,
@@ -453,7 +458,11 @@ fn list(value: &Json, field: &str) -> Result<Vec<String>, Violation> {
             ));
         }
         if has_control(item) {
-            return Err(Violation::at_key(Kind::ControlCharacters, field, "contains control characters"));
+            return Err(Violation::at_key(
+                Kind::Document(Problem::ControlCharacters),
+                field,
+                "contains control characters",
+            ));
         }
     }
     Ok(out)

@@ -12,6 +12,11 @@
 //! envelope and returns it (possibly enriched) or a [`Rejection`]. A rejection is that
 //! message's permanent outcome: it is dead-lettered alone with the reference's reason code,
 //! and its batch-mates go on. No step touches acknowledgements.
+//!
+//! Libraries the steps share: [`canonical`] JSON (what is signed, hashed and measured),
+//! [`strict_doc`] (the strict, bounded reading of JSON documents from publishers, used by
+//! mission metadata, security labels and the profiles) and [`pycompat`] (the Python 3.11
+//! behaviour the reference relies on: `str.strip`, `datetime.fromisoformat`, `urlparse`).
 
 pub mod authenticity;
 pub mod canonical;
@@ -21,7 +26,10 @@ pub mod lanes;
 pub mod mission;
 pub mod presink;
 pub mod profiles;
+pub mod pycompat;
 pub mod size;
+pub mod strict_doc;
+mod violation;
 
 use std::borrow::Cow;
 use std::fmt;

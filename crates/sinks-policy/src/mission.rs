@@ -12,7 +12,8 @@
 //! strictly (duplicate keys, `NaN`/`Infinity`, raw control characters refused); keys match
 //! `^[A-Za-z][A-Za-z0-9_.:-]{0,127}$` and must not look secret-like; nesting depth ≤ 8, ≤ 128
 //! fields per object, ≤ 256 items per array, strings ≤ 4096 characters without control
-//! characters, integers within ±(2^53 − 1), floats finite; `allowed_profiles` fails closed;
+//! characters, integers within ±(2^53 − 1), floats finite (all of this is
+//! [`crate::strict_doc`], shared with the security labels); `allowed_profiles` fails closed;
 //! the built-in and operator-defined profiles ([`super::profiles`]) are checked; and the
 //! canonical JSON rendering must fit in `max_bytes` (the header text itself is measured
 //! first, in UTF-8 bytes).
@@ -42,7 +43,6 @@
 //!
 //! Rejection details name the field path and the limit, never a value.
 
-use std::collections::HashSet;
 use std::fmt;
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
@@ -52,6 +52,9 @@ use serde_json::Value;
 use super::profiles::{self, MetadataProfile};
 use super::{Rejection, Step};
 use crate::canonical;
+use crate::pycompat;
+use crate::strict_doc::{self, Json, Problem};
+use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Headers;
 use sinks_contract::subject;
@@ -82,28 +85,11 @@ pub const DEFAULT_MISSION_METADATA_HEADER: &str = "Nats-Sinks-Mission-Metadata";
 pub const DEFAULT_MAX_BYTES: u64 = 8192;
 /// Largest accepted `max_bytes`.
 pub const MAX_BYTES_LIMIT: u64 = 262_144;
-/// Deepest accepted nesting (the root object is level 0).
-pub const MAX_DEPTH: usize = 8;
-/// Most fields in one object.
-pub const MAX_OBJECT_FIELDS: usize = 128;
-/// Most items in one array.
-pub const MAX_ARRAY_ITEMS: usize = 256;
-/// Longest key, in characters.
-pub const MAX_KEY_LENGTH: usize = 128;
-/// Longest string value, in characters.
-pub const MAX_STRING_LENGTH: usize = 4096;
-/// Largest integer magnitude (2^53 − 1, exact in every JSON reader).
-pub const MAX_INTEGER_ABS: i128 = 9_007_199_254_740_991;
-/// Key fragments (compared lowercase) that make a key look secret-like.
-pub const SECRET_KEY_PARTS: [&str; 9] =
-    ["password", "passwd", "pwd", "token", "secret", "private_key", "credential", "api_key", "key_material"];
+// The bounds of every object are the strict document reader's.
+pub use crate::strict_doc::{
+    MAX_ARRAY_ITEMS, MAX_DEPTH, MAX_INTEGER_ABS, MAX_KEY_LENGTH, MAX_OBJECT_FIELDS, MAX_STRING_LENGTH, SECRET_KEY_PARTS,
+};
 
-/// Integer literals longer than this many digits are refused by the reference's parser
-/// (Python's integer string conversion limit).
-const MAX_INTEGER_DIGITS: usize = 4300;
-/// Nesting at which parsing stops, bounding the parser's recursion (the reference's parser
-/// hits Python's recursion limit near 1000; anything this deep is over [`MAX_DEPTH`] anyway).
-const MAX_PARSE_NESTING: usize = 128;
 /// Longest rendering of an object in [`MissionMetadataConfig::describe`] lines.
 const DESCRIBE_WIDTH: usize = 160;
 
@@ -184,8 +170,8 @@ impl MissionMetadataConfig {
     /// The mission metadata of one message, `Ok(None)` when there is none. Only called when
     /// enabled.
     pub fn resolve(&self, subject: &str, headers: &Headers) -> Result<Option<Value>, Rejection> {
-        if let Some(text) = headers.get(py_strip(&self.header)) {
-            if py_strip(text).is_empty() {
+        if let Some(text) = headers.get(pycompat::strip(&self.header)) {
+            if pycompat::strip(text).is_empty() {
                 return Ok(None);
             }
             return self
@@ -211,7 +197,7 @@ impl MissionMetadataConfig {
         lines.push(format!(
             "header `{}`: present and non-empty = its JSON object is used; present and blank = no mission metadata; \
              absent = the first matching rule, else the default",
-            py_strip(&self.header)
+            pycompat::strip(&self.header)
         ));
         for (i, rule) in self.rules.iter().enumerate() {
             let sets = match &rule.metadata {
@@ -256,7 +242,7 @@ impl MissionMetadataConfig {
                 format!("header text is {} bytes, over max_bytes {}", text.len(), self.max_bytes),
             ));
         }
-        let parsed = parse_json(text)?;
+        let parsed = strict_doc::parse(text)?;
         normalize_object(
             &parsed.json,
             &ObjectRules { unencodable: parsed.unencodable, ..self.object_rules(self.max_bytes) },
@@ -274,7 +260,7 @@ fn check_config_object(path: &str, value: &Value, rules: &ObjectRules<'_>, issue
 
 /// Checks a configured header name: not blank, no line breaks or NUL.
 pub(crate) fn check_header(path: &str, header: &str, issues: &mut Issues) {
-    let name = py_strip(header);
+    let name = pycompat::strip(header);
     if name.is_empty() {
         issues.push(path, "must not be empty");
     } else if name.contains(['\n', '\r', '\0']) {
@@ -285,10 +271,10 @@ pub(crate) fn check_header(path: &str, header: &str, issues: &mut Issues) {
 /// Checks a configured allow-list: every entry non-blank and free of control characters.
 pub(crate) fn check_allow_list(path: &str, entries: &[String], issues: &mut Issues) {
     for (i, entry) in entries.iter().enumerate() {
-        let entry = py_strip(entry);
+        let entry = pycompat::strip(entry);
         if entry.is_empty() {
             issues.push(&format!("{path}[{i}]"), "must not be empty");
-        } else if has_control(entry) {
+        } else if strict_doc::has_control(entry) {
             issues.push(&format!("{path}[{i}]"), "must not contain control characters");
         }
     }
@@ -297,7 +283,7 @@ pub(crate) fn check_allow_list(path: &str, entries: &[String], issues: &mut Issu
 /// An allow-list as the reference uses it: entries trimmed, blanks dropped, de-duplicated.
 pub(crate) fn normalized_allow_list(entries: &[String]) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
-    for entry in entries.iter().map(|e| py_strip(e)) {
+    for entry in entries.iter().map(|e| pycompat::strip(e)) {
         if !entry.is_empty() && !out.contains(&entry) {
             out.push(entry);
         }
@@ -313,585 +299,6 @@ pub(crate) fn render_short(value: &Value) -> String {
     } else {
         let cut: String = text.chars().take(DESCRIBE_WIDTH).collect();
         format!("{cut}…")
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// The JSON model the checks run on.
-
-/// A JSON value as the reference's checks see it: object members in document order (the
-/// first failing field is reported, as the reference does) and integers kept apart from
-/// floats (`1` and `1.0` are different types to a profile).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Json {
-    /// `null`.
-    Null,
-    /// `true` / `false`.
-    Bool(bool),
-    /// An integer literal (saturated beyond the `i128` range, which is over every limit).
-    Int(i128),
-    /// A number with a fraction or exponent (may be infinite after overflow: `1e400`).
-    Float(f64),
-    /// A string.
-    Str(String),
-    /// An array.
-    Array(Vec<Self>),
-    /// An object, members in order.
-    Object(Vec<(String, Self)>),
-}
-
-impl Json {
-    /// The JSON model of a config value (objects in key order).
-    pub(crate) fn from_value(value: &Value) -> Self {
-        match value {
-            Value::Null => Self::Null,
-            Value::Bool(b) => Self::Bool(*b),
-            Value::Number(n) => match (n.as_i64(), n.as_u64()) {
-                (Some(i), _) => Self::Int(i128::from(i)),
-                (None, Some(u)) => Self::Int(i128::from(u)),
-                _ => Self::Float(n.as_f64().unwrap_or(f64::NAN)),
-            },
-            Value::String(s) => Self::Str(s.clone()),
-            Value::Array(items) => Self::Array(items.iter().map(Self::from_value).collect()),
-            Value::Object(map) => Self::Object(map.iter().map(|(k, v)| (k.clone(), Self::from_value(v))).collect()),
-        }
-    }
-
-    /// The `serde_json` value (callers have checked that numbers are finite and in range).
-    pub(crate) fn to_value(&self) -> Value {
-        match self {
-            Self::Null => Value::Null,
-            Self::Bool(b) => Value::Bool(*b),
-            Self::Int(i) => i64::try_from(*i).map(Value::from).unwrap_or(Value::Null),
-            Self::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
-            Self::Str(s) => Value::String(s.clone()),
-            Self::Array(items) => Value::Array(items.iter().map(Self::to_value).collect()),
-            Self::Object(members) => Value::Object(members.iter().map(|(k, v)| (k.clone(), v.to_value())).collect()),
-        }
-    }
-
-    /// Member `key` of an object (`None` for other values).
-    pub(crate) fn get(&self, key: &str) -> Option<&Self> {
-        match self {
-            Self::Object(members) => members.iter().find(|(k, _)| k == key).map(|(_, v)| v),
-            _ => None,
-        }
-    }
-
-    /// Member `key`, treating `null` like an absent member (the reference's `dict.get`).
-    pub(crate) fn get_some(&self, key: &str) -> Option<&Self> {
-        self.get(key).filter(|v| !matches!(v, Self::Null))
-    }
-
-    /// The number as a float, for integers and floats (booleans are not numbers to the
-    /// reference's profile checks).
-    pub(crate) fn as_number(&self) -> Option<f64> {
-        match self {
-            Self::Int(i) => Some(*i as f64),
-            Self::Float(f) => Some(*f),
-            _ => None,
-        }
-    }
-
-    /// The string, if this is one.
-    pub(crate) fn as_str(&self) -> Option<&str> {
-        match self {
-            Self::Str(s) => Some(s),
-            _ => None,
-        }
-    }
-
-    /// Nesting depth as the reference's profiles count it: 0 for scalars, 1 for an empty
-    /// container, else one more than the deepest member.
-    pub(crate) fn depth(&self) -> usize {
-        match self {
-            Self::Array(items) => 1 + items.iter().map(Self::depth).max().unwrap_or(0),
-            Self::Object(members) => 1 + members.iter().map(|(_, v)| v.depth()).max().unwrap_or(0),
-            _ => 0,
-        }
-    }
-
-    /// Python's `==` between JSON values: numbers (booleans included) compare by value
-    /// across integer and float, containers element by element.
-    pub(crate) fn py_eq(&self, other: &Self) -> bool {
-        match (self, other) {
-            (Self::Null, Self::Null) => true,
-            (Self::Str(a), Self::Str(b)) => a == b,
-            (Self::Array(a), Self::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.py_eq(y)),
-            (Self::Object(a), Self::Object(b)) => {
-                a.len() == b.len() && a.iter().all(|(k, v)| other.get(k).is_some_and(|w| v.py_eq(w)))
-            }
-            (a, b) => match (a.numeric(), b.numeric()) {
-                (Some(x), Some(y)) => x.eq_exact(y),
-                _ => false,
-            },
-        }
-    }
-
-    fn numeric(&self) -> Option<PyNumber> {
-        match self {
-            Self::Bool(b) => Some(PyNumber::Int(i128::from(*b))),
-            Self::Int(i) => Some(PyNumber::Int(*i)),
-            Self::Float(f) => Some(PyNumber::Float(*f)),
-            _ => None,
-        }
-    }
-}
-
-#[derive(Clone, Copy)]
-enum PyNumber {
-    Int(i128),
-    Float(f64),
-}
-
-impl PyNumber {
-    /// Exact comparison, as Python compares `int` with `float`.
-    fn eq_exact(self, other: Self) -> bool {
-        match (self, other) {
-            (Self::Int(a), Self::Int(b)) => a == b,
-            (Self::Float(a), Self::Float(b)) => a == b,
-            (Self::Int(i), Self::Float(f)) | (Self::Float(f), Self::Int(i)) => {
-                f.is_finite() && f.fract() == 0.0 && f.abs() < 1.0e38 && f as i128 == i
-            }
-        }
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Violations.
-
-/// What is wrong with an object. Each kind maps to one reason code per step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    HeaderTooLarge,
-    InvalidJson,
-    AmbiguousJson,
-    NotObject,
-    DepthExceeded,
-    TooManyFields,
-    TooManyItems,
-    InvalidKey,
-    SecretKey,
-    StringTooLong,
-    ControlCharacters,
-    IntegerOutOfRange,
-    NonFiniteNumber,
-    ProfileNotAllowed,
-    ProfileInvalid,
-    TooLarge,
-    // Security labels only.
-    UnknownField,
-    WrongProfile,
-    InvalidField,
-    ValueTooLong,
-    TooManyValues,
-    SeparatorInItem,
-    ValueNotAllowed,
-}
-
-impl Kind {
-    /// Every kind, for tests that check the code lists.
-    #[cfg(test)]
-    pub(crate) const ALL: [Self; 23] = [
-        Self::HeaderTooLarge,
-        Self::InvalidJson,
-        Self::AmbiguousJson,
-        Self::NotObject,
-        Self::DepthExceeded,
-        Self::TooManyFields,
-        Self::TooManyItems,
-        Self::InvalidKey,
-        Self::SecretKey,
-        Self::StringTooLong,
-        Self::ControlCharacters,
-        Self::IntegerOutOfRange,
-        Self::NonFiniteNumber,
-        Self::ProfileNotAllowed,
-        Self::ProfileInvalid,
-        Self::TooLarge,
-        Self::UnknownField,
-        Self::WrongProfile,
-        Self::InvalidField,
-        Self::ValueTooLong,
-        Self::TooManyValues,
-        Self::SeparatorInItem,
-        Self::ValueNotAllowed,
-    ];
-
-    /// The `mission_metadata` reason code.
-    pub(crate) fn mission_code(self) -> &'static str {
-        match self {
-            Self::HeaderTooLarge => "mission_metadata_header_too_large",
-            Self::InvalidJson => "mission_metadata_invalid_json",
-            Self::AmbiguousJson => "mission_metadata_ambiguous_json",
-            Self::NotObject => "mission_metadata_not_object",
-            Self::DepthExceeded => "mission_metadata_depth_exceeded",
-            Self::TooManyFields => "mission_metadata_too_many_fields",
-            Self::TooManyItems => "mission_metadata_too_many_items",
-            Self::InvalidKey => "mission_metadata_invalid_key",
-            Self::SecretKey => "mission_metadata_secret_key",
-            Self::StringTooLong => "mission_metadata_string_too_long",
-            Self::ControlCharacters => "mission_metadata_control_characters",
-            Self::IntegerOutOfRange => "mission_metadata_integer_out_of_range",
-            Self::NonFiniteNumber => "mission_metadata_non_finite_number",
-            Self::ProfileNotAllowed => "mission_metadata_profile_not_allowed",
-            Self::ProfileInvalid => "mission_metadata_profile_invalid",
-            Self::TooLarge => "mission_metadata_too_large",
-            // Label-only kinds never arise from mission metadata checks.
-            Self::UnknownField
-            | Self::WrongProfile
-            | Self::InvalidField
-            | Self::ValueTooLong
-            | Self::TooManyValues
-            | Self::SeparatorInItem
-            | Self::ValueNotAllowed => "mission_metadata_profile_invalid",
-        }
-    }
-
-    /// The `security_labels` reason code.
-    pub(crate) fn labels_code(self) -> &'static str {
-        match self {
-            Self::HeaderTooLarge => "security_labels_header_too_large",
-            // The reference refuses duplicate keys as invalid JSON in this header.
-            Self::InvalidJson | Self::AmbiguousJson => "security_labels_invalid_json",
-            Self::NotObject => "security_labels_not_object",
-            Self::DepthExceeded => "security_labels_depth_exceeded",
-            Self::TooManyFields => "security_labels_too_many_fields",
-            Self::TooManyItems => "security_labels_too_many_items",
-            Self::InvalidKey => "security_labels_invalid_key",
-            Self::SecretKey => "security_labels_secret_key",
-            Self::StringTooLong => "security_labels_string_too_long",
-            Self::ControlCharacters => "security_labels_control_characters",
-            Self::IntegerOutOfRange => "security_labels_integer_out_of_range",
-            Self::NonFiniteNumber => "security_labels_non_finite_number",
-            Self::ProfileNotAllowed | Self::ProfileInvalid => "security_labels_profile_invalid",
-            Self::TooLarge => "security_labels_too_large",
-            Self::UnknownField => "security_labels_unknown_field",
-            Self::WrongProfile => "security_labels_wrong_profile",
-            Self::InvalidField => "security_labels_invalid_field",
-            Self::ValueTooLong => "security_labels_value_too_long",
-            Self::TooManyValues => "security_labels_too_many_values",
-            Self::SeparatorInItem => "security_labels_separator_in_item",
-            Self::ValueNotAllowed => "security_labels_value_not_allowed",
-        }
-    }
-}
-
-/// One problem: its kind, where (a relative path such as `.a.b[2]`, empty for the root)
-/// and a description that holds field names and limits only.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Violation {
-    pub(crate) kind: Kind,
-    pub(crate) at: String,
-    pub(crate) message: String,
-}
-
-impl Violation {
-    pub(crate) fn new(kind: Kind, message: impl Into<String>) -> Self {
-        Self { kind, at: String::new(), message: message.into() }
-    }
-
-    /// The same problem seen from the parent: `segment` (`.key` or `[i]`) prepended.
-    pub(crate) fn under(mut self, segment: &str) -> Self {
-        self.at.insert_str(0, segment);
-        self
-    }
-
-    /// The problem at member `key` of the object being checked.
-    pub(crate) fn at_key(kind: Kind, key: &str, message: impl Into<String>) -> Self {
-        Self { kind, at: format!(".{key}"), message: message.into() }
-    }
-
-    /// Rejection detail: `source` (e.g. `header`), the path and the message.
-    pub(crate) fn detail(&self, source: &str) -> String {
-        format!("{source}{}: {}", self.at, self.message)
-    }
-}
-
-// ---------------------------------------------------------------------------------------
-// Strict parsing of header text.
-
-/// Header text parsed.
-#[derive(Debug)]
-pub(crate) struct Parsed {
-    /// The value, members in document order.
-    pub(crate) json: Json,
-    /// A string held a lone surrogate escape (replaced by U+FFFD in `json`).
-    pub(crate) unencodable: bool,
-}
-
-/// Parses header text the way the reference's strict `json.loads` does, returning members
-/// in document order.
-pub(crate) fn parse_json(text: &str) -> Result<Parsed, Violation> {
-    let mut parser = Parser { text, pos: 0, nesting: 0, unencodable: false };
-    parser.skip_ws();
-    let json = parser.value()?;
-    parser.skip_ws();
-    if parser.pos != text.len() {
-        return Err(invalid("extra data after the JSON value"));
-    }
-    Ok(Parsed { json, unencodable: parser.unencodable })
-}
-
-fn invalid(message: &str) -> Violation {
-    Violation::new(Kind::InvalidJson, format!("not valid JSON: {message}"))
-}
-
-struct Parser<'a> {
-    text: &'a str,
-    pos: usize,
-    nesting: usize,
-    unencodable: bool,
-}
-
-impl Parser<'_> {
-    fn peek(&self) -> Option<u8> {
-        self.text.as_bytes().get(self.pos).copied()
-    }
-
-    fn peek_at(&self, offset: usize) -> Option<u8> {
-        self.text.as_bytes().get(self.pos + offset).copied()
-    }
-
-    fn skip_ws(&mut self) {
-        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            self.pos += 1;
-        }
-    }
-
-    fn value(&mut self) -> Result<Json, Violation> {
-        match self.peek() {
-            Some(b'{') => self.object(),
-            Some(b'[') => self.array(),
-            Some(b'"') => self.string().map(Json::Str),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(b't') => self.literal("true", Json::Bool(true)),
-            Some(b'f') => self.literal("false", Json::Bool(false)),
-            Some(b'n') => self.literal("null", Json::Null),
-            Some(_) => Err(invalid("expecting a value (NaN and Infinity are not JSON)")),
-            None => Err(invalid("expecting a value")),
-        }
-    }
-
-    fn literal(&mut self, word: &str, value: Json) -> Result<Json, Violation> {
-        if self.text[self.pos..].starts_with(word) {
-            self.pos += word.len();
-            Ok(value)
-        } else {
-            Err(invalid("expecting a value"))
-        }
-    }
-
-    fn enter(&mut self) -> Result<(), Violation> {
-        self.nesting += 1;
-        if self.nesting > MAX_PARSE_NESTING {
-            return Err(Violation::new(Kind::DepthExceeded, format!("exceeds nesting depth {MAX_DEPTH}")));
-        }
-        self.pos += 1;
-        self.skip_ws();
-        Ok(())
-    }
-
-    fn object(&mut self) -> Result<Json, Violation> {
-        self.enter()?;
-        let mut members = Vec::new();
-        let mut seen = HashSet::new();
-        let mut duplicate = false;
-        if self.peek() == Some(b'}') {
-            self.pos += 1;
-            self.nesting -= 1;
-            return Ok(Json::Object(members));
-        }
-        loop {
-            if self.peek() != Some(b'"') {
-                return Err(invalid("expecting a property name in double quotes"));
-            }
-            let key = self.string()?;
-            self.skip_ws();
-            if self.peek() != Some(b':') {
-                return Err(invalid("expecting `:`"));
-            }
-            self.pos += 1;
-            self.skip_ws();
-            let value = self.value()?;
-            duplicate |= !seen.insert(key.clone());
-            members.push((key, value));
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.pos += 1;
-                    self.skip_ws();
-                }
-                Some(b'}') => {
-                    self.pos += 1;
-                    break;
-                }
-                _ => return Err(invalid("expecting `,` or `}`")),
-            }
-        }
-        self.nesting -= 1;
-        // Like the reference, a duplicate is reported when its object closes.
-        if duplicate {
-            return Err(Violation::new(Kind::AmbiguousJson, "an object repeats a key"));
-        }
-        Ok(Json::Object(members))
-    }
-
-    fn array(&mut self) -> Result<Json, Violation> {
-        self.enter()?;
-        let mut items = Vec::new();
-        if self.peek() == Some(b']') {
-            self.pos += 1;
-            self.nesting -= 1;
-            return Ok(Json::Array(items));
-        }
-        loop {
-            items.push(self.value()?);
-            self.skip_ws();
-            match self.peek() {
-                Some(b',') => {
-                    self.pos += 1;
-                    self.skip_ws();
-                }
-                Some(b']') => {
-                    self.pos += 1;
-                    break;
-                }
-                _ => return Err(invalid("expecting `,` or `]`")),
-            }
-        }
-        self.nesting -= 1;
-        Ok(Json::Array(items))
-    }
-
-    fn digits(&mut self) -> usize {
-        let start = self.pos;
-        while matches!(self.peek(), Some(b'0'..=b'9')) {
-            self.pos += 1;
-        }
-        self.pos - start
-    }
-
-    fn number(&mut self) -> Result<Json, Violation> {
-        let start = self.pos;
-        let negative = self.peek() == Some(b'-');
-        if negative {
-            self.pos += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.pos += 1,
-            Some(b'1'..=b'9') => {
-                self.digits();
-            }
-            _ => return Err(invalid("expecting a value")),
-        }
-        let int_end = self.pos;
-        let mut float = false;
-        if self.peek() == Some(b'.') && matches!(self.peek_at(1), Some(b'0'..=b'9')) {
-            self.pos += 1;
-            self.digits();
-            float = true;
-        }
-        if matches!(self.peek(), Some(b'e' | b'E')) {
-            let exponent_start = self.pos;
-            self.pos += 1;
-            if matches!(self.peek(), Some(b'+' | b'-')) {
-                self.pos += 1;
-            }
-            if self.digits() == 0 {
-                // Not an exponent: the number ends before the `e` (and the `e` is then
-                // unexpected), as in the reference's scanner.
-                self.pos = exponent_start;
-            } else {
-                float = true;
-            }
-        }
-        let literal = &self.text[start..self.pos];
-        if float {
-            return literal.parse::<f64>().map(Json::Float).map_err(|_| invalid("malformed number"));
-        }
-        let digits = &self.text[start + usize::from(negative)..int_end];
-        if digits.len() > MAX_INTEGER_DIGITS {
-            return Err(Violation::new(
-                Kind::AmbiguousJson,
-                format!("an integer literal has more than {MAX_INTEGER_DIGITS} digits"),
-            ));
-        }
-        let magnitude =
-            digits.bytes().fold(0i128, |acc, d| acc.saturating_mul(10).saturating_add(i128::from(d - b'0')));
-        Ok(Json::Int(if negative { -magnitude } else { magnitude }))
-    }
-
-    fn hex4(&self, at: usize) -> Option<u32> {
-        let hex = self.text.get(at..at + 4)?;
-        if hex.bytes().all(|b| b.is_ascii_hexdigit()) { u32::from_str_radix(hex, 16).ok() } else { None }
-    }
-
-    /// A string literal. A lone surrogate escape, which Rust strings cannot hold, becomes
-    /// U+FFFD and is remembered: in a key the key pattern refuses it, as in the reference; in
-    /// a value the object is refused once every other check has passed, where the reference
-    /// fails to encode it.
-    fn string(&mut self) -> Result<String, Violation> {
-        self.pos += 1;
-        let mut out = String::new();
-        loop {
-            let rest = &self.text[self.pos..];
-            let stop = rest.bytes().position(|b| b == b'"' || b == b'\\' || b < 0x20);
-            let Some(stop) = stop else {
-                return Err(invalid("unterminated string"));
-            };
-            out.push_str(&rest[..stop]);
-            self.pos += stop;
-            match self.peek() {
-                Some(b'"') => {
-                    self.pos += 1;
-                    return Ok(out);
-                }
-                Some(b'\\') => self.escape(&mut out)?,
-                _ => return Err(invalid("control character in a string")),
-            }
-        }
-    }
-
-    fn escape(&mut self, out: &mut String) -> Result<(), Violation> {
-        let simple = match self.peek_at(1) {
-            Some(b'"') => Some('"'),
-            Some(b'\\') => Some('\\'),
-            Some(b'/') => Some('/'),
-            Some(b'b') => Some('\u{8}'),
-            Some(b'f') => Some('\u{c}'),
-            Some(b'n') => Some('\n'),
-            Some(b'r') => Some('\r'),
-            Some(b't') => Some('\t'),
-            Some(b'u') => None,
-            _ => return Err(invalid("invalid escape")),
-        };
-        if let Some(c) = simple {
-            out.push(c);
-            self.pos += 2;
-            return Ok(());
-        }
-        let code = self.hex4(self.pos + 2).ok_or_else(|| invalid("invalid \\uXXXX escape"))?;
-        self.pos += 6;
-        let scalar = if (0xD800..0xDC00).contains(&code) && self.text[self.pos..].starts_with("\\u") {
-            let low = self.hex4(self.pos + 2).ok_or_else(|| invalid("invalid \\uXXXX escape"))?;
-            if (0xDC00..0xE000).contains(&low) {
-                self.pos += 6;
-                char::from_u32(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00))
-            } else {
-                None
-            }
-        } else {
-            char::from_u32(code)
-        };
-        match scalar {
-            Some(c) => out.push(c),
-            None => {
-                out.push('\u{FFFD}');
-                self.unencodable = true;
-            }
-        }
-        Ok(())
     }
 }
 
@@ -925,7 +332,7 @@ pub(crate) fn normalize_object(value: &Json, rules: &ObjectRules<'_>) -> Result<
     if !matches!(value, Json::Object(_)) {
         return Err(Violation::new(Kind::NotObject, "must be a JSON object"));
     }
-    check_value(value, 0)?;
+    strict_doc::check(value)?;
     let allowed = normalized_allow_list(rules.allowed_profiles);
     if !allowed.is_empty() {
         let ok = value.get("profile").and_then(Json::as_str).is_some_and(|p| allowed.contains(&p));
@@ -940,7 +347,10 @@ pub(crate) fn normalize_object(value: &Json, rules: &ObjectRules<'_>) -> Result<
     profiles::check_built_in(value)?;
     profiles::check_operator(rules.profiles, value)?;
     if rules.unencodable {
-        return Err(invalid("a string holds a lone surrogate escape, which UTF-8 cannot encode"));
+        return Err(Violation::new(
+            Kind::Document(Problem::InvalidJson),
+            "not valid JSON: a string holds a lone surrogate escape, which UTF-8 cannot encode",
+        ));
     }
     let rendered = value.to_value();
     let size = canonical::to_vec(&rendered).map(|b| b.len()).unwrap_or(usize::MAX);
@@ -958,105 +368,6 @@ pub(crate) fn sorted_list(items: &[&str]) -> String {
     let mut sorted = items.to_vec();
     sorted.sort_unstable();
     sorted.join(", ")
-}
-
-fn check_value(value: &Json, depth: usize) -> Result<(), Violation> {
-    if depth > MAX_DEPTH {
-        return Err(Violation::new(Kind::DepthExceeded, format!("exceeds nesting depth {MAX_DEPTH}")));
-    }
-    match value {
-        Json::Null | Json::Bool(_) => Ok(()),
-        Json::Str(s) => check_string(s),
-        Json::Int(i) if i.abs() > MAX_INTEGER_ABS => {
-            Err(Violation::new(Kind::IntegerOutOfRange, format!("integer exceeds {MAX_INTEGER_ABS} in magnitude")))
-        }
-        Json::Int(_) => Ok(()),
-        Json::Float(f) if !f.is_finite() => Err(Violation::new(Kind::NonFiniteNumber, "number must be finite")),
-        Json::Float(_) => Ok(()),
-        Json::Object(members) => {
-            if members.len() > MAX_OBJECT_FIELDS {
-                return Err(Violation::new(Kind::TooManyFields, format!("object exceeds {MAX_OBJECT_FIELDS} fields")));
-            }
-            for (key, member) in members {
-                check_key(key)?;
-                check_value(member, depth + 1).map_err(|v| v.under(&format!(".{key}")))?;
-            }
-            Ok(())
-        }
-        Json::Array(items) => {
-            if items.len() > MAX_ARRAY_ITEMS {
-                return Err(Violation::new(Kind::TooManyItems, format!("array exceeds {MAX_ARRAY_ITEMS} items")));
-            }
-            for (i, item) in items.iter().enumerate() {
-                check_value(item, depth + 1).map_err(|v| v.under(&format!("[{i}]")))?;
-            }
-            Ok(())
-        }
-    }
-}
-
-fn check_string(s: &str) -> Result<(), Violation> {
-    if s.chars().count() > MAX_STRING_LENGTH {
-        return Err(Violation::new(Kind::StringTooLong, format!("string exceeds {MAX_STRING_LENGTH} characters")));
-    }
-    if has_control(s) {
-        return Err(Violation::new(Kind::ControlCharacters, "string contains control characters"));
-    }
-    Ok(())
-}
-
-/// Checks one key in the reference's order. A refused key is not echoed unless it matches
-/// the key pattern (a secret-looking key is named, as a field name, never with its value).
-fn check_key(key: &str) -> Result<(), Violation> {
-    let refuse = |why: &str| Err(Violation::new(Kind::InvalidKey, format!("contains a key that {why}")));
-    if py_strip(key) != key {
-        return refuse("has leading or trailing whitespace");
-    }
-    if key.is_empty() {
-        return refuse("is empty");
-    }
-    if key.chars().count() > MAX_KEY_LENGTH {
-        return refuse(&format!("exceeds {MAX_KEY_LENGTH} characters"));
-    }
-    if has_control(key) {
-        return refuse("contains control characters");
-    }
-    if !key_pattern_matches(key) {
-        return refuse("does not start with a letter or has characters other than letters, digits, `_`, `.`, `:`, `-`");
-    }
-    if looks_secret(key) {
-        return Err(Violation::at_key(Kind::SecretKey, key, "key looks secret-like and is not allowed"));
-    }
-    Ok(())
-}
-
-/// `^[A-Za-z][A-Za-z0-9_.:-]{0,127}$`.
-pub(crate) fn key_pattern_matches(key: &str) -> bool {
-    let mut chars = key.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && key.len() <= MAX_KEY_LENGTH
-        && chars.all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
-}
-
-/// True when `key` (lowercased) contains one of [`SECRET_KEY_PARTS`].
-pub(crate) fn looks_secret(key: &str) -> bool {
-    let lower = key.to_lowercase();
-    SECRET_KEY_PARTS.iter().any(|part| lower.contains(part))
-}
-
-/// True for characters below U+0020 and DEL, the reference's control characters.
-pub(crate) fn has_control(s: &str) -> bool {
-    s.chars().any(|c| (c as u32) < 0x20 || c == '\u{7f}')
-}
-
-/// Python's `str.isspace()`: Unicode whitespace plus the ASCII separators U+001C–U+001F.
-pub(crate) fn py_is_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Python's `str.strip()`.
-pub(crate) fn py_strip(s: &str) -> &str {
-    s.trim_matches(py_is_space)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1796,30 +1107,6 @@ mod tests {
         assert!(text.contains("allowed profiles: p"), "{text}");
         assert!(text.contains("operator profile `ops.v1` (profile_version 1): required phase (string)"), "{text}");
         assert!(text.contains("8192 bytes"), "{text}");
-    }
-
-    #[test]
-    fn python_equality_of_json_values() {
-        let j = |v: Value| Json::from_value(&v);
-        assert!(j(json!(1)).py_eq(&j(json!(1.0))));
-        assert!(j(json!(true)).py_eq(&j(json!(1))));
-        assert!(j(json!(false)).py_eq(&j(json!(0.0))));
-        assert!(!j(json!("1")).py_eq(&j(json!(1))));
-        assert!(!j(json!(null)).py_eq(&j(json!(0))));
-        assert!(j(json!({"a": [1, 2.0]})).py_eq(&j(json!({"a": [1.0, 2]}))));
-        assert!(!j(json!(9_007_199_254_740_993_i64)).py_eq(&j(json!(9_007_199_254_740_992.0))));
-    }
-
-    #[test]
-    fn python_whitespace() {
-        for c in
-            ['\t', '\n', '\u{b}', '\u{c}', '\r', '\u{1c}', '\u{1f}', ' ', '\u{85}', '\u{a0}', '\u{2028}', '\u{3000}']
-        {
-            assert!(py_is_space(c), "{c:?}");
-        }
-        for c in ['\u{0}', '\u{1}', '\u{1b}', '\u{200b}', '\u{feff}', 'a'] {
-            assert!(!py_is_space(c), "{c:?}");
-        }
     }
 
     /// Random headers generated and judged by the reference (`tests/reference/gen_headers.py`,

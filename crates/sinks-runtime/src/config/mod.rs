@@ -35,6 +35,8 @@ pub use sinks_contract::config::{
     ConfigError, ConfigIssue, Issues, SinkSection, check_env_name, deserialize_at, encryption,
 };
 
+pub use routing::{KindDefaults, OptionalWait};
+
 use crate::dlq::DeadLetterConfig;
 use sinks_contract::metadata::MessageMetadataConfig;
 use sinks_contract::subject;
@@ -138,25 +140,39 @@ impl NotYetSupported {
 
 impl Config {
     /// Loads `path` (`.json`, `.toml`, `.yaml`/`.yml`), applies environment overrides,
-    /// and validates. Makes no connections and reads no secrets.
+    /// and validates, knowing no sink kind (see [`Config::load_with`]). Makes no connections
+    /// and reads no secrets.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        Self::from_figment(figment_for(path)?)
+        Self::load_with(path, &KindDefaults::default())
     }
 
-    /// Builds from an already assembled figment (file plus overrides) and validates.
+    /// [`Config::load`] with what the binary's registry knows about the sink kinds: the
+    /// optional fan-out targets' waits are filled from their sink types and
+    /// `routing.target_sink_types` is checked against the kinds ([`KindDefaults`]).
+    pub fn load_with(path: &Path, kinds: &KindDefaults) -> Result<Self, ConfigError> {
+        Self::from_value_with(extract(figment_for(path)?)?, kinds)
+    }
+
+    /// Builds from an already assembled figment (file plus overrides) and validates,
+    /// knowing no sink kind.
     pub fn from_figment(figment: Figment) -> Result<Self, ConfigError> {
-        let value: serde_json::Value = figment.extract().map_err(|e| figment_error(&e))?;
-        Self::from_value(value)
+        Self::from_value(extract(figment)?)
     }
 
-    /// Builds from a JSON value (the merged config tree) and validates.
-    pub fn from_value(mut value: serde_json::Value) -> Result<Self, ConfigError> {
+    /// Builds from a JSON value (the merged config tree) and validates, knowing no sink
+    /// kind.
+    pub fn from_value(value: serde_json::Value) -> Result<Self, ConfigError> {
+        Self::from_value_with(value, &KindDefaults::default())
+    }
+
+    /// [`Config::from_value`] with the sink kinds (see [`Config::load_with`]).
+    pub fn from_value_with(mut value: serde_json::Value, kinds: &KindDefaults) -> Result<Self, ConfigError> {
         routing::normalize_compact_fanout(&mut value)?;
         let mut config: Self = deserialize_at("", value)?;
         config.message_metadata.fill_default_headers();
         let named = config.named_sink_types();
-        config.routing.complete(&named);
-        config.validate()?;
+        config.routing.complete(&named, kinds);
+        config.validate_with(kinds)?;
         Ok(config)
     }
 
@@ -179,8 +195,14 @@ impl Config {
         self.sinks.iter().map(|(name, section)| (name.clone(), section.kind().unwrap_or_default().to_owned())).collect()
     }
 
-    /// Checks cross-field rules; every problem is reported with its field path.
+    /// Checks cross-field rules, knowing no sink kind; every problem is reported with its
+    /// field path.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.validate_with(&KindDefaults::default())
+    }
+
+    /// [`Config::validate`] with the sink kinds (see [`Config::load_with`]).
+    pub fn validate_with(&self, kinds: &KindDefaults) -> Result<(), ConfigError> {
         let mut issues = Issues::default();
         self.nats.validate(&mut issues);
         self.consumer_management.validate(&self.nats.subject, &mut issues);
@@ -257,7 +279,7 @@ impl Config {
                 issues.push(&format!("sinks.{name}.type"), "required (e.g. \"file\")");
             }
         }
-        self.routing.validate_at(&named, self.sink.kind(), &mut issues);
+        self.routing.validate_at(&named, self.sink.kind(), kinds, &mut issues);
         match self.sink.kind() {
             None => issues.push("sink.type", "required (e.g. \"file\")"),
             Some(k)
@@ -341,6 +363,11 @@ pub fn with_env_overrides(figment: Figment) -> Figment {
         })
         .split(".");
     figment.merge(fixed).merge(Env::prefixed("NATS_SINKS__").split("__"))
+}
+
+/// The merged config tree of `figment`.
+fn extract(figment: Figment) -> Result<serde_json::Value, ConfigError> {
+    figment.extract().map_err(|e| figment_error(&e))
 }
 
 fn figment_error(e: &figment::Error) -> ConfigError {

@@ -51,17 +51,48 @@ pub const FORBIDDEN_HEADERS: [&str; 15] = [
     "upgrade",
 ];
 
-/// Optional-target waits by sink type `(minimum_wait_ms, timeout_ms)`, the reference's.
-pub const OPTIONAL_DEFAULTS: [(&str, u64, u64); 8] = [
-    ("coherence", 1000, 5000),
-    ("file", 100, 1000),
-    ("http", 1000, 5000),
-    ("mysql", 1000, 5000),
-    ("oracle", 1000, 5000),
-    ("oracle_nosql", 1000, 5000),
-    ("s3", 1000, 5000),
-    ("spool", 100, 1000),
-];
+/// The queue-and-wait defaults of an optional target of one sink kind: how long the write
+/// waits for the target, and the cap from the start of the write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OptionalWait {
+    /// Default `minimum_wait_ms`.
+    pub minimum_wait_ms: u64,
+    /// Default `timeout_ms`.
+    pub timeout_ms: u64,
+}
+
+/// What the routing checks know about sink kinds, which the runtime does not name: the
+/// binary's registry, the one place that knows every kind, supplies it (the reference's
+/// table: each kind an optional target can have, with its [`OptionalWait`]).
+///
+/// With kinds, [`RoutingConfig::complete`] fills an optional target's unset waits from its
+/// sink type, and [`RoutingConfig::validate_at`] refuses a `target_sink_types` entry naming
+/// any other kind. [`KindDefaults::default`] knows no kind (a library or a test loading a
+/// config without the registry): waits are then filled from nowhere and `target_sink_types`
+/// is checked against the named sinks only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KindDefaults {
+    optional_waits: BTreeMap<String, OptionalWait>,
+}
+
+impl KindDefaults {
+    /// The defaults of optional targets of sink type `kind` (compared trimmed and
+    /// lowercase, as config values are), `None` for a kind this does not know.
+    pub fn optional_wait(&self, kind: &str) -> Option<OptionalWait> {
+        self.optional_waits.get(&kind.trim().to_lowercase()).copied()
+    }
+
+    /// The kinds known, sorted.
+    pub fn kinds(&self) -> impl Iterator<Item = &str> {
+        self.optional_waits.keys().map(String::as_str)
+    }
+}
+
+impl<K: Into<String>> FromIterator<(K, OptionalWait)> for KindDefaults {
+    fn from_iter<I: IntoIterator<Item = (K, OptionalWait)>>(iter: I) -> Self {
+        Self { optional_waits: iter.into_iter().map(|(kind, wait)| (kind.into(), wait)).collect() }
+    }
+}
 
 /// `routing` config section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -178,7 +209,7 @@ pub struct RouteTarget {
     #[serde(default = "yes")]
     pub required: bool,
     /// Optional targets only: how long the acknowledgement waits for this target (default
-    /// by sink type, see [`OPTIONAL_DEFAULTS`]).
+    /// by sink type, see [`KindDefaults`]).
     #[serde(default)]
     pub minimum_wait_ms: Option<u64>,
     /// Optional targets only: the longest the wait may last from the start of the write.
@@ -289,8 +320,9 @@ pub fn normalize_compact_fanout(config: &mut Value) -> Result<(), super::ConfigE
 
 impl RoutingConfig {
     /// Fills `target_sink_types` from the named sinks' types (reference behaviour) and the
-    /// optional targets' waits from those types. Run before [`RoutingConfig::validate_at`].
-    pub fn complete(&mut self, sinks: &BTreeMap<String, String>) {
+    /// optional targets' unset waits from those types' defaults in `kinds`. Run before
+    /// [`RoutingConfig::validate_at`].
+    pub fn complete(&mut self, sinks: &BTreeMap<String, String>, kinds: &KindDefaults) {
         for name in self.target_names() {
             if let Some(kind) = sinks.get(&name) {
                 self.target_sink_types.entry(name).or_insert_with(|| kind.clone());
@@ -301,12 +333,9 @@ impl RoutingConfig {
             if target.required {
                 continue;
             }
-            let defaults = types
-                .get(&target.sink)
-                .and_then(|t| OPTIONAL_DEFAULTS.iter().find(|(k, _, _)| k == &t.trim().to_lowercase()));
-            if let Some((_, wait, timeout)) = defaults {
-                target.minimum_wait_ms.get_or_insert(*wait);
-                target.timeout_ms.get_or_insert(*timeout);
+            if let Some(defaults) = types.get(&target.sink).and_then(|t| kinds.optional_wait(t)) {
+                target.minimum_wait_ms.get_or_insert(defaults.minimum_wait_ms);
+                target.timeout_ms.get_or_insert(defaults.timeout_ms);
             }
         }
     }
@@ -322,8 +351,15 @@ impl RoutingConfig {
         out
     }
 
-    /// Checks the section against the named sinks (`name → type`) and the active sink type.
-    pub fn validate_at(&self, sinks: &BTreeMap<String, String>, active: Option<&str>, issues: &mut Issues) {
+    /// Checks the section against the named sinks (`name → type`), the active sink type and
+    /// the sink kinds (`kinds`, see [`KindDefaults`]).
+    pub fn validate_at(
+        &self,
+        sinks: &BTreeMap<String, String>,
+        active: Option<&str>,
+        kinds: &KindDefaults,
+        issues: &mut Issues,
+    ) {
         let p = "routing";
         if sinks.len() > MAX_NAMED_SINKS {
             issues.push("sinks", format!("at most {MAX_NAMED_SINKS} named sinks (got {})", sinks.len()));
@@ -374,10 +410,15 @@ impl RoutingConfig {
                 issues,
             );
         }
-        for (name, kind) in &self.target_sink_types {
-            if !OPTIONAL_DEFAULTS.iter().any(|(k, _, _)| *k == kind.trim().to_lowercase()) {
-                let allowed: Vec<&str> = OPTIONAL_DEFAULTS.iter().map(|(k, _, _)| *k).collect();
-                issues.push(&format!("{p}.target_sink_types.{name}"), format!("must be one of {}", allowed.join(", ")));
+        if kinds.kinds().next().is_some() {
+            for (name, kind) in &self.target_sink_types {
+                if kinds.optional_wait(kind).is_none() {
+                    let allowed: Vec<&str> = kinds.kinds().collect();
+                    issues.push(
+                        &format!("{p}.target_sink_types.{name}"),
+                        format!("must be one of {}", allowed.join(", ")),
+                    );
+                }
             }
         }
         if !sinks.is_empty() {
@@ -660,7 +701,7 @@ impl RouteMatch {
         let subject_ok = match (&self.subject, &later.subject) {
             (None, _) => true,
             (Some(_), None) => false,
-            (Some(a), Some(b)) => pattern_covers(a, b),
+            (Some(a), Some(b)) => subject::contains(a, b),
         };
         let set_ok = |mine: &[String], theirs: &[String]| {
             mine.is_empty() || (!theirs.is_empty() && theirs.iter().all(|v| mine.contains(v)))
@@ -706,24 +747,6 @@ impl RouteMatch {
     }
 }
 
-/// True when pattern `a` matches every subject pattern `b` matches.
-pub fn pattern_covers(a: &str, b: &str) -> bool {
-    let (a, b): (Vec<&str>, Vec<&str>) = (a.split('.').collect(), b.split('.').collect());
-    for (i, ta) in a.iter().enumerate() {
-        if *ta == ">" {
-            return b.len() > i;
-        }
-        let Some(tb) = b.get(i) else { return false };
-        match (*ta, *tb) {
-            ("*", ">") => return false,
-            ("*", _) => {}
-            (x, y) if x == y && y != ">" && y != "*" => {}
-            _ => return false,
-        }
-    }
-    a.len() == b.len()
-}
-
 /// Where one message goes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Selection {
@@ -745,6 +768,12 @@ mod tests {
 
     fn routing(v: Value) -> RoutingConfig {
         serde_json::from_value(v).unwrap()
+    }
+
+    /// Kinds as the binary's registry supplies them (a part of the reference's table).
+    fn kinds() -> KindDefaults {
+        let wait = |minimum_wait_ms, timeout_ms| OptionalWait { minimum_wait_ms, timeout_ms };
+        [("file", wait(100, 1000)), ("http", wait(1000, 5000)), ("mysql", wait(1000, 5000))].into_iter().collect()
     }
 
     fn msg(
@@ -814,11 +843,11 @@ mod tests {
         assert_eq!(v["routing"]["enabled"], true);
         let mut r: RoutingConfig = serde_json::from_value(v["routing"].clone()).unwrap();
         let sinks: BTreeMap<String, String> = [("f".into(), "file".into()), ("h".into(), "http".into())].into();
-        r.complete(&sinks);
+        r.complete(&sinks, &kinds());
         assert_eq!(r.routes[0].targets[1].minimum_wait_ms, Some(1000));
         assert_eq!(r.routes[0].targets[1].timeout_ms, Some(5000));
         let mut issues = Issues::default();
-        r.validate_at(&sinks, Some("fanout"), &mut issues);
+        r.validate_at(&sinks, Some("fanout"), &kinds(), &mut issues);
         assert!(issues.finish().is_ok());
         let mut both = json!({"sink": {"type": "fanout", "sinks": {}}, "sinks": {}});
         assert_eq!(normalize_compact_fanout(&mut both).unwrap_err().issues[0].path, "sink.sinks");
@@ -837,7 +866,7 @@ mod tests {
         }));
         let sinks: BTreeMap<String, String> = [("a".into(), "file".into()), ("b".into(), "fanout".into())].into();
         let mut issues = Issues::default();
-        r.validate_at(&sinks, Some("fanout"), &mut issues);
+        r.validate_at(&sinks, Some("fanout"), &kinds(), &mut issues);
         let paths: Vec<String> = issues.finish().unwrap_err().issues.into_iter().map(|i| i.path).collect();
         for want in [
             "sinks.b.type",
@@ -877,20 +906,77 @@ mod tests {
     }
 
     #[test]
-    fn pattern_cover_table() {
+    fn waits_and_type_checks_come_from_the_kinds_given() {
+        let r = routing(json!({"enabled": true,
+            "target_sink_types": {"m": " MySQL ", "x": "ftp"},
+            "routes": [{"name": "r", "match": {"subject": ">"}, "targets": [
+                {"sink": "f", "required": false},
+                {"sink": "m", "required": false, "timeout_ms": 7000},
+                {"sink": "x", "required": false},
+                "f2"]}]}));
+        let sinks: BTreeMap<String, String> =
+            [("f".into(), "file".into()), ("m".into(), "mysql".into()), ("x".into(), "ftp".into())].into();
+        let waits = |r: &RoutingConfig| -> Vec<(Option<u64>, Option<u64>)> {
+            r.routes[0].targets.iter().map(|t| (t.minimum_wait_ms, t.timeout_ms)).collect()
+        };
+        let paths = |r: &RoutingConfig, kinds: &KindDefaults| -> Vec<(String, String)> {
+            let mut issues = Issues::default();
+            r.validate_at(&sinks, Some("fanout"), kinds, &mut issues);
+            issues
+                .finish()
+                .err()
+                .map(|e| e.issues)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|i| (i.path, i.message))
+                .collect()
+        };
+        let mut with = r.clone();
+        with.complete(&sinks, &kinds());
+        assert_eq!(with.target_sink_types["f"], "file", "filled in from sinks");
+        assert_eq!(with.target_sink_types["m"], " MySQL ", "an entry given is kept");
+        assert_eq!(waits(&with), [(Some(100), Some(1000)), (Some(1000), Some(7000)), (None, None), (None, None)]);
+        let issues = paths(&with, &kinds());
+        assert!(
+            issues.contains(&("routing.target_sink_types.x".into(), "must be one of file, http, mysql".into())),
+            "{issues:?}"
+        );
+        assert!(!issues.iter().any(|(p, _)| p == "routing.target_sink_types.m"), "{issues:?}");
+        // Knowing no kind: nothing filled, no entry refused for its kind.
+        let mut without = r;
+        without.complete(&sinks, &KindDefaults::default());
+        assert_eq!(waits(&without), [(None, None), (None, Some(7000)), (None, None), (None, None)]);
+        assert!(
+            !paths(&without, &KindDefaults::default()).iter().any(|(p, _)| p.starts_with("routing.target_sink_types"))
+        );
+        assert_eq!(kinds().optional_wait("\tHTTP "), Some(OptionalWait { minimum_wait_ms: 1000, timeout_ms: 5000 }));
+        assert_eq!(KindDefaults::default().optional_wait("file"), None);
+    }
+
+    /// Route shadowing asks `sinks_contract::subject::contains`, which replaced a copy of it
+    /// here (`pattern_covers`, the same answer for every pattern of up to four tokens).
+    #[test]
+    fn subject_cover_table() {
+        let m = |s: &str| RouteMatch { subject: Some(s.to_owned()), ..RouteMatch::default() };
         for (a, b, want) in [
             (">", "a", true),
             (">", "a.b.>", true),
+            (">", ">", true),
             ("a.>", "a.b", true),
+            ("a.>", "a.*", true),
             ("a.>", "a", false),
+            ("a.b.>", "a.>", false),
             ("a.*", "a.b", true),
+            ("a.*", "a.*", true),
             ("a.*", "a.>", false),
             ("a.*", "a.b.c", false),
+            ("*", ">", false),
             ("a.b", "a.*", false),
             ("a.*.c", "a.x.c", true),
             ("a.b", "a.b", true),
         ] {
-            assert_eq!(pattern_covers(a, b), want, "{a} covers {b}");
+            assert_eq!(m(a).covers(&m(b)), want, "{a} covers {b}");
         }
+        assert!(RouteMatch::default().covers(&m("a")) && !m("a").covers(&RouteMatch::default()));
     }
 }
