@@ -49,7 +49,7 @@ fn keyring(config: &Config) -> Result<Keyring, ConfigError> {
 
 /// Decrypts `input` (a path, or `-` for stdin) and writes the plaintext to stdout.
 pub(crate) fn run(config_path: &Path, input: &Path, context: &Context) -> Result<(), Failure> {
-    let config = Config::load(config_path).map_err(Failure::Config)?;
+    let config = crate::registry::load_config(config_path).map_err(Failure::Config)?;
     let ring = keyring(&config).map_err(Failure::Config)?;
     if ring.key_ids().next().is_none() {
         return Err(Failure::Config(ConfigError::single(

@@ -11,7 +11,6 @@ use std::process::ExitCode;
 use sink_oracle::lineage::{self, LineageRequest};
 use sink_oracle::{OracleSink, OracleSinkConfig};
 use sinks_contract::ConfigError;
-use sinks_runtime::config::Config;
 
 /// The options of one lookup.
 #[derive(Debug)]
@@ -46,7 +45,7 @@ pub(crate) enum Ended {
 /// records.
 #[allow(clippy::print_stdout)]
 pub(crate) async fn run(path: &Path, options: Options) -> Ended {
-    let config = match Config::load(path) {
+    let config = match crate::registry::load_config(path) {
         Ok(c) => c,
         Err(e) => return Ended::Config(e),
     };

@@ -7,7 +7,6 @@ use std::path::Path;
 
 use indicatif::{ProgressBar, ProgressStyle};
 use sinks_contract::{ConfigError, ErrorClass};
-use sinks_runtime::config::Config;
 
 use crate::registry;
 
@@ -37,7 +36,7 @@ async fn replay(
     max_records: Option<usize>,
     dry_run: bool,
 ) -> Result<Ended, Ended> {
-    let spool_config = Config::load(spool_path).map_err(Ended::Config)?;
+    let spool_config = crate::registry::load_config(spool_path).map_err(Ended::Config)?;
     if spool_config.sink.kind() != Some("spool") {
         return Err(Ended::Config(ConfigError::single(
             "sink.type",
@@ -48,7 +47,7 @@ async fn replay(
         sink_spool::SpoolSinkConfig::from_section(&spool_config.sink).map_err(Ended::Config)?,
     )
     .map_err(Ended::Config)?;
-    let target_config = Config::load(target_path).map_err(Ended::Config)?;
+    let target_config = crate::registry::load_config(target_path).map_err(Ended::Config)?;
     if target_config.sink.kind() == Some("spool") {
         return Err(Ended::Config(ConfigError::single("sink.type", "the target of a replay cannot be another spool")));
     }

@@ -322,19 +322,12 @@ pub fn describe(config: Sections<'_>) -> Vec<String> {
 }
 
 /// Runs one of the cross-check scripts in `tests/reference/` with the reference's Python
-/// (installed by `cargo xtask setup`) and returns its stdout; `None`, after saying SKIPPED,
-/// when the reference is not installed.
+/// (installed by `cargo xtask setup`) and returns its stdout; fails `test` when the reference
+/// is not installed.
 #[cfg(test)]
-#[allow(clippy::print_stderr)]
-pub(crate) fn reference_script(test: &str, script: &str, args: &[&str], stdin: Option<String>) -> Option<String> {
+pub(crate) fn reference_script(test: &str, script: &str, args: &[&str], stdin: Option<String>) -> String {
     use std::io::Write as _;
-    let python = match sinks_testkit::reference_python() {
-        Ok(p) => p,
-        Err(reason) => {
-            eprintln!("SKIPPED {test}: {reason}");
-            return None;
-        }
-    };
+    let python = sinks_testkit::reference_python().unwrap_or_else(|reason| sinks_testkit::cannot_run(test, reason));
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/reference").join(script);
     let mut child = std::process::Command::new(python)
         .arg(&path)
@@ -350,5 +343,5 @@ pub(crate) fn reference_script(test: &str, script: &str, args: &[&str], stdin: O
     let out = child.wait_with_output().expect("run the reference's python");
     writer.join().expect("stdin writer").expect("write stdin");
     assert!(out.status.success(), "{script} failed: {}", String::from_utf8_lossy(&out.stderr));
-    Some(String::from_utf8(out.stdout).expect("utf-8 output"))
+    String::from_utf8(out.stdout).expect("utf-8 output")
 }

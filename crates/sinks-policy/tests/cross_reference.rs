@@ -1,6 +1,6 @@
 //! Byte-for-byte agreement with the Python reference (PyPI `nats-sinks[crypto]==0.4.3`,
 //! installed by `cargo xtask setup`): canonical JSON, message signatures both ways, and
-//! custody payload hashes. Each test says SKIPPED and returns when the reference is missing.
+//! custody payload hashes. Each test fails when the reference is missing (`cargo xtask setup` installs it).
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
 use std::path::PathBuf;
@@ -19,14 +19,8 @@ use sinks_policy::custody::CustodyConfig;
 const HMAC_KEY: [u8; 48] = [0x5a; 48];
 const ED_SEED: [u8; 32] = [0x42; 32];
 
-fn reference(test: &str) -> Option<PathBuf> {
-    match sinks_testkit::reference_python() {
-        Ok(p) => Some(p),
-        Err(reason) => {
-            eprintln!("SKIPPED {test}: {reason}");
-            None
-        }
-    }
+fn reference(test: &str) -> PathBuf {
+    sinks_testkit::reference_python().unwrap_or_else(|reason| sinks_testkit::cannot_run(test, reason))
 }
 
 /// Runs `script` with the reference's Python, feeding `input` as JSON on stdin; returns the
@@ -136,7 +130,7 @@ fn with_signature(e: &Envelope, algorithm: &str, signature: &str) -> Envelope {
 
 #[test]
 fn canonical_json_matches_python_json_dumps() {
-    let Some(py) = reference("canonical_json_matches_python_json_dumps") else { return };
+    let py = reference("canonical_json_matches_python_json_dumps");
     let docs = json!([
         {"b": 1, "a": [1.0, 0.1, 1e16, 1.5e-7, -0.0, 123456789.125, 5e-324, 1.7976931348623157e308]},
         {"ä": "é\u{0}\u{1f}\u{7f}\u{2028}\u{1F600}", "A": "\"\\/\n\r\t\u{8}\u{c}", "z": null, "y": true},
@@ -157,7 +151,7 @@ print(json.dumps([json.dumps(d, sort_keys=True, separators=(",", ":"), ensure_as
 
 #[test]
 fn signatures_made_by_the_reference_verify_here() {
-    let Some(py) = reference("signatures_made_by_the_reference_verify_here") else { return };
+    let py = reference("signatures_made_by_the_reference_verify_here");
     let script = format!(
         r#"{PY_ENVELOPES}
 import hashlib, hmac
@@ -197,7 +191,7 @@ print(json.dumps(out))
 
 #[test]
 fn signatures_made_here_verify_in_the_reference() {
-    let Some(py) = reference("signatures_made_here_verify_in_the_reference") else { return };
+    let py = reference("signatures_made_here_verify_in_the_reference");
     let signer = SigningKey::from_bytes(&ED_SEED);
     let mut messages = Vec::new();
     for m in corpus() {
@@ -246,7 +240,7 @@ print(json.dumps(results))
 
 #[test]
 fn custody_payload_hashes_match_the_reference() {
-    let Some(py) = reference("custody_payload_hashes_match_the_reference") else { return };
+    let py = reference("custody_payload_hashes_match_the_reference");
     let mut messages = corpus();
     for (i, data) in [
         &br#" {"z": [1, 2.50, 1e3, -0.0], "a": {"nested": "\u00e9"}} "#[..],

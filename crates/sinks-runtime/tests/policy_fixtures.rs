@@ -1,4 +1,4 @@
-//! The reference's documented policy examples (`tests/fixtures/policies/`) load unchanged:
+//! The reference's documented policy examples (`crates/sinks-policy/tests/fixtures/policies/`) load unchanged:
 //! every section they turn on is accepted and active, with the values the example gives.
 #![allow(clippy::unwrap_used)]
 
@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use sinks_runtime::Config;
 
 fn fixtures() -> Vec<PathBuf> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/policies");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../sinks-policy/tests/fixtures/policies");
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().path())

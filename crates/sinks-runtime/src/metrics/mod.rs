@@ -542,7 +542,7 @@ pub struct CatalogueRow {
 pub fn catalogue_rows() -> Vec<CatalogueRow> {
     let metrics = Metrics::new(&MetricsConfig { enabled: true, ..MetricsConfig::default() });
     // A labelled family is exported only once it has a series: give each one.
-    let _ = metrics.outcome_counters("file");
+    let _ = metrics.outcome_counters("any");
     metrics.dlq_record("sink_permanent");
     let text = metrics.encode(Format::Prometheus).unwrap_or_default();
     let mut rows = Vec::new();
