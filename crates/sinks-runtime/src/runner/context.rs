@@ -12,12 +12,14 @@ use sinks_policy::Pipeline;
 use super::RunStats;
 use super::outage::Outage;
 use super::parking::Parking;
+use super::settle::Planner;
 use crate::ack::GatePolicy;
 use crate::config::Config;
 use crate::dlq::DeadLetterPublisher;
 use crate::freshness::Freshness;
 use crate::ledger::LedgerPublisher;
 use crate::metrics::{GaugeId, Metrics, OutcomeCounters};
+use crate::source::AckHandle;
 
 /// Shared, immutable per-run context of batch tasks.
 #[derive(Debug)]
@@ -38,7 +40,7 @@ pub(super) struct Ctx {
     /// The current destination outage, if any (for its log lines).
     pub(super) outage: std::sync::Mutex<Outage>,
     /// Messages held back behind a temporary failure of their key (see [`Parking`]).
-    pub(super) parking: std::sync::Mutex<Parking>,
+    pub(super) parking: std::sync::Mutex<Parking<AckHandle>>,
     /// The consumer's effective AckWait (when an unacked message comes back).
     pub(super) ack_wait: Duration,
     /// Time a write may take, retries in place included (see [`write_budget`]).
@@ -51,6 +53,7 @@ pub(super) struct Ctx {
 }
 
 impl Ctx {
+    /// True on the consumer's last allowed delivery of `envelope`.
     pub(super) fn is_last_delivery(&self, envelope: &Envelope) -> bool {
         self.policy.max_deliver.is_some_and(|max| envelope.jetstream().delivered >= max)
     }
@@ -61,13 +64,19 @@ impl Ctx {
         (self.ack_wait / 3).max(Duration::from_millis(200))
     }
 
-    pub(super) fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking> {
+    /// The parking, locked (held only for pure bookkeeping, never across an await).
+    pub(super) fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking<AckHandle>> {
         self.parking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Updates the held-back gauge from `parking` (called with the lock held).
-    pub(super) fn note_parking(&self, parking: &Parking) {
-        self.metrics.set(GaugeId::HeldBackMessages, parking.kept.len() as f64);
+    pub(super) fn note_parking(&self, parking: &Parking<AckHandle>) {
+        self.metrics.set(GaugeId::HeldBackMessages, parking.kept() as f64);
+    }
+
+    /// Plans settlements under this run's gate policy and AckWait, with random jitter.
+    pub(super) fn planner(&self) -> Planner<'_, fn() -> f64> {
+        Planner { policy: &self.policy, ack_wait: self.ack_wait, sample: rand::random::<f64> }
     }
 }
 

@@ -7,17 +7,17 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
 
 use super::RunStats;
-use super::batch::process_batch;
+use super::batch::{self, Batch};
 use super::context::Ctx;
 use super::heartbeat::hold_while;
-use super::ordering::{OrderingGate, batch_keys, order_key_of};
+use super::ordering::{OrderingGate, batch_keys, with_order_key};
 use super::reconnect::{reconnect_backoff, sleep_or_stop};
 use crate::metrics::{CounterId, GaugeId, TimingId};
-use crate::source::Source;
+use crate::source::{AckHandle, Source};
 
 /// Resolves once a stop was requested while the connection is down (a fetch in progress
 /// then cannot bring anything, so it is abandoned instead of waiting for its timers).
-pub(super) async fn stopped_while_disconnected(stop: &watch::Receiver<bool>, client: &async_nats::Client) {
+async fn stopped_while_disconnected(stop: &watch::Receiver<bool>, client: &async_nats::Client) {
     let mut stop = stop.clone();
     let _ = stop.wait_for(|s| *s).await;
     while client.connection_state() == async_nats::connection::State::Connected {
@@ -25,6 +25,9 @@ pub(super) async fn stopped_while_disconnected(stop: &watch::Receiver<bool>, cli
     }
 }
 
+/// Fetches batches until a stop is requested, and runs each in its own task (at most
+/// `delivery.max_in_flight_batches` writing or settling, one more fetched and waiting);
+/// returns once every batch task has finished. A failed fetch is logged and retried.
 pub(super) async fn fetch_loop(
     ctx: &Arc<Ctx>,
     source: &Source,
@@ -50,8 +53,11 @@ pub(super) async fn fetch_loop(
         };
         ctx.metrics.observe(TimingId::NatsFetchSeconds, started.elapsed().as_secs_f64());
         ctx.metrics.status().progress();
-        let batch = match fetched {
-            Ok(batch) => {
+        let batch: Batch<AckHandle> = match fetched {
+            Ok(fetched) => {
+                // The runner owns the batch from here on; each message gets its ordering key.
+                let batch: Batch<AckHandle> =
+                    fetched.into_iter().map(|(e, handle)| (with_order_key(e, &ctx.config), handle)).collect();
                 ctx.lock_parking().note_fetch(&batch.envelopes, started);
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
@@ -79,20 +85,12 @@ pub(super) async fn fetch_loop(
         ctx.metrics.inc(CounterId::MessagesFetched, batch.len() as u64);
         ctx.metrics.inc(CounterId::BatchesFetched, 1);
         ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
-        let mut batch = batch;
-        batch.envelopes = std::mem::take(&mut batch.envelopes)
-            .into_iter()
-            .map(|e| {
-                let key = order_key_of(&e, &ctx.config);
-                e.with_order_key(key)
-            })
-            .collect();
-        let Ok(permit) = hold_while(ctx, &batch.acks, Arc::clone(&permits).acquire_owned()).await else { break };
+        let Ok(permit) = hold_while(ctx, &batch.handles, Arc::clone(&permits).acquire_owned()).await else { break };
         let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
         let ctx = Arc::clone(ctx);
         ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
         tokio::spawn(async move {
-            process_batch(&ctx, batch, waits, done).await;
+            batch::process(&ctx, batch, waits, done).await;
             ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
             ctx.metrics.status().progress();
             drop(permit);

@@ -43,7 +43,7 @@ use tokio::sync::watch;
 use self::context::{Ctx, write_budget};
 use self::fetch::fetch_loop;
 use self::health::probe_sink;
-use self::keeper::{keep_parking, release_parked};
+use self::keeper::keep_parking;
 use self::lag::poll_lag;
 use self::outage::Outage;
 use self::parking::Parking;
@@ -331,15 +331,10 @@ async fn run_inner(
     for task in [Some(lag), health, advisories].into_iter().flatten() {
         let _ = task.await;
     }
-    let parked = {
-        let mut parking = ctx.lock_parking();
-        let parked = parking.release(true, Duration::ZERO);
-        ctx.note_parking(&parking);
-        parked
-    };
+    let parked = keeper::release(&ctx, true, Duration::ZERO);
     if !parked.is_empty() {
         tracing::info!(messages = parked.len(), "releasing held-back messages for redelivery");
-        release_parked(&ctx, parked).await;
+        settle::apply(&ctx, parked).await;
     }
 
     // Every batch has settled (fetch_loop took back every permit). Push the acks out and

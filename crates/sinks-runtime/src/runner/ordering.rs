@@ -10,6 +10,9 @@ use tokio::sync::watch;
 
 use crate::config::{Config, OrderingKey};
 
+/// How many keys the gate remembers before it forgets those whose last write is over.
+const PRUNE_ABOVE: usize = 4096;
+
 /// Tracks, per ordering key, the write of the latest batch that contains it.
 #[derive(Debug, Default)]
 pub(super) struct OrderingGate {
@@ -20,7 +23,7 @@ impl OrderingGate {
     /// Registers a batch with `keys`; returns the writes it must wait for and the sender
     /// it signals when its own write is done.
     pub(super) fn enter(&mut self, keys: Vec<OrderKey>) -> (Vec<watch::Receiver<bool>>, watch::Sender<bool>) {
-        if self.last_writer.len() > 4096 {
+        if self.last_writer.len() > PRUNE_ABOVE {
             self.last_writer.retain(|_, rx| !*rx.borrow());
         }
         let (tx, rx) = watch::channel(false);
@@ -36,8 +39,14 @@ impl OrderingGate {
     }
 }
 
+/// `envelope` with its ordering key under `delivery.ordering_key`.
+pub(super) fn with_order_key(envelope: Envelope, config: &Config) -> Envelope {
+    let key = order_key_of(&envelope, config);
+    envelope.with_order_key(key)
+}
+
 /// The ordering key of `envelope` under `delivery.ordering_key`.
-pub(super) fn order_key_of(envelope: &Envelope, config: &Config) -> Option<OrderKey> {
+fn order_key_of(envelope: &Envelope, config: &Config) -> Option<OrderKey> {
     match config.delivery.ordering_key {
         OrderingKey::None => None,
         OrderingKey::Subject => Some(OrderKey::subject(envelope.subject())),

@@ -1,117 +1,188 @@
-//! Settlement: the gate's decision for every message, parking of held-back messages, and
-//! applying each settlement (dead letter, receipt, ack).
+//! Settlement: planning every message's settlement, and applying the plan.
+//!
+//! [`Planner::plan`] is the one place the runner asks the ACK gate (`ack::settle`,
+//! `ack::settle_held_back`), for every message it settles: refused by a policy, written (or
+//! held back) by the sink, or released from parking. It is pure bookkeeping done under the
+//! parking lock: a temporary failure that will come back opens a lot for its key, and the
+//! messages held back behind it are parked there instead of settled.
+//!
+//! [`apply`] then carries the plan out, message by message ([`settle_one`]): a dead letter is
+//! published and the DLQ stream's answer becomes the ack kind that settles the original
+//! (`ack::after_dead_letter`); the receipt goes out once the settlement is final; then the
+//! ack, NAK or term is sent through the message's handle.
 
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::AckKind;
 use futures::future::join_all;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::error::SinkError;
-use sinks_contract::sink::{ConflictResolution, MessageOutcome};
+use sinks_contract::sink::MessageOutcome;
 use time::OffsetDateTime;
 
 use super::RunStats;
+use super::batch::Batch;
 use super::context::Ctx;
 use super::outage::Failures;
-use super::parking::HELD_BACK_MARGIN;
-use crate::ack::{self, AfterDeadLetter, Settlement};
+use super::parking::{HELD_BACK_MARGIN, Parking};
+use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
+use crate::dlq;
 use crate::ledger::LedgerMode;
 use crate::metrics::{CounterId, GaugeId, Metrics, TimingId};
-use crate::source::{AckHandle, Fetched};
+use crate::source::AckHandle;
 
-/// Dead-letters (or, without a DLQ, leaves for redelivery) the messages a policy refused.
-pub(super) async fn settle_refused(ctx: &Ctx, refused: Vec<(Envelope, AckHandle, MessageOutcome)>) {
-    if refused.is_empty() {
-        return;
-    }
-    let sends = refused.iter().map(|(envelope, ack, outcome)| {
-        let settlement = ack::settle(outcome, envelope.jetstream().delivered, &ctx.policy, rand::random::<f64>());
-        settle_one(ctx, envelope, ack, outcome, settlement, None)
-    });
-    let settled = join_all(sends).await;
-    let envelopes: Vec<&Envelope> = refused.iter().map(|(e, _, _)| e).collect();
-    record_settled(ctx, &envelopes, &settled, None);
+/// Why a set of messages is being settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cause {
+    /// Refused by a policy step: they never reached the sink.
+    Refused,
+    /// Written by the sink (or held back by it), at this time.
+    Written(Instant),
+    /// Held back, then released from parking (overdue, or on shutdown).
+    Released,
 }
 
-/// The settlement of every message (pure gate decisions). A temporary failure that will
-/// come back opens a lot for its key, and the messages held back behind it are parked
-/// there instead of settled (they are removed from what is returned).
-pub(super) fn decide(
-    ctx: &Ctx,
-    batch: Fetched,
-    outcomes: Vec<MessageOutcome>,
-    now: Instant,
-) -> (Fetched, Vec<MessageOutcome>, Vec<Settlement>) {
-    let mut parking = ctx.lock_parking();
-    let settlements: Vec<Settlement> = batch
-        .envelopes
-        .iter()
-        .zip(&outcomes)
-        .map(|(e, o)| ack::settle(o, e.jetstream().delivered, &ctx.policy, rand::random::<f64>()))
-        .collect();
-    for ((envelope, outcome), settlement) in batch.envelopes.iter().zip(&outcomes).zip(&settlements) {
-        let back_in = match settlement {
-            Settlement::Nak(d) => *d,
-            Settlement::LeaveUnacked => ctx.ack_wait,
-            Settlement::Ack | Settlement::DeadLetter(_) => continue,
-        };
-        if let (true, Some(key)) = (outcome.failed_temporarily(), envelope.order_key()) {
-            parking.block(key, envelope.jetstream().stream_sequence, now + back_in);
-        }
+/// What planning needs besides the messages: the gate's policy, the consumer's AckWait (when
+/// a message left for it comes back) and a source of jitter samples in `[0, 1)`.
+#[derive(Debug)]
+pub(super) struct Planner<'a, R> {
+    /// The gate policy.
+    pub(super) policy: &'a GatePolicy,
+    /// The consumer's effective AckWait.
+    pub(super) ack_wait: Duration,
+    /// Jitter samples.
+    pub(super) sample: R,
+}
+
+/// Messages with their settlements decided, index for index.
+#[derive(Debug)]
+pub(super) struct Planned<H> {
+    /// The messages to settle.
+    pub(super) batch: Batch<H>,
+    /// Their outcomes.
+    pub(super) outcomes: Vec<MessageOutcome>,
+    /// Their settlements.
+    pub(super) settlements: Vec<Settlement>,
+    /// Why they are settled.
+    pub(super) cause: Cause,
+    /// Messages of a written batch that the sink held back (parked, or released at once).
+    pub(super) held_back: u64,
+}
+
+impl<H> Planned<H> {
+    /// How many messages are to be settled.
+    pub(super) fn len(&self) -> usize {
+        self.batch.len()
     }
-    let mut kept = Fetched { envelopes: Vec::with_capacity(batch.len()), acks: Vec::with_capacity(batch.len()) };
-    let mut kept_outcomes = Vec::with_capacity(outcomes.len());
-    let mut kept_settlements = Vec::with_capacity(outcomes.len());
-    for (((envelope, ack), outcome), settlement) in
-        batch.envelopes.into_iter().zip(batch.acks).zip(outcomes).zip(settlements)
-    {
-        let (envelope, ack, settlement) = if matches!(outcome, MessageOutcome::HeldBack) {
-            RunStats::add(&ctx.stats.held_back, 1);
-            match parking.park(envelope, ack) {
-                None => continue,
-                // Nothing to wait for here (its blocker was dead-lettered, say): released.
-                Some((e, a)) => {
-                    let after = ctx.policy.backoff.base + HELD_BACK_MARGIN;
-                    let settlement = ack::settle_held_back(e.jetstream().delivered, &ctx.policy, after);
-                    (e, a, settlement)
+
+    /// True when there is nothing to settle.
+    pub(super) fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+}
+
+impl<R: FnMut() -> f64> Planner<'_, R> {
+    /// Plans the settlement of every message of `batch` (with its `outcomes`, index for
+    /// index). A written message that failed temporarily and will come back opens a lot for
+    /// its ordering key; a written held-back message is parked in its key's lot and left out
+    /// of the plan, or, with nothing to wait for (its blocker was dead-lettered, say),
+    /// released to come back soon after it. Released messages come back
+    /// [`HELD_BACK_MARGIN`] after the message they waited for; on their last allowed
+    /// delivery the gate dead-letters them instead.
+    pub(super) fn plan<H: Clone>(
+        &mut self,
+        parking: &mut Parking<H>,
+        batch: Batch<H>,
+        outcomes: Vec<MessageOutcome>,
+        cause: Cause,
+    ) -> Planned<H> {
+        let (policy, ack_wait, sample) = (self.policy, self.ack_wait, &mut self.sample);
+        // The one place the runner asks the gate. `released` is when a held-back message
+        // should come back (`None`: any other message).
+        let mut gate = |outcome: &MessageOutcome, delivered: u64, released: Option<Duration>| match released {
+            Some(after) => ack::settle_held_back(delivered, policy, after),
+            None => ack::settle(outcome, delivered, policy, sample()),
+        };
+        // Every settlement but those of held-back written messages first, so that those find
+        // the lots their batch-mates' failures open.
+        let mut decided: Vec<Option<Settlement>> = Vec::with_capacity(outcomes.len());
+        for (envelope, outcome) in batch.envelopes.iter().zip(&outcomes) {
+            let js = envelope.jetstream();
+            let settlement = match (cause, outcome) {
+                (Cause::Released, _) => Some(gate(outcome, js.delivered, Some(HELD_BACK_MARGIN))),
+                (Cause::Written(_), MessageOutcome::HeldBack) => None,
+                _ => Some(gate(outcome, js.delivered, None)),
+            };
+            if let (Cause::Written(now), Some(settlement), true, Some(key)) =
+                (cause, settlement, outcome.failed_temporarily(), envelope.order_key())
+            {
+                let back_in = match settlement {
+                    Settlement::Nak(d) => Some(d),
+                    Settlement::LeaveUnacked => Some(ack_wait),
+                    Settlement::Ack | Settlement::DeadLetter(_) => None,
+                };
+                if let Some(back_in) = back_in {
+                    parking.block(key, js.stream_sequence, now + back_in);
                 }
             }
-        } else {
-            (envelope, ack, settlement)
+            decided.push(settlement);
+        }
+        let mut planned = Planned {
+            batch: Batch::with_capacity(outcomes.len()),
+            outcomes: Vec::with_capacity(outcomes.len()),
+            settlements: Vec::with_capacity(outcomes.len()),
+            cause,
+            held_back: 0,
         };
-        parking.settling(envelope.jetstream().stream_sequence);
-        kept.envelopes.push(envelope);
-        kept.acks.push(ack);
-        kept_outcomes.push(outcome);
-        kept_settlements.push(settlement);
+        for (((envelope, handle), outcome), settlement) in batch.into_iter().zip(outcomes).zip(decided) {
+            let (envelope, handle, settlement) = match settlement {
+                Some(settlement) => (envelope, handle, settlement),
+                None => {
+                    planned.held_back += 1;
+                    let Some((envelope, handle)) = parking.park(envelope, handle) else { continue };
+                    let after = policy.backoff.base + HELD_BACK_MARGIN;
+                    let settlement = gate(&outcome, envelope.jetstream().delivered, Some(after));
+                    (envelope, handle, settlement)
+                }
+            };
+            if let Cause::Written(_) = cause {
+                parking.settling(envelope.jetstream().stream_sequence);
+            }
+            planned.batch.push(envelope, handle);
+            planned.outcomes.push(outcome);
+            planned.settlements.push(settlement);
+        }
+        planned
     }
-    ctx.note_parking(&parking);
-    (kept, kept_outcomes, kept_settlements)
 }
 
-pub(super) async fn settle_batch(
-    ctx: &Ctx,
-    batch: Fetched,
-    outcomes: Vec<MessageOutcome>,
-    settlements: Vec<Settlement>,
-) {
+/// Applies a plan: settles every message and records the settlements. A written batch's acks
+/// are confirmed (`delivery.ack_confirmation`) and timed; refused and released messages'
+/// are not.
+pub(super) async fn apply(ctx: &Ctx, planned: Planned<AckHandle>) {
+    let written = matches!(planned.cause, Cause::Written(_));
+    // A written batch is recorded even when all of it was parked (an empty settlement).
+    if planned.is_empty() && !written {
+        return;
+    }
     let confirm = &ctx.config.delivery.ack_confirmation;
-    let confirm_timeout = confirm.enabled.then(|| Duration::from_millis(confirm.timeout_ms));
-    let started = Instant::now();
-    let sends = batch.envelopes.iter().zip(&batch.acks).zip(outcomes.iter()).zip(settlements).map(
-        |(((envelope, ack), outcome), settlement)| async move {
-            settle_one(ctx, envelope, ack, outcome, settlement, confirm_timeout).await
+    let confirm_timeout = (written && confirm.enabled).then(|| Duration::from_millis(confirm.timeout_ms));
+    let started = written.then(Instant::now);
+    let Planned { batch, outcomes, settlements, .. } = &planned;
+    let sends = batch.envelopes.iter().zip(&batch.handles).zip(outcomes).zip(settlements).map(
+        |(((envelope, handle), outcome), settlement)| {
+            settle_one(ctx, envelope, handle, outcome, *settlement, confirm_timeout)
         },
     );
     let settled = join_all(sends).await;
-    ctx.metrics.observe(TimingId::MessageAckSeconds, started.elapsed().as_secs_f64());
-    let envelopes: Vec<&Envelope> = batch.envelopes.iter().collect();
-    record_settled(ctx, &envelopes, &settled, Some(&outcomes));
+    if let Some(started) = started {
+        ctx.metrics.observe(TimingId::MessageAckSeconds, started.elapsed().as_secs_f64());
+    }
+    record_settled(ctx, &batch.envelopes, &settled, outcomes);
 }
 
 /// What became of one message's settlement.
 #[derive(Debug, Clone)]
-pub(super) enum Settled {
+enum Settled {
     /// Acked (after a durable outcome, or after a stored DLQ record).
     Acked,
     /// Terminated after a stored DLQ record.
@@ -124,27 +195,21 @@ pub(super) enum Settled {
     NotSent { term: bool, error: String },
 }
 
-/// Records a batch's settlements (counts, redelivery delays, end-to-end latency of messages
-/// acked after a durable outcome) and logs settlements that could not be sent, once for the
-/// batch. `outcomes` are the write outcomes, when the messages were written.
-pub(super) fn record_settled(
-    ctx: &Ctx,
-    envelopes: &[&Envelope],
-    settled: &[Settled],
-    outcomes: Option<&[MessageOutcome]>,
-) {
+/// Records the settlements of messages with `outcomes` (counts, redelivery delays,
+/// end-to-end latency of messages acked after a durable outcome) and logs settlements that
+/// could not be sent, once for all of them.
+fn record_settled(ctx: &Ctx, envelopes: &[Envelope], settled: &[Settled], outcomes: &[MessageOutcome]) {
     let mut not_sent = Failures::default();
     let (mut acked, mut terminated, mut naked, mut left, mut ack_errors, mut term_errors) = (0, 0, 0, 0, 0, 0);
     let mut delays = Metrics::local(TimingId::RetryBackoffDelaySeconds);
     let mut latency = Metrics::local(TimingId::EndToEndLatencySeconds);
     let now = ctx.metrics.enabled().then(OffsetDateTime::now_utc);
     let now_ns = now.map(OffsetDateTime::unix_timestamp_nanos);
-    for (i, (envelope, settled)) in envelopes.iter().zip(settled).enumerate() {
+    for ((envelope, settled), outcome) in envelopes.iter().zip(settled).zip(outcomes) {
         match settled {
             Settled::Acked => {
                 acked += 1;
-                let durable = outcomes.and_then(|o| o.get(i)).is_some_and(MessageOutcome::is_durable);
-                if let (true, Some(now_ns), Some(ts)) = (durable, now_ns, envelope.jetstream().timestamp) {
+                if let (true, Some(now_ns), Some(ts)) = (outcome.is_durable(), now_ns, envelope.jetstream().timestamp) {
                     latency.observe(((now_ns - ts.unix_timestamp_nanos()) as f64 / 1e9).max(0.0));
                 }
             }
@@ -199,10 +264,13 @@ pub(super) fn record_settled(
     }
 }
 
-pub(super) async fn settle_one(
+/// Settles one message as planned: dead-letters it first when so planned, publishes its
+/// receipt once the settlement is final (before the ack, or after it in `after_ack` mode),
+/// and sends the ack kind through its handle (confirmed within `confirm` when given).
+async fn settle_one(
     ctx: &Ctx,
     envelope: &Envelope,
-    ack: &AckHandle,
+    handle: &AckHandle,
     outcome: &MessageOutcome,
     settlement: Settlement,
     confirm: Option<Duration>,
@@ -227,21 +295,6 @@ pub(super) async fn settle_one(
         // Refused by a policy step: logged when it was refused.
         MessageOutcome::Failed(_) | MessageOutcome::HeldBack | MessageOutcome::Committed => {}
     }
-    let settlement = match settlement {
-        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, delivered).await,
-        other => other,
-    };
-    // The settlement is final and its durable effects are committed: the receipt goes out
-    // before the ack (or after it, in `after_ack` mode), within the ledger's budget.
-    let receipt =
-        ctx.ledger.as_ref().and_then(|l| l.receipt(envelope, outcome, &settlement, ctx.sink.as_ref()).map(|r| (l, r)));
-    let after_ack = match receipt {
-        Some((ledger, receipt)) if ledger.mode() == LedgerMode::BeforeAck => {
-            ledger.record(&receipt).await;
-            None
-        }
-        other => other,
-    };
     let kind = match settlement {
         Settlement::Ack => AckKind::Ack,
         Settlement::Nak(d) => AckKind::Nak(Some(d)),
@@ -249,9 +302,24 @@ pub(super) async fn settle_one(
             RunStats::add(&ctx.stats.left_unacked, 1);
             return Settled::LeftUnacked;
         }
-        // Resolved above into Ack / Term / Nak.
-        Settlement::DeadLetter(AfterDeadLetter::Ack) => AckKind::Ack,
-        Settlement::DeadLetter(AfterDeadLetter::Term) => AckKind::Term,
+        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then).await,
+    };
+    // A NAK is not final. Otherwise the settlement is final and its durable effects are
+    // committed (the DLQ record among them): the receipt goes out before the ack (or after
+    // it, in `after_ack` mode), within the ledger's budget.
+    let receipt = match kind {
+        AckKind::Nak(_) => None,
+        _ => ctx
+            .ledger
+            .as_ref()
+            .and_then(|l| l.receipt(envelope, outcome, &settlement, ctx.sink.as_ref()).map(|r| (l, r))),
+    };
+    let after_ack = match receipt {
+        Some((ledger, receipt)) if ledger.mode() == LedgerMode::BeforeAck => {
+            ledger.record(&receipt).await;
+            None
+        }
+        other => other,
     };
     if ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_)) {
         tracing::error!(
@@ -272,7 +340,7 @@ pub(super) async fn settle_one(
     let result = match (confirm, &kind) {
         (Some(t), AckKind::Ack) => {
             ctx.metrics.inc(CounterId::AckConfirmationAttempts, 1);
-            let result = ack.send_confirmed(kind, t).await;
+            let result = handle.send_confirmed(kind, t).await;
             ctx.metrics.observe(TimingId::AckConfirmationSeconds, seconds(started));
             let confirmed = match &result {
                 Ok(()) => CounterId::AckConfirmationSuccesses,
@@ -282,7 +350,7 @@ pub(super) async fn settle_one(
             ctx.metrics.inc(confirmed, 1);
             result
         }
-        _ => ack.send(kind).await,
+        _ => handle.send(kind).await,
     };
     let term = matches!(kind, AckKind::Term);
     if term {
@@ -309,67 +377,36 @@ pub(super) async fn settle_one(
     settled
 }
 
-/// The DLQ reason label of a dead-lettered outcome: the policy reason code when there is
-/// one, else what kind of failure it was.
-pub(super) fn dlq_reason(outcome: &MessageOutcome) -> &str {
-    match outcome {
-        MessageOutcome::Failed(e) => {
-            e.reason().unwrap_or(if e.is_permanent() { "sink_permanent" } else { "retries_exhausted" })
-        }
-        MessageOutcome::Conflict(_) => "conflict_rejected",
-        MessageOutcome::HeldBack => "held_back_last_delivery",
-        _ => "other",
-    }
-}
-
-/// Publishes the DLQ record; returns the settlement to apply to the original.
-pub(super) async fn dead_letter(
-    ctx: &Ctx,
-    envelope: &Envelope,
-    outcome: &MessageOutcome,
-    then: AfterDeadLetter,
-    delivered: u64,
-) -> Settlement {
-    let conflict;
-    let error = match outcome {
-        MessageOutcome::Failed(e) => e,
-        MessageOutcome::Conflict(ConflictResolution::Rejected) => {
-            conflict = SinkError::permanent("conflicting redelivery: same key, different content")
-                .with_error_type("ConflictError");
-            &conflict
-        }
-        MessageOutcome::HeldBack => {
-            conflict = SinkError::temporary(
-                "held back on its last allowed delivery: an earlier message with the same ordering key failed \
-                 temporarily, and a redelivery would exceed the consumer's max_deliver",
-            )
-            .with_error_type("HeldBackError");
-            &conflict
-        }
-        _ => return Settlement::Ack,
+/// Publishes the DLQ record of a message the gate dead-letters. Returns the ack kind that
+/// settles the original: `then` once the DLQ stream stored the record, a NAK when it did not
+/// (or when no DLQ is configured), never an ack.
+async fn dead_letter(ctx: &Ctx, envelope: &Envelope, outcome: &MessageOutcome, then: AfterDeadLetter) -> AckKind {
+    let Some(error) = dlq::record_error(outcome) else { return AckKind::Ack };
+    let stored = match &ctx.dlq {
+        None => false,
+        Some(dlq) => match dlq.publish(envelope, &error, ctx.sink.name()).await {
+            Ok(()) => {
+                RunStats::add(&ctx.stats.dead_lettered, 1);
+                let reason = dlq::reason(outcome);
+                ctx.metrics.inc(CounterId::MessagesDlq, 1);
+                ctx.metrics.dlq_record(reason);
+                tracing::warn!(
+                    stream_sequence = envelope.jetstream().stream_sequence,
+                    subject = envelope.subject(),
+                    error_type = error.error_type(),
+                    reason,
+                    error = %error.display_chain(),
+                    "message dead-lettered"
+                );
+                true
+            }
+            Err(e) => {
+                RunStats::add(&ctx.stats.dead_letter_failures, 1);
+                ctx.metrics.inc(CounterId::DlqPublishErrors, 1);
+                tracing::error!(stream_sequence = envelope.jetstream().stream_sequence, error = %e, "dead-letter publish failed; message NAKed, not acked");
+                false
+            }
+        },
     };
-    let Some(dlq) = &ctx.dlq else { return ack::after_failed_dead_letter(delivered, &ctx.policy, rand::random()) };
-    match dlq.publish(envelope, error, ctx.sink.name()).await {
-        Ok(()) => {
-            RunStats::add(&ctx.stats.dead_lettered, 1);
-            let reason = dlq_reason(outcome);
-            ctx.metrics.inc(CounterId::MessagesDlq, 1);
-            ctx.metrics.dlq_record(reason);
-            tracing::warn!(
-                stream_sequence = envelope.jetstream().stream_sequence,
-                subject = envelope.subject(),
-                error_type = error.error_type(),
-                reason,
-                error = %error.display_chain(),
-                "message dead-lettered"
-            );
-            Settlement::DeadLetter(then)
-        }
-        Err(e) => {
-            RunStats::add(&ctx.stats.dead_letter_failures, 1);
-            ctx.metrics.inc(CounterId::DlqPublishErrors, 1);
-            tracing::error!(stream_sequence = envelope.jetstream().stream_sequence, error = %e, "dead-letter publish failed; message NAKed, not acked");
-            ack::after_failed_dead_letter(delivered, &ctx.policy, rand::random())
-        }
-    }
+    ack::after_dead_letter(stored, then, envelope.jetstream().delivered, &ctx.policy, rand::random())
 }
