@@ -1,5 +1,12 @@
-//! Outage reporting: failed writes logged per batch or, during a destination outage, once
-//! when it starts, once per interval, and once when it ends.
+//! Outage reporting: failed writes are logged per batch or, during a destination outage
+//! (every message of a batch failed temporarily), once when it starts, once per
+//! [`OUTAGE_LOG_INTERVAL`] with what failed meanwhile, and once when a batch makes messages
+//! durable with no temporary failure (it has recovered). Each line carries counts, the first
+//! and last stream sequence, the error class and the reason; per-message detail is at debug
+//! level (in `settle::settle_one`).
+//!
+//! [`Outage::observe`] is the state machine (pure: the caller gives the time); [`Line::log`]
+//! writes what it decided; [`track_outage`] does both for a written batch.
 
 use std::time::{Duration, Instant};
 
@@ -27,13 +34,19 @@ pub(super) struct Outage {
 }
 
 /// The failed messages of one or more batches, for one log line.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub(super) struct Failures {
+    /// Batches with failures.
     pub(super) batches: u64,
+    /// Failed messages.
     pub(super) messages: u64,
+    /// Lowest stream sequence that failed.
     pub(super) first_sequence: u64,
+    /// Highest stream sequence that failed.
     pub(super) last_sequence: u64,
+    /// Class of the reported failure.
     pub(super) class: Option<ErrorClass>,
+    /// Reason of the reported failure.
     pub(super) reason: String,
 }
 
@@ -74,6 +87,7 @@ impl Failures {
         }
     }
 
+    /// The class's name in log lines.
     pub(super) fn class_name(&self) -> &'static str {
         match self.class {
             Some(ErrorClass::Temporary) | None => "temporary",
@@ -81,77 +95,143 @@ impl Failures {
             Some(ErrorClass::Config) => "config",
         }
     }
+
+    fn config_error(&self) -> bool {
+        self.class == Some(ErrorClass::Config)
+    }
 }
 
-/// Logs failed writes per batch or, during a destination outage (every message of a batch
-/// failed temporarily), once when it starts, once per [`OUTAGE_LOG_INTERVAL`] with what
-/// failed meanwhile, and once when a batch makes messages durable with no temporary failure
-/// (it has recovered). Each line carries counts, the
-/// first and last stream sequence, the error class and the reason; per-message detail is at
-/// debug level (in `settle_one`).
-pub(super) fn track_outage(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome], now: Instant) {
-    let failures = Failures::of(envelopes, outcomes);
-    let any_temporary = outcomes.iter().any(MessageOutcome::failed_temporarily);
-    let all_temporary =
-        any_temporary && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
-    let any_durable = outcomes.iter().any(MessageOutcome::is_durable);
-    let sink = ctx.sink.name();
-    let mut outage = ctx.outage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(since) = outage.since {
-        // The outage ends with a batch that made something durable and had no temporary
-        // failure. A redelivered batch whose already-written messages come back as
-        // duplicates while the rest still fails is part of the outage, not its end.
-        if any_durable && !any_temporary {
-            tracing::info!(
+/// The line one written batch adds to the log.
+#[derive(Debug, PartialEq)]
+pub(super) enum Line {
+    /// Nothing in the batch could be written: an outage begins.
+    Unavailable(Failures),
+    /// The outage goes on: what failed since the last line.
+    StillUnavailable {
+        /// Since the outage began.
+        outage_seconds: u64,
+        /// What failed since the last line.
+        failures: Failures,
+    },
+    /// The outage is over.
+    Recovered {
+        /// How long it lasted.
+        outage_seconds: u64,
+        /// Batches that failed during it.
+        failed_batches: u64,
+        /// Messages that failed during it.
+        failed_messages: u64,
+    },
+    /// Outside an outage, some messages of the batch were not written.
+    NotWritten {
+        /// What failed.
+        failures: Failures,
+        /// How many messages the batch made durable.
+        written: usize,
+    },
+}
+
+impl Outage {
+    /// Takes in the outcomes of one written batch at `now`; returns the line to log, if any.
+    /// An outage begins with a batch in which every message failed temporarily (or was held
+    /// back behind such a failure) and ends with a batch that made something durable and had
+    /// no temporary failure. A redelivered batch whose already-written messages come back as
+    /// duplicates while the rest still fails is part of the outage, not its end.
+    pub(super) fn observe(
+        &mut self,
+        envelopes: &[Envelope],
+        outcomes: &[MessageOutcome],
+        now: Instant,
+    ) -> Option<Line> {
+        let failures = Failures::of(envelopes, outcomes);
+        let any_temporary = outcomes.iter().any(MessageOutcome::failed_temporarily);
+        let all_temporary =
+            any_temporary && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
+        let any_durable = outcomes.iter().any(MessageOutcome::is_durable);
+        if let Some(since) = self.since {
+            let outage_seconds = now.duration_since(since).as_secs();
+            if any_durable && !any_temporary {
+                let line =
+                    Line::Recovered { outage_seconds, failed_batches: self.batches, failed_messages: self.messages };
+                *self = Self::default();
+                return Some(line);
+            }
+            if failures.messages == 0 {
+                return None;
+            }
+            self.batches += 1;
+            self.messages += failures.messages;
+            self.window.add(failures);
+            let due = self.logged.is_some_and(|at| now.duration_since(at) >= OUTAGE_LOG_INTERVAL);
+            if !due {
+                return None;
+            }
+            self.logged = Some(now);
+            return Some(Line::StillUnavailable { outage_seconds, failures: std::mem::take(&mut self.window) });
+        }
+        if failures.messages == 0 {
+            return None;
+        }
+        if all_temporary {
+            *self = Self {
+                since: Some(now),
+                logged: Some(now),
+                batches: 1,
+                messages: failures.messages,
+                ..Self::default()
+            };
+            return Some(Line::Unavailable(failures));
+        }
+        let written = outcomes.iter().filter(|o| o.is_durable()).count();
+        Some(Line::NotWritten { failures, written })
+    }
+}
+
+impl Line {
+    /// Writes the line for sink `sink`.
+    pub(super) fn log(&self, sink: &str) {
+        match self {
+            Self::Unavailable(f) if f.config_error() => {
+                tracing::error!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written (destination configuration error; retried)");
+            }
+            Self::Unavailable(f) => {
+                tracing::warn!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written");
+            }
+            Self::StillUnavailable { outage_seconds, failures: f } => tracing::warn!(
                 sink,
-                outage_seconds = now.duration_since(since).as_secs(),
-                failed_batches = outage.batches,
-                failed_messages = outage.messages,
-                "destination recovered"
-            );
-            *outage = Outage::default();
-            ctx.metrics.status().set_sink_healthy(true);
-        } else if failures.messages > 0 {
-            outage.batches += 1;
-            outage.messages += failures.messages;
-            outage.window.add(failures);
-            if outage.logged.is_some_and(|at| now.duration_since(at) >= OUTAGE_LOG_INTERVAL) {
-                let f = std::mem::take(&mut outage.window);
-                outage.logged = Some(now);
-                tracing::warn!(
-                    sink,
-                    outage_seconds = now.duration_since(since).as_secs(),
-                    batches = f.batches,
-                    messages = f.messages,
-                    first_sequence = f.first_sequence,
-                    last_sequence = f.last_sequence,
-                    class = f.class_name(),
-                    reason = %f.reason,
-                    "destination still unavailable"
-                );
+                outage_seconds,
+                batches = f.batches,
+                messages = f.messages,
+                first_sequence = f.first_sequence,
+                last_sequence = f.last_sequence,
+                class = f.class_name(),
+                reason = %f.reason,
+                "destination still unavailable"
+            ),
+            Self::Recovered { outage_seconds, failed_batches, failed_messages } => {
+                tracing::info!(sink, outage_seconds, failed_batches, failed_messages, "destination recovered")
+            }
+            Self::NotWritten { failures: f, written } if f.config_error() => {
+                tracing::error!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written (destination configuration error; retried)");
+            }
+            Self::NotWritten { failures: f, written } => {
+                tracing::warn!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written");
             }
         }
-        return;
     }
-    if failures.messages == 0 {
-        return;
-    }
-    let f = &failures;
-    let config_error = f.class == Some(ErrorClass::Config);
-    if all_temporary {
-        *outage = Outage { since: Some(now), logged: Some(now), batches: 1, messages: f.messages, ..Outage::default() };
-        ctx.metrics.status().set_sink_healthy(false);
-        if config_error {
-            tracing::error!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written (destination configuration error; retried)");
-        } else {
-            tracing::warn!(sink, messages = f.messages, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "destination unavailable: nothing in the batch could be written");
-        }
-        return;
-    }
-    let written = outcomes.iter().filter(|o| o.is_durable()).count();
-    if config_error {
-        tracing::error!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written (destination configuration error; retried)");
-    } else {
-        tracing::warn!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written");
-    }
+}
+
+/// Logs the failed writes of a written batch (see the module documentation) and turns the
+/// health status down when an outage begins and up when it ends.
+pub(super) fn track_outage(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome], now: Instant) {
+    let mut outage = ctx.outage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let Some(line) = outage.observe(envelopes, outcomes, now) else { return };
+    // Logged with the lock held, so the lines keep the order of the states they report.
+    line.log(ctx.sink.name());
+    let healthy = match line {
+        Line::Unavailable(_) => false,
+        Line::Recovered { .. } => true,
+        Line::StillUnavailable { .. } | Line::NotWritten { .. } => return,
+    };
+    ctx.metrics.status().set_sink_healthy(healthy);
 }
