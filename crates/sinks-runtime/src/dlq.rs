@@ -293,6 +293,49 @@ mod tests {
     }
 
     #[test]
+    fn what_a_dead_letter_says_about_its_outcome() {
+        use sinks_contract::error::ErrorClass;
+        let policy = MessageOutcome::Failed(SinkError::permanent("too big").with_reason("size_exceeded"));
+        // (outcome, error type, class, error, reason label)
+        let table = [
+            (
+                MessageOutcome::permanent("p"),
+                Some(("PermanentSinkError", ErrorClass::Permanent, "p")),
+                "sink_permanent",
+            ),
+            (
+                MessageOutcome::temporary("t"),
+                Some(("TemporarySinkError", ErrorClass::Temporary, "t")),
+                "retries_exhausted",
+            ),
+            (policy, Some(("PermanentSinkError", ErrorClass::Permanent, "too big")), "size_exceeded"),
+            (
+                MessageOutcome::Conflict(ConflictResolution::Rejected),
+                Some(("ConflictError", ErrorClass::Permanent, "conflicting redelivery: same key, different content")),
+                "conflict_rejected",
+            ),
+            (
+                MessageOutcome::HeldBack,
+                Some((
+                    "HeldBackError",
+                    ErrorClass::Temporary,
+                    "held back on its last allowed delivery: an earlier message with the same ordering key failed \
+                     temporarily, and a redelivery would exceed the consumer's max_deliver",
+                )),
+                "held_back_last_delivery",
+            ),
+            (MessageOutcome::Committed, None, "other"),
+            (MessageOutcome::Duplicate, None, "other"),
+            (MessageOutcome::Conflict(ConflictResolution::KeptExisting), None, "conflict_rejected"),
+        ];
+        for (outcome, error, label) in table {
+            let got = record_error(&outcome).map(|e| (e.error_type(), e.class(), e.message().to_owned()));
+            assert_eq!(got, error.map(|(t, c, m)| (t, c, m.to_owned())), "{outcome:?}");
+            assert_eq!(reason(&outcome), label, "{outcome:?}");
+        }
+    }
+
+    #[test]
     fn headers_only_record_has_no_payload() {
         let e = envelope(Headers::new().with("Nats-Msg-Size", "99"), b"");
         let config = DeadLetterConfig { include_error: false, include_headers: false, ..Default::default() };

@@ -235,3 +235,139 @@ pub(super) fn track_outage(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[Messag
     };
     ctx.metrics.status().set_sink_healthy(healthy);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sinks_contract::error::SinkError;
+    use sinks_contract::testing::envelope;
+
+    /// A written batch from `first` on, one outcome per message by letter: `c` committed,
+    /// `d` duplicate, `t` temporary failure (reason `t<seq>`), `p` permanent, `g`
+    /// configuration error, `h` held back.
+    fn written(first: u64, outcomes: &str) -> (Vec<Envelope>, Vec<MessageOutcome>) {
+        outcomes
+            .chars()
+            .zip(first..)
+            .map(|(c, seq)| {
+                let outcome = match c {
+                    'c' => MessageOutcome::Committed,
+                    'd' => MessageOutcome::Duplicate,
+                    't' => MessageOutcome::Failed(SinkError::temporary(format!("t{seq}"))),
+                    'p' => MessageOutcome::Failed(SinkError::permanent(format!("p{seq}"))),
+                    'g' => MessageOutcome::Failed(SinkError::config(format!("g{seq}"))),
+                    'h' => MessageOutcome::HeldBack,
+                    other => panic!("{other}"),
+                };
+                (envelope("S", seq, "s.a", "{}"), outcome)
+            })
+            .unzip()
+    }
+
+    fn failures(batches: u64, messages: u64, seqs: (u64, u64), class: ErrorClass, reason: &str) -> Failures {
+        Failures {
+            batches,
+            messages,
+            first_sequence: seqs.0,
+            last_sequence: seqs.1,
+            class: Some(class),
+            reason: reason.into(),
+        }
+    }
+
+    #[test]
+    fn failures_of_a_batch_and_of_a_window() {
+        let (e, o) = written(10, "ctcpt");
+        let f = Failures::of(&e, &o);
+        assert_eq!(f, failures(1, 3, (11, 14), ErrorClass::Temporary, "t11"), "the first failure is reported");
+        assert_eq!(Failures::of(&e[..1], &o[..1]), Failures::default(), "nothing failed: no batch counted");
+        let mut window = Failures::default();
+        window.add(f);
+        let (e, o) = written(5, "gc");
+        window.add(Failures::of(&e, &o));
+        assert_eq!(window, failures(2, 4, (5, 14), ErrorClass::Config, "g5"), "counts add up, the latest reason wins");
+        assert_eq!(window.class_name(), "config");
+        window.add(Failures::default());
+        assert_eq!(window.reason, "g5", "a window without failures keeps the reason");
+    }
+
+    #[test]
+    fn an_outage_is_logged_when_it_begins_every_interval_and_when_it_ends() {
+        let t0 = Instant::now();
+        let s = Duration::from_secs;
+        let temporary = ErrorClass::Temporary;
+        // (what, seconds after t0, batch (first sequence, outcomes), line)
+        type Row = (&'static str, u64, (u64, &'static str), Option<Line>);
+        let table: Vec<Row> = vec![
+            ("a batch that was written logs nothing", 0, (1, "cc"), None),
+            (
+                "some failures outside an outage: one line for the batch",
+                0,
+                (3, "ctp"),
+                Some(Line::NotWritten { failures: failures(1, 2, (4, 5), temporary, "t4"), written: 1 }),
+            ),
+            (
+                "every message failed temporarily (or was held back): the outage begins",
+                1,
+                (6, "tth"),
+                Some(Line::Unavailable(failures(1, 2, (6, 7), temporary, "t6"))),
+            ),
+            ("more failures within the interval: counted, not logged", 5, (9, "t"), None),
+            ("a batch of duplicates that still has a temporary failure: still the outage", 8, (10, "dt"), None),
+            ("a batch held back entirely: nothing new", 9, (12, "h"), None),
+            (
+                "the interval has passed: what failed since the outage began",
+                11,
+                (13, "tt"),
+                Some(Line::StillUnavailable {
+                    outage_seconds: 10,
+                    failures: failures(3, 4, (9, 14), temporary, "t13"),
+                }),
+            ),
+            ("within the next interval: counted", 20, (15, "t"), None),
+            (
+                "the next interval: only what failed since the last line",
+                21,
+                (16, "t"),
+                Some(Line::StillUnavailable {
+                    outage_seconds: 20,
+                    failures: failures(2, 2, (15, 16), temporary, "t16"),
+                }),
+            ),
+            (
+                "a durable batch without a temporary failure ends it, with totals",
+                25,
+                (17, "cp"),
+                Some(Line::Recovered { outage_seconds: 24, failed_batches: 6, failed_messages: 8 }),
+            ),
+            (
+                "after the outage, a partial failure is a batch line again",
+                26,
+                (19, "tc"),
+                Some(Line::NotWritten { failures: failures(1, 1, (19, 19), temporary, "t19"), written: 1 }),
+            ),
+            (
+                "a configuration error begins an outage too",
+                27,
+                (21, "g"),
+                Some(Line::Unavailable(failures(1, 1, (21, 21), ErrorClass::Config, "g21"))),
+            ),
+        ];
+        let mut outage = Outage::default();
+        for (what, at, (first, outcomes), want) in table {
+            let (e, o) = written(first, outcomes);
+            assert_eq!(outage.observe(&e, &o, t0 + s(at)), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn a_permanent_failure_alone_is_not_an_outage() {
+        let t0 = Instant::now();
+        let mut outage = Outage::default();
+        let (e, o) = written(1, "p");
+        let line = outage.observe(&e, &o, t0);
+        assert!(matches!(line, Some(Line::NotWritten { written: 0, .. })), "{line:?}");
+        let (e, o) = written(2, "c");
+        assert_eq!(outage.observe(&e, &o, t0), None, "no outage to recover from");
+    }
+}

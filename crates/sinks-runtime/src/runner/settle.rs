@@ -410,3 +410,181 @@ async fn dead_letter(ctx: &Ctx, envelope: &Envelope, outcome: &MessageOutcome, t
     };
     ack::after_dead_letter(stored, then, envelope.jetstream().delivered, &ctx.policy, rand::random())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ack::TemporaryAction;
+    use sinks_contract::envelope::Headers;
+    use sinks_contract::ordering::OrderKey;
+    use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
+    use sinks_contract::testing::envelope_with;
+
+    const ACK_WAIT: Duration = Duration::from_secs(30);
+    const DLQ: Option<AfterDeadLetter> = Some(AfterDeadLetter::Ack);
+
+    fn policy(dead_letter: Option<AfterDeadLetter>, max_deliver: Option<u64>) -> GatePolicy {
+        GatePolicy {
+            backoff: Backoff {
+                base: Duration::from_secs(1),
+                max: Duration::from_secs(60),
+                mode: BackoffMode::Exponential,
+                multiplier: 2.0,
+                jitter: Jitter::None,
+            },
+            max_retries: 5,
+            temporary_action: TemporaryAction::Nak,
+            dead_letter,
+            max_deliver,
+        }
+    }
+
+    /// Messages as `(sequence, ordering key, delivered, outcome)`; outcome letters: `c`
+    /// committed, `t` temporary failure, `p` permanent failure, `h` held back.
+    type Msg = (u64, Option<&'static str>, u64, char);
+
+    fn messages(msgs: &[Msg]) -> (Batch<String>, Vec<MessageOutcome>) {
+        msgs.iter()
+            .map(|&(seq, key, delivered, outcome)| {
+                let e = envelope_with("S", seq, "s.x", "{}", Headers::new(), delivered);
+                let outcome = match outcome {
+                    'c' => MessageOutcome::Committed,
+                    't' => MessageOutcome::temporary("t"),
+                    'p' => MessageOutcome::permanent("p"),
+                    'h' => MessageOutcome::HeldBack,
+                    other => panic!("{other}"),
+                };
+                ((e.with_order_key(key.map(OrderKey::subject)), format!("h{seq}")), outcome)
+            })
+            .unzip()
+    }
+
+    fn plan(policy: &GatePolicy, parking: &mut Parking<String>, msgs: &[Msg], cause: Cause) -> Planned<String> {
+        let (batch, outcomes) = messages(msgs);
+        Planner { policy, ack_wait: ACK_WAIT, sample: || 0.5 }.plan(parking, batch, outcomes, cause)
+    }
+
+    fn settled(planned: &Planned<String>) -> Vec<(u64, Settlement)> {
+        planned.batch.envelopes.iter().map(|e| e.jetstream().stream_sequence).zip(planned.settlements.clone()).collect()
+    }
+
+    fn kept(parking: &Parking<String>) -> Vec<u64> {
+        parking.kept_handles().into_iter().map(|(seq, _)| seq).collect()
+    }
+
+    /// A parking with the lot of key `a` behind 10, 11 parked in it.
+    fn parked(now: Instant) -> Parking<String> {
+        let mut parking = Parking::default();
+        parking.block(OrderKey::subject("a"), 10, now);
+        let (mut batch, _) = messages(&[(11, Some("a"), 1, 'h')]);
+        let (e, h) = (batch.envelopes.remove(0), batch.handles.remove(0));
+        assert!(parking.park(e, h).is_none());
+        parking
+    }
+
+    #[test]
+    fn written_table() {
+        use Settlement::{DeadLetter, Nak};
+        let s = Duration::from_secs;
+        let released = s(1) + HELD_BACK_MARGIN;
+        type Row = (
+            &'static str,
+            Option<AfterDeadLetter>,
+            &'static [Msg],
+            Vec<(u64, Settlement)>,
+            &'static [(u64, &'static [u64])],
+            u64,
+        );
+        #[rustfmt::skip]
+        let table: Vec<Row> = vec![
+            // what, dlq, written messages, settlements, lots after, held back
+            ("a temporary failure opens a lot; the message behind it is parked, not settled", DLQ,
+             &[(10, Some("a"), 1, 't'), (11, Some("a"), 1, 'h'), (12, Some("b"), 1, 'c')],
+             vec![(10, Nak(s(1))), (12, Settlement::Ack)], &[(10, &[11])], 1),
+            ("held back with no lot (its blocker was dead-lettered): released after the backoff base", DLQ,
+             &[(10, Some("a"), 1, 'p'), (11, Some("a"), 1, 'h')],
+             vec![(10, DeadLetter(AfterDeadLetter::Ack)), (11, Nak(released))], &[], 1),
+            ("held back with no lot on its last delivery: dead-lettered with a DLQ", DLQ,
+             &[(11, Some("a"), 3, 'h')], vec![(11, DeadLetter(AfterDeadLetter::Ack))], &[], 1),
+            ("... and NAKed without one, never left for AckWait", None,
+             &[(11, Some("a"), 3, 'h')], vec![(11, Nak(released))], &[], 1),
+            ("a temporary failure on its last delivery is dead-lettered and opens no lot", DLQ,
+             &[(10, Some("a"), 3, 't'), (11, Some("a"), 1, 'h')],
+             vec![(10, DeadLetter(AfterDeadLetter::Ack)), (11, Nak(released))], &[], 1),
+            ("a temporary failure without a key opens no lot", DLQ,
+             &[(10, None, 1, 't')], vec![(10, Nak(s(1)))], &[], 0),
+            ("a permanent failure opens no lot", None,
+             &[(10, Some("a"), 1, 'p')], vec![(10, Nak(s(60)))], &[], 0),
+            ("every message behind the failure of its key is parked in order, other keys go on", DLQ,
+             &[(10, Some("a"), 2, 't'), (11, Some("b"), 1, 't'), (12, Some("a"), 1, 'h'), (13, Some("b"), 1, 'h'), (14, Some("a"), 1, 'h')],
+             vec![(10, Nak(s(2))), (11, Nak(s(1)))], &[(10, &[12, 14]), (11, &[13])], 3),
+        ];
+        let now = Instant::now();
+        for (what, dlq, msgs, want, lots, held_back) in &table {
+            let mut parking = Parking::default();
+            let planned = plan(&policy(*dlq, Some(3)), &mut parking, msgs, Cause::Written(now));
+            assert_eq!(settled(&planned), *want, "{what}: settlements");
+            let planned_handles: Vec<String> = want.iter().map(|(seq, _)| format!("h{seq}")).collect();
+            assert_eq!(planned.batch.handles, planned_handles, "{what}: each settles through its own handle");
+            assert_eq!(planned.outcomes.len(), want.len(), "{what}: one outcome per settlement");
+            let want_lots: Vec<(u64, Vec<u64>)> = lots.iter().map(|(b, p)| (*b, p.to_vec())).collect();
+            assert_eq!(parking.lots(), want_lots, "{what}: lots");
+            assert_eq!(planned.held_back, *held_back, "{what}: held back");
+        }
+    }
+
+    #[test]
+    fn a_lot_is_due_when_its_failed_message_is() {
+        // A NAK brings it back after the delay; a message left for AckWait after AckWait.
+        let grace = ACK_WAIT * 2;
+        let ms = Duration::from_millis;
+        for (delivered, due) in [(1, Duration::from_secs(1)), (6, ACK_WAIT)] {
+            let now = Instant::now();
+            let mut parking = Parking::default();
+            let msgs = [(10, Some("a"), delivered, 't'), (11, Some("a"), 1, 'h')];
+            plan(&policy(DLQ, None), &mut parking, &msgs, Cause::Written(now));
+            parking.note_fetch(&[], now + due + grace);
+            assert!(parking.release(false, grace).is_empty(), "delivered={delivered}: not yet overdue");
+            parking.note_fetch(&[], now + due + grace + ms(1));
+            assert_eq!(parking.release(false, grace).len(), 1, "delivered={delivered}: overdue");
+        }
+    }
+
+    #[test]
+    fn a_written_message_stops_its_heartbeats_a_refused_copy_does_not() {
+        let now = Instant::now();
+        let p = policy(DLQ, None);
+        let mut parking = parked(now);
+        let refused = plan(&p, &mut parking, &[(11, Some("a"), 2, 'p')], Cause::Refused);
+        assert_eq!(settled(&refused), [(11, Settlement::DeadLetter(AfterDeadLetter::Ack))]);
+        assert_eq!(kept(&parking), [11], "the parked copy is still heartbeated");
+        let written = plan(&p, &mut parking, &[(11, Some("a"), 2, 'c')], Cause::Written(now));
+        assert_eq!(settled(&written), [(11, Settlement::Ack)]);
+        assert!(kept(&parking).is_empty(), "heartbeats stop before it is settled");
+    }
+
+    #[test]
+    fn refused_messages_are_dead_lettered_or_naked_slowly() {
+        for (dlq, want) in
+            [(DLQ, Settlement::DeadLetter(AfterDeadLetter::Ack)), (None, Settlement::Nak(Duration::from_secs(60)))]
+        {
+            let mut parking = Parking::default();
+            let planned = plan(&policy(dlq, None), &mut parking, &[(10, Some("a"), 1, 'p')], Cause::Refused);
+            assert_eq!(settled(&planned), [(10, want)], "dlq={dlq:?}");
+            assert!(parking.lots().is_empty(), "a refusal opens no lot");
+            assert_eq!(planned.held_back, 0);
+        }
+    }
+
+    #[test]
+    fn released_messages_come_back_just_after_their_blocker() {
+        let msgs = [(11, Some("a"), 1, 'h'), (12, Some("a"), 3, 'h')];
+        let nak = Settlement::Nak(HELD_BACK_MARGIN);
+        for (dlq, last) in [(DLQ, Settlement::DeadLetter(AfterDeadLetter::Ack)), (None, nak)] {
+            let mut parking = Parking::default();
+            let planned = plan(&policy(dlq, Some(3)), &mut parking, &msgs, Cause::Released);
+            assert_eq!(settled(&planned), [(11, nak), (12, last)], "dlq={dlq:?}");
+            assert_eq!(planned.held_back, 0, "counted when they were held back, not again");
+        }
+    }
+}

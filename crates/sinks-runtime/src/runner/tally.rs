@@ -67,3 +67,64 @@ impl PolicyTally {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MetricsConfig;
+
+    /// Every step of the pipeline, in its order.
+    const STEPS: [&str; 8] = [
+        "mission_metadata",
+        "security_labels",
+        "message_authenticity",
+        "encryption",
+        "size_policy",
+        "pre_sink_policy",
+        "custody",
+        "priority_lanes",
+    ];
+
+    #[test]
+    fn each_counted_step_counts_what_reached_it() {
+        // (enabled steps, the step that refused each message (None: passed), passed, rejected)
+        type Row = (&'static [&'static str], &'static [Option<&'static str>], [u64; 3], [u64; 3]);
+        #[rustfmt::skip]
+        let table: &[Row] = &[
+            (&STEPS, &[None, None], [2, 2, 2], [0, 0, 0]),
+            (&STEPS, &[Some("size_policy")], [1, 0, 0], [0, 1, 0]),
+            (&STEPS, &[Some("message_authenticity"), None], [1, 1, 1], [1, 0, 0]),
+            (&STEPS, &[Some("pre_sink_policy")], [1, 1, 0], [0, 0, 1]),
+            // A step that is not counted still stops the count of the steps after it.
+            (&STEPS, &[Some("security_labels")], [0, 0, 0], [0, 0, 0]),
+            (&STEPS, &[Some("custody")], [1, 1, 1], [0, 0, 0]),
+            // Steps that are off count nothing.
+            (&["size_policy"], &[None, Some("size_policy")], [0, 1, 0], [0, 1, 0]),
+            (&[], &[None], [0, 0, 0], [0, 0, 0]),
+        ];
+        for (steps, messages, passed, rejected) in table {
+            let mut tally = PolicyTally::default();
+            for rejected_by in *messages {
+                tally.passed(steps, *rejected_by);
+            }
+            assert_eq!((tally.passed, tally.rejected), (*passed, *rejected), "{steps:?} {messages:?}");
+        }
+    }
+
+    #[test]
+    fn a_batch_counts_once_per_step_it_passed_or_was_rejected_by() {
+        let metrics = Metrics::new(&MetricsConfig { enabled: true, ..MetricsConfig::default() });
+        let mut tally = PolicyTally::default();
+        for rejected_by in [None, None, Some("size_policy")] {
+            tally.passed(&STEPS, rejected_by);
+        }
+        tally.record(&metrics);
+        let counts: Vec<u64> = COUNTED_STEPS.iter().flat_map(|(_, ids)| ids.map(|id| metrics.counter(id))).collect();
+        #[rustfmt::skip]
+        assert_eq!(counts, [
+            3, 0, 1, 0, // authenticity: 3 messages passed, the batch passed
+            2, 1, 1, 1, // size: 2 passed, 1 rejected; the batch counts as both
+            2, 0, 1, 0, // pre-sink: the 2 that reached it
+        ]);
+    }
+}
