@@ -15,6 +15,15 @@
 //! line when it starts, one summary per interval (counts, first and last sequence, error
 //! class and reason) and one when it ends; per-message detail is at debug level, except the
 //! lines that matter per message (a dead letter, a conflict).
+//!
+//! Where things are: this file holds the entry points ([`run`], [`run_with`],
+//! [`run_observed`]), start-up and shutdown; `fetch` the fetch loop; `batch` the batch type
+//! and its one forward path; `ordering` the ordering keys and the gate between batches;
+//! `parking` the held-back messages; `settle` the settlement plan (the one call site of the
+//! ACK gate) and its application; `keeper` the task that heartbeats and releases held-back
+//! messages; `heartbeat` the in-progress heartbeats; `outage` the outage log; `tally` the
+//! policy step counts; `lag` and `health` the background probes; `reconnect` the retries of
+//! start-up steps; `context` the per-run context the tasks share.
 
 mod batch;
 mod context;
