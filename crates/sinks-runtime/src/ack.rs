@@ -224,12 +224,18 @@ pub fn after_dead_letter(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use sinks_contract::error::SinkError;
     use sinks_contract::retry::{BackoffMode, Jitter};
 
-    fn policy(dead_letter: Option<AfterDeadLetter>, max_deliver: Option<u64>, action: TemporaryAction) -> GatePolicy {
+    /// A gate policy for tests: 1 s exponential backoff (×2, no jitter) capped at 60 s, and
+    /// `max_retries` 5.
+    pub(crate) fn policy(
+        dead_letter: Option<AfterDeadLetter>,
+        max_deliver: Option<u64>,
+        action: TemporaryAction,
+    ) -> GatePolicy {
         GatePolicy {
             backoff: Backoff {
                 base: Duration::from_secs(1),

@@ -417,26 +417,13 @@ mod tests {
     use crate::ack::TemporaryAction;
     use sinks_contract::envelope::Headers;
     use sinks_contract::ordering::OrderKey;
-    use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
     use sinks_contract::testing::envelope_with;
 
     const ACK_WAIT: Duration = Duration::from_secs(30);
     const DLQ: Option<AfterDeadLetter> = Some(AfterDeadLetter::Ack);
 
     fn policy(dead_letter: Option<AfterDeadLetter>, max_deliver: Option<u64>) -> GatePolicy {
-        GatePolicy {
-            backoff: Backoff {
-                base: Duration::from_secs(1),
-                max: Duration::from_secs(60),
-                mode: BackoffMode::Exponential,
-                multiplier: 2.0,
-                jitter: Jitter::None,
-            },
-            max_retries: 5,
-            temporary_action: TemporaryAction::Nak,
-            dead_letter,
-            max_deliver,
-        }
+        crate::ack::tests::policy(dead_letter, max_deliver, TemporaryAction::Nak)
     }
 
     /// Messages as `(sequence, ordering key, delivered, outcome)`; outcome letters: `c`
