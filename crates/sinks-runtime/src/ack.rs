@@ -26,12 +26,13 @@
 //! | optional targets: any result, a timeout or a dropped copy | never change the outcome (counted) |
 //!
 //! A dead-letter settlement acks (or terms) the original only after the DLQ stream has
-//! acknowledged the record; when that publish fails, [`after_failed_dead_letter`] gives the
-//! settlement instead, which is always a `Nak`.
+//! acknowledged the record: [`after_dead_letter`] turns the publish's result into the ack
+//! kind that settles the original, which is a `Nak` whenever the record was not stored.
 #![deny(missing_docs)]
 
 use std::time::Duration;
 
+use async_nats::jetstream::AckKind;
 use sinks_contract::error::SinkError;
 use sinks_contract::retry::Backoff;
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
@@ -71,9 +72,7 @@ pub fn fanout_outcome(targets: Vec<TargetOutcome>) -> MessageOutcome {
                 return MessageOutcome::Failed(named(&t.target, e));
             }
             TargetResult::Outcome(MessageOutcome::Conflict(ConflictResolution::Rejected)) => {
-                let e = SinkError::permanent("conflicting redelivery: same key, different content")
-                    .with_error_type("ConflictError");
-                return MessageOutcome::Failed(named(&t.target, &e));
+                return MessageOutcome::Failed(named(&t.target, &crate::dlq::conflict_error()));
             }
             _ => {}
         }
@@ -207,18 +206,36 @@ fn permanent(policy: &GatePolicy) -> Settlement {
     }
 }
 
-/// The settlement when a DLQ publish failed: never an ack, always a NAK with backoff.
-pub fn after_failed_dead_letter(delivered: u64, policy: &GatePolicy, sample: f64) -> Settlement {
-    Settlement::Nak(policy.backoff.delay(delivered, sample))
+/// How the original of a dead-lettered message is settled once its DLQ publish has answered:
+/// as `then` says when the stream `stored` the record, else a NAK with backoff, never an ack.
+/// `sample` is the jitter sample of that backoff.
+pub fn after_dead_letter(
+    stored: bool,
+    then: AfterDeadLetter,
+    delivered: u64,
+    policy: &GatePolicy,
+    sample: f64,
+) -> AckKind {
+    match (stored, then) {
+        (true, AfterDeadLetter::Ack) => AckKind::Ack,
+        (true, AfterDeadLetter::Term) => AckKind::Term,
+        (false, _) => AckKind::Nak(Some(policy.backoff.delay(delivered, sample))),
+    }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use sinks_contract::error::SinkError;
     use sinks_contract::retry::{BackoffMode, Jitter};
 
-    fn policy(dead_letter: Option<AfterDeadLetter>, max_deliver: Option<u64>, action: TemporaryAction) -> GatePolicy {
+    /// A gate policy for tests: 1 s exponential backoff (×2, no jitter) capped at 60 s, and
+    /// `max_retries` 5.
+    pub(crate) fn policy(
+        dead_letter: Option<AfterDeadLetter>,
+        max_deliver: Option<u64>,
+        action: TemporaryAction,
+    ) -> GatePolicy {
         GatePolicy {
             backoff: Backoff {
                 base: Duration::from_secs(1),
@@ -308,9 +325,20 @@ mod tests {
     }
 
     #[test]
-    fn failed_dead_letter_is_never_an_ack() {
+    fn a_dead_letter_is_settled_as_planned_only_once_its_record_is_stored() {
         let p = policy(Some(AfterDeadLetter::Ack), None, TemporaryAction::Nak);
-        assert_eq!(after_failed_dead_letter(2, &p, 0.0), Settlement::Nak(Duration::from_secs(2)));
+        let nak = |s: u64| AckKind::Nak(Some(Duration::from_secs(s)));
+        let table = [
+            (true, AfterDeadLetter::Ack, 2, AckKind::Ack),
+            (true, AfterDeadLetter::Term, 2, AckKind::Term),
+            (false, AfterDeadLetter::Ack, 2, nak(2)),
+            (false, AfterDeadLetter::Term, 2, nak(2)),
+            (false, AfterDeadLetter::Ack, 9, nak(60)),
+        ];
+        for (stored, then, delivered, want) in table {
+            let got = after_dead_letter(stored, then, delivered, &p, 0.0);
+            assert_eq!(format!("{got:?}"), format!("{want:?}"), "stored={stored} then={then:?} delivered={delivered}");
+        }
     }
 
     fn target(name: &str, required: bool, result: &str) -> TargetOutcome {

@@ -7,6 +7,11 @@
 //! base64 payload. We add `delivered` and `sink`. The publish carries a `Nats-Msg-Id`
 //! derived from the idempotency key, so a redelivered poison message does not store a second
 //! record within the DLQ stream's duplicate window.
+//!
+//! What a record says about why the message is there is decided here too, in one place: the
+//! error it carries (`record_error`: the sink's own failure, or the error made for a
+//! rejected conflict or a message held back on its last delivery) and its reason label
+//! (`reason`).
 
 use async_nats::HeaderMap;
 use async_nats::jetstream::{self, message::PublishMessage};
@@ -17,6 +22,7 @@ use serde_json::{Value, json};
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
 use sinks_contract::metadata::{payload_presence_json, rfc3339};
+use sinks_contract::sink::{ConflictResolution, MessageOutcome};
 
 /// `dead_letter` config section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -69,6 +75,69 @@ impl Default for DeadLetterConfig {
 pub const ERROR_TYPE_HEADER: &str = "Nats-Sinks-Error-Type";
 /// Header carrying the original subject of a DLQ record.
 pub const ORIGINAL_SUBJECT_HEADER: &str = "Nats-Sinks-Original-Subject";
+
+/// What a conflicting redelivery the sink rejected is: the error of its DLQ record, and of a
+/// fan-out target's rejected conflict.
+const CONFLICT: &str = "conflicting redelivery: same key, different content";
+
+/// Why a held-back message is dead-lettered on its last allowed delivery.
+const HELD_BACK: &str = "held back on its last allowed delivery: an earlier message with the same ordering key \
+                         failed temporarily, and a redelivery would exceed the consumer's max_deliver";
+
+/// The permanent error of a conflicting redelivery (same key, different content).
+pub(crate) fn conflict_error() -> SinkError {
+    SinkError::permanent(CONFLICT).with_error_type("ConflictError")
+}
+
+/// The error of a message held back on its last allowed delivery.
+fn held_back_error() -> SinkError {
+    SinkError::temporary(HELD_BACK).with_error_type("HeldBackError")
+}
+
+/// The error a DLQ record carries: the one the sink (or a policy) reported, or one made for
+/// an outcome that has none.
+#[derive(Debug)]
+pub(crate) enum RecordError<'a> {
+    /// The outcome's own failure.
+    Reported(&'a SinkError),
+    /// Made for a rejected conflict or a held-back message.
+    Made(SinkError),
+}
+
+impl std::ops::Deref for RecordError<'_> {
+    type Target = SinkError;
+
+    fn deref(&self) -> &SinkError {
+        match self {
+            Self::Reported(e) => e,
+            Self::Made(e) => e,
+        }
+    }
+}
+
+/// The error the DLQ record of a dead-lettered `outcome` carries; `None` for an outcome that
+/// is never dead-lettered (committed, duplicate, a kept or overwritten conflict).
+pub(crate) fn record_error(outcome: &MessageOutcome) -> Option<RecordError<'_>> {
+    match outcome {
+        MessageOutcome::Failed(e) => Some(RecordError::Reported(e)),
+        MessageOutcome::Conflict(ConflictResolution::Rejected) => Some(RecordError::Made(conflict_error())),
+        MessageOutcome::HeldBack => Some(RecordError::Made(held_back_error())),
+        MessageOutcome::Committed | MessageOutcome::Duplicate | MessageOutcome::Conflict(_) => None,
+    }
+}
+
+/// The reason label (metrics `reason`) of a dead-lettered `outcome`: the policy reason code
+/// when there is one, else what kind of failure it was.
+pub(crate) fn reason(outcome: &MessageOutcome) -> &str {
+    match outcome {
+        MessageOutcome::Failed(e) => {
+            e.reason().unwrap_or(if e.is_permanent() { "sink_permanent" } else { "retries_exhausted" })
+        }
+        MessageOutcome::Conflict(_) => "conflict_rejected",
+        MessageOutcome::HeldBack => "held_back_last_delivery",
+        _ => "other",
+    }
+}
 
 /// Builds the DLQ record for `envelope` failing with `error` in sink `sink`.
 pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadLetterConfig) -> Value {
@@ -221,6 +290,49 @@ mod tests {
             )
         );
         assert_eq!(record_msg_id(&e), "nats-sinks-dlq:stream-sequence:ORDERS:12");
+    }
+
+    #[test]
+    fn what_a_dead_letter_says_about_its_outcome() {
+        use sinks_contract::error::ErrorClass;
+        let policy = MessageOutcome::Failed(SinkError::permanent("too big").with_reason("size_exceeded"));
+        // (outcome, error type, class, error, reason label)
+        let table = [
+            (
+                MessageOutcome::permanent("p"),
+                Some(("PermanentSinkError", ErrorClass::Permanent, "p")),
+                "sink_permanent",
+            ),
+            (
+                MessageOutcome::temporary("t"),
+                Some(("TemporarySinkError", ErrorClass::Temporary, "t")),
+                "retries_exhausted",
+            ),
+            (policy, Some(("PermanentSinkError", ErrorClass::Permanent, "too big")), "size_exceeded"),
+            (
+                MessageOutcome::Conflict(ConflictResolution::Rejected),
+                Some(("ConflictError", ErrorClass::Permanent, "conflicting redelivery: same key, different content")),
+                "conflict_rejected",
+            ),
+            (
+                MessageOutcome::HeldBack,
+                Some((
+                    "HeldBackError",
+                    ErrorClass::Temporary,
+                    "held back on its last allowed delivery: an earlier message with the same ordering key failed \
+                     temporarily, and a redelivery would exceed the consumer's max_deliver",
+                )),
+                "held_back_last_delivery",
+            ),
+            (MessageOutcome::Committed, None, "other"),
+            (MessageOutcome::Duplicate, None, "other"),
+            (MessageOutcome::Conflict(ConflictResolution::KeptExisting), None, "conflict_rejected"),
+        ];
+        for (outcome, error, label) in table {
+            let got = record_error(&outcome).map(|e| (e.error_type(), e.class(), e.message().to_owned()));
+            assert_eq!(got, error.map(|(t, c, m)| (t, c, m.to_owned())), "{outcome:?}");
+            assert_eq!(reason(&outcome), label, "{outcome:?}");
+        }
     }
 
     #[test]

@@ -1,8 +1,10 @@
-//! The JetStream pull source: fetches batches and splits each message into an [`Envelope`]
-//! (for the sink) and an [`AckHandle`] (kept by the runner).
+//! The JetStream pull source: fetches messages and turns each into an [`Envelope`] (for the
+//! sink) and an [`AckHandle`] (kept by the runner, which sends the message's settlement
+//! through it).
 //!
 //! This is the only module that touches JetStream acknowledgements. `AckHandle` is
-//! crate-private, so no sink crate can name it, let alone hold one.
+//! crate-private, so no sink crate can name it, let alone hold one. The batch the pairs make
+//! belongs to the runner (`runner::batch`).
 
 use std::time::Duration;
 
@@ -15,28 +17,8 @@ use time::OffsetDateTime;
 use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
 use sinks_contract::metadata::MessageMetadataConfig;
 
-/// One fetched batch: the envelopes the sink sees and, index for index, the ack handles only
-/// the runner may use.
-#[derive(Debug, Default)]
-pub(crate) struct Fetched {
-    pub(crate) envelopes: Vec<Envelope>,
-    pub(crate) acks: Vec<AckHandle>,
-}
-
-impl Fetched {
-    fn push(&mut self, (envelope, ack): (Envelope, AckHandle)) {
-        self.envelopes.push(envelope);
-        self.acks.push(ack);
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.envelopes.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.envelopes.is_empty()
-    }
-}
+/// One fetched message: the envelope the sink sees and the ack handle only the runner may use.
+pub(crate) type Delivery = (Envelope, AckHandle);
 
 /// The right to settle one message (its ack reply subject). Crate-private by design.
 #[derive(Clone)]
@@ -87,12 +69,12 @@ impl Source {
     /// is, waits up to `timeout` for the first message and then tops up without waiting. No
     /// pull request is left open at the server when this returns, so a stop right after it
     /// leaves nothing in flight.
-    pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Fetched, FetchError> {
+    pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Vec<Delivery>, FetchError> {
         // Every pull request carries an expiry, so a request lost in a disconnect ends on the
         // client's timer instead of hanging; the outer timeout is a last resort.
         let guard = timeout + Duration::from_secs(15);
         let attempt = async {
-            let mut out = Fetched { envelopes: Vec::with_capacity(max), acks: Vec::with_capacity(max) };
+            let mut out = Vec::with_capacity(max);
             self.collect(self.consumer.fetch().max_messages(max).expires(timeout).messages().await, &mut out).await?;
             if out.is_empty() {
                 let wait = self.consumer.batch().max_messages(1).expires(timeout).messages().await;
@@ -110,7 +92,7 @@ impl Source {
     async fn collect<E: std::fmt::Display>(
         &self,
         batch: Result<async_nats::jetstream::consumer::pull::Batch, E>,
-        out: &mut Fetched,
+        out: &mut Vec<Delivery>,
     ) -> Result<(), FetchError> {
         let mut batch = batch.map_err(|e| FetchError(e.to_string()))?;
         while let Some(item) = batch.next().await {
@@ -128,7 +110,7 @@ impl Source {
         Ok(())
     }
 
-    fn split(&self, msg: Message) -> Result<(Envelope, AckHandle), FetchError> {
+    fn split(&self, msg: Message) -> Result<Delivery, FetchError> {
         let info = msg.info().map_err(|e| FetchError(format!("bad jetstream metadata: {e}")))?;
         let jetstream = JetStreamInfo {
             stream: info.stream.to_owned(),

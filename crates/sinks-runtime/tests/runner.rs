@@ -566,3 +566,42 @@ async fn held_back_messages_survive_a_peer_that_takes_messages_and_never_settles
     seen.dedup();
     assert_eq!(seen, (1..=600).collect::<Vec<u64>>(), "every message committed");
 }
+
+#[tokio::test]
+async fn a_refused_message_is_dead_lettered_alone_while_held_back_neighbours_wait_in_order() {
+    let s = setup().await;
+    let (dlq_stream, dlq_subject) = s.dlq_stream().await;
+    // One subject: seq 10 fails once (the messages behind it are held back), seq 30 is too
+    // large for the size policy (refused, never reaching the sink), the rest is ordinary.
+    let subject = format!("{}.only", s.stream.to_lowercase());
+    let msgs = (0..100)
+        .map(|i| {
+            let payload =
+                if i == 29 { Bytes::from(format!(r#"{{"n":"{}"}}"#, "x".repeat(1000))) } else { json_payload(i) };
+            (subject.clone(), HeaderMap::new(), payload)
+        })
+        .collect();
+    js_publish_all(&s.js, msgs).await;
+    let sink = Arc::new(MemorySink::new());
+    sink.faults.fail_once.lock().unwrap().insert(10);
+    let config = s.config(json!({
+        "delivery": {"batch_size": 20},
+        "size_policy": {"enabled": true, "max_payload_bytes": 512},
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+    }));
+    let run = start(config, sink.clone());
+    let done = wait_until(Duration::from_secs(30), || async { sink.len() == 99 && s.settled().await }).await;
+    let stats = run.stop().await;
+    assert!(done, "committed {} of 99; {:?}", sink.len(), stats.snapshot());
+    assert_eq!(stats.rejected_by_policy.load(Ordering::Relaxed), 1);
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 1, "only the refused message is dead-lettered");
+    assert!(stats.held_back.load(Ordering::Relaxed) > 0, "the failure held later messages back");
+    let records = read_stream(&s.js, &dlq_stream).await;
+    assert_eq!(records.len(), 1);
+    let record: serde_json::Value = serde_json::from_slice(&records[0].3).unwrap();
+    assert_eq!(record["stream_sequence"], 30);
+    assert!(record["reason"].is_string(), "the record names the policy's reason: {record}");
+    let commits: Vec<u64> = sink.commits().into_iter().map(|(seq, _)| seq).collect();
+    let expected: Vec<u64> = (1..=100).filter(|seq| *seq != 30).collect();
+    assert_eq!(commits, expected, "one subject: committed in stream order, each once, the refused one never");
+}

@@ -1,0 +1,94 @@
+//! The per-run context every batch task shares: the sink, the gate policy, the DLQ and
+//! ledger publishers, the metrics handle, the parking and the outage log state, and the
+//! timings derived from the consumer's AckWait.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sinks_contract::envelope::Envelope;
+use sinks_contract::sink::Sink;
+use sinks_policy::Pipeline;
+
+use super::RunStats;
+use super::outage::Outage;
+use super::parking::Parking;
+use super::settle::Planner;
+use crate::ack::GatePolicy;
+use crate::config::Config;
+use crate::dlq::DeadLetterPublisher;
+use crate::freshness::Freshness;
+use crate::ledger::LedgerPublisher;
+use crate::metrics::{GaugeId, Metrics, OutcomeCounters};
+use crate::source::AckHandle;
+
+/// Shared, immutable per-run context of batch tasks.
+#[derive(Debug)]
+pub(super) struct Ctx {
+    pub(super) sink: Arc<dyn Sink>,
+    pub(super) policy: GatePolicy,
+    pub(super) dlq: Option<DeadLetterPublisher>,
+    pub(super) config: Config,
+    pub(super) stats: Arc<RunStats>,
+    /// The run's observability handle (records only; never read back to decide).
+    pub(super) metrics: Metrics,
+    /// The sink's outcome counters, resolved once.
+    pub(super) outcomes: OutcomeCounters,
+    /// Event freshness settings.
+    pub(super) freshness: Freshness,
+    /// The policy steps whose pass and reject counts the reference reports, in pipeline order.
+    pub(super) policy_steps: Vec<&'static str>,
+    /// The current destination outage, if any (for its log lines).
+    pub(super) outage: std::sync::Mutex<Outage>,
+    /// Messages held back behind a temporary failure of their key (see [`Parking`]).
+    pub(super) parking: std::sync::Mutex<Parking<AckHandle>>,
+    /// The consumer's effective AckWait (when an unacked message comes back).
+    pub(super) ack_wait: Duration,
+    /// Time a write may take, retries in place included (see [`write_budget`]).
+    pub(super) write_budget: Duration,
+    /// The policy steps (metadata, authenticity, encryption, size, pre-sink, custody,
+    /// priority lanes), applied before the sink (and the DLQ) sees a message.
+    pub(super) pipeline: Pipeline,
+    /// Delivery receipts (`ledger` section), when enabled.
+    pub(super) ledger: Option<LedgerPublisher>,
+}
+
+impl Ctx {
+    /// True on the consumer's last allowed delivery of `envelope`.
+    pub(super) fn is_last_delivery(&self, envelope: &Envelope) -> bool {
+        self.policy.max_deliver.is_some_and(|max| envelope.jetstream().delivered >= max)
+    }
+
+    /// How often the runner heartbeats messages it holds without writing them (parked, or
+    /// in a batch waiting its turn): a third of AckWait, at least 200 ms.
+    pub(super) fn heartbeat_every(&self) -> Duration {
+        (self.ack_wait / 3).max(Duration::from_millis(200))
+    }
+
+    /// The parking, locked (held only for pure bookkeeping, never across an await).
+    pub(super) fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking<AckHandle>> {
+        self.parking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Updates the held-back gauge from `parking` (called with the lock held).
+    pub(super) fn note_parking(&self, parking: &Parking<AckHandle>) {
+        self.metrics.set(GaugeId::HeldBackMessages, parking.kept() as f64);
+    }
+
+    /// Plans settlements under this run's gate policy and AckWait, with random jitter.
+    pub(super) fn planner(&self) -> Planner<'_, fn() -> f64> {
+        Planner { policy: &self.policy, ack_wait: self.ack_wait, sample: rand::random::<f64> }
+    }
+}
+
+/// How long one write may take, in-place retries included: 80 % of the consumer's AckWait,
+/// or, with in-progress heartbeats, as long as the heartbeats keep the batch alive; never
+/// less than one second.
+pub(super) fn write_budget(config: &Config, ack_wait: Duration) -> Duration {
+    let ip = &config.delivery.in_progress;
+    let budget = if ip.enabled {
+        Duration::from_millis(ip.interval_ms).saturating_mul(ip.max_heartbeats) + ack_wait.mul_f64(0.8)
+    } else {
+        ack_wait.mul_f64(0.8)
+    };
+    budget.max(Duration::from_secs(1))
+}

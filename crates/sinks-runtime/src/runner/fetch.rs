@@ -1,0 +1,101 @@
+//! The fetch loop: pulls batches (slow start), takes an in-flight permit, enters the
+//! ordering gate and spawns each batch's task.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::{Semaphore, watch};
+
+use super::RunStats;
+use super::batch::{self, Batch};
+use super::context::Ctx;
+use super::heartbeat::hold_while;
+use super::ordering::{OrderingGate, batch_keys, with_order_key};
+use super::reconnect::{reconnect_backoff, sleep_or_stop};
+use crate::metrics::{CounterId, GaugeId, TimingId};
+use crate::source::{AckHandle, Source};
+
+/// Resolves once a stop was requested while the connection is down (a fetch in progress
+/// then cannot bring anything, so it is abandoned instead of waiting for its timers).
+async fn stopped_while_disconnected(stop: &watch::Receiver<bool>, client: &async_nats::Client) {
+    let mut stop = stop.clone();
+    let _ = stop.wait_for(|s| *s).await;
+    while client.connection_state() == async_nats::connection::State::Connected {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Fetches batches until a stop is requested, and runs each in its own task (at most
+/// `delivery.max_in_flight_batches` writing or settling, one more fetched and waiting);
+/// returns once every batch task has finished. A failed fetch is logged and retried.
+pub(super) async fn fetch_loop(
+    ctx: &Arc<Ctx>,
+    source: &Source,
+    stop: &watch::Receiver<bool>,
+    client: &async_nats::Client,
+) {
+    let delivery = &ctx.config.delivery;
+    let permits = Arc::new(Semaphore::new(delivery.max_in_flight_batches));
+    let mut gate = OrderingGate::default();
+    let timeout = Duration::from_millis(delivery.batch_timeout_ms);
+    let backoff = reconnect_backoff();
+    let mut failures = 0u64;
+    // Slow start: the first batches are smaller (1/8, 1/4, 1/2 of batch_size), so the first
+    // commit and ack come quickly after a start or restart.
+    let mut size = delivery.batch_size.div_ceil(8);
+    while !*stop.borrow() {
+        // Fetch first, then wait for a free slot: the next batch is already here when the
+        // current one settles. Everything fetched is processed, even after a stop request.
+        let started = Instant::now();
+        let fetched = tokio::select! {
+            fetched = source.fetch(size, timeout) => fetched,
+            () = stopped_while_disconnected(stop, client) => break,
+        };
+        ctx.metrics.observe(TimingId::NatsFetchSeconds, started.elapsed().as_secs_f64());
+        ctx.metrics.status().progress();
+        let batch: Batch<AckHandle> = match fetched {
+            Ok(fetched) => {
+                // The runner owns the batch from here on; each message gets its ordering key.
+                let batch: Batch<AckHandle> =
+                    fetched.into_iter().map(|(e, handle)| (with_order_key(e, &ctx.config), handle)).collect();
+                ctx.lock_parking().note_fetch(&batch.envelopes, started);
+                if failures > 0 {
+                    tracing::info!(failures, "fetching recovered");
+                    failures = 0;
+                }
+                batch
+            }
+            Err(e) => {
+                failures += 1;
+                RunStats::add(&ctx.stats.fetch_failures, 1);
+                ctx.metrics.inc(CounterId::FetchErrors, 1);
+                let delay = backoff.delay(failures, 0.5);
+                tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
+                if sleep_or_stop(delay, stop).await {
+                    break;
+                }
+                continue;
+            }
+        };
+        if batch.is_empty() {
+            continue;
+        }
+        size = (size * 2).min(delivery.batch_size);
+        RunStats::add(&ctx.stats.fetched, batch.len() as u64);
+        ctx.metrics.inc(CounterId::MessagesFetched, batch.len() as u64);
+        ctx.metrics.inc(CounterId::BatchesFetched, 1);
+        ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
+        let Ok(permit) = hold_while(ctx, &batch.handles, Arc::clone(&permits).acquire_owned()).await else { break };
+        let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
+        let ctx = Arc::clone(ctx);
+        ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
+        tokio::spawn(async move {
+            batch::process(&ctx, batch, waits, done).await;
+            ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
+            ctx.metrics.status().progress();
+            drop(permit);
+        });
+    }
+    // Wait until every batch task has returned its permit.
+    let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
+}

@@ -1,0 +1,103 @@
+//! In-progress heartbeats (`+WPI`): of a batch being written ([`WriteHeartbeat`], with
+//! `delivery.in_progress`), and of messages the runner holds without writing them
+//! ([`hold_while`] for a batch waiting its turn, [`progress`] for the keeper's held-back
+//! messages). A heartbeat that cannot be sent only means that message may be redelivered.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::AckKind;
+use futures::future::join_all;
+use tokio::sync::watch;
+
+use super::context::Ctx;
+use crate::metrics::{CounterId, GaugeId, TimingId};
+use crate::source::AckHandle;
+
+/// Runs `wait` while keeping the messages of `acks` alive: a fetched batch waiting for a free
+/// slot or for an earlier batch of its keys sends in-progress heartbeats every third of
+/// AckWait, and one more when a long wait ends, so waiting costs no redelivery (and no
+/// delivery of `max_deliver`) however slow the batches ahead of it are.
+pub(super) async fn hold_while<T>(ctx: &Ctx, acks: &[AckHandle], wait: impl Future<Output = T>) -> T {
+    let every = ctx.heartbeat_every();
+    let started = Instant::now();
+    let mut wait = std::pin::pin!(wait);
+    let out = loop {
+        tokio::select! {
+            out = &mut wait => break out,
+            () = tokio::time::sleep(every) => progress(acks).await,
+        }
+    };
+    if started.elapsed() >= every / 2 {
+        progress(acks).await;
+    }
+    out
+}
+
+/// Sends an in-progress heartbeat for each of `acks` (a failure only means that message
+/// may be redelivered, which the sinks absorb).
+pub(super) async fn progress(acks: &[AckHandle]) {
+    let sends = join_all(acks.iter().map(|h| h.send(AckKind::Progress))).await;
+    if let Some(Err(e)) = sends.into_iter().find(Result::is_err) {
+        tracing::debug!(error = %e, "heartbeat of a held message failed; it may be redelivered");
+    }
+}
+
+/// The in-progress heartbeats of one batch's write (`delivery.in_progress`): every
+/// `interval_ms`, at most `max_heartbeats` times; the first failed heartbeat stops them.
+/// Nothing runs when heartbeats are off.
+#[derive(Debug)]
+pub(super) struct WriteHeartbeat(Option<(tokio::task::JoinHandle<()>, watch::Sender<bool>)>);
+
+impl WriteHeartbeat {
+    /// Starts heartbeating `acks` (when `delivery.in_progress` is on).
+    pub(super) fn start(ctx: &Ctx, acks: &[AckHandle]) -> Self {
+        let ip = &ctx.config.delivery.in_progress;
+        if !ip.enabled {
+            return Self(None);
+        }
+        let (tx, mut rx) = watch::channel(false);
+        let interval = Duration::from_millis(ip.interval_ms);
+        let max = ip.max_heartbeats;
+        let handles = acks.to_vec();
+        let metrics = ctx.metrics.clone();
+        metrics.add(GaugeId::CurrentInProgressBatchesActive, 1.0);
+        let task = tokio::spawn(async move {
+            for beat in 1..=max {
+                tokio::select! {
+                    () = tokio::time::sleep(interval) => {}
+                    _ = rx.wait_for(|s| *s) => return,
+                }
+                let started = Instant::now();
+                metrics.inc(CounterId::InProgressAttempts, 1);
+                let sends = join_all(handles.iter().map(|h| h.send(AckKind::Progress))).await;
+                metrics.observe(TimingId::InProgressHeartbeatSeconds, started.elapsed().as_secs_f64());
+                let failed = sends.iter().filter(|r| r.is_err()).count() as u64;
+                metrics.inc(CounterId::InProgressSuccesses, sends.len() as u64 - failed);
+                metrics.inc(CounterId::InProgressFailures, failed);
+                if let Some(Err(e)) = sends.into_iter().find(Result::is_err) {
+                    tracing::warn!(error = %e, "in-progress heartbeat failed; stopping heartbeats");
+                    return;
+                }
+                if beat == max {
+                    metrics.inc(CounterId::InProgressMaxHeartbeatsReached, 1);
+                    tracing::warn!(max, "in-progress heartbeat limit reached");
+                }
+            }
+        });
+        Self(Some((task, tx)))
+    }
+
+    /// Stops the heartbeats before the batch is settled, waiting at most
+    /// `delivery.in_progress.shutdown_timeout_ms` for the task.
+    pub(super) async fn stop(self, ctx: &Ctx) {
+        let Some((task, tx)) = self.0 else { return };
+        ctx.metrics.add(GaugeId::CurrentInProgressBatchesActive, -1.0);
+        let _ = tx.send(true);
+        let limit = Duration::from_millis(ctx.config.delivery.in_progress.shutdown_timeout_ms);
+        let abort = task.abort_handle();
+        if tokio::time::timeout(limit, task).await.is_err() {
+            abort.abort();
+        }
+    }
+}

@@ -1,0 +1,385 @@
+//! The runner: fetch → write → settle, pipelined, until asked to stop.
+//!
+//! One fetch loop pulls batches (at most `delivery.max_in_flight_batches` fetched but not yet
+//! settled). Each batch runs in its own task: it waits until every earlier batch that shares
+//! an ordering key has finished writing, writes through the sink (with in-progress
+//! heartbeats for long writes), isolates poison messages by bisection when the sink reports
+//! a batch-level permanent failure, and finally settles each message from its own outcome
+//! through the ACK gate. Fetch, ack and DLQ failures are logged and retried; they never end
+//! the process. On shutdown the loop stops fetching, lets in-flight batches finish and
+//! settle, flushes and drains the connection.
+//!
+//! Observability reads, never steers: outcomes, settlements and timings are recorded through
+//! the run's [`Metrics`] handle where they already happen, and nothing recorded is read back
+//! to decide anything. Under failure the log stays readable: a destination outage is one
+//! line when it starts, one summary per interval (counts, first and last sequence, error
+//! class and reason) and one when it ends; per-message detail is at debug level, except the
+//! lines that matter per message (a dead letter, a conflict).
+//!
+//! Where things are: this file holds the entry points ([`run`], [`run_with`],
+//! [`run_observed`]), start-up and shutdown; `fetch` the fetch loop; `batch` the batch type
+//! and its one forward path; `ordering` the ordering keys and the gate between batches;
+//! `parking` the held-back messages; `settle` the settlement plan (the one call site of the
+//! ACK gate) and its application; `keeper` the task that heartbeats and releases held-back
+//! messages; `heartbeat` the in-progress heartbeats; `outage` the outage log; `tally` the
+//! policy step counts; `lag` and `health` the background probes; `reconnect` the retries of
+//! start-up steps; `context` the per-run context the tasks share.
+
+mod batch;
+mod context;
+mod fetch;
+mod health;
+mod heartbeat;
+mod keeper;
+mod lag;
+mod ordering;
+mod outage;
+mod parking;
+mod reconnect;
+mod settle;
+mod tally;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use sinks_contract::error::ErrorClass;
+use sinks_contract::sink::Sink;
+use sinks_policy::Pipeline;
+use tokio::sync::watch;
+
+use self::context::{Ctx, write_budget};
+use self::fetch::fetch_loop;
+use self::health::probe_sink;
+use self::keeper::keep_parking;
+use self::lag::poll_lag;
+use self::outage::Outage;
+use self::parking::Parking;
+use self::reconnect::{Retry, retry_until};
+use crate::ack::{AfterDeadLetter, GatePolicy};
+use crate::config::{Config, ConfigError};
+use crate::connect::{self, ConnectError};
+use crate::dlq::DeadLetterPublisher;
+use crate::freshness::Freshness;
+use crate::ledger::LedgerPublisher;
+use crate::metrics::Metrics;
+use crate::setup::{self, SetupError};
+use crate::source::Source;
+
+/// Why the runner stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Configuration does not match reality (missing stream, drift, bad secret, sink
+    /// misconfigured): exit code 2.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The sink could not be opened for a reason other than configuration: exit code 1.
+    #[error("sink failed to open: {0}")]
+    SinkOpen(String),
+}
+
+/// Counters of what the runner did, for logs and tests.
+#[derive(Debug, Default)]
+pub struct RunStats {
+    /// Messages fetched.
+    pub fetched: AtomicU64,
+    /// Messages acked after a durable outcome.
+    pub acked: AtomicU64,
+    /// Messages NAKed.
+    pub naked: AtomicU64,
+    /// Messages left for AckWait.
+    pub left_unacked: AtomicU64,
+    /// DLQ records stored.
+    pub dead_lettered: AtomicU64,
+    /// DLQ publishes that failed (original NAKed).
+    pub dead_letter_failures: AtomicU64,
+    /// Ack, nak or term sends that failed (message will be redelivered).
+    pub ack_failures: AtomicU64,
+    /// Fetches that failed.
+    pub fetch_failures: AtomicU64,
+    /// Conflicting redeliveries reported by the sink.
+    pub conflicts: AtomicU64,
+    /// Duplicates reported by the sink.
+    pub duplicates: AtomicU64,
+    /// Messages held back behind a temporary failure of their ordering key (released).
+    pub held_back: AtomicU64,
+    /// Messages refused by a policy step (authenticity, size, pre-sink, …) and
+    /// dead-lettered without reaching the sink.
+    pub rejected_by_policy: AtomicU64,
+}
+
+impl RunStats {
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// A plain snapshot `(name, value)` of every counter.
+    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+        [
+            ("fetched", &self.fetched),
+            ("acked", &self.acked),
+            ("naked", &self.naked),
+            ("left_unacked", &self.left_unacked),
+            ("dead_lettered", &self.dead_lettered),
+            ("dead_letter_failures", &self.dead_letter_failures),
+            ("ack_failures", &self.ack_failures),
+            ("fetch_failures", &self.fetch_failures),
+            ("conflicts", &self.conflicts),
+            ("duplicates", &self.duplicates),
+            ("held_back", &self.held_back),
+            ("rejected_by_policy", &self.rejected_by_policy),
+        ]
+        .into_iter()
+        .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
+        .collect()
+    }
+}
+
+/// Runs `sink` under `config` until `shutdown` resolves. Returns the counters.
+pub async fn run(
+    config: Config,
+    sink: Arc<dyn Sink>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Arc<RunStats>, RunError> {
+    let metrics = Metrics::new(&config.metrics);
+    run_observed(config, sink, metrics, RunOptions::default(), shutdown).await
+}
+
+/// What a run does differently from `nats-sink run` (used by `nats-sink replay`).
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Where a new (ephemeral) consumer starts, instead of `consumer_management.deliver_policy`.
+    pub start: Option<async_nats::jetstream::consumer::DeliverPolicy>,
+    /// Name of an ephemeral consumer (the server picks one when `None`).
+    pub consumer_name: Option<String>,
+}
+
+/// [`run`] with [`RunOptions`].
+pub async fn run_with(
+    config: Config,
+    sink: Arc<dyn Sink>,
+    options: RunOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Arc<RunStats>, RunError> {
+    let metrics = Metrics::new(&config.metrics);
+    run_observed(config, sink, metrics, options, shutdown).await
+}
+
+/// [`run_with`] recording into `metrics` (made from `config.metrics` by the caller, which may
+/// serve it while the run goes on). Writes the snapshot file, when configured, every
+/// `metrics.snapshot_interval_seconds` and once more at the end.
+pub async fn run_observed(
+    config: Config,
+    sink: Arc<dyn Sink>,
+    metrics: Metrics,
+    options: RunOptions,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<Arc<RunStats>, RunError> {
+    let stats = Arc::clone(metrics.stats());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let (done_tx, done_rx) = watch::channel(false);
+    let snapshot = match (&config.metrics.snapshot_file, metrics.enabled()) {
+        (Some(path), true) => {
+            let every = Duration::from_secs(config.metrics.snapshot_interval_seconds);
+            let task = crate::metrics::snapshot::keep_writing(metrics.clone(), path.into(), every, done_rx);
+            Some(tokio::spawn(task))
+        }
+        (Some(_), false) => {
+            tracing::info!("metrics.enabled is false: metrics.snapshot_file is not written");
+            None
+        }
+        (None, _) => None,
+    };
+    let status_metrics = metrics.clone();
+    let signal = async move {
+        shutdown.await;
+        tracing::info!("shutdown requested; finishing in-flight batches");
+        status_metrics.status().set_stopping();
+        let _ = stop_tx.send(true);
+    };
+    let work = run_inner(config, sink, options, stop_rx, metrics);
+    tokio::pin!(work);
+    let result = tokio::select! {
+        result = &mut work => result,
+        () = signal => work.await,
+    };
+    let _ = done_tx.send(true);
+    if let Some(task) = snapshot {
+        let _ = task.await;
+    }
+    result.map(|()| stats)
+}
+
+async fn run_inner(
+    config: Config,
+    sink: Arc<dyn Sink>,
+    options: RunOptions,
+    stop: watch::Receiver<bool>,
+    metrics: Metrics,
+) -> Result<(), RunError> {
+    let stats = Arc::clone(metrics.stats());
+    metrics.status().progress();
+    // Keys are read once, before anything else: a missing or malformed one stops start-up.
+    let pipeline = Pipeline::from_config(config.policy_sections())?;
+    if let Some(e) = pipeline.encryption() {
+        let keys: Vec<&str> = e.keyring().key_ids().collect();
+        tracing::info!(key_ids = ?keys, version = config.encryption.format_version, "payload encryption on");
+    }
+    let steps = pipeline.steps();
+    if !steps.is_empty() {
+        tracing::info!(steps = ?steps, "message policies on");
+    }
+    let Some(()) = retry_until("sink open", &stop, &metrics, async || match sink.open().await {
+        Ok(()) => Ok(()),
+        Err(e) if e.class() == ErrorClass::Config => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
+        Err(e) if e.is_permanent() => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
+        Err(e) => Err(Retry::Again(e.display_chain())),
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    tracing::info!(sink = sink.name(), "sink opened");
+    metrics.status().set_sink_opened(true);
+
+    let nats = &config.nats;
+    let observed = &metrics;
+    let Some(client) = retry_until("nats connect", &stop, &metrics, || async move {
+        match connect::connect_observed(nats, Some(observed.clone())).await {
+            Ok(c) => Ok(c),
+            Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
+            Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
+        }
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    // Advisories are observed from here on (the consumer's own creation included).
+    let advisories = if config.advisories.enabled {
+        let subscriptions = crate::advisories::subscribe(&client, &config.advisories).await;
+        let task = crate::advisories::monitor(subscriptions, config.advisories.clone(), metrics.clone(), stop.clone());
+        Some(tokio::spawn(task))
+    } else {
+        None
+    };
+
+    let (js_ref, config_ref, options_ref) = (&js, &config, &options);
+    let Some(bound) = retry_until("consumer setup", &stop, &metrics, || async move {
+        let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
+        setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
+            .await
+            .map_err(setup_retry)
+    })
+    .await?
+    else {
+        return Ok(());
+    };
+    tracing::info!(
+        stream = %config.nats.stream,
+        consumer = %config.nats.consumer,
+        action = bound.action,
+        max_deliver = bound.max_deliver,
+        ack_wait_ms = bound.ack_wait.as_millis() as u64,
+        "consumer ready"
+    );
+    let ip = &config.delivery.in_progress;
+    if ip.enabled && (ip.interval_ms as f64) >= bound.ack_wait.as_secs_f64() * 1000.0 * 0.8 {
+        return Err(ConfigError::single(
+            "delivery.in_progress.interval_ms",
+            format!("must be below 80% of the consumer's effective AckWait ({} ms)", bound.ack_wait.as_millis()),
+        )
+        .into());
+    }
+
+    let policy = GatePolicy {
+        backoff: config.delivery.backoff(),
+        max_retries: config.delivery.max_retries,
+        temporary_action: config.delivery.temporary_failure_action,
+        dead_letter: config.dead_letter.enabled.then_some(if config.dead_letter.ack_term_after_publish {
+            AfterDeadLetter::Term
+        } else {
+            AfterDeadLetter::Ack
+        }),
+        max_deliver: bound.max_deliver,
+    };
+    let budget = write_budget(&config, bound.ack_wait);
+    // Liveness: a fetch returns within its timeout plus 15 s, and a batch slot frees up
+    // within one write's budget; anything much longer is a wedged loop.
+    let fetch_guard = Duration::from_millis(config.delivery.batch_timeout_ms) + Duration::from_secs(15);
+    metrics.status().set_stall_window((budget + fetch_guard) * 2 + Duration::from_secs(30));
+    metrics.status().set_consumer_bound(true);
+    let policy_steps: Vec<&'static str> = pipeline.steps();
+    let ctx = Arc::new(Ctx {
+        sink: Arc::clone(&sink),
+        policy,
+        dlq: DeadLetterPublisher::new(js.clone(), config.dead_letter.clone()),
+        stats: Arc::clone(&stats),
+        outcomes: metrics.outcome_counters(sink.name()),
+        freshness: Freshness::new(&config.metrics),
+        metrics: metrics.clone(),
+        policy_steps,
+        outage: std::sync::Mutex::new(Outage::default()),
+        config: config.clone(),
+        parking: std::sync::Mutex::new(Parking::default()),
+        ack_wait: bound.ack_wait,
+        write_budget: budget,
+        pipeline,
+        ledger: LedgerPublisher::new(js.clone(), config.ledger.clone()),
+    });
+    let lag = tokio::spawn(poll_lag(bound.consumer.clone(), metrics.clone(), config.metrics.clone(), stop.clone()));
+    let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));
+    let source = Source::new(bound.consumer, config.message_metadata.clone());
+    let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
+    fetch_loop(&ctx, &source, &stop, &client).await;
+    // Every batch has settled; messages still parked go back for redelivery (the next
+    // process writes them after the messages they wait for).
+    let _ = keeper.await;
+    for task in [Some(lag), health, advisories].into_iter().flatten() {
+        let _ = task.await;
+    }
+    let parked = keeper::release(&ctx, true, Duration::ZERO);
+    if !parked.is_empty() {
+        tracing::info!(messages = parked.len(), "releasing held-back messages for redelivery");
+        settle::apply(&ctx, parked).await;
+    }
+
+    // Every batch has settled (fetch_loop took back every permit). Push the acks out and
+    // drain, within `nats.drain_timeout_seconds`; with the server unreachable there is
+    // nothing to wait for: unsent acks only mean redeliveries.
+    let drain = Duration::from_secs(config.nats.drain_timeout_seconds);
+    if client.connection_state() == async_nats::connection::State::Connected {
+        let finish = async {
+            if let Err(e) = client.flush().await {
+                tracing::warn!(error = %e, "flushing acks failed; unsettled messages will be redelivered");
+            }
+            client.drain().await
+        };
+        match tokio::time::timeout(drain, finish).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "draining the nats connection failed"),
+            Err(_) => tracing::warn!(timeout_s = drain.as_secs(), "draining the nats connection timed out"),
+        }
+    } else {
+        tracing::warn!("nats is unreachable while stopping; unsent acks mean those messages will be redelivered");
+    }
+    if let Err(e) = sink.close().await {
+        tracing::warn!(error = %e.display_chain(), "closing the sink failed");
+    }
+    if let Some(ledger) = &ctx.ledger {
+        let (recorded, unrecorded) = ledger.counts();
+        tracing::info!(recorded, unrecorded, "delivery ledger");
+    }
+    let counts: Vec<String> = stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    tracing::info!(counts = %counts.join(" "), "stopped");
+    Ok(())
+}
+
+fn setup_retry(e: SetupError) -> Retry<String> {
+    match e {
+        SetupError::Config(c) => Retry::Fatal(c),
+        SetupError::Unavailable(m) => Retry::Again(m),
+    }
+}

@@ -1,0 +1,577 @@
+//! Settlement: planning every message's settlement, and applying the plan.
+//!
+//! [`Planner::plan`] is the one place the runner asks the ACK gate (`ack::settle`,
+//! `ack::settle_held_back`), for every message it settles: refused by a policy, written (or
+//! held back) by the sink, or released from parking. It is pure bookkeeping done under the
+//! parking lock: a temporary failure that will come back opens a lot for its key, and the
+//! messages held back behind it are parked there instead of settled.
+//!
+//! [`apply`] then carries the plan out, message by message ([`settle_one`]): a dead letter is
+//! published and the DLQ stream's answer becomes the ack kind that settles the original
+//! (`ack::after_dead_letter`); the receipt goes out once the settlement is final; then the
+//! ack, NAK or term is sent through the message's handle.
+
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::AckKind;
+use futures::future::join_all;
+use sinks_contract::envelope::Envelope;
+use sinks_contract::sink::MessageOutcome;
+use time::OffsetDateTime;
+
+use super::RunStats;
+use super::batch::Batch;
+use super::context::Ctx;
+use super::outage::Failures;
+use super::parking::{HELD_BACK_MARGIN, Parking};
+use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
+use crate::dlq;
+use crate::ledger::LedgerMode;
+use crate::metrics::{CounterId, GaugeId, Metrics, TimingId};
+use crate::source::AckHandle;
+
+/// Why a set of messages is being settled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Cause {
+    /// Refused by a policy step: they never reached the sink.
+    Refused,
+    /// Written by the sink (or held back by it), at this time.
+    Written(Instant),
+    /// Held back, then released from parking (overdue, or on shutdown).
+    Released,
+}
+
+/// What planning needs besides the messages: the gate's policy, the consumer's AckWait (when
+/// a message left for it comes back) and a source of jitter samples in `[0, 1)`.
+#[derive(Debug)]
+pub(super) struct Planner<'a, R> {
+    /// The gate policy.
+    pub(super) policy: &'a GatePolicy,
+    /// The consumer's effective AckWait.
+    pub(super) ack_wait: Duration,
+    /// Jitter samples.
+    pub(super) sample: R,
+}
+
+/// Messages with their settlements decided, index for index.
+#[derive(Debug)]
+pub(super) struct Planned<H> {
+    /// The messages to settle.
+    pub(super) batch: Batch<H>,
+    /// Their outcomes.
+    pub(super) outcomes: Vec<MessageOutcome>,
+    /// Their settlements.
+    pub(super) settlements: Vec<Settlement>,
+    /// Why they are settled.
+    pub(super) cause: Cause,
+    /// Messages of a written batch that the sink held back (parked, or released at once).
+    pub(super) held_back: u64,
+}
+
+impl<H> Planned<H> {
+    /// How many messages are to be settled.
+    pub(super) fn len(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// True when there is nothing to settle.
+    pub(super) fn is_empty(&self) -> bool {
+        self.batch.is_empty()
+    }
+}
+
+impl<R: FnMut() -> f64> Planner<'_, R> {
+    /// Plans the settlement of every message of `batch` (with its `outcomes`, index for
+    /// index). A written message that failed temporarily and will come back opens a lot for
+    /// its ordering key; a written held-back message is parked in its key's lot and left out
+    /// of the plan, or, with nothing to wait for (its blocker was dead-lettered, say),
+    /// released to come back soon after it. Released messages come back
+    /// [`HELD_BACK_MARGIN`] after the message they waited for; on their last allowed
+    /// delivery the gate dead-letters them instead.
+    pub(super) fn plan<H: Clone>(
+        &mut self,
+        parking: &mut Parking<H>,
+        batch: Batch<H>,
+        outcomes: Vec<MessageOutcome>,
+        cause: Cause,
+    ) -> Planned<H> {
+        let (policy, ack_wait, sample) = (self.policy, self.ack_wait, &mut self.sample);
+        // The one place the runner asks the gate. `released` is when a held-back message
+        // should come back (`None`: any other message).
+        let mut gate = |outcome: &MessageOutcome, delivered: u64, released: Option<Duration>| match released {
+            Some(after) => ack::settle_held_back(delivered, policy, after),
+            None => ack::settle(outcome, delivered, policy, sample()),
+        };
+        // Every settlement but those of held-back written messages first, so that those find
+        // the lots their batch-mates' failures open.
+        let mut decided: Vec<Option<Settlement>> = Vec::with_capacity(outcomes.len());
+        for (envelope, outcome) in batch.envelopes.iter().zip(&outcomes) {
+            let js = envelope.jetstream();
+            let settlement = match (cause, outcome) {
+                (Cause::Released, _) => Some(gate(outcome, js.delivered, Some(HELD_BACK_MARGIN))),
+                (Cause::Written(_), MessageOutcome::HeldBack) => None,
+                _ => Some(gate(outcome, js.delivered, None)),
+            };
+            if let (Cause::Written(now), Some(settlement), true, Some(key)) =
+                (cause, settlement, outcome.failed_temporarily(), envelope.order_key())
+            {
+                let back_in = match settlement {
+                    Settlement::Nak(d) => Some(d),
+                    Settlement::LeaveUnacked => Some(ack_wait),
+                    Settlement::Ack | Settlement::DeadLetter(_) => None,
+                };
+                if let Some(back_in) = back_in {
+                    parking.block(key, js.stream_sequence, now + back_in);
+                }
+            }
+            decided.push(settlement);
+        }
+        let mut planned = Planned {
+            batch: Batch::with_capacity(outcomes.len()),
+            outcomes: Vec::with_capacity(outcomes.len()),
+            settlements: Vec::with_capacity(outcomes.len()),
+            cause,
+            held_back: 0,
+        };
+        for (((envelope, handle), outcome), settlement) in batch.into_iter().zip(outcomes).zip(decided) {
+            let (envelope, handle, settlement) = match settlement {
+                Some(settlement) => (envelope, handle, settlement),
+                None => {
+                    planned.held_back += 1;
+                    let Some((envelope, handle)) = parking.park(envelope, handle) else { continue };
+                    let after = policy.backoff.base + HELD_BACK_MARGIN;
+                    let settlement = gate(&outcome, envelope.jetstream().delivered, Some(after));
+                    (envelope, handle, settlement)
+                }
+            };
+            if let Cause::Written(_) = cause {
+                parking.settling(envelope.jetstream().stream_sequence);
+            }
+            planned.batch.push(envelope, handle);
+            planned.outcomes.push(outcome);
+            planned.settlements.push(settlement);
+        }
+        planned
+    }
+}
+
+/// Applies a plan: settles every message and records the settlements. A written batch's acks
+/// are confirmed (`delivery.ack_confirmation`) and timed; refused and released messages'
+/// are not.
+pub(super) async fn apply(ctx: &Ctx, planned: Planned<AckHandle>) {
+    let written = matches!(planned.cause, Cause::Written(_));
+    // A written batch is recorded even when all of it was parked (an empty settlement).
+    if planned.is_empty() && !written {
+        return;
+    }
+    let confirm = &ctx.config.delivery.ack_confirmation;
+    let confirm_timeout = (written && confirm.enabled).then(|| Duration::from_millis(confirm.timeout_ms));
+    let started = written.then(Instant::now);
+    let Planned { batch, outcomes, settlements, .. } = &planned;
+    let sends = batch.envelopes.iter().zip(&batch.handles).zip(outcomes).zip(settlements).map(
+        |(((envelope, handle), outcome), settlement)| {
+            settle_one(ctx, envelope, handle, outcome, *settlement, confirm_timeout)
+        },
+    );
+    let settled = join_all(sends).await;
+    if let Some(started) = started {
+        ctx.metrics.observe(TimingId::MessageAckSeconds, started.elapsed().as_secs_f64());
+    }
+    record_settled(ctx, &batch.envelopes, &settled, outcomes);
+}
+
+/// What became of one message's settlement.
+#[derive(Debug, Clone)]
+enum Settled {
+    /// Acked (after a durable outcome, or after a stored DLQ record).
+    Acked,
+    /// Terminated after a stored DLQ record.
+    Terminated,
+    /// NAKed with this redelivery delay.
+    Naked(Duration),
+    /// Left for AckWait.
+    LeftUnacked,
+    /// The ack, NAK or term could not be sent (`term`: it was a term).
+    NotSent { term: bool, error: String },
+}
+
+/// Records the settlements of messages with `outcomes` (counts, redelivery delays,
+/// end-to-end latency of messages acked after a durable outcome) and logs settlements that
+/// could not be sent, once for all of them.
+fn record_settled(ctx: &Ctx, envelopes: &[Envelope], settled: &[Settled], outcomes: &[MessageOutcome]) {
+    let mut not_sent = Failures::default();
+    let (mut acked, mut terminated, mut naked, mut left, mut ack_errors, mut term_errors) = (0, 0, 0, 0, 0, 0);
+    let mut delays = Metrics::local(TimingId::RetryBackoffDelaySeconds);
+    let mut latency = Metrics::local(TimingId::EndToEndLatencySeconds);
+    let now = ctx.metrics.enabled().then(OffsetDateTime::now_utc);
+    let now_ns = now.map(OffsetDateTime::unix_timestamp_nanos);
+    for ((envelope, settled), outcome) in envelopes.iter().zip(settled).zip(outcomes) {
+        match settled {
+            Settled::Acked => {
+                acked += 1;
+                if let (true, Some(now_ns), Some(ts)) = (outcome.is_durable(), now_ns, envelope.jetstream().timestamp) {
+                    latency.observe(((now_ns - ts.unix_timestamp_nanos()) as f64 / 1e9).max(0.0));
+                }
+            }
+            Settled::Terminated => terminated += 1,
+            Settled::Naked(d) => {
+                naked += 1;
+                delays.observe(d.as_secs_f64());
+            }
+            Settled::LeftUnacked => left += 1,
+            Settled::NotSent { term, error } => {
+                if *term {
+                    term_errors += 1;
+                } else {
+                    ack_errors += 1;
+                }
+                let seq = envelope.jetstream().stream_sequence;
+                if not_sent.messages == 0 {
+                    not_sent.first_sequence = seq;
+                    not_sent.reason.clone_from(error);
+                }
+                not_sent.first_sequence = not_sent.first_sequence.min(seq);
+                not_sent.last_sequence = not_sent.last_sequence.max(seq);
+                not_sent.messages += 1;
+            }
+        }
+    }
+    if not_sent.messages > 0 {
+        tracing::warn!(
+            messages = not_sent.messages,
+            first_sequence = not_sent.first_sequence,
+            last_sequence = not_sent.last_sequence,
+            reason = %not_sent.reason,
+            "settlements not delivered; these messages will be redelivered"
+        );
+    }
+    let m = &ctx.metrics;
+    if !m.enabled() {
+        return;
+    }
+    m.inc(CounterId::MessagesAcked, acked);
+    m.inc(CounterId::MessagesTerminated, terminated);
+    m.inc(CounterId::MessagesNacked, naked);
+    m.inc(CounterId::MessagesLeftUnacked, left);
+    m.inc(CounterId::AckErrors, ack_errors);
+    m.inc(CounterId::TermErrors, term_errors);
+    m.merge(TimingId::RetryBackoffDelaySeconds, &delays);
+    m.merge(TimingId::EndToEndLatencySeconds, &latency);
+    if latency.count() > 0
+        && let Some(now) = now
+    {
+        m.set(GaugeId::LastSinkSuccessEpochSeconds, now.unix_timestamp_nanos() as f64 / 1e9);
+    }
+}
+
+/// Settles one message as planned: dead-letters it first when so planned, publishes its
+/// receipt once the settlement is final (before the ack, or after it in `after_ack` mode),
+/// and sends the ack kind through its handle (confirmed within `confirm` when given).
+async fn settle_one(
+    ctx: &Ctx,
+    envelope: &Envelope,
+    handle: &AckHandle,
+    outcome: &MessageOutcome,
+    settlement: Settlement,
+    confirm: Option<Duration>,
+) -> Settled {
+    let delivered = envelope.jetstream().delivered;
+    let seq = envelope.jetstream().stream_sequence;
+    match outcome {
+        MessageOutcome::Duplicate => RunStats::add(&ctx.stats.duplicates, 1),
+        MessageOutcome::Conflict(resolution) => {
+            RunStats::add(&ctx.stats.conflicts, 1);
+            tracing::warn!(
+                stream_sequence = seq,
+                subject = envelope.subject(),
+                ?resolution,
+                "conflicting redelivery: same key, different content"
+            );
+        }
+        // Write failures are logged per batch (see `track_outage`); the detail is here.
+        MessageOutcome::Failed(e) if e.reason().is_none() => {
+            tracing::debug!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
+        }
+        // Refused by a policy step: logged when it was refused.
+        MessageOutcome::Failed(_) | MessageOutcome::HeldBack | MessageOutcome::Committed => {}
+    }
+    let kind = match settlement {
+        Settlement::Ack => AckKind::Ack,
+        Settlement::Nak(d) => AckKind::Nak(Some(d)),
+        Settlement::LeaveUnacked => {
+            RunStats::add(&ctx.stats.left_unacked, 1);
+            return Settled::LeftUnacked;
+        }
+        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then).await,
+    };
+    // A NAK is not final. Otherwise the settlement is final and its durable effects are
+    // committed (the DLQ record among them): the receipt goes out before the ack (or after
+    // it, in `after_ack` mode), within the ledger's budget.
+    let receipt = match kind {
+        AckKind::Nak(_) => None,
+        _ => ctx
+            .ledger
+            .as_ref()
+            .and_then(|l| l.receipt(envelope, outcome, &settlement, ctx.sink.as_ref()).map(|r| (l, r))),
+    };
+    let after_ack = match receipt {
+        Some((ledger, receipt)) if ledger.mode() == LedgerMode::BeforeAck => {
+            ledger.record(&receipt).await;
+            None
+        }
+        other => other,
+    };
+    if ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_)) {
+        tracing::error!(
+            stream_sequence = seq,
+            delivered,
+            "last allowed delivery failed and no DLQ is configured; the server will drop this message"
+        );
+    }
+    let counter = match kind {
+        AckKind::Nak(_) => &ctx.stats.naked,
+        _ => &ctx.stats.acked,
+    };
+    // Timed only with metrics on, and only what has a timing (confirmed acks and terms): a
+    // clock read per plain ack is not free.
+    let timed = matches!(kind, AckKind::Term) || (confirm.is_some() && matches!(kind, AckKind::Ack));
+    let started = (timed && ctx.metrics.enabled()).then(Instant::now);
+    let seconds = |started: Option<Instant>| started.map_or(0.0, |s| s.elapsed().as_secs_f64());
+    let result = match (confirm, &kind) {
+        (Some(t), AckKind::Ack) => {
+            ctx.metrics.inc(CounterId::AckConfirmationAttempts, 1);
+            let result = handle.send_confirmed(kind, t).await;
+            ctx.metrics.observe(TimingId::AckConfirmationSeconds, seconds(started));
+            let confirmed = match &result {
+                Ok(()) => CounterId::AckConfirmationSuccesses,
+                Err(e) if e.to_string().contains("timed out") => CounterId::AckConfirmationTimeouts,
+                Err(_) => CounterId::AckConfirmationFailures,
+            };
+            ctx.metrics.inc(confirmed, 1);
+            result
+        }
+        _ => handle.send(kind).await,
+    };
+    let term = matches!(kind, AckKind::Term);
+    if term {
+        ctx.metrics.observe(TimingId::MessageTermSeconds, seconds(started));
+    }
+    let settled = match result {
+        Ok(()) => {
+            RunStats::add(counter, 1);
+            match kind {
+                AckKind::Nak(d) => Settled::Naked(d.unwrap_or_default()),
+                AckKind::Term => Settled::Terminated,
+                _ => Settled::Acked,
+            }
+        }
+        Err(e) => {
+            RunStats::add(&ctx.stats.ack_failures, 1);
+            tracing::debug!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
+            Settled::NotSent { term, error: e.to_string() }
+        }
+    };
+    if let Some((ledger, receipt)) = after_ack {
+        ledger.record(&receipt).await;
+    }
+    settled
+}
+
+/// Publishes the DLQ record of a message the gate dead-letters. Returns the ack kind that
+/// settles the original: `then` once the DLQ stream stored the record, a NAK when it did not
+/// (or when no DLQ is configured), never an ack.
+async fn dead_letter(ctx: &Ctx, envelope: &Envelope, outcome: &MessageOutcome, then: AfterDeadLetter) -> AckKind {
+    let Some(error) = dlq::record_error(outcome) else { return AckKind::Ack };
+    let stored = match &ctx.dlq {
+        None => false,
+        Some(dlq) => match dlq.publish(envelope, &error, ctx.sink.name()).await {
+            Ok(()) => {
+                RunStats::add(&ctx.stats.dead_lettered, 1);
+                let reason = dlq::reason(outcome);
+                ctx.metrics.inc(CounterId::MessagesDlq, 1);
+                ctx.metrics.dlq_record(reason);
+                tracing::warn!(
+                    stream_sequence = envelope.jetstream().stream_sequence,
+                    subject = envelope.subject(),
+                    error_type = error.error_type(),
+                    reason,
+                    error = %error.display_chain(),
+                    "message dead-lettered"
+                );
+                true
+            }
+            Err(e) => {
+                RunStats::add(&ctx.stats.dead_letter_failures, 1);
+                ctx.metrics.inc(CounterId::DlqPublishErrors, 1);
+                tracing::error!(stream_sequence = envelope.jetstream().stream_sequence, error = %e, "dead-letter publish failed; message NAKed, not acked");
+                false
+            }
+        },
+    };
+    ack::after_dead_letter(stored, then, envelope.jetstream().delivered, &ctx.policy, rand::random())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ack::TemporaryAction;
+    use sinks_contract::envelope::Headers;
+    use sinks_contract::ordering::OrderKey;
+    use sinks_contract::testing::envelope_with;
+
+    const ACK_WAIT: Duration = Duration::from_secs(30);
+    const DLQ: Option<AfterDeadLetter> = Some(AfterDeadLetter::Ack);
+
+    fn policy(dead_letter: Option<AfterDeadLetter>, max_deliver: Option<u64>) -> GatePolicy {
+        crate::ack::tests::policy(dead_letter, max_deliver, TemporaryAction::Nak)
+    }
+
+    /// Messages as `(sequence, ordering key, delivered, outcome)`; outcome letters: `c`
+    /// committed, `t` temporary failure, `p` permanent failure, `h` held back.
+    type Msg = (u64, Option<&'static str>, u64, char);
+
+    fn messages(msgs: &[Msg]) -> (Batch<String>, Vec<MessageOutcome>) {
+        msgs.iter()
+            .map(|&(seq, key, delivered, outcome)| {
+                let e = envelope_with("S", seq, "s.x", "{}", Headers::new(), delivered);
+                let outcome = match outcome {
+                    'c' => MessageOutcome::Committed,
+                    't' => MessageOutcome::temporary("t"),
+                    'p' => MessageOutcome::permanent("p"),
+                    'h' => MessageOutcome::HeldBack,
+                    other => panic!("{other}"),
+                };
+                ((e.with_order_key(key.map(OrderKey::subject)), format!("h{seq}")), outcome)
+            })
+            .unzip()
+    }
+
+    fn plan(policy: &GatePolicy, parking: &mut Parking<String>, msgs: &[Msg], cause: Cause) -> Planned<String> {
+        let (batch, outcomes) = messages(msgs);
+        Planner { policy, ack_wait: ACK_WAIT, sample: || 0.5 }.plan(parking, batch, outcomes, cause)
+    }
+
+    fn settled(planned: &Planned<String>) -> Vec<(u64, Settlement)> {
+        planned.batch.envelopes.iter().map(|e| e.jetstream().stream_sequence).zip(planned.settlements.clone()).collect()
+    }
+
+    fn kept(parking: &Parking<String>) -> Vec<u64> {
+        parking.kept_handles().into_iter().map(|(seq, _)| seq).collect()
+    }
+
+    /// A parking with the lot of key `a` behind 10, 11 parked in it.
+    fn parked(now: Instant) -> Parking<String> {
+        let mut parking = Parking::default();
+        parking.block(OrderKey::subject("a"), 10, now);
+        let (mut batch, _) = messages(&[(11, Some("a"), 1, 'h')]);
+        let (e, h) = (batch.envelopes.remove(0), batch.handles.remove(0));
+        assert!(parking.park(e, h).is_none());
+        parking
+    }
+
+    #[test]
+    fn written_table() {
+        use Settlement::{DeadLetter, Nak};
+        let s = Duration::from_secs;
+        let released = s(1) + HELD_BACK_MARGIN;
+        type Row = (
+            &'static str,
+            Option<AfterDeadLetter>,
+            &'static [Msg],
+            Vec<(u64, Settlement)>,
+            &'static [(u64, &'static [u64])],
+            u64,
+        );
+        #[rustfmt::skip]
+        let table: Vec<Row> = vec![
+            // what, dlq, written messages, settlements, lots after, held back
+            ("a temporary failure opens a lot; the message behind it is parked, not settled", DLQ,
+             &[(10, Some("a"), 1, 't'), (11, Some("a"), 1, 'h'), (12, Some("b"), 1, 'c')],
+             vec![(10, Nak(s(1))), (12, Settlement::Ack)], &[(10, &[11])], 1),
+            ("held back with no lot (its blocker was dead-lettered): released after the backoff base", DLQ,
+             &[(10, Some("a"), 1, 'p'), (11, Some("a"), 1, 'h')],
+             vec![(10, DeadLetter(AfterDeadLetter::Ack)), (11, Nak(released))], &[], 1),
+            ("held back with no lot on its last delivery: dead-lettered with a DLQ", DLQ,
+             &[(11, Some("a"), 3, 'h')], vec![(11, DeadLetter(AfterDeadLetter::Ack))], &[], 1),
+            ("... and NAKed without one, never left for AckWait", None,
+             &[(11, Some("a"), 3, 'h')], vec![(11, Nak(released))], &[], 1),
+            ("a temporary failure on its last delivery is dead-lettered and opens no lot", DLQ,
+             &[(10, Some("a"), 3, 't'), (11, Some("a"), 1, 'h')],
+             vec![(10, DeadLetter(AfterDeadLetter::Ack)), (11, Nak(released))], &[], 1),
+            ("a temporary failure without a key opens no lot", DLQ,
+             &[(10, None, 1, 't')], vec![(10, Nak(s(1)))], &[], 0),
+            ("a permanent failure opens no lot", None,
+             &[(10, Some("a"), 1, 'p')], vec![(10, Nak(s(60)))], &[], 0),
+            ("every message behind the failure of its key is parked in order, other keys go on", DLQ,
+             &[(10, Some("a"), 2, 't'), (11, Some("b"), 1, 't'), (12, Some("a"), 1, 'h'), (13, Some("b"), 1, 'h'), (14, Some("a"), 1, 'h')],
+             vec![(10, Nak(s(2))), (11, Nak(s(1)))], &[(10, &[12, 14]), (11, &[13])], 3),
+        ];
+        let now = Instant::now();
+        for (what, dlq, msgs, want, lots, held_back) in &table {
+            let mut parking = Parking::default();
+            let planned = plan(&policy(*dlq, Some(3)), &mut parking, msgs, Cause::Written(now));
+            assert_eq!(settled(&planned), *want, "{what}: settlements");
+            let planned_handles: Vec<String> = want.iter().map(|(seq, _)| format!("h{seq}")).collect();
+            assert_eq!(planned.batch.handles, planned_handles, "{what}: each settles through its own handle");
+            assert_eq!(planned.outcomes.len(), want.len(), "{what}: one outcome per settlement");
+            let want_lots: Vec<(u64, Vec<u64>)> = lots.iter().map(|(b, p)| (*b, p.to_vec())).collect();
+            assert_eq!(parking.lots(), want_lots, "{what}: lots");
+            assert_eq!(planned.held_back, *held_back, "{what}: held back");
+        }
+    }
+
+    #[test]
+    fn a_lot_is_due_when_its_failed_message_is() {
+        // A NAK brings it back after the delay; a message left for AckWait after AckWait.
+        let grace = ACK_WAIT * 2;
+        let ms = Duration::from_millis;
+        for (delivered, due) in [(1, Duration::from_secs(1)), (6, ACK_WAIT)] {
+            let now = Instant::now();
+            let mut parking = Parking::default();
+            let msgs = [(10, Some("a"), delivered, 't'), (11, Some("a"), 1, 'h')];
+            plan(&policy(DLQ, None), &mut parking, &msgs, Cause::Written(now));
+            parking.note_fetch(&[], now + due + grace);
+            assert!(parking.release(false, grace).is_empty(), "delivered={delivered}: not yet overdue");
+            parking.note_fetch(&[], now + due + grace + ms(1));
+            assert_eq!(parking.release(false, grace).len(), 1, "delivered={delivered}: overdue");
+        }
+    }
+
+    #[test]
+    fn a_written_message_stops_its_heartbeats_a_refused_copy_does_not() {
+        let now = Instant::now();
+        let p = policy(DLQ, None);
+        let mut parking = parked(now);
+        let refused = plan(&p, &mut parking, &[(11, Some("a"), 2, 'p')], Cause::Refused);
+        assert_eq!(settled(&refused), [(11, Settlement::DeadLetter(AfterDeadLetter::Ack))]);
+        assert_eq!(kept(&parking), [11], "the parked copy is still heartbeated");
+        let written = plan(&p, &mut parking, &[(11, Some("a"), 2, 'c')], Cause::Written(now));
+        assert_eq!(settled(&written), [(11, Settlement::Ack)]);
+        assert!(kept(&parking).is_empty(), "heartbeats stop before it is settled");
+    }
+
+    #[test]
+    fn refused_messages_are_dead_lettered_or_naked_slowly() {
+        for (dlq, want) in
+            [(DLQ, Settlement::DeadLetter(AfterDeadLetter::Ack)), (None, Settlement::Nak(Duration::from_secs(60)))]
+        {
+            let mut parking = Parking::default();
+            let planned = plan(&policy(dlq, None), &mut parking, &[(10, Some("a"), 1, 'p')], Cause::Refused);
+            assert_eq!(settled(&planned), [(10, want)], "dlq={dlq:?}");
+            assert!(parking.lots().is_empty(), "a refusal opens no lot");
+            assert_eq!(planned.held_back, 0);
+        }
+    }
+
+    #[test]
+    fn released_messages_come_back_just_after_their_blocker() {
+        let msgs = [(11, Some("a"), 1, 'h'), (12, Some("a"), 3, 'h')];
+        let nak = Settlement::Nak(HELD_BACK_MARGIN);
+        for (dlq, last) in [(DLQ, Settlement::DeadLetter(AfterDeadLetter::Ack)), (None, nak)] {
+            let mut parking = Parking::default();
+            let planned = plan(&policy(dlq, Some(3)), &mut parking, &msgs, Cause::Released);
+            assert_eq!(settled(&planned), [(11, nak), (12, last)], "dlq={dlq:?}");
+            assert_eq!(planned.held_back, 0, "counted when they were held back, not again");
+        }
+    }
+}
