@@ -321,21 +321,19 @@ pub fn receipt_with(
 ) -> Option<Receipt> {
     let class = receipt_outcome(outcome, settlement)?;
     let js = envelope.jetstream();
-    let (error_type, reason, target) = match outcome {
-        MessageOutcome::Failed(e) if class == ReceiptOutcome::DeadLettered => (
+    // The same error the DLQ record carries (`dlq::record_error`: one place for those texts);
+    // a failure that was not dead-lettered (NAKed, left) names no error here.
+    let error = match outcome {
+        MessageOutcome::Failed(_) if class != ReceiptOutcome::DeadLettered => None,
+        other => crate::dlq::record_error(other),
+    };
+    let (error_type, reason, target) = match error.as_deref() {
+        Some(e) => (
             Some(e.error_type().to_owned()),
             Some(e.reason().map_or_else(|| e.message().to_owned(), str::to_owned)),
             e.target().map(str::to_owned),
         ),
-        MessageOutcome::Conflict(ConflictResolution::Rejected) => (
-            Some("ConflictError".to_owned()),
-            Some("conflicting redelivery: same key, different content".to_owned()),
-            None,
-        ),
-        MessageOutcome::HeldBack => {
-            (Some("HeldBackError".to_owned()), Some("held back on its last allowed delivery".to_owned()), None)
-        }
-        _ => (None, None, None),
+        None => (None, None, None),
     };
     let destination = match class {
         ReceiptOutcome::DeadLettered => None,
