@@ -26,7 +26,7 @@ use tokio::sync::watch;
 
 use super::RunStats;
 use super::context::Ctx;
-use super::heartbeat::{WriteHeartbeat, hold_while};
+use super::heartbeat::{WriteHeartbeat, hold_while, keep_alive};
 use super::outage::track_outage;
 use super::settle::{self, Cause};
 use super::tally::PolicyTally;
@@ -98,11 +98,23 @@ impl<H> Extend<(Envelope, H)> for Batch<H> {
     }
 }
 
+/// Where a batch comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// Fetched from JetStream: the policy steps run on each message.
+    Fetched,
+    /// A chunk of a draining lot ([`super::parking::Parking::take_ready`]): these messages
+    /// went through the policy steps when they were fetched, and must not again (encryption,
+    /// custody and the rest are not idempotent).
+    Parked,
+}
+
 /// One batch's task (see the module documentation for its steps). `waits` are the writes of
 /// earlier batches sharing its keys; `done` tells later ones that its own write is over.
 pub(super) async fn process(
     ctx: &Ctx,
     batch: Batch<AckHandle>,
+    origin: Origin,
     waits: Vec<watch::Receiver<bool>>,
     done: watch::Sender<bool>,
 ) {
@@ -116,13 +128,16 @@ pub(super) async fn process(
     // Policies first (encryption among them): from here on, sinks and dead-letter records
     // see only what the policies let through, encrypted when encryption is on. A refused
     // message is dead-lettered alone, while its batch-mates are written.
-    let (batch, refused, rejections) = apply_policies(ctx, batch);
+    let (batch, refused, rejections) = match origin {
+        Origin::Fetched => apply_policies(ctx, batch),
+        Origin::Parked => (batch, Batch::default(), Vec::new()),
+    };
     // Messages of a key waiting for its failed message join that key's lot; a failed
     // message coming back (or refused on its way back) brings its lot with it.
     let (batch, refused) = {
         let gone: Vec<u64> = refused.envelopes.iter().map(|e| e.jetstream().stream_sequence).collect();
         let mut parking = ctx.lock_parking();
-        let batch = parking.admit(batch, &gone);
+        let batch = parking.admit(batch, &gone, ctx.config.delivery.batch_size);
         let refused = ctx.planner().plan(&mut parking, refused, rejections, Cause::Refused);
         ctx.note_parking(&parking);
         (batch, refused)
@@ -149,16 +164,25 @@ pub(super) async fn process(
 }
 
 /// Writes `batch` through the sink within the write budget (poison messages isolated by
-/// bisection), with in-progress heartbeats meanwhile when they are on.
+/// bisection), with in-progress heartbeats meanwhile: the configured ones when
+/// `delivery.in_progress` is on, else one every third of AckWait once the write has taken
+/// that long (a slow destination must not make the server redeliver messages being
+/// written, which would burn their `max_deliver`).
 async fn write(ctx: &Ctx, batch: &Batch<AckHandle>) -> Vec<MessageOutcome> {
     if batch.is_empty() {
         return Vec::new();
     }
-    let heartbeat = WriteHeartbeat::start(ctx, &batch.handles);
     let writing = Instant::now();
-    let outcomes = sinks_contract::sink::write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget).await;
+    let write = sinks_contract::sink::write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget);
+    let outcomes = if ctx.config.delivery.in_progress.enabled {
+        let heartbeat = WriteHeartbeat::start(ctx, &batch.handles);
+        let outcomes = write.await;
+        heartbeat.stop(ctx).await;
+        outcomes
+    } else {
+        keep_alive(ctx, &batch.handles, write).await
+    };
     ctx.metrics.observe(TimingId::SinkBatchWriteSeconds, writing.elapsed().as_secs_f64());
-    heartbeat.stop(ctx).await;
     outcomes
 }
 

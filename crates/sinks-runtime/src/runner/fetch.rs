@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{Semaphore, watch};
 
 use super::RunStats;
-use super::batch::{self, Batch};
+use super::batch::{self, Batch, Origin};
 use super::context::Ctx;
 use super::heartbeat::hold_while;
 use super::ordering::{OrderingGate, batch_keys, with_order_key};
@@ -44,6 +44,18 @@ pub(super) async fn fetch_loop(
     // commit and ack come quickly after a start or restart.
     let mut size = delivery.batch_size.div_ceil(8);
     while !*stop.borrow() {
+        // A draining lot's next chunk leaves before anything new is fetched: it is older.
+        let ready = {
+            let mut parking = ctx.lock_parking();
+            if parking.has_ready() { parking.take_ready(delivery.batch_size) } else { Batch::default() }
+        };
+        if !ready.is_empty() {
+            let Ok(permit) = hold_while(ctx, &ready.handles, Arc::clone(&permits).acquire_owned()).await else {
+                break;
+            };
+            spawn(ctx, &mut gate, ready, Origin::Parked, permit);
+            continue;
+        }
         // Fetch first, then wait for a free slot: the next batch is already here when the
         // current one settles. Everything fetched is processed, even after a stop request.
         let started = Instant::now();
@@ -86,16 +98,28 @@ pub(super) async fn fetch_loop(
         ctx.metrics.inc(CounterId::BatchesFetched, 1);
         ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
         let Ok(permit) = hold_while(ctx, &batch.handles, Arc::clone(&permits).acquire_owned()).await else { break };
-        let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
-        let ctx = Arc::clone(ctx);
-        ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
-        tokio::spawn(async move {
-            batch::process(&ctx, batch, waits, done).await;
-            ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
-            ctx.metrics.status().progress();
-            drop(permit);
-        });
+        spawn(ctx, &mut gate, batch, Origin::Fetched, permit);
     }
     // Wait until every batch task has returned its permit.
     let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
+}
+
+/// Enters `batch` into the ordering gate and runs it in a task of its own, which gives the
+/// permit back when the batch has settled.
+fn spawn(
+    ctx: &Arc<Ctx>,
+    gate: &mut OrderingGate,
+    batch: Batch<AckHandle>,
+    origin: Origin,
+    permit: tokio::sync::OwnedSemaphorePermit,
+) {
+    let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
+    let ctx = Arc::clone(ctx);
+    ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
+    tokio::spawn(async move {
+        batch::process(&ctx, batch, origin, waits, done).await;
+        ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
+        ctx.metrics.status().progress();
+        drop(permit);
+    });
 }

@@ -34,6 +34,20 @@ pub(super) async fn hold_while<T>(ctx: &Ctx, acks: &[AckHandle], wait: impl Futu
     out
 }
 
+/// Runs `work` (a write) while keeping the messages of `acks` alive: an in-progress heartbeat
+/// every third of AckWait, none when `work` ends sooner (no trailing one: the messages are
+/// settled right after).
+pub(super) async fn keep_alive<T>(ctx: &Ctx, acks: &[AckHandle], work: impl Future<Output = T>) -> T {
+    let every = ctx.heartbeat_every();
+    let mut work = std::pin::pin!(work);
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            () = tokio::time::sleep(every) => progress(acks).await,
+        }
+    }
+}
+
 /// Sends an in-progress heartbeat for each of `acks` (a failure only means that message
 /// may be redelivered, which the sinks absorb).
 pub(super) async fn progress(acks: &[AckHandle]) {
