@@ -94,6 +94,27 @@ fn held_back_error() -> SinkError {
     SinkError::temporary(HELD_BACK).with_error_type("HeldBackError")
 }
 
+/// The reason label and record reason of a message rescued after the server stopped
+/// redelivering it, whose last chance did not make it durable.
+pub const EXHAUSTED_REASON: &str = "max_deliver_exhausted";
+
+/// The permanent error of a rescued message whose last chance failed: how many deliveries
+/// the server made, and the error of the rescue's own attempt (`last`, which names its target
+/// when a fan-out target failed). `last` is `None` when the write made it durable but
+/// something else kept it from being settled.
+pub(crate) fn exhausted_error(deliveries: u64, last: &SinkError) -> SinkError {
+    let error = SinkError::permanent(format!(
+        "max_deliver exhausted: the server stopped redelivering after {deliveries} deliveries; last error: {}",
+        last.display_chain()
+    ))
+    .with_error_type("MaxDeliverExhaustedError")
+    .with_reason(EXHAUSTED_REASON);
+    match last.target() {
+        Some(target) => error.with_target(target),
+        None => error,
+    }
+}
+
 /// The error a DLQ record carries: the one the sink (or a policy) reported, or one made for
 /// an outcome that has none.
 #[derive(Debug)]

@@ -319,6 +319,124 @@ pub async fn ensure_consumer_from(
     Err(SetupError::Unavailable(format!("consumer `{name}` kept changing while it was set up")))
 }
 
+/// Where exhaustions of the consumer are captured: the stream holding its `MAX_DELIVERIES`
+/// advisories, the rescue consumer reading it, and the source stream the rescued messages
+/// are read from.
+#[derive(Debug)]
+pub struct Capture {
+    /// The capture stream's name.
+    pub stream: String,
+    /// The durable pull consumer of the capture stream that the rescue task reads.
+    pub consumer: PullConsumer,
+    /// The source stream (messages are read back by stream sequence).
+    pub source: stream::Stream,
+}
+
+/// Makes sure a stream captures the consumer's exhaustion advisories, and binds the rescue
+/// consumer to it: creates both when missing in the `create_if_missing` and `reconcile`
+/// modes; in `bind_only` both must exist (`nats-sink stream-plan` prints the commands), unless
+/// `rescue.enabled` is false. `None` when there is nothing to capture: rescue off, no
+/// `max_deliver`, or an ephemeral consumer. An existing capture stream is never changed; one
+/// that does not capture the advisory subject is a configuration error naming it.
+pub async fn ensure_capture(
+    js: &Context,
+    source: &stream::Stream,
+    config: &Config,
+    max_deliver: Option<u64>,
+) -> Result<Option<Capture>, SetupError> {
+    let rescue = &config.rescue;
+    if max_deliver.is_none() || !config.nats.durable {
+        return Ok(None);
+    }
+    if !rescue.enabled {
+        tracing::warn!(
+            max_deliver,
+            "rescue.enabled is false: a message whose last allowed delivery is lost to a crash is dropped by the server"
+        );
+        return Ok(None);
+    }
+    let (stream, consumer) = (&config.nats.stream, &config.nats.consumer);
+    let name = rescue.stream_name(stream, consumer);
+    let subject = crate::config::rescue::RescueConfig::advisory_subject(stream, consumer);
+    let bind_only = config.consumer_management.mode == ConsumerMode::BindOnly;
+    let capture = match js.get_stream(&name).await {
+        Ok(mut existing) => {
+            let info = existing.info().await.map_err(unavailable)?;
+            if !info.config.subjects.iter().any(|s| sinks_contract::subject::contains(s, &subject)) {
+                return Err(ConfigError::single(
+                    "rescue.stream",
+                    format!(
+                        "stream `{name}` exists but does not capture `{subject}` (its subjects: {:?})",
+                        info.config.subjects
+                    ),
+                )
+                .into());
+            }
+            existing
+        }
+        Err(e) if matches!(e.kind(), GetStreamErrorKind::JetStream(j) if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND) =>
+        {
+            if bind_only {
+                return Err(ConfigError::single(
+                    "rescue.stream",
+                    format!(
+                        "stream `{name}` capturing `{subject}` does not exist and consumer_management.mode is bind_only: \
+                         create it (`nats-sink stream-plan` prints the command) or set rescue.enabled = false"
+                    ),
+                )
+                .into());
+            }
+            let replicas = source.cached_info().config.num_replicas;
+            let cfg = stream::Config {
+                name: name.clone(),
+                subjects: vec![subject.clone()],
+                storage: StorageType::File,
+                max_age: Duration::from_secs(rescue.max_age_seconds),
+                num_replicas: replicas.max(1),
+                description: Some(format!("nats-sinks: exhaustion advisories of consumer {consumer} on {stream}")),
+                ..Default::default()
+            };
+            let created = js.get_or_create_stream(cfg).await.map_err(unavailable)?;
+            tracing::info!(stream = %name, subject = %subject, "created the exhaustion capture stream");
+            created
+        }
+        Err(e) => return Err(unavailable(e)),
+    };
+    let rescue_consumer = rescue.consumer_name(consumer);
+    let consumer = match capture.get_consumer::<pull::Config>(&rescue_consumer).await {
+        Ok(c) => c,
+        Err(_) if bind_only => {
+            return Err(ConfigError::single(
+                "rescue.consumer",
+                format!(
+                    "consumer `{rescue_consumer}` of stream `{name}` does not exist and consumer_management.mode is \
+                     bind_only: create it (`nats-sink stream-plan` prints the command) or set rescue.enabled = false"
+                ),
+            )
+            .into());
+        }
+        Err(_) => {
+            let desired = pull::Config {
+                durable_name: Some(rescue_consumer.clone()),
+                name: Some(rescue_consumer.clone()),
+                description: Some("nats-sinks rescue".into()),
+                ack_policy: AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(60),
+                ..Default::default()
+            };
+            match capture.create_consumer_strict(desired).await {
+                Ok(c) => c,
+                // Another worker made it first.
+                Err(e) if e.kind() == ConsumerCreateStrictErrorKind::AlreadyExists => {
+                    capture.get_consumer(&rescue_consumer).await.map_err(unavailable)?
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
+    };
+    Ok(Some(Capture { stream: name, consumer, source: source.clone() }))
+}
+
 async fn finish(mut consumer: PullConsumer, action: &'static str) -> Result<BoundConsumer, SetupError> {
     let info = consumer.info().await.map_err(unavailable)?.clone();
     Ok(BoundConsumer {

@@ -48,6 +48,23 @@ impl AckHandle {
     }
 }
 
+/// The headers of a NATS message, as an envelope holds them.
+pub(crate) fn headers_of(map: &async_nats::HeaderMap) -> Headers {
+    let mut headers = Headers::new();
+    for (name, values) in map.iter() {
+        for value in values {
+            headers.append(name.as_ref(), value.as_str());
+        }
+    }
+    headers
+}
+
+/// The ack handle of a JetStream message the runtime consumes besides the source (a
+/// captured advisory, say); `None` when it has no reply subject.
+pub(crate) fn handle_of(msg: &Message) -> Option<AckHandle> {
+    Some(AckHandle { client: msg.context.client(), reply: msg.message.reply.clone()? })
+}
+
 /// Why a fetch failed. Always retried with backoff by the runner.
 #[derive(Debug, thiserror::Error)]
 #[error("fetch failed: {0}")]
@@ -125,14 +142,7 @@ impl Source {
         let client = msg.context.client();
         let message = msg.message;
         let reply = message.reply.clone().ok_or_else(|| FetchError("message has no ack subject".into()))?;
-        let mut headers = Headers::new();
-        if let Some(map) = &message.headers {
-            for (name, values) in map.iter() {
-                for value in values {
-                    headers.append(name.as_ref(), value.as_str());
-                }
-            }
-        }
+        let headers = message.headers.as_ref().map(headers_of).unwrap_or_default();
         let app = self.metadata.resolve(message.subject.as_str(), &headers);
         let envelope =
             Envelope::new(message.subject.as_str(), message.payload, headers, jetstream).with_app_metadata(app);

@@ -12,6 +12,7 @@ mod delivery;
 pub mod metrics;
 mod nats;
 pub mod redact;
+pub mod rescue;
 pub mod routing;
 
 use std::collections::BTreeMap;
@@ -78,6 +79,9 @@ pub struct Config {
     /// Observation of JetStream advisories (counted and logged, never acted on).
     #[serde(default)]
     pub advisories: AdvisoriesConfig,
+    /// The rescue of messages the server stops redelivering (`max_deliver` exhausted).
+    #[serde(default)]
+    pub rescue: rescue::RescueConfig,
     /// Mission metadata resolution (JSON object from a header, subject rules and a default).
     #[serde(default)]
     pub mission_metadata: sinks_policy::mission::MissionMetadataConfig,
@@ -211,6 +215,7 @@ impl Config {
         self.logging.validate(&mut issues);
         self.metrics.validate_at("metrics", &mut issues);
         self.advisories.validate_at("advisories", &mut issues);
+        self.rescue.validate_at("rescue", &mut issues);
         self.encryption.validate_at("encryption", &mut issues);
         self.mission_metadata.validate_at("mission_metadata", &mut issues);
         self.security_labels.validate_at("security_labels", &mut issues);

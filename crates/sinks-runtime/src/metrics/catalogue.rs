@@ -124,6 +124,10 @@ catalogue! {
         MessagesLeftUnacked => ("messages_left_unacked", Extension, "Messages left for AckWait to redeliver (temporary_failure_action = ack_wait)"),
         FetchErrors => ("fetch_errors", Extension, "Fetches from JetStream that failed (retried with backoff)"),
         RetriesInPlace => ("retries_in_place", Extension, "Requests a sink retried inside one write (HTTP, S3), before reporting an outcome"),
+        MessagesRescued => ("messages_rescued", Extension, "Messages the server stopped redelivering (max_deliver exhausted) that the rescue made durable (committed or found already stored)"),
+        MessagesRescuedDeadLettered => ("messages_rescued_dead_lettered", Extension, "Messages the server stopped redelivering whose last chance failed, dead-lettered with reason max_deliver_exhausted"),
+        MessagesRescueGone => ("messages_rescue_gone", Extension, "Exhausted messages the stream no longer held when the rescue came (retention or deletion)"),
+        RescueFailures => ("rescue_failures", Extension, "Rescue attempts that could neither make a message durable nor dead-letter it (retried later)"),
     }
 }
 

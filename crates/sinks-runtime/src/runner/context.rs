@@ -50,6 +50,8 @@ pub(super) struct Ctx {
     pub(super) pipeline: Pipeline,
     /// Delivery receipts (`ledger` section), when enabled.
     pub(super) ledger: Option<LedgerPublisher>,
+    /// Exhaustions are captured and rescued (`rescue`, with a `max_deliver`).
+    pub(super) rescue: bool,
 }
 
 impl Ctx {

@@ -23,7 +23,8 @@
 //! ACK gate) and its application; `keeper` the task that heartbeats and releases held-back
 //! messages; `heartbeat` the in-progress heartbeats; `outage` the outage log; `tally` the
 //! policy step counts; `lag` and `health` the background probes; `reconnect` the retries of
-//! start-up steps; `context` the per-run context the tasks share.
+//! start-up steps; `rescue` the last chance of messages the server stopped redelivering;
+//! `context` the per-run context the tasks share.
 
 mod batch;
 mod context;
@@ -36,6 +37,7 @@ mod ordering;
 mod outage;
 mod parking;
 mod reconnect;
+mod rescue;
 mod settle;
 mod tally;
 
@@ -107,6 +109,14 @@ pub struct RunStats {
     /// Messages refused by a policy step (authenticity, size, pre-sink, …) and
     /// dead-lettered without reaching the sink.
     pub rejected_by_policy: AtomicU64,
+    /// Exhausted messages the rescue made durable.
+    pub rescued: AtomicU64,
+    /// Exhausted messages the rescue dead-lettered (`max_deliver_exhausted`).
+    pub rescue_dead_lettered: AtomicU64,
+    /// Exhausted messages already gone from the stream when the rescue came.
+    pub rescue_gone: AtomicU64,
+    /// Rescue attempts that failed and will be retried.
+    pub rescue_failures: AtomicU64,
 }
 
 impl RunStats {
@@ -129,6 +139,10 @@ impl RunStats {
             ("duplicates", &self.duplicates),
             ("held_back", &self.held_back),
             ("rejected_by_policy", &self.rejected_by_policy),
+            ("rescued", &self.rescued),
+            ("rescue_dead_lettered", &self.rescue_dead_lettered),
+            ("rescue_gone", &self.rescue_gone),
+            ("rescue_failures", &self.rescue_failures),
         ]
         .into_iter()
         .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
@@ -267,11 +281,16 @@ async fn run_inner(
     };
 
     let (js_ref, config_ref, options_ref) = (&js, &config, &options);
-    let Some(bound) = retry_until("consumer setup", &stop, &metrics, || async move {
+    let Some((bound, capture)) = retry_until("consumer setup", &stop, &metrics, || async move {
         let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
-        setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
-            .await
-            .map_err(setup_retry)
+        let bound =
+            setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
+                .await
+                .map_err(setup_retry)?;
+        // Exhaustions are captured before the first fetch, so none is missed.
+        let capture =
+            setup::ensure_capture(js_ref, &stream, config_ref, bound.max_deliver).await.map_err(setup_retry)?;
+        Ok((bound, capture))
     })
     .await?
     else {
@@ -328,16 +347,18 @@ async fn run_inner(
         write_budget: budget,
         pipeline,
         ledger: LedgerPublisher::new(js.clone(), config.ledger.clone()),
+        rescue: capture.is_some(),
     });
     let lag = tokio::spawn(poll_lag(bound.consumer.clone(), metrics.clone(), config.metrics.clone(), stop.clone()));
     let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));
     let source = Source::new(bound.consumer, config.message_metadata.clone());
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
+    let rescue = capture.map(|capture| tokio::spawn(rescue::rescue_loop(Arc::clone(&ctx), capture, stop.clone())));
     fetch_loop(&ctx, &source, &stop, &client).await;
     // Every batch has settled; messages still parked go back for redelivery (the next
     // process writes them after the messages they wait for).
     let _ = keeper.await;
-    for task in [Some(lag), health, advisories].into_iter().flatten() {
+    for task in [Some(lag), health, advisories, rescue].into_iter().flatten() {
         let _ = task.await;
     }
     let parked = keeper::release(&ctx, true, Duration::ZERO);

@@ -322,11 +322,19 @@ async fn settle_one(
         other => other,
     };
     if ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_)) {
-        tracing::error!(
-            stream_sequence = seq,
-            delivered,
-            "last allowed delivery failed and no DLQ is configured; the server will drop this message"
-        );
+        if ctx.rescue {
+            tracing::warn!(
+                stream_sequence = seq,
+                delivered,
+                "last allowed delivery failed; the server stops redelivering it, and the rescue gives it its last chance"
+            );
+        } else {
+            tracing::error!(
+                stream_sequence = seq,
+                delivered,
+                "last allowed delivery failed, no DLQ is configured and rescue is off; the server will drop this message"
+            );
+        }
     }
     let counter = match kind {
         AckKind::Nak(_) => &ctx.stats.naked,

@@ -1,0 +1,196 @@
+//! The rescue of messages the server stops redelivering, against a private JetStream server:
+//! a run is killed (its runtime dropped, nothing flushed: as a kill -9 looks to the server)
+//! while a message is on its last allowed delivery, a new run starts, and the message is
+//! rescued (written), or, with a destination that keeps refusing it, dead-lettered with reason
+//! `max_deliver_exhausted`. Twenty times in a row, nothing lost.
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use bytes::Bytes;
+use serde_json::json;
+use sinks_contract::testing::MemorySink;
+use sinks_contract::{BatchResult, Envelope, MessageOutcome, Sink, SinkError};
+use sinks_runtime::Config;
+use sinks_testkit::{NatsServer, js_publish_all, read_stream, stream_with_subjects, unique, wait_until};
+
+const MESSAGES: u64 = 40;
+const TARGET: u64 = 17;
+const MAX_DELIVER: u64 = 3;
+
+/// What the sink does with the target message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// Fails it temporarily until its last allowed delivery, then blocks for ever on it.
+    BlockOnLast,
+    /// Fails it temporarily, every time.
+    Refuse,
+    /// Writes it.
+    Write,
+}
+
+#[derive(Debug)]
+struct LastChance {
+    inner: Arc<MemorySink>,
+    target: Target,
+    /// The target's last allowed delivery reached the sink.
+    reached: AtomicBool,
+}
+
+#[async_trait::async_trait]
+impl Sink for LastChance {
+    fn name(&self) -> &str {
+        "last-chance"
+    }
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        let mut outcomes = Vec::with_capacity(batch.len());
+        for e in batch {
+            let js = e.jetstream();
+            if js.stream_sequence != TARGET || self.target == Target::Write {
+                outcomes.extend(self.inner.write_batch(std::slice::from_ref(e)).await?);
+                continue;
+            }
+            if self.target == Target::BlockOnLast && js.delivered >= MAX_DELIVER {
+                self.reached.store(true, Ordering::SeqCst);
+                std::future::pending::<()>().await;
+            }
+            outcomes.push(MessageOutcome::Failed(SinkError::temporary("the destination refuses this one")));
+        }
+        Ok(outcomes)
+    }
+    async fn health_check(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+struct Case {
+    stream: String,
+    consumer: String,
+    subject: String,
+    dlq_stream: String,
+    dlq_subject: String,
+}
+
+impl Case {
+    async fn new(js: &async_nats::jetstream::Context) -> Self {
+        let stream = unique("RESCUE");
+        let subject = format!("{}.>", stream.to_lowercase());
+        stream_with_subjects(js, &stream, &[&subject]).await;
+        let dlq_stream = unique("DLQ");
+        let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
+        stream_with_subjects(js, &dlq_stream, &[&dlq_subject]).await;
+        let msgs = (1..=MESSAGES)
+            .map(|i| {
+                (
+                    format!("{}.k{}", stream.to_lowercase(), i % 4),
+                    HeaderMap::new(),
+                    Bytes::from(format!("{{\"n\":{i}}}")),
+                )
+            })
+            .collect();
+        js_publish_all(js, msgs).await;
+        Self { stream, consumer: unique("sink"), subject, dlq_stream, dlq_subject }
+    }
+
+    fn config(&self, url: &str) -> Config {
+        Config::from_value(json!({
+            "nats": {"url": url, "stream": self.stream, "consumer": self.consumer, "subject": self.subject},
+            "consumer_management": {"max_deliver": MAX_DELIVER, "ack_wait_seconds": 1},
+            "delivery": {"batch_size": 10, "batch_timeout_ms": 100, "retry_backoff_ms": 20, "retry_backoff_max_ms": 50, "ordering_key": "none"},
+            "dead_letter": {"enabled": true, "subject": self.dlq_subject},
+            "sink": {"type": "last-chance"},
+        }))
+        .unwrap()
+    }
+
+    async fn settled(&self, js: &async_nats::jetstream::Context) -> bool {
+        let stream = js.get_stream(&self.stream).await.unwrap();
+        matches!(stream.consumer_info(&self.consumer).await, Ok(i) if i.num_pending == 0 && i.num_ack_pending == 0)
+    }
+}
+
+/// Kills a run on the target's last delivery, then runs again with `second`; returns the two
+/// sinks' records, the DLQ records and the second run's counters.
+async fn kill_on_the_last_delivery(
+    server: &NatsServer,
+    second: Target,
+) -> (Arc<MemorySink>, Arc<MemorySink>, Vec<serde_json::Value>, Arc<sinks_runtime::RunStats>) {
+    let js = server.js().await;
+    let case = Case::new(&js).await;
+    // The first run lives in a runtime of its own, dropped at the kill: its tasks, the blocked
+    // write and its connection end without a flush, an ack or a drain.
+    let first = Arc::new(LastChance {
+        inner: Arc::new(MemorySink::new()),
+        target: Target::BlockOnLast,
+        reached: AtomicBool::new(false),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    rt.spawn(sinks_runtime::run(case.config(&server.url()), first.clone(), std::future::pending::<()>()));
+    assert!(
+        wait_until(Duration::from_secs(30), || async { first.reached.load(Ordering::SeqCst) }).await,
+        "the target reached its last allowed delivery"
+    );
+    rt.shutdown_background();
+    let sink =
+        Arc::new(LastChance { inner: Arc::new(MemorySink::new()), target: second, reached: AtomicBool::new(false) });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(sinks_runtime::run(case.config(&server.url()), sink.clone(), async move {
+        let _ = stopped.await;
+    }));
+    let key = format!("stream-sequence:{}:{TARGET}", case.stream);
+    let done = wait_until(Duration::from_secs(30), || async {
+        let handled = match second {
+            Target::Write => sink.inner.get(&key).is_some(),
+            _ => !read_stream(&js, &case.dlq_stream).await.is_empty(),
+        };
+        handled && first.inner.len() + sink.inner.len() >= (MESSAGES - 1) as usize && case.settled(&js).await
+    })
+    .await;
+    let _ = stop.send(());
+    let stats = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
+    assert!(done, "{second:?}: not handled in time; {:?}", stats.snapshot());
+    let dead: Vec<serde_json::Value> = read_stream(&js, &case.dlq_stream)
+        .await
+        .iter()
+        .map(|(_, _, _, payload)| serde_json::from_slice(payload).unwrap())
+        .collect();
+    (first.inner.clone(), sink.inner.clone(), dead, stats)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_whose_last_delivery_dies_with_the_sink_is_rescued_or_dead_lettered_twenty_times() {
+    let server = NatsServer::start();
+    for round in 0..20 {
+        let second = if round % 2 == 0 { Target::Write } else { Target::Refuse };
+        let (first, next, dead, stats) = kill_on_the_last_delivery(&server, second).await;
+        // Every other message is in one of the two destinations.
+        let mut seqs: Vec<u64> = first.commits().into_iter().chain(next.commits()).map(|(s, _)| s).collect();
+        seqs.sort_unstable();
+        seqs.dedup();
+        match second {
+            Target::Write => {
+                assert_eq!(seqs, (1..=MESSAGES).collect::<Vec<u64>>(), "round {round}: every message written");
+                assert!(dead.is_empty(), "round {round}: nothing dead-lettered: {dead:?}");
+                assert_eq!(stats.rescued.load(Ordering::Relaxed), 1, "round {round}: {:?}", stats.snapshot());
+            }
+            _ => {
+                let others: Vec<u64> = (1..=MESSAGES).filter(|s| *s != TARGET).collect();
+                assert_eq!(seqs, others, "round {round}: every other message written");
+                assert_eq!(dead.len(), 1, "round {round}: one dead letter: {dead:?}");
+                assert_eq!(dead[0]["stream_sequence"], TARGET);
+                assert_eq!(dead[0]["reason"], "max_deliver_exhausted", "{}", dead[0]);
+                assert_eq!(dead[0]["delivered"], MAX_DELIVER);
+                assert!(dead[0]["error"].as_str().unwrap().contains("the destination refuses this one"), "{}", dead[0]);
+                assert_eq!(
+                    stats.rescue_dead_lettered.load(Ordering::Relaxed),
+                    1,
+                    "round {round}: {:?}",
+                    stats.snapshot()
+                );
+            }
+        }
+    }
+}
