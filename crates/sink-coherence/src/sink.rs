@@ -266,3 +266,47 @@ impl Inner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use sinks_contract::retry::Jitter;
+
+    use super::*;
+
+    /// The sink's own in-place retries (built from its config): no Coherence failure carries
+    /// a wait today, so the rules for one are checked here, with paused time.
+    async fn attempts(retry: &InPlace, failure: impl Fn() -> SinkError) -> (u32, Result<(), SinkError>, Duration) {
+        let started = tokio::time::Instant::now();
+        let calls = AtomicU32::new(0);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let result = retry
+            .run("coherence write", Budget::Until(deadline), |_| {
+                let first = calls.fetch_add(1, Ordering::Relaxed) == 0;
+                let failed = first.then(&failure);
+                async move { failed.map_or(Ok(()), Err) }
+            })
+            .await;
+        (calls.into_inner(), result, started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_place_retries_honour_retry_after_and_the_backoff_maximum() {
+        let mut config = CoherenceSinkConfig::new("127.0.0.1:1408", "c");
+        config.retry_backoff_ms = 100;
+        config.retry_max_backoff_ms = 1000;
+        config.retry_jitter = Jitter::None;
+        let sink = CoherenceSink::new(config).unwrap();
+        let retry = &sink.inner.retry;
+        // A wait the failure asks for, within the maximum: spent, then retried.
+        let asked = || SinkError::temporary("busy").with_retry_after(Duration::from_millis(600));
+        let (calls, result, spent) = attempts(retry, asked).await;
+        assert_eq!((calls, spent), (2, Duration::from_millis(600)), "{result:?}");
+        // Over the maximum: not retried in place, handed back with the wait it needs.
+        let long = || SinkError::temporary("busy").with_retry_after(Duration::from_secs(5));
+        let (calls, result, spent) = attempts(retry, long).await;
+        assert_eq!((calls, spent), (1, Duration::ZERO));
+        assert_eq!(result.unwrap_err().retry_after(), Some(Duration::from_secs(5)));
+    }
+}
