@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use sinks_contract::existing;
 use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::{Budget, InPlace};
+use sinks_contract::retry::InPlace;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
     SinkError,
@@ -218,18 +218,7 @@ impl Inner {
     /// (`max_retries`) and the write's budget allows; otherwise the failure goes back with the
     /// wait it needs as `retry_after` (`sinks_contract::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: Prepared, deadline: Instant) -> MessageOutcome {
-        match self.retry.run("coherence write", Budget::Until(deadline), |_| self.attempt(envelope, &prepared)).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                tracing::debug!(
-                    subject = envelope.subject(),
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    error = %e.display_chain(),
-                    "coherence write failed"
-                );
-                MessageOutcome::Failed(e)
-            }
-        }
+        self.retry.write("coherence write", envelope, deadline, |_| self.attempt(envelope, &prepared)).await
     }
 
     /// One put, and what the entry it found (or replaced) means for this message
@@ -271,7 +260,7 @@ impl Inner {
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use sinks_contract::retry::Jitter;
+    use sinks_contract::retry::{Budget, Jitter};
 
     use super::*;
 

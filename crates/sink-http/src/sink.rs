@@ -524,18 +524,7 @@ impl Inner {
         // One inquiry per message, whichever attempt timed out first.
         let inquired = AtomicBool::new(false);
         let attempt = |attempt| self.attempt_message(envelope, key, &body, attempt, &inquired);
-        match self.retry.run("http request", Budget::Until(deadline), attempt).await {
-            Ok(outcome) => outcome,
-            Err(failure) => {
-                tracing::debug!(
-                    subject = envelope.subject(),
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    error = %failure.display_chain(),
-                    "request failed"
-                );
-                MessageOutcome::Failed(failure)
-            }
-        }
+        self.retry.write("http request", envelope, deadline, attempt).await
     }
 
     /// One attempt of one message: the outcome the endpoint's answer decides, or the failure
@@ -605,15 +594,7 @@ impl Inner {
                 MessageOutcome::Conflict(ConflictResolution::KeptExisting)
             }
             class => match status_error(class, answer.status, answer.retry_after) {
-                Some(e) if e.is_permanent() => {
-                    tracing::warn!(
-                        subject = envelope.subject(),
-                        stream_sequence = envelope.jetstream().stream_sequence,
-                        status = answer.status,
-                        "endpoint rejected a message"
-                    );
-                    return Err(e);
-                }
+                // A refusal is logged with the failure it becomes (`InPlace::write`).
                 Some(e) => return Err(e),
                 None => MessageOutcome::Committed,
             },

@@ -290,27 +290,7 @@ impl Inner {
     /// allows; otherwise the failure goes back with the wait it needs as `retry_after`
     /// (`sinks_contract::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: &PreparedRow, deadline: Instant) -> MessageOutcome {
-        match self.retry.run("nosql write", Budget::Until(deadline), |_| self.attempt(envelope, prepared)).await {
-            Ok(outcome) => outcome,
-            Err(e) if e.is_permanent() => {
-                tracing::warn!(
-                    subject = envelope.subject(),
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    error = %e,
-                    "nosql service refused the row"
-                );
-                MessageOutcome::Failed(e)
-            }
-            Err(e) => {
-                tracing::debug!(
-                    subject = envelope.subject(),
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    error = %e.display_chain(),
-                    "nosql write failed"
-                );
-                MessageOutcome::Failed(e)
-            }
-        }
+        self.retry.write("nosql write", envelope, deadline, |_| self.attempt(envelope, prepared)).await
     }
 
     /// One put, and what the row it found (or replaced) means for this message

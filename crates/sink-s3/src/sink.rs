@@ -36,7 +36,7 @@ use object_store::{
 };
 use sinks_contract::existing::{self, Stored};
 use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::{Budget, InPlace};
+use sinks_contract::retry::InPlace;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
     SinkError,
@@ -236,18 +236,7 @@ impl Inner {
     /// allows; otherwise the failure goes back with the wait it needs as `retry_after`
     /// (`sinks_contract::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: &Prepared, deadline: Instant) -> MessageOutcome {
-        match self.retry.run("s3 write", Budget::Until(deadline), |_| self.attempt(envelope, prepared)).await {
-            Ok(outcome) => outcome,
-            Err(e) => {
-                tracing::debug!(
-                    subject = envelope.subject(),
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    error = %e.display_chain(),
-                    "s3 write failed"
-                );
-                MessageOutcome::Failed(e)
-            }
-        }
+        self.retry.write("s3 write", envelope, deadline, |_| self.attempt(envelope, prepared)).await
     }
 
     async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {

@@ -185,17 +185,6 @@ pub enum Cell {
     Json(Option<String>),
 }
 
-impl Cell {
-    /// The value as text (numbers in decimal), as a query would return it; `None` for NULL.
-    pub fn as_text(&self) -> Option<String> {
-        match self {
-            Self::Text(v) | Self::Json(v) => v.clone(),
-            Self::Int(v) => v.map(|i| i.to_string()),
-            Self::UInt(u) => Some(u.to_string()),
-        }
-    }
-}
-
 /// A message mapped to one row: its cells in field order and the fingerprint of the stored
 /// payload JSON (SHA-256, hex).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -395,7 +384,6 @@ mod tests {
         assert_eq!(at(Field::PayloadSha256), &Cell::Text(Some(row.fingerprint.clone())));
         assert_eq!(row.fingerprint, hex::encode(Sha256::digest(b"{\"a\": 1}")));
         assert!(matches!(at(Field::Metadata), Cell::Json(Some(m)) if m.starts_with("{\"custody\":null,")));
-        assert_eq!(at(Field::StreamSequence).as_text().as_deref(), Some("9"));
     }
 
     #[test]

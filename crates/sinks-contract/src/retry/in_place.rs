@@ -23,7 +23,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::{Backoff, note_retry_in_place};
-use crate::{ErrorClass, SinkError};
+use crate::{Envelope, ErrorClass, MessageOutcome, SinkError};
 
 /// The most a retry is granted as its shortest useful time (see [`InPlace::shortest_attempt`]).
 const SHORTEST_ATTEMPT_CAP: Duration = Duration::from_millis(250);
@@ -155,6 +155,27 @@ impl InPlace {
             tokio::time::sleep(wait).await;
             number = number.saturating_add(1);
         }
+    }
+
+    /// [`Self::run`] for one message of a write that must end by `deadline`: the outcome its
+    /// attempt decided, or the failure to report as its outcome, logged (which message, never
+    /// contents: a permanent failure at warn, any other at debug).
+    pub async fn write<F, Fut>(&self, what: &str, envelope: &Envelope, deadline: Instant, attempt: F) -> MessageOutcome
+    where
+        F: FnMut(Attempt) -> Fut,
+        Fut: Future<Output = Result<MessageOutcome, SinkError>>,
+    {
+        let failure = match self.run(what, Budget::Until(deadline), attempt).await {
+            Ok(outcome) => return outcome,
+            Err(failure) => failure,
+        };
+        let (subject, stream_sequence) = (envelope.subject(), envelope.jetstream().stream_sequence);
+        if failure.is_permanent() {
+            tracing::warn!(subject, stream_sequence, error = %failure, "{what} refused");
+        } else {
+            tracing::debug!(subject, stream_sequence, error = %failure.display_chain(), "{what} failed");
+        }
+        MessageOutcome::Failed(failure)
     }
 
     /// After failed attempt `attempt` whose retry would wait `wait`: `Ok` to retry after
@@ -325,6 +346,23 @@ mod tests {
         let ran = run(policy(), None, (0..4).map(|_| long()).collect()).await;
         assert_eq!(ran.result.unwrap_err().retry_after(), Some(5000 * MS));
         assert_eq!(ran.attempts, 4);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_message_write_reports_its_outcome_or_its_failure() {
+        let _serial = COUNTER.lock().await;
+        let e = crate::testing::envelope("S", 1, "s", "{}");
+        let deadline = now() + Duration::from_secs(10);
+        let calls = AtomicU32::new(0);
+        let outcome = policy()
+            .write("test write", &e, deadline, |_| {
+                let first = calls.fetch_add(1, Ordering::Relaxed) == 0;
+                async move { if first { Err(temporary()) } else { Ok(MessageOutcome::Duplicate) } }
+            })
+            .await;
+        assert!(matches!(outcome, MessageOutcome::Duplicate), "{outcome:?}");
+        let failed = policy().write("test write", &e, deadline, |_| async { Err(SinkError::permanent("bad")) }).await;
+        assert!(matches!(failed, MessageOutcome::Failed(f) if f.is_permanent()));
     }
 
     #[tokio::test(start_paused = true)]
