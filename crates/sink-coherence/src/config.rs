@@ -13,7 +13,8 @@
 
 use serde::{Deserialize, Serialize};
 use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
 use sinks_contract::{ConfigError, PayloadMode};
 
 const MIB: u64 = 1024 * 1024;
@@ -43,36 +44,13 @@ pub enum Serializer {
     Json,
 }
 
-/// What a write does when its key already holds an entry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DuplicatePolicy {
-    /// `putIfAbsent`: an existing entry is kept; same payload → duplicate, different
-    /// payload → conflict, kept and logged (default).
-    #[default]
-    SkipExisting,
-    /// `put`: the newest delivery replaces the entry.
-    Replace,
-    /// `putIfAbsent`: same payload → duplicate; a different payload fails the message
-    /// permanently (dead-letter).
-    FailExisting,
-}
-
-impl DuplicatePolicy {
-    /// The value as configured.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SkipExisting => "skip_existing",
-            Self::Replace => "replace",
-            Self::FailExisting => "fail_existing",
-        }
-    }
-
-    /// True when writes are `putIfAbsent`.
-    pub fn is_conditional(self) -> bool {
-        self != Self::Replace
-    }
-}
+/// What a write does when its key already holds an entry: `skip_existing` (`putIfAbsent`: an
+/// existing entry is kept; same payload → duplicate, different payload → conflict, kept and
+/// logged; the default), `replace` (`put`: the newest delivery replaces the entry) or
+/// `fail_existing` (`putIfAbsent`: same payload → duplicate; a different payload fails the
+/// message permanently, dead-letter). The contract's one policy type, in this sink's words;
+/// what each answer means is `sinks_contract::existing`.
+pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// The only durability statement the reference knows: the operator confirms the cluster's
 /// durability (backup count, persistence) out of band.
@@ -281,15 +259,17 @@ impl CoherenceSinkConfig {
         Ok(config)
     }
 
-    /// The in-write retry schedule.
-    pub(crate) fn backoff(&self) -> Backoff {
-        Backoff {
+    /// The in-place retries of a write: the `retry_*` backoff, `max_retries`, and the
+    /// request timeout.
+    pub(crate) fn in_place(&self) -> InPlace {
+        let backoff = Backoff {
             base: std::time::Duration::from_millis(self.retry_backoff_ms),
             max: std::time::Duration::from_millis(self.retry_max_backoff_ms),
             mode: self.retry_backoff_mode,
             multiplier: self.retry_backoff_multiplier,
             jitter: self.retry_jitter,
-        }
+        };
+        InPlace::new(backoff, self.max_retries, std::time::Duration::from_secs_f64(self.request_timeout_seconds))
     }
 
     /// The host part of `address`.

@@ -32,16 +32,17 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
+use sinks_contract::existing;
 use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::Backoff;
+use sinks_contract::retry::InPlace;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
-    ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
+    SinkError,
 };
 use time::OffsetDateTime;
 
 use crate::client::Client;
-use crate::config::{CoherenceSinkConfig, DuplicatePolicy};
+use crate::config::CoherenceSinkConfig;
 use crate::entry::{self, Prepared};
 use crate::error::{CohError, Stage, classify, classify_at_open};
 
@@ -60,7 +61,7 @@ pub struct CoherenceSink {
 struct Inner {
     config: Arc<CoherenceSinkConfig>,
     client: OnceLock<Client>,
-    backoff: Backoff,
+    retry: InPlace,
 }
 
 impl std::fmt::Debug for Inner {
@@ -77,8 +78,8 @@ impl CoherenceSink {
     /// A sink for a validated config (nothing is connected until `open` or the first write).
     pub fn new(config: CoherenceSinkConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let backoff = config.backoff();
-        Ok(Self { inner: Arc::new(Inner { config: Arc::new(config), client: OnceLock::new(), backoff }) })
+        let retry = config.in_place();
+        Ok(Self { inner: Arc::new(Inner { config: Arc::new(config), client: OnceLock::new(), retry }) })
     }
 
     /// The configuration in use.
@@ -213,72 +214,30 @@ impl Inner {
     }
 
     /// One message, retried in place after temporary failures while the wait is short
-    /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
-    /// allows; otherwise the failure goes back with the wait it needs as `retry_after`.
+    /// (≤ `retry_max_backoff_ms`, the proxy's wait included), the attempts last
+    /// (`max_retries`) and the write's budget allows; otherwise the failure goes back with the
+    /// wait it needs as `retry_after` (`sinks_contract::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: Prepared, deadline: Instant) -> MessageOutcome {
-        let timeout = Duration::from_secs_f64(self.config.request_timeout_seconds);
-        let mut attempt: u32 = 0;
-        loop {
-            match self.attempt(&prepared).await {
-                Ok(outcome) => {
-                    log_resolution(envelope, &outcome);
-                    return outcome;
-                }
-                Err(e) if e.is_permanent() => return MessageOutcome::Failed(e),
-                Err(e) => {
-                    attempt += 1;
-                    let wait = self.backoff.delay_random(u64::from(attempt));
-                    // A retry starts only with time left for a short request (puts take
-                    // milliseconds); its own timeout is the configured one.
-                    let in_time = Instant::now() + wait + timeout.min(Duration::from_millis(250)) <= deadline;
-                    if attempt > self.config.max_retries || !in_time {
-                        tracing::debug!(
-                            subject = envelope.subject(),
-                            stream_sequence = envelope.jetstream().stream_sequence,
-                            error = %e.display_chain(),
-                            "coherence write failed"
-                        );
-                        let cut_short = attempt <= self.config.max_retries;
-                        let e = if cut_short { e.with_retry_after(wait.max(self.backoff.base)) } else { e };
-                        return MessageOutcome::Failed(e);
-                    }
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        }
+        self.retry.write("coherence write", envelope, deadline, |_| self.attempt(envelope, &prepared)).await
     }
 
-    /// One put, resolved per policy.
-    async fn attempt(&self, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
+    /// One put, and what the entry it found (or replaced) means for this message
+    /// (`sinks_contract::existing`).
+    async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
         let client = self.client().map_err(|e| classify(Stage::Write, &e))?;
         let policy = self.config.duplicate_policy;
         let found = client
             .put(prepared.wire_key.clone(), prepared.wire_value.clone(), policy.is_conditional(), self.ttl_ms())
             .await
             .map_err(|e| classify(Stage::Write, &e))?;
-        let Some(existing) = found else {
+        let Some(found) = found else {
             if policy.is_conditional() && self.config.ttl_seconds.is_some() {
                 self.apply_expiry(client, prepared).await;
             }
             return Ok(MessageOutcome::Committed);
         };
-        if policy == DuplicatePolicy::Replace {
-            let same = entry::stored_fingerprint(&existing).is_some_and(|f| f == prepared.fingerprint);
-            return Ok(if same {
-                MessageOutcome::Committed
-            } else {
-                MessageOutcome::Conflict(ConflictResolution::Overwritten)
-            });
-        }
-        let same = entry::stored_fingerprint(&existing).map(|f| f == prepared.fingerprint);
-        Ok(match (policy, same) {
-            (_, Some(true)) => MessageOutcome::Duplicate,
-            (DuplicatePolicy::FailExisting, Some(false)) => MessageOutcome::Conflict(ConflictResolution::Rejected),
-            (DuplicatePolicy::FailExisting, None) => {
-                MessageOutcome::permanent("coherence key already holds a value this sink cannot compare")
-            }
-            (_, Some(false) | None) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
-        })
+        let stored = existing::compare(entry::stored_fingerprint(&found).as_deref(), &prepared.fingerprint);
+        Ok(existing::resolve(envelope, policy.on_existing(), stored, "coherence key"))
     }
 }
 
@@ -297,14 +256,46 @@ impl Inner {
     }
 }
 
-/// Logs conflicts (never contents): which message, and what was done.
-fn log_resolution(envelope: &Envelope, outcome: &MessageOutcome) {
-    if let MessageOutcome::Conflict(resolution) = outcome {
-        tracing::warn!(
-            subject = envelope.subject(),
-            stream_sequence = envelope.jetstream().stream_sequence,
-            resolution = ?resolution,
-            "coherence key already holds a different payload"
-        );
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use sinks_contract::retry::{Budget, Jitter};
+
+    use super::*;
+
+    /// The sink's own in-place retries (built from its config): no Coherence failure carries
+    /// a wait today, so the rules for one are checked here, with paused time.
+    async fn attempts(retry: &InPlace, failure: impl Fn() -> SinkError) -> (u32, Result<(), SinkError>, Duration) {
+        let started = tokio::time::Instant::now();
+        let calls = AtomicU32::new(0);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let result = retry
+            .run("coherence write", Budget::Until(deadline), |_| {
+                let first = calls.fetch_add(1, Ordering::Relaxed) == 0;
+                let failed = first.then(&failure);
+                async move { failed.map_or(Ok(()), Err) }
+            })
+            .await;
+        (calls.into_inner(), result, started.elapsed())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn in_place_retries_honour_retry_after_and_the_backoff_maximum() {
+        let mut config = CoherenceSinkConfig::new("127.0.0.1:1408", "c");
+        config.retry_backoff_ms = 100;
+        config.retry_max_backoff_ms = 1000;
+        config.retry_jitter = Jitter::None;
+        let sink = CoherenceSink::new(config).unwrap();
+        let retry = &sink.inner.retry;
+        // A wait the failure asks for, within the maximum: spent, then retried.
+        let asked = || SinkError::temporary("busy").with_retry_after(Duration::from_millis(600));
+        let (calls, result, spent) = attempts(retry, asked).await;
+        assert_eq!((calls, spent), (2, Duration::from_millis(600)), "{result:?}");
+        // Over the maximum: not retried in place, handed back with the wait it needs.
+        let long = || SinkError::temporary("busy").with_retry_after(Duration::from_secs(5));
+        let (calls, result, spent) = attempts(retry, long).await;
+        assert_eq!((calls, spent), (1, Duration::ZERO));
+        assert_eq!(result.unwrap_err().retry_after(), Some(Duration::from_secs(5)));
     }
 }

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipOverwriteFail};
 
 /// Extension used when none is configured and compression is off.
 pub(crate) const DEFAULT_EXTENSION: &str = ".json";
@@ -40,19 +41,12 @@ pub enum FilenameStrategy {
     PayloadSha256,
 }
 
-/// What happens when the target file already exists.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DuplicatePolicy {
-    /// Keep the existing file; the message is a duplicate (or a conflict when its payload
-    /// differs from the stored one).
-    #[default]
-    SkipExisting,
-    /// Atomically replace the existing file.
-    Overwrite,
-    /// Refuse the message as a permanent failure.
-    Fail,
-}
+/// What happens when the target file already exists: `skip_existing` (keep the existing
+/// file; the message is a duplicate, or a conflict when its payload differs from the stored
+/// one), `overwrite` (atomically replace it) or `fail` (refuse the message as a permanent
+/// failure). The contract's one policy type, in this sink's words; what each answer means is
+/// `sinks_contract::existing`.
+pub type DuplicatePolicy = ExistingKeyPolicy<SkipOverwriteFail>;
 
 /// Compression applied to each file: `none` or deterministic `gzip`.
 pub use sinks_contract::compression::Compression;

@@ -25,13 +25,14 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
+use sinks_contract::existing::{self, OnExisting, Stored};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, ErrorClass, MessageOutcome,
-    OrderKey, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, ErrorClass, MessageOutcome, OrderKey, Presence,
+    ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
-use crate::config::{DuplicatePolicy, FileSinkConfig};
+use crate::config::FileSinkConfig;
 use crate::error::{class_of, classify};
 use crate::path::{self, RelativePath};
 use crate::record;
@@ -318,7 +319,7 @@ impl Inner {
 
         // A redelivery usually finds its file: settle it without writing (and fsyncing) a
         // temp file first. The link in `place` still decides any race.
-        if self.config.duplicate_policy != DuplicatePolicy::Overwrite && fs::symlink_metadata(&final_path).is_ok() {
+        if self.config.duplicate_policy.is_conditional() && fs::symlink_metadata(&final_path).is_ok() {
             let outcome = self.existing_file(&final_path, &record.payload_sha256);
             let sync_dirs = if matches!(outcome, MessageOutcome::Failed(_)) { Vec::new() } else { sync_dirs };
             return Ok(Step::Done(Placed { outcome, sync_dirs }));
@@ -337,12 +338,12 @@ impl Inner {
     /// Places a staged (and, when configured, fsynced) temp file at its final path.
     fn place(&self, staged: Staged) -> Placed {
         let Staged { temp, final_path, payload_sha256, mut sync_dirs } = staged;
-        let outcome = match self.config.duplicate_policy {
-            DuplicatePolicy::Overwrite => match temp.persist(&final_path) {
+        let outcome = match self.config.duplicate_policy.on_existing() {
+            OnExisting::Replace => match temp.persist(&final_path) {
                 Ok(_) => MessageOutcome::Committed,
                 Err(e) => MessageOutcome::Failed(classify(e.error, "cannot rename temp file into place")),
             },
-            DuplicatePolicy::SkipExisting | DuplicatePolicy::Fail => {
+            OnExisting::Keep | OnExisting::Refuse => {
                 let outcome = match fs::hard_link(temp.path(), &final_path) {
                     Ok(()) => MessageOutcome::Committed,
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
@@ -362,19 +363,22 @@ impl Inner {
         Placed { outcome, sync_dirs }
     }
 
-    /// The outcome when the final file already exists: a permanent failure under `fail`, else
-    /// what [`Self::existing_outcome`] finds.
+    /// The outcome when the final file already exists (`sinks_contract::existing`): under
+    /// `fail` a permanent failure without reading it, else what [`Self::stored`] finds.
     fn existing_file(&self, final_path: &Path, payload_sha256: &str) -> MessageOutcome {
-        if self.config.duplicate_policy == DuplicatePolicy::Fail {
-            MessageOutcome::Failed(SinkError::permanent("file already exists"))
-        } else {
-            self.existing_outcome(final_path, payload_sha256)
-        }
+        let policy = self.config.duplicate_policy.on_existing();
+        let stored = match policy {
+            OnExisting::Refuse => Ok(Stored::Unchecked),
+            _ => self.stored(final_path, payload_sha256),
+        };
+        stored.map_or_else(|outcome| outcome, |stored| existing::outcome(policy, stored, "file"))
     }
 
-    /// The outcome when the final file already exists under `skip_existing`: a duplicate when
-    /// the stored payload hash matches (or cannot be read), a conflict when it differs.
-    fn existing_outcome(&self, final_path: &Path, payload_sha256: &str) -> MessageOutcome {
+    /// What the existing final file holds, compared by stored payload hash: a file that
+    /// cannot be read or is not a readable record cannot be compared. `Err` is an outcome of
+    /// its own: a symlink or a non-regular file (permanent), a file gone meanwhile
+    /// (temporary).
+    fn stored(&self, final_path: &Path, payload_sha256: &str) -> Result<Stored, MessageOutcome> {
         let opened = OpenOptions::new()
             .read(true)
             // Never follow a symlink planted at the final name; never block on a FIFO.
@@ -383,36 +387,33 @@ impl Inner {
         let file = match opened {
             Ok(file) => file,
             Err(e) if e.raw_os_error() == Some(libc::ELOOP) => {
-                return MessageOutcome::Failed(SinkError::permanent("refusing symlinked path"));
+                return Err(MessageOutcome::Failed(SinkError::permanent("refusing symlinked path")));
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return MessageOutcome::Failed(
+                return Err(MessageOutcome::Failed(
                     SinkError::temporary("existing file vanished before it could be checked").with_source(e),
-                );
+                ));
             }
             Err(e) => {
                 tracing::warn!(error = %e, file = %final_path.display(), "cannot read existing file; treating it as a duplicate");
-                return MessageOutcome::Duplicate;
+                return Ok(Stored::Uncomparable);
             }
         };
         match file.metadata() {
             Ok(meta) if !meta.is_file() => {
-                return MessageOutcome::Failed(SinkError::permanent("destination path is not a regular file"));
+                return Err(MessageOutcome::Failed(SinkError::permanent("destination path is not a regular file")));
             }
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(error = %e, file = %final_path.display(), "cannot inspect existing file; treating it as a duplicate");
-                return MessageOutcome::Duplicate;
+                return Ok(Stored::Uncomparable);
             }
         }
-        match record::stored_payload_sha256(BufReader::new(file), self.config.compression) {
-            Some(stored) if stored == payload_sha256 => MessageOutcome::Duplicate,
-            Some(_) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
-            None => {
-                tracing::warn!(file = %final_path.display(), "existing file is not a readable record; treating it as a duplicate");
-                MessageOutcome::Duplicate
-            }
+        let stored = record::stored_payload_sha256(BufReader::new(file), self.config.compression);
+        if stored.is_none() {
+            tracing::warn!(file = %final_path.display(), "existing file is not a readable record; treating it as a duplicate");
         }
+        Ok(existing::compare(stored.as_deref(), payload_sha256))
     }
 }
 

@@ -19,7 +19,7 @@ use reqwest::Url;
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
-use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::config::{EnvName, Issues, SinkSection, is_env_name};
 use sinks_contract::retry::{BackoffMode, Jitter};
 
 /// Hosts that `allow_http_for_local_testing` accepts for `http://` URLs.
@@ -660,13 +660,6 @@ pub(crate) fn check_header_value(value: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn check_env_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some(c) if c.is_ascii_uppercase() || c == '_')
-        && name.len() <= 128
-        && chars.all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
-}
-
 fn validate_headers(
     headers: &BTreeMap<String, String>,
     path: &str,
@@ -689,7 +682,7 @@ fn validate_headers(
             issues.push(path, format!("`{name}` is configured twice (names are case-insensitive)"));
         }
         if from_env {
-            if !check_env_name(value) {
+            if !is_env_name(value, EnvName::Uppercase) {
                 issues.push(path, format!("`{name}`: environment variable names use A-Z, 0-9 and _"));
             }
         } else if SENSITIVE_HEADERS.contains(&lower.as_str()) {

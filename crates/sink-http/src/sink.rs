@@ -19,6 +19,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
@@ -27,9 +28,9 @@ use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
 use sinks_contract::ordering::{self, Finished, Ran};
-use sinks_contract::retry::Backoff;
+use sinks_contract::retry::{Attempt, Backoff, Budget, InPlace, Retriable};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, ErrorClass, IdempotencyKey,
+    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, IdempotencyKey,
     MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
@@ -65,7 +66,8 @@ struct Inner {
     /// `inquiry_fingerprint_header`, read by reconcile.
     fingerprint_header: Option<HeaderName>,
     statuses: StatusSets,
-    backoff: Backoff,
+    /// In-place retries: temporary failures only (`retry.*`).
+    retry: InPlace,
     /// How recent messages were answered, for [`Sink::destination`].
     answers: Answers,
 }
@@ -109,6 +111,11 @@ impl UnitResult {
             Self::BatchRejected(_) => false,
         }
     }
+}
+
+/// The same outcome for every message of a request.
+fn all(items: &[Ready], outcome: &dyn Fn() -> MessageOutcome) -> UnitResult {
+    UnitResult::PerItem(items.iter().map(|r| (r.index, outcome())).collect())
 }
 
 /// The answer to one request: status, the delay `Retry-After` asked for, and the response
@@ -194,6 +201,8 @@ impl HttpSink {
             multiplier: r.backoff_multiplier,
             jitter: r.jitter,
         };
+        let timeout = Duration::from_secs_f64(config.request_timeout_seconds);
+        let retry = InPlace::new(backoff, r.max_retries, timeout).retrying(Retriable::TemporaryOnly);
         let client = build_client(&config)?;
         let statuses = StatusSets::of(&config);
         Ok(Self {
@@ -209,7 +218,7 @@ impl HttpSink {
                 response_id_header,
                 fingerprint_header,
                 statuses,
-                backoff,
+                retry,
                 answers: Answers::default(),
             }),
         })
@@ -500,7 +509,9 @@ impl Inner {
             .collect()
     }
 
-    /// One message, with in-call retries and the inquiry after an ambiguous timeout.
+    /// One message, with in-place retries (`sinks_contract::retry::InPlace`: temporary
+    /// failures only, the same idempotency key, each retry's timeout within the write's
+    /// budget) and the inquiry after an ambiguous timeout.
     async fn send_message(
         &self,
         envelope: &Envelope,
@@ -510,106 +521,86 @@ impl Inner {
     ) -> MessageOutcome {
         let body = Bytes::from(body);
         let key = key.as_ref().map(IdempotencyKey::as_str);
-        let mut attempt: u32 = 1;
-        let mut inquired = false;
+        // One inquiry per message, whichever attempt timed out first.
+        let inquired = AtomicBool::new(false);
+        let attempt = |attempt| self.attempt_message(envelope, key, &body, attempt, &inquired);
+        self.retry.write("http request", envelope, deadline, attempt).await
+    }
+
+    /// One attempt of one message: the outcome the endpoint's answer decides, or the failure
+    /// (for the retry loop to judge). A timeout that may have committed is inquired about
+    /// once: found is a duplicate, not found is sent again at once.
+    async fn attempt_message(
+        &self,
+        envelope: &Envelope,
+        key: Option<&str>,
+        body: &Bytes,
+        attempt: Attempt,
+        inquired: &AtomicBool,
+    ) -> Result<MessageOutcome, SinkError> {
         loop {
-            let timeout = self.retry_timeout(attempt, deadline);
             let sent = self
-                .send(self.method.clone(), &self.url, Some(body.clone()), key, request::CONTENT_TYPE_JSON, timeout)
+                .send(
+                    self.method.clone(),
+                    &self.url,
+                    Some(body.clone()),
+                    key,
+                    request::CONTENT_TYPE_JSON,
+                    attempt.timeout(),
+                )
                 .await;
-            let failure = match sent {
-                Ok(answer) => match request::classify_status(answer.status, &self.statuses, key.is_some()) {
-                    StatusClass::Success => {
-                        self.answers.record(envelope, answer.settled());
-                        return MessageOutcome::Committed;
-                    }
-                    StatusClass::Duplicate => {
-                        self.answers.record(envelope, answer.settled());
-                        return MessageOutcome::Duplicate;
-                    }
-                    StatusClass::Conflict => {
-                        self.answers.record(envelope, answer.settled());
-                        tracing::warn!(
-                            subject = envelope.subject(),
-                            stream_sequence = envelope.jetstream().stream_sequence,
-                            status = answer.status,
-                            "endpoint holds different content for this key; keeping it"
-                        );
-                        return MessageOutcome::Conflict(ConflictResolution::KeptExisting);
-                    }
-                    class => match status_error(class, answer.status, answer.retry_after) {
-                        Some(e) if e.is_permanent() => {
-                            tracing::warn!(
-                                subject = envelope.subject(),
-                                stream_sequence = envelope.jetstream().stream_sequence,
-                                status = answer.status,
-                                "endpoint rejected a message"
-                            );
-                            return MessageOutcome::Failed(e);
-                        }
-                        Some(e) => e,
-                        None => {
-                            self.answers.record(envelope, answer.settled());
-                            return MessageOutcome::Committed;
-                        }
-                    },
-                },
-                Err(SendError::Setup(e)) => return MessageOutcome::Failed(e),
-                Err(SendError::Http(err)) => {
-                    let kind = kind_of(&err);
-                    match (&self.config.inquiry_url, key) {
-                        (Some(template), Some(key)) if kind.ambiguous && !inquired => {
-                            inquired = true;
-                            match self.inquire(template, key).await {
-                                Inquiry::Found => {
-                                    tracing::debug!(
-                                        subject = envelope.subject(),
-                                        stream_sequence = envelope.jetstream().stream_sequence,
-                                        "timed out, but the endpoint has the key: duplicate"
-                                    );
-                                    return MessageOutcome::Duplicate;
-                                }
-                                Inquiry::NotFound => {
-                                    tracing::debug!(
-                                        subject = envelope.subject(),
-                                        stream_sequence = envelope.jetstream().stream_sequence,
-                                        "timed out and the endpoint lacks the key: sending again"
-                                    );
-                                    continue;
-                                }
-                                Inquiry::Unknown(e) => e,
-                            }
-                        }
-                        _ if kind.class == ErrorClass::Permanent => return MessageOutcome::Failed(classify(err)),
-                        _ => classify(err),
-                    }
-                }
+            let err = match sent {
+                Ok(answer) => return self.answered(envelope, key, &answer),
+                Err(SendError::Setup(e)) => return Err(e),
+                Err(SendError::Http(err)) => err,
             };
-            match self.retry_delay(attempt, failure, deadline) {
-                Ok((delay, failure)) => {
+            let (Some(template), Some(key)) = (&self.config.inquiry_url, key) else { return Err(classify(err)) };
+            if !kind_of(&err).ambiguous || inquired.swap(true, Ordering::Relaxed) {
+                return Err(classify(err));
+            }
+            match self.inquire(template, key).await {
+                Inquiry::Found => {
                     tracing::debug!(
                         subject = envelope.subject(),
                         stream_sequence = envelope.jetstream().stream_sequence,
-                        attempt,
-                        delay_ms = delay.as_millis() as u64,
-                        error = %failure.display_chain(),
-                        "request failed; retrying"
+                        "timed out, but the endpoint has the key: duplicate"
                     );
-                    sinks_contract::retry::note_retry_in_place();
-                    tokio::time::sleep(delay).await;
-                    attempt += 1;
+                    return Ok(MessageOutcome::Duplicate);
                 }
-                Err(failure) => {
+                Inquiry::NotFound => {
                     tracing::debug!(
                         subject = envelope.subject(),
                         stream_sequence = envelope.jetstream().stream_sequence,
-                        error = %failure.display_chain(),
-                        "request failed"
+                        "timed out and the endpoint lacks the key: sending again"
                     );
-                    return MessageOutcome::Failed(failure);
                 }
+                Inquiry::Unknown(e) => return Err(e),
             }
         }
+    }
+
+    /// What the endpoint's answer to one message means.
+    fn answered(&self, envelope: &Envelope, key: Option<&str>, answer: &Answer) -> Result<MessageOutcome, SinkError> {
+        let outcome = match request::classify_status(answer.status, &self.statuses, key.is_some()) {
+            StatusClass::Success => MessageOutcome::Committed,
+            StatusClass::Duplicate => MessageOutcome::Duplicate,
+            StatusClass::Conflict => {
+                tracing::warn!(
+                    subject = envelope.subject(),
+                    stream_sequence = envelope.jetstream().stream_sequence,
+                    status = answer.status,
+                    "endpoint holds different content for this key; keeping it"
+                );
+                MessageOutcome::Conflict(ConflictResolution::KeptExisting)
+            }
+            class => match status_error(class, answer.status, answer.retry_after) {
+                // A refusal is logged with the failure it becomes (`InPlace::write`).
+                Some(e) => return Err(e),
+                None => MessageOutcome::Committed,
+            },
+        };
+        self.answers.record(envelope, answer.settled());
+        Ok(outcome)
     }
 
     /// Several envelopes in one request: the answer applies to all of them.
@@ -617,103 +608,55 @@ impl Inner {
         let keys: Option<Vec<&str>> = items.iter().map(|r| r.key.as_ref().map(IdempotencyKey::as_str)).collect();
         let key = keys.map(request::batch_key);
         let key = key.as_ref().map(IdempotencyKey::as_str);
-        let mode = self.config.batch_mode;
-        let body = Bytes::from(request::batch_body(items.iter().map(|r| r.body.as_slice()), mode));
-        let content_type =
-            if mode == BatchMode::Ndjson { request::CONTENT_TYPE_NDJSON } else { request::CONTENT_TYPE_JSON };
-        let all = |outcome: &dyn Fn() -> MessageOutcome| {
-            UnitResult::PerItem(items.iter().map(|r| (r.index, outcome())).collect())
-        };
-        let remember = |answer: &Answer| {
-            for r in &items {
-                self.answers.record(&batch[r.index], answer.settled());
-            }
-        };
-        let mut attempt: u32 = 1;
-        loop {
-            let timeout = self.retry_timeout(attempt, deadline);
-            let sent = self.send(self.method.clone(), &self.url, Some(body.clone()), key, content_type, timeout).await;
-            let failure = match sent {
-                Ok(answer) => match request::classify_status(answer.status, &self.statuses, key.is_some()) {
-                    StatusClass::Success => {
-                        remember(&answer);
-                        return all(&|| MessageOutcome::Committed);
-                    }
-                    StatusClass::Duplicate => {
-                        remember(&answer);
-                        return all(&|| MessageOutcome::Duplicate);
-                    }
-                    StatusClass::Conflict => {
-                        remember(&answer);
-                        return all(&|| MessageOutcome::Conflict(ConflictResolution::KeptExisting));
-                    }
-                    class => match status_error(class, answer.status, answer.retry_after) {
-                        Some(e) if e.is_permanent() && items.len() == 1 => {
-                            return all(&|| MessageOutcome::Failed(e.duplicate()));
-                        }
-                        Some(e) if e.is_permanent() => return UnitResult::BatchRejected(e),
-                        Some(e) => e,
-                        None => {
-                            remember(&answer);
-                            return all(&|| MessageOutcome::Committed);
-                        }
-                    },
-                },
-                Err(SendError::Setup(e)) => return all(&|| MessageOutcome::Failed(e.duplicate())),
-                Err(SendError::Http(err)) => classify(err),
-            };
-            match self.retry_delay(attempt, failure, deadline) {
-                Ok((delay, failure)) => {
-                    tracing::debug!(messages = items.len(), attempt, error = %failure.display_chain(), "batch request failed; retrying");
-                    sinks_contract::retry::note_retry_in_place();
-                    tokio::time::sleep(delay).await;
-                    attempt += 1;
-                }
-                Err(failure) => {
-                    tracing::debug!(messages = items.len(), error = %failure.display_chain(), "batch request failed");
-                    return all(&|| MessageOutcome::Failed(failure.duplicate()));
-                }
+        let body = Bytes::from(request::batch_body(items.iter().map(|r| r.body.as_slice()), self.config.batch_mode));
+        let attempt = |attempt| self.attempt_batch(batch, &items, key, &body, attempt);
+        match self.retry.run("http batch request", Budget::Until(deadline), attempt).await {
+            Ok(result) => result,
+            Err(failure) => {
+                tracing::debug!(messages = items.len(), error = %failure.display_chain(), "batch request failed");
+                all(&items, &|| MessageOutcome::Failed(failure.duplicate()))
             }
         }
     }
 
-    /// The wait before in-place retry `attempt + 1` (with the failure, for the log), or the
-    /// failure to hand back to the runner: retries exhausted, not temporary, a wait longer
-    /// than `retry.max_backoff_ms` (a longer `Retry-After` included), or a retry that could
-    /// not finish before `deadline`. A handed-back temporary failure carries the wait it
-    /// needs as `retry_after`, so the redelivery honours it.
-    fn retry_delay(
+    /// One attempt of a batch request: what the answer decides for all its envelopes, or the
+    /// failure (for the retry loop to judge).
+    async fn attempt_batch(
         &self,
-        attempt: u32,
-        failure: SinkError,
-        deadline: Instant,
-    ) -> Result<(Duration, SinkError), SinkError> {
-        if failure.class() != ErrorClass::Temporary {
-            return Err(failure);
+        batch: &[Envelope],
+        items: &[Ready],
+        key: Option<&str>,
+        body: &Bytes,
+        attempt: Attempt,
+    ) -> Result<UnitResult, SinkError> {
+        let content_type = match self.config.batch_mode {
+            BatchMode::Ndjson => request::CONTENT_TYPE_NDJSON,
+            _ => request::CONTENT_TYPE_JSON,
+        };
+        let sent =
+            self.send(self.method.clone(), &self.url, Some(body.clone()), key, content_type, attempt.timeout()).await;
+        let answer = match sent {
+            Ok(answer) => answer,
+            Err(SendError::Setup(e)) => return Err(e),
+            Err(SendError::Http(err)) => return Err(classify(err)),
+        };
+        let outcome: fn() -> MessageOutcome =
+            match request::classify_status(answer.status, &self.statuses, key.is_some()) {
+                StatusClass::Success => || MessageOutcome::Committed,
+                StatusClass::Duplicate => || MessageOutcome::Duplicate,
+                StatusClass::Conflict => || MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+                class => match status_error(class, answer.status, answer.retry_after) {
+                    // Nothing says which envelope was bad: the whole write fails and the runner
+                    // bisects (one envelope alone is that envelope's failure).
+                    Some(e) if e.is_permanent() && items.len() > 1 => return Ok(UnitResult::BatchRejected(e)),
+                    Some(e) => return Err(e),
+                    None => || MessageOutcome::Committed,
+                },
+            };
+        for r in items {
+            self.answers.record(&batch[r.index], answer.settled());
         }
-        let wait = self.backoff.delay_random(u64::from(attempt)).max(failure.retry_after().unwrap_or_default());
-        let in_time = Instant::now() + wait + self.shortest_attempt() <= deadline;
-        if attempt > self.config.retry.max_retries {
-            return Err(failure);
-        }
-        if wait > self.backoff.max || !in_time {
-            // The wait it needs goes with it: the redelivery comes no sooner.
-            let asked = failure.retry_after().unwrap_or_default();
-            return Err(if wait > asked { failure.with_retry_after(wait) } else { failure });
-        }
-        Ok((wait, failure))
-    }
-
-    /// The shortest time worth giving a retry: the request timeout, at most 250 ms.
-    fn shortest_attempt(&self) -> Duration {
-        Duration::from_secs_f64(self.config.request_timeout_seconds).min(Duration::from_millis(250))
-    }
-
-    /// The timeout of attempt `attempt`: the configured one for the first; for a retry,
-    /// what is left of the write's budget when that is less, so a write ends in time.
-    fn retry_timeout(&self, attempt: u32, deadline: Instant) -> Option<Duration> {
-        let left = deadline.saturating_duration_since(Instant::now()).max(self.shortest_attempt());
-        (attempt > 1).then(|| Duration::from_secs_f64(self.config.request_timeout_seconds).min(left))
+        Ok(all(items, &outcome))
     }
 
     /// Asks `inquiry_url` whether `key` was committed.

@@ -6,7 +6,8 @@
 //! problem names its field as `sink.<field>`.
 
 use serde::{Deserialize, Serialize};
-use sinks_contract::config::{ConfigError, Issues, SinkSection};
+use sinks_contract::config::{ConfigError, EnvName, Issues, SinkSection, is_env_name};
+use sinks_contract::relational::UpsertUpdateColumns;
 use sinks_contract::{IdempotencyStrategy, PayloadMode};
 
 use crate::sql;
@@ -26,72 +27,16 @@ pub enum WriteMode {
     Append,
 }
 
-/// What to do when a redelivered key arrives with different content (needs the fingerprint
-/// column, which `conflict_policy` adds).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ConflictPolicy {
-    /// Keep the stored row; the message is acknowledged and the conflict counted and logged.
-    KeepFirst,
-    /// Replace the stored row with the new content.
-    Overwrite,
-    /// Keep the stored row and send the new message to the dead-letter queue.
-    DeadLetter,
-}
-
 pub use sinks_contract::columns::ColumnMapping;
-
+/// What to do when a redelivered key arrives with different content (`keep_first`,
+/// `overwrite`, `dead_letter`; needs the fingerprint column, which `conflict_policy` adds).
+pub use sinks_contract::relational::ConflictPolicy;
 /// How each row's key is derived, and which columns hold it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct IdempotencyConfig {
-    /// `stream_sequence` (default), `message_id` or `payload_field`.
-    #[serde(default)]
-    pub strategy: IdempotencyStrategy,
-    /// Key columns; default `[STREAM_NAME, STREAM_SEQUENCE]`, or `[MESSAGE_ID]` for the
-    /// other strategies.
-    #[serde(default)]
-    pub columns: Option<Vec<String>>,
-    /// Dotted path into the normalized payload (`payload_field` strategy); the value is
-    /// stored in the message id column.
-    #[serde(default)]
-    pub payload_field: Option<String>,
-}
+pub use sinks_contract::relational::IdempotencyConfig;
 
-impl Default for IdempotencyConfig {
-    fn default() -> Self {
-        Self { strategy: IdempotencyStrategy::StreamSequence, columns: None, payload_field: None }
-    }
-}
-
-impl IdempotencyConfig {
-    /// The key columns in effect.
-    pub fn key_columns(&self, columns: &ColumnMapping) -> Vec<String> {
-        match (&self.columns, self.strategy) {
-            (Some(c), _) => c.clone(),
-            (None, IdempotencyStrategy::StreamSequence) => {
-                vec![columns.stream_name.clone(), columns.stream_sequence.clone()]
-            }
-            (None, _) => vec![columns.message_id.clone()],
-        }
-    }
-}
-
-/// Route messages whose subject matches to another table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TableRoute {
-    /// Subject pattern; the first matching route wins.
-    pub subject: String,
-    /// Table (or `schema.table`) for matching messages.
-    pub table: String,
-    /// Key settings for this table (default: the sink's).
-    #[serde(default)]
-    pub idempotency: Option<IdempotencyConfig>,
-    /// Update columns for this table in `upsert` mode (default: the sink's).
-    #[serde(default)]
-    pub upsert_update_columns: Option<Vec<String>>,
-}
+/// Route messages whose subject matches to another table (`subject`, `table`, `idempotency`,
+/// `upsert_update_columns`).
+pub type TableRoute = sinks_contract::relational::TableRoute<UpsertUpdateColumns>;
 
 /// Settings of the MySQL sink (`sink.type = "mysql"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -230,13 +175,10 @@ impl MySqlSinkConfig {
                 "secrets are not accepted inline; set `sink.password_env` to the name of an environment variable",
             );
         }
-        if let Some(name) = &self.password_env {
-            let ok = !name.is_empty()
-                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && !name.starts_with(|c: char| c.is_ascii_digit());
-            if !ok {
-                issues.push("sink.password_env", "must be the name of an environment variable");
-            }
+        if let Some(name) = &self.password_env
+            && !is_env_name(name, EnvName::AnyCase)
+        {
+            issues.push("sink.password_env", "must be the name of an environment variable");
         }
         if !(self.connection_timeout > 0.0 && self.connection_timeout <= 3600.0) {
             issues.push("sink.connection_timeout", "must be in (0, 3600] seconds");
@@ -268,7 +210,7 @@ impl MySqlSinkConfig {
             if let Err(e) = sinks_contract::subject::validate_pattern(&route.subject) {
                 issues.push(&format!("sink.table_routes[{i}].subject"), e.to_string());
             }
-            if route.upsert_update_columns.is_some() && self.mode != WriteMode::Upsert {
+            if route.update_columns.is_some() && self.mode != WriteMode::Upsert {
                 issues.push(
                     &format!("sink.table_routes[{i}].upsert_update_columns"),
                     "applies only when sink.mode is `upsert`",

@@ -1,13 +1,12 @@
 //! Pure mapping of an envelope to the values of one row (no IO).
 
 use mysql_async::Value;
-use sha2::{Digest, Sha256};
-use sinks_contract::metadata::MetadataDoc;
-use sinks_contract::payload::{self, PayloadMode};
-use sinks_contract::{Envelope, IdempotencyStrategy, SinkError};
+use sinks_contract::payload::PayloadMode;
+use sinks_contract::relational::{self, Cell, Cells};
+use sinks_contract::{Envelope, SinkError};
 use time::OffsetDateTime;
 
-use crate::sql::{Field, TablePlan};
+use crate::sql::TablePlan;
 
 /// Deepest JSON nesting stored as JSON: MariaDB's `json_valid` accepts 32 levels (MySQL 100).
 /// Deeper payloads are stored in the text envelope (or refused under `json_only`).
@@ -39,94 +38,28 @@ pub(crate) fn key_of(values: &[Value]) -> String {
         .join("\u{1f}")
 }
 
-fn text(s: impl Into<String>) -> Value {
-    Value::Bytes(s.into().into_bytes())
-}
-
-fn opt_text(s: Option<impl Into<String>>) -> Value {
-    s.map_or(Value::NULL, text)
-}
-
-mod erased {
-    //! Compact JSON bytes of any serializable value, usable as a trait object.
-    pub(super) trait Json {
-        fn bytes(&self) -> Vec<u8>;
-    }
-
-    impl<T: serde::Serialize> Json for T {
-        fn bytes(&self) -> Vec<u8> {
-            sinks_contract::json::to_canonical_vec(self)
-        }
+/// The driver value of a neutral cell: text and JSON as UTF-8 bytes, NULL for `None`.
+fn value(cell: Cell) -> Value {
+    match cell {
+        Cell::Text(Some(s)) | Cell::Json(Some(s)) => Value::Bytes(s.into_bytes()),
+        Cell::Text(None) | Cell::Json(None) | Cell::Int(None) => Value::NULL,
+        Cell::Int(Some(i)) => Value::Int(i),
+        Cell::UInt(u) => Value::UInt(u),
     }
 }
 
-/// Maps `envelope` to a row of `plan`. Errors are permanent for that message (bad payload
-/// under the mode, missing key material).
+/// Maps `envelope` to a row of `plan` (`sinks_contract::relational::map_row`, with MariaDB's
+/// JSON depth). Errors are permanent for that message (bad payload under the mode, missing
+/// key material).
 pub(crate) fn map(
     envelope: &Envelope,
     plan: &TablePlan,
     mode: PayloadMode,
     stored_at: OffsetDateTime,
 ) -> Result<Row, SinkError> {
-    let mut normalized = payload::normalize(envelope.payload(), mode)
-        .map_err(|e| SinkError::permanent(e.to_string()).with_error_type("SerializationError"))?;
-    if !normalized.wrapped && sinks_contract::json::depth(normalized.value.get()) > MAX_JSON_DEPTH {
-        // The server's JSON type refuses deeper documents: keep the bytes as text instead.
-        normalized = match mode {
-            PayloadMode::JsonOnly => {
-                return Err(SinkError::permanent(format!(
-                    "payload JSON is nested deeper than {MAX_JSON_DEPTH} levels"
-                ))
-                .with_error_type("SerializationError"));
-            }
-            _ => payload::normalize(envelope.payload(), PayloadMode::TextEnvelope)
-                .map_err(|e| SinkError::permanent(e.to_string()).with_error_type("SerializationError"))?,
-        };
-    }
-    let idem = &plan.idempotency;
-    let derived_id = match idem.strategy {
-        IdempotencyStrategy::PayloadField => Some(
-            idem.strategy
-                .key_for(envelope, idem.payload_field.as_deref(), Some(&normalized.to_value()))
-                .map_err(|e| SinkError::permanent(e.to_string()).with_error_type("ValidationError"))?
-                .to_string(),
-        ),
-        strategy => {
-            strategy
-                .key_for(envelope, None, None)
-                .map_err(|e| SinkError::permanent(e.to_string()).with_error_type("ValidationError"))?;
-            None
-        }
-    };
-    let metadata = MetadataDoc::new(envelope, stored_at);
-    let js = envelope.jetstream();
-    let app = envelope.app();
-    let json_bytes = |v: &dyn erased::Json| Value::Bytes(v.bytes());
-    let payload_text = normalized.value.get().to_owned();
-    let fingerprint = hex::encode(Sha256::digest(payload_text.as_bytes()));
-    let values: Vec<Value> = plan
-        .fields
-        .iter()
-        .map(|f| match f {
-            Field::StreamName => text(js.stream.clone()),
-            Field::StreamSequence => Value::UInt(js.stream_sequence),
-            Field::Subject => text(envelope.subject()),
-            Field::MessageId => opt_text(derived_id.clone().or_else(|| envelope.message_id().map(str::to_owned))),
-            Field::Priority => opt_text(app.priority.clone()),
-            Field::Classification => opt_text(app.classification.clone()),
-            Field::Labels => opt_text(app.labels_string()),
-            Field::CreatedAt => metadata.created_at_epoch_ns().map_or(Value::NULL, Value::Int),
-            Field::JetStreamTimestamp => metadata.jetstream_timestamp_epoch_ns().map_or(Value::NULL, Value::Int),
-            Field::ReceivedAt => Value::Int(metadata.received_at_epoch_ns()),
-            Field::StoredAt => Value::Int(metadata.stored_at_epoch_ns()),
-            Field::Payload => text(payload_text.clone()),
-            Field::Headers => json_bytes(envelope.headers()),
-            Field::Metadata => json_bytes(&metadata),
-            Field::MissionMetadata => envelope.mission_metadata().map_or(Value::NULL, |v| json_bytes(v)),
-            Field::SecurityLabels => envelope.security_labels().map_or(Value::NULL, |v| json_bytes(v)),
-            Field::PayloadSha256 => text(fingerprint.clone()),
-        })
-        .collect();
+    let Cells { cells, fingerprint } =
+        relational::map_row(envelope, &plan.fields, &plan.idempotency, mode, MAX_JSON_DEPTH, stored_at)?;
+    let values: Vec<Value> = cells.into_iter().map(value).collect();
     let key_values: Vec<Value> = plan.key.iter().map(|i| values[*i].clone()).collect();
     if key_values.contains(&Value::NULL) {
         return Err(SinkError::permanent("a key column would be null").with_error_type("ValidationError"));
@@ -143,6 +76,10 @@ mod tests {
 
     use super::*;
     use crate::MySqlSinkConfig;
+
+    fn text(s: impl Into<String>) -> Value {
+        Value::Bytes(s.into().into_bytes())
+    }
 
     fn plan(extra: serde_json::Value) -> TablePlan {
         let mut v = json!({"type": "mysql", "database": "d", "user": "u"});
@@ -200,5 +137,16 @@ mod tests {
         let e = envelope_with("S", 1, "o", &b"not json"[..], Headers::new(), 1);
         let err = map(&e, &p, PayloadMode::JsonOnly, OffsetDateTime::now_utc()).unwrap_err();
         assert_eq!(err.error_type(), "SerializationError");
+    }
+
+    #[test]
+    fn a_missing_payload_field_fails_with_its_reason_code() {
+        // The dead-letter record names why (`reason`); MySQL's own copy of the mapping dropped
+        // the reason the Oracle sink attached.
+        let p = plan(json!({"idempotency": {"strategy": "payload_field", "payload_field": "order.id"}}));
+        let missing = envelope_with("S", 2, "o", &br#"{"order":{}}"#[..], Headers::new(), 1);
+        let err = map(&missing, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap_err();
+        assert_eq!(err.error_type(), "ValidationError");
+        assert!(err.reason().is_some_and(|r| !r.is_empty()), "no reason code: {err:?}");
     }
 }

@@ -19,14 +19,14 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, SslOpts, TxOpts, Value};
 use sinks_contract::config::ConfigError;
+use sinks_contract::relational::{self, RowWrite};
 use sinks_contract::{
-    BatchResult, Capabilities, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
-    SinkError,
+    BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
-use crate::config::{ConflictPolicy, MySqlSinkConfig, WriteMode};
+use crate::config::{MySqlSinkConfig, WriteMode};
 use crate::error::{classify, is_data_error};
 use crate::row::{self, Row, key_of};
 use crate::sql::{OnDuplicate, TablePlan, quote};
@@ -291,23 +291,17 @@ impl Inner {
                     inserts.push(row);
                     MessageOutcome::Committed
                 }
-                Some(fp) => match (plan.fingerprint, self.config.conflict_policy) {
-                    (Some(_), Some(policy)) if fp.as_deref() != Some(row.fingerprint.as_str()) => match policy {
-                        ConflictPolicy::KeepFirst => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
-                        ConflictPolicy::Overwrite => {
-                            updates.push(row);
-                            MessageOutcome::Conflict(ConflictResolution::Overwritten)
-                        }
-                        ConflictPolicy::DeadLetter => MessageOutcome::Conflict(ConflictResolution::Rejected),
-                    },
-                    (None, _) if mode == WriteMode::Upsert => {
-                        // Without a fingerprint the content cannot be compared: an upsert
-                        // applies its update columns, as the reference does.
+                Some(fp) => {
+                    // Without a fingerprint the content cannot be compared: an upsert
+                    // applies its update columns, as the reference does.
+                    let policy = self.config.conflict_policy.filter(|_| plan.fingerprint.is_some());
+                    let matches = fp.as_deref() == Some(row.fingerprint.as_str());
+                    let (outcome, write) = relational::existing_row(policy, matches, mode == WriteMode::Upsert);
+                    if write != RowWrite::Nothing {
                         updates.push(row);
-                        MessageOutcome::Duplicate
                     }
-                    _ => MessageOutcome::Duplicate,
-                },
+                    outcome
+                }
             };
             // A key seen earlier in this batch counts as existing for the rest of it.
             stored.entry(row.key.clone()).or_insert_with(|| Some(row.fingerprint.clone()));

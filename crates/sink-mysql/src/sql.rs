@@ -169,13 +169,13 @@ impl TablePlan {
             vec![Self::new(config, &config.table, &config.idempotency, config.upsert_update_columns.as_deref())?];
         for (i, r) in config.table_routes.iter().enumerate() {
             let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
-            let update = r.upsert_update_columns.as_deref().or(config.upsert_update_columns.as_deref());
+            let update = r.update_columns.as_deref().or(config.upsert_update_columns.as_deref());
             let plan = Self::new(config, &r.table, idem, update).map_err(|(path, m)| match path.as_str() {
                 "sink.table" => (format!("sink.table_routes[{i}].table"), m),
                 "sink.idempotency.columns" if r.idempotency.is_some() => {
                     (format!("sink.table_routes[{i}].idempotency.columns"), m)
                 }
-                "sink.upsert_update_columns" if r.upsert_update_columns.is_some() => {
+                "sink.upsert_update_columns" if r.update_columns.is_some() => {
                     (format!("sink.table_routes[{i}].upsert_update_columns"), m)
                 }
                 _ => (path, m),
@@ -325,6 +325,14 @@ mod tests {
         ] {
             assert_eq!(valid_identifier(name, qualified), ok, "{name}");
         }
+    }
+
+    #[test]
+    fn the_default_key_pair_with_another_strategy_means_the_message_id_like_the_reference() {
+        let pair = serde_json::json!({"strategy": "message_id", "columns": ["STREAM_NAME", "STREAM_SEQUENCE"]});
+        let plan = TablePlan::all(&config(serde_json::json!({"idempotency": pair}))).unwrap().remove(0);
+        let key: Vec<&str> = plan.key.iter().map(|i| plan.columns[*i].as_str()).collect();
+        assert_eq!(key, ["MESSAGE_ID"]);
     }
 
     #[test]

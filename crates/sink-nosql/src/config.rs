@@ -17,8 +17,9 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
-use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
+use sinks_contract::config::{EnvName, Issues, SinkSection, check_uppercase_env_name, is_env_name};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -95,36 +96,13 @@ impl AuthMode {
 /// `stream_sequence`, `message_id` or `payload_sha256`. The raw key string is the row key.
 pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 
-/// What a write does when its row key already exists.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DuplicatePolicy {
-    /// Put if absent (with the existing row returned): the same payload is a duplicate, a
-    /// different one a conflict whose stored row is kept (acknowledged and logged).
-    #[default]
-    SkipExisting,
-    /// Plain put: the newest delivery replaces the row.
-    Replace,
-    /// Put if absent: the same payload is a duplicate, a different one is rejected
-    /// (dead-lettered).
-    FailExisting,
-}
-
-impl DuplicatePolicy {
-    /// The value as configured.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SkipExisting => "skip_existing",
-            Self::Replace => "replace",
-            Self::FailExisting => "fail_existing",
-        }
-    }
-
-    /// True when writes are puts if absent.
-    pub fn is_conditional(self) -> bool {
-        self != Self::Replace
-    }
-}
+/// What a write does when its row key already exists: `skip_existing` (put if absent, with
+/// the existing row returned: the same payload is a duplicate, a different one a conflict
+/// whose stored row is kept, acknowledged and logged), `replace` (plain put: the newest
+/// delivery replaces the row) or `fail_existing` (put if absent: the same payload is a
+/// duplicate, a different one is rejected, dead-lettered). The contract's one policy type,
+/// in this sink's words; what each answer means is `sinks_contract::existing`.
+pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// The only durability statement the reference knows: the operator confirms the store's
 /// durability (the proxy's `-kvDurability`, replication) out of band. See
@@ -429,15 +407,17 @@ impl NoSqlSinkConfig {
         )
     }
 
-    /// The in-write retry schedule.
-    pub(crate) fn backoff(&self) -> Backoff {
-        Backoff {
+    /// The in-place retries of a write (and of a read-back): the `retry_*` backoff,
+    /// `max_retries`, and the request timeout.
+    pub(crate) fn in_place(&self) -> InPlace {
+        let backoff = Backoff {
             base: std::time::Duration::from_millis(self.retry_backoff_ms),
             max: std::time::Duration::from_millis(self.retry_max_backoff_ms),
             mode: self.retry_backoff_mode,
             multiplier: self.retry_backoff_multiplier,
             jitter: self.retry_jitter,
-        }
+        };
+        InPlace::new(backoff, self.max_retries, std::time::Duration::from_secs_f64(self.request_timeout_seconds))
     }
 
     /// Checks every field; each problem is reported as `sink.<field>`.
@@ -544,13 +524,15 @@ impl NoSqlSinkConfig {
             issues.push("sink.oci_profile", m);
         }
         if let Some(name) = &self.oci_private_key_passphrase_env {
-            match check_env_name(name) {
-                Err(m) => issues.push("sink.oci_private_key_passphrase_env", m),
-                Ok(()) => issues.push(
-                    "sink.oci_private_key_passphrase_env",
+            let field = "sink.oci_private_key_passphrase_env";
+            if is_env_name(name, EnvName::Uppercase) {
+                issues.push(
+                    field,
                     "encrypted OCI keys are not supported by oracle-nosql-rust-sdk 0.1.5 (use an unencrypted key \
                      file readable only by the sink, or auth_mode `instance_principal`)",
-                ),
+                );
+            } else {
+                check_uppercase_env_name(name, field, issues);
             }
         }
     }
@@ -600,15 +582,6 @@ fn check_table_name(value: &str) -> Result<(), String> {
     }
     for part in parts {
         check_identifier(part).map_err(|m| format!("part `{part}` {m}"))?;
-    }
-    Ok(())
-}
-
-fn check_env_name(name: &str) -> Result<(), String> {
-    check_text(name, 128)?;
-    let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_uppercase() || c == '_');
-    if !first_ok || !name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
-        return Err("must be an uppercase environment variable name (letters, digits, `_`)".into());
     }
     Ok(())
 }

@@ -40,16 +40,17 @@ use oracle_nosql_rust_sdk::types::{Consistency, MapValue, TableLimits, TableStat
 use oracle_nosql_rust_sdk::{
     GetRequest, GetResult, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest,
 };
+use sinks_contract::existing;
 use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::Backoff;
+use sinks_contract::retry::{Budget, InPlace};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
-    ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
+    SinkError,
 };
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
-use crate::config::{AuthMode, DeploymentMode, DuplicatePolicy, NoSqlSinkConfig};
+use crate::config::{AuthMode, DeploymentMode, NoSqlSinkConfig};
 use crate::error::{classify, classify_at_open};
 use crate::row::{self, PreparedRow};
 
@@ -67,7 +68,7 @@ struct Inner {
     config: NoSqlSinkConfig,
     table: String,
     handle: OnceCell<Handle>,
-    backoff: Backoff,
+    retry: InPlace,
 }
 
 impl std::fmt::Debug for Inner {
@@ -98,9 +99,9 @@ impl NoSqlSink {
     /// A sink for a validated config; the SDK handle is built at `open` (or first use).
     pub fn new(config: NoSqlSinkConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let backoff = config.backoff();
+        let retry = config.in_place();
         let table = config.qualified_table();
-        Ok(Self { inner: Arc::new(Inner { config, table, handle: OnceCell::new(), backoff }) })
+        Ok(Self { inner: Arc::new(Inner { config, table, handle: OnceCell::new(), retry }) })
     }
 
     /// The configuration in use.
@@ -286,83 +287,28 @@ impl Inner {
 
     /// One message, retried in place after temporary failures while the wait is short
     /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
-    /// allows; otherwise the failure goes back with the wait it needs as `retry_after`.
+    /// allows; otherwise the failure goes back with the wait it needs as `retry_after`
+    /// (`sinks_contract::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: &PreparedRow, deadline: Instant) -> MessageOutcome {
-        let timeout = self.timeout();
-        let mut attempt: u32 = 0;
-        loop {
-            match self.attempt(prepared).await {
-                Ok(outcome) => {
-                    log_resolution(envelope, &outcome);
-                    return outcome;
-                }
-                Err(e) if e.is_permanent() => {
-                    tracing::warn!(
-                        subject = envelope.subject(),
-                        stream_sequence = envelope.jetstream().stream_sequence,
-                        error = %e,
-                        "nosql service refused the row"
-                    );
-                    return MessageOutcome::Failed(e);
-                }
-                Err(e) => {
-                    attempt += 1;
-                    let wait = self.backoff.delay_random(u64::from(attempt)).max(e.retry_after().unwrap_or_default());
-                    // A retry starts only with time left for a short request (puts take
-                    // milliseconds); its own timeout is the configured one.
-                    let in_time = Instant::now() + wait + timeout.min(Duration::from_millis(250)) <= deadline;
-                    if attempt > self.config.max_retries || wait > self.backoff.max || !in_time {
-                        tracing::debug!(
-                            subject = envelope.subject(),
-                            stream_sequence = envelope.jetstream().stream_sequence,
-                            error = %e.display_chain(),
-                            "nosql write failed"
-                        );
-                        // A wait it could not spend here goes with it to the redelivery.
-                        let cut_short = attempt <= self.config.max_retries;
-                        let asked = e.retry_after().unwrap_or_default();
-                        let e = if cut_short && wait > asked { e.with_retry_after(wait) } else { e };
-                        return MessageOutcome::Failed(e);
-                    }
-                    tracing::debug!(attempt, delay_ms = wait.as_millis() as u64, error = %e, "nosql write retried");
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        }
+        self.retry.write("nosql write", envelope, deadline, |_| self.attempt(envelope, prepared)).await
     }
 
-    async fn attempt(&self, prepared: &PreparedRow) -> Result<MessageOutcome, SinkError> {
+    /// One put, and what the row it found (or replaced) means for this message
+    /// (`sinks_contract::existing`).
+    async fn attempt(&self, envelope: &Envelope, prepared: &PreparedRow) -> Result<MessageOutcome, SinkError> {
         let policy = self.config.duplicate_policy;
-        Ok(match self.put(prepared, policy.is_conditional()).await? {
-            Put::Written => MessageOutcome::Committed,
-            Put::Replaced(previous) => match previous {
-                Some(stored) if stored == prepared.fingerprint => MessageOutcome::Duplicate,
-                Some(_) => MessageOutcome::Conflict(ConflictResolution::Overwritten),
-                None => MessageOutcome::Committed,
+        let found = match self.put(prepared, policy.is_conditional()).await? {
+            Put::Written => return Ok(MessageOutcome::Committed),
+            Put::Replaced(previous) => previous,
+            Put::Exists(Some(row)) => row,
+            Put::Exists(None) => match self.get(&prepared.key).await? {
+                Some(row) => row,
+                // The row that blocked the put is gone again (deleted meanwhile).
+                None => return Err(SinkError::temporary("nosql row existed and vanished; retrying")),
             },
-            Put::Exists(existing) => {
-                let existing = match existing {
-                    Some(row) => Some(row),
-                    None => self.get(&prepared.key).await?,
-                };
-                let Some(existing) = existing else {
-                    // The row that blocked the put is gone again (deleted meanwhile).
-                    return Err(SinkError::temporary("nosql row existed and vanished; retrying"));
-                };
-                let same = existing.map(|s| s == prepared.fingerprint);
-                match (policy, same) {
-                    (_, Some(true)) => MessageOutcome::Duplicate,
-                    (DuplicatePolicy::FailExisting, Some(false)) => {
-                        MessageOutcome::Conflict(ConflictResolution::Rejected)
-                    }
-                    (DuplicatePolicy::FailExisting, None) => {
-                        MessageOutcome::permanent("nosql row key already exists with a row this sink cannot compare")
-                    }
-                    (_, Some(false)) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
-                    (_, None) => MessageOutcome::Duplicate,
-                }
-            }
-        })
+        };
+        let stored = existing::compare(found.as_deref(), &prepared.fingerprint);
+        Ok(existing::resolve(envelope, policy.on_existing(), stored, "nosql row key"))
     }
 
     /// Puts the row: if absent when `conditional`, else plainly; the previous or existing
@@ -385,33 +331,22 @@ impl Inner {
         })
     }
 
-    /// The answer to a get of `key` (its row, if any), read with absolute consistency; a temporary
-    /// failure (throttling, timeout) is retried after the configured backoff, up to
-    /// `max_retries` times (reconcile has no write budget to keep).
+    /// The answer to a get of `key` (its row, if any), read with absolute consistency; a
+    /// temporary failure (throttling, timeout) is retried in place after the configured
+    /// backoff (or the service's wait), up to `max_retries` times (reconcile has no write
+    /// budget to keep: `Budget::Unbounded`).
     async fn read_row(&self, key: &str) -> Result<GetResult, SinkError> {
         let handle = self.handle().await?;
-        let mut attempt: u32 = 0;
-        loop {
-            let result = GetRequest::new(&self.table)
+        let get = |_| async move {
+            GetRequest::new(&self.table)
                 .key(MapValue::new().str(&self.config.key_field, key))
                 .consistency(Consistency::Absolute)
                 .timeout(&self.timeout())
                 .execute(handle)
-                .await;
-            match result {
-                Ok(result) => return Ok(result),
-                Err(e) => {
-                    let e = classify("get", &e);
-                    attempt += 1;
-                    if e.is_permanent() || attempt > self.config.max_retries {
-                        return Err(e);
-                    }
-                    let wait = self.backoff.delay_random(u64::from(attempt)).max(e.retry_after().unwrap_or_default());
-                    tracing::debug!(attempt, delay_ms = wait.as_millis() as u64, error = %e, "nosql read-back retried");
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        }
+                .await
+                .map_err(|e| classify("get", &e))
+        };
+        self.retry.run("nosql read-back", Budget::Unbounded, get).await
     }
 
     /// The fingerprint of the stored row of `key` (`None`: no row), read with absolute
@@ -482,18 +417,6 @@ fn check_schema(schema: &str, config: &NoSqlSinkConfig) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!("nosql table `{}` does not match the sink: {}", config.qualified_table(), problems.join("; ")))
-    }
-}
-
-/// Logs conflicts (never contents): which message, and what was kept.
-fn log_resolution(envelope: &Envelope, outcome: &MessageOutcome) {
-    if let MessageOutcome::Conflict(resolution) = outcome {
-        tracing::warn!(
-            subject = envelope.subject(),
-            stream_sequence = envelope.jetstream().stream_sequence,
-            resolution = ?resolution,
-            "nosql row key already holds a different payload"
-        );
     }
 }
 

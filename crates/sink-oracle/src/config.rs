@@ -12,7 +12,7 @@ pub(crate) mod connection;
 pub(crate) mod table;
 
 use serde::{Deserialize, Serialize};
-use sinks_contract::config::{ConfigError, Issues, SinkSection};
+use sinks_contract::config::{ConfigError, EnvName, Issues, SinkSection, is_env_name};
 use sinks_contract::{IdempotencyStrategy, PayloadMode};
 
 pub use table::{
@@ -141,12 +141,6 @@ fn default_table() -> String {
     "NATS_SINK_EVENTS".into()
 }
 
-fn valid_env_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit())
-}
-
 impl OracleSinkConfig {
     /// Parses and validates the `sink` section; applies the legacy column aliases.
     pub fn from_section(section: &SinkSection) -> Result<Self, ConfigError> {
@@ -193,13 +187,13 @@ impl OracleSinkConfig {
             None if self.password.is_none() => {
                 issues.push("sink.password_env", "required: the name of the environment variable holding the password")
             }
-            Some(name) if !valid_env_name(name) => {
+            Some(name) if !is_env_name(name, EnvName::AnyCase) => {
                 issues.push("sink.password_env", "must be the name of an environment variable")
             }
             _ => {}
         }
         if let Some(name) = &self.wallet_password_env {
-            if !valid_env_name(name) {
+            if !is_env_name(name, EnvName::AnyCase) {
                 issues.push("sink.wallet_password_env", "must be the name of an environment variable");
             }
             if self.wallet_location.is_none() {
@@ -267,7 +261,7 @@ impl OracleSinkConfig {
             if let Err(e) = sinks_contract::subject::validate_pattern(&route.subject) {
                 issues.push(&format!("sink.table_routes[{i}].subject"), e.to_string());
             }
-            if route.merge_update_columns.is_some() && self.mode != WriteMode::Merge {
+            if route.update_columns.is_some() && self.mode != WriteMode::Merge {
                 issues.push(
                     &format!("sink.table_routes[{i}].merge_update_columns"),
                     "applies only when sink.mode is `merge`",

@@ -9,9 +9,9 @@
 //! back for a row against the row the sink would write.
 
 use sha2::{Digest, Sha256};
-use sinks_contract::metadata::MetadataDoc;
-use sinks_contract::payload::{self, PayloadMode};
-use sinks_contract::{Envelope, IdempotencyStrategy, Presence, SinkError};
+use sinks_contract::payload::PayloadMode;
+use sinks_contract::relational::{self, Cell, Cells};
+use sinks_contract::{Envelope, Presence, SinkError};
 use time::OffsetDateTime;
 
 use crate::config::JsonColumnType;
@@ -45,81 +45,28 @@ pub(crate) fn key_text(plan: &TablePlan, values: &[Value]) -> String {
     key_of(texts.iter().map(Option::as_deref))
 }
 
-fn text(s: impl Into<String>) -> Value {
-    Value::Text(Some(s.into()))
+/// The bind of a neutral cell: JSON documents as `CLOB`s (they can exceed 32 KiB).
+fn bind(cell: Cell) -> Value {
+    match cell {
+        Cell::Text(v) => Value::Text(v),
+        Cell::Int(v) => Value::Int(v),
+        Cell::UInt(u) => Value::UInt(u),
+        Cell::Json(v) => Value::Clob(v),
+    }
 }
 
-fn json(v: &impl serde::Serialize) -> Value {
-    Value::Clob(Some(String::from_utf8(sinks_contract::json::to_canonical_vec(v)).unwrap_or_default()))
-}
-
-/// Maps `envelope` to a row of `plan`. Errors are permanent for that message (bad payload
-/// under the mode, missing key material).
+/// Maps `envelope` to a row of `plan` (`sinks_contract::relational::map_row`, with Oracle's
+/// JSON depth). Errors are permanent for that message (bad payload under the mode, missing
+/// key material). An empty key value is refused like a null one (Oracle stores `''` as NULL).
 pub(crate) fn map(
     envelope: &Envelope,
     plan: &TablePlan,
     mode: PayloadMode,
     stored_at: OffsetDateTime,
 ) -> Result<Row, SinkError> {
-    let serialization =
-        |e: payload::PayloadError| SinkError::permanent(e.to_string()).with_error_type("SerializationError");
-    let mut normalized = payload::normalize(envelope.payload(), mode).map_err(serialization)?;
-    if !normalized.wrapped && sinks_contract::json::depth(normalized.value.get()) > MAX_JSON_DEPTH {
-        normalized = match mode {
-            PayloadMode::JsonOnly => {
-                return Err(SinkError::permanent(format!(
-                    "payload JSON is nested deeper than {MAX_JSON_DEPTH} levels"
-                ))
-                .with_error_type("SerializationError"));
-            }
-            _ => payload::normalize(envelope.payload(), PayloadMode::TextEnvelope).map_err(serialization)?,
-        };
-    }
-    let idem = &plan.idempotency;
-    let invalid = |e: sinks_contract::idempotency::IdempotencyError| {
-        SinkError::permanent(e.to_string()).with_error_type("ValidationError").with_reason(e.reason_code())
-    };
-    let derived_id = match idem.strategy {
-        IdempotencyStrategy::PayloadField => Some(
-            idem.strategy
-                .key_for(envelope, idem.payload_field.as_deref(), Some(&normalized.to_value()))
-                .map_err(invalid)?
-                .to_string(),
-        ),
-        strategy => {
-            strategy.key_for(envelope, None, None).map_err(invalid)?;
-            None
-        }
-    };
-    let metadata = MetadataDoc::new(envelope, stored_at);
-    let js = envelope.jetstream();
-    let app = envelope.app();
-    let payload_text = normalized.value.get().to_owned();
-    let fingerprint = hex::encode(Sha256::digest(payload_text.as_bytes()));
-    let opt_text = |s: Option<String>| Value::Text(s);
-    let values: Vec<Value> = plan
-        .fields
-        .iter()
-        .map(|f| match f {
-            Field::StreamName => text(js.stream.clone()),
-            Field::StreamSequence => Value::UInt(js.stream_sequence),
-            Field::Subject => text(envelope.subject()),
-            Field::MessageId => opt_text(derived_id.clone().or_else(|| envelope.message_id().map(str::to_owned))),
-            Field::Priority => opt_text(app.priority.clone()),
-            Field::Classification => opt_text(app.classification.clone()),
-            Field::Labels => opt_text(app.labels_string()),
-            Field::CreatedAt => Value::Int(metadata.created_at_epoch_ns()),
-            Field::JetStreamTimestamp => Value::Int(metadata.jetstream_timestamp_epoch_ns()),
-            Field::ReceivedAt => Value::Int(Some(metadata.received_at_epoch_ns())),
-            Field::StoredAt => Value::Int(Some(metadata.stored_at_epoch_ns())),
-            Field::Payload => Value::Clob(Some(payload_text.clone())),
-            Field::Headers => json(envelope.headers()),
-            Field::Metadata => json(&metadata),
-            Field::MissionMetadata => envelope.mission_metadata().map_or(Value::Clob(None), json),
-            Field::SecurityLabels => envelope.security_labels().map_or(Value::Clob(None), json),
-            Field::PayloadSha256 => text(fingerprint.clone()),
-        })
-        .collect();
+    let Cells { cells, fingerprint } =
+        relational::map_row(envelope, &plan.fields, &plan.idempotency, mode, MAX_JSON_DEPTH, stored_at)?;
+    let values: Vec<Value> = cells.into_iter().map(bind).collect();
     if plan.key.iter().any(|i| values[*i].as_text().is_none_or(|t| t.is_empty())) {
         return Err(SinkError::permanent("a key column would be null").with_error_type("ValidationError"));
     }
@@ -172,6 +119,10 @@ mod tests {
 
     use super::*;
     use crate::OracleSinkConfig;
+
+    fn text(s: impl Into<String>) -> Value {
+        Value::Text(Some(s.into()))
+    }
 
     fn plan(extra: serde_json::Value) -> TablePlan {
         let mut v = json!({"type": "oracle", "dsn": "h:1521/s", "user": "u", "password_env": "P"});

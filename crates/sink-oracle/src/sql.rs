@@ -146,13 +146,13 @@ impl TablePlan {
             vec![Self::new(config, &config.table, &config.idempotency, config.merge_update_columns.as_deref())?];
         for (i, r) in config.table_routes.iter().enumerate() {
             let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
-            let update = r.merge_update_columns.as_deref().or(config.merge_update_columns.as_deref());
+            let update = r.update_columns.as_deref().or(config.merge_update_columns.as_deref());
             let plan = Self::new(config, &r.table, idem, update).map_err(|(path, m)| match path.as_str() {
                 "sink.table" => (format!("sink.table_routes[{i}].table"), m),
                 "sink.idempotency.columns" if r.idempotency.is_some() => {
                     (format!("sink.table_routes[{i}].idempotency.columns"), m)
                 }
-                "sink.merge_update_columns" if r.merge_update_columns.is_some() => {
+                "sink.merge_update_columns" if r.update_columns.is_some() => {
                     (format!("sink.table_routes[{i}].merge_update_columns"), m)
                 }
                 _ => (path, m),

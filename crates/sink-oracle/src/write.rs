@@ -31,7 +31,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use sinks_contract::{ConflictResolution, MessageOutcome, SinkError};
+use sinks_contract::relational::{self, RowWrite};
+use sinks_contract::{MessageOutcome, SinkError};
 
 use crate::config::{ConflictPolicy, WriteMode};
 use crate::driver::{Connection, DbError, DriverError, Value};
@@ -266,8 +267,8 @@ fn resolve_existing<'r>(
         return Ok(Vec::new());
     }
     let action = format!("writing to {}", plan.table);
-    // (row, outcome if the update succeeds)
-    let mut updates: Vec<(usize, &Row, MessageOutcome)> = Vec::new();
+    // (row, what the existing key means for it: outcome, and what to write)
+    let mut decided: Vec<(usize, &Row, (MessageOutcome, RowWrite))> = Vec::new();
     match (ctx.conflict_policy, plan.same_fingerprint(), plan.fingerprint) {
         (Some(policy), Some(check), Some(fp)) => {
             let binds: Vec<Vec<Value>> = existing
@@ -283,28 +284,29 @@ fn resolve_existing<'r>(
             for (offset, (i, row)) in existing.iter().enumerate() {
                 if let Some(e) = failed.get(&offset) {
                     outcomes.push((*i, row_failure(plan, e)?));
-                } else if result.row_counts.get(offset).copied().unwrap_or(0) > 0 {
-                    outcomes.push((*i, MessageOutcome::Duplicate));
-                } else {
-                    tracing::info!(table = %plan.table, ?policy, "conflicting redelivery: same key, different content");
-                    match policy {
-                        ConflictPolicy::KeepFirst => {
-                            outcomes.push((*i, MessageOutcome::Conflict(ConflictResolution::KeptExisting)));
-                        }
-                        ConflictPolicy::DeadLetter => {
-                            outcomes.push((*i, MessageOutcome::Conflict(ConflictResolution::Rejected)));
-                        }
-                        ConflictPolicy::Overwrite => {
-                            updates.push((*i, row, MessageOutcome::Conflict(ConflictResolution::Overwritten)));
-                        }
-                    }
+                    continue;
                 }
+                let matches = result.row_counts.get(offset).copied().unwrap_or(0) > 0;
+                if !matches {
+                    tracing::info!(table = %plan.table, ?policy, "conflicting redelivery: same key, different content");
+                }
+                decided.push((*i, row, relational::existing_row(Some(policy), matches, false)));
             }
         }
-        _ if ctx.mode == WriteMode::Merge && !plan.update.is_empty() => {
-            updates.extend(existing.iter().map(|(i, r)| (*i, *r, MessageOutcome::Duplicate)));
+        _ => {
+            let updates_duplicates = ctx.mode == WriteMode::Merge && !plan.update.is_empty();
+            for (i, row) in existing {
+                decided.push((*i, row, relational::existing_row(None, false, updates_duplicates)));
+            }
         }
-        _ => outcomes.extend(existing.iter().map(|(i, _)| (*i, MessageOutcome::Duplicate))),
+    }
+    // (row, outcome if the update succeeds)
+    let mut updates: Vec<(usize, &Row, MessageOutcome)> = Vec::new();
+    for (i, row, (outcome, write)) in decided {
+        match write {
+            RowWrite::Nothing => outcomes.push((i, outcome)),
+            RowWrite::Update | RowWrite::Overwrite => updates.push((i, row, outcome)),
+        }
     }
     let mut vanished = Vec::new();
     if updates.is_empty() {

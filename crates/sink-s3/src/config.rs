@@ -19,8 +19,9 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
-use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
+use sinks_contract::config::{Issues, SinkSection, check_uppercase_env_name};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
 
 const MIB: u64 = 1024 * 1024;
 /// Smallest part S3 accepts in a multipart upload (all parts but the last).
@@ -51,36 +52,14 @@ pub enum CredentialMode {
 /// `message_id` (`message-id/<id>`) or `payload_sha256` (`payload-sha256/<subject>/<hex>`).
 pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 
-/// What a write does when its object key already exists.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum DuplicatePolicy {
-    /// Conditional create (`If-None-Match: *`): an existing object is kept and the message
-    /// reported a duplicate (or, with `content_check`, a conflict when its payload differs).
-    #[default]
-    SkipExisting,
-    /// Unconditional put: the newest delivery replaces the object.
-    Replace,
-    /// Conditional create: an existing object fails the message permanently (dead-letter),
-    /// except, with `content_check`, when it holds the same payload (a duplicate).
-    FailExisting,
-}
-
-impl DuplicatePolicy {
-    /// The value as configured.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SkipExisting => "skip_existing",
-            Self::Replace => "replace",
-            Self::FailExisting => "fail_existing",
-        }
-    }
-
-    /// True when writes are conditional creates.
-    pub fn is_conditional(self) -> bool {
-        self != Self::Replace
-    }
-}
+/// What a write does when its object key already exists: `skip_existing` (conditional
+/// create, `If-None-Match: *`; an existing object is kept and the message reported a
+/// duplicate, or, with `content_check`, a conflict when its payload differs), `replace`
+/// (unconditional put: the newest delivery replaces the object) or `fail_existing`
+/// (conditional create; an existing object fails the message permanently, except, with
+/// `content_check`, when it holds the same payload). The contract's one policy type, in this
+/// sink's words; what each answer means is `sinks_contract::existing`.
+pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// What the primary object holds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -337,14 +316,17 @@ impl S3SinkConfig {
     }
 
     /// The in-write retry schedule.
-    pub(crate) fn backoff(&self) -> Backoff {
-        Backoff {
+    /// The in-place retries of a write: the `retry_*` backoff, `max_retries`, and the
+    /// request timeout.
+    pub(crate) fn in_place(&self) -> InPlace {
+        let backoff = Backoff {
             base: std::time::Duration::from_millis(self.retry_backoff_ms),
             max: std::time::Duration::from_millis(self.retry_max_backoff_ms),
             mode: self.retry_backoff_mode,
             multiplier: self.retry_backoff_multiplier,
             jitter: self.retry_jitter,
-        }
+        };
+        InPlace::new(backoff, self.max_retries, std::time::Duration::from_secs_f64(self.request_timeout_seconds))
     }
 
     /// Checks every field; each problem is reported as `sink.<field>`.
@@ -435,10 +417,8 @@ impl S3SinkConfig {
             ("sink.aws_session_token_env", &self.aws_session_token_env),
         ];
         for (field, value) in env_fields {
-            if let Some(name) = value
-                && let Err(m) = check_env_name(name)
-            {
-                issues.push(field, m);
+            if let Some(name) = value {
+                check_uppercase_env_name(name, field, issues);
             }
         }
         let any_env = env_fields.iter().any(|(_, v)| v.is_some());
@@ -567,15 +547,6 @@ fn check_suffix(suffix: &str) -> Result<(), String> {
         && suffix.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
     if !shape_ok {
         return Err("must be a simple extension such as `.json`".into());
-    }
-    Ok(())
-}
-
-fn check_env_name(name: &str) -> Result<(), String> {
-    check_text(name, 128)?;
-    let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_uppercase() || c == '_');
-    if !first_ok || !name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
-        return Err("must be an uppercase environment variable name (letters, digits, `_`)".into());
     }
     Ok(())
 }

@@ -34,15 +34,16 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload, WriteMultipart,
 };
+use sinks_contract::existing::{self, Stored};
 use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::Backoff;
+use sinks_contract::retry::InPlace;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, MessageOutcome, Presence,
-    ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
+    SinkError,
 };
 use time::OffsetDateTime;
 
-use crate::config::{DuplicatePolicy, S3SinkConfig};
+use crate::config::S3SinkConfig;
 use crate::error::{Failure, classify, classify_at_open, failure_of};
 use crate::object::{self, FINGERPRINT_METADATA, ObjectBody, Prepared};
 use crate::store::{self, S3Credentials};
@@ -69,7 +70,7 @@ struct Inner {
     config: S3SinkConfig,
     credentials: Option<S3Credentials>,
     store: OnceLock<AmazonS3>,
-    backoff: Backoff,
+    retry: InPlace,
 }
 
 impl std::fmt::Debug for Inner {
@@ -106,8 +107,8 @@ impl S3Sink {
 
     fn build(config: S3SinkConfig, credentials: Option<S3Credentials>) -> Result<Self, ConfigError> {
         config.validate()?;
-        let backoff = config.backoff();
-        Ok(Self { inner: Arc::new(Inner { config, credentials, store: OnceLock::new(), backoff }) })
+        let retry = config.in_place();
+        Ok(Self { inner: Arc::new(Inner { config, credentials, store: OnceLock::new(), retry }) })
     }
 
     /// The configuration in use.
@@ -232,49 +233,20 @@ impl Inner {
 
     /// One message, retried in place after temporary failures while the wait is short
     /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
-    /// allows; otherwise the failure goes back with the wait it needs as `retry_after`.
+    /// allows; otherwise the failure goes back with the wait it needs as `retry_after`
+    /// (`sinks_contract::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: &Prepared, deadline: Instant) -> MessageOutcome {
-        let timeout = Duration::from_secs_f64(self.config.request_timeout_seconds);
-        let mut attempt: u32 = 0;
-        loop {
-            match self.attempt(prepared).await {
-                Ok(outcome) => {
-                    log_resolution(envelope, &outcome);
-                    return outcome;
-                }
-                Err(e) if e.is_permanent() => return MessageOutcome::Failed(e),
-                Err(e) => {
-                    attempt += 1;
-                    let wait = self.backoff.delay_random(u64::from(attempt)).max(e.retry_after().unwrap_or_default());
-                    // A retry starts only with time left for a short request (object puts
-                    // take milliseconds); its own timeout is the configured one.
-                    let in_time = Instant::now() + wait + timeout.min(Duration::from_millis(250)) <= deadline;
-                    if attempt > self.config.max_retries || wait > self.backoff.max || !in_time {
-                        tracing::debug!(
-                            subject = envelope.subject(),
-                            stream_sequence = envelope.jetstream().stream_sequence,
-                            error = %e.display_chain(),
-                            "s3 write failed"
-                        );
-                        // A wait it could not spend here goes with it to the redelivery.
-                        let cut_short = attempt <= self.config.max_retries;
-                        let asked = e.retry_after().unwrap_or_default();
-                        let e = if cut_short && wait > asked { e.with_retry_after(wait) } else { e };
-                        return MessageOutcome::Failed(e);
-                    }
-                    tracing::debug!(attempt, delay_ms = wait.as_millis() as u64, error = %e, "s3 write retried");
-                    sinks_contract::retry::note_retry_in_place();
-                    tokio::time::sleep(wait).await;
-                }
-            }
-        }
+        self.retry.write("s3 write", envelope, deadline, |_| self.attempt(envelope, prepared)).await
     }
 
-    async fn attempt(&self, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
+    async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
         let policy = self.config.duplicate_policy;
         let outcome = match self.put(&prepared.primary, policy.is_conditional()).await? {
             Put::Written => MessageOutcome::Committed,
-            Put::Exists => self.resolve_existing(prepared).await?,
+            Put::Exists => {
+                let stored = self.stored(prepared).await?;
+                existing::resolve(envelope, policy.on_existing(), stored, "s3 object key")
+            }
         };
         // The sidecar follows only a primary that is (now or already) this message's.
         if let Some(sidecar) = &prepared.sidecar
@@ -285,26 +257,14 @@ impl Inner {
         Ok(outcome)
     }
 
-    /// What an existing object means for this message, per policy and content check.
-    async fn resolve_existing(&self, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
-        let policy = self.config.duplicate_policy;
+    /// What the existing object holds for this message: compared by payload fingerprint
+    /// with `content_check`, else not compared.
+    async fn stored(&self, prepared: &Prepared) -> Result<Stored, SinkError> {
         if !self.config.content_check {
-            return Ok(match policy {
-                DuplicatePolicy::FailExisting => MessageOutcome::permanent("s3 object key already exists"),
-                _ => MessageOutcome::Duplicate,
-            });
+            return Ok(Stored::Unchecked);
         }
         let stored = self.stored_fingerprint(&prepared.primary.key).await?;
-        let same = stored.as_deref().map(|s| s == prepared.fingerprint);
-        Ok(match (policy, same) {
-            (_, Some(true)) => MessageOutcome::Duplicate,
-            (DuplicatePolicy::FailExisting, Some(false)) => MessageOutcome::Conflict(ConflictResolution::Rejected),
-            (DuplicatePolicy::FailExisting, None) => {
-                MessageOutcome::permanent("s3 object key already exists with content this sink cannot compare")
-            }
-            (_, Some(false)) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
-            (_, None) => MessageOutcome::Duplicate,
-        })
+        Ok(existing::compare(stored.as_deref(), &prepared.fingerprint))
     }
 
     /// Whether `envelope`'s object is stored with the same payload fingerprint (reconcile).
@@ -452,17 +412,5 @@ impl Inner {
             writer.write(chunk);
         }
         writer.finish().await.map(drop).map_err(|e| classify("multipart complete", &e))
-    }
-}
-
-/// Logs conflicts (never contents): which message, and what was kept.
-fn log_resolution(envelope: &Envelope, outcome: &MessageOutcome) {
-    if let MessageOutcome::Conflict(resolution) = outcome {
-        tracing::warn!(
-            subject = envelope.subject(),
-            stream_sequence = envelope.jetstream().stream_sequence,
-            resolution = ?resolution,
-            "s3 object key already holds a different payload"
-        );
     }
 }

@@ -31,13 +31,13 @@ use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_contract::encryption::{Cipher, Key, Keyring};
+use sinks_contract::existing::{self, OnExisting, Stored};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, Envelope, MessageOutcome, OrderKey, Presence, ReadBack,
-    Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
-use crate::config::{DrainOrdering, DuplicatePolicy, SpoolSinkConfig};
+use crate::config::{DrainOrdering, SpoolSinkConfig};
 use crate::error::{classify, full};
 use crate::record::{self, FILE_SUFFIX, RecordError};
 
@@ -359,31 +359,28 @@ impl Inner {
         }
     }
 
-    /// The outcome for a message whose file exists: a duplicate when the stored payload is
-    /// the same (or cannot be read), a conflict when it differs; under `fail`, permanent.
+    /// The outcome for a message whose file exists (`sinks_contract::existing`): a duplicate
+    /// when the stored payload is the same (or cannot be read), a conflict when it differs;
+    /// under `fail`, permanent without reading it.
     fn existing(&self, keys: &Keys, path: &Path, envelope: &Envelope) -> MessageOutcome {
-        if self.config.duplicate_policy == DuplicatePolicy::Fail {
-            return MessageOutcome::permanent("spool record already exists");
-        }
-        let stored = fs::read(path)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| record::unwrap(&bytes, &keys.keyring).map_err(|e| e.to_string()))
-            .and_then(|plain| record::payload_bytes(&plain).map_err(|e| e.to_string()));
-        match stored {
-            Ok(payload) if Sha256::digest(&payload) == Sha256::digest(envelope.payload()) => MessageOutcome::Duplicate,
-            Ok(_) => {
-                tracing::warn!(
-                    subject = envelope.subject(),
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    "spool already holds a different payload for this message; keeping it"
-                );
-                MessageOutcome::Conflict(ConflictResolution::KeptExisting)
+        let policy = self.config.duplicate_policy.on_existing();
+        let stored = if policy == OnExisting::Refuse {
+            Stored::Unchecked
+        } else {
+            let read = fs::read(path)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| record::unwrap(&bytes, &keys.keyring).map_err(|e| e.to_string()))
+                .and_then(|plain| record::payload_bytes(&plain).map_err(|e| e.to_string()));
+            match read {
+                Ok(payload) if Sha256::digest(&payload) == Sha256::digest(envelope.payload()) => Stored::Same,
+                Ok(_) => Stored::Different,
+                Err(e) => {
+                    tracing::debug!(file = %path.display(), error = %e, "cannot read an existing spool record");
+                    Stored::Uncomparable
+                }
             }
-            Err(e) => {
-                tracing::warn!(file = %path.display(), error = %e, "cannot read an existing spool record; treating it as a duplicate");
-                MessageOutcome::Duplicate
-            }
-        }
+        };
+        existing::resolve(envelope, policy, stored, "spool record")
     }
 
     /// Reserves room for `size` more bytes and one more record (rescanning once when the

@@ -11,7 +11,9 @@
 //! needs, each once and with its own tests: idempotency keys ([`idempotency`]), payload
 //! modes ([`payload`]), the standard metadata document ([`metadata`]), payload encryption
 //! ([`encryption`]), ordering within a write ([`ordering`]), backoff and in-place retries
-//! ([`retry`]), the column mapping of relational sinks ([`columns`]), compression, blocking
+//! ([`retry`]), what to report when a key already holds a record ([`existing`]), the column
+//! mapping of relational sinks ([`columns`]) and the rest they share ([`relational`]: key
+//! settings, table routes, neutral row cells), compression, blocking
 //! work, strict JSON, and the configuration types a sink parses its section with
 //! ([`config`]).
 
@@ -24,11 +26,13 @@ pub mod config;
 pub mod encryption;
 pub mod envelope;
 pub mod error;
+pub mod existing;
 pub mod idempotency;
 pub mod json;
 pub mod metadata;
 pub mod ordering;
 pub mod payload;
+pub mod relational;
 pub mod retry;
 pub mod sink;
 pub mod subject;

@@ -99,14 +99,39 @@ impl Issues {
     }
 }
 
+/// Which letters an environment variable name may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EnvName {
+    /// Letters of either case, digits and `_`.
+    AnyCase,
+    /// Upper-case letters, digits and `_` only.
+    Uppercase,
+}
+
+/// True when `name` can name an environment variable: 1 to 128 letters (of the case `case`
+/// allows), digits and `_`, not starting with a digit.
+pub fn is_env_name(name: &str, case: EnvName) -> bool {
+    let letter = |c: char| match case {
+        EnvName::AnyCase => c.is_ascii_alphabetic(),
+        EnvName::Uppercase => c.is_ascii_uppercase(),
+    };
+    !name.is_empty()
+        && name.len() <= 128
+        && name.chars().all(|c| letter(c) || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
 /// Checks that `name` looks like an environment variable name.
 pub fn check_env_name(name: &str, path: &str, issues: &mut Issues) {
-    let ok = !name.is_empty()
-        && name.len() <= 128
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        && !name.starts_with(|c: char| c.is_ascii_digit());
-    if !ok {
+    if !is_env_name(name, EnvName::AnyCase) {
         issues.push(path, "must be the name of an environment variable (letters, digits, `_`)");
+    }
+}
+
+/// Checks that `name` is an upper-case environment variable name.
+pub fn check_uppercase_env_name(name: &str, path: &str, issues: &mut Issues) {
+    if !is_env_name(name, EnvName::Uppercase) {
+        issues.push(path, "must be an uppercase environment variable name (letters, digits, `_`)");
     }
 }
 
@@ -135,4 +160,36 @@ pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, value: serde_json::Valu
         }
         ConfigError::single(path, message)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn environment_variable_names() {
+        let rows = [
+            ("EVENTS_TOKEN", true, true),
+            ("_X1", true, true),
+            ("lower_case", true, false),
+            ("Mixed", true, false),
+            ("1ST", false, false),
+            ("", false, false),
+            ("A-B", false, false),
+            ("A B", false, false),
+            ("ÄRGER", false, false),
+        ];
+        for (name, any, upper) in rows {
+            assert_eq!(is_env_name(name, EnvName::AnyCase), any, "{name}");
+            assert_eq!(is_env_name(name, EnvName::Uppercase), upper, "{name}");
+        }
+        assert!(is_env_name(&"A".repeat(128), EnvName::Uppercase));
+        assert!(!is_env_name(&"A".repeat(129), EnvName::AnyCase));
+        let mut issues = Issues::default();
+        check_env_name("ok_name", "a", &mut issues);
+        check_uppercase_env_name("ok_name", "b", &mut issues);
+        check_env_name("9", "c", &mut issues);
+        let paths: Vec<String> = issues.finish().unwrap_err().issues.into_iter().map(|i| i.path).collect();
+        assert_eq!(paths, ["b", "c"]);
+    }
 }

@@ -1,12 +1,17 @@
-//! Backoff for redelivery delays and for the runner's own reconnect loops.
+//! Backoff for redelivery delays and for the runner's own reconnect loops, and the one
+//! in-place retry loop of the sinks that retry inside a write ([`InPlace`]).
 //!
-//! The attempt number is JetStream's delivery count, so a restart of the process does not
-//! reset the backoff of a message that keeps failing.
+//! For redelivery the attempt number is JetStream's delivery count, so a restart of the
+//! process does not reset the backoff of a message that keeps failing.
+
+mod in_place;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
+
+pub use in_place::{Attempt, Budget, InPlace, Retriable};
 
 /// How the nominal delay grows with the attempt number.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,9 +91,9 @@ impl Backoff {
 /// Requests retried inside a write, process-wide (see [`note_retry_in_place`]).
 static RETRIES_IN_PLACE: AtomicU64 = AtomicU64::new(0);
 
-/// Notes that a sink retried a request inside one write (HTTP, S3) instead of reporting a
-/// failure. The core's metrics read the count (`retries_in_place_total`); a sink never talks
-/// to an exporter.
+/// Notes that a sink retried a request inside one write instead of reporting a failure
+/// ([`InPlace::run`] notes each of its retries). The core's metrics read the count
+/// (`retries_in_place_total`); a sink never talks to an exporter.
 pub fn note_retry_in_place() {
     RETRIES_IN_PLACE.fetch_add(1, Ordering::Relaxed);
 }
