@@ -123,7 +123,7 @@ catalogue! {
         MessagesHeldBack => ("messages_held_back", Extension, "Messages held back behind a temporary failure of their ordering key (not failures of their own)"),
         MessagesLeftUnacked => ("messages_left_unacked", Extension, "Messages left for AckWait to redeliver (temporary_failure_action = ack_wait)"),
         FetchErrors => ("fetch_errors", Extension, "Fetches from JetStream that failed (retried with backoff)"),
-        RetriesInPlace => ("retries_in_place", Extension, "Requests a sink retried inside one write (HTTP, S3), before reporting an outcome"),
+        RetriesInPlace => ("retries_in_place", Extension, "Requests a sink retried inside one write (HTTP, S3, NoSQL, Coherence), before reporting an outcome"),
         MessagesRescued => ("messages_rescued", Extension, "Messages the server stopped redelivering (max_deliver exhausted) that the rescue made durable (committed or found already stored)"),
         MessagesRescuedDeadLettered => ("messages_rescued_dead_lettered", Extension, "Messages the server stopped redelivering whose last chance failed, dead-lettered with reason max_deliver_exhausted"),
         MessagesRescueGone => ("messages_rescue_gone", Extension, "Exhausted messages the stream no longer held when the rescue came (retention or deletion)"),
