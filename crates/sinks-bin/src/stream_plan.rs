@@ -6,7 +6,10 @@
 //! Unlike the reference's fixed list, the runtime permissions follow what this config makes
 //! the worker do: consumer creation only when `consumer_management.mode` may create, the DLQ
 //! subject only when dead-lettering is on, stream creation only with
-//! `stream_management.create_if_missing`.
+//! `stream_management.create_if_missing`. With a `max_deliver` and `rescue` on, the plan
+//! includes the stream capturing the consumer's exhaustion advisories, the rescue consumer,
+//! the commands that create both (needed before the first run with `bind_only`) and the
+//! permissions the rescue uses.
 
 use serde::Serialize;
 use sinks_runtime::config::{Config, ConfigError, ConsumerMode};
@@ -45,8 +48,19 @@ pub(crate) struct StreamPlan {
     runtime_subscribe_permissions: Vec<String>,
     administration_permissions: Vec<String>,
     nats_cli_example: String,
+    /// The exhaustion capture, when the consumer has a `max_deliver` and `rescue` is on.
+    rescue: Option<RescuePlan>,
     notes: Vec<String>,
     warnings: Vec<String>,
+}
+
+/// The stream capturing the consumer's `MAX_DELIVERIES` advisories and the rescue consumer.
+#[derive(Debug, Serialize)]
+pub(crate) struct RescuePlan {
+    stream: String,
+    subject: String,
+    consumer: String,
+    nats_cli_example: Vec<String>,
 }
 
 fn choice(value: &str, field: &str, allowed: &[&str]) -> Result<String, ConfigError> {
@@ -124,6 +138,20 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
             publish.push(format!("$JS.API.STREAM.CREATE.{dlq_stream}"));
         }
     }
+    let rescue = rescue_plan(config, &settings);
+    if let Some(r) = &rescue {
+        publish.extend([
+            format!("$JS.API.STREAM.INFO.{}", r.stream),
+            format!("$JS.API.STREAM.MSG.GET.{stream}"),
+            format!("$JS.API.CONSUMER.INFO.{}.{}", r.stream, r.consumer),
+            format!("$JS.API.CONSUMER.MSG.NEXT.{}.{}", r.stream, r.consumer),
+            format!("$JS.ACK.{}.{}.>", r.stream, r.consumer),
+        ]);
+        if config.consumer_management.mode != ConsumerMode::BindOnly {
+            publish.push(format!("$JS.API.STREAM.CREATE.{}", r.stream));
+            publish.push(format!("$JS.API.CONSUMER.CREATE.{}.{}", r.stream, r.consumer));
+        }
+    }
     let subscribe = vec!["_INBOX.>".to_owned()];
     let runtime = publish.iter().chain(&subscribe).cloned().collect();
 
@@ -157,7 +185,7 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
     .map(|part| shell_quote(part))
     .collect::<Vec<_>>()
     .join(" ");
-    let notes = vec![
+    let mut notes = vec![
         "offline plan: nats-sink connected to nothing and changed nothing to produce it".to_owned(),
         "apply stream and consumer changes with a separate administrative identity".to_owned(),
         "the worker acknowledges only after its destination committed; no stream setting changes that".to_owned(),
@@ -166,6 +194,14 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
             _ => "the worker creates the durable consumer when it is missing (consumer_management.mode); with bind_only it needs no CREATE permission".to_owned(),
         },
     ];
+    notes.push(match (&rescue, config.rescue.enabled) {
+        (Some(_), _) if config.consumer_management.mode == ConsumerMode::BindOnly => {
+            "rescue: with bind_only, create the capture stream and the rescue consumer (rescue.nats_cli_example) before the first run, or the worker refuses to start".to_owned()
+        }
+        (Some(_), _) => "rescue: the worker creates the capture stream and the rescue consumer when they are missing; never delete the capture stream while messages can still exhaust their deliveries".to_owned(),
+        (None, false) => "rescue is off: a message whose last allowed delivery is lost to a crash is dropped by the server".to_owned(),
+        (None, true) => "rescue applies when the consumer has a max_deliver (consumer_management.max_deliver, or an existing consumer's): the worker then captures its exhaustion advisories".to_owned(),
+    });
     Ok(StreamPlan {
         warnings: warnings(&settings),
         stream,
@@ -177,7 +213,65 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         runtime_subscribe_permissions: subscribe,
         administration_permissions: administration,
         nats_cli_example: cli,
+        rescue,
         notes,
+    })
+}
+
+/// The exhaustion capture of `config`, when it has a `max_deliver` and `rescue` is on.
+fn rescue_plan(config: &Config, settings: &StreamSettings) -> Option<RescuePlan> {
+    let rescue = &config.rescue;
+    config.consumer_management.max_deliver.filter(|m| *m > 0 && rescue.enabled && config.nats.durable)?;
+    let (stream, consumer) = (&config.nats.stream, &config.nats.consumer);
+    let capture = rescue.stream_name(stream, consumer);
+    let subject = sinks_runtime::config::rescue::RescueConfig::advisory_subject(stream, consumer);
+    let rescue_consumer = rescue.consumer_name(consumer);
+    let stream_add = [
+        "nats",
+        "stream",
+        "add",
+        &capture,
+        "--subjects",
+        &subject,
+        "--retention",
+        "limits",
+        "--storage",
+        "file",
+        "--replicas",
+        &settings.replicas.to_string(),
+        "--max-age",
+        &format!("{}s", rescue.max_age_seconds),
+        "--defaults",
+    ]
+    .iter()
+    .map(|part| shell_quote(part))
+    .collect::<Vec<_>>()
+    .join(" ");
+    let consumer_add = [
+        "nats",
+        "consumer",
+        "add",
+        &capture,
+        &rescue_consumer,
+        "--pull",
+        "--ack",
+        "explicit",
+        "--deliver",
+        "all",
+        "--wait",
+        "60s",
+        "--max-deliver=-1",
+        "--defaults",
+    ]
+    .iter()
+    .map(|part| shell_quote(part))
+    .collect::<Vec<_>>()
+    .join(" ");
+    Some(RescuePlan {
+        stream: capture,
+        subject,
+        consumer: rescue_consumer,
+        nats_cli_example: vec![stream_add, consumer_add],
     })
 }
 
@@ -244,6 +338,13 @@ pub(crate) fn render_text(plan: &StreamPlan) -> String {
     section(&mut out, "runtime permissions, subscribe:", &plan.runtime_subscribe_permissions);
     section(&mut out, "administration permissions (a separate identity):", &plan.administration_permissions);
     out.push_str(&format!("nats CLI example:\n  {}\n", plan.nats_cli_example));
+    if let Some(r) = &plan.rescue {
+        out.push_str(&format!(
+            "exhaustion capture (rescue):\n  stream: {}\n  subject: {}\n  rescue consumer: {}\n",
+            r.stream, r.subject, r.consumer
+        ));
+        section(&mut out, "  create them with:", &r.nats_cli_example);
+    }
     section(&mut out, "notes:", &plan.notes);
     if !plan.warnings.is_empty() {
         section(&mut out, "warnings:", &plan.warnings);
@@ -291,6 +392,34 @@ mod tests {
         assert!(p.runtime_publish_permissions.contains(&"dlq.orders".to_owned()));
         assert_eq!(p.subjects, ["orders.eu.>", "orders.us.>"]);
         assert!(p.nats_cli_example.contains("--subjects 'orders.eu.>,orders.us.>'"), "{}", p.nats_cli_example);
+    }
+
+    #[test]
+    fn with_a_max_deliver_the_plan_has_the_capture_stream_and_its_permissions() {
+        let p = plan(&config(serde_json::json!({})), defaults()).unwrap();
+        assert!(p.rescue.is_none(), "no max_deliver: nothing to capture");
+        let bind = config(serde_json::json!({"consumer_management": {"mode": "bind_only", "max_deliver": 3}}));
+        let p = plan(&bind, defaults()).unwrap();
+        let r = p.rescue.as_ref().unwrap();
+        assert_eq!(r.stream, "NATS_SINKS_RESCUE_ORDERS_orders-sink");
+        assert_eq!(r.subject, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.orders-sink");
+        assert!(r.nats_cli_example[0].starts_with("nats stream add NATS_SINKS_RESCUE_ORDERS_orders-sink --subjects '$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.orders-sink'"), "{}", r.nats_cli_example[0]);
+        assert!(r.nats_cli_example[1].contains("consumer add NATS_SINKS_RESCUE_ORDERS_orders-sink orders-sink_rescue"));
+        for needed in [
+            "$JS.API.STREAM.MSG.GET.ORDERS",
+            "$JS.API.CONSUMER.MSG.NEXT.NATS_SINKS_RESCUE_ORDERS_orders-sink.orders-sink_rescue",
+        ] {
+            assert!(p.runtime_publish_permissions.contains(&needed.to_owned()), "{needed}");
+        }
+        assert!(
+            !p.runtime_publish_permissions.iter().any(|x| x.contains("STREAM.CREATE")),
+            "bind_only creates nothing"
+        );
+        assert!(render_text(&p).contains("exhaustion capture (rescue)"));
+        let off = config(serde_json::json!({"consumer_management": {"max_deliver": 3}, "rescue": {"enabled": false}}));
+        let p = plan(&off, defaults()).unwrap();
+        assert!(p.rescue.is_none());
+        assert!(p.notes.iter().any(|n| n.contains("rescue is off")));
     }
 
     #[test]

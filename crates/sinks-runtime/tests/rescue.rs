@@ -194,3 +194,40 @@ async fn a_message_whose_last_delivery_dies_with_the_sink_is_rescued_or_dead_let
         }
     }
 }
+
+#[tokio::test]
+async fn bind_only_without_the_capture_stream_is_refused_unless_rescue_is_turned_off() {
+    let server = NatsServer::start();
+    let js = server.js().await;
+    let case = Case::new(&js).await;
+    // An operator-made consumer with a max_deliver, and no capture stream.
+    let stream = js.get_stream(&case.stream).await.unwrap();
+    let desired = sinks_runtime::setup::desired_consumer(&case.config(&server.url()));
+    stream.create_consumer(desired).await.unwrap();
+    let with = |extra: serde_json::Value| {
+        let mut config = case.config(&server.url());
+        config.consumer_management.mode = sinks_runtime::config::ConsumerMode::BindOnly;
+        if extra["rescue_off"] == true {
+            config.rescue.enabled = false;
+        }
+        config
+    };
+    let sink = Arc::new(MemorySink::new());
+    let refused = tokio::time::timeout(
+        Duration::from_secs(20),
+        sinks_runtime::run(with(json!({})), sink.clone(), std::future::pending::<()>()),
+    )
+    .await
+    .expect("refused at once, not retried");
+    let Err(sinks_runtime::RunError::Config(e)) = refused else { panic!("a configuration error: {refused:?}") };
+    assert_eq!(e.issues[0].path, "rescue.stream", "{e}");
+    assert!(e.issues[0].message.contains("stream-plan"), "{e}");
+    // The explicit opt-out starts (and consumes).
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(sinks_runtime::run(with(json!({"rescue_off": true})), sink.clone(), async move {
+        let _ = stopped.await;
+    }));
+    assert!(wait_until(Duration::from_secs(30), || async { sink.len() == MESSAGES as usize }).await);
+    let _ = stop.send(());
+    run.await.unwrap().unwrap();
+}

@@ -197,6 +197,8 @@ struct Settings {
     log_requests: bool,
     keep_bodies: bool,
     flaky: Option<Flaky>,
+    /// Keys whose trailing number is a multiple of this are refused with 503, every time.
+    refuse_every: Option<u64>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -293,6 +295,7 @@ impl HttpTestServer {
                 log_requests: true,
                 keep_bodies: true,
                 flaky: None,
+                refuse_every: None,
             }),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
@@ -372,6 +375,14 @@ impl HttpTestServer {
     pub fn set_flaky_every(&self, every: Option<u64>, retry_after: Option<&str>) {
         lock(&self.shared.settings).flaky =
             every.filter(|n| *n > 0).map(|every| Flaky { every, retry_after: retry_after.map(str::to_owned) });
+    }
+
+    /// Refuses every request of every key whose trailing number (the digits that end it:
+    /// the stream sequence of `stream-sequence:S:N`, the `N` of a message id `msg-N`) is a
+    /// multiple of `every`, with 503, for ever: a destination that keeps refusing some
+    /// records. `None` turns it off.
+    pub fn set_refuse_every(&self, every: Option<u64>) {
+        lock(&self.shared.settings).refuse_every = every.filter(|n| *n > 0);
     }
 
     /// How many times each key was answered with the success status (a correct client and
@@ -742,6 +753,12 @@ async fn handle_write(
     if !settings.delay.is_zero() {
         tokio::time::sleep(settings.delay).await;
     }
+    if let Some(every) = settings.refuse_every
+        && let Some(key) = request_key(headers)
+        && trailing_number(&key).is_some_and(|n| n % every == 0)
+    {
+        return StatusCode::SERVICE_UNAVAILABLE.into_response();
+    }
     if let Some(flaky) = &settings.flaky
         && let Some(key) = request_key(headers)
         && key.rsplit(':').next().and_then(|n| n.parse::<u64>().ok()).is_some_and(|n| n % flaky.every == 0)
@@ -921,6 +938,12 @@ fn next_id(shared: &Shared) -> String {
     format!("rec-{}", shared.next_id.fetch_add(1, Ordering::SeqCst))
 }
 
+/// The number that ends `key`, if it ends in digits.
+fn trailing_number(key: &str) -> Option<u64> {
+    let digits = key.len() - key.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    key[key.len() - digits..].parse().ok()
+}
+
 /// The idempotency key header, percent-decoded.
 fn request_key(headers: &HeaderMap) -> Option<String> {
     headers
@@ -978,5 +1001,12 @@ mod tests {
         nd.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
         let lines = format!("{env}\n{env}\n");
         assert_eq!(batch_items(&nd, lines.as_bytes()).map(|i| i.len()), Some(2));
+    }
+
+    #[test]
+    fn trailing_numbers() {
+        assert_eq!(super::trailing_number("stream-sequence:S:50"), Some(50));
+        assert_eq!(super::trailing_number("message-id:msg-7"), Some(7));
+        assert_eq!(super::trailing_number("no-digits"), None);
     }
 }
