@@ -36,21 +36,22 @@ pub(crate) struct Plan {
 const STREAM: &str = "CRASHCERT";
 const CONSUMER: &str = "crash-certification";
 
-/// How to start `nats-sink` for one certification run.
-struct Launch<'a> {
-    bin: &'a Path,
-    config: PathBuf,
+/// How to start `nats-sink` for one certification (or soak) run.
+pub(crate) struct Launch<'a> {
+    pub(crate) bin: &'a Path,
+    pub(crate) config: PathBuf,
     /// Extra environment (the sink's secrets, e.g. S3 keys named by `*_env` fields).
-    env: &'a [(String, String)],
+    pub(crate) env: &'a [(String, String)],
 }
 
-struct Running {
-    child: Child,
+/// A running `nats-sink`, its stderr in `log`; killed when dropped.
+pub(crate) struct Running {
+    pub(crate) child: Child,
     log: PathBuf,
 }
 
 impl Running {
-    fn start(launch: &Launch<'_>, log: PathBuf) -> Result<Self> {
+    pub(crate) fn start(launch: &Launch<'_>, log: PathBuf) -> Result<Self> {
         let (bin, config) = (launch.bin, &launch.config);
         let child = Command::new(bin)
             .args(["run", config.to_str().unwrap_or_default()])
@@ -70,14 +71,14 @@ impl Running {
         Ok(())
     }
 
-    fn kill9(mut self) -> Result<()> {
+    pub(crate) fn kill9(mut self) -> Result<()> {
         self.signal("-KILL")?;
         self.child.wait()?;
         Ok(())
     }
 
     /// SIGTERM, then the exit code (or an error after 120 s).
-    fn terminate(mut self) -> Result<Option<i32>> {
+    pub(crate) fn terminate(mut self) -> Result<Option<i32>> {
         self.signal("-TERM")?;
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
@@ -90,7 +91,7 @@ impl Running {
         bail!("nats-sink did not exit within 120 s of SIGTERM; log {}", self.log.display())
     }
 
-    fn tail(&self) -> String {
+    pub(crate) fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
     }

@@ -8,6 +8,8 @@
 //!   SeaweedFS and Coherence member, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
 //!   docs/certification.md).
+//! - `soak`: the chaos soak (faults at seeded random moments; every message in the
+//!   destination exactly once or dead-lettered; docs/reliability.md).
 //! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
 //!   (see docs/performance.md).
 //! - `publish`: publishes demo messages to a running server.
@@ -33,6 +35,7 @@ mod ops;
 mod publish;
 mod quickstart;
 mod setup;
+mod soak;
 mod tidy;
 
 use std::process::{Command, ExitCode};
@@ -53,12 +56,15 @@ enum Cmd {
     Setup,
     /// The main job with nothing running: private NATS, the file sink, demo messages.
     Quickstart(quickstart::Args),
-    /// Everything CI checks: setup, fmt, clippy, nextest, certification, quick start.
+    /// Everything CI checks: setup, fmt, clippy, nextest, certification, a short soak, quick start.
     Test,
     /// Certify sinks: contract clauses and crash certification.
     Certify(certify::Args),
     /// Measure throughput against the raw ceiling (and, optionally, the Python reference).
     Bench(bench::Args),
+    /// The chaos soak: faults injected at random (seeded) while the sink runs; every message
+    /// must end in the destination exactly once or in the DLQ.
+    Soak(soak::Args),
     /// Publish demo messages to a subject.
     Publish(publish::Args),
     /// Fuzz canonical JSON and signature verification for a bounded time (nightly).
@@ -85,6 +91,7 @@ fn main() -> ExitCode {
         Cmd::Certify(args) => certify::run(args, None),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Publish(args) => publish::run(args),
+        Cmd::Soak(args) => soak::run(args),
         Cmd::Fuzz(args) => fuzz::run(args),
         Cmd::Sizes(args) => ops::sizes(&args),
         Cmd::DeployCheck => ops::deploy_check(),
@@ -204,7 +211,10 @@ fn test() -> Result<()> {
         mysql: mysql_server.addr(),
         coherence: coherence_member.address(),
     };
-    let certified = tested.and_then(|()| certify::run(certify::Args::default(), Some(servers)));
+    let certified = tested.and_then(|()| certify::run(certify::Args::default(), Some(servers))).and_then(|()| {
+        // A short seeded chaos soak (docs/reliability.md has a long one).
+        soak::run(soak::Args { minutes: 3.0, seed: 1, sinks: "file,http".into(), rate: 200 })
+    });
     drop(s3_server);
     drop(mysql_server);
     drop(coherence_member);

@@ -1,0 +1,331 @@
+//! `cargo xtask soak [--minutes M] [--seed S] [--sinks file,http,mysql,s3]`: the chaos soak.
+//!
+//! For each sink, half the time against a single nats-server and half against a node of a
+//! three-node cluster (R3 streams), the real `nats-sink` binary consumes a steady publisher
+//! while a scheduler seeded by `--seed` injects faults at random moments: `kill -9` of the
+//! sink and SIGTERM (each followed by a restart), the nats-server (or one cluster node)
+//! killed and restarted, and the sink's destination failing (HTTP 503 bursts and stalled
+//! answers, MariaDB killed and restarted, SeaweedFS stopped and started, the file sink's disk
+//! full). The consumer has `max_deliver: 3`, so exhaustion really happens, and the DLQ is on.
+//! When the time is up the faults stop, everything heals, the publisher stops and the sink
+//! drains. The checker then compares the stream with the destination (read back without the
+//! sink) and the DLQ: every message in the destination exactly once or dead-lettered with a
+//! reason, none in both, none in neither; and `nats-sink reconcile` must agree. The table
+//! (faults by kind, messages, duplicates absorbed, rescued, dead-lettered, longest outage,
+//! drain time) is printed and written to `target/soak/report.md`; any violation fails the
+//! command. `cargo xtask test` runs a short seeded soak of the file and HTTP sinks.
+
+mod check;
+mod faults;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context as _, Result, bail};
+use async_nats::HeaderMap;
+use async_nats::jetstream::Context as Js;
+use bytes::Bytes;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+
+use crate::crash::{Launch, Running};
+use faults::{Destination, Fault, Nats};
+
+/// Options of `cargo xtask soak`.
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct Args {
+    /// Minutes in all (shared by the sinks; each sink's time is split between a single server
+    /// and a cluster).
+    #[arg(long, default_value_t = 10.0)]
+    pub(crate) minutes: f64,
+    /// Seed of the fault scheduler (the same seed gives the same fault plan).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Sinks to soak, comma-separated: `file`, `http`, `mysql`, `s3`.
+    #[arg(long, default_value = "file,http,mysql,s3")]
+    pub(crate) sinks: String,
+    /// Messages published per second.
+    #[arg(long, default_value_t = 200)]
+    pub(crate) rate: u64,
+}
+
+const STREAM: &str = "SOAK";
+const CONSUMER: &str = "soak";
+const SUBJECTS: u64 = 4;
+
+/// One phase: a sink on a topology for a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topology {
+    /// One nats-server.
+    Single,
+    /// A three-node cluster, R3 streams.
+    Cluster,
+}
+
+impl Topology {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Single => "single server",
+            Self::Cluster => "3-node cluster",
+        }
+    }
+}
+
+/// What one phase did and found.
+#[derive(Debug, Default)]
+pub(crate) struct PhaseReport {
+    pub(crate) sink: String,
+    pub(crate) topology: &'static str,
+    pub(crate) faults: BTreeMap<&'static str, u32>,
+    pub(crate) messages: u64,
+    pub(crate) delivered: u64,
+    pub(crate) redeliveries: u64,
+    pub(crate) rescued: u64,
+    pub(crate) rescue_dead_lettered: u64,
+    pub(crate) dead_lettered: u64,
+    pub(crate) longest_outage: Duration,
+    pub(crate) drain: Duration,
+    pub(crate) violations: Vec<String>,
+}
+
+pub(crate) fn run(args: Args) -> Result<()> {
+    let sinks: Vec<String> = args.sinks.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+    for s in &sinks {
+        if !faults::SINKS.contains(&s.as_str()) {
+            bail!("unknown sink {s:?} for the soak; known: {}", faults::SINKS.join(", "));
+        }
+    }
+    if sinks.is_empty() || args.minutes <= 0.0 {
+        bail!("nothing to soak: give --sinks and a positive --minutes");
+    }
+    let mut needs = vec![crate::setup::Need::Nats];
+    if sinks.iter().any(|s| s == "mysql") {
+        needs.push(crate::setup::Need::MariaDb);
+    }
+    if sinks.iter().any(|s| s == "s3") {
+        needs.push(crate::setup::Need::SeaweedFs);
+    }
+    crate::setup::ensure(&needs)?;
+    crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
+    let bin = crate::debug_nats_sink();
+    let phase = Duration::from_secs_f64(args.minutes * 60.0 / (sinks.len() * 2) as f64);
+    let rt = tokio::runtime::Runtime::new()?;
+    let mut rng = StdRng::seed_from_u64(args.seed);
+    let mut reports = Vec::new();
+    for sink in &sinks {
+        for topology in [Topology::Single, Topology::Cluster] {
+            eprintln!("soak: {sink} on a {} for {:.0} s (seed {})", topology.as_str(), phase.as_secs_f64(), args.seed);
+            let seed = rng.random::<u64>();
+            let report = rt.block_on(soak(&bin, sink, topology, phase, seed, args.rate))?;
+            eprintln!("soak: {sink} on a {}: {}", topology.as_str(), verdict(&report));
+            reports.push(report);
+        }
+    }
+    let table = render(&args, &reports);
+    println!("{table}");
+    let dir = sinks_testkit::workspace_root().join("target/soak");
+    std::fs::create_dir_all(&dir)?;
+    std::fs::write(dir.join("report.md"), &table)?;
+    let failed: Vec<String> = reports
+        .iter()
+        .flat_map(|r| r.violations.iter().map(move |v| format!("{} ({}): {v}", r.sink, r.topology)))
+        .collect();
+    if !failed.is_empty() {
+        bail!("the soak found {} violation(s): {}", failed.len(), failed.join("; "));
+    }
+    Ok(())
+}
+
+fn verdict(r: &PhaseReport) -> String {
+    if r.violations.is_empty() {
+        format!(
+            "{} messages: {} delivered, {} dead-lettered ({} rescued), {} faults, drained in {:.1} s",
+            r.messages,
+            r.delivered,
+            r.dead_lettered,
+            r.rescued,
+            r.faults.values().sum::<u32>(),
+            r.drain.as_secs_f64()
+        )
+    } else {
+        format!("{} violation(s): {}", r.violations.len(), r.violations.join("; "))
+    }
+}
+
+/// The sink's config for this phase.
+fn write_config(dir: &Path, urls: &[String], sink: &serde_json::Value) -> Result<PathBuf> {
+    let config = json!({
+        "nats": {"urls": urls, "stream": STREAM, "consumer": CONSUMER, "subject": "soak.>"},
+        "consumer_management": {"max_deliver": 3, "ack_wait_seconds": 4},
+        "delivery": {"batch_size": 100, "batch_timeout_ms": 200, "max_in_flight_batches": 2,
+                     "retry_backoff_ms": 100, "retry_backoff_max_ms": 1000},
+        "dead_letter": {"enabled": true, "subject": "soakdlq.records"},
+        "logging": {"level": "INFO", "format": "json"},
+        "sink": sink,
+    });
+    let path = dir.join("soak-config.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&config)?)?;
+    Ok(path)
+}
+
+/// Publishes `rate` messages per second until `stop`, each with a unique `Nats-Msg-Id`;
+/// retries a publish until the stream has it (through outages: the duplicate window makes a
+/// retried publish one message). Returns how many distinct messages it published.
+async fn publisher(js: Js, rate: u64, stop: Arc<AtomicBool>, published: Arc<AtomicU64>) {
+    let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
+    let mut next = Instant::now();
+    let mut i = 0u64;
+    while !stop.load(Ordering::SeqCst) {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", format!("soak-{i}").as_str());
+        let payload = Bytes::from(format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat((i % 64) as usize)));
+        let subject = format!("soak.k{}", i % SUBJECTS);
+        loop {
+            let sent = async {
+                js.publish_with_headers(subject.clone(), headers.clone(), payload.clone()).await?.await?;
+                Ok::<(), async_nats::Error>(())
+            };
+            match tokio::time::timeout(Duration::from_secs(3), sent).await {
+                Ok(Ok(())) => break,
+                _ if stop.load(Ordering::SeqCst) && i == 0 => return,
+                _ => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+        i += 1;
+        published.store(i, Ordering::SeqCst);
+        next += every;
+        let now = Instant::now();
+        if next > now {
+            tokio::time::sleep(next - now).await;
+        } else {
+            next = now;
+        }
+    }
+}
+
+/// One soak phase.
+async fn soak(bin: &Path, sink: &str, topology: Topology, time: Duration, seed: u64, rate: u64) -> Result<PhaseReport> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let work = tempfile::tempdir()?;
+    let mut nats = Nats::start(topology).await;
+    let js = nats.js().await;
+    nats.create_stream(&js, STREAM, "soak.>").await;
+    nats.create_stream(&js, "SOAKDLQ", "soakdlq.records").await;
+    let mut destination = Destination::start(sink, work.path()).await?;
+    let config = write_config(work.path(), &nats.urls(), &destination.target.sink_section)?;
+    let env = destination.target.env.clone();
+    let launch = Launch { bin, config: config.clone(), env: &env };
+    let logs = work.path().join("logs");
+    std::fs::create_dir_all(&logs)?;
+    let mut run_no = 0usize;
+    let mut next_log = || {
+        run_no += 1;
+        logs.join(format!("run-{run_no}.log"))
+    };
+    let mut running = Some(Running::start(&launch, next_log())?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let published = Arc::new(AtomicU64::new(0));
+    let publishing = tokio::spawn(publisher(js.clone(), rate, Arc::clone(&stop), Arc::clone(&published)));
+    let mut report = PhaseReport { sink: sink.to_owned(), topology: topology.as_str(), ..Default::default() };
+    let started = Instant::now();
+    let mut last_fault = Instant::now();
+    while started.elapsed() < time {
+        tokio::time::sleep(Duration::from_millis(rng.random_range(2000..6000))).await;
+        if started.elapsed() >= time {
+            break;
+        }
+        let fault = Fault::pick(&mut rng, sink);
+        let outage = Duration::from_millis(rng.random_range(300..6000));
+        *report.faults.entry(fault.name()).or_default() += 1;
+        report.longest_outage = report.longest_outage.max(outage);
+        match fault {
+            Fault::SinkKill => {
+                if let Some(r) = running.take() {
+                    r.kill9()?;
+                }
+                tokio::time::sleep(outage.min(Duration::from_secs(2))).await;
+                running = Some(Running::start(&launch, next_log())?);
+            }
+            Fault::SinkTerm => {
+                if let Some(r) = running.take() {
+                    let code = r.terminate()?;
+                    if code != Some(0) {
+                        report.violations.push(format!("SIGTERM: nats-sink exited with {code:?}"));
+                    }
+                }
+                running = Some(Running::start(&launch, next_log())?);
+            }
+            Fault::NatsKill => nats.outage(&mut rng, outage).await,
+            other => destination.outage(other, outage).await?,
+        }
+        last_fault = Instant::now();
+        // A sink that died on its own is a finding (and is restarted to go on).
+        if let Some(r) = running.as_mut()
+            && let Some(status) = r.child.try_wait()?
+        {
+            report.violations.push(format!("nats-sink exited by itself ({status}):\n{}", r.tail()));
+            running = Some(Running::start(&launch, next_log())?);
+        }
+    }
+    // Everything heals; the publisher stops; the sink drains.
+    stop.store(true, Ordering::SeqCst);
+    let _ = publishing.await;
+    report.messages = published.load(Ordering::SeqCst);
+    let drained = check::drained(&js, report.messages, Duration::from_secs(300)).await;
+    report.drain = last_fault.elapsed();
+    if !drained {
+        report.violations.push(format!(
+            "not drained within 300 s of the last fault; consumer {:?}",
+            check::consumer_state(&js).await
+        ));
+    }
+    if let Some(r) = running.take() {
+        let code = r.terminate()?;
+        if code != Some(0) {
+            report.violations.push(format!("the final SIGTERM: exit {code:?}"));
+        }
+    }
+    check::verify(&js, &destination, &config, &logs, &mut report).await.context("checking the soak")?;
+    drop(destination);
+    drop(nats);
+    Ok(report)
+}
+
+/// The report as a markdown table.
+fn render(args: &Args, reports: &[PhaseReport]) -> String {
+    let mut out = format!(
+        "# Chaos soak\n\n{} minutes, seed {}, {} messages/s, sinks {}; `max_deliver: 3`, AckWait 4 s, DLQ on.\n\n",
+        args.minutes, args.seed, args.rate, args.sinks
+    );
+    out.push_str("| sink | NATS | faults by kind | messages | delivered | duplicates absorbed | rescued | dead-lettered (by rescue) | longest outage s | drain s | verdict |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for r in reports {
+        let faults: Vec<String> = r.faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} ({}) | {:.1} | {:.1} | {} |\n",
+            r.sink,
+            r.topology,
+            faults.join(", "),
+            r.messages,
+            r.delivered,
+            r.redeliveries,
+            r.rescued,
+            r.dead_lettered,
+            r.rescue_dead_lettered,
+            r.longest_outage.as_secs_f64(),
+            r.drain.as_secs_f64(),
+            if r.violations.is_empty() { "exactly once or dead-lettered; reconcile agrees" } else { "VIOLATED" }
+        ));
+    }
+    for r in reports {
+        for v in &r.violations {
+            out.push_str(&format!("\n- {} ({}): {v}", r.sink, r.topology));
+        }
+    }
+    out.push('\n');
+    out
+}
