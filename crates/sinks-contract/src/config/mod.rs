@@ -7,6 +7,7 @@
 //! runtime's job (`sinks_runtime::config`); nothing here reads a file or the environment.
 
 pub mod encryption;
+pub mod wording;
 
 use std::fmt;
 
@@ -43,8 +44,11 @@ pub struct ConfigIssue {
 }
 
 impl fmt::Display for ConfigIssue {
+    /// `` `path`: message ``, the message in the user's words ([`wording::rephrase`]: serde's
+    /// Rust types and field lists become config words and a "did you mean"; `message` itself
+    /// keeps serde's text for tools that read it).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "`{}`: {}", self.path, self.message)
+        write!(f, "`{}`: {}", self.path, wording::rephrase(&self.message))
     }
 }
 

@@ -154,7 +154,8 @@ impl Config {
     /// optional fan-out targets' waits are filled from their sink types and
     /// `routing.target_sink_types` is checked against the kinds ([`KindDefaults`]).
     pub fn load_with(path: &Path, kinds: &KindDefaults) -> Result<Self, ConfigError> {
-        Self::from_value_with(extract(figment_for(path)?)?, kinds)
+        let loaded = extract(figment_for(path)?).and_then(|value| Self::from_value_with(value, kinds));
+        loaded.map_err(|e| name_env_sources(e, &env_paths()))
     }
 
     /// Builds from an already assembled figment (file plus overrides) and validates,
@@ -370,6 +371,33 @@ pub fn with_env_overrides(figment: Figment) -> Figment {
     figment.merge(fixed).merge(Env::prefixed("NATS_SINKS__").split("__"))
 }
 
+/// Every config path the environment sets now, with the variable that sets it (the
+/// `NATS_SINKS__…` convention and the reference's fixed names).
+fn env_paths() -> Vec<(String, String)> {
+    std::env::vars_os()
+        .filter_map(|(key, _)| key.into_string().ok())
+        .filter_map(|key| {
+            if let Some(rest) = key.strip_prefix("NATS_SINKS__") {
+                let path = rest.split("__").map(str::to_ascii_lowercase).collect::<Vec<_>>().join(".");
+                return Some((path, key));
+            }
+            FIXED_ENV.iter().find(|(name, _)| key.eq_ignore_ascii_case(name)).map(|(_, path)| ((*path).to_owned(), key))
+        })
+        .collect()
+}
+
+/// Appends to every issue whose field an environment variable set (in `env`) which variable
+/// that is: the field is then not in the file, and the message says where it came from.
+fn name_env_sources(mut e: ConfigError, env: &[(String, String)]) -> ConfigError {
+    for issue in &mut e.issues {
+        let set = env.iter().find(|(path, _)| issue.path == *path || issue.path.starts_with(&format!("{path}.")));
+        if let Some((_, var)) = set {
+            issue.message.push_str(&format!("{}{var})", sinks_contract::config::wording::SET_BY));
+        }
+    }
+    e
+}
+
 /// The merged config tree of `figment`.
 fn extract(figment: Figment) -> Result<serde_json::Value, ConfigError> {
     figment.extract().map_err(|e| figment_error(&e))
@@ -385,4 +413,31 @@ fn figment_error(e: &figment::Error) -> ConfigError {
         })
         .collect();
     ConfigError { issues }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_issue_set_by_the_environment_names_the_variable() {
+        let value = serde_json::json!({
+            "nats": {"url": "nats://127.0.0.1:4222", "stream": "S", "consumer": "c", "subject": "s.>"},
+            "delivery": {"batch_siz": "5"},
+            "sink": {"type": "file", "directory": "/tmp/x"},
+        });
+        let e = Config::from_value(value).unwrap_err();
+        let env = [("delivery.batch_siz".to_owned(), "NATS_SINKS__DELIVERY__BATCH_SIZ".to_owned())];
+        let e = name_env_sources(e, &env);
+        assert_eq!(e.issues[0].path, "delivery.batch_siz");
+        let shown = e.issues[0].to_string();
+        assert!(
+            shown.contains("did you mean `batch_size`?")
+                && shown.ends_with("(set by the environment variable NATS_SINKS__DELIVERY__BATCH_SIZ)"),
+            "{shown}"
+        );
+        // A field from the file names no variable.
+        let e = name_env_sources(e, &[("nats.url".to_owned(), "NATS_SINKS_NATS_URL".to_owned())]);
+        assert!(!e.issues[0].to_string().contains("NATS_SINKS_NATS_URL"));
+    }
 }
