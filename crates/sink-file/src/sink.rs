@@ -228,15 +228,20 @@ impl Inner {
     /// Resolves, creates if allowed, and probes the root directory.
     fn prepare_root(&self) -> Result<PathBuf, SinkError> {
         let dir = expand_home(&self.config.directory);
+        let shown = dir.display();
         match fs::metadata(&dir) {
-            Ok(meta) if !meta.is_dir() => return Err(SinkError::config("sink.directory is not a directory")),
+            Ok(meta) if !meta.is_dir() => {
+                return Err(SinkError::config(format!("`{shown}` is not a directory")).with_field("sink.directory"));
+            }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 if !self.config.create_directory {
-                    return Err(SinkError::config("sink.directory does not exist and sink.create_directory is false")
-                        .with_source(e));
+                    return Err(SinkError::config(format!(
+                        "`{shown}` does not exist and sink.create_directory is false: create it, or set sink.create_directory = true"
+                    ))
+                    .with_field("sink.directory"));
                 }
-                fs::create_dir_all(&dir).map_err(|e| open_error(e, "cannot create sink.directory"))?;
+                fs::create_dir_all(&dir).map_err(|e| open_error(e, &format!("cannot create `{shown}`")))?;
                 if self.config.fsync
                     && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
                     && let Err(e) = sync_dir(parent)
@@ -244,14 +249,14 @@ impl Inner {
                     tracing::warn!(error = %e.display_chain(), "cannot fsync the parent of sink.directory");
                 }
             }
-            Err(e) => return Err(open_error(e, "cannot access sink.directory")),
+            Err(e) => return Err(open_error(e, &format!("cannot access `{shown}`"))),
         }
-        let root = fs::canonicalize(&dir).map_err(|e| open_error(e, "cannot resolve sink.directory"))?;
+        let root = fs::canonicalize(&dir).map_err(|e| open_error(e, &format!("cannot resolve `{shown}`")))?;
         let probe = tempfile::Builder::new()
             .prefix(PROBE_PREFIX)
             .suffix(".tmp")
             .tempfile_in(&root)
-            .map_err(|e| open_error(e, "sink.directory is not writable"))?;
+            .map_err(|e| open_error(e, &format!("`{shown}` is not writable")))?;
         if let Err(e) = probe.close() {
             tracing::warn!(error = %e, "cannot remove the start-up probe file");
         }
@@ -550,10 +555,19 @@ impl TaskFailed for Placed {
 
 /// An error from preparing the root at start-up: permission, read-only and unusable paths
 /// are configuration errors (fatal at start-up); others stay temporary (retried).
+/// An error preparing the root at start-up: what only the configuration (or the machine's
+/// set-up) can fix is a configuration error of `sink.directory`: a permission refused, a read-only
+/// file system, a part of the path that is a regular file (`ENOTDIR`, which while writing
+/// means a directory removed underneath, and is retried then). The rest (a full disk, an
+/// I/O error) can heal by itself and is retried.
 fn open_error(e: io::Error, what: &str) -> SinkError {
-    match class_of(&e) {
+    let class = match e.raw_os_error() {
+        Some(libc::ENOTDIR) => ErrorClass::Config,
+        _ => class_of(&e),
+    };
+    match class {
         ErrorClass::Temporary => SinkError::temporary(what.to_owned()),
-        ErrorClass::Permanent | ErrorClass::Config => SinkError::config(what.to_owned()),
+        ErrorClass::Permanent | ErrorClass::Config => SinkError::config(what.to_owned()).with_field("sink.directory"),
     }
     .with_source(e)
 }

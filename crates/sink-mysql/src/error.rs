@@ -58,6 +58,17 @@ fn describe(code: u16) -> &'static str {
     }
 }
 
+/// The config field a configuration error code is about, when it is one field's.
+fn field_of(code: u16) -> Option<&'static str> {
+    match code {
+        1045 | 1698 => Some("sink.user"),
+        1044 | 1142 | 1143 => Some("sink.user"),
+        1049 => Some("sink.database"),
+        1146 => Some("sink.table"),
+        _ => None,
+    }
+}
+
 /// True when `e` is a data error of one row.
 pub(crate) fn is_data_error(e: &Error) -> bool {
     matches!(e, Error::Server(s) if class_of_code(s.code) == ErrorClass::Permanent)
@@ -83,7 +94,10 @@ pub(crate) fn classify(e: &Error, action: &str) -> SinkError {
                 format!("{action}: {}: mysql error {} (sqlstate {}{column})", describe(s.code), s.code, s.state);
             match class_of_code(s.code) {
                 ErrorClass::Permanent => SinkError::permanent(message).with_error_type("DataError"),
-                ErrorClass::Config => SinkError::config(message),
+                ErrorClass::Config => match field_of(s.code) {
+                    Some(field) => SinkError::config(message).with_field(field),
+                    None => SinkError::config(message),
+                },
                 ErrorClass::Temporary => SinkError::temporary(message),
             }
         }

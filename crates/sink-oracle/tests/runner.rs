@@ -181,7 +181,7 @@ async fn a_lost_connection_at_commit_is_retried_and_nothing_is_lost() {
     let stats = run.stop().await;
     let expected: Vec<(u64, String)> = (0..150).map(|i| (i as u64 + 1, format!(r#"{{"n":{i}}}"#))).collect();
     assert_eq!(s.rows(&driver), expected);
-    assert!(stats.naked.load(Ordering::Relaxed) >= 1, "the failed batches were NAKed");
+    assert!(stats.nacked.load(Ordering::Relaxed) >= 1, "the failed batches were NAKed");
     assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 0);
     let commits = driver.recorded().iter().filter(|r| r.call == "commit").count();
     assert!(commits >= 3, "two failed commits and at least one good one ({commits})");

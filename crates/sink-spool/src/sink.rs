@@ -302,16 +302,32 @@ impl Inner {
     /// Resolves (creating it when allowed) the directory and counts what it holds.
     fn prepare_root(&self) -> Result<PathBuf, SinkError> {
         let dir = expand_home(&self.config.directory);
+        let shown = dir.display();
+        let field = |e: SinkError| {
+            if e.class() == sinks_contract::ErrorClass::Temporary { e } else { e.with_field("sink.directory") }
+        };
         match fs::metadata(&dir) {
-            Ok(meta) if !meta.is_dir() => return Err(SinkError::config("sink.directory is not a directory")),
+            Ok(meta) if !meta.is_dir() => {
+                return Err(SinkError::config(format!("`{shown}` is not a directory")).with_field("sink.directory"));
+            }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound && self.config.create_directory => {
-                fs::create_dir_all(&dir).map_err(|e| classify(e, "cannot create sink.directory"))?;
+                fs::create_dir_all(&dir).map_err(|e| field(classify(e, &format!("cannot create `{shown}`"))))?;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Err(SinkError::config("sink.directory does not exist (create_directory is false)"));
+                return Err(SinkError::config(format!(
+                    "`{shown}` does not exist and sink.create_directory is false: create it, or set sink.create_directory = true"
+                ))
+                .with_field("sink.directory"));
             }
-            Err(e) => return Err(classify(e, "cannot inspect sink.directory")),
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                return Err(SinkError::config(format!(
+                    "cannot inspect `{shown}`: a part of the path is not a directory"
+                ))
+                .with_source(e)
+                .with_field("sink.directory"));
+            }
+            Err(e) => return Err(field(classify(e, &format!("cannot inspect `{shown}`")))),
         }
         let root = fs::canonicalize(&dir).map_err(|e| classify(e, "cannot resolve sink.directory"))?;
         self.rescan(&root)?;

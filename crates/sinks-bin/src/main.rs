@@ -45,10 +45,16 @@ enum Command {
         #[arg(long)]
         log_level: Option<String>,
     },
-    /// Check the config without connecting anywhere; exit 2 naming the field on error.
+    /// Check the config (every field, and that the environment variables it names are set);
+    /// exit 2 naming the field on error. With `--connect`, also check it against the NATS
+    /// server without consuming or changing anything.
     Validate {
         /// Config file.
         config: PathBuf,
+        /// Also connect and check the stream, its subjects, the DLQ stream, the consumer and the
+        /// exhaustion capture stream (one attempt; exit 1 when the server cannot be reached).
+        #[arg(long)]
+        connect: bool,
     },
     /// Print the config with defaults filled in and secrets redacted.
     ShowEffectiveConfig {
@@ -160,8 +166,8 @@ enum Command {
     Replay {
         /// Config file.
         config: PathBuf,
-        /// First stream sequence.
-        #[arg(long, conflicts_with = "since", required_unless_present = "since")]
+        /// First stream sequence (this or `--since`).
+        #[arg(long, conflicts_with = "since")]
         from_seq: Option<u64>,
         /// Last stream sequence (inclusive); without it, up to the end of the stream.
         #[arg(long)]
@@ -216,8 +222,26 @@ enum Command {
     },
 }
 
+/// What `--help` adds: the sinks built into this binary and the environment override
+/// convention.
+fn after_help() -> String {
+    format!(
+        "Sinks built into this binary: {}.\n\n\
+         Every config field can be overridden from the environment: NATS_SINKS__<SECTION>__<FIELD>=value \
+         (double underscores separate the path, e.g. NATS_SINKS__DELIVERY__BATCH_SIZE=100), plus the \
+         reference's fixed names such as NATS_SINKS_NATS_URL. Secrets are only ever read from the \
+         environment variables named by `*_env` fields.\n\n\
+         Exit codes: 0 success, 1 runtime error, 2 configuration error (naming the field).",
+        registry::available().join(", ")
+    )
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().after_help(after_help()).get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     // Blocking threads do file I/O and fsyncs; 16 keep enough fsyncs in flight for the
     // filesystem to commit them together, while each extra thread costs resident memory.
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(16).build() {
@@ -252,8 +276,31 @@ fn load(path: &Path) -> Result<(Config, registry::Built), ConfigError> {
 #[allow(clippy::print_stdout)]
 async fn dispatch(command: Command) -> ExitCode {
     match command {
-        Command::Validate { config } => match load(&config) {
+        Command::Validate { config, connect } => match load(&config).and_then(|loaded| {
+            // The variables the config names must be set now (run would fail on them), and
+            // the policy and encryption keys must read.
+            let unset = loaded.0.unset_secrets();
+            if !unset.is_empty() {
+                return Err(ConfigError { issues: unset });
+            }
+            sinks_policy::Pipeline::from_config(loaded.0.policy_sections())?;
+            Ok(loaded)
+        }) {
             Ok((c, _)) => {
+                if connect {
+                    match sinks_runtime::runner::check_against_server(&c).await {
+                        Ok(notes) => {
+                            for note in notes {
+                                println!("{note}");
+                            }
+                        }
+                        Err(RunError::Config(e)) => return config_failure(&e),
+                        Err(e) => {
+                            report(&e.to_string());
+                            return ExitCode::from(1);
+                        }
+                    }
+                }
                 println!(
                     "configuration is valid: sink={} stream={} consumer={} subject={} dead_letter={}",
                     c.sink.kind().unwrap_or_default(),
@@ -270,7 +317,7 @@ async fn dispatch(command: Command) -> ExitCode {
                 for line in routes {
                     println!("{line}");
                 }
-                for warning in warnings {
+                for warning in warnings.into_iter().chain(sinks_runtime::runner::config_warnings(&c)) {
                     println!("warning: {warning}");
                 }
                 let policies = sinks_policy::describe(c.policy_sections());
@@ -486,9 +533,8 @@ async fn dispatch(command: Command) -> ExitCode {
                         }))
                     }
                     Err(e) => {
-                        let e = ConfigError::single("metrics.listen", format!("cannot listen on {addr}: {e}"));
-                        tracing::error!(error = %e, "configuration error");
-                        return config_failure(&e);
+                        tracing::error!(field = "metrics.listen", "configuration error: cannot listen on {addr}: {e}");
+                        return ExitCode::from(2);
                     }
                 },
                 None => None,
@@ -507,15 +553,17 @@ async fn dispatch(command: Command) -> ExitCode {
             for task in [server, summary].into_iter().flatten() {
                 let _ = task.await;
             }
+            // Logging is on: each problem is one log line (not also a second copy on stderr).
             match result {
                 Ok(_) => ExitCode::SUCCESS,
                 Err(RunError::Config(e)) => {
-                    tracing::error!(error = %e, "configuration error");
-                    config_failure(&e)
+                    for issue in &e.issues {
+                        tracing::error!(field = %issue.path, "configuration error: {issue}");
+                    }
+                    ExitCode::from(2)
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "stopped with an error");
-                    report(&e.to_string());
                     ExitCode::from(1)
                 }
             }
@@ -558,7 +606,7 @@ async fn log_summaries(metrics: Metrics, every: Duration, mut stop: tokio::sync:
         let rate = (acked - last.1) as f64 / now.duration_since(last.0).as_secs_f64().max(1e-3);
         last = (now, acked);
         let messages_per_second = (rate * 10.0).round() / 10.0;
-        let (fetched, naked) = (stats.fetched.load(Relaxed), stats.naked.load(Relaxed));
+        let (fetched, nacked) = (stats.fetched.load(Relaxed), stats.nacked.load(Relaxed));
         let dead_lettered = stats.dead_lettered.load(Relaxed);
         let ready = metrics.status().readiness().ready;
         match metrics.status().lag() {
@@ -566,14 +614,14 @@ async fn log_summaries(metrics: Metrics, every: Duration, mut stop: tokio::sync:
                 messages_per_second,
                 fetched,
                 acked,
-                naked,
+                nacked,
                 dead_lettered,
                 num_pending,
                 num_ack_pending,
                 ready,
                 "summary"
             ),
-            None => tracing::info!(messages_per_second, fetched, acked, naked, dead_lettered, ready, "summary"),
+            None => tracing::info!(messages_per_second, fetched, acked, nacked, dead_lettered, ready, "summary"),
         }
     }
 }

@@ -108,7 +108,7 @@ pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> st
         (Some(seq), _) => DeliverPolicy::ByStartSequence { start_sequence: seq.max(1) },
         (None, Some(t)) => DeliverPolicy::ByStartTime { start_time: t },
         (None, None) => {
-            crate::report("replay needs --from-seq or --since");
+            crate::report("replay needs where to start: --from-seq N or --since RFC3339-TIME");
             return ExitCode::from(2);
         }
     };
@@ -134,7 +134,10 @@ pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> st
             (config.clone(), Arc::clone(&bounded), Arc::clone(&finished), name.clone());
         async move {
             tokio::select! {
-                () = replay_done(&config, &bounded, &name) => finished.store(true, Ordering::Relaxed),
+                () = replay_done(&config, &bounded, &name) => {
+                    tracing::info!(consumer = %name, "the replay range is settled; stopping");
+                    finished.store(true, Ordering::Relaxed);
+                }
                 () = crate::shutdown_signal() => {}
             }
         }
@@ -153,6 +156,11 @@ pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> st
     let acked = get("acked");
     let committed = acked.saturating_sub(get("duplicates") + get("conflicts") + get("dead_lettered"));
     let complete = finished.load(Ordering::Relaxed);
+    if complete {
+        tracing::info!(consumer = %name, acked, "replay finished");
+    } else {
+        tracing::warn!(consumer = %name, acked, "replay stopped before the range was settled");
+    }
     println!(
         "replay {}: settled {acked} messages: committed={committed} duplicate={} conflict={} dead_lettered={}",
         if complete { "complete" } else { "INCOMPLETE (stopped before the range was settled)" },

@@ -133,7 +133,17 @@ fn the_reference_s3_example_validates_offline_and_its_secret_names_are_masked() 
             "retry_jitter": "full"}}}}"#
     );
     let path = write(dir.path(), "s3.json", &body);
+    // validate refuses the variables unset (run would fail on them) ...
     let out = nats_sink(&["validate", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("`NATS_SINKS_S3_SESSION_TOKEN`, which is not set"), "{}", text(&out.stderr));
+    // ... and accepts them set.
+    let vars = ["NATS_SINKS_S3_ACCESS_KEY_ID", "NATS_SINKS_S3_SECRET_ACCESS_KEY", "NATS_SINKS_S3_SESSION_TOKEN"];
+    let out = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
+        .args(["validate", path.to_str().unwrap()])
+        .envs(vars.iter().map(|v| (*v, "dummy")))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("sink=s3"));
     let out = nats_sink(&["show-effective-config", path.to_str().unwrap()]);

@@ -47,6 +47,32 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/reference")
 }
 
+/// Every variable a `*_env` field of `value` names, with a plausible value for it.
+fn env_names(value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map {
+                let names: Vec<&str> = match (key.ends_with("_env"), v) {
+                    (true, serde_json::Value::String(s)) => vec![s.as_str()],
+                    (true, serde_json::Value::Object(m)) => m.values().filter_map(|x| x.as_str()).collect(),
+                    _ => {
+                        env_names(v, out);
+                        Vec::new()
+                    }
+                };
+                let value = if key.contains("key_b64") {
+                    "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI="
+                } else {
+                    "dummy-value"
+                };
+                out.extend(names.into_iter().map(|n| (n.to_owned(), value.to_owned())));
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|i| env_names(i, out)),
+        _ => {}
+    }
+}
+
 #[test]
 fn every_reference_example_is_accepted_or_refused_by_name() {
     let mut files: Vec<String> = std::fs::read_dir(fixtures())
@@ -58,10 +84,16 @@ fn every_reference_example_is_accepted_or_refused_by_name() {
     let listed: Vec<&str> = EXPECTED.iter().map(|(f, _)| *f).collect();
     assert_eq!(files, listed, "every fixture has an expected result and every expected result a fixture");
     for (file, expected) in EXPECTED {
+        // `validate` checks that the variables a config names are set, as a deployment would
+        // set them: every `*_env` of the example gets a value (a key a valid 32-byte key).
+        let text = std::fs::read_to_string(fixtures().join(file)).unwrap();
+        let mut vars = Vec::new();
+        env_names(&serde_json::from_str(&text).unwrap(), &mut vars);
         let out = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
             .arg("validate")
             .arg(fixtures().join(file))
             .env_remove("NATS_SINKS_NATS_URL")
+            .envs(vars.iter().map(|(name, value)| (name.as_str(), value.as_str())))
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -32,25 +32,28 @@ pub struct SinkError {
     class: ErrorClass,
     message: String,
     error_type: Option<&'static str>,
-    // Boxed strings keep `SinkError` small: it travels in every `Result` of a write path.
-    reason: Option<Box<str>>,
-    target: Option<Box<str>>,
+    // What few errors carry lives behind one box: `SinkError` travels in every `Result` of
+    // a write path, and stays small.
+    extra: Option<Box<Extra>>,
     retry_after: Option<Duration>,
     #[source]
     source: Option<BoxError>,
 }
 
+/// The rarer attachments of a [`SinkError`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Extra {
+    /// A stable reason code.
+    reason: Option<String>,
+    /// The fan-out target that failed.
+    target: Option<String>,
+    /// The configuration field the error is about.
+    field: Option<String>,
+}
+
 impl SinkError {
     fn new(class: ErrorClass, message: impl Into<String>) -> Self {
-        Self {
-            class,
-            message: message.into(),
-            error_type: None,
-            reason: None,
-            target: None,
-            retry_after: None,
-            source: None,
-        }
+        Self { class, message: message.into(), error_type: None, extra: None, retry_after: None, source: None }
     }
 
     /// A temporary failure: retry later.
@@ -93,7 +96,7 @@ impl SinkError {
     /// dead-letter record.
     #[must_use]
     pub fn with_reason(mut self, code: impl Into<String>) -> Self {
-        self.reason = Some(code.into().into_boxed_str());
+        self.extra.get_or_insert_default().reason = Some(code.into());
         self
     }
 
@@ -101,18 +104,30 @@ impl SinkError {
     /// dead-letter record.
     #[must_use]
     pub fn with_target(mut self, name: impl Into<String>) -> Self {
-        self.target = Some(name.into().into_boxed_str());
+        self.extra.get_or_insert_default().target = Some(name.into());
         self
     }
 
     /// The fan-out target that failed, if any.
     pub fn target(&self) -> Option<&str> {
-        self.target.as_deref()
+        self.extra.as_ref().and_then(|x| x.target.as_deref())
+    }
+
+    /// Names the configuration field (`sink.directory`, `sink.table`, …) a configuration
+    /// error is about, so that start-up can report it as that field's error.
+    pub fn with_field(mut self, path: impl Into<String>) -> Self {
+        self.extra.get_or_insert_default().field = Some(path.into());
+        self
+    }
+
+    /// The configuration field this error is about, if the sink named one.
+    pub fn field(&self) -> Option<&str> {
+        self.extra.as_ref().and_then(|x| x.field.as_deref())
     }
 
     /// The stable reason code, if one was attached.
     pub fn reason(&self) -> Option<&str> {
-        self.reason.as_deref()
+        self.extra.as_ref().and_then(|x| x.reason.as_deref())
     }
 
     /// The failure class.
@@ -169,8 +184,7 @@ impl SinkError {
             class: self.class,
             message: self.display_chain(),
             error_type: self.error_type,
-            reason: self.reason.clone(),
-            target: self.target.clone(),
+            extra: self.extra.clone(),
             retry_after: self.retry_after,
             source: None,
         }

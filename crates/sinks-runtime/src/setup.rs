@@ -37,6 +37,8 @@ pub struct BoundConsumer {
     pub ack_wait: Duration,
     /// What setup did: `created`, `bound`, `reconciled` or `ephemeral`.
     pub action: &'static str,
+    /// The consumer's `max_ack_pending` (`None` or ≤ 0: the server's limit).
+    pub max_ack_pending: Option<i64>,
 }
 
 /// One field where the existing consumer differs from the config.
@@ -52,18 +54,34 @@ pub struct Drift {
     pub updatable: bool,
 }
 
-fn drift_error(drift: &[Drift], consumer: &str) -> ConfigError {
+/// The configuration error of `drift` on `consumer`, each field with the fix that works for
+/// it: a field JetStream can change in place is fixed by `consumer_management.mode =
+/// "reconcile"`; any other needs a new consumer (a new `nats.consumer`, or deleting the old
+/// one). A filter drift from `nats.subject` alone names `nats.subject`.
+fn drift_error(drift: &[Drift], consumer: &str, cm: &ConsumerManagementConfig) -> ConfigError {
     ConfigError {
         issues: drift
             .iter()
-            .map(|d| ConfigIssue {
-                path: format!("consumer_management.{}", d.field),
-                message: format!(
-                    "existing consumer `{consumer}` has {} but the config asks for {}{}",
-                    d.actual,
-                    d.expected,
-                    if d.updatable { "" } else { " (cannot be changed in place)" }
-                ),
+            .map(|d| {
+                let path = if d.field == "filter_subjects" && cm.filter_subjects.is_empty() {
+                    "nats.subject".to_owned()
+                } else {
+                    format!("consumer_management.{}", d.field)
+                };
+                let fix = if d.updatable && cm.mode != ConsumerMode::Reconcile {
+                    " (set consumer_management.mode = \"reconcile\" to change it in place, or use a new nats.consumer)"
+                } else if d.updatable {
+                    ""
+                } else {
+                    " (cannot be changed in place: use a new nats.consumer, or delete the consumer so it is created again)"
+                };
+                ConfigIssue {
+                    path,
+                    message: format!(
+                        "existing consumer `{consumer}` has {} but the config asks for {}{fix}",
+                        d.actual, d.expected
+                    ),
+                }
             })
             .collect(),
     }
@@ -228,7 +246,144 @@ pub async fn ensure_streams(js: &Context, config: &Config) -> Result<stream::Str
     {
         create_stream(js, dl_stream, vec![subject.clone()], config).await?;
     }
-    js.get_stream(name).await.map_err(unavailable)
+    let stream = js.get_stream(name).await.map_err(unavailable)?;
+    check_subjects(&stream.cached_info().config.subjects, config)?;
+    check_dead_letter_stream(js, config).await?;
+    Ok(stream)
+}
+
+/// What `nats-sink validate --connect` checks against the server, changing nothing: the
+/// stream exists (or would be created) and captures the consumer's subjects; with the DLQ
+/// on, a stream captures `dead_letter.subject`; an existing consumer matches the config (its
+/// drift, with the fix, is the error), a missing one would be created (or, with `bind_only`,
+/// is an error); the exhaustion capture stream likewise. Returns what start-up would do, as
+/// lines for the operator.
+pub async fn preflight(js: &Context, config: &Config) -> Result<Vec<String>, SetupError> {
+    let mut notes = Vec::new();
+    let name = &config.nats.stream;
+    let stream = match js.get_stream(name).await {
+        Ok(stream) => stream,
+        Err(e) if matches!(e.kind(), GetStreamErrorKind::JetStream(j) if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND) =>
+        {
+            if !config.stream_management.create_if_missing {
+                return Err(ConfigError::single(
+                    "nats.stream",
+                    format!("stream `{name}` does not exist (streams are never created unless stream_management.create_if_missing is set)"),
+                )
+                .into());
+            }
+            notes.push(format!(
+                "stream `{name}` does not exist yet: run creates it (stream_management.create_if_missing)"
+            ));
+            check_dead_letter_stream(js, config).await?;
+            return Ok(notes);
+        }
+        Err(e) => return Err(unavailable(e)),
+    };
+    let subjects = stream.cached_info().config.subjects.clone();
+    check_subjects(&subjects, config)?;
+    notes.push(format!("stream `{name}` captures {}", subjects.join(", ")));
+    check_dead_letter_stream(js, config).await?;
+    if let (true, Some(subject)) = (config.dead_letter.enabled, &config.dead_letter.subject) {
+        notes.push(format!("a stream captures dead_letter.subject `{subject}`"));
+    }
+    let cm = &config.consumer_management;
+    let consumer = &config.nats.consumer;
+    let max_deliver = match stream.consumer_info(consumer).await {
+        Ok(info) => {
+            let drift = detect_drift(&info.config, cm, &config.nats.subject);
+            let blocking: Vec<Drift> =
+                drift.iter().filter(|d| cm.mode != ConsumerMode::Reconcile || !d.updatable).cloned().collect();
+            if !blocking.is_empty() {
+                return Err(drift_error(&blocking, consumer, cm).into());
+            }
+            if drift.is_empty() {
+                notes.push(format!("consumer `{consumer}` exists and matches the config"));
+            } else {
+                notes.push(format!("consumer `{consumer}` exists; run reconciles {} field(s)", drift.len()));
+            }
+            u64::try_from(info.config.max_deliver).ok().filter(|m| *m > 0)
+        }
+        Err(e) if e.kind() == jetstream::context::ConsumerInfoErrorKind::NotFound => {
+            if cm.mode == ConsumerMode::BindOnly {
+                return Err(ConfigError::single(
+                    "nats.consumer",
+                    format!("consumer `{consumer}` does not exist in stream `{name}` and consumer_management.mode is bind_only"),
+                )
+                .into());
+            }
+            notes.push(format!("consumer `{consumer}` does not exist yet: run creates it"));
+            cm.max_deliver.and_then(|m| u64::try_from(m).ok()).filter(|m| *m > 0)
+        }
+        Err(e) => return Err(unavailable(e)),
+    };
+    if let Some(max) = max_deliver.filter(|_| config.rescue.enabled && config.nats.durable) {
+        let capture = config.rescue.stream_name(name, consumer);
+        match js.get_stream(&capture).await {
+            Ok(_) => notes.push(format!("exhaustions (max_deliver {max}) are captured in stream `{capture}`")),
+            Err(_) if cm.mode == ConsumerMode::BindOnly => {
+                return Err(ConfigError::single(
+                    "rescue.stream",
+                    format!("stream `{capture}` does not exist and consumer_management.mode is bind_only: create it (`nats-sink stream-plan` prints the command) or set rescue.enabled = false"),
+                )
+                .into());
+            }
+            Err(_) => notes.push(format!("run creates stream `{capture}` to capture exhaustions (max_deliver {max})")),
+        }
+    }
+    Ok(notes)
+}
+
+/// Refuses a consumer filter the stream does not capture: it would be created and then idle
+/// for ever (or be refused by the server with a message naming neither field). A stream
+/// without subjects of its own (sourced or mirrored) is not checked.
+fn check_subjects(stream_subjects: &[String], config: &Config) -> Result<(), ConfigError> {
+    if stream_subjects.is_empty() {
+        return Ok(());
+    }
+    let filters = config.consumer_management.effective_filters(&config.nats.subject);
+    let missing: Vec<&String> =
+        filters.iter().filter(|f| !stream_subjects.iter().any(|s| sinks_contract::subject::contains(s, f))).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let field = if config.consumer_management.filter_subjects.is_empty() {
+        "nats.subject"
+    } else {
+        "consumer_management.filter_subjects"
+    };
+    Err(ConfigError::single(
+        field,
+        format!(
+            "stream `{}` does not capture {}; its subjects are {}: point the field at subjects the stream holds, or nats.stream at the stream that captures them",
+            config.nats.stream,
+            missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+            stream_subjects.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
+        ),
+    ))
+}
+
+/// With the DLQ on, some stream must capture `dead_letter.subject`, else every dead letter
+/// would fail (and its message be NAKed for ever). Unknown when the server does not say
+/// (no permission to list streams): then a warning.
+async fn check_dead_letter_stream(js: &Context, config: &Config) -> Result<(), SetupError> {
+    let (true, Some(subject)) = (config.dead_letter.enabled, config.dead_letter.subject.as_deref()) else {
+        return Ok(());
+    };
+    match js.stream_by_subject(subject).await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == jetstream::context::GetStreamByNameErrorKind::NotFound => Err(ConfigError::single(
+            "dead_letter.subject",
+            format!(
+                "no stream captures `{subject}`: every dead letter would fail; create one (`nats-sink stream-plan` plans it) or set stream_management.dead_letter_stream with create_if_missing"
+            ),
+        )
+        .into()),
+        Err(e) => {
+            tracing::warn!(subject, error = %e, "cannot tell whether a stream captures dead_letter.subject");
+            Ok(())
+        }
+    }
 }
 
 /// Binds, creates or reconciles the consumer per `consumer_management.mode`.
@@ -304,7 +459,7 @@ pub async fn ensure_consumer_from(
         let fixed: Vec<Drift> = drift.iter().filter(|d| !d.updatable).cloned().collect();
         if cm.mode != ConsumerMode::Reconcile || !fixed.is_empty() {
             let report = if cm.mode == ConsumerMode::Reconcile { fixed } else { drift };
-            return Err(drift_error(&report, name).into());
+            return Err(drift_error(&report, name, cm).into());
         }
         for d in &drift {
             tracing::warn!(field = d.field, expected = %d.expected, actual = %d.actual, "reconciling consumer field");
@@ -444,6 +599,7 @@ async fn finish(mut consumer: PullConsumer, action: &'static str) -> Result<Boun
         max_deliver: u64::try_from(info.config.max_deliver).ok().filter(|m| *m > 0),
         ack_wait: if info.config.ack_wait.is_zero() { Duration::from_secs(30) } else { info.config.ack_wait },
         action,
+        max_ack_pending: Some(info.config.max_ack_pending).filter(|m| *m > 0),
     })
 }
 
@@ -469,9 +625,16 @@ mod tests {
             fields,
             [("ack_policy", false), ("deliver_policy", false), ("filter_subjects", true), ("max_deliver", true)]
         );
-        let err = drift_error(&detect_drift(&existing, &cm, "orders.*"), "c");
+        let err = drift_error(&detect_drift(&existing, &cm, "orders.*"), "c", &cm);
         assert_eq!(err.issues[0].path, "consumer_management.ack_policy");
-        assert!(err.issues[0].message.contains("cannot be changed in place"));
+        assert!(err.issues[0].message.contains("cannot be changed in place: use a new nats.consumer"));
+        // A filter that drifted because nats.subject changed names nats.subject, and the fix.
+        assert_eq!(err.issues[2].path, "nats.subject");
+        assert!(
+            err.issues[2].message.contains("consumer_management.mode = \"reconcile\""),
+            "{}",
+            err.issues[2].message
+        );
     }
 
     #[test]

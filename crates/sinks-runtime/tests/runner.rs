@@ -199,7 +199,7 @@ async fn temporary_failures_are_naked_and_retried_until_committed() {
     let run = start(s.config(json!({})), sink.clone());
     assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 100 && s.settled().await }).await);
     let stats = run.stop().await;
-    assert!(stats.naked.load(Ordering::Relaxed) >= 3, "failed batches were NAKed");
+    assert!(stats.nacked.load(Ordering::Relaxed) >= 3, "failed batches were NAKed");
     assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 0);
 }
 

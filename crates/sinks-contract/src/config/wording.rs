@@ -154,8 +154,14 @@ mod tests {
             ("invalid type: string \"5\", expected usize", "expected a whole number (0 or more), got the string \"5\""),
             ("invalid type: integer `1`, expected a boolean", "expected true or false, got the whole number 1"),
             ("invalid type: sequence, expected a string", "expected a string, got a list"),
-            ("invalid value: integer `-1`, expected u64", "expected a whole number (0 or more), got the whole number -1"),
-            ("invalid type: string \"x\", expected struct NatsConfig", "expected a section (a table or object of fields), got the string \"x\""),
+            (
+                "invalid value: integer `-1`, expected u64",
+                "expected a whole number (0 or more), got the whole number -1",
+            ),
+            (
+                "invalid type: string \"x\", expected struct NatsConfig",
+                "expected a section (a table or object of fields), got the string \"x\"",
+            ),
             ("invalid type: floating point `1.5`, expected i64", "expected a whole number, got the number 1.5"),
             ("missing field `stream`", "required"),
             (

@@ -181,6 +181,30 @@ impl Config {
         Ok(config)
     }
 
+    /// Every `*_env` field of the NATS section and of the sinks this run uses (the active
+    /// sink, and every named sink when it is a fan-out) whose environment variable is not set
+    /// now: `run` would fail on it when it connects or opens the sink, so `validate` reports it
+    /// first. (Policy and encryption keys are read by building the policy pipeline.)
+    pub fn unset_secrets(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        let mut check = |at: &str, value: &serde_json::Value| {
+            missing_env_vars(at, value, &mut |path, var| {
+                issues.push(ConfigIssue {
+                    path,
+                    message: format!("names the environment variable `{var}`, which is not set"),
+                });
+            });
+        };
+        check("nats", &serde_json::to_value(&self.nats).unwrap_or_default());
+        check("sink", &serde_json::Value::Object(self.sink.0.clone()));
+        if self.sink.kind() == Some("fanout") {
+            for (name, section) in &self.sinks {
+                check(&format!("sinks.{name}"), &serde_json::Value::Object(section.0.clone()));
+            }
+        }
+        issues
+    }
+
     /// The sections of the message policy steps, for `sinks_policy::Pipeline`.
     pub fn policy_sections(&self) -> sinks_policy::Sections<'_> {
         sinks_policy::Sections {
@@ -371,6 +395,39 @@ pub fn with_env_overrides(figment: Figment) -> Figment {
     figment.merge(fixed).merge(Env::prefixed("NATS_SINKS__").split("__"))
 }
 
+/// Calls `found(path, var)` for every `*_env` field under `at` (a string naming a variable,
+/// or a map of names to variables) whose variable is not set.
+fn missing_env_vars(at: &str, value: &serde_json::Value, found: &mut impl FnMut(String, String)) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (key, v) in map {
+                let path = format!("{at}.{key}");
+                match (key.ends_with("_env"), v) {
+                    (true, serde_json::Value::String(var)) if !var.is_empty() => {
+                        if std::env::var_os(var).is_none() {
+                            found(path, var.clone());
+                        }
+                    }
+                    (true, serde_json::Value::Object(vars)) => {
+                        for (name, var) in vars {
+                            if let Some(var) = var.as_str().filter(|v| std::env::var_os(v).is_none()) {
+                                found(format!("{path}.{name}"), var.to_owned());
+                            }
+                        }
+                    }
+                    _ => missing_env_vars(&path, v, found),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                missing_env_vars(&format!("{at}[{i}]"), item, found);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Every config path the environment sets now, with the variable that sets it (the
 /// `NATS_SINKS__…` convention and the reference's fixed names).
 fn env_paths() -> Vec<(String, String)> {
@@ -435,6 +492,18 @@ mod tests {
             shown.contains("did you mean `batch_size`?")
                 && shown.ends_with("(set by the environment variable NATS_SINKS__DELIVERY__BATCH_SIZ)"),
             "{shown}"
+        );
+        // An unset `*_env` variable is found wherever it is named.
+        let mut unset = Vec::new();
+        let tree = serde_json::json!({"a": {"password_env": "NATS_SINKS_TEST_SURELY_UNSET_1"}, "h": {"headers_env": {"X": "NATS_SINKS_TEST_SURELY_UNSET_2"}}, "l": [{"key_b64_env": "PATH"}]});
+        missing_env_vars("sink", &tree, &mut |path, var| unset.push((path, var)));
+        assert_eq!(
+            unset,
+            [
+                ("sink.a.password_env".to_owned(), "NATS_SINKS_TEST_SURELY_UNSET_1".to_owned()),
+                ("sink.h.headers_env.X".to_owned(), "NATS_SINKS_TEST_SURELY_UNSET_2".to_owned()),
+            ],
+            "PATH is set"
         );
         // A field from the file names no variable.
         let e = name_env_sources(e, &[("nats.url".to_owned(), "NATS_SINKS_NATS_URL".to_owned())]);

@@ -39,6 +39,7 @@ mod parking;
 mod reconnect;
 mod rescue;
 mod settle;
+mod startup;
 mod tally;
 
 use std::future::Future;
@@ -58,7 +59,7 @@ use self::keeper::keep_parking;
 use self::lag::poll_lag;
 use self::outage::Outage;
 use self::parking::Parking;
-use self::reconnect::{Retry, retry_until};
+use self::reconnect::{Reaching, Retry, retry_until};
 use crate::ack::{AfterDeadLetter, GatePolicy};
 use crate::config::{Config, ConfigError};
 use crate::connect::{self, ConnectError};
@@ -79,6 +80,9 @@ pub enum RunError {
     /// The sink could not be opened for a reason other than configuration: exit code 1.
     #[error("sink failed to open: {0}")]
     SinkOpen(String),
+    /// The NATS server could not be reached (`check_against_server`): exit code 1.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// Counters of what the runner did, for logs and tests.
@@ -89,7 +93,7 @@ pub struct RunStats {
     /// Messages acked after a durable outcome.
     pub acked: AtomicU64,
     /// Messages NAKed.
-    pub naked: AtomicU64,
+    pub nacked: AtomicU64,
     /// Messages left for AckWait.
     pub left_unacked: AtomicU64,
     /// DLQ records stored.
@@ -129,7 +133,7 @@ impl RunStats {
         [
             ("fetched", &self.fetched),
             ("acked", &self.acked),
-            ("naked", &self.naked),
+            ("nacked", &self.nacked),
             ("left_unacked", &self.left_unacked),
             ("dead_lettered", &self.dead_lettered),
             ("dead_letter_failures", &self.dead_letter_failures),
@@ -148,6 +152,36 @@ impl RunStats {
         .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
         .collect()
     }
+}
+
+/// The start-up warnings of `config` as far as it alone tells (`nats-sink validate`): the
+/// consumer's `max_ack_pending` and AckWait as configured, the DLQ state.
+pub fn config_warnings(config: &Config) -> Vec<String> {
+    let cm = &config.consumer_management;
+    let ack_wait = Duration::from_secs_f64(cm.ack_wait_seconds.unwrap_or(30.0).max(0.0));
+    startup::warnings(config, cm.max_ack_pending, ack_wait)
+}
+
+/// Checks `config` against the NATS server it names without consuming or changing
+/// anything (`nats-sink validate --connect`): connects (one attempt), then
+/// [`setup::preflight`]. Returns what start-up would do, as lines.
+pub async fn check_against_server(config: &Config) -> Result<Vec<String>, RunError> {
+    let servers = startup::servers(config);
+    let client = match connect::connect(&config.nats).await {
+        Ok(c) => c,
+        Err(ConnectError::Config(e)) => return Err(e.into()),
+        Err(ConnectError::Unreachable(e)) => {
+            return Err(RunError::Unreachable(format!("cannot reach nats at {servers}: {e}")));
+        }
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    let notes = match setup::preflight(&js, config).await {
+        Ok(notes) => notes,
+        Err(SetupError::Config(e)) => return Err(e.into()),
+        Err(SetupError::Unavailable(e)) => return Err(RunError::Unreachable(format!("nats at {servers}: {e}"))),
+    };
+    let _ = client.drain().await;
+    Ok(std::iter::once(format!("connected to nats at {servers}")).chain(notes).collect())
 }
 
 /// Runs `sink` under `config` until `shutdown` resolves. Returns the counters.
@@ -208,7 +242,7 @@ pub async fn run_observed(
     let status_metrics = metrics.clone();
     let signal = async move {
         shutdown.await;
-        tracing::info!("shutdown requested; finishing in-flight batches");
+        tracing::info!("stopping: finishing and settling the batches in flight");
         status_metrics.status().set_stopping();
         let _ = stop_tx.send(true);
     };
@@ -244,22 +278,30 @@ async fn run_inner(
     if !steps.is_empty() {
         tracing::info!(steps = ?steps, "message policies on");
     }
-    let Some(()) = retry_until("sink open", &stop, &metrics, async || match sink.open().await {
+    let destination = startup::destination(&config.sink);
+    let opening = Reaching { what: "sink open", target: &destination, hint: "the `sink` section" };
+    // What only a config change can fix (a path under a regular file, a permission, an
+    // unknown table, bad credentials) stops start-up naming the field; the rest is retried.
+    let Some(()) = retry_until(opening, &stop, &metrics, async || match sink.open().await {
         Ok(()) => Ok(()),
-        Err(e) if e.class() == ErrorClass::Config => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
-        Err(e) if e.is_permanent() => Err(Retry::Fatal(ConfigError::single("sink", e.display_chain()))),
+        Err(e) if e.class() == ErrorClass::Config || e.is_permanent() => {
+            Err(Retry::Fatal(ConfigError::single(e.field().unwrap_or("sink"), e.display_chain())))
+        }
         Err(e) => Err(Retry::Again(e.display_chain())),
     })
     .await?
     else {
         return Ok(());
     };
-    tracing::info!(sink = sink.name(), "sink opened");
+    tracing::info!(sink = sink.name(), destination = %destination, "sink opened");
     metrics.status().set_sink_opened(true);
 
     let nats = &config.nats;
     let observed = &metrics;
-    let Some(client) = retry_until("nats connect", &stop, &metrics, || async move {
+    let servers = startup::servers(&config);
+    let hint = if config.nats.urls.is_empty() { "nats.url" } else { "nats.urls" };
+    let connecting = Reaching { what: "nats connect", target: &servers, hint };
+    let Some(client) = retry_until(connecting, &stop, &metrics, || async move {
         match connect::connect_observed(nats, Some(observed.clone())).await {
             Ok(c) => Ok(c),
             Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
@@ -270,6 +312,14 @@ async fn run_inner(
     else {
         return Ok(());
     };
+    let info = client.server_info();
+    tracing::info!(
+        servers = %servers,
+        server = %startup::host_port(&format!("{}:{}", info.host, info.port)),
+        server_name = %info.server_name,
+        version = %info.version,
+        "connected to nats"
+    );
     let js = async_nats::jetstream::new(client.clone());
     // Advisories are observed from here on (the consumer's own creation included).
     let advisories = if config.advisories.enabled {
@@ -281,7 +331,8 @@ async fn run_inner(
     };
 
     let (js_ref, config_ref, options_ref) = (&js, &config, &options);
-    let Some((bound, capture)) = retry_until("consumer setup", &stop, &metrics, || async move {
+    let setting_up = Reaching { what: "consumer setup", target: &servers, hint: "nats.stream and nats.consumer" };
+    let Some((bound, capture)) = retry_until(setting_up, &stop, &metrics, || async move {
         let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
         let bound =
             setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
@@ -296,14 +347,26 @@ async fn run_inner(
     else {
         return Ok(());
     };
+    let delivery = &config.delivery;
     tracing::info!(
+        servers = %servers,
         stream = %config.nats.stream,
-        consumer = %config.nats.consumer,
+        consumer = %bound.consumer.cached_info().name,
+        filter = %config.consumer_management.effective_filters(&config.nats.subject).join(","),
         action = bound.action,
+        ack_policy = "explicit",
         max_deliver = bound.max_deliver,
         ack_wait_ms = bound.ack_wait.as_millis() as u64,
-        "consumer ready"
+        batch_size = delivery.batch_size,
+        max_in_flight_batches = delivery.max_in_flight_batches,
+        dead_letter = %if config.dead_letter.enabled { config.dead_letter.subject.as_deref().unwrap_or("?") } else { "off" },
+        rescue = capture.is_some(),
+        destination = %destination,
+        "consuming"
     );
+    for warning in startup::warnings(&config, bound.max_ack_pending, bound.ack_wait) {
+        tracing::warn!("{warning}");
+    }
     let ip = &config.delivery.in_progress;
     if ip.enabled && (ip.interval_ms as f64) >= bound.ack_wait.as_secs_f64() * 1000.0 * 0.8 {
         return Err(ConfigError::single(

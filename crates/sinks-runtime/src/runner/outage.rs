@@ -212,10 +212,10 @@ impl Line {
                 tracing::info!(sink, outage_seconds, failed_batches, failed_messages, "destination recovered")
             }
             Self::NotWritten { failures: f, written } if f.config_error() => {
-                tracing::error!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written (destination configuration error; retried)");
+                tracing::error!(sink, failed = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written (destination configuration error; retried)");
             }
             Self::NotWritten { failures: f, written } => {
-                tracing::warn!(sink, messages = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written");
+                tracing::warn!(sink, failed = f.messages, written, first_sequence = f.first_sequence, last_sequence = f.last_sequence, class = f.class_name(), reason = %f.reason, "messages of the batch were not written");
             }
         }
     }

@@ -10,30 +10,60 @@ use tokio::sync::watch;
 use crate::config::ConfigError;
 use crate::metrics::Metrics;
 
+/// What a start-up step reaches: `target` (a server's `host:port`, a destination, never
+/// credentials) and the config field to check when it keeps failing (`hint`).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Reaching<'a> {
+    /// What the step is, e.g. `nats connect`.
+    pub(super) what: &'a str,
+    /// What it talks to.
+    pub(super) target: &'a str,
+    /// The field that decides `target`.
+    pub(super) hint: &'a str,
+}
+
+/// How long a step fails before its retry lines point at the field to check.
+const HINT_AFTER: Duration = Duration::from_secs(60);
+
 /// Retries `attempt` with backoff until it succeeds, fails for a configuration reason, or a
-/// stop is requested (then `None`).
+/// stop is requested (then `None`). Every retry line names what it reaches; after a minute
+/// of failures, once, which field decides that.
 pub(super) async fn retry_until<T, E: std::fmt::Display, F: Future<Output = Result<T, Retry<E>>>>(
-    what: &str,
+    step: Reaching<'_>,
     stop: &watch::Receiver<bool>,
     metrics: &Metrics,
     mut attempt: impl FnMut() -> F,
 ) -> Result<Option<T>, ConfigError> {
     let backoff = reconnect_backoff();
+    let (what, target) = (step.what, step.target);
     let mut failures = 0u64;
+    let mut first_failure: Option<std::time::Instant> = None;
+    let mut hinted = false;
     loop {
         metrics.status().progress();
         match attempt().await {
             Ok(v) => {
                 if failures > 0 {
-                    tracing::info!(what, failures, "recovered");
+                    tracing::info!(what, target, failures, "recovered");
                 }
                 return Ok(Some(v));
             }
             Err(Retry::Fatal(e)) => return Err(e),
             Err(Retry::Again(e)) => {
                 failures += 1;
+                let since = *first_failure.get_or_insert_with(std::time::Instant::now);
                 let delay = backoff.delay(failures, 0.5);
-                tracing::warn!(what, error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "not ready; retrying");
+                tracing::warn!(what, target, error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "not ready; retrying");
+                if !hinted && since.elapsed() >= HINT_AFTER {
+                    hinted = true;
+                    tracing::warn!(
+                        what,
+                        target,
+                        seconds = since.elapsed().as_secs(),
+                        "still failing after a minute: check {} (retrying, since this can heal by itself)",
+                        step.hint
+                    );
+                }
                 if sleep_or_stop(delay, stop).await {
                     return Ok(None);
                 }

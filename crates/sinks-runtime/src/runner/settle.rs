@@ -200,7 +200,7 @@ enum Settled {
 /// could not be sent, once for all of them.
 fn record_settled(ctx: &Ctx, envelopes: &[Envelope], settled: &[Settled], outcomes: &[MessageOutcome]) {
     let mut not_sent = Failures::default();
-    let (mut acked, mut terminated, mut naked, mut left, mut ack_errors, mut term_errors) = (0, 0, 0, 0, 0, 0);
+    let (mut acked, mut terminated, mut nacked, mut left, mut ack_errors, mut term_errors) = (0, 0, 0, 0, 0, 0);
     let mut delays = Metrics::local(TimingId::RetryBackoffDelaySeconds);
     let mut latency = Metrics::local(TimingId::EndToEndLatencySeconds);
     let now = ctx.metrics.enabled().then(OffsetDateTime::now_utc);
@@ -215,7 +215,7 @@ fn record_settled(ctx: &Ctx, envelopes: &[Envelope], settled: &[Settled], outcom
             }
             Settled::Terminated => terminated += 1,
             Settled::Naked(d) => {
-                naked += 1;
+                nacked += 1;
                 delays.observe(d.as_secs_f64());
             }
             Settled::LeftUnacked => left += 1,
@@ -251,7 +251,7 @@ fn record_settled(ctx: &Ctx, envelopes: &[Envelope], settled: &[Settled], outcom
     }
     m.inc(CounterId::MessagesAcked, acked);
     m.inc(CounterId::MessagesTerminated, terminated);
-    m.inc(CounterId::MessagesNacked, naked);
+    m.inc(CounterId::MessagesNacked, nacked);
     m.inc(CounterId::MessagesLeftUnacked, left);
     m.inc(CounterId::AckErrors, ack_errors);
     m.inc(CounterId::TermErrors, term_errors);
@@ -337,7 +337,7 @@ async fn settle_one(
         }
     }
     let counter = match kind {
-        AckKind::Nak(_) => &ctx.stats.naked,
+        AckKind::Nak(_) => &ctx.stats.nacked,
         _ => &ctx.stats.acked,
     };
     // Timed only with metrics on, and only what has a timing (confirmed acks and terms): a
