@@ -8,6 +8,8 @@
 //! 3. The mdBook site builds into `target/book` with no warning (`book.toml` at the root,
 //!    pages from `docs/`; mdBook pinned by `cargo xtask setup`).
 //! 4. `cargo doc --workspace --no-deps` builds with `RUSTDOCFLAGS=-D warnings`.
+//! 5. `docs/getting-started.md` runs as written ([`crate::doc_run`]; `--no-getting-started`
+//!    skips it).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -24,6 +26,9 @@ pub(crate) struct Args {
     /// Skip `cargo doc` (the slowest step).
     #[arg(long)]
     pub(crate) no_rustdoc: bool,
+    /// Skip running docs/getting-started.md.
+    #[arg(long)]
+    pub(crate) no_getting_started: bool,
 }
 
 /// Runs `cargo xtask docs`.
@@ -50,6 +55,10 @@ pub(crate) fn run(args: &Args) -> Result<()> {
         bail!("{} broken link(s) in docs/: {}", problems.len(), problems.join("; "));
     }
     eprintln!("docs: every page is in SUMMARY.md and every relative link resolves");
+    if !args.no_getting_started {
+        crate::setup::ensure(&[crate::setup::Need::Nats])?;
+        crate::doc_run::run()?;
+    }
 
     let mdbook = crate::setup::mdbook()?;
     let out = Command::new(&mdbook)

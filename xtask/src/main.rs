@@ -29,6 +29,7 @@ mod bench;
 mod certify;
 mod config_ref;
 mod crash;
+mod doc_run;
 mod docs;
 mod fuzz;
 mod ops;
