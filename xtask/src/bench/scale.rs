@@ -116,7 +116,7 @@ async fn measure_workers(
         peak_rss_kib = peak_rss_kib.max(rss);
     }
     stop_all(&mut children);
-    let measured = Measurement { name, wall, first_ack, peak_rss_kib, cpu, messages: stream.total };
+    let measured = Measurement { name, wall, first_ack, peak_rss_kib, cpu, messages: stream.total, profile: None };
     let row = ScaleRow { group: group.to_owned(), workers, measured, server_cpu };
     eprintln!(
         "{}: {:.0} msgs/s, wall {:.2} s, workers' CPU {:.1} µs/msg, server CPU {:.1} µs/msg",

@@ -1,0 +1,234 @@
+//! The benchmark ceilings of the HTTP, S3 and file sinks: a hand-written JetStream loop with
+//! no framework, which writes each message the way the sink does and acks it after.
+//!
+//! One pull stream of the durable explicit-ack consumer feeds batches of up to BATCH
+//! messages; IN_FLIGHT batches are written at a time (the sink's `max_in_flight_batches`),
+//! each with the sink's own concurrency, then every message of the batch is acked. Each
+//! message becomes a JSON document of about BODY_BYTES bytes (its payload, subject, stream
+//! and sequence, padded to the size of the sink's document), built with `serde_json`:
+//! - `http URL`: one POST per message (reqwest, one connection pool), CONCURRENCY requests
+//!   in flight per batch, with an `Idempotency-Key` header; any 2xx counts;
+//! - `s3 ENDPOINT BUCKET`: one conditional put (`object_store`, create-if-absent) per message,
+//!   CONCURRENCY in flight per batch (credentials in `BENCH_S3_ACCESS_KEY_ID` and
+//!   `BENCH_S3_SECRET_ACCESS_KEY`);
+//! - `file DIRECTORY fsync|nofsync`: per message a temp file created and written, fsynced
+//!   (64 at a time) and renamed to its final name (8 blocking tasks per batch), then the
+//!   directory fsynced once per batch.
+//!
+//! `raw_ceiling NATS_URL STREAM CONSUMER COUNT BATCH IN_FLIGHT CONCURRENCY BODY_BYTES MODE
+//! TARGET…` consumes COUNT messages, then idles until it is killed (so that its peak RSS and
+//! CPU time can still be read).
+#![allow(clippy::print_stderr)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_nats::jetstream::Message;
+use async_nats::jetstream::consumer::{AckPolicy, pull};
+use futures::{StreamExt, TryStreamExt};
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use sinks_contract::SinkError;
+use sinks_contract::blocking::run_parallel;
+
+type Error = Box<dyn std::error::Error + Send + Sync>;
+
+/// Blocking tasks per batch for creating and renaming files (the file sink's).
+const FILE_TASKS: usize = 8;
+/// Fsyncs in flight per batch (the file sink's).
+const FSYNC_TASKS: usize = 64;
+
+/// Where the messages go.
+enum Target {
+    Http { client: reqwest::Client, url: String },
+    S3(Arc<dyn ObjectStore>),
+    File { dir: PathBuf, fsync: bool },
+}
+
+/// The document one message becomes.
+#[derive(serde::Serialize)]
+struct Doc<'a> {
+    stream: &'a str,
+    stream_sequence: u64,
+    subject: &'a str,
+    payload: &'a serde_json::value::RawValue,
+    pad: &'a str,
+}
+
+fn body(message: &Message, size: usize, pad: &str) -> Result<(u64, Vec<u8>), Error> {
+    let info = message.info()?;
+    let payload: &serde_json::value::RawValue = serde_json::from_slice(&message.payload)?;
+    let base = message.payload.len() + message.subject.len() + info.stream.len() + 80;
+    let doc = Doc {
+        stream: info.stream,
+        stream_sequence: info.stream_sequence,
+        subject: message.subject.as_str(),
+        payload,
+        pad: &pad[..size.saturating_sub(base).min(pad.len())],
+    };
+    Ok((info.stream_sequence, serde_json::to_vec(&doc)?))
+}
+
+impl Target {
+    async fn write(&self, batch: &[Message], concurrency: usize, size: usize, pad: &str) -> Result<(), Error> {
+        let docs: Vec<(u64, Vec<u8>)> = batch.iter().map(|m| body(m, size, pad)).collect::<Result<_, _>>()?;
+        match self {
+            Self::Http { client, url } => {
+                futures::stream::iter(docs)
+                    .map(|(seq, doc)| async move {
+                        let response =
+                            client.post(url).header("Idempotency-Key", seq.to_string()).body(doc).send().await?;
+                        if !response.status().is_success() {
+                            return Err(format!("status {}", response.status()).into());
+                        }
+                        response.bytes().await?;
+                        Ok::<(), Error>(())
+                    })
+                    .buffer_unordered(concurrency)
+                    .try_collect::<()>()
+                    .await
+            }
+            Self::S3(store) => {
+                futures::stream::iter(docs)
+                    .map(|(seq, doc)| async move {
+                        let path = object_store::path::Path::from(format!("raw/{seq:020}.json"));
+                        let options = PutOptions { mode: PutMode::Create, ..Default::default() };
+                        match store.put_opts(&path, PutPayload::from(doc), options).await {
+                            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => Ok(()),
+                            Err(e) => Err(Error::from(e)),
+                        }
+                    })
+                    .buffer_unordered(concurrency)
+                    .try_collect::<()>()
+                    .await
+            }
+            Self::File { dir, fsync } => write_files(dir, docs, *fsync).await,
+        }
+    }
+}
+
+/// An I/O error as the blocking helper carries it.
+fn failed(e: std::io::Error) -> SinkError {
+    SinkError::temporary(e.to_string())
+}
+
+/// Temp file per document, fsynced when `fsync`, renamed into place; then the directory.
+async fn write_files(dir: &Path, docs: Vec<(u64, Vec<u8>)>, fsync: bool) -> Result<(), Error> {
+    let stage = {
+        let dir = dir.to_path_buf();
+        move |(seq, doc): (u64, Vec<u8>)| -> Result<(std::fs::File, PathBuf, PathBuf), SinkError> {
+            let temp = dir.join(format!(".{seq:020}.json.tmp"));
+            let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&temp).map_err(failed)?;
+            file.write_all(&doc).map_err(failed)?;
+            Ok((file, temp, dir.join(format!("{seq:020}.json"))))
+        }
+    };
+    let staged: Vec<_> = run_parallel(docs, FILE_TASKS, stage).await.into_iter().collect::<Result<_, _>>()?;
+    let staged = if fsync {
+        let sync = move |(file, temp, path): (std::fs::File, PathBuf, PathBuf)| {
+            file.sync_all().map_err(failed)?;
+            Ok((file, temp, path))
+        };
+        run_parallel(staged, FSYNC_TASKS, sync).await.into_iter().collect::<Result<_, SinkError>>()?
+    } else {
+        staged
+    };
+    let place = |(file, temp, path): (std::fs::File, PathBuf, PathBuf)| {
+        drop(file);
+        std::fs::rename(temp, path).map_err(failed)
+    };
+    run_parallel(staged, FILE_TASKS, place).await.into_iter().collect::<Result<(), _>>()?;
+    if fsync {
+        let dir = dir.to_path_buf();
+        tokio::task::spawn_blocking(move || std::fs::File::open(dir)?.sync_all()).await??;
+    }
+    Ok(())
+}
+
+fn usage() -> ! {
+    eprintln!(
+        "usage: raw_ceiling NATS_URL STREAM CONSUMER COUNT BATCH IN_FLIGHT CONCURRENCY BODY_BYTES \
+         (http URL | s3 ENDPOINT BUCKET | file DIRECTORY fsync|nofsync)"
+    );
+    std::process::exit(2);
+}
+
+fn target(mode: &[String]) -> Result<Target, Error> {
+    Ok(match mode {
+        [kind, url] if kind == "http" => Target::Http { client: reqwest::Client::new(), url: url.clone() },
+        [kind, endpoint, bucket] if kind == "s3" => {
+            let env = |name: &str| std::env::var(name).map_err(|_| format!("{name} is not set"));
+            let store = object_store::aws::AmazonS3Builder::new()
+                .with_endpoint(endpoint)
+                .with_allow_http(true)
+                .with_region("us-east-1")
+                .with_bucket_name(bucket)
+                .with_access_key_id(env("BENCH_S3_ACCESS_KEY_ID")?)
+                .with_secret_access_key(env("BENCH_S3_SECRET_ACCESS_KEY")?)
+                .with_conditional_put(object_store::aws::S3ConditionalPut::ETagMatch)
+                .build()?;
+            Target::S3(Arc::new(store))
+        }
+        [kind, dir, fsync] if kind == "file" => {
+            std::fs::create_dir_all(dir)?;
+            Target::File { dir: PathBuf::from(dir), fsync: fsync == "fsync" }
+        }
+        _ => usage(),
+    })
+}
+
+/// The same multi-threaded Tokio runtime `nats-sink` runs on, so the ceiling pays what the
+/// sink pays for its scheduler.
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    run().await
+}
+
+async fn run() -> Result<(), Error> {
+    let args: Vec<String> = std::env::args().collect();
+    let [_, url, stream, consumer, count, batch, in_flight, concurrency, body_bytes, mode @ ..] = args.as_slice()
+    else {
+        usage()
+    };
+    let [count, batch, in_flight, concurrency, size]: [usize; 5] =
+        [count, batch, in_flight, concurrency, body_bytes].map(|v| v.parse().unwrap_or_else(|_| usage()));
+    let target = target(mode)?;
+    let pad = "p".repeat(size);
+    let js = async_nats::jetstream::new(async_nats::connect(url).await?);
+    let consumer = js
+        .get_stream(stream)
+        .await?
+        .get_or_create_consumer(
+            consumer,
+            pull::Config {
+                durable_name: Some(consumer.clone()),
+                ack_policy: AckPolicy::Explicit,
+                ..Default::default()
+            },
+        )
+        .await?;
+    let messages = consumer.stream().max_messages_per_batch(batch).messages().await?;
+    let (target, pad) = (&target, pad.as_str());
+    let mut written = messages
+        .ready_chunks(batch)
+        .map(|chunk| async move {
+            let batch: Vec<Message> = chunk.into_iter().collect::<Result<_, _>>()?;
+            target.write(&batch, concurrency, size, pad).await?;
+            for message in &batch {
+                message.ack().await?;
+            }
+            Ok::<usize, Error>(batch.len())
+        })
+        .buffer_unordered(in_flight);
+    let mut done = 0;
+    while done < count {
+        match written.next().await {
+            Some(n) => done += n?,
+            None => return Err("the message stream ended".into()),
+        }
+    }
+    drop(written);
+    js.client().flush().await?;
+    tokio::signal::ctrl_c().await?;
+    Ok(())
+}
