@@ -186,6 +186,9 @@ pub struct Receipt {
     pub received_at: String,
     /// When the receipt was built, after the outcome was committed (RFC 3339).
     pub recorded_at: String,
+    /// The message's trace id (32 hex digits), when traces are on and its trace is exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl Receipt {
@@ -358,6 +361,7 @@ pub fn receipt_with(
         published_at: js.timestamp.map(rfc3339),
         received_at: rfc3339(envelope.received_at()),
         recorded_at: rfc3339(OffsetDateTime::now_utc()),
+        trace_id: crate::otel::current_trace_id(),
     })
 }
 

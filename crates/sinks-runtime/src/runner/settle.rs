@@ -264,10 +264,52 @@ fn record_settled(ctx: &Ctx, envelopes: &[Envelope], settled: &[Settled], outcom
     }
 }
 
+impl Settled {
+    /// The settlement as a trace span names it.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Acked => "ack",
+            Self::Terminated => "term",
+            Self::Naked(_) => "nak",
+            Self::LeftUnacked => "left_unacked",
+            Self::NotSent { .. } => "not_sent",
+        }
+    }
+}
+
+/// [`settle_untraced`] inside the message's trace span, when traces are on: its log lines,
+/// dead-letter record and receipt carry the trace, and the span ends with the message's fate.
+async fn settle_one(
+    ctx: &Ctx,
+    envelope: &Envelope,
+    handle: &AckHandle,
+    outcome: &MessageOutcome,
+    settlement: Settlement,
+    confirm: Option<Duration>,
+) -> Settled {
+    let Some(traces) = &ctx.traces else {
+        return settle_untraced(ctx, envelope, handle, outcome, settlement, confirm).await;
+    };
+    let span = traces.take(envelope.jetstream().stream_sequence);
+    let ids = span.as_ref().map(crate::otel::MessageSpan::ids);
+    let settled = crate::otel::scope(ids, settle_untraced(ctx, envelope, handle, outcome, settlement, confirm)).await;
+    if let Some(span) = span {
+        let dead_lettered =
+            matches!(settlement, Settlement::DeadLetter(_)) && matches!(settled, Settled::Acked | Settled::Terminated);
+        let fate = crate::otel::Fate {
+            outcome: crate::otel::Fate::outcome_label(outcome),
+            settlement: settled.label(),
+            dead_lettered,
+        };
+        crate::otel::finish(span, fate, dead_lettered.then(|| dlq::reason(outcome)));
+    }
+    settled
+}
+
 /// Settles one message as planned: dead-letters it first when so planned, publishes its
 /// receipt once the settlement is final (before the ack, or after it in `after_ack` mode),
 /// and sends the ack kind through its handle (confirmed within `confirm` when given).
-async fn settle_one(
+async fn settle_untraced(
     ctx: &Ctx,
     envelope: &Envelope,
     handle: &AckHandle,
