@@ -144,7 +144,10 @@ impl OpenTelemetryConfig {
         if let Some(f) = &self.tls_ca_file
             && (f.trim() != f || f.is_empty() || f.chars().any(char::is_control))
         {
-            issues.push(&format!("{path}.tls_ca_file"), "must be a plain file path without padding or control characters");
+            issues.push(
+                &format!("{path}.tls_ca_file"),
+                "must be a plain file path without padding or control characters",
+            );
         }
         for (name, var) in &self.headers_env {
             let field = format!("{path}.headers_env.{name}");
@@ -165,7 +168,8 @@ impl OpenTelemetryConfig {
         let m = &self.metrics;
         issues.range(&format!("{path}.metrics.interval_ms"), m.interval_ms, 200, 3_600_000);
         if m.enabled && !metrics_enabled {
-            issues.push(&format!("{path}.metrics.enabled"), "requires metrics.enabled (the catalogue is recorded there)");
+            issues
+                .push(&format!("{path}.metrics.enabled"), "requires metrics.enabled (the catalogue is recorded there)");
         }
         for (list, names) in [("allowed_metrics", &m.allowed_metrics), ("denied_metrics", &m.denied_metrics)] {
             for (i, name) in names.iter().enumerate() {

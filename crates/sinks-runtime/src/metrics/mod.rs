@@ -580,7 +580,8 @@ impl Metrics {
             && reason.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         let mut known = r.dlq_reasons.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let named = known.keys().filter(|k| k.as_str() != "other").count();
-        let label = if well_formed && (known.contains_key(reason) || named < MAX_DLQ_REASONS) { reason } else { "other" };
+        let label =
+            if well_formed && (known.contains_key(reason) || named < MAX_DLQ_REASONS) { reason } else { "other" };
         let counter = known
             .entry(label.to_owned())
             .or_insert_with(|| r.dlq.get_or_create_owned(&ReasonLabels { reason: label.to_owned() }));

@@ -66,12 +66,13 @@ impl Endpoint {
                 }
             }
         }
-        let ca_pem = match &config.tls_ca_file {
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
-                ConfigError::single("opentelemetry.tls_ca_file", format!("cannot read {path}: {e}"))
-            })?),
-            None => None,
-        };
+        let ca_pem =
+            match &config.tls_ca_file {
+                Some(path) => Some(std::fs::read(path).map_err(|e| {
+                    ConfigError::single("opentelemetry.tls_ca_file", format!("cannot read {path}: {e}"))
+                })?),
+                None => None,
+            };
         Ok(Self {
             protocol: config.protocol,
             base: config.endpoint().trim_end_matches('/').to_owned(),

@@ -25,8 +25,8 @@ use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::metrics::SdkMeterProvider;
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
 
-pub use spans::{Ids, Traces};
 pub(crate) use spans::{Fate, MessageSpan, WriteSpan, finish};
+pub use spans::{Ids, Traces};
 
 use self::exporter::{Endpoint, Failures, Guarded};
 use crate::config::{Config, ConfigError};
@@ -78,10 +78,8 @@ pub struct Telemetry {
 /// The resource of every export: `service.name`, `service.version` and the configured
 /// attributes.
 fn resource(config: &Config) -> Resource {
-    let mut attributes = vec![
-        KeyValue::new("service.name", "nats-sink"),
-        KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
-    ];
+    let mut attributes =
+        vec![KeyValue::new("service.name", "nats-sink"), KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))];
     for (key, value) in &config.opentelemetry.resource_attributes {
         attributes.retain(|kv| kv.key.as_str() != key);
         attributes.push(KeyValue::new(key.clone(), value.clone()));

@@ -21,7 +21,7 @@ use std::time::SystemTime;
 use opentelemetry::trace::{Link, SpanContext, SpanKind, Status, TraceContextExt, Tracer as _};
 use opentelemetry::trace::{Span as _, SpanId, TraceId};
 use opentelemetry::{Context, KeyValue, StringValue, Value};
-use opentelemetry_sdk::trace::{Span, SdkTracer};
+use opentelemetry_sdk::trace::{SdkTracer, Span};
 use sinks_contract::envelope::Envelope;
 use sinks_contract::sink::MessageOutcome;
 
@@ -106,7 +106,9 @@ fn shared(s: &str) -> StringValue {
 /// The parent context of a message: its producer's span, or none.
 fn parent_of(envelope: &Envelope) -> Context {
     let headers = envelope.headers();
-    match headers.get(traceparent::TRACEPARENT).and_then(|tp| traceparent::parse(tp, headers.get(traceparent::TRACESTATE)))
+    match headers
+        .get(traceparent::TRACEPARENT)
+        .and_then(|tp| traceparent::parse(tp, headers.get(traceparent::TRACESTATE)))
     {
         Some(parent) => Context::new().with_remote_span_context(parent),
         None => Context::new(),
@@ -174,7 +176,8 @@ impl Traces {
     /// Notes on the open span of `seq` that a policy step refused the message.
     pub(crate) fn refused(&self, seq: u64, step: &'static str, reason: &str) {
         if let Some(m) = self.lock().get_mut(&seq) {
-            let attributes = vec![KeyValue::new("nats_sinks.policy", step), KeyValue::new("nats_sinks.reason", reason.to_owned())];
+            let attributes =
+                vec![KeyValue::new("nats_sinks.policy", step), KeyValue::new("nats_sinks.reason", reason.to_owned())];
             m.span.add_event("refused by policy", attributes);
         }
     }
@@ -241,7 +244,10 @@ impl Fate {
 /// Ends a message's span with its fate (`reason`: the dead-letter reason code).
 pub(crate) fn finish(mut message: MessageSpan, fate: Fate, reason: Option<&str>) {
     let span = &mut message.span;
-    span.set_attribute(KeyValue::new("nats_sinks.outcome", if fate.dead_lettered { "dead_lettered" } else { fate.outcome }));
+    span.set_attribute(KeyValue::new(
+        "nats_sinks.outcome",
+        if fate.dead_lettered { "dead_lettered" } else { fate.outcome },
+    ));
     span.set_attribute(KeyValue::new("nats_sinks.sink_outcome", fate.outcome));
     span.set_attribute(KeyValue::new("nats_sinks.settlement", fate.settlement));
     if fate.dead_lettered {

@@ -43,8 +43,7 @@ pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext>
     else {
         return None;
     };
-    if trace.len() != 32 || span.len() != 16 || flags.len() != 2 || ![trace, span, flags].iter().all(|p| hex_lower(p))
-    {
+    if trace.len() != 32 || span.len() != 16 || flags.len() != 2 || ![trace, span, flags].iter().all(|p| hex_lower(p)) {
         return None;
     }
     let trace_id = TraceId::from_hex(trace).ok().filter(|t| *t != TraceId::INVALID)?;

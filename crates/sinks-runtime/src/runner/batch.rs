@@ -258,21 +258,23 @@ fn apply_policies<H>(ctx: &Ctx, batch: Batch<H>) -> (Batch<H>, Batch<H>, Vec<Mes
                 // With a DLQ, the dead-letter line names the policy and reason; without one
                 // this line is the only trace of the refusal.
                 let ids = ctx.traces.as_ref().and_then(|t| t.ids(envelope.jetstream().stream_sequence));
-                crate::otel::sync_scope(ids, || if ctx.dlq.is_some() {
-                    tracing::debug!(
-                        stream_sequence = envelope.jetstream().stream_sequence,
-                        policy = rejection.step.section(),
-                        reason = %rejection.reason,
-                        "message refused by policy"
-                    );
-                } else {
-                    tracing::warn!(
-                        stream_sequence = envelope.jetstream().stream_sequence,
-                        subject = envelope.subject(),
-                        policy = rejection.step.section(),
-                        reason = %rejection.reason,
-                        "message refused by policy"
-                    );
+                crate::otel::sync_scope(ids, || {
+                    if ctx.dlq.is_some() {
+                        tracing::debug!(
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            policy = rejection.step.section(),
+                            reason = %rejection.reason,
+                            "message refused by policy"
+                        );
+                    } else {
+                        tracing::warn!(
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            subject = envelope.subject(),
+                            policy = rejection.step.section(),
+                            reason = %rejection.reason,
+                            "message refused by policy"
+                        );
+                    }
                 });
                 refused.push(envelope, handle);
                 rejections.push(MessageOutcome::Failed(rejection.into_error()));

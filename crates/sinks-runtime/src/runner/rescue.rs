@@ -201,7 +201,13 @@ async fn settle(ctx: &Ctx, envelope: Envelope, case: Case, outcome: MessageOutco
 
 /// Finishes one rescue from the outcome of its last chance: `Some(false)` when it was
 /// durable, `Some(true)` when it was dead-lettered, `None` when it is retried later.
-async fn settle_untraced(ctx: &Ctx, envelope: Envelope, case: Case, outcome: MessageOutcome, step: Step) -> Option<bool> {
+async fn settle_untraced(
+    ctx: &Ctx,
+    envelope: Envelope,
+    case: Case,
+    outcome: MessageOutcome,
+    step: Step,
+) -> Option<bool> {
     let seq = case.exhausted.stream_seq;
     let deliveries = case.exhausted.deliveries;
     if outcome.is_durable() {
