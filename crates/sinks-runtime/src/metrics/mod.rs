@@ -703,6 +703,34 @@ mod tests {
     }
 
     #[test]
+    fn the_write_latency_histogram_carries_the_batch_write_trace_as_an_exemplar_in_openmetrics() {
+        let m = enabled();
+        let (trace, span) = ("4bf92f3577b34da6a3ce929d0e0e4736".to_owned(), "00f067aa0ba902b7".to_owned());
+        m.observe(TimingId::SinkBatchWriteSeconds, 0.2);
+        m.observe_traced(TimingId::SinkBatchWriteSeconds, 0.003, Some((trace.clone(), span.clone())));
+        let open = m.encode(Format::OpenMetrics).unwrap();
+        let bucket = open.lines().find(|l| l.starts_with("nats_sinks_sink_batch_write_seconds_bucket{le=\"0.005\"}")).unwrap();
+        assert!(bucket.contains(&format!("# {{trace_id=\"{trace}\",span_id=\"{span}\"}} 0.003")), "{bucket}");
+        assert!(open.contains("nats_sinks_sink_batch_write_seconds_count 2"), "{open}");
+        let text = m.encode(Format::Prometheus).unwrap();
+        assert!(!text.contains(&trace), "no exemplars in the 0.0.4 text format: {text}");
+        assert_eq!(m.summary(TimingId::SinkBatchWriteSeconds).count, 2, "the snapshot sees both");
+    }
+
+    #[test]
+    fn outcome_and_dlq_series_can_be_read_back_for_the_otlp_export() {
+        let m = enabled();
+        m.outcome_counters("file").add(OutcomeClass::Committed, 4);
+        let _ = m.outcome_counters("file");
+        m.dlq_record("sink_permanent");
+        m.dlq_record("Not A Code");
+        let outcomes = m.outcome_values();
+        assert_eq!(outcomes.len(), 6, "one sink, six classes: {outcomes:?}");
+        assert!(outcomes.contains(&("file".to_owned(), "committed", 4)));
+        assert_eq!(m.dlq_values(), vec![("other".to_owned(), 1), ("sink_permanent".to_owned(), 1)]);
+    }
+
+    #[test]
     fn legacy_aliases_stay_out_of_the_exposition() {
         let m = enabled();
         m.inc(CounterId::MessagesPrepared, 9);

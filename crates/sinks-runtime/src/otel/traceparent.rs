@@ -20,6 +20,28 @@ fn hex_lower(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
+/// True when `value` is a W3C `tracestate`: at most 32 comma-separated `key=value` members
+/// (empty members allowed), keys lowercase `[a-z0-9_*/-]` (optionally `tenant@system`),
+/// values printable ASCII without `,` and `=`, at most 256 characters, no trailing blank.
+fn valid_tracestate(value: &str) -> bool {
+    let members: Vec<&str> = value.split(',').map(|m| m.trim_matches([' ', '\t'])).filter(|m| !m.is_empty()).collect();
+    let key_ok = |k: &str| {
+        let (tenant, system) = k.split_once('@').map_or((k, None), |(t, s)| (t, Some(s)));
+        let part = |p: &str, first_digit: bool| {
+            !p.is_empty()
+                && p.len() <= 256
+                && p.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || (first_digit && b.is_ascii_digit()))
+                && p.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_-*/".contains(&b))
+        };
+        part(tenant, system.is_some()) && system.is_none_or(|s| part(s, false))
+    };
+    let value_ok = |v: &str| {
+        !v.is_empty() && v.len() <= 256 && !v.ends_with(' ') && v.bytes().all(|b| (0x20..=0x7e).contains(&b) && b != b',' && b != b'=')
+    };
+    members.len() <= 32
+        && members.iter().all(|m| m.split_once('=').is_some_and(|(k, v)| key_ok(k) && value_ok(v)))
+}
+
 /// The remote parent named by `traceparent` (with `tracestate`, when valid), or `None` when
 /// the value is malformed.
 pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext> {
@@ -49,7 +71,10 @@ pub fn parse(traceparent: &str, tracestate: Option<&str>) -> Option<SpanContext>
     let trace_id = TraceId::from_hex(trace).ok().filter(|t| *t != TraceId::INVALID)?;
     let span_id = SpanId::from_hex(span).ok().filter(|s| *s != SpanId::INVALID)?;
     let flags = u8::from_str_radix(flags, 16).ok()?;
-    let state = tracestate.and_then(|s| TraceState::from_str(s.trim()).ok()).unwrap_or_default();
+    let state = tracestate
+        .filter(|s| valid_tracestate(s))
+        .and_then(|s| TraceState::from_str(s.trim()).ok())
+        .unwrap_or_default();
     Some(SpanContext::new(trace_id, span_id, TraceFlags::new(flags & 1), true, state))
 }
 
@@ -105,9 +130,14 @@ mod tests {
         let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         let kept = parse(tp, Some("congo=t61rcWkgMzE,rojo=00f067aa0ba902b7")).unwrap();
         assert_eq!(kept.trace_state().get("congo"), Some("t61rcWkgMzE"));
-        let dropped = parse(tp, Some("=== not a trace state")).unwrap();
-        assert_eq!(dropped.trace_state().header(), "", "an invalid tracestate is dropped");
-        assert!(dropped.is_sampled(), "the traceparent still counts");
+        for bad in ["=== not a trace state", "UPPER=x", "k=v,=x", "k=a=b", "k="] {
+            let dropped = parse(tp, Some(bad)).unwrap();
+            assert_eq!(dropped.trace_state().header(), "", "an invalid tracestate is dropped: {bad:?}");
+            assert!(dropped.is_sampled(), "the traceparent still counts");
+        }
+        for good in ["a=1", "tenant@system=v,b=2", "k1_x/-*=v v", "rojo=00f067aa0ba902b7, congo=t61rcWkgMzE"] {
+            assert!(!parse(tp, Some(good)).unwrap().trace_state().header().is_empty(), "{good:?}");
+        }
     }
 
     #[test]
