@@ -150,7 +150,9 @@ pub(super) fn render(results: &[Measurement], control: &[f64]) -> String {
         let cpu: Vec<f64> = pairs.iter().map(|p| p.1).collect();
         let median = quantile(&rates, 0.5).unwrap_or(f64::NAN);
         let scaled = match (control_side, control_alone) {
-            (Some(side), Some(alone)) if side < 1.0 && alone < 1.0 => format!("{:.3}", median.powf(alone.ln() / side.ln())),
+            (Some(side), Some(alone)) if side < 1.0 && alone < 1.0 => {
+                format!("{:.3}", median.powf(alone.ln() / side.ln()))
+            }
             _ => "—".to_owned(),
         };
         md.push_str(&format!(

@@ -709,7 +709,8 @@ mod tests {
         m.observe(TimingId::SinkBatchWriteSeconds, 0.2);
         m.observe_traced(TimingId::SinkBatchWriteSeconds, 0.003, Some((trace.clone(), span.clone())));
         let open = m.encode(Format::OpenMetrics).unwrap();
-        let bucket = open.lines().find(|l| l.starts_with("nats_sinks_sink_batch_write_seconds_bucket{le=\"0.005\"}")).unwrap();
+        let bucket =
+            open.lines().find(|l| l.starts_with("nats_sinks_sink_batch_write_seconds_bucket{le=\"0.005\"}")).unwrap();
         assert!(bucket.contains(&format!("# {{trace_id=\"{trace}\",span_id=\"{span}\"}} 0.003")), "{bucket}");
         assert!(open.contains("nats_sinks_sink_batch_write_seconds_count 2"), "{open}");
         let text = m.encode(Format::Prometheus).unwrap();

@@ -60,7 +60,7 @@ impl Endpoint {
                 Ok(v) if !v.is_empty() => headers.push((name.to_ascii_lowercase(), v)),
                 _ => {
                     return Err(ConfigError::single(
-                        &format!("opentelemetry.headers_env.{name}"),
+                        format!("opentelemetry.headers_env.{name}"),
                         format!("environment variable {var} is not set or empty"),
                     ));
                 }

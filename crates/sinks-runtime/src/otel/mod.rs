@@ -98,7 +98,7 @@ impl Telemetry {
         }
         let endpoint = Endpoint::from_config(section)?;
         let handle = tokio::runtime::Handle::current();
-        let failed = |signal: &str, e: String| ConfigError::single(&format!("opentelemetry.{signal}"), e);
+        let failed = |signal: &str, e: String| ConfigError::single(format!("opentelemetry.{signal}"), e);
         let mut telemetry = Self::default();
         if section.metrics.enabled && metrics.enabled() {
             let inner = Arc::new(endpoint.metrics().map_err(|e| failed("metrics", e))?);

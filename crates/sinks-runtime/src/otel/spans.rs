@@ -134,9 +134,7 @@ impl Traces {
         let mut open = self.lock();
         for envelope in envelopes {
             let seq = envelope.jetstream().stream_sequence;
-            if !open.contains_key(&seq) {
-                open.insert(seq, self.message_span(envelope, now));
-            }
+            open.entry(seq).or_insert_with(|| self.message_span(envelope, now));
         }
     }
 

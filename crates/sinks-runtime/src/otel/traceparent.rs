@@ -36,10 +36,12 @@ fn valid_tracestate(value: &str) -> bool {
         part(tenant, system.is_some()) && system.is_none_or(|s| part(s, false))
     };
     let value_ok = |v: &str| {
-        !v.is_empty() && v.len() <= 256 && !v.ends_with(' ') && v.bytes().all(|b| (0x20..=0x7e).contains(&b) && b != b',' && b != b'=')
+        !v.is_empty()
+            && v.len() <= 256
+            && !v.ends_with(' ')
+            && v.bytes().all(|b| (0x20..=0x7e).contains(&b) && b != b',' && b != b'=')
     };
-    members.len() <= 32
-        && members.iter().all(|m| m.split_once('=').is_some_and(|(k, v)| key_ok(k) && value_ok(v)))
+    members.len() <= 32 && members.iter().all(|m| m.split_once('=').is_some_and(|(k, v)| key_ok(k) && value_ok(v)))
 }
 
 /// The remote parent named by `traceparent` (with `tracestate`, when valid), or `None` when
@@ -90,11 +92,14 @@ mod tests {
     const TRACE: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
     const SPAN: &str = "00f067aa0ba902b7";
 
+    /// `(trace id, span id, sampled)` of a parsed parent.
+    type Parsed = Option<(String, String, bool)>;
+
     #[test]
     fn traceparent_table() {
         let ok = |sampled: bool| Some((TRACE.to_owned(), SPAN.to_owned(), sampled));
         #[rustfmt::skip]
-        let table: &[(&str, &str, Option<(String, String, bool)>)] = &[
+        let table: &[(&str, &str, Parsed)] = &[
             ("sampled", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", ok(true)),
             ("not sampled", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00", ok(false)),
             ("other flag bits are not `sampled`", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-02", ok(false)),
