@@ -31,6 +31,7 @@ pub mod reconcile;
 pub mod runner;
 pub mod setup;
 mod source;
+mod wsrelay;
 
 pub use config::Config;
 pub use runner::{RunError, RunOptions, RunStats, run, run_observed, run_with};

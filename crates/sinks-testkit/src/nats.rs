@@ -54,6 +54,9 @@ struct WebSocketListener {
     port: u16,
     /// Certificate and key (PEM files) when the listener speaks TLS.
     tls: Option<(PathBuf, PathBuf)>,
+    /// `(cookie name, token)`: WebSocket clients must authenticate with `token`, which the
+    /// server also reads from that cookie of the handshake.
+    token_cookie: Option<(String, String)>,
 }
 
 impl NatsServer {
@@ -71,14 +74,17 @@ impl NatsServer {
     }
 
     /// [`NatsServer::start`] with a WebSocket listener on another free port as well: plain,
-    /// or TLS with the certificate and key files of `tls` (`(cert, key)`).
-    pub fn start_websocket(tls: Option<(PathBuf, PathBuf)>) -> Self {
+    /// or TLS with the certificate and key files of `tls` (`(cert, key)`); with
+    /// `token_cookie` (`(cookie, token)`) WebSocket clients must give `token`, which the
+    /// server also takes from that handshake cookie (TCP clients need nothing).
+    pub fn start_websocket(tls: Option<(PathBuf, PathBuf)>, token_cookie: Option<(&str, &str)>) -> Self {
+        let token_cookie = token_cookie.map(|(c, t)| (c.to_owned(), t.to_owned()));
         let mut server = Self {
             port: free_port(),
             store: tempfile::Builder::new().prefix("nats-store-").tempdir().unwrap(),
             child: None,
             bin: find_nats_server(),
-            websocket: Some(WebSocketListener { port: free_port(), tls }),
+            websocket: Some(WebSocketListener { port: free_port(), tls, token_cookie }),
         };
         server.spawn();
         server
@@ -101,7 +107,11 @@ impl NatsServer {
             }
             None => "no_tls: true".to_owned(),
         };
-        let text = format!("websocket {{\n  listen: \"127.0.0.1:{}\"\n  {tls}\n}}\n", ws.port);
+        let auth = match &ws.token_cookie {
+            Some((cookie, token)) => format!("token_cookie: \"{cookie}\"\n  authorization {{ token: \"{token}\" }}"),
+            None => String::new(),
+        };
+        let text = format!("websocket {{\n  listen: \"127.0.0.1:{}\"\n  {tls}\n  {auth}\n}}\n", ws.port);
         let path = self.store.path().join("websocket.conf");
         std::fs::write(&path, text).unwrap();
         path

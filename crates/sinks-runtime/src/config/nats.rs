@@ -69,15 +69,15 @@ pub struct NatsConfig {
     #[serde(default = "yes")]
     pub tls_verify: bool,
     /// Headers of the WebSocket handshake (`ws://`/`wss://` URLs only; at most 32 with
-    /// `websocket_headers_env`): name → value. Checked, then refused: the NATS client sends
-    /// no handshake headers yet. Protocol headers (`host`, `upgrade`,
+    /// `websocket_headers_env`): name → value. Sent through a loopback relay that serves this
+    /// process only (async-nats sends no handshake headers itself). Protocol headers (`host`, `upgrade`,
     /// `connection`, `sec-websocket-*`) are refused, and so are credential headers
     /// (`authorization`, `cookie`, `x-api-key`, …): give those through
     /// `websocket_headers_env`. Values are masked in `show-effective-config`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub websocket_headers: BTreeMap<String, String>,
     /// Headers of the WebSocket handshake whose values come from environment variables:
-    /// header name → variable name. Checked, then refused like `websocket_headers`.
+    /// header name → variable name (read when connecting, never logged).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub websocket_headers_env: BTreeMap<String, String>,
     /// Ask the server not to echo this connection's own publishes.
@@ -160,13 +160,6 @@ impl NatsConfig {
         let headers = self.websocket_headers.len() + self.websocket_headers_env.len();
         if headers > 0 && ws == 0 {
             issues.push("nats.websocket_headers", "WebSocket headers need ws:// or wss:// URLs");
-        } else if headers > 0 {
-            // async-nats 0.51 opens the WebSocket itself and takes no handshake headers; a
-            // loopback relay that added them would hand the credentials to any local process.
-            issues.push(
-                "nats.websocket_headers",
-                "not supported yet: the NATS client (async-nats 0.51) sends no WebSocket handshake headers",
-            );
         }
         if headers > MAX_WEBSOCKET_HEADERS {
             issues.push(
@@ -351,11 +344,12 @@ mod tests {
             ("other schemes", serde_json::json!({"url": "http://a:80"}), &["nats.url: scheme must be nats://, tls://, ws:// or wss://"]),
             ("headers without a ws URL", serde_json::json!({"websocket_headers": {"X-Route": "a"}}), &["nats.websocket_headers: WebSocket headers need ws:// or wss:// URLs"]),
             ("a protocol header", serde_json::json!({"url": "ws://a:80", "websocket_headers": {"Sec-WebSocket-Key": "x"}}),
-             &["nats.websocket_headers: not supported yet", "nats.websocket_headers.Sec-WebSocket-Key: a WebSocket protocol header cannot be set"]),
+             &["nats.websocket_headers.Sec-WebSocket-Key: a WebSocket protocol header cannot be set"]),
             ("a credential inline", serde_json::json!({"url": "ws://a:80", "websocket_headers": {"Authorization": "Bearer x"}}),
-             &["nats.websocket_headers: not supported yet", "nats.websocket_headers.Authorization: a credential header: give it through nats.websocket_headers_env"]),
-            ("a credential from the environment: checked, then refused (the client sends none)", serde_json::json!({"url": "ws://a:80", "websocket_headers_env": {"Authorization": "WS_AUTH"}}),
-             &["nats.websocket_headers: not supported yet: the NATS client (async-nats 0.51) sends no WebSocket handshake headers"]),
+             &["nats.websocket_headers.Authorization: a credential header: give it through nats.websocket_headers_env"]),
+            ("a credential from the environment, a plain header inline", serde_json::json!({"url": "ws://a:80", "websocket_headers": {"X-Route": "edge"}, "websocket_headers_env": {"Cookie": "WS_COOKIE"}}), &[]),
+            ("the same header twice", serde_json::json!({"url": "ws://a:80", "websocket_headers": {"X-Route": "edge"}, "websocket_headers_env": {"x-route": "R"}}),
+             &["nats.websocket_headers_env.x-route: also set in nats.websocket_headers"]),
         ];
         for (what, nats, want) in table {
             let got = issues(nats.clone());
