@@ -6,6 +6,7 @@
 //! reference's snapshot file reports for every observation series. Encoding goes through
 //! prometheus-client's encoder (`encode_histogram`), never a hand-written formatter.
 
+#[cfg(feature = "otel")]
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -17,6 +18,7 @@ use prometheus_client::metrics::MetricType;
 static KEEP_VALUES: AtomicBool = AtomicBool::new(false);
 
 /// Makes batch-local accumulators keep their values from now on (OTLP metrics).
+#[cfg(feature = "otel")]
 pub(crate) fn keep_values() {
     KEEP_VALUES.store(true, Ordering::Relaxed);
 }
@@ -88,6 +90,7 @@ pub struct Timing {
     max: AtomicU64,
     last: AtomicU64,
     /// The OpenTelemetry histogram that sees the same observations (OTLP metrics on).
+    #[cfg(feature = "otel")]
     mirror: OnceLock<opentelemetry::metrics::Histogram<f64>>,
 }
 
@@ -120,11 +123,13 @@ impl Timing {
             min: AtomicU64::new(f64::INFINITY.to_bits()),
             max: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
             last: AtomicU64::new(0f64.to_bits()),
+            #[cfg(feature = "otel")]
             mirror: OnceLock::new(),
         }
     }
 
     /// Sends every later observation to `histogram` too (set once).
+    #[cfg(feature = "otel")]
     pub(crate) fn mirror_to(&self, histogram: opentelemetry::metrics::Histogram<f64>) {
         let _ = self.mirror.set(histogram);
     }
@@ -134,6 +139,7 @@ impl Timing {
         let mut local = LocalTiming::new(self.bounds);
         local.values = None;
         local.observe(value);
+        #[cfg(feature = "otel")]
         if let (Some(mirror), true) = (self.mirror.get(), value.is_finite()) {
             mirror.record(value, &[]);
         }
@@ -145,6 +151,7 @@ impl Timing {
         if local.count == 0 {
             return;
         }
+        #[cfg(feature = "otel")]
         if let (Some(mirror), Some(values)) = (self.mirror.get(), &local.values) {
             for value in values {
                 mirror.record(*value, &[]);

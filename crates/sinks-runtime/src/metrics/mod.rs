@@ -29,6 +29,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 pub use catalogue::{Aliased, CounterId, FamilyId, GaugeId, LEGACY_ALIASES, Origin, TimingId};
+#[cfg(feature = "otel")]
 pub(crate) use histogram::keep_values as histogram_keep_values;
 pub use histogram::{LocalTiming, Summary, Timing};
 
@@ -513,6 +514,7 @@ impl Metrics {
     }
 
     /// The histogram behind `id` (for the OTLP export; `None` when disabled).
+    #[cfg(feature = "otel")]
     pub(crate) fn timing(&self, id: TimingId) -> Option<&Timing> {
         self.0.recorded.as_ref().map(|r| r.timings[id.index()].as_ref())
     }

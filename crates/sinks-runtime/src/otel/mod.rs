@@ -10,27 +10,95 @@
 //! [`scope`] with the span's ids: [`current`] then names them, for the JSON log lines of
 //! `nats-sink` and for the `trace_id` of dead-letter records and receipts.
 
+#[cfg(feature = "otel")]
 mod exporter;
+#[cfg(feature = "otel")]
 mod metrics;
+#[cfg(not(feature = "otel"))]
+mod off;
+#[cfg(feature = "otel")]
 mod spans;
+#[cfg(feature = "otel")]
 pub mod traceparent;
 
 use std::future::Future;
+#[cfg(feature = "otel")]
 use std::sync::Arc;
+#[cfg(feature = "otel")]
 use std::time::Duration;
 
+#[cfg(feature = "otel")]
 use opentelemetry::KeyValue;
+#[cfg(feature = "otel")]
 use opentelemetry::trace::TracerProvider as _;
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::Resource;
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::metrics::SdkMeterProvider;
+#[cfg(feature = "otel")]
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use sinks_contract::sink::MessageOutcome;
 
-pub(crate) use spans::{Fate, MessageSpan, WriteSpan, finish};
-pub use spans::{Ids, Traces};
+#[cfg(not(feature = "otel"))]
+pub(crate) use off::{MessageSpan, WriteSpan, finish};
+#[cfg(not(feature = "otel"))]
+pub use off::{Telemetry, Traces};
+#[cfg(feature = "otel")]
+pub use spans::Traces;
+#[cfg(feature = "otel")]
+pub(crate) use spans::{MessageSpan, WriteSpan, finish};
 
+#[cfg(feature = "otel")]
 use self::exporter::{Endpoint, Failures, Guarded};
+#[cfg(feature = "otel")]
 use crate::config::{Config, ConfigError};
+#[cfg(feature = "otel")]
 use crate::metrics::Metrics;
+
+/// The ids of a span, for log lines, dead-letter records, receipts and exemplars.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ids {
+    /// The trace id.
+    pub trace_id: u128,
+    /// The span id.
+    pub span_id: u64,
+    /// Whether the span is exported (its trace id then names a trace in the backend).
+    pub sampled: bool,
+}
+
+impl Ids {
+    /// The trace id as 32 lowercase hex digits.
+    pub fn trace_hex(&self) -> String {
+        format!("{:032x}", self.trace_id)
+    }
+
+    /// The span id as 16 lowercase hex digits.
+    pub fn span_hex(&self) -> String {
+        format!("{:016x}", self.span_id)
+    }
+}
+
+/// What became of a message, as its span's last attributes say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Fate {
+    /// `committed`, `duplicate`, `conflict`, `failed_temporary`, `failed_permanent`,
+    /// `held_back`, or `refused` (a policy step).
+    pub(crate) outcome: &'static str,
+    /// `ack`, `nak`, `term`, `left_unacked` or `not_sent`.
+    pub(crate) settlement: &'static str,
+    /// A dead-letter record was stored.
+    pub(crate) dead_lettered: bool,
+}
+
+impl Fate {
+    /// The outcome label of `outcome` (a failure with a policy reason is `refused`).
+    pub(crate) fn outcome_label(outcome: &MessageOutcome) -> &'static str {
+        match outcome {
+            MessageOutcome::Failed(e) if e.reason().is_some() => "refused",
+            other => crate::metrics::class_label(other.class()),
+        }
+    }
+}
 
 tokio::task_local! {
     static CURRENT: Ids;
@@ -65,9 +133,11 @@ pub(crate) fn current_trace_id() -> Option<String> {
 }
 
 /// How long stopping may wait for the last exports.
+#[cfg(feature = "otel")]
 const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The exporters of one run (none when the section enables nothing).
+#[cfg(feature = "otel")]
 #[derive(Debug, Default)]
 pub struct Telemetry {
     meter: Option<SdkMeterProvider>,
@@ -77,6 +147,7 @@ pub struct Telemetry {
 
 /// The resource of every export: `service.name`, `service.version` and the configured
 /// attributes.
+#[cfg(feature = "otel")]
 fn resource(config: &Config) -> Resource {
     let mut attributes =
         vec![KeyValue::new("service.name", "nats-sink"), KeyValue::new("service.version", env!("CARGO_PKG_VERSION"))];
@@ -87,6 +158,7 @@ fn resource(config: &Config) -> Resource {
     Resource::builder_empty().with_attributes(attributes).build()
 }
 
+#[cfg(feature = "otel")]
 impl Telemetry {
     /// Starts what `config.opentelemetry` enables, recording into `metrics`, for sink
     /// `sink`. Must run inside the Tokio runtime (the exporters use it). A missing header

@@ -18,40 +18,22 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::SystemTime;
 
+use opentelemetry::trace::Span as _;
 use opentelemetry::trace::{Link, SpanContext, SpanKind, Status, TraceContextExt, Tracer as _};
-use opentelemetry::trace::{Span as _, SpanId, TraceId};
 use opentelemetry::{Context, KeyValue, StringValue, Value};
 use opentelemetry_sdk::trace::{SdkTracer, Span};
 use sinks_contract::envelope::Envelope;
 use sinks_contract::sink::MessageOutcome;
 
-use super::traceparent;
+use super::{Fate, Ids, traceparent};
 use crate::metrics::class_label;
 
-/// The ids of a span, for log lines, dead-letter records, receipts and exemplars.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Ids {
-    /// The trace.
-    pub trace_id: TraceId,
-    /// The span.
-    pub span_id: SpanId,
-    /// Whether the span is exported (its trace id then names a trace in the backend).
-    pub sampled: bool,
-}
-
-impl Ids {
-    fn of(context: &SpanContext) -> Self {
-        Self { trace_id: context.trace_id(), span_id: context.span_id(), sampled: context.is_sampled() }
-    }
-
-    /// The trace id as 32 lowercase hex digits.
-    pub fn trace_hex(&self) -> String {
-        self.trace_id.to_string()
-    }
-
-    /// The span id as 16 lowercase hex digits.
-    pub fn span_hex(&self) -> String {
-        self.span_id.to_string()
+/// The ids of `context`.
+fn ids_of(context: &SpanContext) -> Ids {
+    Ids {
+        trace_id: u128::from_be_bytes(context.trace_id().to_bytes()),
+        span_id: u64::from_be_bytes(context.span_id().to_bytes()),
+        sampled: context.is_sampled(),
     }
 }
 
@@ -162,7 +144,7 @@ impl Traces {
             .with_start_time(start)
             .with_attributes(attributes)
             .start_with_context(&self.tracer, &parent_of(envelope));
-        let ids = Ids::of(span.span_context());
+        let ids = ids_of(span.span_context());
         MessageSpan { span, ids }
     }
 
@@ -197,7 +179,7 @@ impl Traces {
             .with_attributes(vec![KeyValue::new("nats_sinks.sink", Value::String(self.sink.clone()))])
             .with_links(links)
             .start_with_context(&self.tracer, &Context::new());
-        let ids = Ids::of(span.span_context());
+        let ids = ids_of(span.span_context());
         WriteSpan { span, ids }
     }
 
@@ -214,28 +196,6 @@ impl Traces {
     /// Takes the open span of `seq` out of the map, to be ended by its settlement.
     pub(crate) fn take(&self, seq: u64) -> Option<MessageSpan> {
         self.lock().remove(&seq)
-    }
-}
-
-/// What became of a message, as its span's last attributes say.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Fate {
-    /// `committed`, `duplicate`, `conflict`, `failed_temporary`, `failed_permanent`,
-    /// `held_back`, or `refused` (a policy step).
-    pub(crate) outcome: &'static str,
-    /// `ack`, `nak`, `term`, `left_unacked` or `not_sent`.
-    pub(crate) settlement: &'static str,
-    /// A dead-letter record was stored.
-    pub(crate) dead_lettered: bool,
-}
-
-impl Fate {
-    /// The outcome label of `outcome` (a failure with a policy reason is `refused`).
-    pub(crate) fn outcome_label(outcome: &MessageOutcome) -> &'static str {
-        match outcome {
-            MessageOutcome::Failed(e) if e.reason().is_some() => "refused",
-            other => class_label(other.class()),
-        }
     }
 }
 
