@@ -54,17 +54,28 @@ fn start_collector(test: &str, dir: &std::path::Path, tls: Option<&CollectorTls>
     Collector::start(dir, tls).unwrap_or_else(|e| cannot_run(test, e))
 }
 
-/// Every span the Collector wrote, flattened.
-fn spans(c: &Collector) -> Vec<Value> {
+/// Every item (span, metric) the Collector wrote for `signal`, flattened from its export
+/// requests (`resource`, `scope` and `leaf` are the OTLP JSON keys of each level).
+fn items(c: &Collector, signal: &str, [resource, scope, leaf]: [&str; 3]) -> Vec<Value> {
     let mut out = Vec::new();
-    for request in c.exported("traces") {
-        for rs in request["resourceSpans"].as_array().into_iter().flatten() {
-            for ss in rs["scopeSpans"].as_array().into_iter().flatten() {
-                out.extend(ss["spans"].as_array().into_iter().flatten().cloned());
+    for request in c.exported(signal) {
+        for r in request[resource].as_array().into_iter().flatten() {
+            for s in r[scope].as_array().into_iter().flatten() {
+                out.extend(s[leaf].as_array().into_iter().flatten().cloned());
             }
         }
     }
     out
+}
+
+/// Every span the Collector wrote.
+fn spans(c: &Collector) -> Vec<Value> {
+    items(c, "traces", ["resourceSpans", "scopeSpans", "spans"])
+}
+
+/// Every metric (one per export) the Collector wrote.
+fn metrics(c: &Collector) -> Vec<Value> {
+    items(c, "metrics", ["resourceMetrics", "scopeMetrics", "metrics"])
 }
 
 fn attribute<'a>(item: &'a Value, key: &str) -> Option<&'a Value> {
@@ -76,42 +87,34 @@ fn attribute<'a>(item: &'a Value, key: &str) -> Option<&'a Value> {
 /// The latest value the Collector received of metric `name` (a sum or gauge point with
 /// exactly `labels`, or a histogram's count), by name.
 fn latest(c: &Collector, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let want: BTreeMap<String, String> = labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let number = |v: &Value| v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_f64());
     let mut value = None;
-    for request in c.exported("metrics") {
-        for rm in request["resourceMetrics"].as_array().into_iter().flatten() {
-            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
-                for m in sm["metrics"].as_array().into_iter().flatten().filter(|m| m["name"] == name) {
-                    let (points, histogram) = match (m.get("sum"), m.get("gauge"), m.get("histogram")) {
-                        (Some(s), _, _) => (&s["dataPoints"], false),
-                        (_, Some(g), _) => (&g["dataPoints"], false),
-                        (_, _, Some(h)) => (&h["dataPoints"], true),
-                        _ => continue,
-                    };
-                    for p in points.as_array().into_iter().flatten() {
-                        let attrs: BTreeMap<String, String> = p["attributes"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .map(|kv| {
-                                (
-                                    kv["key"].as_str().unwrap().to_owned(),
-                                    kv["value"]["stringValue"].as_str().unwrap_or("").to_owned(),
-                                )
-                            })
-                            .collect();
-                        let want: BTreeMap<String, String> =
-                            labels.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-                        if attrs != want {
-                            continue;
-                        }
-                        let number = |v: &Value| v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_f64());
-                        value = if histogram {
-                            number(&p["count"])
-                        } else {
-                            number(&p["asInt"]).or_else(|| number(&p["asDouble"]))
-                        };
-                    }
-                }
+    for m in metrics(c).iter().filter(|m| m["name"] == name) {
+        let (points, histogram) = match (m.get("sum"), m.get("gauge"), m.get("histogram")) {
+            (Some(s), _, _) => (&s["dataPoints"], false),
+            (_, Some(g), _) => (&g["dataPoints"], false),
+            (_, _, Some(h)) => (&h["dataPoints"], true),
+            _ => continue,
+        };
+        for p in points.as_array().into_iter().flatten() {
+            let attrs: BTreeMap<String, String> = p["attributes"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|kv| {
+                    (
+                        kv["key"].as_str().unwrap().to_owned(),
+                        kv["value"]["stringValue"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect();
+            if attrs == want {
+                value = if histogram {
+                    number(&p["count"])
+                } else {
+                    number(&p["asInt"]).or_else(|| number(&p["asDouble"]))
+                };
             }
         }
     }
@@ -120,17 +123,7 @@ fn latest(c: &Collector, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 
 /// Every metric name the Collector received.
 fn metric_names(c: &Collector) -> std::collections::BTreeSet<String> {
-    let mut names = std::collections::BTreeSet::new();
-    for request in c.exported("metrics") {
-        for rm in request["resourceMetrics"].as_array().into_iter().flatten() {
-            for sm in rm["scopeMetrics"].as_array().into_iter().flatten() {
-                for m in sm["metrics"].as_array().into_iter().flatten() {
-                    names.insert(m["name"].as_str().unwrap().to_owned());
-                }
-            }
-        }
-    }
-    names
+    metrics(c).iter().map(|m| m["name"].as_str().unwrap().to_owned()).collect()
 }
 
 #[tokio::test]

@@ -107,6 +107,10 @@ pub(super) async fn run(
     metrics_on["metrics"] = json!({"enabled": true});
     let mut exported = metrics_on.clone();
     exported["opentelemetry"] = json!({"endpoint": url, "metrics": {"enabled": true, "interval_ms": 1000}});
+    // The variants read through the other durable consumer of the pair.
+    for variant in [&mut disabled, &mut traced, &mut exported] {
+        variant["nats"]["consumer"] = json!(super::SIDE_VARIANT);
+    }
     let configs = [(off, &disabled), (off, &traced), (&metrics_on, &exported)];
     for (i, ((base, variant), (_, base_label, variant_label, _))) in configs.iter().zip(VARIANTS).enumerate() {
         let base_path = write(&work.join(format!("blackhole-otel-{i}-base.json")), base)?;

@@ -127,29 +127,32 @@ impl Endpoint {
         self.headers.iter().cloned().collect()
     }
 
+    /// An OTLP/HTTP exporter builder for `signal`, configured.
+    fn http<B: WithExportConfig + WithHttpConfig>(&self, builder: B, signal: &str) -> Result<B, String> {
+        Ok(builder
+            .with_protocol(Protocol::HttpBinary)
+            .with_endpoint(self.url(signal))
+            .with_timeout(self.timeout)
+            .with_headers(self.http_headers())
+            .with_http_client(self.http_client()?))
+    }
+
+    /// An OTLP/gRPC exporter builder for `signal`, configured.
+    fn grpc<B: WithExportConfig + WithTonicConfig>(&self, builder: B, signal: &str) -> Result<B, String> {
+        let builder =
+            builder.with_endpoint(self.url(signal)).with_timeout(self.timeout).with_metadata(self.metadata()?);
+        Ok(match self.tls() {
+            Some(tls) => builder.with_tls_config(tls),
+            None => builder,
+        })
+    }
+
     /// The span exporter.
     pub(super) fn spans(&self) -> Result<opentelemetry_otlp::SpanExporter, String> {
         let builder = opentelemetry_otlp::SpanExporter::builder();
         let built = match self.protocol {
-            OtlpProtocol::HttpProtobuf => builder
-                .with_http()
-                .with_protocol(Protocol::HttpBinary)
-                .with_endpoint(self.url("traces"))
-                .with_timeout(self.timeout)
-                .with_headers(self.http_headers())
-                .with_http_client(self.http_client()?)
-                .build(),
-            OtlpProtocol::Grpc => {
-                let mut b = builder
-                    .with_tonic()
-                    .with_endpoint(self.url("traces"))
-                    .with_timeout(self.timeout)
-                    .with_metadata(self.metadata()?);
-                if let Some(tls) = self.tls() {
-                    b = b.with_tls_config(tls);
-                }
-                b.build()
-            }
+            OtlpProtocol::HttpProtobuf => self.http(builder.with_http(), "traces")?.build(),
+            OtlpProtocol::Grpc => self.grpc(builder.with_tonic(), "traces")?.build(),
         };
         built.map_err(|e| e.to_string())
     }
@@ -158,25 +161,11 @@ impl Endpoint {
     pub(super) fn metrics(&self) -> Result<opentelemetry_otlp::MetricExporter, String> {
         let builder = opentelemetry_otlp::MetricExporter::builder();
         let built = match self.protocol {
-            OtlpProtocol::HttpProtobuf => builder
-                .with_http()
-                .with_protocol(Protocol::HttpBinary)
-                .with_endpoint(self.url("metrics"))
-                .with_timeout(self.timeout)
-                .with_headers(self.http_headers())
-                .with_http_client(self.http_client()?)
-                .with_temporality(Temporality::Cumulative)
-                .build(),
+            OtlpProtocol::HttpProtobuf => {
+                self.http(builder.with_http(), "metrics")?.with_temporality(Temporality::Cumulative).build()
+            }
             OtlpProtocol::Grpc => {
-                let mut b = builder
-                    .with_tonic()
-                    .with_endpoint(self.url("metrics"))
-                    .with_timeout(self.timeout)
-                    .with_metadata(self.metadata()?);
-                if let Some(tls) = self.tls() {
-                    b = b.with_tls_config(tls);
-                }
-                b.with_temporality(Temporality::Cumulative).build()
+                self.grpc(builder.with_tonic(), "metrics")?.with_temporality(Temporality::Cumulative).build()
             }
         };
         built.map_err(|e| e.to_string())

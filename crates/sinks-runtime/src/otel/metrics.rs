@@ -70,26 +70,29 @@ fn register(meter: &Meter, metrics: &Metrics, config: &OtlpMetricsConfig) {
                 .build();
         }
     }
-    if exported(config, &format!("{}_total", FamilyId::Outcomes.name())) {
+    for &family in FamilyId::ALL {
+        if !exported(config, &format!("{}_total", family.name())) {
+            continue;
+        }
         let m = metrics.clone();
-        meter
-            .u64_observable_counter(otlp_name(&namespace, FamilyId::Outcomes.name()))
-            .with_description(FamilyId::Outcomes.help())
-            .with_callback(move |o| {
-                for (sink, class, n) in m.outcome_values() {
-                    o.observe(n, &[KeyValue::new("class", class), KeyValue::new("sink", sink)]);
+        let series = move || -> Vec<(u64, Vec<KeyValue>)> {
+            match family {
+                FamilyId::Outcomes => m
+                    .outcome_values()
+                    .into_iter()
+                    .map(|(sink, class, n)| (n, vec![KeyValue::new("class", class), KeyValue::new("sink", sink)]))
+                    .collect(),
+                FamilyId::DlqRecords => {
+                    m.dlq_values().into_iter().map(|(reason, n)| (n, vec![KeyValue::new("reason", reason)])).collect()
                 }
-            })
-            .build();
-    }
-    if exported(config, &format!("{}_total", FamilyId::DlqRecords.name())) {
-        let m = metrics.clone();
+            }
+        };
         meter
-            .u64_observable_counter(otlp_name(&namespace, FamilyId::DlqRecords.name()))
-            .with_description(FamilyId::DlqRecords.help())
+            .u64_observable_counter(otlp_name(&namespace, family.name()))
+            .with_description(family.help())
             .with_callback(move |o| {
-                for (reason, n) in m.dlq_values() {
-                    o.observe(n, &[KeyValue::new("reason", reason)]);
+                for (n, labels) in series() {
+                    o.observe(n, &labels);
                 }
             })
             .build();

@@ -170,7 +170,8 @@ pub(super) async fn apply(ctx: &Ctx, planned: Planned<AckHandle>) {
     let Planned { batch, outcomes, settlements, .. } = &planned;
     let sends = batch.envelopes.iter().zip(&batch.handles).zip(outcomes).zip(settlements).map(
         |(((envelope, handle), outcome), settlement)| {
-            settle_one(ctx, envelope, handle, outcome, *settlement, confirm_timeout)
+            let settle = settle_one(ctx, envelope, handle, outcome, *settlement, confirm_timeout);
+            traced(ctx, envelope, outcome, *settlement, settle)
         },
     );
     let settled = join_all(sends).await;
@@ -277,22 +278,20 @@ impl Settled {
     }
 }
 
-/// [`settle_untraced`] inside the message's trace span, when traces are on: its log lines,
-/// dead-letter record and receipt carry the trace, and the span ends with the message's fate.
-async fn settle_one(
+/// Runs `settle` (the settlement of `envelope`) inside the message's trace span, when traces
+/// are on: its log lines, dead-letter record and receipt carry the trace, and the span ends
+/// with the message's fate.
+async fn traced(
     ctx: &Ctx,
     envelope: &Envelope,
-    handle: &AckHandle,
     outcome: &MessageOutcome,
     settlement: Settlement,
-    confirm: Option<Duration>,
+    settle: impl std::future::Future<Output = Settled>,
 ) -> Settled {
-    let Some(traces) = &ctx.traces else {
-        return settle_untraced(ctx, envelope, handle, outcome, settlement, confirm).await;
-    };
+    let Some(traces) = &ctx.traces else { return settle.await };
     let span = traces.take(envelope.jetstream().stream_sequence);
     let ids = span.as_ref().map(crate::otel::MessageSpan::ids);
-    let settled = crate::otel::scope(ids, settle_untraced(ctx, envelope, handle, outcome, settlement, confirm)).await;
+    let settled = crate::otel::scope(ids, settle).await;
     if let Some(span) = span {
         let dead_lettered =
             matches!(settlement, Settlement::DeadLetter(_)) && matches!(settled, Settled::Acked | Settled::Terminated);
@@ -309,7 +308,7 @@ async fn settle_one(
 /// Settles one message as planned: dead-letters it first when so planned, publishes its
 /// receipt once the settlement is final (before the ack, or after it in `after_ack` mode),
 /// and sends the ack kind through its handle (confirmed within `confirm` when given).
-async fn settle_untraced(
+async fn settle_one(
     ctx: &Ctx,
     envelope: &Envelope,
     handle: &AckHandle,
