@@ -15,8 +15,8 @@
 //! `target/bench/report.md`. The `oracle` suite has no database to measure (none can be run
 //! here): `oracle_scripted` measures, in one process, the CPU per row of the Oracle sink over
 //! the scripted driver seam above the backend's own time. The `scale` suite (not run by default) measures 1, 2 and 4
-//! workers on one consumer and a single node against a three-node R3 cluster (see
-//! `bench/scale.rs` and docs/scaling.md).
+//! workers on one consumer and a single node against a three-node R3 cluster (`bench/scale.rs`, docs/scaling.md); the
+//! blackhole's OpenTelemetry variants are in `bench/otel.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -34,6 +34,7 @@ use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 mod ceiling;
 mod http;
+mod otel;
 mod proc;
 mod profile;
 mod scale;
@@ -624,6 +625,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     let alone_path = write(&work.join("blackhole-encrypted.json"), &alone_encrypted)?;
                     let name = "nats-sink, blackhole sink, encrypted";
                     results.push(median_run(name, program, &alone_path, &js, stream, &log("blackhole-encrypted")).await?);
+                    otel::run(program, &off, &js, stream, &work, &mut results).await?;
                 }
             }
             if suites.contains(&"core") {
@@ -875,7 +877,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
     } else {
-        render(&args, &results, &pairs, &control)
+        render(&args, &results, &pairs, &control) + &otel::render(&results, &control)
     };
     if !scale_rows.is_empty() {
         report.push_str(&scale::render(&args, &scale_rows));

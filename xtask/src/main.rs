@@ -179,12 +179,17 @@ fn test() -> Result<()> {
     // The deployment tools are Go builds (helm takes minutes from cold caches) and mdBook a
     // cargo install: they are built in the background while clippy and the test build
     // compile, not while timing-sensitive tests run.
-    const LATER: [setup::Need; 2] = [setup::Need::Deploy, setup::Need::Docs];
+    // The Collector of the OTLP tests is a Go build too, needed before the tests: it builds
+    // while clippy compiles.
+    const LATER: [setup::Need; 3] = [setup::Need::Deploy, setup::Need::Docs, setup::Need::Collector];
     let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
     let tools = setup::ensure(&now)?;
-    let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER));
+    let collector = std::thread::spawn(setup::collector);
+    let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER[..2]));
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
+    let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
+    let collector = collector.context("building the OpenTelemetry Collector")?;
     // One SeaweedFS, one MariaDB and one Coherence member for every S3, MySQL and Coherence
     // test of the run (each test makes its own buckets, tables and caches); outage tests
     // start private ones they can kill.
@@ -198,6 +203,7 @@ fn test() -> Result<()> {
         env.push(("NATS_SERVER_BIN", nats.display().to_string()));
         env.push(("SEAWEEDFS_BIN", weed.display().to_string()));
     }
+    env.push((sinks_testkit::OTELCOL_ENV, collector.display().to_string()));
     env.extend(s3_env);
     env.extend(mysql_env);
     env.extend(coherence_env);

@@ -583,11 +583,44 @@ pub(crate) fn init_logging(config: &Config, level_override: Option<&str>) -> Res
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("{level},async_nats=warn")));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let format = tracing_subscriber::fmt::format();
     let result = match logging.format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => builder.event_format(WithTrace(format.with_ansi(ansi))).try_init(),
+        LogFormat::Json => builder.json().event_format(WithTrace(format.json().flatten_event(true))).try_init(),
     };
     result.map_err(|e| e.to_string())
+}
+
+/// An event format that adds the trace and span ids of the message (or batch write) being
+/// handled, when traces are on (`sinks_runtime::otel::current`): first in a JSON line
+/// (`{"trace_id":"…","span_id":"…",…}`), last in a text line. Other lines are unchanged.
+#[derive(Debug)]
+struct WithTrace<F>(F);
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for WithTrace<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let Some(ids) = sinks_runtime::otel::current() else { return self.0.format_event(ctx, writer, event) };
+        let mut line = String::with_capacity(256);
+        self.0.format_event(ctx, tracing_subscriber::fmt::format::Writer::new(&mut line), event)?;
+        let (trace_id, span_id) = (ids.trace_hex(), ids.span_hex());
+        match line.strip_prefix('{') {
+            Some(rest) => write!(writer, "{{\"trace_id\":\"{trace_id}\",\"span_id\":\"{span_id}\",{rest}"),
+            None => {
+                let body = line.strip_suffix('\n').unwrap_or(&line);
+                writeln!(writer, "{body} trace_id={trace_id} span_id={span_id}")
+            }
+        }
+    }
 }
 
 /// Logs one info line every `every` (messages acked per second over the interval, totals,

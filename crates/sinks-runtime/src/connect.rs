@@ -4,6 +4,10 @@
 //! The client reconnects forever; a disconnect is logged as a warning and the recovery as
 //! info, so an outage and its end are visible in the logs. With a [`Metrics`] handle the
 //! same events are counted and set the connection state `/readyz` reports.
+//!
+//! `ws://` and `wss://` URLs go through async-nats's WebSocket support; with handshake headers
+//! (`nats.websocket_headers*`), which it cannot send, through the loopback relay of
+//! `crate::wsrelay`, which then also does the TLS.
 
 use std::time::Duration;
 
@@ -79,11 +83,16 @@ pub async fn options_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Res
         opts = opts.nkey(seed.trim().to_owned());
     }
     let tls_url = cfg.servers().iter().any(|u| u.starts_with("tls://"));
-    if let Some(ca) = &cfg.tls_ca_file {
-        opts = opts.add_root_certificates(ca.into()).require_tls(true);
-    }
-    if let (Some(cert), Some(key)) = (&cfg.tls_cert_file, &cfg.tls_key_file) {
-        opts = opts.add_client_certificate(cert.into(), key.into()).require_tls(true);
+    if crate::wsrelay::needed(cfg) {
+        // The relay does TLS (and is the only server: announced ones would bypass it).
+        opts = opts.ignore_discovered_servers();
+    } else {
+        if let Some(ca) = &cfg.tls_ca_file {
+            opts = opts.add_root_certificates(ca.into()).require_tls(true);
+        }
+        if let (Some(cert), Some(key)) = (&cfg.tls_cert_file, &cfg.tls_key_file) {
+            opts = opts.add_client_certificate(cert.into(), key.into()).require_tls(true);
+        }
     }
     if tls_url {
         opts = opts.require_tls(true);
@@ -137,13 +146,33 @@ pub async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, ConnectErro
 
 /// [`connect`], with connection events counted in `metrics` when given.
 pub async fn connect_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<async_nats::Client, ConnectError> {
-    let servers: Vec<ServerAddr> = cfg
+    let mut servers: Vec<ServerAddr> = cfg
         .servers()
         .iter()
         .map(|u| u.parse::<ServerAddr>().map_err(|e| ConfigError::single("nats.url", e.to_string())))
         .collect::<Result<_, _>>()?;
     let opts = options_observed(cfg, metrics.clone()).await?;
-    let client = opts.connect(servers).await.map_err(|e| ConnectError::Unreachable(e.to_string()))?;
+    // With WebSocket headers the client connects to the relay, which lives as long as the
+    // connection (for the process, once connected).
+    let relay = match crate::wsrelay::needed(cfg) {
+        true => Some(crate::wsrelay::start(cfg).await?),
+        false => None,
+    };
+    if let Some((addr, _)) = &relay {
+        let relayed = format!("nats://{addr}")
+            .parse::<ServerAddr>()
+            .map_err(|e| ConfigError::single("nats.url", e.to_string()))?;
+        servers = vec![relayed];
+    }
+    let client = match opts.connect(servers).await {
+        Ok(client) => client,
+        Err(e) => {
+            if let Some((_, task)) = relay {
+                task.abort();
+            }
+            return Err(ConnectError::Unreachable(e.to_string()));
+        }
+    };
     // The initial `Connected` event may come before or after this returns; the state is
     // known now either way.
     if let Some(m) = &metrics {

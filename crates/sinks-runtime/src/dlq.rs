@@ -253,7 +253,12 @@ impl DeadLetterPublisher {
     /// any error (no stream captures the subject, timeout, disconnect) is returned so the
     /// caller NAKs the original instead of acking it.
     pub async fn publish(&self, envelope: &Envelope, error: &SinkError, sink: &str) -> Result<(), DeadLetterError> {
-        let body = sinks_contract::json::to_canonical_vec(&record(envelope, error, sink, &self.config));
+        let mut record = record(envelope, error, sink, &self.config);
+        // The message's trace, when it is exported (traces on): `reconcile` can name it.
+        if let (Some(trace_id), Value::Object(map)) = (crate::otel::current_trace_id(), &mut record) {
+            map.insert("trace_id".into(), trace_id.into());
+        }
+        let body = sinks_contract::json::to_canonical_vec(&record);
         let mut headers = HeaderMap::new();
         headers.insert(ERROR_TYPE_HEADER, error.error_type());
         headers.insert(ORIGINAL_SUBJECT_HEADER, envelope.subject());

@@ -186,6 +186,9 @@ pub struct Receipt {
     pub received_at: String,
     /// When the receipt was built, after the outcome was committed (RFC 3339).
     pub recorded_at: String,
+    /// The message's trace id (32 hex digits), when traces are on and its trace is exported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
 }
 
 impl Receipt {
@@ -358,6 +361,7 @@ pub fn receipt_with(
         published_at: js.timestamp.map(rfc3339),
         received_at: rfc3339(envelope.received_at()),
         recorded_at: rfc3339(OffsetDateTime::now_utc()),
+        trace_id: crate::otel::current_trace_id(),
     })
 }
 
@@ -452,6 +456,24 @@ mod tests {
         let json = serde_json::to_value(&dead).unwrap();
         assert_eq!(json["outcome"], "dead_lettered");
         assert_eq!(json["schema"], RECEIPT_SCHEMA);
+    }
+
+    #[test]
+    fn a_receipt_names_the_exported_trace_of_the_message_being_settled() {
+        let e = envelope(Headers::new(), b"{}");
+        let sink = crate::blackhole::BlackholeSink::new(Default::default());
+        let build = || build_for_test(&e, &MessageOutcome::Committed, &Settlement::Ack, &sink).unwrap();
+        assert_eq!(build().trace_id, None, "outside a traced settlement");
+        let ids =
+            |sampled| crate::otel::Ids { trace_id: 0x4bf9_2f35_77b3_4da6_a3ce_929d_0e0e_4736, span_id: 7, sampled };
+        let traced = crate::otel::sync_scope(Some(ids(true)), build);
+        assert_eq!(traced.trace_id.as_deref(), Some("4bf92f3577b34da6a3ce929d0e0e4736"));
+        assert_eq!(
+            crate::otel::sync_scope(Some(ids(false)), build).trace_id,
+            None,
+            "an unexported trace names nothing"
+        );
+        assert!(serde_json::to_value(build()).unwrap().get("trace_id").is_none(), "absent, not null");
     }
 
     /// [`LedgerPublisher::receipt`] without a NATS context.

@@ -8,7 +8,7 @@
 //! ([`ledger`]) and acknowledging only after every required durable effect has committed
 //! ([`runner`]). It also reads a stream back against a destination ([`reconcile`]), composes
 //! named sinks into one ([`fanout`]), observes ([`metrics`], [`advisories`], [`freshness`])
-//! and carries the `blackhole` sink, for overhead measurements.
+//! exports over OTLP ([`otel`]) and carries the `blackhole` sink, for overhead measurements.
 //!
 //! Invariants (see `ARCHITECTURE.md`): a sink never sees an ack handle (`AckHandle` is
 //! private to this crate, and sink crates cannot depend on it); only the ACK gate decides a
@@ -26,10 +26,12 @@ pub mod fanout;
 pub mod freshness;
 pub mod ledger;
 pub mod metrics;
+pub mod otel;
 pub mod reconcile;
 pub mod runner;
 pub mod setup;
 mod source;
+mod wsrelay;
 
 pub use config::Config;
 pub use runner::{RunError, RunOptions, RunStats, run, run_observed, run_with};

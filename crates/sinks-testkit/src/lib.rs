@@ -3,7 +3,7 @@
 //! JetStream cluster (any node of which a test may kill and restart), private MariaDB
 //! servers (one shared per run, or one per outage test), a real S3-compatible server
 //! (SeaweedFS), Oracle Coherence CE cluster members (one shared per run, or private ones a
-//! test kills, restarts from persistence or joins with a second member), an Oracle NoSQL test server speaking the proxy's protocol (in process), an HTTP ingestion endpoint with fault injection and namespaces (in process), unique names, and small JetStream helpers. Every server runs on free ports
+//! test kills, restarts from persistence or joins with a second member), an Oracle NoSQL test server speaking the proxy's protocol (in process), an HTTP ingestion endpoint with fault injection and namespaces (in process), an OpenTelemetry Collector with the OTLP receiver and the file exporter, unique names, and small JetStream helpers. Every server runs on free ports
 //! from the tools `cargo xtask setup` installs, and dies with the process that started it;
 //! nothing here uses a server the machine happens to run. A test that cannot run fails
 //! ([`cannot_run`]) unless what it lacks is on the one allow-list ([`allowed_skip`]). Not
@@ -21,6 +21,8 @@ mod mariadb;
 mod names;
 mod nats;
 mod nosql;
+mod otelcol;
+mod pki;
 mod process;
 mod seaweedfs;
 mod skip;
@@ -40,6 +42,8 @@ pub use nats::{
     NatsServer, find_nats_server, js_publish_all, read_stream, stream_with_subjects, try_find_nats_server, wait_until,
 };
 pub use nosql::{NOSQL_LIVE_ENV, NoSqlTestServer, Nson, live_nosql, shared_nosql};
+pub use otelcol::{Collector, CollectorTls, OTELCOL_ENV, find_collector};
+pub use pki::TestPki;
 pub use process::{free_port, reference_python, tools_dir, watch, workspace_root};
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,

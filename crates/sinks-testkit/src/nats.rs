@@ -45,6 +45,18 @@ pub struct NatsServer {
     store: tempfile::TempDir,
     child: Option<Child>,
     bin: PathBuf,
+    websocket: Option<WebSocketListener>,
+}
+
+/// The WebSocket listener of a server started with [`NatsServer::start_websocket`].
+#[derive(Debug, Clone)]
+struct WebSocketListener {
+    port: u16,
+    /// Certificate and key (PEM files) when the listener speaks TLS.
+    tls: Option<(PathBuf, PathBuf)>,
+    /// `(cookie name, token)`: WebSocket clients must authenticate with `token`, which the
+    /// server also reads from that cookie of the handshake.
+    token_cookie: Option<(String, String)>,
 }
 
 impl NatsServer {
@@ -55,14 +67,63 @@ impl NatsServer {
             store: tempfile::Builder::new().prefix("nats-store-").tempdir().unwrap(),
             child: None,
             bin: find_nats_server(),
+            websocket: None,
         };
         server.spawn();
         server
     }
 
+    /// [`NatsServer::start`] with a WebSocket listener on another free port as well: plain,
+    /// or TLS with the certificate and key files of `tls` (`(cert, key)`); with
+    /// `token_cookie` (`(cookie, token)`) WebSocket clients must give `token`, which the
+    /// server also takes from that handshake cookie (TCP clients need nothing).
+    pub fn start_websocket(tls: Option<(PathBuf, PathBuf)>, token_cookie: Option<(&str, &str)>) -> Self {
+        let token_cookie = token_cookie.map(|(c, t)| (c.to_owned(), t.to_owned()));
+        let mut server = Self {
+            port: free_port(),
+            store: tempfile::Builder::new().prefix("nats-store-").tempdir().unwrap(),
+            child: None,
+            bin: find_nats_server(),
+            websocket: Some(WebSocketListener { port: free_port(), tls, token_cookie }),
+        };
+        server.spawn();
+        server
+    }
+
+    /// `ws://127.0.0.1:{port}` (or `wss://localhost:{port}` with TLS) of the WebSocket
+    /// listener; `None` without one.
+    pub fn ws_url(&self) -> Option<String> {
+        self.websocket.as_ref().map(|ws| match ws.tls {
+            Some(_) => format!("wss://localhost:{}", ws.port),
+            None => format!("ws://127.0.0.1:{}", ws.port),
+        })
+    }
+
+    /// The `-c` config of a server with a WebSocket listener.
+    fn websocket_config(&self, ws: &WebSocketListener) -> PathBuf {
+        let tls = match &ws.tls {
+            Some((cert, key)) => {
+                format!("tls {{ cert_file: \"{}\", key_file: \"{}\" }}", cert.display(), key.display())
+            }
+            None => "no_tls: true".to_owned(),
+        };
+        let auth = match &ws.token_cookie {
+            Some((cookie, token)) => format!("token_cookie: \"{cookie}\"\n  authorization {{ token: \"{token}\" }}"),
+            None => String::new(),
+        };
+        let text = format!("websocket {{\n  listen: \"127.0.0.1:{}\"\n  {tls}\n  {auth}\n}}\n", ws.port);
+        let path = self.store.path().join("websocket.conf");
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
     fn spawn(&mut self) {
         let log = self.store.path().join("server.log");
-        let child = Command::new(&self.bin)
+        let mut command = Command::new(&self.bin);
+        if let Some(ws) = self.websocket.clone() {
+            command.arg("-c").arg(self.websocket_config(&ws));
+        }
+        let child = command
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
             .arg(self.store.path())
             .arg("-l")
@@ -75,9 +136,12 @@ impl NatsServer {
         crate::process::watch(&child);
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "nats-server did not start; log at {}", log.display());
-            std::thread::sleep(Duration::from_millis(20));
+        let ports = [Some(self.port), self.websocket.as_ref().map(|ws| ws.port)];
+        for port in ports.into_iter().flatten() {
+            while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+                assert!(Instant::now() < deadline, "nats-server did not start; log at {}", log.display());
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 

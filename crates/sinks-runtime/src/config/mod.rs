@@ -11,6 +11,7 @@ mod consumer;
 mod delivery;
 pub mod metrics;
 mod nats;
+pub mod otel;
 pub mod redact;
 pub mod rescue;
 pub mod routing;
@@ -32,6 +33,7 @@ pub use delivery::{
 };
 pub use metrics::{AdvisoriesConfig, MetricsConfig};
 pub use nats::NatsConfig;
+pub use otel::{OpenTelemetryConfig, OtlpProtocol};
 pub use sinks_contract::config::{
     ConfigError, ConfigIssue, Issues, SinkSection, check_env_name, deserialize_at, encryption,
 };
@@ -73,6 +75,10 @@ pub struct Config {
     /// freshness.
     #[serde(default)]
     pub metrics: MetricsConfig,
+    /// OTLP export of the metrics and of one trace span per message (extension; off unless
+    /// enabled).
+    #[serde(default)]
+    pub opentelemetry: OpenTelemetryConfig,
     /// Reference section, not supported yet: accepted only while disabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub push_consumer: Option<NotYetSupported>,
@@ -240,6 +246,12 @@ impl Config {
         self.logging.validate(&mut issues);
         self.metrics.validate_at("metrics", &mut issues);
         self.advisories.validate_at("advisories", &mut issues);
+        self.opentelemetry.validate_at(
+            "opentelemetry",
+            self.metrics.enabled,
+            &crate::metrics::catalogue::is_catalogue_name,
+            &mut issues,
+        );
         self.rescue.validate_at("rescue", &mut issues);
         self.encryption.validate_at("encryption", &mut issues);
         self.mission_metadata.validate_at("mission_metadata", &mut issues);

@@ -1,7 +1,11 @@
 //! `nats` section: servers, stream, consumer, subject, authentication and TLS.
 //!
 //! Secrets come only through `*_env` fields (resolved when connecting); an inline `password`
-//! or `token` is rejected at load time so a secret never sits in a config file.
+//! or `token` is rejected at load time so a secret never sits in a config file. The same goes
+//! for WebSocket headers that carry credentials (`authorization`, `cookie`, `x-api-key`, …):
+//! only `websocket_headers_env` may name them.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -12,10 +16,11 @@ use sinks_contract::subject;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NatsConfig {
-    /// Server URL (`nats://` or `tls://`); ignored when `urls` is set.
+    /// Server URL (`nats://`, `tls://`, or `ws://` / `wss://` for NATS over WebSocket);
+    /// ignored when `urls` is set.
     #[serde(default = "default_url")]
     pub url: String,
-    /// Seed server URLs, tried in order.
+    /// Seed server URLs, tried in order (WebSocket and TCP URLs may not be mixed).
     #[serde(default)]
     pub urls: Vec<String>,
     /// Stream to consume from.
@@ -63,12 +68,18 @@ pub struct NatsConfig {
     /// Verify the server certificate. Must stay `true`: disabling verification is not offered.
     #[serde(default = "yes")]
     pub tls_verify: bool,
-    /// WebSocket headers: not supported yet; must be empty.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub websocket_headers: serde_json::Map<String, serde_json::Value>,
-    /// WebSocket headers from environment variables: not supported yet; must be empty.
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
-    pub websocket_headers_env: serde_json::Map<String, serde_json::Value>,
+    /// Headers of the WebSocket handshake (`ws://`/`wss://` URLs only; at most 32 with
+    /// `websocket_headers_env`): name → value. Sent through a loopback relay that serves this
+    /// process only (async-nats sends no handshake headers itself). Protocol headers (`host`, `upgrade`,
+    /// `connection`, `sec-websocket-*`) are refused, and so are credential headers
+    /// (`authorization`, `cookie`, `x-api-key`, …): give those through
+    /// `websocket_headers_env`. Values are masked in `show-effective-config`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub websocket_headers: BTreeMap<String, String>,
+    /// Headers of the WebSocket handshake whose values come from environment variables:
+    /// header name → variable name (read when connecting, never logged).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub websocket_headers_env: BTreeMap<String, String>,
     /// Ask the server not to echo this connection's own publishes.
     #[serde(default)]
     pub no_echo: bool,
@@ -130,6 +141,50 @@ impl NatsConfig {
     /// The server list to connect to.
     pub fn servers(&self) -> Vec<String> {
         if self.urls.is_empty() { vec![self.url.clone()] } else { self.urls.clone() }
+    }
+
+    /// True when the servers are reached over WebSocket (`ws://`, `wss://`).
+    pub fn websocket(&self) -> bool {
+        self.servers().iter().any(|u| is_websocket_url(u))
+    }
+
+    fn validate_websocket(&self, issues: &mut Issues) {
+        let servers = self.servers();
+        let ws = servers.iter().filter(|u| is_websocket_url(u)).count();
+        if ws > 0 && ws < servers.len() {
+            issues.push(
+                if self.urls.is_empty() { "nats.url" } else { "nats.urls" },
+                "WebSocket (ws://, wss://) and TCP URLs may not be mixed",
+            );
+        }
+        let headers = self.websocket_headers.len() + self.websocket_headers_env.len();
+        if headers > 0 && ws == 0 {
+            issues.push("nats.websocket_headers", "WebSocket headers need ws:// or wss:// URLs");
+        }
+        if headers > MAX_WEBSOCKET_HEADERS {
+            issues.push(
+                "nats.websocket_headers",
+                format!("at most {MAX_WEBSOCKET_HEADERS} headers (with websocket_headers_env)"),
+            );
+        }
+        for (name, value) in &self.websocket_headers {
+            let path = format!("nats.websocket_headers.{name}");
+            check_header_name(name, &path, issues);
+            if is_credential_header(name) {
+                issues.push(&path, "a credential header: give it through nats.websocket_headers_env");
+            }
+            if value.chars().any(|c| c.is_control()) {
+                issues.push(&path, "must not contain control characters");
+            }
+        }
+        for (name, var) in &self.websocket_headers_env {
+            let path = format!("nats.websocket_headers_env.{name}");
+            check_header_name(name, &path, issues);
+            check_env_name(var, &path, issues);
+            if self.websocket_headers.keys().any(|n| n.eq_ignore_ascii_case(name)) {
+                issues.push(&path, "also set in nats.websocket_headers");
+            }
+        }
     }
 
     pub(super) fn validate(&self, issues: &mut Issues) {
@@ -204,9 +259,7 @@ impl NatsConfig {
                 "disabling TLS verification is not supported; use `tls_ca_file` for a private CA",
             );
         }
-        if !self.websocket_headers.is_empty() || !self.websocket_headers_env.is_empty() {
-            issues.push("nats.websocket_headers", "WebSocket transport is not supported yet");
-        }
+        self.validate_websocket(issues);
         if !self.allow_reconnect {
             issues.push("nats.allow_reconnect", "must be true: nats-sink always reconnects");
         }
@@ -220,20 +273,90 @@ impl NatsConfig {
     }
 }
 
+/// Most WebSocket headers (the reference's limit).
+const MAX_WEBSOCKET_HEADERS: usize = 32;
+
+/// True for a `ws://` or `wss://` URL.
+pub(crate) fn is_websocket_url(url: &str) -> bool {
+    url.starts_with("ws://") || url.starts_with("wss://")
+}
+
+/// Headers that carry credentials: accepted only from the environment.
+fn is_credential_header(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["authorization", "proxy-authorization", "cookie", "x-api-key", "api-key", "x-auth-token"].contains(&lower.as_str())
+        || lower.contains("token")
+        || lower.contains("secret")
+}
+
+fn check_header_name(name: &str, path: &str, issues: &mut Issues) {
+    let lower = name.to_ascii_lowercase();
+    if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)) {
+        issues.push(path, "is not an HTTP header name");
+    } else if ["host", "upgrade", "connection", "content-length", "transfer-encoding"].contains(&lower.as_str())
+        || lower.starts_with("sec-websocket-")
+    {
+        issues.push(path, "a WebSocket protocol header cannot be set");
+    }
+}
+
 fn check_url(url: &str, path: &str, issues: &mut Issues) {
     let Some((scheme, rest)) = url.split_once("://") else {
         issues.push(path, "must be a URL like nats://host:4222");
         return;
     };
     match scheme {
-        "nats" | "tls" => {}
-        "ws" | "wss" => issues.push(path, "WebSocket transport is not supported yet"),
-        _ => issues.push(path, "scheme must be nats:// or tls://"),
+        "nats" | "tls" | "ws" | "wss" => {}
+        _ => issues.push(path, "scheme must be nats://, tls://, ws:// or wss://"),
     }
     if rest.contains('@') {
         issues.push(path, "credentials in URLs are not accepted; use the *_env fields");
     }
     if rest.is_empty() || url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         issues.push(path, "must name a host");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn issues(nats: serde_json::Value) -> Vec<String> {
+        let mut base = serde_json::json!({"stream": "S", "consumer": "C", "subject": "s.>"});
+        base.as_object_mut().unwrap().extend(nats.as_object().unwrap().clone());
+        let config: NatsConfig = serde_json::from_value(base).unwrap();
+        let mut issues = Issues::default();
+        config.validate(&mut issues);
+        match issues.finish() {
+            Ok(()) => Vec::new(),
+            Err(e) => e.issues.into_iter().map(|i| format!("{}: {}", i.path, i.message)).collect(),
+        }
+    }
+
+    #[test]
+    fn websocket_table() {
+        #[rustfmt::skip]
+        let table: &[(&str, serde_json::Value, &[&str])] = &[
+            ("ws:// is accepted", serde_json::json!({"url": "ws://127.0.0.1:8080"}), &[]),
+            ("wss:// with a private CA", serde_json::json!({"url": "wss://nats.example:443", "tls_ca_file": "/ca.pem"}), &[]),
+            ("a seed list of ws URLs", serde_json::json!({"urls": ["ws://a:80", "wss://b:443"]}), &[]),
+            ("ws and tcp mixed", serde_json::json!({"urls": ["ws://a:80", "nats://b:4222"]}), &["nats.urls: WebSocket (ws://, wss://) and TCP URLs may not be mixed"]),
+            ("other schemes", serde_json::json!({"url": "http://a:80"}), &["nats.url: scheme must be nats://, tls://, ws:// or wss://"]),
+            ("headers without a ws URL", serde_json::json!({"websocket_headers": {"X-Route": "a"}}), &["nats.websocket_headers: WebSocket headers need ws:// or wss:// URLs"]),
+            ("a protocol header", serde_json::json!({"url": "ws://a:80", "websocket_headers": {"Sec-WebSocket-Key": "x"}}),
+             &["nats.websocket_headers.Sec-WebSocket-Key: a WebSocket protocol header cannot be set"]),
+            ("a credential inline", serde_json::json!({"url": "ws://a:80", "websocket_headers": {"Authorization": "Bearer x"}}),
+             &["nats.websocket_headers.Authorization: a credential header: give it through nats.websocket_headers_env"]),
+            ("a credential from the environment, a plain header inline", serde_json::json!({"url": "ws://a:80", "websocket_headers": {"X-Route": "edge"}, "websocket_headers_env": {"Cookie": "WS_COOKIE"}}), &[]),
+            ("the same header twice", serde_json::json!({"url": "ws://a:80", "websocket_headers": {"X-Route": "edge"}, "websocket_headers_env": {"x-route": "R"}}),
+             &["nats.websocket_headers_env.x-route: also set in nats.websocket_headers"]),
+        ];
+        for (what, nats, want) in table {
+            let got = issues(nats.clone());
+            assert_eq!(got.len(), want.len(), "{what}: {got:#?}");
+            for w in *want {
+                assert!(got.iter().any(|g| g.starts_with(w)), "{what}: missing `{w}` in {got:#?}");
+            }
+        }
     }
 }

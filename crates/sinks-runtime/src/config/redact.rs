@@ -35,6 +35,11 @@ pub fn redact(value: &mut Value) {
             for (k, v) in map.iter_mut() {
                 if is_secret_key(k) && !v.is_null() {
                     *v = Value::String(REDACTED.into());
+                } else if k == "websocket_headers" {
+                    // Header names stay visible; values may identify a tenant or a route.
+                    if let Value::Object(headers) = v {
+                        headers.values_mut().for_each(|h| *h = Value::String(REDACTED.into()));
+                    }
                 } else if matches!(k.as_str(), "url" | "urls" | "dsn" | "endpoint" | "endpoint_url") {
                     mask_urls(v);
                 } else {
@@ -64,7 +69,8 @@ mod tests {
         let mut v = serde_json::json!({
             "nats": {"user": "app", "password_env": "NATS_PASS", "token_env": null, "url": "nats://u:p@h:4222",
                      "urls": ["nats://a:4222", "nats://x:y@b:4222"], "tls_cert_file": "/c.pem", "stream": "S"},
-            "sink": {"headers_env": {"Authorization": "TOKEN_VAR"}, "directory": "/out"}
+            "sink": {"headers_env": {"Authorization": "TOKEN_VAR"}, "directory": "/out"},
+            "ws": {"websocket_headers": {"X-Route": "edge-7"}, "websocket_headers_env": {"Authorization": "WS_AUTH"}}
         });
         redact(&mut v);
         assert_eq!(v["nats"]["password_env"], REDACTED);
@@ -76,5 +82,7 @@ mod tests {
         assert_eq!(v["nats"]["user"], "app");
         assert_eq!(v["sink"]["headers_env"], REDACTED);
         assert_eq!(v["sink"]["directory"], "/out");
+        assert_eq!(v["ws"]["websocket_headers"]["X-Route"], REDACTED, "header values are masked, names kept");
+        assert_eq!(v["ws"]["websocket_headers_env"], REDACTED);
     }
 }

@@ -128,6 +128,7 @@ catalogue! {
         MessagesRescuedDeadLettered => ("messages_rescued_dead_lettered", Extension, "Messages the server stopped redelivering whose last chance failed, dead-lettered with reason max_deliver_exhausted"),
         MessagesRescueGone => ("messages_rescue_gone", Extension, "Exhausted messages the stream no longer held when the rescue came (retention or deletion)"),
         RescueFailures => ("rescue_failures", Extension, "Rescue attempts that could neither make a message durable nor dead-letter it (retried later)"),
+        TelemetryExportErrors => ("telemetry_export_errors", Extension, "OTLP exports (metrics or traces) that failed; no delivery waits on them"),
     }
 }
 
@@ -203,6 +204,23 @@ impl FamilyId {
             }
         }
     }
+}
+
+/// Every metric's name as the reference writes it: without the namespace, counters (and the
+/// labelled families) with `_total`. The names `opentelemetry.metrics.allowed_metrics` and
+/// `denied_metrics` take.
+pub fn reference_names() -> Vec<String> {
+    let mut names: Vec<String> = CounterId::ALL.iter().map(|c| format!("{}_total", c.name())).collect();
+    names.extend(GaugeId::ALL.iter().map(|g| g.name().to_owned()));
+    names.extend(TimingId::ALL.iter().map(|t| t.name().to_owned()));
+    names.extend(FamilyId::ALL.iter().map(|f| format!("{}_total", f.name())));
+    names
+}
+
+/// True when `pattern` (a name of [`reference_names`], or a prefix ending in `*`) matches a
+/// metric of the catalogue.
+pub fn is_catalogue_name(pattern: &str) -> bool {
+    reference_names().iter().any(|n| crate::config::otel::name_matches(pattern, n))
 }
 
 /// The metric a legacy alias repeats.

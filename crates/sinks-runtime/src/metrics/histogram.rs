@@ -6,10 +6,22 @@
 //! reference's snapshot file reports for every observation series. Encoding goes through
 //! prometheus-client's encoder (`encode_histogram`), never a hand-written formatter.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "otel")]
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
+
+/// Set once OTLP metrics run: batch-local accumulators then keep their values, so that the
+/// OpenTelemetry histograms see every observation (off: nothing is kept, nothing allocated).
+static KEEP_VALUES: AtomicBool = AtomicBool::new(false);
+
+/// Makes batch-local accumulators keep their values from now on (OTLP metrics).
+#[cfg(feature = "otel")]
+pub(crate) fn keep_values() {
+    KEEP_VALUES.store(true, Ordering::Relaxed);
+}
 
 /// Most bucket bounds a histogram may have.
 pub(crate) const MAX_BOUNDS: usize = 24;
@@ -25,6 +37,8 @@ pub struct LocalTiming {
     min: f64,
     max: f64,
     last: f64,
+    /// The observations themselves, only while OTLP metrics run ([`keep_values`]).
+    values: Option<Vec<f64>>,
 }
 
 impl LocalTiming {
@@ -39,6 +53,7 @@ impl LocalTiming {
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             last: 0.0,
+            values: KEEP_VALUES.load(Ordering::Relaxed).then(Vec::new),
         }
     }
 
@@ -54,6 +69,9 @@ impl LocalTiming {
         self.min = self.min.min(value);
         self.max = self.max.max(value);
         self.last = value;
+        if let Some(values) = &mut self.values {
+            values.push(value);
+        }
     }
 
     /// Observations so far.
@@ -71,6 +89,9 @@ pub struct Timing {
     min: AtomicU64,
     max: AtomicU64,
     last: AtomicU64,
+    /// The OpenTelemetry histogram that sees the same observations (OTLP metrics on).
+    #[cfg(feature = "otel")]
+    mirror: OnceLock<opentelemetry::metrics::Histogram<f64>>,
 }
 
 /// What the snapshot file reports for one observation series.
@@ -102,13 +123,26 @@ impl Timing {
             min: AtomicU64::new(f64::INFINITY.to_bits()),
             max: AtomicU64::new(f64::NEG_INFINITY.to_bits()),
             last: AtomicU64::new(0f64.to_bits()),
+            #[cfg(feature = "otel")]
+            mirror: OnceLock::new(),
         }
+    }
+
+    /// Sends every later observation to `histogram` too (set once).
+    #[cfg(feature = "otel")]
+    pub(crate) fn mirror_to(&self, histogram: opentelemetry::metrics::Histogram<f64>) {
+        let _ = self.mirror.set(histogram);
     }
 
     /// Records one value.
     pub fn observe(&self, value: f64) {
         let mut local = LocalTiming::new(self.bounds);
+        local.values = None;
         local.observe(value);
+        #[cfg(feature = "otel")]
+        if let (Some(mirror), true) = (self.mirror.get(), value.is_finite()) {
+            mirror.record(value, &[]);
+        }
         self.merge(&local);
     }
 
@@ -116,6 +150,12 @@ impl Timing {
     pub fn merge(&self, local: &LocalTiming) {
         if local.count == 0 {
             return;
+        }
+        #[cfg(feature = "otel")]
+        if let (Some(mirror), Some(values)) = (self.mirror.get(), &local.values) {
+            for value in values {
+                mirror.record(*value, &[]);
+            }
         }
         debug_assert!(std::ptr::eq(local.bounds, self.bounds), "merging histograms with different buckets");
         for (cell, n) in self.counts.iter().zip(local.counts.iter()) {

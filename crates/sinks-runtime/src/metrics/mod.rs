@@ -16,7 +16,7 @@ pub mod catalogue;
 mod histogram;
 pub mod snapshot;
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -24,10 +24,13 @@ use std::time::{Duration, Instant};
 use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::exemplar::HistogramWithExemplars;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
 pub use catalogue::{Aliased, CounterId, FamilyId, GaugeId, LEGACY_ALIASES, Origin, TimingId};
+#[cfg(feature = "otel")]
+pub(crate) use histogram::keep_values as histogram_keep_values;
 pub use histogram::{LocalTiming, Summary, Timing};
 
 use crate::config::MetricsConfig;
@@ -228,6 +231,13 @@ struct ReasonLabels {
     reason: String,
 }
 
+/// The exemplar labels of the write-latency histogram: the batch write's trace span.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TraceLabels {
+    trace_id: String,
+    span_id: String,
+}
+
 /// Most distinct DLQ reasons before further ones count as `other`.
 const MAX_DLQ_REASONS: usize = 64;
 
@@ -336,8 +346,14 @@ struct Recorded {
     gauges: Vec<Arc<AtomicU64>>,
     timings: Vec<Arc<Timing>>,
     outcomes: Family<OutcomeLabels, Counter>,
+    /// The outcome counters handed out, by sink (read by the OTLP export).
+    outcome_sinks: Mutex<Vec<(String, [Counter; 6])>>,
     dlq: Family<ReasonLabels, Counter>,
-    dlq_reasons: Mutex<HashSet<String>>,
+    /// The DLQ reason labels in use (at most [`MAX_DLQ_REASONS`] plus `other`) and their counters.
+    dlq_reasons: Mutex<HashMap<String, Counter>>,
+    /// `sink_batch_write_seconds` as exposed: the same observations as its [`Timing`], with
+    /// the batch write's trace as an exemplar (OpenMetrics only).
+    write_exemplars: HistogramWithExemplars<TraceLabels>,
 }
 
 impl Recorded {
@@ -361,14 +377,28 @@ impl Recorded {
             registry.register(id.name(), id.help(), metric);
         }
         let timings: Vec<Arc<Timing>> = TimingId::ALL.iter().map(|t| Arc::new(Timing::new(t.buckets()))).collect();
+        let write_exemplars = HistogramWithExemplars::new(TimingId::SinkBatchWriteSeconds.buckets().iter().copied());
         for id in TimingId::ALL {
-            registry.register(id.name(), id.help(), SharedTiming(Arc::clone(&timings[id.index()])));
+            match id {
+                TimingId::SinkBatchWriteSeconds => registry.register(id.name(), id.help(), write_exemplars.clone()),
+                _ => registry.register(id.name(), id.help(), SharedTiming(Arc::clone(&timings[id.index()]))),
+            }
         }
         let outcomes = Family::<OutcomeLabels, Counter>::default();
         registry.register(FamilyId::Outcomes.name(), FamilyId::Outcomes.help(), outcomes.clone());
         let dlq = Family::<ReasonLabels, Counter>::default();
         registry.register(FamilyId::DlqRecords.name(), FamilyId::DlqRecords.help(), dlq.clone());
-        Self { registry, counters, gauges, timings, outcomes, dlq, dlq_reasons: Mutex::new(HashSet::new()) }
+        Self {
+            registry,
+            counters,
+            gauges,
+            timings,
+            outcomes,
+            outcome_sinks: Mutex::new(Vec::new()),
+            dlq,
+            dlq_reasons: Mutex::new(HashMap::new()),
+            write_exemplars,
+        }
     }
 }
 
@@ -468,9 +498,47 @@ impl Metrics {
 
     /// Records one value of histogram `id`.
     pub fn observe(&self, id: TimingId, value: f64) {
+        self.observe_traced(id, value, None);
+    }
+
+    /// [`Metrics::observe`], with the trace and span ids (hex) of the span that made the
+    /// value: an exemplar of the write-latency histogram in the OpenMetrics exposition.
+    pub fn observe_traced(&self, id: TimingId, value: f64, trace: Option<(String, String)>) {
         if let Some(r) = &self.0.recorded {
             r.timings[id.index()].observe(value);
+            if id == TimingId::SinkBatchWriteSeconds {
+                let labels = trace.map(|(trace_id, span_id)| TraceLabels { trace_id, span_id });
+                r.write_exemplars.observe(value, labels, None);
+            }
         }
+    }
+
+    /// The histogram behind `id` (for the OTLP export; `None` when disabled).
+    #[cfg(feature = "otel")]
+    pub(crate) fn timing(&self, id: TimingId) -> Option<&Timing> {
+        self.0.recorded.as_ref().map(|r| r.timings[id.index()].as_ref())
+    }
+
+    /// `(sink, class, count)` of every outcome series handed out so far.
+    pub fn outcome_values(&self) -> Vec<(String, &'static str, u64)> {
+        let Some(r) = &self.0.recorded else { return Vec::new() };
+        let sinks = r.outcome_sinks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out = Vec::new();
+        for (sink, counters) in sinks.iter() {
+            for (class, counter) in CLASSES.iter().zip(counters) {
+                out.push((sink.clone(), class_label(*class), counter.get()));
+            }
+        }
+        out
+    }
+
+    /// `(reason, count)` of every DLQ reason series.
+    pub fn dlq_values(&self) -> Vec<(String, u64)> {
+        let Some(r) = &self.0.recorded else { return Vec::new() };
+        let known = r.dlq_reasons.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut out: Vec<(String, u64)> = known.iter().map(|(reason, c)| (reason.clone(), c.get())).collect();
+        out.sort();
+        out
     }
 
     /// Merges a batch's observations of histogram `id`.
@@ -498,7 +566,12 @@ impl Metrics {
         let Some(r) = &self.0.recorded else { return OutcomeCounters(None) };
         let one =
             |class| r.outcomes.get_or_create_owned(&OutcomeLabels { class: class_label(class), sink: sink.to_owned() });
-        OutcomeCounters(Some(CLASSES.map(one)))
+        let counters = CLASSES.map(one);
+        let mut sinks = r.outcome_sinks.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !sinks.iter().any(|(s, _)| s == sink) {
+            sinks.push((sink.to_owned(), counters.clone()));
+        }
+        OutcomeCounters(Some(counters))
     }
 
     /// Counts one stored DLQ record with `reason` (a bounded label: see [`FamilyId::DlqRecords`]).
@@ -507,16 +580,14 @@ impl Metrics {
         let well_formed = !reason.is_empty()
             && reason.len() <= 48
             && reason.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-        let label = {
-            let mut known = r.dlq_reasons.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if well_formed && (known.contains(reason) || known.len() < MAX_DLQ_REASONS) {
-                known.insert(reason.to_owned());
-                reason.to_owned()
-            } else {
-                "other".to_owned()
-            }
-        };
-        r.dlq.get_or_create(&ReasonLabels { reason: label }).inc();
+        let mut known = r.dlq_reasons.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let named = known.keys().filter(|k| k.as_str() != "other").count();
+        let label =
+            if well_formed && (known.contains_key(reason) || named < MAX_DLQ_REASONS) { reason } else { "other" };
+        let counter = known
+            .entry(label.to_owned())
+            .or_insert_with(|| r.dlq.get_or_create_owned(&ReasonLabels { reason: label.to_owned() }));
+        counter.inc();
     }
 }
 
@@ -631,6 +702,35 @@ mod tests {
         assert!(text.contains("ns_ready 0"), "{text}");
         let open = m.encode(Format::OpenMetrics).unwrap();
         assert!(open.ends_with("# EOF\n"), "{open}");
+    }
+
+    #[test]
+    fn the_write_latency_histogram_carries_the_batch_write_trace_as_an_exemplar_in_openmetrics() {
+        let m = enabled();
+        let (trace, span) = ("4bf92f3577b34da6a3ce929d0e0e4736".to_owned(), "00f067aa0ba902b7".to_owned());
+        m.observe(TimingId::SinkBatchWriteSeconds, 0.2);
+        m.observe_traced(TimingId::SinkBatchWriteSeconds, 0.003, Some((trace.clone(), span.clone())));
+        let open = m.encode(Format::OpenMetrics).unwrap();
+        let bucket =
+            open.lines().find(|l| l.starts_with("nats_sinks_sink_batch_write_seconds_bucket{le=\"0.005\"}")).unwrap();
+        assert!(bucket.contains(&format!("# {{trace_id=\"{trace}\",span_id=\"{span}\"}} 0.003")), "{bucket}");
+        assert!(open.contains("nats_sinks_sink_batch_write_seconds_count 2"), "{open}");
+        let text = m.encode(Format::Prometheus).unwrap();
+        assert!(!text.contains(&trace), "no exemplars in the 0.0.4 text format: {text}");
+        assert_eq!(m.summary(TimingId::SinkBatchWriteSeconds).count, 2, "the snapshot sees both");
+    }
+
+    #[test]
+    fn outcome_and_dlq_series_can_be_read_back_for_the_otlp_export() {
+        let m = enabled();
+        m.outcome_counters("file").add(OutcomeClass::Committed, 4);
+        let _ = m.outcome_counters("file");
+        m.dlq_record("sink_permanent");
+        m.dlq_record("Not A Code");
+        let outcomes = m.outcome_values();
+        assert_eq!(outcomes.len(), 6, "one sink, six classes: {outcomes:?}");
+        assert!(outcomes.contains(&("file".to_owned(), "committed", 4)));
+        assert_eq!(m.dlq_values(), vec![("other".to_owned(), 1), ("sink_permanent".to_owned(), 1)]);
     }
 
     #[test]

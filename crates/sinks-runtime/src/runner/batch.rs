@@ -125,6 +125,9 @@ pub(super) async fn process(
         hold_while(ctx, &batch.handles, earlier).await;
     }
     let started = Instant::now();
+    if let Some(traces) = &ctx.traces {
+        traces.begin(&batch.envelopes);
+    }
     // Policies first (encryption among them): from here on, sinks and dead-letter records
     // see only what the policies let through, encrypted when encryption is on. A refused
     // message is dead-lettered alone, while its batch-mates are written.
@@ -149,6 +152,9 @@ pub(super) async fn process(
         return;
     }
     let now = Instant::now();
+    if let Some(traces) = &ctx.traces {
+        traces.written(&batch.envelopes, &outcomes);
+    }
     record_outcomes(ctx, &batch.envelopes, &outcomes);
     track_outage(ctx, &batch.envelopes, &outcomes, now);
     let planned = {
@@ -173,16 +179,22 @@ async fn write(ctx: &Ctx, batch: &Batch<AckHandle>) -> Vec<MessageOutcome> {
         return Vec::new();
     }
     let writing = Instant::now();
+    let span = ctx.traces.as_ref().map(|t| t.write_span(&batch.envelopes));
+    let ids = span.as_ref().map(crate::otel::WriteSpan::ids);
     let write = sinks_contract::sink::write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget);
     let outcomes = if ctx.config.delivery.in_progress.enabled {
         let heartbeat = WriteHeartbeat::start(ctx, &batch.handles);
-        let outcomes = write.await;
+        let outcomes = crate::otel::scope(ids, write).await;
         heartbeat.stop(ctx).await;
         outcomes
     } else {
-        keep_alive(ctx, &batch.handles, write).await
+        keep_alive(ctx, &batch.handles, crate::otel::scope(ids, write)).await
     };
-    ctx.metrics.observe(TimingId::SinkBatchWriteSeconds, writing.elapsed().as_secs_f64());
+    let exemplar = ids.filter(|i| i.sampled).map(|i| (i.trace_hex(), i.span_hex()));
+    ctx.metrics.observe_traced(TimingId::SinkBatchWriteSeconds, writing.elapsed().as_secs_f64(), exemplar);
+    if let Some(span) = span {
+        span.end(batch.len());
+    }
     outcomes
 }
 
@@ -240,24 +252,30 @@ fn apply_policies<H>(ctx: &Ctx, batch: Batch<H>) -> (Batch<H>, Batch<H>, Vec<Mes
             Prepared::Rejected { envelope, rejection } => {
                 RunStats::add(&ctx.stats.rejected_by_policy, 1);
                 tally.passed(&ctx.policy_steps, Some(rejection.step.section()));
+                if let Some(traces) = &ctx.traces {
+                    traces.refused(envelope.jetstream().stream_sequence, rejection.step.section(), &rejection.reason);
+                }
                 // With a DLQ, the dead-letter line names the policy and reason; without one
                 // this line is the only trace of the refusal.
-                if ctx.dlq.is_some() {
-                    tracing::debug!(
-                        stream_sequence = envelope.jetstream().stream_sequence,
-                        policy = rejection.step.section(),
-                        reason = %rejection.reason,
-                        "message refused by policy"
-                    );
-                } else {
-                    tracing::warn!(
-                        stream_sequence = envelope.jetstream().stream_sequence,
-                        subject = envelope.subject(),
-                        policy = rejection.step.section(),
-                        reason = %rejection.reason,
-                        "message refused by policy"
-                    );
-                }
+                let ids = ctx.traces.as_ref().and_then(|t| t.ids(envelope.jetstream().stream_sequence));
+                crate::otel::sync_scope(ids, || {
+                    if ctx.dlq.is_some() {
+                        tracing::debug!(
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            policy = rejection.step.section(),
+                            reason = %rejection.reason,
+                            "message refused by policy"
+                        );
+                    } else {
+                        tracing::warn!(
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            subject = envelope.subject(),
+                            policy = rejection.step.section(),
+                            reason = %rejection.reason,
+                            "message refused by policy"
+                        );
+                    }
+                });
                 refused.push(envelope, handle);
                 rejections.push(MessageOutcome::Failed(rejection.into_error()));
             }

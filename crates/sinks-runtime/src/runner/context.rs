@@ -52,6 +52,8 @@ pub(super) struct Ctx {
     pub(super) ledger: Option<LedgerPublisher>,
     /// Exhaustions are captured and rescued (`rescue`, with a `max_deliver`).
     pub(super) rescue: bool,
+    /// One trace span per message (`opentelemetry.traces`); `None`: no work at all.
+    pub(super) traces: Option<Arc<crate::otel::Traces>>,
 }
 
 impl Ctx {

@@ -225,6 +225,9 @@ pub async fn run_observed(
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<Arc<RunStats>, RunError> {
     let stats = Arc::clone(metrics.stats());
+    // OTLP exporters (nothing when the section enables nothing), stopped after the run.
+    let telemetry = crate::otel::Telemetry::start(&config, &metrics, sink.name())?;
+    let traces = telemetry.traces();
     let (stop_tx, stop_rx) = watch::channel(false);
     let (done_tx, done_rx) = watch::channel(false);
     let snapshot = match (&config.metrics.snapshot_file, metrics.enabled()) {
@@ -246,7 +249,7 @@ pub async fn run_observed(
         status_metrics.status().set_stopping();
         let _ = stop_tx.send(true);
     };
-    let work = run_inner(config, sink, options, stop_rx, metrics);
+    let work = run_inner(config, sink, options, stop_rx, metrics, traces);
     tokio::pin!(work);
     let result = tokio::select! {
         result = &mut work => result,
@@ -256,6 +259,7 @@ pub async fn run_observed(
     if let Some(task) = snapshot {
         let _ = task.await;
     }
+    let _ = tokio::task::spawn_blocking(move || telemetry.shutdown()).await;
     result.map(|()| stats)
 }
 
@@ -265,6 +269,7 @@ async fn run_inner(
     options: RunOptions,
     stop: watch::Receiver<bool>,
     metrics: Metrics,
+    traces: Option<Arc<crate::otel::Traces>>,
 ) -> Result<(), RunError> {
     let stats = Arc::clone(metrics.stats());
     metrics.status().progress();
@@ -411,6 +416,7 @@ async fn run_inner(
         pipeline,
         ledger: LedgerPublisher::new(js.clone(), config.ledger.clone()),
         rescue: capture.is_some(),
+        traces,
     });
     let lag = tokio::spawn(poll_lag(bound.consumer.clone(), metrics.clone(), config.metrics.clone(), stop.clone()));
     let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));

@@ -183,8 +183,31 @@ enum Step {
     Written,
 }
 
-/// Finishes one rescue from the outcome of its last chance.
+/// [`settle_untraced`] in a trace span of its own, when traces are on.
 async fn settle(ctx: &Ctx, envelope: Envelope, case: Case, outcome: MessageOutcome, step: Step) {
+    let Some(traces) = &ctx.traces else {
+        let _ = settle_untraced(ctx, envelope, case, outcome, step).await;
+        return;
+    };
+    let span = traces.single(&envelope);
+    let ids = Some(span.ids());
+    let label = crate::otel::Fate::outcome_label(&outcome);
+    let done = crate::otel::scope(ids, settle_untraced(ctx, envelope, case, outcome, step)).await;
+    let settlement = if done.is_some() { "ack" } else { "nak" };
+    let dead_lettered = done == Some(true);
+    let fate = crate::otel::Fate { outcome: label, settlement, dead_lettered };
+    crate::otel::finish(span, fate, dead_lettered.then_some(crate::dlq::EXHAUSTED_REASON));
+}
+
+/// Finishes one rescue from the outcome of its last chance: `Some(false)` when it was
+/// durable, `Some(true)` when it was dead-lettered, `None` when it is retried later.
+async fn settle_untraced(
+    ctx: &Ctx,
+    envelope: Envelope,
+    case: Case,
+    outcome: MessageOutcome,
+    step: Step,
+) -> Option<bool> {
     let seq = case.exhausted.stream_seq;
     let deliveries = case.exhausted.deliveries;
     if outcome.is_durable() {
@@ -193,17 +216,17 @@ async fn settle(ctx: &Ctx, envelope: Envelope, case: Case, outcome: MessageOutco
         ctx.metrics.inc(CounterId::MessagesRescued, 1);
         tracing::info!(stream_sequence = seq, deliveries, outcome = ?outcome.class(), "exhausted message rescued");
         let _ = case.advisory.send(AckKind::Ack).await;
-        return;
+        return Some(false);
     }
     let error = match (crate::dlq::record_error(&outcome), step) {
         // A policy's refusal keeps its own reason; any failure of the write is the exhaustion.
         (Some(e), Step::Refused) => e.duplicate(),
         (Some(e), Step::Written) => crate::dlq::exhausted_error(deliveries, &e),
-        (None, _) => return,
+        (None, _) => return None,
     };
     let Some(dlq) = &ctx.dlq else {
         failed(ctx, &case, Some(&error)).await;
-        return;
+        return None;
     };
     match dlq.publish(&envelope, &error, ctx.sink.name()).await {
         Ok(()) => {
@@ -225,12 +248,14 @@ async fn settle(ctx: &Ctx, envelope: Envelope, case: Case, outcome: MessageOutco
                 );
             }
             let _ = case.advisory.send(AckKind::Ack).await;
+            Some(true)
         }
         Err(e) => {
             RunStats::add(&ctx.stats.dead_letter_failures, 1);
             ctx.metrics.inc(CounterId::DlqPublishErrors, 1);
             tracing::warn!(stream_sequence = seq, error = %e, "dead-letter publish of an exhausted message failed; retrying");
             failed(ctx, &case, None).await;
+            None
         }
     }
 }

@@ -170,7 +170,8 @@ pub(super) async fn apply(ctx: &Ctx, planned: Planned<AckHandle>) {
     let Planned { batch, outcomes, settlements, .. } = &planned;
     let sends = batch.envelopes.iter().zip(&batch.handles).zip(outcomes).zip(settlements).map(
         |(((envelope, handle), outcome), settlement)| {
-            settle_one(ctx, envelope, handle, outcome, *settlement, confirm_timeout)
+            let settle = settle_one(ctx, envelope, handle, outcome, *settlement, confirm_timeout);
+            traced(ctx, envelope, outcome, *settlement, settle)
         },
     );
     let settled = join_all(sends).await;
@@ -262,6 +263,46 @@ fn record_settled(ctx: &Ctx, envelopes: &[Envelope], settled: &[Settled], outcom
     {
         m.set(GaugeId::LastSinkSuccessEpochSeconds, now.unix_timestamp_nanos() as f64 / 1e9);
     }
+}
+
+impl Settled {
+    /// The settlement as a trace span names it.
+    fn label(&self) -> &'static str {
+        match self {
+            Self::Acked => "ack",
+            Self::Terminated => "term",
+            Self::Naked(_) => "nak",
+            Self::LeftUnacked => "left_unacked",
+            Self::NotSent { .. } => "not_sent",
+        }
+    }
+}
+
+/// Runs `settle` (the settlement of `envelope`) inside the message's trace span, when traces
+/// are on: its log lines, dead-letter record and receipt carry the trace, and the span ends
+/// with the message's fate.
+async fn traced(
+    ctx: &Ctx,
+    envelope: &Envelope,
+    outcome: &MessageOutcome,
+    settlement: Settlement,
+    settle: impl std::future::Future<Output = Settled>,
+) -> Settled {
+    let Some(traces) = &ctx.traces else { return settle.await };
+    let span = traces.take(envelope.jetstream().stream_sequence);
+    let ids = span.as_ref().map(crate::otel::MessageSpan::ids);
+    let settled = crate::otel::scope(ids, settle).await;
+    if let Some(span) = span {
+        let dead_lettered =
+            matches!(settlement, Settlement::DeadLetter(_)) && matches!(settled, Settled::Acked | Settled::Terminated);
+        let fate = crate::otel::Fate {
+            outcome: crate::otel::Fate::outcome_label(outcome),
+            settlement: settled.label(),
+            dead_lettered,
+        };
+        crate::otel::finish(span, fate, dead_lettered.then(|| dlq::reason(outcome)));
+    }
+    settled
 }
 
 /// Settles one message as planned: dead-letters it first when so planned, publishes its
