@@ -9,6 +9,7 @@ mod http;
 mod inspect;
 #[cfg(feature = "oracle")]
 mod lineage;
+mod memory;
 mod reconcile_cmd;
 mod registry;
 mod replay;
@@ -242,6 +243,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    memory::apply_before_threads();
     // Blocking threads do file I/O and fsyncs; 16 keep enough fsyncs in flight for the
     // filesystem to commit them together, while each extra thread costs resident memory.
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().max_blocking_threads(16).build() {

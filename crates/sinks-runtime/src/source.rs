@@ -6,6 +6,7 @@
 //! crate-private, so no sink crate can name it, let alone hold one. The batch the pairs make
 //! belongs to the runner (`runner::batch`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::PullConsumer;
@@ -20,10 +21,12 @@ use sinks_contract::metadata::MessageMetadataConfig;
 /// One fetched message: the envelope the sink sees and the ack handle only the runner may use.
 pub(crate) type Delivery = (Envelope, AckHandle);
 
-/// The right to settle one message (its ack reply subject). Crate-private by design.
+/// The right to settle one message (its ack reply subject). Crate-private by design. The
+/// connection is shared by every handle of a source (one reference count per message, not
+/// a clone of the client's parts).
 #[derive(Clone)]
 pub(crate) struct AckHandle {
-    client: Client,
+    client: Arc<Client>,
     reply: Subject,
 }
 
@@ -62,7 +65,7 @@ pub(crate) fn headers_of(map: &async_nats::HeaderMap) -> Headers {
 /// The ack handle of a JetStream message the runtime consumes besides the source (a
 /// captured advisory, say); `None` when it has no reply subject.
 pub(crate) fn handle_of(msg: &Message) -> Option<AckHandle> {
-    Some(AckHandle { client: msg.context.client(), reply: msg.message.reply.clone()? })
+    Some(AckHandle { client: Arc::new(msg.context.client()), reply: msg.message.reply.clone()? })
 }
 
 /// Why a fetch failed. Always retried with backoff by the runner.
@@ -70,16 +73,26 @@ pub(crate) fn handle_of(msg: &Message) -> Option<AckHandle> {
 #[error("fetch failed: {0}")]
 pub(crate) struct FetchError(String);
 
+impl FetchError {
+    /// A fetch task that did not finish (cancelled or panicked).
+    pub(crate) fn from_task(e: &tokio::task::JoinError) -> Self {
+        Self(format!("fetch task ended: {e}"))
+    }
+}
+
 /// Pull source over one consumer.
 #[derive(Debug)]
 pub(crate) struct Source {
     consumer: PullConsumer,
     metadata: MessageMetadataConfig,
+    /// The connection every ack handle of this source settles through.
+    client: Arc<Client>,
 }
 
 impl Source {
-    pub(crate) fn new(consumer: PullConsumer, metadata: MessageMetadataConfig) -> Self {
-        Self { consumer, metadata }
+    /// A source over `consumer`, whose messages are acknowledged through `client`.
+    pub(crate) fn new(consumer: PullConsumer, metadata: MessageMetadataConfig, client: Client) -> Self {
+        Self { consumer, metadata, client: Arc::new(client) }
     }
 
     /// Fetches up to `max` messages. Returns at once with whatever is available; when nothing
@@ -139,7 +152,7 @@ impl Source {
             timestamp: Some(info.published).filter(|t| *t != OffsetDateTime::UNIX_EPOCH),
             domain: info.domain.map(str::to_owned).filter(|d| !d.is_empty()),
         };
-        let client = msg.context.client();
+        let client = Arc::clone(&self.client);
         let message = msg.message;
         let reply = message.reply.clone().ok_or_else(|| FetchError("message has no ack subject".into()))?;
         let headers = message.headers.as_ref().map(headers_of).unwrap_or_default();

@@ -13,7 +13,7 @@ use super::heartbeat::hold_while;
 use super::ordering::{OrderingGate, batch_keys, with_order_key};
 use super::reconnect::{reconnect_backoff, sleep_or_stop};
 use crate::metrics::{CounterId, GaugeId, TimingId};
-use crate::source::{AckHandle, Source};
+use crate::source::{AckHandle, Delivery, FetchError, Source};
 
 /// Resolves once a stop was requested while the connection is down (a fetch in progress
 /// then cannot bring anything, so it is abandoned instead of waiting for its timers).
@@ -30,7 +30,7 @@ async fn stopped_while_disconnected(stop: &watch::Receiver<bool>, client: &async
 /// returns once every batch task has finished. A failed fetch is logged and retried.
 pub(super) async fn fetch_loop(
     ctx: &Arc<Ctx>,
-    source: &Source,
+    source: &Arc<Source>,
     stop: &watch::Receiver<bool>,
     client: &async_nats::Client,
 ) {
@@ -43,7 +43,9 @@ pub(super) async fn fetch_loop(
     // Slow start: the first batches are smaller (1/8, 1/4, 1/2 of batch_size), so the first
     // commit and ack come quickly after a start or restart.
     let mut size = delivery.batch_size.div_ceil(8);
-    while !*stop.borrow() {
+    // The next batch's fetch, already asked for (see below).
+    let mut ahead: Option<(Instant, Ahead)> = None;
+    while !*stop.borrow() || ahead.is_some() {
         // A draining lot's next chunk leaves before anything new is fetched: it is older.
         let ready = {
             let mut parking = ctx.lock_parking();
@@ -58,10 +60,16 @@ pub(super) async fn fetch_loop(
         }
         // Fetch first, then wait for a free slot: the next batch is already here when the
         // current one settles. Everything fetched is processed, even after a stop request.
-        let started = Instant::now();
-        let fetched = tokio::select! {
-            fetched = source.fetch(size, timeout) => fetched,
-            () = stopped_while_disconnected(stop, client) => break,
+        let (started, fetched) = match ahead.take() {
+            Some((started, task)) => (started, task.await.unwrap_or_else(|e| Err(FetchError::from_task(&e)))),
+            None => {
+                let started = Instant::now();
+                let fetched = tokio::select! {
+                    fetched = source.fetch(size, timeout) => fetched,
+                    () = stopped_while_disconnected(stop, client) => break,
+                };
+                (started, fetched)
+            }
         };
         ctx.metrics.observe(TimingId::NatsFetchSeconds, started.elapsed().as_secs_f64());
         ctx.metrics.status().progress();
@@ -93,6 +101,13 @@ pub(super) async fn fetch_loop(
             continue;
         }
         size = (size * 2).min(delivery.batch_size);
+        // At full size, the next pull request goes out now, so the server fills it while this
+        // batch is admitted and spawned (one request/response round trip per batch is what a
+        // plain fetch loop loses against a continuous pull). It is awaited and processed
+        // before anything else is fetched, stop or not.
+        if size == delivery.batch_size && !*stop.borrow() {
+            ahead = Some((Instant::now(), tokio::spawn(prefetch(Arc::clone(source), size, timeout))));
+        }
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);
         ctx.metrics.inc(CounterId::MessagesFetched, batch.len() as u64);
         ctx.metrics.inc(CounterId::BatchesFetched, 1);
@@ -100,8 +115,20 @@ pub(super) async fn fetch_loop(
         let Ok(permit) = hold_while(ctx, &batch.handles, Arc::clone(&permits).acquire_owned()).await else { break };
         spawn(ctx, &mut gate, batch, Origin::Fetched, permit);
     }
+    // A fetch asked for ahead and abandoned (a stop while disconnected) brings nothing.
+    if let Some((_, task)) = ahead {
+        task.abort();
+    }
     // Wait until every batch task has returned its permit.
     let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
+}
+
+/// The task of a fetch asked for ahead.
+type Ahead = tokio::task::JoinHandle<Result<Vec<Delivery>, FetchError>>;
+
+/// One fetch of `size` messages, as a task of its own (the fetch asked for ahead).
+async fn prefetch(source: Arc<Source>, size: usize, timeout: Duration) -> Result<Vec<Delivery>, FetchError> {
+    source.fetch(size, timeout).await
 }
 
 /// Enters `batch` into the ordering gate and runs it in a task of its own, which gives the

@@ -420,7 +420,7 @@ async fn run_inner(
     });
     let lag = tokio::spawn(poll_lag(bound.consumer.clone(), metrics.clone(), config.metrics.clone(), stop.clone()));
     let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));
-    let source = Source::new(bound.consumer, config.message_metadata.clone());
+    let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone()));
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
     let rescue = capture.map(|capture| tokio::spawn(rescue::rescue_loop(Arc::clone(&ctx), capture, stop.clone())));
     fetch_loop(&ctx, &source, &stop, &client).await;

@@ -168,13 +168,39 @@ pub(super) async fn apply(ctx: &Ctx, planned: Planned<AckHandle>) {
     let confirm_timeout = (written && confirm.enabled).then(|| Duration::from_millis(confirm.timeout_ms));
     let started = written.then(Instant::now);
     let Planned { batch, outcomes, settlements, .. } = &planned;
-    let sends = batch.envelopes.iter().zip(&batch.handles).zip(outcomes).zip(settlements).map(
-        |(((envelope, handle), outcome), settlement)| {
-            let settle = settle_one(ctx, envelope, handle, outcome, *settlement, confirm_timeout);
-            traced(ctx, envelope, outcome, *settlement, settle)
-        },
-    );
-    let settled = join_all(sends).await;
+    let one = |i: usize| {
+        let (envelope, outcome, settlement) = (&batch.envelopes[i], &outcomes[i], settlements[i]);
+        traced(
+            ctx,
+            envelope,
+            outcome,
+            settlement,
+            settle_one(ctx, envelope, &batch.handles[i], outcome, settlement, confirm_timeout),
+        )
+    };
+    // Without confirmations or receipts, an ack or a NAK waits for nothing but the
+    // connection's queue: they are sent one after the other from this task (one future, not
+    // one per message), and only dead letters, which wait for the DLQ stream, run side by
+    // side. Otherwise every settlement runs side by side.
+    let settled = if confirm_timeout.is_none() && ctx.ledger.is_none() {
+        let mut settled = Vec::with_capacity(planned.len());
+        let mut letters = Vec::new();
+        for (i, settlement) in settlements.iter().enumerate() {
+            if let Settlement::DeadLetter(_) = settlement {
+                letters.push(i);
+                settled.push(Settled::LeftUnacked);
+            } else {
+                settled.push(one(i).await);
+            }
+        }
+        let done = join_all(letters.iter().map(|&i| one(i))).await;
+        for (i, result) in letters.into_iter().zip(done) {
+            settled[i] = result;
+        }
+        settled
+    } else {
+        join_all((0..planned.len()).map(one)).await
+    };
     if let Some(started) = started {
         ctx.metrics.observe(TimingId::MessageAckSeconds, started.elapsed().as_secs_f64());
     }
