@@ -27,6 +27,7 @@ use async_nats::HeaderMap;
 use async_nats::jetstream::Context as Js;
 use bytes::Bytes;
 use futures::StreamExt;
+use oracle::{OraclePhase, render_oracle};
 use proc::{clock_ticks, on_cpu, proc_stats};
 use serde_json::json;
 use sink_mysql::certify::TestServer;
@@ -34,6 +35,7 @@ use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 mod ceiling;
 mod http;
+mod oracle;
 mod otel;
 mod proc;
 mod profile;
@@ -82,10 +84,8 @@ pub(crate) struct Args {
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`, `coherence`, `nosql`,
-    /// `oracle`);
-    /// the
-    /// ceilings always run.
+    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`,
+    /// `coherence`, `nosql`, `oracle`); the ceilings always run.
     #[arg(long)]
     only: Option<String>,
     /// Record every measured process with `perf` and put its top frames in the report
@@ -126,29 +126,6 @@ struct Measurement {
     messages: usize,
     /// Its top frames by self time (`--profile`).
     profile: Option<String>,
-}
-
-/// One phase of the Oracle suite, as `oracle_scripted` prints it (see that program).
-#[derive(Debug, Clone)]
-struct OraclePhase {
-    phase: String,
-    rows: u64,
-    cpu_us: f64,
-    backend_us: f64,
-    wall_s: f64,
-}
-
-impl OraclePhase {
-    fn parse(line: &str) -> Option<Self> {
-        let v: serde_json::Value = serde_json::from_str(line).ok()?;
-        Some(Self {
-            phase: v["phase"].as_str()?.to_owned(),
-            rows: v["rows"].as_u64()?,
-            cpu_us: v["cpu_us_per_row"].as_f64()?,
-            backend_us: v["backend_us_per_row"].as_f64()?,
-            wall_s: v["wall_s"].as_f64()?,
-        })
-    }
 }
 
 impl Measurement {
@@ -485,6 +462,10 @@ async fn publish_stream(js: &Js, stream: Stream) {
 /// Paths of the programs a run needs.
 struct Programs {
     nats_sink: PathBuf,
+    /// The file-only build (`--no-default-features --features file`).
+    nats_sink_file: PathBuf,
+    /// The MySQL-only build.
+    nats_sink_mysql: PathBuf,
     raw_consume: PathBuf,
     raw_mysql: PathBuf,
     oracle_scripted: PathBuf,
@@ -525,14 +506,36 @@ pub(crate) fn run(args: Args) -> Result<()> {
             &["build", "--release", "--quiet", "-p", "sinks-bin", "--no-default-features", "--features", "file,mysql"],
             &[],
         )?;
-    } else {
-        crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
-        crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bins"], &[])?;
     }
     // The release build goes where cargo puts it (CARGO_TARGET_DIR, else target/).
     let release = crate::target_dir().join("release");
+    if suites.iter().any(|s| *s != "scale") {
+        // The file rows also run the slim file-only binary an operator deploys for a file
+        // sink: its peak RSS is the one that deployment sees (the full binary maps the code
+        // of every sink).
+        for (suite, feature) in [("core", "file"), ("mysql", "mysql")] {
+            if suites.contains(&suite) {
+                let slim = [
+                    "build",
+                    "--release",
+                    "--quiet",
+                    "-p",
+                    "sinks-bin",
+                    "--no-default-features",
+                    "--features",
+                    feature,
+                ];
+                crate::cargo(&slim, &[])?;
+                std::fs::copy(release.join("nats-sink"), release.join(format!("nats-sink-{feature}")))?;
+            }
+        }
+        crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
+        crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bins"], &[])?;
+    }
     let programs = Programs {
         nats_sink: release.join("nats-sink"),
+        nats_sink_file: release.join("nats-sink-file"),
+        nats_sink_mysql: release.join("nats-sink-mysql"),
         raw_consume: release.join("raw_consume"),
         raw_mysql: release.join("raw_mysql"),
         oracle_scripted: release.join("oracle_scripted"),
@@ -647,6 +650,10 @@ pub(crate) fn run(args: Args) -> Result<()> {
                         let name = format!("nats-sink, file sink, fsync {}", if fsync { "on" } else { "off" });
                         let sink = json!({"type": "file", "directory": out, "fsync": fsync});
                         pair!(id, &name, stream, sink, &Reset::Dir(&out), no_env);
+                        let mut slim = Command::new(&programs.nats_sink_file);
+                        slim.arg("run").arg(work.join(format!("{id}.json")));
+                        let name = name.replacen("nats-sink,", "nats-sink (file-only build),", 1);
+                        results.push(measure(&name, slim, &js, stream, &Reset::Dir(&out), &log(&format!("{id}-slim"))).await?);
                     }
                 }
                 // Fan-out: the same stream to two file targets (both required), written
@@ -691,6 +698,10 @@ pub(crate) fn run(args: Args) -> Result<()> {
                                   "password_env": MYSQL_PASSWORD_ENV, "table": MYSQL_TABLE, "mode": "upsert", "auto_create": true});
                 let envs = [(MYSQL_PASSWORD_ENV, password.as_str())];
                 pair!("mysql", "nats-sink, mysql sink, upsert", stream, sink, &Reset::Table(&server, MYSQL_TABLE), envs);
+                let mut slim = Command::new(&programs.nats_sink_mysql);
+                slim.arg("run").arg(work.join("mysql.json")).envs(envs);
+                let name = "nats-sink (mysql-only build), mysql sink, upsert";
+                results.push(measure(name, slim, &js, stream, &Reset::Table(&server, MYSQL_TABLE), &log("mysql-slim")).await?);
             }
         }
         if suites.contains(&"http") && wanted("http") {
@@ -957,43 +968,6 @@ fn render_member_load(rows: &[MemberLoad]) -> String {
             r.ms_per_message,
             r.member_share * 100.0,
             r.machine_busy * 100.0
-        ));
-    }
-    md
-}
-
-/// The Oracle suite's section of the report.
-fn render_oracle(phases: &[OraclePhase]) -> String {
-    if phases.is_empty() {
-        return String::new();
-    }
-    let mut md = String::from(
-        "\n## Oracle sink over the scripted driver seam\n\nCPU time of one process per row (user + system); backend: wall time inside the scripted database's calls (on a busy machine it includes preemption, which makes \"above backend\" read low). No Oracle database could be run here: these numbers are the framework's cost, not database throughput.\n\n| phase | rows | CPU µs/row | backend µs/row | CPU above backend µs/row | wall s |\n|---|---:|---:|---:|---:|---:|\n",
-    );
-    for p in phases {
-        md.push_str(&format!(
-            "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |\n",
-            p.phase,
-            p.rows,
-            p.cpu_us,
-            p.backend_us,
-            p.cpu_us - p.backend_us,
-            p.wall_s
-        ));
-    }
-    let find = |name: &str| phases.iter().find(|p| p.phase == name);
-    if let Some(d) = find("direct") {
-        md.push_str(&format!(
-            "\nOracle sink write path above the backend: {:.2} µs/row (target ≤ 10).\n",
-            d.cpu_us - d.backend_us
-        ));
-    }
-    if let (Some(o), Some(b)) = (find("runner-oracle"), find("runner-blackhole")) {
-        md.push_str(&format!(
-            "Runner + Oracle sink above the backend: {:.2} µs/row, of which the runner alone (blackhole sink): {:.2} µs/row; the Oracle sink adds {:.2} µs/row.\n",
-            o.cpu_us - o.backend_us,
-            b.cpu_us,
-            o.cpu_us - o.backend_us - b.cpu_us
         ));
     }
     md

@@ -142,10 +142,24 @@ pub(super) const PAIRINGS: &[Pairing] = &[
         ceiling: RAW_FILE_NOFSYNC,
         min_ratio: 0.8,
         max_cpu_us: None,
+        max_rss_mib: None,
+    },
+    Pairing {
+        contender: "nats-sink (file-only build), file sink, fsync off",
+        ceiling: RAW_FILE_NOFSYNC,
+        min_ratio: 0.8,
+        max_cpu_us: None,
         max_rss_mib: Some(16.0),
     },
     Pairing {
         contender: "nats-sink, file sink, fsync on",
+        ceiling: RAW_FILE_FSYNC,
+        min_ratio: 0.9,
+        max_cpu_us: None,
+        max_rss_mib: None,
+    },
+    Pairing {
+        contender: "nats-sink (file-only build), file sink, fsync on",
         ceiling: RAW_FILE_FSYNC,
         min_ratio: 0.9,
         max_cpu_us: None,
@@ -167,6 +181,13 @@ pub(super) const PAIRINGS: &[Pairing] = &[
     },
     Pairing {
         contender: "nats-sink, mysql sink",
+        ceiling: RAW_MYSQL,
+        min_ratio: 0.95,
+        max_cpu_us: None,
+        max_rss_mib: None,
+    },
+    Pairing {
+        contender: "nats-sink (mysql-only build), mysql sink",
         ceiling: RAW_MYSQL,
         min_ratio: 0.95,
         max_cpu_us: None,
