@@ -35,6 +35,7 @@ use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 mod ceiling;
 mod http;
+mod lake;
 mod oracle;
 mod otel;
 mod proc;
@@ -56,9 +57,12 @@ pub(crate) struct Args {
     /// Messages in the stream of the HTTP suite.
     #[arg(long, default_value_t = 20_000)]
     http_messages: usize,
-    /// Messages in the stream of the S3 suite.
+    /// Messages in the stream of the S3 suite (and of its batch-mode contenders).
     #[arg(long, default_value_t = 20_000)]
     s3_messages: usize,
+    /// Messages of 1 KB of the `lake-memory` suite.
+    #[arg(long, default_value_t = 1_000_000)]
+    lake_memory_messages: usize,
     /// Messages in the stream of the Coherence suite.
     #[arg(long, default_value_t = 20_000)]
     coherence_messages: usize,
@@ -77,7 +81,8 @@ pub(crate) struct Args {
     /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
     /// `s3`, `coherence`, `nosql`, `oracle` (the Oracle sink's CPU per row over the scripted
     /// driver seam); and, only when named, `scale` (1, 2, 4 workers; single node
-    /// against a three-node R3 cluster).
+    /// against a three-node R3 cluster) and `lake-memory` (peak RSS of batch mode, 1,000,000
+    /// messages of 1 KB into one partition).
     #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql,oracle")]
     suite: String,
     /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3).
@@ -468,6 +473,7 @@ struct Programs {
     nats_sink_mysql: PathBuf,
     raw_consume: PathBuf,
     raw_mysql: PathBuf,
+    raw_lake: PathBuf,
     oracle_scripted: PathBuf,
     raw_ceiling: PathBuf,
     reference: Option<PathBuf>,
@@ -538,6 +544,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         nats_sink_mysql: release.join("nats-sink-mysql"),
         raw_consume: release.join("raw_consume"),
         raw_mysql: release.join("raw_mysql"),
+        raw_lake: release.join("raw_lake"),
         oracle_scripted: release.join("oracle_scripted"),
         raw_ceiling: release.join("raw_ceiling"),
         reference: if args.reference { Some(reference_venv(&root)?) } else { None },
@@ -545,13 +552,14 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle, pairs, control, member_load) = rt.block_on(async {
+    let (results, scale_rows, oracle, pairs, control, member_load, lake) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
         let mut results = Vec::new();
         let mut oracle = Vec::new();
         let mut member_load = Vec::new();
+        let mut lake = lake::Lake::default();
         // Metrics on / off and the encryption control, side by side: rate ratios and CPU ratios.
         let (mut pairs, mut control) = (Pairs::default(), Vec::new());
         let wanted = |id: &str| args.only.as_deref().is_none_or(|o| id.contains(o));
@@ -710,50 +718,10 @@ pub(crate) fn run(args: Args) -> Result<()> {
         if suites.contains(&"s3") && wanted("s3") {
             let stream = Stream { name: "BENCHS3", subject_root: "benchs3", total: args.s3_messages, subjects: 8 };
             publish_stream(&js, stream).await;
-            // One SeaweedFS (with its default of 7 volumes per bucket) for both contenders; a
-            // fresh bucket each (a second run's objects would all exist already).
-            let s3 = sinks_testkit::SeaweedFs::start_with_volumes(7).await.map_err(anyhow::Error::msg)?;
-            let endpoint = s3.endpoint();
-            let harness = sink_s3::certify::S3Harness::new(
-                endpoint.endpoint.clone(),
-                endpoint.filer.clone(),
-                sinks_testkit::S3_ACCESS_KEY_ID,
-                sinks_testkit::S3_SECRET_ACCESS_KEY,
-            );
-            let envs = [(S3_KEY_ENV, sinks_testkit::S3_ACCESS_KEY_ID), (S3_SECRET_ENV, sinks_testkit::S3_SECRET_ACCESS_KEY)];
-            // The ceiling: the same puts (create-if-absent, the sink's concurrency) from a plain loop.
-            let bucket = harness.bucket().await.map_err(anyhow::Error::msg)?;
-            let target = ["s3", endpoint.endpoint.as_str(), bucket.name()];
-            let mut raw = ceiling::raw_command(&programs.raw_ceiling, &url, stream, &args, ceiling::S3_CONCURRENCY, &target);
-            raw.envs(envs);
-            let name = format!("{} (no framework)", ceiling::RAW_S3);
-            results.push(measure(&name, raw, &js, stream, &Reset::None, &log("raw-s3")).await?);
-            // nats-sink on the default config (ordered by subject: one put in flight per
-            // subject) and with `ordering_key: none` (the ceiling's order: none), and the reference.
-            let sink = programs.nats_sink.clone();
-            let mut contenders = vec![
-                ("s3", "nats-sink, s3 sink, 8 subjects".to_owned(), sink.clone(), true),
-                ("s3-none", "nats-sink, s3 sink, ordering none".to_owned(), sink, false),
-            ];
-            if let Some(py) = &programs.reference {
-                contenders.push(("reference-s3", "Python reference 0.4.3, s3 sink".to_owned(), py.clone(), true));
-            }
-            for (id, name, program, ordered) in contenders {
-                let bucket = harness.bucket().await.map_err(anyhow::Error::msg)?;
-                let sink = json!({"type": "s3", "bucket": bucket.name(), "endpoint_url": endpoint.endpoint,
-                                  "allow_http_for_local_testing": true, "region_name": "us-east-1",
-                                  "credential_mode": "environment", "aws_access_key_id_env": S3_KEY_ENV,
-                                  "aws_secret_access_key_env": S3_SECRET_ENV});
-                let mut config = config(&url, stream, &args, sink);
-                if !ordered {
-                    config["delivery"]["ordering_key"] = "none".into();
-                }
-                let path = write(&work.join(format!("{id}.json")), &config)?;
-                let mut cmd = Command::new(program);
-                cmd.arg("run").arg(&path).envs(envs);
-                results.push(measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?);
-            }
-            drop(s3);
+            results.extend(lake::per_message(&args, &programs, &js, &url, stream, &work, &mut lake).await?);
+        }
+        if suites.contains(&"lake-memory") {
+            lake.memory = lake::memory_suite(&args, &programs, &js, &url, &work).await?;
         }
         if suites.contains(&"coherence") && wanted("coherence") {
             let stream =
@@ -883,7 +851,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows, oracle, pairs, control, member_load))
+        anyhow::Ok((results, scale_rows, oracle, pairs, control, member_load, lake))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
@@ -893,6 +861,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     if !scale_rows.is_empty() {
         report.push_str(&scale::render(&args, &scale_rows));
     }
+    report.push_str(&lake::render(&lake, results.iter().find(|m| m.name == "nats-sink, s3 sink")));
     report.push_str(&ceiling::render(&results));
     report.push_str(&profile::render(&results));
     report.push_str(&render_member_load(&member_load));

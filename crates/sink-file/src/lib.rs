@@ -22,9 +22,18 @@
 //! directories or final names are refused. Files are created owner-only (mode 0600), as the
 //! reference's `mkstemp` does; temp and probe names start with `.`, which no final name does.
 //!
+//! **Batch mode** (`mode: batch`, see `sinks_contract::batch`): many messages per file,
+//! NDJSON (optionally gzip or zstd) or Parquet (cargo feature `parquet`), at
+//! `<root>/<partition>/<stream>-<first>-<last>.<ext>`. Each file is written into a dot-named
+//! temporary file next to its final name, fsynced, committed by linking its manifest into
+//! the partition's manifest log (`_nats-sinks/`), then linked to its final name; its
+//! messages are acknowledged only after that. A redelivery is found through the manifests,
+//! however it is grouped.
+//!
 //! **Capabilities.** Not atomic per batch (each message has its own outcome; files already
 //! placed stay placed, which redelivery treats as duplicates); detects conflicts.
 
+mod batch;
 #[cfg(feature = "certify")]
 pub mod certify;
 mod config;

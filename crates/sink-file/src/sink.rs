@@ -15,6 +15,10 @@
 //! 4. **directory fsync** (when `fsync`): every directory holding one of the batch's files is
 //!    fsynced once (plus the root when partitioning, which makes new partition directories
 //!    durable). A message whose directory fsync failed is reported as failed, never committed.
+//!
+//! With `mode: batch` none of this runs: the contract's `BatchWriter` appends each message
+//! to its partition's open file and reports it pending, and commits files through
+//! [`crate::batch::FileLog`] when they are full or old (see `sinks_contract::batch`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -24,14 +28,16 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
+use sinks_contract::batch::{BatchWriter, Settings};
 use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_contract::existing::{self, OnExisting, Stored};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, ErrorClass, MessageOutcome, OrderKey, Presence,
-    ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, ErrorClass, FlushScope, Holding, MessageOutcome,
+    OrderKey, Presence, ReadBack, Settled, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
+use crate::batch::FileLog;
 use crate::config::FileSinkConfig;
 use crate::error::{class_of, classify};
 use crate::path::{self, RelativePath};
@@ -57,7 +63,9 @@ struct Inner {
     config: FileSinkConfig,
     extension: String,
     /// Canonical root directory, resolved by `open` (or lazily by the first write).
-    root: OnceLock<PathBuf>,
+    root: Arc<OnceLock<PathBuf>>,
+    /// The batch mode's writer (`mode: batch`).
+    batch: Option<BatchWriter<FileLog>>,
 }
 
 /// What became of one message, and which directories must be fsynced before it counts.
@@ -96,7 +104,20 @@ impl FileSink {
     pub fn new(config: FileSinkConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let extension = config.effective_extension().to_owned();
-        Ok(Self { inner: Arc::new(Inner { config, extension, root: OnceLock::new() }) })
+        let root = Arc::new(OnceLock::new());
+        let batch = config.batch_config().map(|batch| {
+            let settings = Settings {
+                batch,
+                payload_mode: config.payload_mode,
+                policy: config.duplicate_policy.on_existing(),
+                content_check: true,
+                max_row_bytes: u64::MAX,
+                sink: "file",
+                record: "batch file",
+            };
+            BatchWriter::new(FileLog::new(Arc::clone(&root), config.fsync), settings)
+        });
+        Ok(Self { inner: Arc::new(Inner { config, extension, root, batch }) })
     }
 
     /// The configuration in effect.
@@ -140,6 +161,11 @@ impl Sink for FileSink {
             return Ok(Vec::new());
         }
         let root = self.resolved_root().await?;
+        if let Some(writer) = &self.inner.batch {
+            let outcomes = writer.write(batch).await;
+            sinks_contract::sink::log_outcomes("file", &outcomes);
+            return Ok(outcomes);
+        }
         let fsync = self.inner.config.fsync;
         let stage = {
             let inner = Arc::clone(&self.inner);
@@ -162,7 +188,28 @@ impl Sink for FileSink {
         blocking(move || inner.probe()).await
     }
 
+    fn holding(&self) -> Option<Holding> {
+        self.inner.batch.as_ref().map(BatchWriter::holding)
+    }
+
+    async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
+        match &self.inner.batch {
+            Some(writer) => writer.flush(scope).await,
+            None => Vec::new(),
+        }
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        if let Some(writer) = &self.inner.batch {
+            writer.discard_open();
+        }
+        Ok(())
+    }
+
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        if let Some(writer) = &self.inner.batch {
+            return writer.destination(envelope);
+        }
         let root = match self.inner.root.get() {
             Some(root) => root.clone(),
             None => expand_home(&self.inner.config.directory),
@@ -172,6 +219,12 @@ impl Sink for FileSink {
     }
 
     fn read_back(&self) -> ReadBack {
+        if self.inner.batch.is_some() {
+            return ReadBack::Supported(
+                "the partition's manifests name the file holding the stream sequence, and that file's row carries the payload's SHA-256"
+                    .into(),
+            );
+        }
         ReadBack::Supported(
             "file exists, and both its recorded fingerprint (payload_info.sha256) and the SHA-256 of the payload it holds match"
                 .into(),
@@ -188,6 +241,10 @@ impl Sink for FileSink {
                 Err(e) => return Err(classify(e, "cannot resolve sink.directory")),
             },
         };
+        if let Some(writer) = &self.inner.batch {
+            let _ = self.inner.root.set(root);
+            return writer.reconcile(batch).await;
+        }
         let inner = Arc::clone(&self.inner);
         let check = move |envelope: Envelope| inner.presence(&root, &envelope);
         let found = run_parallel(batch.to_vec(), MAX_PARALLEL_TASKS, check).await;

@@ -248,9 +248,81 @@ pub fn decode_object(body: &[u8]) -> Result<Record, String> {
     Ok((key, payload))
 }
 
+impl BucketReadBack {
+    /// The client of the bucket (for tests that write behind the sink's back).
+    pub fn store(&self) -> &AmazonS3 {
+        &self.store
+    }
+
+    /// Keys of batch objects (the manifests under `_nats-sinks/` left out).
+    pub async fn batch_object_keys(&self) -> Result<Vec<String>, String> {
+        let manifests = format!("/{}/", sinks_contract::batch::naming::MANIFEST_DIR);
+        Ok(self.keys().await?.into_iter().filter(|k| !k.contains(&manifests)).collect())
+    }
+
+    /// Keys of the manifests of batch objects.
+    pub async fn manifest_keys(&self) -> Result<Vec<String>, String> {
+        let manifests = format!("/{}/", sinks_contract::batch::naming::MANIFEST_DIR);
+        Ok(self.keys().await?.into_iter().filter(|k| k.contains(&manifests)).collect())
+    }
+
+    /// The object `key` downloaded into a temporary file.
+    pub async fn download(&self, key: &str) -> Result<std::fs::File, String> {
+        use std::io::{Seek, Write};
+        let path = Path::parse(key).map_err(|e| e.to_string())?;
+        let bytes = self
+            .store
+            .get(&path)
+            .await
+            .map_err(|e| format!("get failed: {e}"))?
+            .bytes()
+            .await
+            .map_err(|e| format!("get failed: {e}"))?;
+        let mut file = tempfile::tempfile().map_err(|e| e.to_string())?;
+        file.write_all(&bytes).and_then(|()| file.rewind()).map_err(|e| e.to_string())?;
+        Ok(file)
+    }
+
+    /// Every row of every batch object, as `(stream-sequence key, payload bytes)`.
+    pub async fn batch_records(&self) -> Result<Vec<Record>, String> {
+        use sinks_contract::batch::{BatchCompression, Format};
+        let mut out = Vec::new();
+        for key in self.batch_object_keys().await? {
+            let (format, compression) = if key.ends_with(".parquet") {
+                (Format::Parquet, BatchCompression::Snappy)
+            } else if key.ends_with(".ndjson.gz") {
+                (Format::Ndjson, BatchCompression::Gzip)
+            } else if key.ends_with(".ndjson.zst") {
+                (Format::Ndjson, BatchCompression::Zstd)
+            } else if key.ends_with(".ndjson") {
+                (Format::Ndjson, BatchCompression::None)
+            } else {
+                return Err(format!("{key} is not a batch object"));
+            };
+            let file = self.download(&key).await?;
+            let rows = tokio::task::spawn_blocking(move || {
+                let mut rows = Vec::new();
+                sinks_contract::batch::encode::read_rows(file, format, compression, true, |row| {
+                    let key = format!("stream-sequence:{}:{}", row.stream, row.stream_sequence);
+                    rows.push((key, Bytes::from(sinks_contract::payload::decode_stored(&row.payload))));
+                })
+                .map(|_| rows)
+            })
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| format!("{key}: {e}"))?;
+            out.extend(rows);
+        }
+        Ok(out)
+    }
+}
+
 #[async_trait]
 impl ReadBack for BucketReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
+        if self.config.mode == crate::WriteMode::Batch {
+            return self.batch_records().await;
+        }
         let keys = self.object_keys().await?;
         let mut out = Vec::with_capacity(keys.len());
         // Bounded parallel downloads: crash certification reads 20,000 objects.
@@ -295,8 +367,16 @@ impl Harness for S3Harness {
     }
 
     async fn crash_target(&self) -> Result<CrashTarget, String> {
+        self.crash_target_with(|_| {}).await
+    }
+}
+
+impl S3Harness {
+    /// A crash target whose config `adjust` changed.
+    async fn crash_target_with(&self, adjust: impl FnOnce(&mut S3SinkConfig)) -> Result<CrashTarget, String> {
         let bucket = self.bucket().await?;
         let mut config = self.config(&bucket);
+        adjust(&mut config);
         config.credential_mode = crate::CredentialMode::Environment;
         config.aws_access_key_id_env = Some(CRASH_KEY_ENV.into());
         config.aws_secret_access_key_env = Some(CRASH_SECRET_ENV.into());
@@ -308,5 +388,69 @@ impl Harness for S3Harness {
         ];
         let read_back = self.read_back(&config, bucket)?;
         Ok(CrashTarget { sink_section, read_back: Box::new(read_back), env })
+    }
+}
+
+/// The batch mode (`mode: batch`, NDJSON) of [`S3Harness`]'s buckets: the sink behind
+/// `sinks_contract::holding::Durable` (each write flushes its objects and returns final
+/// outcomes), read back by downloading and parsing every object.
+#[derive(Debug, Clone)]
+pub struct S3BatchHarness(pub S3Harness);
+
+fn batch_mode(config: &mut S3SinkConfig) {
+    config.mode = crate::WriteMode::Batch;
+}
+
+#[async_trait]
+impl Harness for S3BatchHarness {
+    fn name(&self) -> &'static str {
+        "s3-batch"
+    }
+
+    async fn fresh(&self) -> Result<Fixture, String> {
+        let mut fx = self.0.fixture(batch_mode).await?;
+        fx.sink = sinks_contract::holding::Durable::wrap(fx.sink);
+        Ok(fx)
+    }
+
+    async fn poison(&self) -> Option<(Fixture, Envelope)> {
+        // A row over max_object_bytes fails alone, before anything is written.
+        let (mut fx, poison) = self.0.poison().await?;
+        let bucket = self.0.bucket().await.ok()?;
+        let mut config = self.0.config(&bucket);
+        batch_mode(&mut config);
+        config.max_object_bytes = 4096;
+        let sink = self.0.sink(config.clone()).ok()?;
+        sink.open().await.ok()?;
+        fx.sink = sinks_contract::holding::Durable::wrap(Arc::new(sink));
+        fx.read_back = Box::new(self.0.read_back(&config, bucket).ok()?);
+        Some((fx, poison))
+    }
+
+    async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let mut config = S3SinkConfig::new("unreachable-bucket");
+        config.endpoint_url = Some(format!("http://127.0.0.1:{closed}"));
+        config.allow_http_for_local_testing = true;
+        config.request_timeout_seconds = 2.0;
+        batch_mode(&mut config);
+        Some(sinks_contract::holding::Durable::wrap(Arc::new(self.0.sink(config).ok()?)))
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        self.0.secrets()
+    }
+
+    async fn crash_target(&self) -> Result<CrashTarget, String> {
+        self.0
+            .crash_target_with(|c| {
+                batch_mode(c);
+                c.batch = Some(sinks_contract::batch::BatchConfig {
+                    max_messages: 500,
+                    max_age_ms: 1000,
+                    ..Default::default()
+                });
+            })
+            .await
     }
 }

@@ -19,9 +19,14 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
+use sinks_contract::batch::BatchConfig;
 use sinks_contract::config::{Issues, SinkSection, check_uppercase_env_name};
 use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
 use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
+
+/// How messages are laid out: `one_file_per_message` (the default, the reference's) or
+/// `batch` (many messages per object, NDJSON or Parquet; see `sinks_contract::batch`).
+pub use sinks_contract::batch::WriteMode;
 
 const MIB: u64 = 1024 * 1024;
 /// Smallest part S3 accepts in a multipart upload (all parts but the last).
@@ -243,9 +248,26 @@ pub struct S3SinkConfig {
     /// (default 8 MiB).
     #[serde(default = "default_multipart_threshold")]
     pub multipart_threshold_bytes: u64,
-    /// Part size of multipart uploads, 5 MiB–512 MiB (default 8 MiB).
+    /// Part size of multipart uploads, 5 MiB–512 MiB (default 8 MiB). In batch mode every
+    /// object is uploaded in parts of this size (two in flight): what an upload holds in
+    /// memory.
     #[serde(default = "default_multipart_part")]
     pub multipart_part_bytes: u64,
+    /// Layout: `one_file_per_message` (default: one object per message) or `batch` (many
+    /// messages per object, see `batch`).
+    #[serde(default)]
+    pub mode: WriteMode,
+    /// Batch mode (`mode: batch`): format, compression, when an object is closed, the
+    /// partition template. Objects go to `[prefix/]<partition>/<stream>-<first>-<last>.<ext>`;
+    /// `key_strategy`, `key_prefix`, `object_suffix`, `object_format`, `metadata_mode`,
+    /// `sidecar_suffix`, `compression` and `multipart_threshold_bytes` do not apply.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchConfig>,
+    /// Batch mode: where objects are built before they are uploaded, as unnamed temporary
+    /// files that vanish with the process (default: the system's temporary directory). Each
+    /// open object takes up to `batch.max_bytes` (compressed) of disk there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_directory: Option<std::path::PathBuf>,
 }
 
 fn default_object_suffix() -> String {
@@ -315,7 +337,12 @@ impl S3SinkConfig {
         Ok(config)
     }
 
-    /// The in-write retry schedule.
+    /// The batch settings in effect (`mode: batch`): the configured section, else its
+    /// defaults.
+    pub fn batch_config(&self) -> Option<BatchConfig> {
+        (self.mode == WriteMode::Batch).then(|| self.batch.clone().unwrap_or_default())
+    }
+
     /// The in-place retries of a write: the `retry_*` backoff, `max_retries`, and the
     /// request timeout.
     pub(crate) fn in_place(&self) -> InPlace {
@@ -403,6 +430,18 @@ impl S3SinkConfig {
                      crash between the two puts could never complete)",
                 );
             }
+        }
+        sinks_contract::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
+        if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Replace {
+            issues.push(
+                "sink.duplicate_policy",
+                "`replace` cannot replace a row inside a batch object: use skip_existing or fail_existing with sink.mode: batch",
+            );
+        }
+        if let Some(dir) = &self.spill_directory
+            && (self.mode != WriteMode::Batch || dir.as_os_str().is_empty())
+        {
+            issues.push("sink.spill_directory", "is a non-empty directory, used only with sink.mode: batch");
         }
         if self.compression == Compression::Gzip && self.object_suffix == ".json" {
             issues.push("sink.object_suffix", "compression `gzip` needs a compressed suffix such as `.json.gz`");
@@ -595,6 +634,31 @@ mod tests {
 
     fn paths(err: &ConfigError) -> Vec<&str> {
         err.issues.iter().map(|i| i.path.as_str()).collect()
+    }
+
+    #[test]
+    fn batch_mode_takes_its_section_and_refuses_what_cannot_apply() {
+        let c = parse(serde_json::json!({"bucket": "b-1", "mode": "batch", "spill_directory": "/var/tmp",
+            "batch": {"compression": "gzip", "max_messages": 100}}))
+        .unwrap();
+        assert_eq!(c.batch_config().map(|b| (b.max_messages, b.extension())), Some((100, "ndjson.gz")));
+        assert_eq!(parse(serde_json::json!({"bucket": "b-1"})).unwrap().batch_config(), None);
+        let rows: [(serde_json::Value, &[&str]); 4] = [
+            (serde_json::json!({"bucket": "b-1", "batch": {}}), &["sink.batch"]),
+            (
+                serde_json::json!({"bucket": "b-1", "mode": "batch", "duplicate_policy": "replace"}),
+                &["sink.duplicate_policy"],
+            ),
+            (serde_json::json!({"bucket": "b-1", "spill_directory": "/tmp"}), &["sink.spill_directory"]),
+            (
+                serde_json::json!({"bucket": "b-1", "mode": "batch", "batch": {"max_bytes": 0}}),
+                &["sink.batch.max_bytes"],
+            ),
+        ];
+        for (value, want) in rows {
+            let err = parse(value.clone()).unwrap_err();
+            assert_eq!(paths(&err), want, "{value}");
+        }
     }
 
     #[test]

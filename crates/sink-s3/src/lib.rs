@@ -31,6 +31,14 @@
 //! outcome. Bodies from `multipart_threshold_bytes` up go as multipart uploads (a conditional
 //! create stages the upload and copies it into place with a conditional `CopyObject`).
 //!
+//! **Batch mode** (`mode: batch`, see `sinks_contract::batch`): many messages per object,
+//! NDJSON (optionally gzip or zstd) or Parquet (cargo feature `parquet`), at
+//! `[prefix/]<partition>/<stream>-<first>-<last>.<ext>`. An object is built in an unnamed
+//! local spill file, uploaded as a multipart upload to its final key (invisible until
+//! completed), committed by a conditional put of its manifest into the partition's manifest
+//! log (`_nats-sinks/`), then completed; its messages are acknowledged only after that. A
+//! redelivery is found through the manifests, however it is grouped.
+//!
 //! **Errors** (see `error.rs`): transport errors, 5xx, 408, 409, 425, 429 → temporary (a
 //! timed-out put may have committed; the redelivery then finds it and is a duplicate);
 //! credentials refused or bucket missing → fatal at start-up, temporary later (never
@@ -42,6 +50,7 @@
 //! fields) or `"profile"` (static keys from the shared credentials file). Secrets never
 //! appear in the configuration, logs or `show-effective-config`.
 
+mod batch;
 #[cfg(feature = "certify")]
 pub mod certify;
 mod config;
@@ -52,7 +61,7 @@ mod store;
 
 pub use config::{
     Compression, CredentialMode, DuplicatePolicy, Durability, KeyStrategy, MetadataMode, ObjectFormat, S3SinkConfig,
-    ServerSideEncryption,
+    ServerSideEncryption, WriteMode,
 };
 pub use sink::S3Sink;
 pub use store::S3Credentials;

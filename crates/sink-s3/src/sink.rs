@@ -22,7 +22,7 @@
 //! `CopyObject` and the staging object deleted (a crash can leave a staging object behind;
 //! a lifecycle rule on that prefix removes them).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -34,19 +34,21 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload, WriteMultipart,
 };
+use sinks_contract::batch::{BatchWriter, Settings};
 use sinks_contract::existing::{self, Stored};
 use sinks_contract::ordering::{self, OrderKey};
 use sinks_contract::retry::InPlace;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, FlushScope, Holding, MessageOutcome, Presence,
+    ReadBack, Settled, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
+use crate::batch::S3Log;
 use crate::config::S3SinkConfig;
 use crate::error::{Failure, classify, classify_at_open, failure_of};
 use crate::object::{self, FINGERPRINT_METADATA, ObjectBody, Prepared};
-use crate::store::{self, S3Credentials};
+use crate::store::{Client, S3Credentials};
 
 /// Key prefix (under `prefix`) of multipart uploads waiting for their conditional copy.
 pub(crate) const STAGING_PREFIX: &str = "_nats-sinks-staging";
@@ -68,9 +70,10 @@ pub struct S3Sink {
 
 struct Inner {
     config: S3SinkConfig,
-    credentials: Option<S3Credentials>,
-    store: OnceLock<AmazonS3>,
+    client: Arc<Client>,
     retry: InPlace,
+    /// The batch mode's writer (`mode: batch`).
+    batch: Option<BatchWriter<S3Log>>,
 }
 
 impl std::fmt::Debug for Inner {
@@ -108,7 +111,20 @@ impl S3Sink {
     fn build(config: S3SinkConfig, credentials: Option<S3Credentials>) -> Result<Self, ConfigError> {
         config.validate()?;
         let retry = config.in_place();
-        Ok(Self { inner: Arc::new(Inner { config, credentials, store: OnceLock::new(), retry }) })
+        let client = Arc::new(Client::new(config.clone(), credentials));
+        let batch = config.batch_config().map(|batch| {
+            let settings = Settings {
+                batch,
+                payload_mode: config.payload_mode,
+                policy: config.duplicate_policy.on_existing(),
+                content_check: config.content_check,
+                max_row_bytes: config.max_object_bytes,
+                sink: "s3",
+                record: "batch object",
+            };
+            BatchWriter::new(S3Log::new(Arc::clone(&client)), settings)
+        });
+        Ok(Self { inner: Arc::new(Inner { config, client, retry, batch }) })
     }
 
     /// The configuration in use.
@@ -124,11 +140,21 @@ impl Sink for S3Sink {
     }
 
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        if let Some(writer) = &self.inner.batch {
+            return writer.destination(envelope);
+        }
         let key = crate::object::object_key(envelope, &self.inner.config).ok()?;
         Some(DestinationRef::Object { bucket: self.inner.config.bucket.clone(), key })
     }
 
     fn capabilities(&self) -> Capabilities {
+        if self.inner.batch.is_some() {
+            return Capabilities {
+                atomic_batch: false,
+                reports_duplicates: true,
+                detects_conflicts: self.inner.config.content_check,
+            };
+        }
         let conditional = self.inner.config.duplicate_policy.is_conditional();
         Capabilities {
             atomic_batch: false,
@@ -157,6 +183,11 @@ impl Sink for S3Sink {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
+        if let Some(writer) = &self.inner.batch {
+            let outcomes = writer.write(batch).await;
+            sinks_contract::sink::log_outcomes("s3", &outcomes);
+            return Ok(outcomes);
+        }
         let deadline = Instant::now() + budget;
         let inner = &self.inner;
         let stored_at = OffsetDateTime::now_utc();
@@ -175,7 +206,31 @@ impl Sink for S3Sink {
         self.inner.probe(|e| classify("health check", e)).await
     }
 
+    fn holding(&self) -> Option<Holding> {
+        self.inner.batch.as_ref().map(BatchWriter::holding)
+    }
+
+    async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
+        match &self.inner.batch {
+            Some(writer) => writer.flush(scope).await,
+            None => Vec::new(),
+        }
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        if let Some(writer) = &self.inner.batch {
+            writer.discard_open();
+        }
+        Ok(())
+    }
+
     fn read_back(&self) -> ReadBack {
+        if self.inner.batch.is_some() {
+            return ReadBack::Supported(
+                "the partition's manifests name the object holding the stream sequence, and that object's row carries the payload's SHA-256"
+                    .into(),
+            );
+        }
         ReadBack::Supported(format!(
             "HEAD of each object key ({} in parallel): missing, or its `{FINGERPRINT_METADATA}` metadata compared \
              with the payload's SHA-256 (objects without it are downloaded and their payload fingerprint compared)",
@@ -186,6 +241,9 @@ impl Sink for S3Sink {
     /// One `HEAD` per envelope, up to `max_concurrent_requests` in flight, in input order.
     /// Reads only; a missing bucket was already refused by [`Sink::open`].
     async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        if let Some(writer) = &self.inner.batch {
+            return writer.reconcile(batch).await;
+        }
         let inner = &self.inner;
         let mut checks = Vec::with_capacity(batch.len());
         for envelope in batch {
@@ -198,14 +256,9 @@ impl Sink for S3Sink {
 }
 
 impl Inner {
-    /// The client, built on first use (reading the credentials then, not at construction,
-    /// so `validate` reads no secrets). A missing credential is a configuration error.
+    /// The client (see [`Client::get`]).
     fn store(&self) -> Result<&AmazonS3, SinkError> {
-        if let Some(store) = self.store.get() {
-            return Ok(store);
-        }
-        let built = store::build(&self.config, self.credentials.as_ref())?;
-        Ok(self.store.get_or_init(|| built))
+        self.client.get()
     }
 
     fn path(&self, relative: &str) -> Result<Path, SinkError> {
@@ -214,10 +267,7 @@ impl Inner {
 
     /// `[prefix/]name`.
     fn under_prefix(&self, name: &str) -> String {
-        match &self.config.prefix {
-            Some(prefix) => format!("{prefix}/{name}"),
-            None => name.to_owned(),
-        }
+        self.client.under_prefix(name)
     }
 
     /// Lists an always-empty prefix: proves the endpoint answers, the credentials are

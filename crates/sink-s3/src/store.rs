@@ -35,6 +35,56 @@ impl std::fmt::Debug for S3Credentials {
     }
 }
 
+/// The client of one sink, built on first use (reading the credentials then, not at
+/// construction, so `validate` reads no secrets); shared by the per-message writes and the
+/// batch mode.
+pub(crate) struct Client {
+    config: S3SinkConfig,
+    credentials: Option<S3Credentials>,
+    store: std::sync::OnceLock<AmazonS3>,
+}
+
+impl Client {
+    /// A client for `config`, with `credentials` replacing `credential_mode` when given.
+    pub(crate) fn new(config: S3SinkConfig, credentials: Option<S3Credentials>) -> Self {
+        Self { config, credentials, store: std::sync::OnceLock::new() }
+    }
+
+    /// The object store client. A missing credential is a configuration error.
+    pub(crate) fn get(&self) -> Result<&AmazonS3, SinkError> {
+        if let Some(store) = self.store.get() {
+            return Ok(store);
+        }
+        let built = build(&self.config, self.credentials.as_ref())?;
+        Ok(self.store.get_or_init(|| built))
+    }
+
+    /// The configuration.
+    pub(crate) fn config(&self) -> &S3SinkConfig {
+        &self.config
+    }
+
+    /// `[prefix/]name`.
+    pub(crate) fn under_prefix(&self, name: &str) -> String {
+        match &self.config.prefix {
+            Some(prefix) => format!("{prefix}/{name}"),
+            None => name.to_owned(),
+        }
+    }
+
+    /// The object path of `[prefix/]name`.
+    pub(crate) fn path(&self, name: &str) -> Result<object_store::path::Path, SinkError> {
+        object_store::path::Path::parse(self.under_prefix(name))
+            .map_err(|_| SinkError::permanent("s3 object key is not a valid path"))
+    }
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("bucket", &self.config.bucket).finish_non_exhaustive()
+    }
+}
+
 /// Builds the client. Missing credentials are configuration errors naming their field.
 pub(crate) fn build(config: &S3SinkConfig, explicit: Option<&S3Credentials>) -> Result<AmazonS3, SinkError> {
     let credentials = match explicit {

@@ -1,8 +1,9 @@
 //! The S3 sink against the sink contract (docs/sink-contract.md), one test per clause, each
 //! against a fresh bucket on a real SeaweedFS server (the run's shared server, or a private
-//! one started for this test process).
+//! one started for this test process), in both modes: one object per message, and batch
+//! mode (NDJSON objects behind `Durable`).
 
-use sink_s3::certify::S3Harness;
+use sink_s3::certify::{S3BatchHarness, S3Harness};
 use sinks_contract::certify;
 
 async fn harness() -> S3Harness {
@@ -12,11 +13,26 @@ async fn harness() -> S3Harness {
 
 sinks_contract::certify_tests!(harness().await);
 
+mod batch {
+    use super::{S3BatchHarness, harness};
+
+    sinks_contract::certify_tests!(S3BatchHarness(harness().await));
+}
+
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
+    let h = harness().await;
+    check_crash_target(&h, h.credentials()).await;
+}
+
+#[tokio::test]
+async fn batch_crash_target_is_a_valid_sink_section_that_reads_back() {
+    let h = harness().await;
+    check_crash_target(&S3BatchHarness(h.clone()), h.credentials()).await;
+}
+
+async fn check_crash_target(harness: &dyn sinks_contract::certify::Harness, credentials: sink_s3::S3Credentials) {
     use sinks_contract::Sink;
-    use sinks_contract::certify::Harness;
-    let harness = harness().await;
     let target = harness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "s3");
     assert_eq!(target.sink_section["credential_mode"], "environment");
@@ -26,7 +42,7 @@ async fn crash_target_is_a_valid_sink_section_that_reads_back() {
     let section: sinks_contract::config::SinkSection =
         serde_json::from_value(target.sink_section.clone()).expect("section");
     let config = sink_s3::S3SinkConfig::from_section(&section).expect("valid section");
-    let sink = sink_s3::S3Sink::with_credentials(config, harness.credentials()).expect("sink");
+    let sink = sink_s3::S3Sink::with_credentials(config, credentials).expect("sink");
     sink.open().await.expect("open");
-    certify::check_crash_target(&target, &sink).await.unwrap();
+    certify::check_crash_target(&target, &sink).await.expect("the crash target reads back");
 }

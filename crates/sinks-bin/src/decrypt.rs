@@ -8,7 +8,11 @@
 //!   (version 2 needs `--subject`, `--stream` and `--sequence`, the record it belongs to);
 //! - a record whose `payload` is an envelope (file, HTTP and S3 records), or a DLQ record
 //!   whose `payload_base64` is one: prints the payload, bound to the record's subject,
-//!   stream and sequence.
+//!   stream and sequence;
+//! - an NDJSON batch object of the file or S3 sink (uncompressed: pipe a `.gz` or `.zst`
+//!   through `gunzip` or `zstdcat`): prints each row's payload on a line of its own, the
+//!   encrypted ones decrypted. Parquet objects are not read here (read their `payload`
+//!   column with a Parquet reader and decrypt each value as a bare envelope).
 
 use std::io::{Read, Write};
 use std::path::Path;
@@ -69,9 +73,40 @@ pub(crate) fn run(config_path: &Path, input: &Path, context: &Context) -> Result
     out.write_all(&plaintext).and_then(|()| out.flush()).map_err(|e| Failure::Input(format!("cannot write: {e}")))
 }
 
+/// What a stored record's payload is bound to: its subject, stream and sequence.
+fn record_binding(doc: &serde_json::Value) -> Binding<'_> {
+    Binding::Message {
+        subject: doc["subject"].as_str().unwrap_or_default(),
+        stream: doc["stream"].as_str().unwrap_or_default(),
+        stream_sequence: doc["stream_sequence"].as_u64().unwrap_or_default(),
+    }
+}
+
+/// The rows of an NDJSON batch object, when `text` is one (its first line is a row).
+fn batch_rows(text: &str) -> Option<Vec<Result<serde_json::Value, String>>> {
+    let mut lines = text.lines().filter(|l| !l.trim().is_empty()).peekable();
+    let first: serde_json::Value = serde_json::from_str(lines.peek()?).ok()?;
+    (first["schema"] == sinks_contract::batch::row::ROW_SCHEMA)
+        .then(|| lines.map(|l| sinks_contract::json::parse_strict(l).map_err(|e| format!("not a row: {e}"))).collect())
+}
+
 /// The plaintext of `bytes` (see the module list).
 pub(crate) fn decrypt(bytes: &[u8], ring: &Keyring, context: &Context) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "input is not UTF-8 JSON".to_owned())?;
+    if let Some(rows) = batch_rows(text) {
+        let mut out = Vec::new();
+        for (i, row) in rows.into_iter().enumerate() {
+            let row = row.map_err(|e| format!("line {}: {e}", i + 1))?;
+            let plain = if row["payload"].get(ENVELOPE_KEY).is_some() {
+                ring.decrypt_value(&row["payload"], record_binding(&row)).map_err(|e| format!("line {}: {e}", i + 1))?
+            } else {
+                row["payload"].to_string().into_bytes()
+            };
+            out.extend(plain);
+            out.push(b'\n');
+        }
+        return Ok(out);
+    }
     let doc = sinks_contract::json::parse_strict(text.trim_end()).map_err(|e| format!("input is not JSON: {e}"))?;
     #[cfg(feature = "spool")]
     if doc["schema"] == sink_spool::record::WRAPPER_SCHEMA {
@@ -89,11 +124,7 @@ pub(crate) fn decrypt(bytes: &[u8], ring: &Keyring, context: &Context) -> Result
         };
         return ring.decrypt_value(&doc, binding).map_err(|e| e.to_string());
     }
-    let binding = Binding::Message {
-        subject: doc["subject"].as_str().unwrap_or_default(),
-        stream: doc["stream"].as_str().unwrap_or_default(),
-        stream_sequence: doc["stream_sequence"].as_u64().unwrap_or_default(),
-    };
+    let binding = record_binding(&doc);
     if doc["payload"].get(ENVELOPE_KEY).is_some() {
         return ring.decrypt_value(&doc["payload"], binding).map_err(|e| e.to_string());
     }

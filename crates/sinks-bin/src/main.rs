@@ -315,6 +315,9 @@ async fn dispatch(command: Command) -> ExitCode {
                         "disabled"
                     },
                 );
+                for line in registry::describe_batch(&c.sink, &c.nats.stream, &c.nats.subject) {
+                    println!("{line}");
+                }
                 let (routes, warnings) = c.routing.describe(c.sink.kind());
                 for line in routes {
                     println!("{line}");

@@ -154,6 +154,37 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
     }
 }
 
+/// What `nats-sink validate` says about a sink in batch mode (`mode: batch` of the file and
+/// S3 sinks): its objects, and where a sample message of `stream` on `subject` would go.
+pub(crate) fn describe_batch(section: &SinkSection, stream: &str, subject: &str) -> Vec<String> {
+    let batch = match section.kind().unwrap_or_default() {
+        #[cfg(feature = "file")]
+        "file" => sink_file::FileSinkConfig::from_section(section).ok().and_then(|c| c.batch_config()),
+        #[cfg(feature = "s3")]
+        "s3" => sink_s3::S3SinkConfig::from_section(section).ok().and_then(|c| c.batch_config()),
+        _ => None,
+    };
+    let Some(batch) = batch else { return Vec::new() };
+    let example = sinks_contract::batch::partition::example(
+        &batch.template(),
+        &batch.partition_fallback,
+        stream,
+        subject,
+        batch.extension(),
+    );
+    vec![
+        format!(
+            "batch mode: {} objects ({}) of at most {} messages, {} bytes, or {} ms of waiting",
+            batch.format.as_str(),
+            batch.effective_compression().as_str(),
+            batch.max_messages,
+            batch.max_bytes,
+            batch.max_age_ms
+        ),
+        format!("partition template `{}`: {example}", batch.partition_template),
+    ]
+}
+
 /// Sink types of the reference that nats-sinks does not implement yet: refused by name, so
 /// a config written for them never runs as something else.
 pub(crate) const NOT_YET: &[&str] = &["review_package", "foundry", "gotham"];

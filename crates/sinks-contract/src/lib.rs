@@ -13,10 +13,13 @@
 //! ([`encryption`]), ordering within a write ([`ordering`]), backoff and in-place retries
 //! ([`retry`]), what to report when a key already holds a record ([`existing`]), the column
 //! mapping of relational sinks ([`columns`]) and the rest they share ([`relational`]: key
-//! settings, table routes, neutral row cells), compression, blocking
+//! settings, table routes, neutral row cells), the batch mode of the object sinks
+//! ([`batch`]: partitions, naming, manifests, NDJSON and Parquet encoders, the writer) and
+//! what holding sinks need ([`holding`]), compression, blocking
 //! work, strict JSON, and the configuration types a sink parses its section with
 //! ([`config`]).
 
+pub mod batch;
 pub mod blocking;
 #[cfg(feature = "certify")]
 pub mod certify;
@@ -27,6 +30,7 @@ pub mod encryption;
 pub mod envelope;
 pub mod error;
 pub mod existing;
+pub mod holding;
 pub mod idempotency;
 pub mod json;
 pub mod metadata;
@@ -46,6 +50,6 @@ pub use idempotency::{IdempotencyKey, IdempotencyStrategy};
 pub use ordering::OrderKey;
 pub use payload::{NormalizedPayload, PayloadMode};
 pub use sink::{
-    BatchResult, Capabilities, ConflictResolution, DestinationRef, MessageOutcome, OutcomeClass, Presence, ReadBack,
-    Sink,
+    BatchResult, Capabilities, ConflictResolution, DestinationRef, FlushScope, Holding, MessageOutcome, OutcomeClass,
+    Presence, ReadBack, Settled, Sink,
 };

@@ -4,6 +4,15 @@
 //! sees an ack handle: the runner settles every message from its own outcome through the
 //! ACK gate, only after `write_batch` has returned. The trait is object safe, so sinks of
 //! different kinds can sit side by side as `Arc<dyn Sink>`.
+//!
+//! A sink that gathers many messages into one record (the file and S3 sinks' batch mode:
+//! one object per many messages) *holds* messages across writes: it reports them
+//! [`MessageOutcome::Pending`], says so through [`Sink::holding`], and reports their final
+//! outcomes later from [`Sink::flush`], by stream and stream sequence ([`Settled`]). The
+//! runner keeps a pending message unacknowledged and heartbeated until then (see
+//! `docs/sink-contract.md`, "Holding sinks"); [`crate::holding::Durable`] turns such a sink
+//! back into one that never reports `Pending`, for callers that want a final outcome per
+//! write.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -31,6 +40,12 @@ pub enum MessageOutcome {
     /// with the message it waits for, never dead-letters it for a neighbour's failure, and
     /// does not count it against `max_retries`.
     HeldBack,
+    /// Accepted into a record that is not committed yet (an open object of a holding sink,
+    /// see [`Sink::holding`]): not durable, and not a failure. The runner keeps the message
+    /// unacknowledged (heartbeated) and settles it from the outcome a later [`Sink::flush`]
+    /// reports for its stream sequence. Only a sink that declares [`Sink::holding`] may
+    /// report it.
+    Pending,
 }
 
 /// What a sink did about a conflicting redelivery (same key, different content).
@@ -61,6 +76,8 @@ pub enum OutcomeClass {
     FailedPermanent,
     /// Not attempted, behind a temporary failure of its ordering key.
     HeldBack,
+    /// Accepted into a record not committed yet; its final outcome comes from a flush.
+    Pending,
 }
 
 impl MessageOutcome {
@@ -74,6 +91,18 @@ impl MessageOutcome {
         Self::Failed(SinkError::permanent(message))
     }
 
+    /// A copy of this outcome (a failure's source is rendered into its message).
+    pub fn copied(&self) -> Self {
+        match self {
+            Self::Committed => Self::Committed,
+            Self::Duplicate => Self::Duplicate,
+            Self::Conflict(r) => Self::Conflict(*r),
+            Self::Failed(e) => Self::Failed(e.duplicate()),
+            Self::HeldBack => Self::HeldBack,
+            Self::Pending => Self::Pending,
+        }
+    }
+
     /// The contract class of this outcome (configuration errors count as temporary).
     pub fn class(&self) -> OutcomeClass {
         match self {
@@ -83,6 +112,7 @@ impl MessageOutcome {
             Self::Failed(e) if e.is_permanent() => OutcomeClass::FailedPermanent,
             Self::Failed(_) => OutcomeClass::FailedTemporary,
             Self::HeldBack => OutcomeClass::HeldBack,
+            Self::Pending => OutcomeClass::Pending,
         }
     }
 
@@ -116,6 +146,7 @@ pub fn log_outcomes(sink: &str, outcomes: &[MessageOutcome]) {
         failed_temporary = count(OutcomeClass::FailedTemporary),
         failed_permanent = count(OutcomeClass::FailedPermanent),
         held_back = count(OutcomeClass::HeldBack),
+        pending = count(OutcomeClass::Pending),
         "batch outcomes"
     );
 }
@@ -199,6 +230,42 @@ pub enum ReadBack {
     Unsupported(String),
 }
 
+/// What a holding sink (one that reports [`MessageOutcome::Pending`]) asks of whoever
+/// writes through it: how long a message may wait for its record, and how often
+/// [`Sink::flush`] should be called with [`FlushScope::Due`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holding {
+    /// The longest a message waits in an open record before the record is closed (the
+    /// batch mode's `max_age_ms`); closing and committing it take some time on top.
+    pub max_wait: Duration,
+    /// How often the sink wants to be flushed with [`FlushScope::Due`], so that records that
+    /// reached their age (or filled up) are committed promptly.
+    pub tick: Duration,
+}
+
+/// Which held records [`Sink::flush`] closes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FlushScope {
+    /// Those that are due: full, or holding a message that has waited `max_wait`.
+    Due,
+    /// Every open record (shutdown, or the runner holding as many messages as the consumer
+    /// lets it have unacknowledged).
+    All,
+}
+
+/// The final outcome of a message a holding sink reported [`MessageOutcome::Pending`],
+/// named by its stream and stream sequence (what identifies a JetStream message).
+#[derive(Debug)]
+pub struct Settled {
+    /// The message's stream.
+    pub stream: String,
+    /// Its stream sequence.
+    pub sequence: u64,
+    /// What became of it: committed, duplicate, or a failure (never `Pending` or
+    /// `HeldBack`).
+    pub outcome: MessageOutcome,
+}
+
 /// Static facts about a sink that the runner and the certification suite read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Capabilities {
@@ -248,9 +315,27 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
     /// Cheap reachability probe of the destination.
     async fn health_check(&self) -> Result<(), SinkError>;
 
-    /// Releases resources after the last write.
+    /// Releases resources after the last write. A holding sink discards what it still holds
+    /// (nothing, after the runner's final [`Sink::flush`] with [`FlushScope::All`]); its
+    /// messages were never acknowledged and come back.
     async fn close(&self) -> Result<(), SinkError> {
         Ok(())
+    }
+
+    /// `Some` when the sink holds messages across writes and reports
+    /// [`MessageOutcome::Pending`] (the default: `None`, it never does).
+    fn holding(&self) -> Option<Holding> {
+        None
+    }
+
+    /// Closes and commits the held records `scope` names, and returns the final outcome of
+    /// every pending message decided since the previous call (those of records closed now,
+    /// and of records that failed or filled up meanwhile), each exactly once. A message
+    /// still in an open record is not reported. The default holds nothing and returns
+    /// nothing.
+    async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
+        let _ = scope;
+        Vec::new()
     }
 
     /// Where `envelope` is stored, reported next to its durable `outcome` (committed,

@@ -167,6 +167,11 @@ pub fn settle(outcome: &MessageOutcome, delivered: u64, policy: &GatePolicy, sam
         MessageOutcome::Conflict(ConflictResolution::Rejected) => permanent(policy),
         MessageOutcome::Failed(e) if e.is_permanent() => permanent(policy),
         MessageOutcome::HeldBack => settle_held_back(delivered, policy, policy.backoff.base),
+        // A holding sink's message waiting for its object: the runner keeps it and settles it
+        // from its final outcome, so it never comes here. Were it to, it is neither durable
+        // nor failed: nothing is sent, and AckWait brings it back (never acked, never
+        // dead-lettered while its object may still commit).
+        MessageOutcome::Pending => Settlement::LeaveUnacked,
         MessageOutcome::Failed(e) => {
             let delay = policy.backoff.delay(delivered, sample).max(e.retry_after().unwrap_or_default());
             match (is_last(delivered, policy), policy.dead_letter) {
@@ -265,6 +270,7 @@ pub(crate) mod tests {
             }
             "permanent" => MessageOutcome::permanent("p"),
             "held_back" => MessageOutcome::HeldBack,
+            "pending" => MessageOutcome::Pending,
             other => panic!("{other}"),
         }
     }
@@ -307,6 +313,8 @@ pub(crate) mod tests {
             ("held_back",   2, dlq,  Some(3),  NakAction, Nak(s(1))),
             ("held_back",   3, dlq,  Some(3),  NakAction, DeadLetter(ThenAck)),
             ("held_back",   3, None, Some(3),  NakAction, Nak(s(1))),
+            ("pending",     1, dlq,  None,     NakAction, LeaveUnacked),
+            ("pending",     3, dlq,  Some(3),  NakAction, LeaveUnacked),
         ];
         for (name, delivered, dead_letter, max_deliver, action, expected) in table {
             let got = settle(&outcome(name), *delivered, &policy(*dead_letter, *max_deliver, *action), 0.5);

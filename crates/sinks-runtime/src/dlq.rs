@@ -143,7 +143,10 @@ pub(crate) fn record_error(outcome: &MessageOutcome) -> Option<RecordError<'_>> 
         MessageOutcome::Failed(e) => Some(RecordError::Reported(e)),
         MessageOutcome::Conflict(ConflictResolution::Rejected) => Some(RecordError::Made(conflict_error())),
         MessageOutcome::HeldBack => Some(RecordError::Made(held_back_error())),
-        MessageOutcome::Committed | MessageOutcome::Duplicate | MessageOutcome::Conflict(_) => None,
+        MessageOutcome::Committed
+        | MessageOutcome::Duplicate
+        | MessageOutcome::Conflict(_)
+        | MessageOutcome::Pending => None,
     }
 }
 

@@ -17,6 +17,9 @@
 //! is written once, as required (the reference's merge).
 //!
 //! Children open in name order, close in reverse order, and are health-checked together.
+//! A child that holds messages across writes (the file and S3 sinks' batch mode) is written
+//! through `sinks_contract::holding::Durable`: each sub-batch becomes its own object, and
+//! its outcomes are final when the write returns.
 //!
 //! **Reconcile.** A message is read back from every *required* target its route sent it to,
 //! through that target's own read-back; optional copies are best effort and never checked.
@@ -113,7 +116,12 @@ impl FanoutSink {
     /// A fan-out over `children` (`name → sink`) routed by `routing`. Targets must name
     /// children (config validation checks this).
     pub fn new(children: Vec<(String, Arc<dyn Sink>)>, routing: RoutingConfig) -> Self {
-        let mut children: Vec<Child> = children.into_iter().map(|(name, sink)| Child { name, sink }).collect();
+        // A target that holds messages (batch mode) answers per write behind `Durable`: a
+        // required target's outcome decides an ack, so it must be final.
+        let mut children: Vec<Child> = children
+            .into_iter()
+            .map(|(name, sink)| Child { name, sink: sinks_contract::holding::Durable::wrap(sink) })
+            .collect();
         children.sort_by(|a, b| a.name.cmp(&b.name));
         Self {
             children,

@@ -6,6 +6,9 @@
 //! `~` and extension (the stream sequence of `…/stream-sequence/S/42.json` and of
 //! `…/idempotency-key/stream-sequence_S_42~1f2e….json`), is a multiple of n. Multipart
 //! part uploads (`partNumber` in the query) are never failed.
+//!
+//! It also counts the requests it forwards by S3 operation ([`FaultProxy::requests`]), which
+//! is what the benchmark reports as requests per 1,000 messages.
 
 use std::collections::HashSet;
 use std::net::SocketAddr;
@@ -25,6 +28,7 @@ struct Shared {
     retry_after: Option<String>,
     seen: Mutex<HashSet<String>>,
     injected: AtomicUsize,
+    requests: Mutex<std::collections::BTreeMap<&'static str, usize>>,
     client: reqwest::Client,
 }
 
@@ -52,6 +56,7 @@ impl FaultProxy {
             retry_after: retry_after.map(str::to_owned),
             seen: Mutex::new(HashSet::new()),
             injected: AtomicUsize::new(0),
+            requests: Mutex::new(std::collections::BTreeMap::new()),
             client,
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.map_err(|e| e.to_string())?;
@@ -72,6 +77,13 @@ impl FaultProxy {
         format!("http://{}", self.addr)
     }
 
+    /// The requests forwarded so far, by S3 operation: `PutObject`, `UploadPart`,
+    /// `CreateMultipartUpload`, `CompleteMultipartUpload`, `AbortMultipartUpload`,
+    /// `CopyObject`, `ListObjects`, `GetObject`, `HeadObject`, `DeleteObject`.
+    pub fn requests(&self) -> std::collections::BTreeMap<&'static str, usize> {
+        self.shared.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
     /// How many requests were answered 503 by the proxy.
     pub fn injected(&self) -> usize {
         self.shared.injected.load(Ordering::Relaxed)
@@ -90,11 +102,32 @@ fn object_number(path: &str) -> Option<u64> {
     stem[stem.len() - digits..].parse().ok()
 }
 
+/// The S3 operation a request is (by method, query and headers).
+fn operation(method: &Method, query: Option<&str>, copy: bool) -> &'static str {
+    let q = query.unwrap_or_default();
+    let has = |name: &str| q.split('&').any(|kv| kv == name || kv.starts_with(&format!("{name}=")));
+    match *method {
+        Method::PUT if has("partNumber") => "UploadPart",
+        Method::PUT if copy => "CopyObject",
+        Method::PUT => "PutObject",
+        Method::POST if has("uploads") => "CreateMultipartUpload",
+        Method::POST if has("uploadId") => "CompleteMultipartUpload",
+        Method::DELETE if has("uploadId") => "AbortMultipartUpload",
+        Method::DELETE => "DeleteObject",
+        Method::GET if has("list-type") || q.contains("prefix=") || q.contains("delimiter=") => "ListObjects",
+        Method::GET => "GetObject",
+        Method::HEAD => "HeadObject",
+        _ => "Other",
+    }
+}
+
 async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path().to_owned();
     let query = parts.uri.query().map(str::to_owned);
     let is_part = query.as_deref().is_some_and(|q| q.contains("partNumber"));
+    let op = operation(&parts.method, query.as_deref(), parts.headers.contains_key("x-amz-copy-source"));
+    *shared.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(op).or_default() += 1;
     if parts.method == Method::PUT
         && shared.every > 0
         && !is_part

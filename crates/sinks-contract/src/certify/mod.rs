@@ -131,12 +131,21 @@ impl std::fmt::Debug for CrashTarget {
 type CaseFn = for<'a> fn(&'a dyn Harness) -> futures::future::BoxFuture<'a, Outcome>;
 
 /// Shows that a harness's crash target is usable: writes five envelopes of stream `CRASH`
-/// through `sink` (opened, built from `target.sink_section`) and checks that
+/// through `sink` (opened, built from `target.sink_section`; a holding sink is flushed) and
+/// checks that
 /// `target.read_back` returns exactly them, keyed by stream sequence, payloads intact.
 pub async fn check_crash_target(target: &CrashTarget, sink: &dyn Sink) -> Result<(), String> {
     let batch: Vec<crate::Envelope> =
         (1..=5).map(|s| crate::testing::envelope("CRASH", s, "crash.x", format!("{{\"s\":{s}}}"))).collect();
-    let outcomes = sink.write_batch(&batch).await.map_err(|e| e.display_chain())?;
+    let mut outcomes = sink.write_batch(&batch).await.map_err(|e| e.display_chain())?;
+    // A holding sink (batch mode) reports them pending: its flush commits them.
+    if outcomes.iter().any(|o| matches!(o, crate::MessageOutcome::Pending)) {
+        for settled in sink.flush(crate::FlushScope::All).await {
+            if let Some(i) = batch.iter().position(|e| e.jetstream().stream_sequence == settled.sequence) {
+                outcomes[i] = settled.outcome;
+            }
+        }
+    }
     if !outcomes.iter().all(|o| matches!(o, crate::MessageOutcome::Committed)) {
         return Err(format!("not all committed: {outcomes:?}"));
     }

@@ -140,6 +140,7 @@ catalogue! {
         CurrentInProgressBatchesActive => ("current_in_progress_batches_active", Reference, "Batches kept alive by in-progress heartbeats right now"),
         BatchesInFlight => ("batches_in_flight", Extension, "Batches fetched and not yet settled"),
         HeldBackMessages => ("held_back_messages", Extension, "Messages held back right now, waiting for an earlier message of their ordering key"),
+        PendingMessages => ("pending_messages", Extension, "Messages a holding sink took into objects not committed yet (batch mode), kept unacknowledged and heartbeated by the runner"),
         ConsumerNumPending => ("consumer_num_pending", Extension, "Messages in the stream not yet delivered to the consumer (polled every metrics.lag_poll_interval_seconds)"),
         ConsumerNumAckPending => ("consumer_num_ack_pending", Extension, "Messages delivered and not yet acknowledged (polled every metrics.lag_poll_interval_seconds)"),
         NatsConnected => ("nats_connected", Extension, "1 while the NATS connection is up"),
@@ -197,7 +198,7 @@ impl FamilyId {
     pub fn labels(self) -> &'static str {
         match self {
             Self::Outcomes => {
-                "`class` (committed, duplicate, conflict, failed_temporary, failed_permanent, held_back), `sink` (the sink's name)"
+                "`class` (committed, duplicate, conflict, failed_temporary, failed_permanent, held_back, pending), `sink` (the sink's name)"
             }
             Self::DlqRecords => {
                 "`reason` (a policy reason code such as signature_invalid, or sink_permanent, retries_exhausted, conflict_rejected, held_back_last_delivery; at most 64 values, then other)"

@@ -250,17 +250,19 @@ pub fn class_label(class: OutcomeClass) -> &'static str {
         OutcomeClass::FailedTemporary => "failed_temporary",
         OutcomeClass::FailedPermanent => "failed_permanent",
         OutcomeClass::HeldBack => "held_back",
+        OutcomeClass::Pending => "pending",
     }
 }
 
 /// Every outcome class, in the order of the outcome counters (and of per-batch tallies).
-pub(crate) const CLASSES: [OutcomeClass; 6] = [
+pub(crate) const CLASSES: [OutcomeClass; 7] = [
     OutcomeClass::Committed,
     OutcomeClass::Duplicate,
     OutcomeClass::Conflict,
     OutcomeClass::FailedTemporary,
     OutcomeClass::FailedPermanent,
     OutcomeClass::HeldBack,
+    OutcomeClass::Pending,
 ];
 
 /// The position of `class` in [`CLASSES`].
@@ -270,7 +272,7 @@ pub(crate) fn class_slot(class: OutcomeClass) -> usize {
 
 /// The outcome counters of one sink (or, later, one fan-out target), resolved once.
 #[derive(Debug, Clone, Default)]
-pub struct OutcomeCounters(Option<[Counter; 6]>);
+pub struct OutcomeCounters(Option<[Counter; 7]>);
 
 impl OutcomeCounters {
     /// Adds `n` outcomes of `class`.
@@ -347,7 +349,7 @@ struct Recorded {
     timings: Vec<Arc<Timing>>,
     outcomes: Family<OutcomeLabels, Counter>,
     /// The outcome counters handed out, by sink (read by the OTLP export).
-    outcome_sinks: Mutex<Vec<(String, [Counter; 6])>>,
+    outcome_sinks: Mutex<Vec<(String, [Counter; 7])>>,
     dlq: Family<ReasonLabels, Counter>,
     /// The DLQ reason labels in use (at most [`MAX_DLQ_REASONS`] plus `other`) and their counters.
     dlq_reasons: Mutex<HashMap<String, Counter>>,

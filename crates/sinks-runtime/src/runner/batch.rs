@@ -147,6 +147,8 @@ pub(super) async fn process(
     };
     let batch = in_write_order(ctx, batch);
     let (outcomes, ()) = tokio::join!(write(ctx, &batch), settle::apply(ctx, refused));
+    // A holding sink's pending messages wait for their object; the rest settle now.
+    let (batch, outcomes) = super::pending::hold(ctx, batch, outcomes);
     if batch.is_empty() {
         let _ = done.send(true);
         return;
@@ -200,7 +202,7 @@ async fn write(ctx: &Ctx, batch: &Batch<AckHandle>) -> Vec<MessageOutcome> {
 
 /// Records a batch's outcomes: counts by class for the sink, written and failed messages,
 /// and the freshness of the messages made durable (after the write, before the ack).
-fn record_outcomes(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome]) {
+pub(super) fn record_outcomes(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome]) {
     if !ctx.metrics.enabled() {
         return;
     }

@@ -1,6 +1,6 @@
 //! The per-run context every batch task shares: the sink, the gate policy, the DLQ and
-//! ledger publishers, the metrics handle, the parking and the outage log state, and the
-//! timings derived from the consumer's AckWait.
+//! ledger publishers, the metrics handle, the parking, the pending messages of a holding
+//! sink and the outage log state, and the timings derived from the consumer's AckWait.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,6 +12,7 @@ use sinks_policy::Pipeline;
 use super::RunStats;
 use super::outage::Outage;
 use super::parking::Parking;
+use super::pending::PendingSet;
 use super::settle::Planner;
 use crate::ack::GatePolicy;
 use crate::config::Config;
@@ -54,6 +55,10 @@ pub(super) struct Ctx {
     pub(super) rescue: bool,
     /// One trace span per message (`opentelemetry.traces`); `None`: no work at all.
     pub(super) traces: Option<Arc<crate::otel::Traces>>,
+    /// Messages a holding sink took into objects not committed yet (see `pending`).
+    pub(super) pending: std::sync::Mutex<PendingSet>,
+    /// Wakes the pending flusher after a write held something.
+    pub(super) flush_wake: tokio::sync::Notify,
 }
 
 impl Ctx {
@@ -71,6 +76,11 @@ impl Ctx {
     /// The parking, locked (held only for pure bookkeeping, never across an await).
     pub(super) fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking<AckHandle>> {
         self.parking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The pending messages, locked (held only for bookkeeping, never across an await).
+    pub(super) fn lock_pending(&self) -> std::sync::MutexGuard<'_, PendingSet> {
+        self.pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Updates the held-back gauge from `parking` (called with the lock held).

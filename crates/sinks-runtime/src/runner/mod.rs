@@ -19,7 +19,8 @@
 //! Where things are: this file holds the entry points ([`run`], [`run_with`],
 //! [`run_observed`]), start-up and shutdown; `fetch` the fetch loop; `batch` the batch type
 //! and its one forward path; `ordering` the ordering keys and the gate between batches;
-//! `parking` the held-back messages; `settle` the settlement plan (the one call site of the
+//! `parking` the held-back messages; `pending` the messages a holding sink keeps in objects
+//! not committed yet; `settle` the settlement plan (the one call site of the
 //! ACK gate) and its application; `keeper` the task that heartbeats and releases held-back
 //! messages; `heartbeat` the in-progress heartbeats; `outage` the outage log; `tally` the
 //! policy step counts; `lag` and `health` the background probes; `reconnect` the retries of
@@ -36,6 +37,7 @@ mod lag;
 mod ordering;
 mod outage;
 mod parking;
+mod pending;
 mod reconnect;
 mod rescue;
 mod settle;
@@ -381,6 +383,12 @@ async fn run_inner(
         .into());
     }
 
+    let holding = sink.holding();
+    let max_ack_pending = usize::try_from(bound.consumer.cached_info().config.max_ack_pending).ok().filter(|m| *m > 0);
+    if let Some(holding) = holding {
+        pending::check(&config, holding, bound.ack_wait, max_ack_pending)?;
+    }
+
     let policy = GatePolicy {
         backoff: config.delivery.backoff(),
         max_retries: config.delivery.max_retries,
@@ -417,12 +425,21 @@ async fn run_inner(
         ledger: LedgerPublisher::new(js.clone(), config.ledger.clone()),
         rescue: capture.is_some(),
         traces,
+        pending: std::sync::Mutex::new(Default::default()),
+        flush_wake: tokio::sync::Notify::new(),
     });
     let lag = tokio::spawn(poll_lag(bound.consumer.clone(), metrics.clone(), config.metrics.clone(), stop.clone()));
     let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));
     let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone()));
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
     let rescue = capture.map(|capture| tokio::spawn(rescue::rescue_loop(Arc::clone(&ctx), capture, stop.clone())));
+    let holders = holding.map(|holding| {
+        let pressure = max_ack_pending.map(pending::pressure_at);
+        [
+            tokio::spawn(pending::flusher(Arc::clone(&ctx), holding, pressure, stop.clone())),
+            tokio::spawn(pending::heartbeat(Arc::clone(&ctx), stop.clone())),
+        ]
+    });
     fetch_loop(&ctx, &source, &stop, &client).await;
     // Every batch has settled; messages still parked go back for redelivery (the next
     // process writes them after the messages they wait for).
@@ -435,6 +452,12 @@ async fn run_inner(
         tracing::info!(messages = parked.len(), "releasing held-back messages for redelivery");
         settle::apply(&ctx, parked).await;
     }
+    // A holding sink's open objects are committed, and their messages settled, while the
+    // connection is still up; `close` comes after the drain and holds nothing any more.
+    for task in holders.into_iter().flatten() {
+        let _ = task.await;
+    }
+    pending::finish(&ctx).await;
 
     // Every batch has settled (fetch_loop took back every permit). Push the acks out and
     // drain, within `nats.drain_timeout_seconds`; with the server unreachable there is

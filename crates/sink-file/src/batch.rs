@@ -1,0 +1,230 @@
+//! [`FileLog`]: the batch mode's I/O below the sink's root directory (the
+//! `sinks_contract::batch::ObjectLog` of the file sink).
+//!
+//! - an object is written into a dot-named temporary file in its partition directory
+//!   (`.nats-sinks-<random>.tmp`, mode 0600, invisible to `*.ndjson` and `*.parquet` globs);
+//! - **stage**: the temporary file and its directory are fsynced (with `fsync`), and kept:
+//!   the manifest names it, so whoever reads the manifest can complete the object;
+//! - **create** (a manifest): written to a temporary file, fsynced, then `link`ed to its
+//!   name, which fails when the name exists: an atomic create-if-absent; the directory is
+//!   fsynced;
+//! - **complete**: the temporary file is `link`ed to the object's final name (never
+//!   replacing a file), the directory fsynced, the temporary name removed.
+//!
+//! Directories are created one level at a time below the root, refusing symlinks, and the
+//! root itself is never created here (a missing root means an unmounted volume: writes fail
+//! temporarily until it is back).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+use async_trait::async_trait;
+use sinks_contract::batch::{ObjectLog, TempObject};
+use sinks_contract::blocking::blocking;
+use sinks_contract::{DestinationRef, SinkError};
+
+use crate::error::classify;
+
+/// Prefix of the batch mode's temporary files.
+const TEMP_PREFIX: &str = ".nats-sinks-";
+
+/// The batch mode's I/O below the root.
+#[derive(Debug, Clone)]
+pub(crate) struct FileLog {
+    root: Arc<OnceLock<PathBuf>>,
+    fsync: bool,
+}
+
+impl FileLog {
+    /// Below `root` (resolved by the sink's `open`), fsyncing when `fsync`.
+    pub(crate) fn new(root: Arc<OnceLock<PathBuf>>, fsync: bool) -> Self {
+        Self { root, fsync }
+    }
+
+    fn root(&self) -> Result<PathBuf, SinkError> {
+        self.root.get().cloned().ok_or_else(|| SinkError::temporary("file sink root not resolved yet"))
+    }
+
+    fn path(&self, key: &str) -> Result<PathBuf, SinkError> {
+        Ok(self.root()?.join(key))
+    }
+}
+
+/// The directory `root/rel`, created level by level (never the root itself), refusing a
+/// symlink at any level.
+fn ensure_dirs(root: &Path, rel: &str) -> Result<PathBuf, SinkError> {
+    fs::metadata(root).map_err(|e| classify(e, "file sink root is not accessible"))?;
+    let mut dir = root.to_path_buf();
+    for part in rel.split('/').filter(|p| !p.is_empty()) {
+        if part == "." || part == ".." {
+            return Err(SinkError::permanent("refusing a path outside sink.directory"));
+        }
+        dir.push(part);
+        match fs::symlink_metadata(&dir) {
+            Ok(meta) if meta.file_type().is_symlink() => return Err(SinkError::permanent("refusing symlinked path")),
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Err(SinkError::config("partition path exists and is not a directory")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(classify(e, "cannot create partition directory")),
+            },
+            Err(e) => return Err(classify(e, "cannot inspect partition directory")),
+        }
+    }
+    Ok(dir)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), SinkError> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| classify(e, "cannot fsync directory"))
+}
+
+fn parent(path: &Path) -> &Path {
+    path.parent().unwrap_or(path)
+}
+
+fn temp_of(object: &Path, staging: &serde_json::Value) -> Option<PathBuf> {
+    let name = staging.get("temp")?.as_str()?;
+    (name.starts_with(TEMP_PREFIX) && !name.contains('/')).then(|| parent(object).join(name))
+}
+
+#[async_trait]
+impl ObjectLog for FileLog {
+    async fn list(&self, dir: &str) -> Result<Vec<String>, SinkError> {
+        let root = self.root()?;
+        let dir = root.join(dir);
+        blocking(move || match fs::read_dir(&dir) {
+            Ok(entries) => Ok(entries.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect()),
+            // A partition not written yet holds nothing; a missing root (an unmounted
+            // volume) is no proof of that.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::metadata(&root) {
+                Ok(_) => Ok(Vec::new()),
+                Err(e) => Err(classify(e, "file sink root is not accessible")),
+            },
+            Err(e) => Err(classify(e, "cannot list a partition directory")),
+        })
+        .await
+    }
+
+    async fn read(&self, key: &str) -> Result<Option<Vec<u8>>, SinkError> {
+        let path = self.path(key)?;
+        blocking(move || match fs::read(&path) {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(classify(e, "cannot read a manifest")),
+        })
+        .await
+    }
+
+    async fn create(&self, key: &str, body: Vec<u8>) -> Result<bool, SinkError> {
+        let root = self.root()?;
+        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+        let (dir, name, fsync) = (dir.to_owned(), name.to_owned(), self.fsync);
+        blocking(move || {
+            let dir = ensure_dirs(&root, &dir)?;
+            let mut temp = tempfile::Builder::new()
+                .prefix(TEMP_PREFIX)
+                .suffix(".tmp")
+                .tempfile_in(&dir)
+                .map_err(|e| classify(e, "cannot create a manifest's temp file"))?;
+            temp.write_all(&body).map_err(|e| classify(e, "cannot write a manifest"))?;
+            if fsync {
+                temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a manifest"))?;
+            }
+            let created = match fs::hard_link(temp.path(), dir.join(&name)) {
+                Ok(()) => true,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
+                Err(e) => return Err(classify(e, "cannot link a manifest into place")),
+            };
+            drop(temp);
+            if created && fsync {
+                sync_dir(&dir)?;
+            }
+            Ok(created)
+        })
+        .await
+    }
+
+    fn temp(&self, partition: &str) -> Result<TempObject, SinkError> {
+        let dir = ensure_dirs(&self.root()?, partition)?;
+        let temp = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .map_err(|e| classify(e, "cannot create a batch file's temp file"))?;
+        let (file, path) = temp.into_parts();
+        Ok(TempObject { file, path: Some(path) })
+    }
+
+    async fn stage(&self, _key: &str, temp: TempObject, _size: u64) -> Result<serde_json::Value, SinkError> {
+        let fsync = self.fsync;
+        blocking(move || {
+            let TempObject { file, path } = temp;
+            let path = path.ok_or_else(|| SinkError::temporary("a batch file's temp file has no name"))?;
+            if fsync {
+                file.sync_all().map_err(|e| classify(e, "cannot fsync a batch file"))?;
+            }
+            let path = path.keep().map_err(|e| classify(e.error, "cannot keep a batch file's temp file"))?;
+            if fsync {
+                sync_dir(parent(&path))?;
+            }
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            Ok(serde_json::json!({ "temp": name }))
+        })
+        .await
+    }
+
+    async fn complete(&self, key: &str, staging: &serde_json::Value) -> Result<bool, SinkError> {
+        let object = self.path(key)?;
+        let temp = temp_of(&object, staging).ok_or_else(|| SinkError::permanent("manifest names no temp file"))?;
+        let fsync = self.fsync;
+        blocking(move || {
+            let linked = match fs::hard_link(&temp, &object) {
+                Ok(()) => true,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => true,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    // The temp file is gone: completed by someone else, or lost.
+                    return Ok(fs::symlink_metadata(&object).is_ok());
+                }
+                Err(e) => return Err(classify(e, "cannot link a batch file into place")),
+            };
+            if fsync {
+                sync_dir(parent(&object))?;
+            }
+            if let Err(e) = fs::remove_file(&temp)
+                && e.kind() != io::ErrorKind::NotFound
+            {
+                tracing::warn!(error = %e, "cannot remove a batch file's temp file");
+            }
+            Ok(linked)
+        })
+        .await
+    }
+
+    async fn discard(&self, key: &str, staging: &serde_json::Value) {
+        let Ok(object) = self.path(key) else { return };
+        let Some(temp) = temp_of(&object, staging) else { return };
+        let removed = blocking(move || fs::remove_file(&temp).map_err(|e| classify(e, "cannot remove"))).await;
+        if let Err(e) = removed {
+            tracing::warn!(error = %e.display_chain(), "a discarded batch file's temp file was not removed");
+        }
+    }
+
+    async fn fetch(&self, key: &str) -> Result<Option<File>, SinkError> {
+        let path = self.path(key)?;
+        blocking(move || match OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(&path) {
+            Ok(file) => Ok(Some(file)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(classify(e, "cannot open a batch file")),
+        })
+        .await
+    }
+
+    fn destination(&self, key: &str) -> DestinationRef {
+        let path = self.root.get().map(|r| r.join(key)).unwrap_or_else(|| PathBuf::from(key));
+        DestinationRef::File { path: path.display().to_string() }
+    }
+}

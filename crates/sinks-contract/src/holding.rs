@@ -1,0 +1,334 @@
+//! Holding sinks: matching a holding sink's late outcomes to whoever waits for them
+//! ([`Pending`]), and [`Durable`], a sink that writes through a holding sink and returns
+//! only final outcomes.
+//!
+//! A holding sink (see [`Sink::holding`]) reports a message [`MessageOutcome::Pending`] when
+//! it takes it into an open record, and its final outcome later, from [`Sink::flush`], named
+//! by stream and stream sequence ([`Settled`]). Whoever writes through it keeps something
+//! per pending message until then: the runner its ack handle (and the envelope, for the
+//! settlement), [`Durable`] a channel to the write that waits. [`Pending`] is that
+//! bookkeeping, once: a flush may report a message before the write that took it has
+//! returned to its caller (another write filled the record meanwhile), so an outcome that
+//! finds no holder is kept until its holder comes.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::oneshot;
+
+use crate::envelope::Envelope;
+use crate::error::SinkError;
+use crate::sink::{
+    BatchResult, Capabilities, DestinationRef, FlushScope, Holding, MessageOutcome, Presence, ReadBack, Settled, Sink,
+};
+
+/// What names a pending message: its stream and stream sequence.
+pub type PendingKey = (String, u64);
+
+/// Most outcomes kept for holders that have not come yet; beyond it the oldest are dropped
+/// (a holder that never comes is a bug of the caller, and its message comes back anyway).
+const MAX_EARLY: usize = 1 << 20;
+
+/// The key of `envelope` as a pending message.
+pub fn key_of(envelope: &Envelope) -> PendingKey {
+    (envelope.jetstream().stream.clone(), envelope.jetstream().stream_sequence)
+}
+
+/// Pending messages with what each one's waiter keeps (`H`), and final outcomes that came
+/// before their message was registered. Pure bookkeeping: no clock, no I/O.
+#[derive(Debug)]
+pub struct Pending<H> {
+    held: HashMap<PendingKey, H>,
+    early: HashMap<PendingKey, MessageOutcome>,
+    early_order: VecDeque<PendingKey>,
+}
+
+impl<H> Default for Pending<H> {
+    fn default() -> Self {
+        Self { held: HashMap::new(), early: HashMap::new(), early_order: VecDeque::new() }
+    }
+}
+
+/// What registering a pending message found.
+#[derive(Debug)]
+pub enum Hold<H> {
+    /// Its outcome had already come: settle it now (the holder is given back).
+    Settled(H, MessageOutcome),
+    /// Kept; a second registration of the same message replaced this earlier holder (a
+    /// redelivery of a message still pending: the newest delivery settles it).
+    Kept(Option<H>),
+}
+
+impl<H> Pending<H> {
+    /// Registers `holder` for the pending message `key`.
+    pub fn hold(&mut self, key: PendingKey, holder: H) -> Hold<H> {
+        if let Some(outcome) = self.early.remove(&key) {
+            self.early_order.retain(|k| *k != key);
+            return Hold::Settled(holder, outcome);
+        }
+        Hold::Kept(self.held.insert(key, holder))
+    }
+
+    /// Matches a final outcome with its holder; an outcome without one is kept for it.
+    pub fn settle(&mut self, settled: Settled) -> Option<(H, MessageOutcome)> {
+        let key = (settled.stream, settled.sequence);
+        if let Some(holder) = self.held.remove(&key) {
+            return Some((holder, settled.outcome));
+        }
+        if self.early.insert(key.clone(), settled.outcome).is_none() {
+            self.early_order.push_back(key);
+        }
+        while self.early_order.len() > MAX_EARLY {
+            if let Some(old) = self.early_order.pop_front() {
+                self.early.remove(&old);
+            }
+        }
+        None
+    }
+
+    /// The holder of the pending message `key`, when one is registered.
+    pub fn held_mut(&mut self, key: &PendingKey) -> Option<&mut H> {
+        self.held.get_mut(key)
+    }
+
+    /// How many messages wait for their outcome.
+    pub fn len(&self) -> usize {
+        self.held.len()
+    }
+
+    /// True when nothing waits.
+    pub fn is_empty(&self) -> bool {
+        self.held.is_empty()
+    }
+
+    /// The holders of every waiting message.
+    pub fn holders(&self) -> impl Iterator<Item = &H> {
+        self.held.values()
+    }
+
+    /// Takes every waiting message out (shutdown: what no flush settled is released).
+    pub fn drain(&mut self) -> Vec<(PendingKey, H)> {
+        self.held.drain().collect()
+    }
+}
+
+/// A sink that writes through a holding sink and returns only final outcomes: each write
+/// flushes the inner sink ([`FlushScope::All`]) and waits for the outcomes of its own
+/// pending messages, which a concurrent write's flush may deliver. Every record is then as
+/// large as one write, so a holding sink loses its batching behind it; it is for callers
+/// that need an answer per write (fan-out targets, spool replay, the certification suite).
+/// A sink that does not hold messages passes through unchanged.
+#[derive(Debug)]
+pub struct Durable {
+    inner: Arc<dyn Sink>,
+    /// Every write waiting for a message (concurrent writes may carry the same one).
+    waiting: Mutex<Pending<Vec<oneshot::Sender<MessageOutcome>>>>,
+}
+
+impl Durable {
+    /// `inner` behind a write that returns only final outcomes.
+    pub fn new(inner: Arc<dyn Sink>) -> Self {
+        Self { inner, waiting: Mutex::new(Pending::default()) }
+    }
+
+    /// `sink` itself when it never holds messages, else `sink` behind a [`Durable`].
+    pub fn wrap(sink: Arc<dyn Sink>) -> Arc<dyn Sink> {
+        if sink.holding().is_some() { Arc::new(Self::new(sink)) } else { sink }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Pending<Vec<oneshot::Sender<MessageOutcome>>>> {
+        self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn route(&self, settled: Vec<Settled>) {
+        let mut waiting = self.lock();
+        for s in settled {
+            if let Some((waiters, outcome)) = waiting.settle(s) {
+                for tx in waiters {
+                    let _ = tx.send(outcome.copied());
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Sink for Durable {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+
+    async fn open(&self) -> Result<(), SinkError> {
+        self.inner.open().await
+    }
+
+    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        self.write_batch_within(batch, Duration::from_secs(30)).await
+    }
+
+    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+        let outcomes = self.inner.write_batch_within(batch, budget).await?;
+        let mut waits: Vec<(usize, oneshot::Receiver<MessageOutcome>)> = Vec::new();
+        let mut outcomes: Vec<Option<MessageOutcome>> = outcomes.into_iter().map(Some).collect();
+        {
+            let mut waiting = self.lock();
+            for (i, (envelope, slot)) in batch.iter().zip(outcomes.iter_mut()).enumerate() {
+                if !matches!(slot, Some(MessageOutcome::Pending)) {
+                    continue;
+                }
+                let (tx, rx) = oneshot::channel();
+                let key = key_of(envelope);
+                if let Some(waiters) = waiting.held_mut(&key) {
+                    waiters.push(tx);
+                    waits.push((i, rx));
+                    continue;
+                }
+                match waiting.hold(key, vec![tx]) {
+                    Hold::Settled(_, outcome) => *slot = Some(outcome),
+                    Hold::Kept(_) => waits.push((i, rx)),
+                }
+            }
+        }
+        if !waits.is_empty() {
+            let settled = self.inner.flush(FlushScope::All).await;
+            self.route(settled);
+        }
+        for (i, rx) in waits {
+            // Not settled by this flush: a concurrent write's flush is closing its record and
+            // routes the outcome here.
+            let outcome = match tokio::time::timeout(budget, rx).await {
+                Ok(Ok(outcome)) => outcome,
+                _ => MessageOutcome::temporary("the record holding this message was not committed in time"),
+            };
+            outcomes[i] = Some(outcome);
+        }
+        Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("no outcome"))).collect())
+    }
+
+    async fn health_check(&self) -> Result<(), SinkError> {
+        self.inner.health_check().await
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        let settled = self.inner.flush(FlushScope::All).await;
+        self.route(settled);
+        self.inner.close().await
+    }
+
+    fn destination(&self, envelope: &Envelope, outcome: &MessageOutcome) -> Option<DestinationRef> {
+        self.inner.destination(envelope, outcome)
+    }
+
+    fn read_back(&self) -> ReadBack {
+        self.inner.read_back()
+    }
+
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        self.inner.reconcile(batch).await
+    }
+
+    fn holding(&self) -> Option<Holding> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settled(seq: u64, outcome: MessageOutcome) -> Settled {
+        Settled { stream: "S".into(), sequence: seq, outcome }
+    }
+
+    #[test]
+    fn an_outcome_finds_its_holder_whichever_comes_first() {
+        let mut p: Pending<&str> = Pending::default();
+        assert!(matches!(p.hold(("S".into(), 1), "h1"), Hold::Kept(None)));
+        let (holder, outcome) = p.settle(settled(1, MessageOutcome::Committed)).expect("holder waiting");
+        assert_eq!((holder, outcome.class()), ("h1", crate::OutcomeClass::Committed));
+        assert!(p.is_empty());
+        // The outcome comes first: kept until the holder registers, then handed over at once.
+        assert!(p.settle(settled(2, MessageOutcome::Duplicate)).is_none());
+        match p.hold(("S".into(), 2), "h2") {
+            Hold::Settled(h, o) => assert_eq!((h, o.class()), ("h2", crate::OutcomeClass::Duplicate)),
+            other => panic!("expected the early outcome, got {other:?}"),
+        }
+        assert!(p.is_empty() && p.early.is_empty() && p.early_order.is_empty());
+        // Another stream with the same sequence is another message.
+        p.hold(("T".into(), 3), "t3");
+        assert!(p.settle(settled(3, MessageOutcome::Committed)).is_none(), "S:3 is not T:3");
+        assert_eq!(p.len(), 1);
+    }
+
+    #[test]
+    fn a_redelivery_replaces_the_holder_and_drain_takes_the_rest() {
+        let mut p: Pending<&str> = Pending::default();
+        p.hold(("S".into(), 1), "first");
+        assert!(matches!(p.hold(("S".into(), 1), "second"), Hold::Kept(Some("first"))));
+        p.hold(("S".into(), 2), "other");
+        let (holder, _) = p.settle(settled(1, MessageOutcome::Committed)).unwrap();
+        assert_eq!(holder, "second", "the newest delivery settles");
+        let left: Vec<&str> = p.drain().into_iter().map(|(_, h)| h).collect();
+        assert_eq!(left, ["other"]);
+        assert!(p.is_empty());
+    }
+
+    /// A holding sink for the wrapper's test: takes every message pending, commits it on the
+    /// next flush.
+    #[derive(Debug, Default)]
+    struct Holds(Mutex<Vec<(String, u64)>>);
+
+    #[async_trait]
+    impl Sink for Holds {
+        fn name(&self) -> &str {
+            "holds"
+        }
+        async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+            self.0.lock().unwrap().extend(batch.iter().map(key_of));
+            Ok(batch.iter().map(|_| MessageOutcome::Pending).collect())
+        }
+        async fn health_check(&self) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn holding(&self) -> Option<Holding> {
+            Some(Holding { max_wait: Duration::from_secs(1), tick: Duration::from_millis(100) })
+        }
+        async fn flush(&self, _scope: FlushScope) -> Vec<Settled> {
+            let held = std::mem::take(&mut *self.0.lock().unwrap());
+            held.into_iter()
+                .map(|(stream, sequence)| Settled { stream, sequence, outcome: MessageOutcome::Committed })
+                .collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn durable_returns_final_outcomes_even_when_another_write_flushed_them() {
+        let inner: Arc<dyn Sink> = Arc::new(Holds::default());
+        assert!(inner.holding().is_some());
+        let durable = Arc::new(Durable::new(Arc::clone(&inner)));
+        assert!(durable.holding().is_none(), "the wrapper holds nothing");
+        let writes: Vec<_> = (0..8u64)
+            .map(|w| {
+                let durable = Arc::clone(&durable);
+                tokio::spawn(async move {
+                    let batch: Vec<Envelope> =
+                        (0..25).map(|i| crate::testing::envelope("S", w * 25 + i + 1, "s.x", "{}")).collect();
+                    durable.write_batch(&batch).await.unwrap()
+                })
+            })
+            .collect();
+        for w in writes {
+            let outcomes = w.await.unwrap();
+            assert_eq!(outcomes.len(), 25);
+            assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Committed)), "{outcomes:?}");
+        }
+        let plain: Arc<dyn Sink> = Arc::new(crate::testing::MemorySink::new());
+        assert!(Arc::ptr_eq(&Durable::wrap(Arc::clone(&plain)), &plain), "a sink that holds nothing is not wrapped");
+    }
+}

@@ -1,0 +1,353 @@
+//! Pending messages: what a holding sink (batch mode of the file and S3 sinks) took into
+//! objects that are not committed yet. The runner keeps each one unacknowledged, with
+//! in-progress heartbeats, until the sink reports its final outcome from a flush; only
+//! then is it settled, through the ACK gate like any written message. A sink never sees an
+//! ack handle: it names a message by stream and sequence ([`Settled`]).
+//!
+//! - [`hold`] (after a write): takes the `Pending` messages out of the batch and keeps
+//!   them (the envelope without its payload, unless it is on its last allowed delivery and
+//!   may need a dead-letter record; an open object with a million messages does not keep a
+//!   million payloads here); an outcome that came first is settled at once;
+//! - [`flusher`] (a task): flushes the sink every `Holding::tick` and right after a write
+//!   held something, with [`FlushScope::All`] when the runner holds three quarters of what
+//!   the consumer lets it have unacknowledged (`max_ack_pending`: the server would stop
+//!   delivering, and no object could fill), else [`FlushScope::Due`]; settles what it
+//!   reports;
+//! - [`heartbeat`] (a task): in-progress heartbeats for every pending message, every third
+//!   of AckWait;
+//! - [`finish`] (shutdown, after the last batch settled and before the acks are flushed and
+//!   the connection drained): flushes everything within `nats.drain_timeout_seconds` and
+//!   settles it, then releases (NAKs) what is still pending;
+//! - [`resolve`] (the rescue): the final outcomes of pending messages, waited for.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sinks_contract::envelope::Envelope;
+use sinks_contract::holding::{Hold, Pending, key_of};
+use sinks_contract::sink::{FlushScope, Holding, MessageOutcome, Settled};
+use tokio::sync::{oneshot, watch};
+
+use super::batch::{Batch, record_outcomes};
+use super::context::Ctx;
+use super::heartbeat::{hold_while, progress};
+use super::outage::track_outage;
+use super::settle::{self, Cause};
+use crate::config::{Config, ConfigError};
+use crate::metrics::GaugeId;
+use crate::source::AckHandle;
+
+/// What the runner keeps for a pending message.
+#[derive(Debug)]
+pub(super) enum Holder {
+    /// A delivered message: settled from its outcome.
+    Delivery {
+        /// The envelope (without its payload unless on its last allowed delivery).
+        envelope: Box<Envelope>,
+        /// Its ack handle.
+        handle: AckHandle,
+    },
+    /// The rescue waits for it.
+    Waiter(oneshot::Sender<MessageOutcome>),
+}
+
+/// The pending messages of a run (an empty set for a sink that holds nothing).
+pub(super) type PendingSet = Pending<Holder>;
+
+/// Refuses a configuration under which messages cannot wait for their objects: heartbeats
+/// every third of AckWait must keep them alive, and with `delivery.in_progress` the
+/// configured heartbeats (`interval_ms × max_heartbeats`, the longest the runner keeps a
+/// message alive) must cover `max_age_ms`. Warns when the consumer's `max_ack_pending`
+/// keeps objects from filling up.
+pub(super) fn check(
+    config: &Config,
+    holding: Holding,
+    ack_wait: Duration,
+    max_ack_pending: Option<usize>,
+) -> Result<(), ConfigError> {
+    let field = "sink.batch.max_age_ms";
+    let every = (ack_wait / 3).max(Duration::from_millis(200));
+    if every * 2 > ack_wait {
+        return Err(ConfigError::single(
+            field,
+            format!(
+                "messages waiting for their object cannot be kept alive: the consumer's AckWait ({} ms) is too short for in-progress heartbeats (at least 400 ms)",
+                ack_wait.as_millis()
+            ),
+        ));
+    }
+    let ip = &config.delivery.in_progress;
+    let covered = Duration::from_millis(ip.interval_ms).saturating_mul(ip.max_heartbeats);
+    if ip.enabled && covered < holding.max_wait {
+        return Err(ConfigError::single(
+            field,
+            format!(
+                "({} ms) must be covered by delivery.in_progress: interval_ms × max_heartbeats is {} ms, the longest the runner keeps a message alive",
+                holding.max_wait.as_millis(),
+                covered.as_millis()
+            ),
+        ));
+    }
+    if let Some(limit) = max_ack_pending {
+        tracing::info!(
+            max_ack_pending = limit,
+            flush_at = pressure_at(limit),
+            "batch objects close when they are full, old, or when the runner holds this many pending messages"
+        );
+    }
+    Ok(())
+}
+
+/// How many pending messages make the flusher close everything (three quarters of
+/// `max_ack_pending`, at least one).
+pub(super) fn pressure_at(max_ack_pending: usize) -> usize {
+    (max_ack_pending.saturating_mul(3) / 4).max(1)
+}
+
+/// Takes the `Pending` messages of a written batch into the pending set; returns the rest
+/// (with those whose final outcome had already come) to be planned and settled now.
+pub(super) fn hold(
+    ctx: &Ctx,
+    batch: Batch<AckHandle>,
+    outcomes: Vec<MessageOutcome>,
+) -> (Batch<AckHandle>, Vec<MessageOutcome>) {
+    if !outcomes.iter().any(|o| matches!(o, MessageOutcome::Pending)) {
+        return (batch, outcomes);
+    }
+    let mut now = Batch::with_capacity(batch.len());
+    let mut now_outcomes = Vec::with_capacity(outcomes.len());
+    let mut held = Vec::new();
+    {
+        let mut pending = ctx.lock_pending();
+        for ((envelope, handle), outcome) in batch.into_iter().zip(outcomes) {
+            if !matches!(outcome, MessageOutcome::Pending) {
+                now.push(envelope, handle);
+                now_outcomes.push(outcome);
+                continue;
+            }
+            held.push(envelope.jetstream().stream_sequence);
+            let key = key_of(&envelope);
+            let envelope = if ctx.is_last_delivery(&envelope) { envelope } else { envelope.with_payload(Bytes::new()) };
+            match pending.hold(key, Holder::Delivery { envelope: Box::new(envelope), handle }) {
+                Hold::Settled(Holder::Delivery { envelope, handle }, outcome) => {
+                    now.push(*envelope, handle);
+                    now_outcomes.push(outcome);
+                }
+                Hold::Settled(Holder::Waiter(tx), outcome) => {
+                    let _ = tx.send(outcome);
+                }
+                // A redelivery of a message still pending replaces the older delivery.
+                Hold::Kept(_) => {}
+            }
+        }
+        ctx.metrics.set(GaugeId::PendingMessages, pending.len() as f64);
+    }
+    // Written, as far as ordering goes: a draining lot's next chunk need not wait for the
+    // object; and the parking no longer heartbeats them (the pending heartbeat does).
+    {
+        let mut parking = ctx.lock_parking();
+        for seq in held {
+            parking.settling(seq);
+        }
+        ctx.note_parking(&parking);
+    }
+    ctx.flush_wake.notify_one();
+    (now, now_outcomes)
+}
+
+/// Registers a waiter for the pending message `envelope` (the rescue); its final outcome
+/// comes through the channel.
+fn wait(ctx: &Ctx, envelope: &Envelope) -> oneshot::Receiver<MessageOutcome> {
+    let (tx, rx) = oneshot::channel();
+    let mut pending = ctx.lock_pending();
+    match pending.hold(key_of(envelope), Holder::Waiter(tx)) {
+        Hold::Settled(Holder::Waiter(tx), outcome) => {
+            let _ = tx.send(outcome);
+        }
+        Hold::Settled(Holder::Delivery { .. }, _) | Hold::Kept(_) => {}
+    }
+    drop(pending);
+    ctx.flush_wake.notify_one();
+    rx
+}
+
+/// `outcomes` with every `Pending` one replaced by its final outcome, waited for (the
+/// rescue, which settles its own messages).
+pub(super) async fn resolve(ctx: &Ctx, envelopes: &[Envelope], outcomes: Vec<MessageOutcome>) -> Vec<MessageOutcome> {
+    let mut out = Vec::with_capacity(outcomes.len());
+    for (envelope, outcome) in envelopes.iter().zip(outcomes) {
+        out.push(match outcome {
+            MessageOutcome::Pending => wait(ctx, envelope)
+                .await
+                .unwrap_or_else(|_| MessageOutcome::temporary("the message's object was not committed")),
+            other => other,
+        });
+    }
+    out
+}
+
+/// Settles the pending messages `settled` names (the final outcomes a flush reported).
+async fn deliver(ctx: &Ctx, settled: Vec<Settled>) {
+    if settled.is_empty() {
+        return;
+    }
+    let mut batch = Batch::with_capacity(settled.len());
+    let mut outcomes = Vec::with_capacity(settled.len());
+    {
+        let mut pending = ctx.lock_pending();
+        for s in settled {
+            match pending.settle(s) {
+                Some((Holder::Delivery { envelope, handle }, outcome)) => {
+                    batch.push(*envelope, handle);
+                    outcomes.push(outcome);
+                }
+                Some((Holder::Waiter(tx), outcome)) => {
+                    let _ = tx.send(outcome);
+                }
+                None => {}
+            }
+        }
+        ctx.metrics.set(GaugeId::PendingMessages, pending.len() as f64);
+    }
+    settle_written(ctx, batch, outcomes).await;
+}
+
+/// Plans and applies the settlement of pending messages with their final outcomes, as for
+/// a written batch.
+async fn settle_written(ctx: &Ctx, batch: Batch<AckHandle>, outcomes: Vec<MessageOutcome>) {
+    if batch.is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    record_outcomes(ctx, &batch.envelopes, &outcomes);
+    track_outage(ctx, &batch.envelopes, &outcomes, now);
+    let planned = {
+        let mut parking = ctx.lock_parking();
+        let planned = ctx.planner().plan(&mut parking, batch, outcomes, Cause::Written(now));
+        ctx.note_parking(&parking);
+        planned
+    };
+    settle::apply(ctx, planned).await;
+}
+
+/// Flushes the sink whenever a write held something, every `tick`, and with everything
+/// when the pending messages reach `pressure`, until a stop is requested.
+pub(super) async fn flusher(
+    ctx: std::sync::Arc<Ctx>,
+    holding: Holding,
+    pressure: Option<usize>,
+    mut stop: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(holding.tick) => {}
+            () = ctx.flush_wake.notified() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let held = ctx.lock_pending().len();
+        let scope = if pressure.is_some_and(|p| held >= p) { FlushScope::All } else { FlushScope::Due };
+        let settled = ctx.sink.flush(scope).await;
+        deliver(&ctx, settled).await;
+    }
+}
+
+/// In-progress heartbeats for every pending message, every third of AckWait, until a stop
+/// is requested.
+pub(super) async fn heartbeat(ctx: std::sync::Arc<Ctx>, mut stop: watch::Receiver<bool>) {
+    let every = ctx.heartbeat_every();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(every) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+        let handles = handles(&ctx);
+        if !handles.is_empty() {
+            tracing::trace!(messages = handles.len(), "heartbeat for pending messages");
+            progress(&handles).await;
+        }
+    }
+}
+
+fn handles(ctx: &Ctx) -> Vec<AckHandle> {
+    ctx.lock_pending()
+        .holders()
+        .filter_map(|h| match h {
+            Holder::Delivery { handle, .. } => Some(handle.clone()),
+            Holder::Waiter(_) => None,
+        })
+        .collect()
+}
+
+/// Shutdown: commits every open object within `nats.drain_timeout_seconds` (heartbeating
+/// its messages meanwhile) and settles them; what is still pending afterwards is released
+/// to come back.
+pub(super) async fn finish(ctx: &Ctx) {
+    if ctx.sink.holding().is_none() {
+        return;
+    }
+    let held = handles(ctx);
+    let drain = Duration::from_secs(ctx.config.nats.drain_timeout_seconds).max(Duration::from_secs(1));
+    if !held.is_empty() {
+        tracing::info!(messages = held.len(), "committing the open objects before stopping");
+    }
+    match hold_while(ctx, &held, tokio::time::timeout(drain, ctx.sink.flush(FlushScope::All))).await {
+        Ok(settled) => deliver(ctx, settled).await,
+        Err(_) => tracing::warn!(
+            timeout_s = drain.as_secs(),
+            "the open objects were not committed within nats.drain_timeout_seconds; their messages come back"
+        ),
+    }
+    let left: Vec<(Envelope, AckHandle)> = ctx
+        .lock_pending()
+        .drain()
+        .into_iter()
+        .filter_map(|(_, h)| match h {
+            Holder::Delivery { envelope, handle } => Some((*envelope, handle)),
+            Holder::Waiter(_) => None,
+        })
+        .collect();
+    ctx.metrics.set(GaugeId::PendingMessages, 0.0);
+    if left.is_empty() {
+        return;
+    }
+    tracing::info!(messages = left.len(), "releasing messages whose object was not committed");
+    let outcomes =
+        left.iter().map(|_| MessageOutcome::temporary("stopped before the message's object was committed")).collect();
+    let batch: Batch<AckHandle> = left.into_iter().collect();
+    settle_written(ctx, batch, outcomes).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(in_progress: serde_json::Value) -> Config {
+        Config::from_value(serde_json::json!({
+            "nats": {"url": "nats://127.0.0.1:4222", "stream": "S", "consumer": "c", "subject": "s.>"},
+            "sink": {"type": "memory"},
+            "delivery": {"in_progress": in_progress},
+            "consumer_management": {"ack_wait_seconds": 30},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn start_up_refuses_a_max_age_the_heartbeats_cannot_cover() {
+        let holding = Holding { max_wait: Duration::from_secs(60), tick: Duration::from_secs(1) };
+        let s = Duration::from_secs;
+        let off = config(serde_json::json!({"enabled": false}));
+        assert!(
+            check(&off, holding, s(30), Some(1000)).is_ok(),
+            "heartbeats every 10 s keep it alive as long as needed"
+        );
+        assert!(check(&off, holding, Duration::from_millis(1), None).is_err(), "AckWait too short to heartbeat");
+        let short = config(serde_json::json!({"enabled": true, "interval_ms": 1000, "max_heartbeats": 10}));
+        let err = check(&short, holding, s(30), None).unwrap_err();
+        assert_eq!(err.issues[0].path, "sink.batch.max_age_ms");
+        assert!(err.issues[0].message.contains("10000 ms"), "{err}");
+        let long = config(serde_json::json!({"enabled": true, "interval_ms": 1000, "max_heartbeats": 60}));
+        assert!(check(&long, holding, s(30), None).is_ok());
+        assert_eq!(pressure_at(1000), 750);
+        assert_eq!(pressure_at(1), 1);
+    }
+}
