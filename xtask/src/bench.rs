@@ -34,6 +34,7 @@ use sink_mysql::certify::TestServer;
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 mod ceiling;
+mod grid;
 mod http;
 mod lake;
 mod oracle;
@@ -81,8 +82,9 @@ pub(crate) struct Args {
     /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
     /// `s3`, `coherence`, `nosql`, `oracle` (the Oracle sink's CPU per row over the scripted
     /// driver seam); and, only when named, `scale` (1, 2, 4 workers; single node
-    /// against a three-node R3 cluster) and `lake-memory` (peak RSS of batch mode, 1,000,000
-    /// messages of 1 KB into one partition).
+    /// against a three-node R3 cluster), `lake-memory` (peak RSS of batch mode, 1,000,000
+    /// messages of 1 KB into one partition) and `grid` (blackhole and file sink by batch size
+    /// and batches in flight, and on a four times longer backlog).
     #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql,oracle")]
     suite: String,
     /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3).
@@ -552,7 +554,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle, pairs, control, member_load, lake) = rt.block_on(async {
+    let (results, scale_rows, oracle, pairs, control, member_load, lake, grid) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
@@ -845,13 +847,14 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 oracle.push(phase);
             }
         }
+        let grid = if suites.contains(&"grid") { grid::run(&args, &programs, &js, &url, &work).await? } else { Vec::new() };
         let mut scale_rows = Vec::new();
         if suites.contains(&"scale") {
             let pids: Vec<u32> = server.pid().into_iter().collect();
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows, oracle, pairs, control, member_load, lake))
+        anyhow::Ok((results, scale_rows, oracle, pairs, control, member_load, lake, grid))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
@@ -863,6 +866,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     }
     report.push_str(&lake::render(&lake, results.iter().find(|m| m.name == "nats-sink, s3 sink")));
     report.push_str(&ceiling::render(&results));
+    report.push_str(&grid::render(&grid));
     report.push_str(&profile::render(&results));
     report.push_str(&render_member_load(&member_load));
     report.push_str(&render_oracle(&oracle));
