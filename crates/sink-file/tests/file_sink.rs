@@ -308,13 +308,15 @@ async fn open_creates_or_refuses_the_root() {
     c.create_directory = false;
     let err = FileSink::new(c).expect("valid").open().await.expect_err("missing root");
     assert_eq!(err.class(), ErrorClass::Config);
-    assert!(err.message().contains("sink.directory"), "{}", err.message());
+    assert_eq!(err.field(), Some("sink.directory"));
+    assert!(err.message().contains("missing` does not exist"), "{}", err.message());
 
     let file = dir.path().join("plain-file");
     std::fs::write(&file, "x").expect("file");
     let err = FileSink::new(config(&file)).expect("valid").open().await.expect_err("not a directory");
     assert_eq!(err.class(), ErrorClass::Config);
-    assert!(err.message().contains("sink.directory"), "{}", err.message());
+    assert_eq!(err.field(), Some("sink.directory"));
+    assert!(err.message().contains("plain-file` is not a directory"), "{}", err.message());
 
     let mut bad = config(dir.path());
     bad.compression_level = 0;

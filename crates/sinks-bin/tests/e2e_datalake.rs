@@ -86,7 +86,7 @@ async fn run_with_five_kills(e: &Env, configs: &[PathBuf], total: usize, envs: &
     assert!(done, "not drained; log:\n{}", run.logs());
     // The last process may have found nothing left to do: stop it once it is running (a
     // SIGTERM before its handler is installed would kill it).
-    let ready = wait_until(Duration::from_secs(60), || async { run.logs().contains("consumer ready") }).await;
+    let ready = wait_until(Duration::from_secs(60), || async { run.logs().contains("consuming servers=") }).await;
     assert!(ready, "{}", run.logs());
     let (code, log) = run.stop();
     assert_eq!(code, Some(0), "{log}");

@@ -109,13 +109,20 @@ async fn a_poison_message_goes_to_the_dlq_alone() {
 #[tokio::test]
 async fn an_unstorable_dlq_record_keeps_the_poison_message_unacked() {
     let e = env().await;
-    e.publish(10, |i| if i == 3 { Bytes::from_static(b"not json") } else { json(i) }).await;
-    let config = e.write_config(
-        "",
-        r#""enabled": true, "subject": "nowhere.captures.this""#,
-        r#", "payload_mode": "json_only""#,
-    );
+    // A DLQ stream at start-up (without one, start-up refuses the config), deleted once the
+    // sink consumes: every dead letter then fails.
+    let dlq_stream = format!("{}_GONE", e.stream);
+    stream_with_subjects(&e.js, &dlq_stream, &["dlq.goes.away"]).await;
+    let config =
+        e.write_config("", r#""enabled": true, "subject": "dlq.goes.away""#, r#", "payload_mode": "json_only""#);
     let sink = Sink::start(&config, e.dir.path(), &[]);
+    assert!(
+        wait_until(Duration::from_secs(30), || async { sink.logs().contains("consuming servers=") }).await,
+        "{}",
+        sink.logs()
+    );
+    e.js.delete_stream(&dlq_stream).await.unwrap();
+    e.publish(10, |i| if i == 3 { Bytes::from_static(b"not json") } else { json(i) }).await;
     let redelivered = wait_until(Duration::from_secs(30), || async {
         let stream = e.js.get_stream(&e.stream).await.unwrap();
         match stream.consumer_info(&e.consumer).await {
@@ -157,6 +164,9 @@ async fn the_reference_file_sink_config_runs_unchanged() {
     let path = e.dir.path().join("config.json");
     std::fs::write(&path, reference).unwrap();
     stream_with_subjects(&e.js, "ORDERS", &["orders.*"]).await;
+    // The reference's README has its users create the dead-letter stream; start-up refuses a
+    // DLQ subject no stream captures.
+    stream_with_subjects(&e.js, "ORDERS_DLQ", &["orders.file.dlq"]).await;
     js_publish_all(
         &e.js,
         vec![

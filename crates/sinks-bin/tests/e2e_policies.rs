@@ -294,7 +294,13 @@ fn validate_explains_the_policies_and_refuses_a_batch_size_the_size_policy_would
         }
         let path = dir.path().join("c.json");
         std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
-        Command::new(env!("CARGO_BIN_EXE_nats-sink")).arg("validate").arg(&path).output().unwrap()
+        // `validate` checks that the variables a config names are set.
+        Command::new(env!("CARGO_BIN_EXE_nats-sink"))
+            .arg("validate")
+            .arg(&path)
+            .env("AUTH_KEY", "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=")
+            .output()
+            .unwrap()
     };
     let out = write(json!({
         "message_authenticity": {"enabled": true, "rules": [

@@ -25,14 +25,14 @@ const CLUSTER_MESSAGES: usize = 1500;
 /// True when the log says setup ended with `action` (`created`, `bound`, …).
 fn setup_action(log: &str, action: &str) -> bool {
     log.lines().any(|l| {
-        l.contains("consumer ready")
+        l.contains("consuming servers=")
             && (l.contains(&format!("action=\"{action}\"")) || l.contains(&format!("action={action}")))
     })
 }
 
 /// Waits until `sink`'s log shows the consumer is ready; returns the log.
 async fn ready(sink: &Sink) -> String {
-    let ok = wait_until(Duration::from_secs(60), || async { sink.logs().contains("consumer ready") }).await;
+    let ok = wait_until(Duration::from_secs(60), || async { sink.logs().contains("consuming servers=") }).await;
     assert!(ok, "the worker never got its consumer; log:\n{}", sink.logs());
     sink.logs()
 }

@@ -167,11 +167,16 @@ async fn a_failed_dead_letter_publish_naks_and_nothing_is_lost() {
     let s = setup().await;
     let dlq_stream = unique("DLQ");
     let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
-    s.publish(20, |i| if i == 5 { Bytes::from_static(b"poison") } else { json_payload(i) }).await;
     let sink = Arc::new(MemorySink::new());
     *sink.faults.poison_payload.lock().unwrap() = Some(Bytes::from_static(b"poison"));
     let config = s.config(json!({"dead_letter": {"enabled": true, "subject": dlq_subject}}));
+    // Start-up refuses a DLQ subject no stream captures: the stream is there when the run
+    // starts and deleted once it consumes.
+    stream_with_subjects(&s.js, &dlq_stream, &[&dlq_subject]).await;
     let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(20), || async { s.consumer_state().await.1 != usize::MAX }).await);
+    s.js.delete_stream(&dlq_stream).await.unwrap();
+    s.publish(20, |i| if i == 5 { Bytes::from_static(b"poison") } else { json_payload(i) }).await;
     // No stream captures the DLQ subject: the poison message must come back, never be acked.
     assert!(
         wait_until(Duration::from_secs(20), || async {

@@ -130,8 +130,8 @@ impl OpenTelemetryConfig {
     /// metric name (the reference's form) is in the catalogue.
     pub fn validate_at(&self, path: &str, metrics_enabled: bool, known: &dyn Fn(&str) -> bool, issues: &mut Issues) {
         if let Some(endpoint) = &self.endpoint {
-            match endpoint.split_once("://") {
-                Some(("http" | "https", rest)) if !rest.is_empty() && !rest.starts_with('/') => {}
+            match endpoint.strip_prefix("http://").or_else(|| endpoint.strip_prefix("https://")) {
+                Some(rest) if !rest.is_empty() && !rest.starts_with('/') => {}
                 _ => issues.push(&format!("{path}.endpoint"), "must be an http:// or https:// URL naming a host"),
             }
             if endpoint.contains('@') || endpoint.chars().any(|c| c.is_whitespace() || c.is_control()) {
