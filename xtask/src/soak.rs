@@ -290,9 +290,32 @@ async fn soak(bin: &Path, sink: &str, topology: Topology, time: Duration, seed: 
         }
     }
     check::verify(&js, &destination, &config, &logs, &mut report).await.context("checking the soak")?;
+    if !report.violations.is_empty() {
+        keep_logs(&logs, sink, topology);
+    }
     drop(destination);
     drop(nats);
     Ok(report)
+}
+
+/// Copies the sink's logs of a phase that found a violation to `target/soak/logs/<sink>-<topology>/`
+/// (the phase's own directory is temporary), and says where.
+fn keep_logs(logs: &Path, sink: &str, topology: Topology) {
+    let kind = match topology {
+        Topology::Single => "single",
+        Topology::Cluster => "cluster",
+    };
+    let dir = sinks_testkit::workspace_root().join(format!("target/soak/logs/{sink}-{kind}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let copied = std::fs::create_dir_all(&dir).is_ok()
+        && std::fs::read_dir(logs)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .all(|e| std::fs::copy(e.path(), dir.join(e.file_name())).is_ok());
+    if copied {
+        eprintln!("soak: the sink's logs of this phase are in {}", dir.display());
+    }
 }
 
 /// The report as a markdown table.

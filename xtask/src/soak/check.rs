@@ -71,6 +71,26 @@ fn log_lines(dir: &Path, message: &str) -> u64 {
         .sum()
 }
 
+/// What the dead letters of `seqs` say: how many by error type and delivery count, and the
+/// first few records' error, for a violation's text.
+fn describe_dead_letters(seqs: &[u64], dead: &BTreeMap<u64, Vec<serde_json::Value>>) -> String {
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    let mut first = Vec::new();
+    for seq in seqs {
+        for record in dead.get(seq).into_iter().flatten() {
+            let error_type = record["error_type"].as_str().unwrap_or("?");
+            let reason = record["reason"].as_str().unwrap_or("-");
+            let delivered = record["delivered"].as_u64().unwrap_or(0);
+            *kinds.entry(format!("{error_type}/{reason} delivered {delivered}")).or_default() += 1;
+            if first.len() < 3 {
+                first.push(format!("{seq}: {}", record["error"].as_str().unwrap_or("?")));
+            }
+        }
+    }
+    let kinds: Vec<String> = kinds.into_iter().map(|(k, n)| format!("{n} x {k}")).collect();
+    format!("{} (e.g. {})", kinds.join(", "), first.join(" | "))
+}
+
 /// Compares the stream, the destination and the DLQ; fills `report`.
 pub(super) async fn verify(
     js: &Js,
@@ -102,7 +122,7 @@ pub(super) async fn verify(
             None => report.violations.push(format!("a record under an unexpected key: {key}")),
         }
     }
-    let mut dead: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut dead: BTreeMap<u64, Vec<serde_json::Value>> = BTreeMap::new();
     for (_, _, _, body) in sinks_testkit::read_stream(js, "SOAKDLQ").await {
         let record: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         let Some(seq) = record["stream_sequence"].as_u64() else {
@@ -113,7 +133,7 @@ pub(super) async fn verify(
         {
             report.violations.push(format!("the dead letter of {seq} names no reason"));
         }
-        *dead.entry(seq).or_default() += 1;
+        dead.entry(seq).or_default().push(record);
     }
     let (mut lost, mut both, mut twice) = (Vec::new(), Vec::new(), Vec::new());
     for (seq, _, _, _) in &stream {
@@ -130,7 +150,12 @@ pub(super) async fn verify(
         report.violations.push(format!("{} messages neither stored nor dead-lettered: {}", lost.len(), sample(&lost)));
     }
     if !both.is_empty() {
-        report.violations.push(format!("{} messages both stored and dead-lettered: {}", both.len(), sample(&both)));
+        report.violations.push(format!(
+            "{} messages both stored and dead-lettered: {}; their dead letters: {}",
+            both.len(),
+            sample(&both),
+            describe_dead_letters(&both, &dead)
+        ));
     }
     if !twice.is_empty() {
         report.violations.push(format!("{} messages stored more than once: {}", twice.len(), sample(&twice)));
