@@ -62,6 +62,8 @@ pub(crate) struct Args {
 const STREAM: &str = "SOAK";
 const CONSUMER: &str = "soak";
 const SUBJECTS: u64 = 4;
+/// The consumer's `max_deliver`: small, so that exhaustion really happens.
+const MAX_DELIVER: u64 = 3;
 
 /// One phase: a sink on a topology for a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +175,7 @@ fn verdict(r: &PhaseReport) -> String {
 fn write_config(dir: &Path, urls: &[String], sink: &serde_json::Value) -> Result<PathBuf> {
     let config = json!({
         "nats": {"urls": urls, "stream": STREAM, "consumer": CONSUMER, "subject": "soak.>"},
-        "consumer_management": {"max_deliver": 3, "ack_wait_seconds": 4},
+        "consumer_management": {"max_deliver": MAX_DELIVER, "ack_wait_seconds": 4},
         "delivery": {"batch_size": 100, "batch_timeout_ms": 200, "max_in_flight_batches": 2,
                      "retry_backoff_ms": 100, "retry_backoff_max_ms": 1000},
         "dead_letter": {"enabled": true, "subject": "soakdlq.records"},

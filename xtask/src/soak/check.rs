@@ -9,7 +9,7 @@ use anyhow::Result;
 use async_nats::jetstream::Context as Js;
 
 use super::faults::Destination;
-use super::{CONSUMER, PhaseReport, STREAM};
+use super::{CONSUMER, MAX_DELIVER, PhaseReport, STREAM};
 
 /// `(num_pending, num_ack_pending, deliveries)` of `consumer` on `stream`.
 async fn state_of(js: &Js, stream: &str, consumer: &str) -> Option<(u64, usize, u64)> {
@@ -94,7 +94,9 @@ const TEMPORARY_ERROR_TYPES: [&str; 6] =
     ["TemporarySinkError", "HeldBackError", "transport", "unknown", "denied", "not_found"];
 
 impl DeadReason {
-    /// The reason of one DLQ record. Anything not recognisably temporary or exhausted is
+    /// The reason of one DLQ record. A temporary failure counts only on the last allowed
+    /// delivery (the only one where the gate dead-letters it); the rescue's exhaustion comes
+    /// after it by definition. Anything not recognisably temporary or exhausted is
     /// permanent: the checker errs towards a violation.
     pub(super) fn of(record: &serde_json::Value) -> Self {
         let error_type = record["error_type"].as_str().unwrap_or_default();
@@ -104,11 +106,9 @@ impl DeadReason {
         // The S3 sink's `status` is temporary for 5xx, 408, 409, 425, 429 and unexpected
         // statuses, and permanent ("the endpoint refused the request") for any other 4xx.
         let s3_retryable_status = error_type == "status" && !error.contains("the endpoint refused the request");
-        if exhausted || s3_retryable_status || TEMPORARY_ERROR_TYPES.contains(&error_type) {
-            Self::Exhausted
-        } else {
-            Self::Permanent
-        }
+        let temporary = s3_retryable_status || TEMPORARY_ERROR_TYPES.contains(&error_type);
+        let last_delivery = record["delivered"].as_u64().is_some_and(|d| d >= MAX_DELIVER);
+        if exhausted || (temporary && last_delivery) { Self::Exhausted } else { Self::Permanent }
     }
 
     /// The reason of a message's DLQ records: permanent if any of them is.
@@ -312,6 +312,8 @@ mod tests {
             ("a policy refusal", record("SizeLimitError", "too big", Some("size_exceeded")), Permanent),
             ("a rejected conflict", record("ConflictError", "conflicting redelivery", None), Permanent),
             ("an error type the checker does not know", record("SomethingNew", "?", None), Permanent),
+            ("a temporary failure dead-lettered before its last delivery", json!({"delivered": 2, "error_type": "TemporarySinkError", "error": "x"}), Permanent),
+            ("a temporary failure without a delivery count", json!({"error_type": "transport", "error": "x"}), Permanent),
             ("no error type at all", json!({"stream_sequence": 7}), Permanent),
         ];
         for (what, record, want) in &table {
