@@ -153,22 +153,31 @@ pub(super) async fn process(
         let _ = done.send(true);
         return;
     }
-    let now = Instant::now();
     if let Some(traces) = &ctx.traces {
         traces.written(&batch.envelopes, &outcomes);
     }
-    record_outcomes(ctx, &batch.envelopes, &outcomes);
-    track_outage(ctx, &batch.envelopes, &outcomes, now);
-    let planned = {
-        let mut parking = ctx.lock_parking();
-        let planned = ctx.planner().plan(&mut parking, batch, outcomes, Cause::Written(now));
-        ctx.note_parking(&parking);
-        planned
-    };
+    let planned = plan_written(ctx, batch, outcomes);
     RunStats::add(&ctx.stats.held_back, planned.held_back);
     let _ = done.send(true);
     tracing::debug!(messages = planned.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
     settle::apply(ctx, planned).await;
+}
+
+/// Records the outcomes of written messages (counters, the outage log) and plans their
+/// settlement under the parking lock: a batch just written, or pending messages whose
+/// objects reported.
+pub(super) fn plan_written(
+    ctx: &Ctx,
+    batch: Batch<AckHandle>,
+    outcomes: Vec<MessageOutcome>,
+) -> settle::Planned<AckHandle> {
+    let now = Instant::now();
+    record_outcomes(ctx, &batch.envelopes, &outcomes);
+    track_outage(ctx, &batch.envelopes, &outcomes, now);
+    let mut parking = ctx.lock_parking();
+    let planned = ctx.planner().plan(&mut parking, batch, outcomes, Cause::Written(now));
+    ctx.note_parking(&parking);
+    planned
 }
 
 /// Writes `batch` through the sink within the write budget (poison messages isolated by

@@ -20,7 +20,7 @@
 //!   settles it, then releases (NAKs) what is still pending;
 //! - [`resolve`] (the rescue): the final outcomes of pending messages, waited for.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use bytes::Bytes;
 use sinks_contract::envelope::Envelope;
@@ -28,11 +28,10 @@ use sinks_contract::holding::{Hold, Pending, key_of};
 use sinks_contract::sink::{FlushScope, Holding, MessageOutcome, Settled};
 use tokio::sync::{oneshot, watch};
 
-use super::batch::{Batch, record_outcomes};
+use super::batch::{Batch, plan_written};
 use super::context::Ctx;
 use super::heartbeat::{hold_while, progress};
-use super::outage::track_outage;
-use super::settle::{self, Cause};
+use super::settle;
 use crate::config::{Config, ConfigError};
 use crate::metrics::GaugeId;
 use crate::source::AckHandle;
@@ -218,15 +217,7 @@ async fn settle_written(ctx: &Ctx, batch: Batch<AckHandle>, outcomes: Vec<Messag
     if batch.is_empty() {
         return;
     }
-    let now = Instant::now();
-    record_outcomes(ctx, &batch.envelopes, &outcomes);
-    track_outage(ctx, &batch.envelopes, &outcomes, now);
-    let planned = {
-        let mut parking = ctx.lock_parking();
-        let planned = ctx.planner().plan(&mut parking, batch, outcomes, Cause::Written(now));
-        ctx.note_parking(&parking);
-        planned
-    };
+    let planned = plan_written(ctx, batch, outcomes);
     settle::apply(ctx, planned).await;
 }
 
