@@ -99,6 +99,10 @@ pub(crate) struct Args {
     /// (`target/bench/<contender>.profile.txt` holds the whole listing).
     #[arg(long)]
     profile: bool,
+    /// Only the contenders that have a raw ceiling, and their ceilings: no side-by-side pairs
+    /// (metrics, encryption, OpenTelemetry), fan-out, encryption or batch-mode rows.
+    #[arg(long)]
+    ceilings: bool,
 }
 
 const CONSUMER: &str = "bench";
@@ -598,6 +602,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     let plain_path = write(&work.join("blackhole.json"), &plain)?;
                     let name = "nats-sink, blackhole sink";
                     results.push(median_run(name, &programs.nats_sink, &plain_path, &js, stream, &log("blackhole")).await?);
+                }
+                if wanted("blackhole") && !args.ceilings {
+                    let plain = config(&url, stream, &args, json!({"type": "blackhole"}));
                     // Metrics off and on (registry, /metrics listener, snapshot every second)
                     // side by side: run one after the other, the two differ by more from run
                     // to run on this machine (±15 %) than metrics could cost. The two share
@@ -668,7 +675,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 }
                 // Fan-out: the same stream to two file targets (both required), written
                 // concurrently; the ratio to one file target is the fan-out's overhead.
-                if wanted("file-fanout") {
+                if wanted("file-fanout") && !args.ceilings {
                     let sink = json!({"type": "fanout",
                         "sinks": {"a": {"type": "file", "directory": out.join("a"), "fsync": false},
                                   "b": {"type": "file", "directory": out.join("b"), "fsync": false}},
@@ -681,7 +688,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 }
                 // The cost of payload encryption: the same file sink, every payload AES-256-GCM
                 // encrypted before the sink sees it.
-                if wanted("file-encrypted") {
+                if wanted("file-encrypted") && !args.ceilings {
                     let mut encrypted = config(&url, stream, &args, json!({"type": "file", "directory": out, "fsync": false}));
                     encrypted["encryption"] = json!({"enabled": true, "key_id": "bench", "key_b64_env": BENCH_KEY_ENV});
                     let path = write(&work.join("file-encrypted.json"), &encrypted)?;

@@ -140,7 +140,9 @@ pub(super) async fn per_message(
         cmd.arg("run").arg(path).envs(envs);
         results.push(measure(&name, cmd, js, stream, &Reset::None, &work.join(format!("{id}.log"))).await?);
     }
-    *lake = batched(args, programs, js, url, stream, &harness, &endpoint.endpoint, work).await?;
+    if !args.ceilings {
+        *lake = batched(args, programs, js, url, stream, &harness, &endpoint.endpoint, work).await?;
+    }
     drop(s3);
     Ok(results)
 }
