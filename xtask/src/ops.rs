@@ -220,7 +220,7 @@ pub(crate) fn deploy_check() -> Result<()> {
             "kubernetes-validate",
         )?;
         let config = overlay.join("config.json");
-        run(Command::new(&nats_sink).arg("validate").arg(&config), &format!("nats-sink validate {name}"))?;
+        run(&mut validate_command(&nats_sink, &config)?, &format!("nats-sink validate {name}"))?;
         eprintln!(
             "deploy-check: overlay {name} renders, validates against Kubernetes {KUBERNETES_VERSION}, config valid"
         );
@@ -238,6 +238,40 @@ pub(crate) fn deploy_check() -> Result<()> {
     run(Command::new(&tools.actionlint).current_dir(&root), "actionlint")?;
     eprintln!("deploy-check: workflows pass actionlint");
     Ok(())
+}
+
+/// `nats-sink validate CONFIG` with every variable the config names (the values of its
+/// `*_env` fields) set to a placeholder: in the cluster they come from a Secret, and
+/// `validate` refuses a config whose variables are unset.
+fn validate_command(nats_sink: &Path, config: &Path) -> Result<Command> {
+    let text = std::fs::read_to_string(config).with_context(|| format!("reading {}", config.display()))?;
+    let value: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: not JSON", config.display()))?;
+    let mut names = BTreeSet::new();
+    env_names(&value, false, &mut names);
+    let mut command = Command::new(nats_sink);
+    command.arg("validate").arg(config);
+    for name in names {
+        command.env(name, "deploy-check-placeholder");
+    }
+    Ok(command)
+}
+
+/// The variable names in `value`: string values of fields ending in `_env`, and the values
+/// of maps under such fields (`headers_env`: header → variable).
+fn env_names(value: &serde_json::Value, under_env: bool, names: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::String(s) if under_env => {
+            names.insert(s.clone());
+        }
+        serde_json::Value::Object(map) => {
+            for (key, v) in map {
+                env_names(v, under_env || key.ends_with("_env"), names);
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| env_names(v, under_env, names)),
+        _ => {}
+    }
 }
 
 /// The Kubernetes API version the manifests are validated against.
@@ -300,7 +334,7 @@ fn helm_check(root: &Path, tools: &crate::setup::DeployTools, nats_sink: &Path, 
         let config_path = scratch.join(format!("helm-{sink}-config.json"));
         std::fs::write(&config_path, config)?;
         run(
-            Command::new(nats_sink).arg("validate").arg(&config_path),
+            &mut validate_command(nats_sink, &config_path)?,
             &format!("nats-sink validate of configmap/{configmap} rendered with {label}"),
         )?;
         eprintln!(
