@@ -28,7 +28,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use sinks_contract::batch::{BatchWriter, Settings};
+use sinks_contract::batch::{BatchWriter, OptionalBatch, Settings};
 use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_contract::existing::{self, OnExisting, Stored};
 use sinks_contract::{
@@ -189,20 +189,15 @@ impl Sink for FileSink {
     }
 
     fn holding(&self) -> Option<Holding> {
-        self.inner.batch.as_ref().map(BatchWriter::holding)
+        self.inner.batch.holding()
     }
 
     async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
-        match &self.inner.batch {
-            Some(writer) => writer.flush(scope).await,
-            None => Vec::new(),
-        }
+        self.inner.batch.flush(scope).await
     }
 
     async fn close(&self) -> Result<(), SinkError> {
-        if let Some(writer) = &self.inner.batch {
-            writer.discard_open();
-        }
+        self.inner.batch.discard_open();
         Ok(())
     }
 

@@ -34,7 +34,7 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload, WriteMultipart,
 };
-use sinks_contract::batch::{BatchWriter, Settings};
+use sinks_contract::batch::{BatchWriter, OptionalBatch, Settings};
 use sinks_contract::existing::{self, Stored};
 use sinks_contract::ordering::{self, OrderKey};
 use sinks_contract::retry::InPlace;
@@ -207,20 +207,15 @@ impl Sink for S3Sink {
     }
 
     fn holding(&self) -> Option<Holding> {
-        self.inner.batch.as_ref().map(BatchWriter::holding)
+        self.inner.batch.holding()
     }
 
     async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
-        match &self.inner.batch {
-            Some(writer) => writer.flush(scope).await,
-            None => Vec::new(),
-        }
+        self.inner.batch.flush(scope).await
     }
 
     async fn close(&self) -> Result<(), SinkError> {
-        if let Some(writer) = &self.inner.batch {
-            writer.discard_open();
-        }
+        self.inner.batch.discard_open();
         Ok(())
     }
 

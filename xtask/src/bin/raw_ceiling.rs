@@ -20,12 +20,14 @@
 //! CPU time can still be read).
 #![allow(clippy::print_stderr)]
 
+#[path = "support/durable.rs"]
+mod durable;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use async_nats::jetstream::Message;
-use async_nats::jetstream::consumer::{AckPolicy, pull};
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use sinks_contract::SinkError;
@@ -195,18 +197,7 @@ async fn run() -> Result<(), Error> {
     let target = target(mode)?;
     let pad = "p".repeat(size);
     let js = async_nats::jetstream::new(async_nats::connect(url).await?);
-    let consumer = js
-        .get_stream(stream)
-        .await?
-        .get_or_create_consumer(
-            consumer,
-            pull::Config {
-                durable_name: Some(consumer.clone()),
-                ack_policy: AckPolicy::Explicit,
-                ..Default::default()
-            },
-        )
-        .await?;
+    let consumer = durable::bind(&js, stream, consumer, None).await?;
     let messages = consumer.stream().max_messages_per_batch(batch).messages().await?;
     let (target, pad) = (&target, pad.as_str());
     let mut written = messages

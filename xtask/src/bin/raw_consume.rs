@@ -4,7 +4,9 @@
 //! until it is killed (so its peak RSS and CPU time can still be read).
 #![allow(clippy::print_stderr)]
 
-use async_nats::jetstream::consumer::{AckPolicy, pull};
+#[path = "support/durable.rs"]
+mod durable;
+
 use futures::StreamExt;
 
 #[tokio::main]
@@ -16,18 +18,7 @@ async fn main() -> Result<(), async_nats::Error> {
     };
     let (count, batch): (usize, usize) = (count.parse()?, batch.parse()?);
     let js = async_nats::jetstream::new(async_nats::connect(url).await?);
-    let consumer = js
-        .get_stream(stream)
-        .await?
-        .get_or_create_consumer(
-            consumer,
-            pull::Config {
-                durable_name: Some(consumer.clone()),
-                ack_policy: AckPolicy::Explicit,
-                ..Default::default()
-            },
-        )
-        .await?;
+    let consumer = durable::bind(&js, stream, consumer, None).await?;
     let mut messages = consumer.stream().max_messages_per_batch(batch).messages().await?;
     let mut seen = 0;
     while let Some(message) = messages.next().await {

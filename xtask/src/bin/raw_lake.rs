@@ -15,10 +15,12 @@
 //! consumes COUNT messages, then idles until it is killed.
 #![allow(clippy::print_stderr)]
 
+#[path = "support/durable.rs"]
+mod durable;
+
 use std::io::Write;
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{AckPolicy, pull};
 use futures::StreamExt;
 use object_store::aws::AmazonS3Builder;
 use object_store::multipart::{MultipartStore, PartId};
@@ -157,19 +159,7 @@ async fn main() -> Result<(), Error> {
     let [url, stream, consumer, count, batch, max_messages] = rest else { unreachable!() };
     let (count, batch, max_messages): (usize, usize, usize) = (count.parse()?, batch.parse()?, max_messages.parse()?);
     let js = async_nats::jetstream::new(async_nats::connect(url).await?);
-    let consumer = js
-        .get_stream(stream)
-        .await?
-        .get_or_create_consumer(
-            consumer,
-            pull::Config {
-                durable_name: Some(consumer.clone()),
-                ack_policy: AckPolicy::Explicit,
-                max_ack_pending: 1_000_000,
-                ..Default::default()
-            },
-        )
-        .await?;
+    let consumer = durable::bind(&js, stream, consumer, Some(1_000_000)).await?;
     let mut done = 0;
     let mut held = Vec::with_capacity(max_messages);
     let mut object: Option<Object> = None;

@@ -9,9 +9,11 @@
 //! TABLE with the sink's own DDL, consumes COUNT messages, then idles until it is killed.
 #![allow(clippy::print_stderr)]
 
+#[path = "support/durable.rs"]
+mod durable;
+
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{AckPolicy, pull};
 use futures::StreamExt;
 use mysql_async::prelude::Queryable;
 use mysql_async::{OptsBuilder, Params, TxOpts, Value};
@@ -69,18 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         )
     };
     let js = async_nats::jetstream::new(async_nats::connect(url).await?);
-    let consumer = js
-        .get_stream(stream)
-        .await?
-        .get_or_create_consumer(
-            consumer,
-            pull::Config {
-                durable_name: Some(consumer.clone()),
-                ack_policy: AckPolicy::Explicit,
-                ..Default::default()
-            },
-        )
-        .await?;
+    let consumer = durable::bind(&js, stream, consumer, None).await?;
     let mut done = 0;
     while done < count {
         let mut messages = consumer.fetch().max_messages(batch).expires(Duration::from_millis(100)).messages().await?;

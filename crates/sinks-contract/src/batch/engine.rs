@@ -196,6 +196,39 @@ impl<L: ObjectLog> Clone for BatchWriter<L> {
     }
 }
 
+/// The batch mode's `Sink` methods for a sink that may run without it: the file and S3
+/// sinks keep an `Option<BatchWriter>` and forward `holding`, `flush` and `close` through
+/// this (`None`: nothing is held, nothing to flush).
+#[async_trait]
+pub trait OptionalBatch {
+    /// `Sink::holding`: the writer's, when there is one.
+    fn holding(&self) -> Option<Holding>;
+    /// `Sink::flush`: the writer's final outcomes, none without one.
+    async fn flush(&self, scope: FlushScope) -> Vec<Settled>;
+    /// `Sink::close`: discards the open objects, when there is a writer.
+    fn discard_open(&self);
+}
+
+#[async_trait]
+impl<L: ObjectLog> OptionalBatch for Option<BatchWriter<L>> {
+    fn holding(&self) -> Option<Holding> {
+        self.as_ref().map(BatchWriter::holding)
+    }
+
+    async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
+        match self {
+            Some(writer) => writer.flush(scope).await,
+            None => Vec::new(),
+        }
+    }
+
+    fn discard_open(&self) {
+        if let Some(writer) = self {
+            writer.discard_open();
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Inner<L> {
     log: L,
