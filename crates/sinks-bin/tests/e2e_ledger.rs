@@ -213,3 +213,35 @@ async fn retention_that_dropped_undelivered_messages_is_reported_as_gone() {
         .collect();
     assert_eq!(gone, (1..=30).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn batch_mode_receipts_carry_the_payload_fields_correlation_id() {
+    // Messages wait in an open object (the runner keeps them without their payloads) until
+    // the object is old enough to commit; their receipts still read the payload field.
+    let e = env().await;
+    let (ledger, ledger_subject) = ledger_stream(&e).await;
+    let total = 300;
+    e.publish(total, json).await;
+    let config = e.write_config_json(
+        serde_json::json!({"type": "file", "directory": e.out(), "mode": "batch",
+                           "batch": {"max_messages": 10_000, "max_age_ms": 1500, "partition_template": "{stream}"}}),
+        serde_json::json!({
+            "delivery": {"batch_size": 50},
+            "ledger": {"enabled": true, "subject": ledger_subject, "correlation_field": "order"},
+        }),
+    );
+    let run = Sink::start(&config, e.dir.path(), &[]);
+    let done = wait_until(Duration::from_secs(120), || e.settled()).await;
+    assert!(done, "not drained; log:\n{}", run.logs());
+    assert_eq!(run.terminate(), Some(0));
+    let receipts = read_stream(&e.js, &ledger).await;
+    let mut seen = std::collections::BTreeSet::new();
+    for (_, _, _, body) in &receipts {
+        let r: serde_json::Value = serde_json::from_slice(body).unwrap();
+        let seq = r["stream_sequence"].as_u64().unwrap();
+        assert_eq!(r["outcome"], "committed", "{r}");
+        assert_eq!(r["correlation_id"], (seq - 1).to_string(), "the payload's `order` field: {r}");
+        seen.insert(seq);
+    }
+    assert_eq!(seen.len(), total, "one receipt per message");
+}

@@ -242,6 +242,12 @@ pub struct LedgerPublisher {
 }
 
 impl LedgerPublisher {
+    /// True when a receipt reads the message's payload (its correlation id comes from a
+    /// payload field), so a message that waits for its settlement keeps its payload.
+    pub fn reads_payload(&self) -> bool {
+        self.config.correlation_field.is_some()
+    }
+
     /// A publisher for `config`; `None` when the ledger is disabled.
     pub fn new(context: jetstream::Context, config: LedgerConfig) -> Option<Self> {
         let subject = config.subject.clone().filter(|_| config.enabled)?;

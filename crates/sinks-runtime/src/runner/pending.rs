@@ -6,8 +6,9 @@
 //!
 //! - [`hold`] (after a write): takes the `Pending` messages out of the batch and keeps
 //!   them (the envelope without its payload, unless it is on its last allowed delivery and
-//!   may need a dead-letter record; an open object with a million messages does not keep a
-//!   million payloads here); an outcome that came first is settled at once;
+//!   may need a dead-letter record, or the ledger's receipts take their correlation id from
+//!   a payload field; an open object with a million messages does not keep a million
+//!   payloads here); an outcome that came first is settled at once;
 //! - [`flusher`] (a task): flushes the sink every `Holding::tick` and right after a write
 //!   held something, with [`FlushScope::All`] when the runner holds three quarters of what
 //!   the consumer lets it have unacknowledged (`max_ack_pending`: the server would stop
@@ -116,6 +117,8 @@ pub(super) fn hold(
     let mut now = Batch::with_capacity(batch.len());
     let mut now_outcomes = Vec::with_capacity(outcomes.len());
     let mut held = Vec::new();
+    // A receipt whose correlation id is a payload field reads the payload at settlement.
+    let keep_payloads = ctx.ledger.as_ref().is_some_and(crate::ledger::LedgerPublisher::reads_payload);
     {
         let mut pending = ctx.lock_pending();
         for ((envelope, handle), outcome) in batch.into_iter().zip(outcomes) {
@@ -126,7 +129,8 @@ pub(super) fn hold(
             }
             held.push(envelope.jetstream().stream_sequence);
             let key = key_of(&envelope);
-            let envelope = if ctx.is_last_delivery(&envelope) { envelope } else { envelope.with_payload(Bytes::new()) };
+            let keep = keep_payloads || ctx.is_last_delivery(&envelope);
+            let envelope = if keep { envelope } else { envelope.with_payload(Bytes::new()) };
             match pending.hold(key, Holder::Delivery { envelope: Box::new(envelope), handle }) {
                 Hold::Settled(Holder::Delivery { envelope, handle }, outcome) => {
                     now.push(*envelope, handle);
