@@ -231,6 +231,16 @@ impl Envelope {
         }
     }
 
+    /// Keeps only the headers whose name `keep` accepts (case-insensitively as given to
+    /// it); the message id and presence facts, derived at delivery, stay as they were. The
+    /// runner's pending set keeps what settlement reads and no more.
+    #[must_use]
+    pub fn retaining_headers(mut self, keep: impl Fn(&str) -> bool) -> Self {
+        self.headers.entries.retain(|(name, _)| keep(name));
+        self.headers.entries.shrink_to_fit();
+        self
+    }
+
     /// Replaces the body (payload encryption does; presence facts, derived from the
     /// original delivery, stay as they were).
     #[must_use]
@@ -356,5 +366,41 @@ impl Envelope {
     /// safe key: every omitted body is empty, so a hash would collide.
     pub fn idempotency_key(&self) -> Result<IdempotencyKey, IdempotencyError> {
         IdempotencyKey::default_for(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> JetStreamInfo {
+        JetStreamInfo {
+            stream: "S".into(),
+            consumer: "C".into(),
+            stream_sequence: 7,
+            consumer_sequence: 7,
+            delivered: 1,
+            pending: 0,
+            timestamp: None,
+            domain: None,
+        }
+    }
+
+    #[test]
+    fn retaining_headers_keeps_the_named_ones_and_the_facts_derived_at_delivery() {
+        let headers = Headers::new()
+            .with("Nats-Msg-Id", "m-7")
+            .with("Nats-Time-Stamp", "2026-12-01T00:00:00Z")
+            .with("X-Trace", "abc")
+            .with("X-Trace", "def");
+        let envelope = Envelope::new("a.b", Bytes::from_static(b"{}"), headers, info());
+        let slim = envelope.retaining_headers(|name| name.eq_ignore_ascii_case("nats-time-stamp"));
+        assert_eq!(slim.headers().len(), 1);
+        assert_eq!(slim.headers().get("Nats-Time-Stamp"), Some("2026-12-01T00:00:00Z"));
+        assert_eq!(slim.headers().get("X-Trace"), None);
+        assert_eq!(slim.headers().get("Nats-Msg-Id"), None);
+        // Derived when the message was delivered, not from the headers kept.
+        assert_eq!(slim.message_id(), Some("m-7"));
+        assert_eq!(slim.payload().as_ref(), b"{}");
     }
 }

@@ -248,6 +248,12 @@ impl LedgerPublisher {
         self.config.correlation_field.is_some()
     }
 
+    /// The header a receipt takes its correlation id from, if any (a message that waits for
+    /// its settlement keeps that header).
+    pub fn reads_header(&self) -> Option<&str> {
+        self.config.correlation_header.as_deref()
+    }
+
     /// A publisher for `config`; `None` when the ledger is disabled.
     pub fn new(context: jetstream::Context, config: LedgerConfig) -> Option<Self> {
         let subject = config.subject.clone().filter(|_| config.enabled)?;

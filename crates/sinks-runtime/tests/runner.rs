@@ -667,3 +667,87 @@ async fn a_returning_lot_is_written_in_batch_sized_chunks_and_nothing_is_redeliv
     let (_, _, redelivered) = s.consumer_state().await;
     assert!(redelivered <= 1, "redelivered {redelivered}");
 }
+
+/// A holding sink whose every object fails for good: each write holds its messages
+/// (`Pending`), each flush reports a permanent failure for every message held.
+#[derive(Debug, Default)]
+struct DoomedHolder {
+    held: std::sync::Mutex<Vec<(String, u64)>>,
+    deliveries: std::sync::Mutex<Vec<(u64, u64, usize)>>,
+}
+
+#[async_trait::async_trait]
+impl Sink for DoomedHolder {
+    fn name(&self) -> &str {
+        "doomed-holder"
+    }
+    fn holding(&self) -> Option<sinks_contract::sink::Holding> {
+        Some(sinks_contract::sink::Holding { max_wait: Duration::from_millis(100), tick: Duration::from_millis(50) })
+    }
+    async fn write_batch(&self, batch: &[sinks_contract::Envelope]) -> sinks_contract::BatchResult {
+        let mut held = self.held.lock().unwrap();
+        let mut deliveries = self.deliveries.lock().unwrap();
+        for e in batch {
+            let js = e.jetstream();
+            held.push((js.stream.clone(), js.stream_sequence));
+            deliveries.push((js.stream_sequence, js.delivered, e.payload().len()));
+        }
+        Ok(batch.iter().map(|_| sinks_contract::MessageOutcome::Pending).collect())
+    }
+    async fn flush(&self, _scope: sinks_contract::sink::FlushScope) -> Vec<sinks_contract::sink::Settled> {
+        std::mem::take(&mut *self.held.lock().unwrap())
+            .into_iter()
+            .map(|(stream, sequence)| sinks_contract::sink::Settled {
+                stream,
+                sequence,
+                outcome: sinks_contract::MessageOutcome::Failed(sinks_contract::SinkError::permanent(
+                    "the object was refused for good",
+                )),
+            })
+            .collect()
+    }
+    async fn health_check(&self) -> Result<(), sinks_contract::SinkError> {
+        Ok(())
+    }
+}
+
+/// A pending message is kept without its payload until its last allowed delivery: when its
+/// object fails for good before then, it must come back (its redelivery carries the
+/// payload), never be dead-lettered without it. On its last delivery it is kept whole and
+/// dead-lettered with its payload, once.
+#[tokio::test]
+async fn a_held_message_whose_object_fails_for_good_is_dead_lettered_with_its_payload() {
+    let s = setup().await;
+    let (dlq_stream, dlq_subject) = s.dlq_stream().await;
+    s.publish(20, json_payload).await;
+    let sink = Arc::new(DoomedHolder::default());
+    let config = s.config(json!({
+        "consumer_management": {"max_deliver": 3, "ack_wait_seconds": 5},
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+        "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none"},
+    }));
+    let run = start(config, sink.clone());
+    assert!(wait_until(Duration::from_secs(30), || async { s.settled().await }).await);
+    let stats = run.stop().await;
+    let records = read_stream(&s.js, &dlq_stream).await;
+    assert_eq!(records.len(), 20, "every message dead-lettered once");
+    let mut seen = std::collections::BTreeSet::new();
+    for (_, _, _, body) in &records {
+        let r: serde_json::Value = serde_json::from_slice(body).unwrap();
+        let seq = r["stream_sequence"].as_u64().unwrap();
+        assert!(seen.insert(seq), "seq {seq} dead-lettered twice");
+        assert_eq!(r["delivered"], 3, "dead-lettered on its last delivery: {r}");
+        assert_eq!(r["error_type"], "PermanentSinkError");
+        let payload = base64::Engine::decode(
+            &base64::engine::general_purpose::STANDARD,
+            r["payload_base64"].as_str().unwrap_or_else(|| panic!("no payload in {r}")),
+        )
+        .unwrap();
+        assert_eq!(Bytes::from(payload), json_payload(seq as usize - 1));
+    }
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 20);
+    // Every message was delivered three times, each time with its payload.
+    let deliveries = sink.deliveries.lock().unwrap();
+    assert_eq!(deliveries.len(), 60, "{deliveries:?}");
+    assert!(deliveries.iter().all(|(_, _, len)| *len > 0));
+}

@@ -5,10 +5,12 @@
 //! ack handle: it names a message by stream and sequence ([`Settled`]).
 //!
 //! - [`hold`] (after a write): takes the `Pending` messages out of the batch and keeps
-//!   them (the envelope without its payload, unless it is on its last allowed delivery and
-//!   may need a dead-letter record, or the ledger's receipts take their correlation id from
-//!   a payload field; an open object with a million messages does not keep a million
-//!   payloads here); an outcome that came first is settled at once;
+//!   them (the envelope without its payload and without the headers settlement does not
+//!   read, unless it is on its last allowed delivery and may need a dead-letter record, or
+//!   the ledger's receipts take their correlation id from a payload field; an open object
+//!   with a million messages does not keep a million payloads here); an outcome that came
+//!   first is settled at once. A kept-slim message whose object fails for good comes back
+//!   (NAK) rather than being dead-lettered without its payload;
 //! - [`flusher`] (a task): flushes the sink every `Holding::tick` and right after a write
 //!   held something, with [`FlushScope::All`] when the runner holds three quarters of what
 //!   the consumer lets it have unacknowledged (`max_ack_pending`: the server would stop
@@ -46,6 +48,9 @@ pub(super) enum Holder {
         envelope: Box<Envelope>,
         /// Its ack handle.
         handle: AckHandle,
+        /// The envelope was kept without its payload and the headers settlement does not
+        /// read: it cannot make a dead-letter record.
+        slim: bool,
     },
     /// The rescue waits for it.
     Waiter(oneshot::Sender<MessageOutcome>),
@@ -129,12 +134,13 @@ pub(super) fn hold(
             }
             held.push(envelope.jetstream().stream_sequence);
             let key = key_of(&envelope);
-            let keep = keep_payloads || ctx.is_last_delivery(&envelope);
-            let envelope = if keep { envelope } else { envelope.with_payload(Bytes::new()) };
-            match pending.hold(key, Holder::Delivery { envelope: Box::new(envelope), handle }) {
-                Hold::Settled(Holder::Delivery { envelope, handle }, outcome) => {
+            let whole = keep_payloads || ctx.is_last_delivery(&envelope);
+            let envelope = if whole { envelope } else { slim(ctx, envelope) };
+            let holder = Holder::Delivery { envelope: Box::new(envelope), handle, slim: !whole };
+            match pending.hold(key, holder) {
+                Hold::Settled(Holder::Delivery { envelope, handle, slim }, outcome) => {
                     now.push(*envelope, handle);
-                    now_outcomes.push(outcome);
+                    now_outcomes.push(fit(slim, outcome));
                 }
                 Hold::Settled(Holder::Waiter(tx), outcome) => {
                     let _ = tx.send(outcome);
@@ -156,6 +162,36 @@ pub(super) fn hold(
     }
     ctx.flush_wake.notify_one();
     (now, now_outcomes)
+}
+
+/// What a pending message's envelope keeps when it is not on its last allowed delivery:
+/// no payload (an open object with a million messages does not keep a million payloads
+/// here), and only the headers settlement reads (`Nats-Time-Stamp` for freshness, the
+/// ledger's correlation header).
+fn slim(ctx: &Ctx, envelope: Envelope) -> Envelope {
+    let freshness = ctx.freshness.enabled();
+    let correlation = ctx.ledger.as_ref().and_then(crate::ledger::LedgerPublisher::reads_header);
+    envelope.with_payload(Bytes::new()).retaining_headers(|name| {
+        (freshness && name.eq_ignore_ascii_case("Nats-Time-Stamp"))
+            || correlation.is_some_and(|h| name.eq_ignore_ascii_case(h))
+    })
+}
+
+/// A slim envelope's final outcome as settlement may apply it: a permanent failure cannot
+/// be dead-lettered without the payload, so the message comes back (NAK) and its
+/// redelivery, which carries the payload, is written or dead-lettered whole (on its last
+/// allowed delivery the envelope is kept whole).
+fn fit(slim: bool, outcome: MessageOutcome) -> MessageOutcome {
+    match outcome {
+        MessageOutcome::Failed(e) if slim && e.is_permanent() => MessageOutcome::Failed(
+            sinks_contract::SinkError::temporary(format!(
+                "the message's object failed for good ({}); it comes back with its payload",
+                e.display_chain()
+            ))
+            .with_error_type(e.error_type()),
+        ),
+        other => other,
+    }
 }
 
 /// Registers a waiter for the pending message `envelope` (the rescue); its final outcome
@@ -200,9 +236,9 @@ async fn deliver(ctx: &Ctx, settled: Vec<Settled>) {
         let mut pending = ctx.lock_pending();
         for s in settled {
             match pending.settle(s) {
-                Some((Holder::Delivery { envelope, handle }, outcome)) => {
+                Some((Holder::Delivery { envelope, handle, slim }, outcome)) => {
                     batch.push(*envelope, handle);
-                    outcomes.push(outcome);
+                    outcomes.push(fit(slim, outcome));
                 }
                 Some((Holder::Waiter(tx), outcome)) => {
                     let _ = tx.send(outcome);
@@ -297,7 +333,7 @@ pub(super) async fn finish(ctx: &Ctx) {
         .drain()
         .into_iter()
         .filter_map(|(_, h)| match h {
-            Holder::Delivery { envelope, handle } => Some((*envelope, handle)),
+            Holder::Delivery { envelope, handle, .. } => Some((*envelope, handle)),
             Holder::Waiter(_) => None,
         })
         .collect();
