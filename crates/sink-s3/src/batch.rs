@@ -5,8 +5,8 @@
 //!   system's temporary directory): nothing of it is in memory but the encoder's buffers,
 //!   and a crash leaves no file behind;
 //! - **stage**: the file is uploaded as the parts of a multipart upload to the object's
-//!   final key, `multipart_part_bytes` at a time, two parts in flight (each retried in
-//!   place). An upload is invisible until completed; the manifest records its upload id and
+//!   final key, `multipart_part_bytes` at a time, one part in memory and in flight (each
+//!   retried in place). An upload is invisible until completed; the manifest records its upload id and
 //!   part ETags, which is all completing it needs;
 //! - **create** (a manifest): a conditional put (`If-None-Match: *`), which the store
 //!   decides atomically;
@@ -34,9 +34,6 @@ use sinks_contract::{DestinationRef, SinkError};
 
 use crate::error::{Failure, classify, failure_of};
 use crate::store::Client;
-
-/// Parts of one upload in flight at once (what an upload holds in memory).
-const PARTS_IN_FLIGHT: usize = 2;
 
 /// The batch mode's I/O in the bucket.
 #[derive(Debug, Clone)]
@@ -149,38 +146,31 @@ impl ObjectLog for S3Log {
             .await?;
         let part_bytes = usize::try_from(self.client.config().multipart_part_bytes).unwrap_or(usize::MAX);
         let parts = usize::try_from(size.div_ceil(part_bytes as u64).max(1)).unwrap_or(usize::MAX);
-        let upload =
-            async {
-                let mut file = temp.file;
-                file.rewind().map_err(|e| SinkError::temporary("cannot read a spill file").with_source(e))?;
-                // Parts are read in order and uploaded while the next is read: at most
-                // PARTS_IN_FLIGHT parts in memory.
-                let mut in_flight = futures::stream::FuturesOrdered::new();
-                let mut etags = Vec::with_capacity(parts);
-                let mut file = Some(file);
-                for index in 0..parts {
-                    let f = file.take().ok_or_else(|| SinkError::temporary("spill file lost"))?;
-                    let (f, part) = blocking(move || read_part(f, part_bytes)).await?;
-                    file = Some(f);
-                    let payload = PutPayload::from(bytes::Bytes::from(part));
-                    let (path, id) = (&path, &id);
-                    in_flight.push_back(self.retried("s3 multipart part", move |_| {
+        let upload = async {
+            let mut file = temp.file;
+            file.rewind().map_err(|e| SinkError::temporary("cannot read a spill file").with_source(e))?;
+            // One part in memory at a time: read, uploaded (retried in place), then
+            // the next. Reading a part back from the spill file takes a few
+            // milliseconds against the upload's tens, and a second part in flight would
+            // double what an upload holds.
+            let mut etags = Vec::with_capacity(parts);
+            for index in 0..parts {
+                let (f, part) = blocking(move || read_part(file, part_bytes)).await?;
+                file = f;
+                let payload = PutPayload::from(bytes::Bytes::from(part));
+                let done = self
+                    .retried("s3 multipart part", |_| {
                         let payload = payload.clone();
+                        let (path, id) = (&path, &id);
                         async move {
                             store.put_part(path, id, index, payload).await.map_err(|e| classify("multipart part", &e))
                         }
-                    }));
-                    if in_flight.len() >= PARTS_IN_FLIGHT
-                        && let Some(done) = in_flight.next().await
-                    {
-                        etags.push(done?.content_id);
-                    }
-                }
-                while let Some(done) = in_flight.next().await {
-                    etags.push(done?.content_id);
-                }
-                Ok::<Vec<String>, SinkError>(etags)
-            };
+                    })
+                    .await?;
+                etags.push(done.content_id);
+            }
+            Ok::<Vec<String>, SinkError>(etags)
+        };
         let etags = match upload.await {
             Ok(etags) => etags,
             Err(e) => {

@@ -249,7 +249,7 @@ pub struct S3SinkConfig {
     #[serde(default = "default_multipart_threshold")]
     pub multipart_threshold_bytes: u64,
     /// Part size of multipart uploads, 5 MiB–512 MiB (default 8 MiB). In batch mode every
-    /// object is uploaded in parts of this size (two in flight): what an upload holds in
+    /// object is uploaded in parts of this size (one at a time): what an upload holds in
     /// memory.
     #[serde(default = "default_multipart_part")]
     pub multipart_part_bytes: u64,
