@@ -27,6 +27,7 @@ use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
+use parquet::schema::types::ColumnPath;
 
 use super::config::{BatchCompression, ColumnConfig, ColumnType};
 use super::encode::{Encoder, StoredRow, ZSTD_LEVEL};
@@ -34,10 +35,16 @@ use super::row::{Cell, ROW_SCHEMA, Row};
 
 /// Rows gathered in column builders before they go to the writer.
 const BATCH_ROWS: usize = 1024;
-/// Bytes gathered in column builders before they go to the writer.
-const BATCH_BYTES: usize = 1024 * 1024;
-/// Memory a row group may take before it is written out (and a new one started).
-pub const ROW_GROUP_BYTES: usize = 8 * 1024 * 1024;
+/// Bytes gathered in column builders before they go to the writer (below the allocator's
+/// oversize threshold of 1 MiB, so the builders' buffers are reused, not mapped anew).
+const BATCH_BYTES: usize = 512 * 1024;
+/// Memory a row group may take before it is written out (and a new one started): what an
+/// open Parquet object holds in memory.
+pub const ROW_GROUP_BYTES: usize = 4 * 1024 * 1024;
+/// The standard columns that hold a different value in (nearly) every row: written without
+/// a dictionary.
+const UNIQUE_COLUMNS: [&str; 6] =
+    ["stream_sequence", "message_id", "timestamp", "headers", "payload_sha256", "payload"];
 /// Metadata key naming the row schema.
 pub const SCHEMA_KEY: &str = "nats_sinks.schema";
 
@@ -140,7 +147,13 @@ impl ParquetEncoder {
             BatchCompression::None => Compression::UNCOMPRESSED,
             _ => Compression::SNAPPY,
         };
-        let props = WriterProperties::builder()
+        let mut props = WriterProperties::builder();
+        // A dictionary pays only for repeated values: these columns hold one value per
+        // message, so a dictionary would be built (and held) only to be dropped again.
+        for column in UNIQUE_COLUMNS {
+            props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
+        }
+        let props = props
             .set_compression(compression)
             .set_max_row_group_row_count(None)
             .set_created_by(format!("nats-sinks {}", env!("CARGO_PKG_VERSION")))
@@ -303,6 +316,12 @@ mod tests {
             assert!(meta.metadata().num_row_groups() > 1, "20 MB of rows make more than one row group");
             let kv = meta.metadata().file_metadata().key_value_metadata().unwrap();
             assert!(kv.iter().any(|k| k.key == SCHEMA_KEY && k.value.as_deref() == Some(ROW_SCHEMA)));
+            // The one-value-per-row columns go without a dictionary; the others keep theirs.
+            for column in meta.metadata().row_group(0).columns() {
+                let name = column.column_path().string();
+                let unique = UNIQUE_COLUMNS.contains(&name.as_str());
+                assert_eq!(column.dictionary_page_offset().is_none(), unique, "{name}: dictionary");
+            }
             let mut got = Vec::new();
             file.rewind().unwrap();
             read_any(file, Format::Parquet, compression, true, |r| {
