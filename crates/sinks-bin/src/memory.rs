@@ -4,14 +4,17 @@
 //! All keep what the process holds close to what it uses, and all yield to the operator: a
 //! variable that is already set is left as it is.
 //!
-//! - jemalloc is the allocator (on Unix but musl), with one arena and freed pages handed
-//!   back to the system within half a second (`narenas:1,dirty_decay_ms:500,
-//!   muzzy_decay_ms:0`; `_RJEM_MALLOC_CONF` adds to or overrides it). glibc's malloc kept
-//!   what long-lived allocations (the batch mode's pending messages) sat between: the
-//!   million-message batch run into one file grew to 110 MiB for a heap that never passed
-//!   26 MiB; jemalloc at its defaults (eight arenas, ten seconds of decay) held 72 MiB, and
-//!   with these settings 52 MiB (docs/performance.md, "Batch mode"). Purging at once
-//!   (`dirty_decay_ms:0`) saves another few MiB for a third more CPU per message.
+//! - jemalloc is the allocator (on Unix but musl), with one arena, freed pages handed back
+//!   to the system within half a second, and allocations of 1 MiB and more (the S3 batch
+//!   mode's multipart parts, a Parquet row group's pages) mapped for themselves and
+//!   returned when freed (`narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0,
+//!   oversize_threshold:1048576`; `_RJEM_MALLOC_CONF` adds to or overrides it). glibc's
+//!   malloc kept what long-lived allocations (the batch mode's pending messages) sat
+//!   between: the million-message batch run into one file grew to 110 MiB for a heap that
+//!   never passed 26 MiB; jemalloc at its defaults (eight arenas, ten seconds of decay) held
+//!   72 MiB, and with these settings about 50 MiB (docs/performance.md, "Batch mode").
+//!   Purging at once (`dirty_decay_ms:0`) saves another few MiB for a third more CPU per
+//!   message.
 //! - The C library's allocator, still used by C code (and everywhere without jemalloc), gives every thread that allocates an arena of its own, up to eight
 //!   per core; the runtime's workers and its blocking threads (file writes, fsyncs) each
 //!   keep freed memory in theirs. Two arenas are enough for a process whose hot path is two
@@ -41,7 +44,8 @@ unsafe impl Sync for JemallocConf {}
 #[cfg(all(unix, not(target_env = "musl")))]
 #[allow(unsafe_code)]
 #[unsafe(export_name = "_rjem_malloc_conf")]
-pub(crate) static JEMALLOC_CONF: JemallocConf = JemallocConf(c"narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0".as_ptr());
+pub(crate) static JEMALLOC_CONF: JemallocConf =
+    JemallocConf(c"narenas:1,dirty_decay_ms:500,muzzy_decay_ms:0,oversize_threshold:1048576".as_ptr());
 
 /// Arenas the C library's allocator may create when `MALLOC_ARENA_MAX` is not set.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
