@@ -477,6 +477,8 @@ struct Programs {
     nats_sink_file: PathBuf,
     /// The MySQL-only build.
     nats_sink_mysql: PathBuf,
+    /// The S3-only build with Parquet (`--no-default-features --features s3,parquet`).
+    nats_sink_s3: PathBuf,
     raw_consume: PathBuf,
     raw_mysql: PathBuf,
     raw_lake: PathBuf,
@@ -525,7 +527,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
         // The file rows also run the slim file-only binary an operator deploys for a file
         // sink: its peak RSS is the one that deployment sees (the full binary maps the code
         // of every sink).
-        for (suite, feature) in [("core", "file"), ("mysql", "mysql")] {
+        for (suite, feature, name) in
+            [("core", "file", "file"), ("mysql", "mysql", "mysql"), ("lake-memory", "s3,parquet", "s3")]
+        {
             if suites.contains(&suite) {
                 let slim = [
                     "build",
@@ -538,7 +542,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     feature,
                 ];
                 crate::cargo(&slim, &[])?;
-                std::fs::copy(release.join("nats-sink"), release.join(format!("nats-sink-{feature}")))?;
+                std::fs::copy(release.join("nats-sink"), release.join(format!("nats-sink-{name}")))?;
             }
         }
         crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
@@ -548,6 +552,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         nats_sink: release.join("nats-sink"),
         nats_sink_file: release.join("nats-sink-file"),
         nats_sink_mysql: release.join("nats-sink-mysql"),
+        nats_sink_s3: release.join("nats-sink-s3"),
         raw_consume: release.join("raw_consume"),
         raw_mysql: release.join("raw_mysql"),
         raw_lake: release.join("raw_lake"),
