@@ -373,19 +373,6 @@ impl Envelope {
 mod tests {
     use super::*;
 
-    fn info() -> JetStreamInfo {
-        JetStreamInfo {
-            stream: "S".into(),
-            consumer: "C".into(),
-            stream_sequence: 7,
-            consumer_sequence: 7,
-            delivered: 1,
-            pending: 0,
-            timestamp: None,
-            domain: None,
-        }
-    }
-
     #[test]
     fn retaining_headers_keeps_the_named_ones_and_the_facts_derived_at_delivery() {
         let headers = Headers::new()
@@ -393,7 +380,7 @@ mod tests {
             .with("Nats-Time-Stamp", "2026-12-01T00:00:00Z")
             .with("X-Trace", "abc")
             .with("X-Trace", "def");
-        let envelope = Envelope::new("a.b", Bytes::from_static(b"{}"), headers, info());
+        let envelope = crate::testing::envelope_with("S", 7, "a.b", Bytes::from_static(b"{}"), headers, 1);
         let slim = envelope.retaining_headers(|name| name.eq_ignore_ascii_case("nats-time-stamp"));
         assert_eq!(slim.headers().len(), 1);
         assert_eq!(slim.headers().get("Nats-Time-Stamp"), Some("2026-12-01T00:00:00Z"));

@@ -75,6 +75,16 @@ impl Setup {
         (stream, subject)
     }
 
+    /// A consumer that allows three deliveries, each AckWait `ack_wait_seconds`, with dead
+    /// letters to `dlq_subject` and fast retries.
+    fn three_deliveries_then_dlq(&self, dlq_subject: &str, ack_wait_seconds: u64) -> Config {
+        self.config(json!({
+            "consumer_management": {"max_deliver": 3, "ack_wait_seconds": ack_wait_seconds},
+            "dead_letter": {"enabled": true, "subject": dlq_subject},
+            "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none"},
+        }))
+    }
+
     async fn settled(&self) -> bool {
         matches!(self.consumer_state().await, (0, 0, _))
     }
@@ -386,11 +396,7 @@ async fn the_last_allowed_delivery_is_dead_lettered_not_dropped() {
     sink.faults.unreachable.store(true, Ordering::Relaxed);
     // The destination stays down; the consumer allows 3 deliveries. On the third, the server
     // would give up silently: the gate dead-letters instead.
-    let config = s.config(json!({
-        "consumer_management": {"max_deliver": 3, "ack_wait_seconds": 2},
-        "dead_letter": {"enabled": true, "subject": dlq_subject},
-        "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none"},
-    }));
+    let config = s.three_deliveries_then_dlq(&dlq_subject, 2);
     let run = start(config, sink.clone());
     assert!(wait_until(Duration::from_secs(30), || async { s.settled().await }).await);
     let stats = run.stop().await;
@@ -721,11 +727,7 @@ async fn a_held_message_whose_object_fails_for_good_is_dead_lettered_with_its_pa
     let (dlq_stream, dlq_subject) = s.dlq_stream().await;
     s.publish(20, json_payload).await;
     let sink = Arc::new(DoomedHolder::default());
-    let config = s.config(json!({
-        "consumer_management": {"max_deliver": 3, "ack_wait_seconds": 5},
-        "dead_letter": {"enabled": true, "subject": dlq_subject},
-        "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none"},
-    }));
+    let config = s.three_deliveries_then_dlq(&dlq_subject, 5);
     let run = start(config, sink.clone());
     assert!(wait_until(Duration::from_secs(30), || async { s.settled().await }).await);
     let stats = run.stop().await;
