@@ -110,11 +110,17 @@ mod tests {
         }
     }
 
-    /// `cargo metadata` of the workspace (resolved, with dependency kinds).
+    /// `cargo metadata` of the workspace (resolved, with dependency kinds), for the host
+    /// platform: offline, cargo has only the packages a build here downloaded, and not those
+    /// of other platforms (Android's, Windows') that an unfiltered resolve lists.
     fn metadata() -> serde_json::Value {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+        let version = std::process::Command::new(rustc).arg("-vV").output().expect("run rustc -vV");
+        let version = String::from_utf8_lossy(&version.stdout).into_owned();
+        let host = version.lines().find_map(|l| l.strip_prefix("host: ")).expect("rustc -vV names the host").trim();
         let out = std::process::Command::new(cargo)
-            .args(["metadata", "--format-version", "1", "--locked", "--offline"])
+            .args(["metadata", "--format-version", "1", "--locked", "--offline", "--filter-platform", host])
             .current_dir(sinks_testkit::workspace_root())
             .output()
             .expect("run cargo metadata");
