@@ -17,6 +17,10 @@ use crate::ordering::OrderKey;
 /// Header names that carry a publisher message id, in lookup order (case-insensitive).
 pub const MESSAGE_ID_HEADERS: [&str; 3] = ["Nats-Msg-Id", "Nats-Message-Id", "message-id"];
 
+/// The header a producer may set to the time it created the message (RFC 3339); read for
+/// the metadata document's creation time and for freshness.
+pub const CREATED_AT_HEADER: &str = "Nats-Time-Stamp";
+
 /// Header that JetStream sets on headers-only deliveries: the size of the omitted body.
 pub const MSG_SIZE_HEADER: &str = "Nats-Msg-Size";
 

@@ -399,7 +399,7 @@ impl<'a> MetadataDoc<'a> {
     /// The document of `envelope` stored at `stored_at`.
     pub fn new(envelope: &'a Envelope, stored_at: OffsetDateTime) -> Self {
         let js = envelope.jetstream();
-        let raw_created = envelope.headers().get("Nats-Time-Stamp");
+        let raw_created = envelope.headers().get(crate::envelope::CREATED_AT_HEADER);
         let parsed_created = raw_created.and_then(|v| OffsetDateTime::parse(v.trim(), &Rfc3339).ok());
         let js_ns = js.timestamp.map(epoch_ns);
         let (created_ns, created_source) = match (parsed_created, js_ns) {

@@ -26,7 +26,7 @@ pub struct Created {
 /// The creation time of `envelope`: `Nats-Time-Stamp` when valid, else the JetStream
 /// timestamp.
 pub fn created(envelope: &Envelope) -> Created {
-    let header = envelope.headers().get("Nats-Time-Stamp");
+    let header = envelope.headers().get(sinks_contract::envelope::CREATED_AT_HEADER);
     let parsed = header.and_then(|v| OffsetDateTime::parse(v.trim(), &Rfc3339).ok());
     let epoch_ns = parsed.or(envelope.jetstream().timestamp).map(OffsetDateTime::unix_timestamp_nanos);
     Created { epoch_ns, malformed_header: header.is_some() && parsed.is_none() }

@@ -172,7 +172,7 @@ fn slim(ctx: &Ctx, envelope: Envelope) -> Envelope {
     let freshness = ctx.freshness.enabled();
     let correlation = ctx.ledger.as_ref().and_then(crate::ledger::LedgerPublisher::reads_header);
     envelope.with_payload(Bytes::new()).retaining_headers(|name| {
-        (freshness && name.eq_ignore_ascii_case("Nats-Time-Stamp"))
+        (freshness && name.eq_ignore_ascii_case(sinks_contract::envelope::CREATED_AT_HEADER))
             || correlation.is_some_and(|h| name.eq_ignore_ascii_case(h))
     })
 }
