@@ -5,9 +5,9 @@
 //!   (`.nats-sinks-<random>.tmp`, mode 0600, invisible to `*.ndjson` and `*.parquet` globs);
 //! - **stage**: the temporary file and its directory are fsynced (with `fsync`), and kept:
 //!   the manifest names it, so whoever reads the manifest can complete the object;
-//! - **create** (a manifest): written to a temporary file, fsynced, then `link`ed to its
-//!   name, which fails when the name exists: an atomic create-if-absent; the directory is
-//!   fsynced;
+//! - **create** (a manifest): written to a temporary file, fsynced, then moved to its name
+//!   by a rename that fails when the name exists (`sinks_contract::files`): an atomic
+//!   create-if-absent; the directory is fsynced;
 //! - **complete**: the temporary file is `link`ed to the object's final name (never
 //!   replacing a file), the directory fsynced, the temporary name removed.
 //!
@@ -24,6 +24,7 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use sinks_contract::batch::{ObjectLog, TempObject};
 use sinks_contract::blocking::blocking;
+use sinks_contract::files;
 use sinks_contract::{DestinationRef, SinkError};
 
 use crate::error::classify;
@@ -134,12 +135,11 @@ impl ObjectLog for FileLog {
             if fsync {
                 temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a manifest"))?;
             }
-            let created = match fs::hard_link(temp.path(), dir.join(&name)) {
+            let created = match files::place_new(temp, &dir.join(&name)) {
                 Ok(()) => true,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
-                Err(e) => return Err(classify(e, "cannot link a manifest into place")),
+                Err(e) => return Err(classify(e, "cannot move a manifest into place")),
             };
-            drop(temp);
             if created && fsync {
                 sync_dir(&dir)?;
             }

@@ -7,11 +7,11 @@
 //! 2. **fsync** (when `fsync`): every staged temp file is fsynced, up to
 //!    [`MAX_PARALLEL_FSYNCS`] at once, so the filesystem commits them together and a batch
 //!    costs about one fsync latency instead of one per message;
-//! 3. **place**: `link` (create-if-absent, for `skip_existing` and `fail`) or `rename` (for
-//!    `overwrite`), then the temp name is removed. Files become visible here, so this phase
-//!    keeps the one ordering rule (`sinks_contract::ordering`): messages sharing an ordering key
-//!    are placed one after another in stream order, and one behind a temporary failure of
-//!    its key (in any phase) is held back, its temp file discarded;
+//! 3. **place**: a rename that never replaces (create-if-absent, `sinks_contract::files`)
+//!    for `skip_existing` and `fail`, a plain rename for `overwrite`. Files become visible
+//!    here, so this phase keeps the one ordering rule (`sinks_contract::ordering`): messages
+//!    sharing an ordering key are placed one after another in stream order, and one behind a
+//!    temporary failure of its key (in any phase) is held back, its temp file discarded;
 //! 4. **directory fsync** (when `fsync`): every directory holding one of the batch's files is
 //!    fsynced once (plus the root when partitioning, which makes new partition directories
 //!    durable). A message whose directory fsync failed is reported as failed, never committed.
@@ -31,6 +31,7 @@ use async_trait::async_trait;
 use sinks_contract::batch::{BatchWriter, OptionalBatch, Settings};
 use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_contract::existing::{self, OnExisting, Stored};
+use sinks_contract::files;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, ErrorClass, FlushScope, Holding, MessageOutcome,
     OrderKey, Presence, ReadBack, Settled, Sink, SinkError,
@@ -400,19 +401,11 @@ impl Inner {
                 Ok(_) => MessageOutcome::Committed,
                 Err(e) => MessageOutcome::Failed(classify(e.error, "cannot rename temp file into place")),
             },
-            OnExisting::Keep | OnExisting::Refuse => {
-                let outcome = match fs::hard_link(temp.path(), &final_path) {
-                    Ok(()) => MessageOutcome::Committed,
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                        self.existing_file(&final_path, &payload_sha256)
-                    }
-                    Err(e) => MessageOutcome::Failed(classify(e, "cannot link temp file into place")),
-                };
-                if let Err(e) = temp.close() {
-                    tracing::warn!(error = %e, file = %final_path.display(), "cannot remove temp file");
-                }
-                outcome
-            }
+            OnExisting::Keep | OnExisting::Refuse => match files::place_new(temp, &final_path) {
+                Ok(()) => MessageOutcome::Committed,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.existing_file(&final_path, &payload_sha256),
+                Err(e) => MessageOutcome::Failed(classify(e, "cannot move temp file into place")),
+            },
         };
         if matches!(outcome, MessageOutcome::Failed(_)) {
             sync_dirs.clear();

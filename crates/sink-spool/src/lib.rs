@@ -6,7 +6,7 @@
 //! `spooled_at_epoch_ns`, `idempotency_key_sha256`) around the whole record encrypted with
 //! the spool's own key (`sink.encryption`; AES-GCM or AES-CCM, the reference's envelope, or
 //! the AAD-bound version 2 that ties a record to its file). Records are written under a
-//! temp name, fsynced, linked into place (create-if-absent) and the directory fsynced
+//! temp name, fsynced, moved into place (create-if-absent) and the directory fsynced
 //! before a message counts as spooled, as the file sink does. The formats are the
 //! reference's (`record.rs`), so spools move between implementations in both directions.
 //!

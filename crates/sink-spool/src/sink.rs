@@ -7,7 +7,7 @@
 //!    conflict when the stored payload differs; a permanent failure under `fail`);
 //! 2. **fsync** (parallel, when `fsync`) of every staged temp file;
 //! 3. **place** (one lane per ordering key, lanes in parallel): capacity is reserved, then
-//!    the temp file is linked to its final name (create-if-absent); a full spool is a
+//!    the temp file is moved to its final name (create-if-absent, `sinks_contract::files`); a full spool is a
 //!    temporary failure and holds back the rest of its key;
 //! 4. **directory fsync**, once per batch, before any outcome is reported.
 //!
@@ -32,6 +32,7 @@ use sha2::{Digest, Sha256};
 use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_contract::encryption::{Cipher, Key, Keyring};
 use sinks_contract::existing::{self, OnExisting, Stored};
+use sinks_contract::files;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Sink, SinkError,
 };
@@ -433,7 +434,7 @@ impl Inner {
         if let Err(e) = self.reserve(root, size) {
             return MessageOutcome::Failed(e);
         }
-        match fs::hard_link(temp.path(), &final_path) {
+        match files::place_new(temp, &final_path) {
             Ok(()) => MessageOutcome::Committed,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
                 self.release(size);

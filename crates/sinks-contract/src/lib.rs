@@ -15,7 +15,7 @@
 //! mapping of relational sinks ([`columns`]) and the rest they share ([`relational`]: key
 //! settings, table routes, neutral row cells), the batch mode of the object sinks
 //! ([`batch`]: partitions, naming, manifests, NDJSON and Parquet encoders, the writer) and
-//! what holding sinks need ([`holding`]), compression, blocking
+//! what holding sinks need ([`holding`]), create-if-absent file placement ([`files`]), compression, blocking
 //! work, strict JSON, and the configuration types a sink parses its section with
 //! ([`config`]).
 
@@ -30,6 +30,7 @@ pub mod encryption;
 pub mod envelope;
 pub mod error;
 pub mod existing;
+pub mod files;
 pub mod holding;
 pub mod idempotency;
 pub mod json;
