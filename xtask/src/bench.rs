@@ -278,6 +278,8 @@ async fn measure(
 
 /// Runs of the blackhole sink alone (the median counts).
 const BLACKHOLE_ROUNDS: usize = 5;
+/// Rounds of the file sink with fsync on against its ceiling (each row the median round).
+const FSYNC_ROUNDS: usize = 3;
 /// Side-by-side runs of the blackhole sink with metrics off and on.
 const METRICS_PAIRS: usize = 10;
 /// Side-by-side runs of the blackhole sink plain and with payload encryption (the control).
@@ -400,9 +402,10 @@ async fn median_run(
 
 /// The run with the median rate, renamed `name`.
 fn median(mut runs: Vec<Measurement>, name: &str) -> Measurement {
+    let count = runs.len();
     runs.sort_by(|a, b| a.rate().total_cmp(&b.rate()));
-    let mut m = runs.swap_remove(runs.len() / 2);
-    m.name = format!("{name} (median of {})", BLACKHOLE_ROUNDS);
+    let mut m = runs.swap_remove(count / 2);
+    m.name = format!("{name} (median of {count})");
     m
 }
 
@@ -590,7 +593,6 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 }
             }};
         }
-        let no_env: [(&str, &str); 0] = [];
         if suites.contains(&"core") || suites.contains(&"mysql") {
             let stream = Stream { name: "BENCH", subject_root: "bench", total: args.messages, subjects: 8 };
             publish_stream(&js, stream).await;
@@ -660,22 +662,53 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 let out = scratch.path().join("out");
                 for (id, fsync) in [("file-nofsync", false), ("file-fsync", true)] {
                     if wanted(id) {
-                        let (ceiling, mode) = if fsync {
-                            (ceiling::RAW_FILE_FSYNC, "fsync")
+                        let (ceiling, mode, on) = if fsync {
+                            (ceiling::RAW_FILE_FSYNC, "fsync", "on")
                         } else {
-                            (ceiling::RAW_FILE_NOFSYNC, "nofsync")
+                            (ceiling::RAW_FILE_NOFSYNC, "nofsync", "off")
                         };
                         let dir = out.display().to_string();
-                        let raw = ceiling::raw_command(&programs.raw_ceiling, &url, stream, &args, 0, &["file", &dir, mode]);
-                        let name = format!("{ceiling} (no framework)");
-                        results.push(measure(&name, raw, &js, stream, &Reset::Dir(&out), &log(&format!("raw-{id}"))).await?);
-                        let name = format!("nats-sink, file sink, fsync {}", if fsync { "on" } else { "off" });
                         let sink = json!({"type": "file", "directory": out, "fsync": fsync});
-                        pair!(id, &name, stream, sink, &Reset::Dir(&out), no_env);
-                        let mut slim = Command::new(&programs.nats_sink_file);
-                        slim.arg("run").arg(work.join(format!("{id}.json")));
-                        let name = name.replacen("nats-sink,", "nats-sink (file-only build),", 1);
-                        results.push(measure(&name, slim, &js, stream, &Reset::Dir(&out), &log(&format!("{id}-slim"))).await?);
+                        let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
+                        // The raw loop's own work: no ordering (its files land in one directory;
+                        // the sink's default partitions by subject).
+                        let mut unordered = config(&url, stream, &args, json!({"type": "file", "directory": out, "fsync": fsync}));
+                        unordered["delivery"]["ordering_key"] = "none".into();
+                        let unordered = write(&work.join(format!("{id}-none.json")), &unordered)?;
+                        let contenders = [
+                            (format!("nats-sink, file sink, fsync {on}"), &programs.nats_sink, &path),
+                            (format!("nats-sink (file-only build), file sink, fsync {on}"), &programs.nats_sink_file, &path),
+                            (
+                                format!("nats-sink (file-only build), file sink, fsync {on}, ordering none"),
+                                &programs.nats_sink_file,
+                                &unordered,
+                            ),
+                        ];
+                        // With fsync the disk's latency drifts between runs: the rounds alternate
+                        // the ceiling and the contenders, and each row is the median round.
+                        let rounds = if fsync { FSYNC_ROUNDS } else { 1 };
+                        let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); contenders.len() + 1];
+                        for round in 0..rounds {
+                            let raw = ceiling::raw_command(&programs.raw_ceiling, &url, stream, &args, 0, &["file", &dir, mode]);
+                            let name = format!("{ceiling} (no framework)");
+                            runs[0].push(measure(&name, raw, &js, stream, &Reset::Dir(&out), &log(&format!("raw-{id}"))).await?);
+                            for (i, (name, program, config)) in contenders.iter().enumerate() {
+                                let mut cmd = Command::new(program);
+                                cmd.arg("run").arg(config);
+                                let log = log(&format!("{id}-{i}-{round}"));
+                                runs[i + 1].push(measure(name, cmd, &js, stream, &Reset::Dir(&out), &log).await?);
+                            }
+                        }
+                        for runs in runs {
+                            let name = runs[0].name.clone();
+                            results.push(if runs.len() == 1 { runs.into_iter().next().expect("one run") } else { median(runs, &name) });
+                        }
+                        if let Some(py) = &programs.reference {
+                            let mut cmd = Command::new(py);
+                            cmd.arg("run").arg(&path);
+                            let name = format!("Python reference 0.4.3, file sink, fsync {on}");
+                            results.push(measure(&name, cmd, &js, stream, &Reset::Dir(&out), &log(&format!("reference-{id}"))).await?);
+                        }
                     }
                 }
                 // Fan-out: the same stream to two file targets (both required), written

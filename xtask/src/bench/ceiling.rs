@@ -166,6 +166,13 @@ pub(super) const PAIRINGS: &[Pairing] = &[
         max_rss_mib: Some(16.0),
     },
     Pairing {
+        contender: "nats-sink (file-only build), file sink, fsync on, ordering none",
+        ceiling: RAW_FILE_FSYNC,
+        min_ratio: 0.9,
+        max_cpu_us: None,
+        max_rss_mib: Some(16.0),
+    },
+    Pairing {
         contender: "nats-sink, http sink, 1 subject, ordering none",
         ceiling: "raw JetStream → reqwest POST loop, 1 subject",
         min_ratio: 0.8,
