@@ -569,7 +569,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle, pairs, control, member_load, lake, grid) = rt.block_on(async {
+    let (results, scale_rows, oracle, pairs, control, member_load, lake, grid, rounds) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
@@ -577,6 +577,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
         let mut oracle = Vec::new();
         let mut member_load = Vec::new();
         let mut lake = lake::Lake::default();
+        // The file sink's rounds with fsync on, the ceiling's runs first.
+        let mut rounds: Vec<Vec<Measurement>> = Vec::new();
         // Metrics on / off and the encryption control, side by side: rate ratios and CPU ratios.
         let (mut pairs, mut control) = (Pairs::default(), Vec::new());
         let wanted = |id: &str| args.only.as_deref().is_none_or(|o| id.contains(o));
@@ -673,11 +675,16 @@ pub(crate) fn run(args: Args) -> Result<()> {
                         let dir = out.display().to_string();
                         let sink = json!({"type": "file", "directory": out, "fsync": fsync});
                         let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
-                        // The raw loop's own work: no ordering (its files land in one directory;
-                        // the sink's default partitions by subject).
+                        // The raw loop's own work: no ordering, and then also all files in one
+                        // directory as the loop writes them (the sink's default partitions by
+                        // subject: 8 directories and the root fsynced per batch, not one).
                         let mut unordered = config(&url, stream, &args, json!({"type": "file", "directory": out, "fsync": fsync}));
                         unordered["delivery"]["ordering_key"] = "none".into();
                         let unordered = write(&work.join(format!("{id}-none.json")), &unordered)?;
+                        let flat = json!({"type": "file", "directory": out, "fsync": fsync, "partition_by_subject": false});
+                        let mut flat = config(&url, stream, &args, flat);
+                        flat["delivery"]["ordering_key"] = "none".into();
+                        let flat = write(&work.join(format!("{id}-none-flat.json")), &flat)?;
                         let contenders = [
                             (format!("nats-sink, file sink, fsync {on}"), &programs.nats_sink, &path),
                             (format!("nats-sink (file-only build), file sink, fsync {on}"), &programs.nats_sink_file, &path),
@@ -686,12 +693,17 @@ pub(crate) fn run(args: Args) -> Result<()> {
                                 &programs.nats_sink_file,
                                 &unordered,
                             ),
+                            (
+                                format!("nats-sink (file-only build), file sink, fsync {on}, ordering none, one directory"),
+                                &programs.nats_sink_file,
+                                &flat,
+                            ),
                         ];
                         // With fsync the disk's latency drifts between runs: the rounds alternate
                         // the ceiling and the contenders, and each row is the median round.
-                        let rounds = if fsync { FSYNC_ROUNDS } else { 1 };
+                        let round_count = if fsync { FSYNC_ROUNDS } else { 1 };
                         let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); contenders.len() + 1];
-                        for round in 0..rounds {
+                        for round in 0..round_count {
                             let raw = ceiling::raw_command(&programs.raw_ceiling, &url, stream, &args, 0, &["file", &dir, mode]);
                             let name = format!("{ceiling} (no framework)");
                             runs[0].push(measure(&name, raw, &js, stream, &Reset::Dir(&out), &log(&format!("raw-{id}"))).await?);
@@ -701,6 +713,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
                                 let log = log(&format!("{id}-{i}-{round}"));
                                 runs[i + 1].push(measure(name, cmd, &js, stream, &Reset::Dir(&out), &log).await?);
                             }
+                        }
+                        if fsync {
+                            rounds = runs.clone();
                         }
                         for runs in runs {
                             let name = runs[0].name.clone();
@@ -902,7 +917,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows, oracle, pairs, control, member_load, lake, grid))
+        anyhow::Ok((results, scale_rows, oracle, pairs, control, member_load, lake, grid, rounds))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
@@ -914,6 +929,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     }
     report.push_str(&lake::render(&lake, results.iter().find(|m| m.name == "nats-sink, s3 sink")));
     report.push_str(&ceiling::render(&results));
+    report.push_str(&ceiling::render_rounds(&rounds));
     report.push_str(&grid::render(&grid));
     report.push_str(&profile::render(&results));
     report.push_str(&render_member_load(&member_load));

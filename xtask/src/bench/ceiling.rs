@@ -173,6 +173,13 @@ pub(super) const PAIRINGS: &[Pairing] = &[
         max_rss_mib: Some(16.0),
     },
     Pairing {
+        contender: "nats-sink (file-only build), file sink, fsync on, ordering none, one directory",
+        ceiling: RAW_FILE_FSYNC,
+        min_ratio: 0.9,
+        max_cpu_us: None,
+        max_rss_mib: Some(16.0),
+    },
+    Pairing {
         contender: "nats-sink, http sink, 1 subject, ordering none",
         ceiling: "raw JetStream → reqwest POST loop, 1 subject",
         min_ratio: 0.8,
@@ -253,11 +260,53 @@ pub(super) fn render(results: &[Measurement]) -> String {
     if any { md } else { String::new() }
 }
 
+/// The rounds of one contender family against its ceiling, round by round: `runs[0]` holds
+/// the ceiling's runs, each other entry one contender's, round `r` of each measured after
+/// round `r` of the ceiling. Each cell is the contender's rate over the ceiling's in the
+/// same round (the disk's drift cancels within a round); the last row is each column's
+/// median ratio.
+pub(super) fn render_rounds(runs: &[Vec<Measurement>]) -> String {
+    let Some((ceiling, contenders)) = runs.split_first() else { return String::new() };
+    if contenders.is_empty() || ceiling.len() < 2 {
+        return String::new();
+    }
+    let mut md = format!(
+        "\n## {}: each round against the ceiling run just before it\n\n| round | ceiling msgs/s |",
+        ceiling[0].name
+    );
+    for c in contenders {
+        md.push_str(&format!(" {} |", c[0].name));
+    }
+    md.push_str(&format!("\n|---|---:|{}\n", "---:|".repeat(contenders.len())));
+    let ratio = |c: &[Measurement], round: usize| c.get(round).map(|m| m.rate() / ceiling[round].rate());
+    for (round, raw) in ceiling.iter().enumerate() {
+        md.push_str(&format!("| {} | {:.0} |", round + 1, raw.rate()));
+        for c in contenders {
+            match ratio(c, round) {
+                Some(r) => md.push_str(&format!(" {r:.2}× |")),
+                None => md.push_str(" — |"),
+            }
+        }
+        md.push('\n');
+    }
+    md.push_str("| median | |");
+    for c in contenders {
+        let mut ratios: Vec<f64> = (0..ceiling.len()).filter_map(|round| ratio(c, round)).collect();
+        ratios.sort_by(f64::total_cmp);
+        match ratios.get(ratios.len() / 2) {
+            Some(r) => md.push_str(&format!(" **{r:.2}×** |")),
+            None => md.push_str(" — |"),
+        }
+    }
+    md.push('\n');
+    md
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{PAIRINGS, render};
+    use super::{PAIRINGS, render, render_rounds};
     use crate::bench::Measurement;
 
     fn measured(name: &str, wall_s: f64, cpu_s: f64, rss_mib: u64) -> Measurement {
@@ -291,6 +340,25 @@ mod tests {
         // A contender without its ceiling in the run is left out, and no run leaves no table.
         assert!(!md.contains("blackhole"));
         assert_eq!(render(&[]), "");
+    }
+
+    #[test]
+    fn rounds_are_ratios_within_each_round_and_their_median() {
+        // The ceiling drifts (100,000, 50,000, 75,000 msgs/s); the contender is 0.95×, 0.85×
+        // and 0.5× of the ceiling run of its own round. The ratio of the two medians (42,500
+        // over 75,000, 0.57×) would pair runs of different rounds; the median round is 0.85×.
+        let ceiling = [1.0, 2.0, 4.0 / 3.0].map(|wall| measured("raw loop", wall, 0.5, 8));
+        let contender = [1.0 / 0.95, 2.0 / 0.85, 4.0 / 3.0 / 0.5].map(|wall| measured("nats-sink", wall, 0.5, 8));
+        let md = render_rounds(&[ceiling.to_vec(), contender.to_vec()]);
+        let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(rows[0], "| round | ceiling msgs/s | nats-sink |", "{md}");
+        assert_eq!(rows[1], "| 1 | 100000 | 0.95× |", "{md}");
+        assert_eq!(rows[2], "| 2 | 50000 | 0.85× |", "{md}");
+        assert_eq!(rows[3], "| 3 | 75000 | 0.50× |", "{md}");
+        assert_eq!(rows[4], "| median | | **0.85×** |", "{md}");
+        // One round, or no contender, is no round table.
+        assert_eq!(render_rounds(&[ceiling[..1].to_vec(), contender[..1].to_vec()]), "");
+        assert_eq!(render_rounds(&[ceiling.to_vec()]), "");
     }
 
     #[test]
