@@ -3,7 +3,8 @@
 //!
 //! A batch goes through four phases, each spread over blocking tasks:
 //! 1. **stage**: build each record, create a temp file next to its final path (`O_EXCL`) and
-//!    write it; a redelivery whose file already exists is settled here without writing;
+//!    write it; a redelivery whose file already exists is settled here without writing
+//!    (a first delivery is not looked up: `place` finds an existing name itself);
 //! 2. **fsync** (when `fsync`): every staged temp file is fsynced, up to
 //!    [`MAX_PARALLEL_FSYNCS`] at once, so the filesystem commits them together and a batch
 //!    costs about one fsync latency instead of one per message;
@@ -361,10 +362,17 @@ impl Inner {
                 ));
             }
         };
-        self.stage_file(root, &rel, &record).unwrap_or_else(|e| Step::Done(Placed::failed(e)))
+        let redelivered = envelope.jetstream().delivered > 1;
+        self.stage_file(root, &rel, &record, redelivered).unwrap_or_else(|e| Step::Done(Placed::failed(e)))
     }
 
-    fn stage_file(&self, root: &Path, rel: &RelativePath, record: &record::EncodedRecord) -> Result<Step, SinkError> {
+    fn stage_file(
+        &self,
+        root: &Path,
+        rel: &RelativePath,
+        record: &record::EncodedRecord,
+        redelivered: bool,
+    ) -> Result<Step, SinkError> {
         let dir = match &rel.partition {
             Some(partition) => ensure_partition(root, partition)?,
             None => root.to_path_buf(),
@@ -376,8 +384,10 @@ impl Inner {
         }
 
         // A redelivery usually finds its file: settle it without writing (and fsyncing) a
-        // temp file first. The link in `place` still decides any race.
-        if self.config.duplicate_policy.is_conditional() && fs::symlink_metadata(&final_path).is_ok() {
+        // temp file first. A first delivery is not looked up: the lookup costs every new
+        // file a directory search under the directory's lock, and `place` decides anyway
+        // (a rename that never replaces), for a first delivery whose name exists too.
+        if redelivered && self.config.duplicate_policy.is_conditional() && fs::symlink_metadata(&final_path).is_ok() {
             let outcome = self.existing_file(&final_path, &record.payload_sha256);
             let sync_dirs = if matches!(outcome, MessageOutcome::Failed(_)) { Vec::new() } else { sync_dirs };
             return Ok(Step::Done(Placed { outcome, sync_dirs }));
