@@ -673,18 +673,21 @@ pub(crate) fn run(args: Args) -> Result<()> {
                             (ceiling::RAW_FILE_NOFSYNC, "nofsync", "off")
                         };
                         let dir = out.display().to_string();
-                        let sink = json!({"type": "file", "directory": out, "fsync": fsync});
-                        let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
-                        // The raw loop's own work: no ordering, and then also all files in one
-                        // directory as the loop writes them (the sink's default partitions by
-                        // subject: 8 directories and the root fsynced per batch, not one).
-                        let mut unordered = config(&url, stream, &args, json!({"type": "file", "directory": out, "fsync": fsync}));
-                        unordered["delivery"]["ordering_key"] = "none".into();
-                        let unordered = write(&work.join(format!("{id}-none.json")), &unordered)?;
-                        let flat = json!({"type": "file", "directory": out, "fsync": fsync, "partition_by_subject": false});
-                        let mut flat = config(&url, stream, &args, flat);
-                        flat["delivery"]["ordering_key"] = "none".into();
-                        let flat = write(&work.join(format!("{id}-none-flat.json")), &flat)?;
+                        // The default config, then the raw loop's own work: no ordering, and
+                        // then also all files in one directory as the loop writes them (the
+                        // sink's default partitions by subject: 8 directories and the root
+                        // fsynced per batch, not one).
+                        let file_config = |suffix: &str, ordered: bool, partition: bool| {
+                            let sink = json!({"type": "file", "directory": out, "fsync": fsync, "partition_by_subject": partition});
+                            let mut c = config(&url, stream, &args, sink);
+                            if !ordered {
+                                c["delivery"]["ordering_key"] = "none".into();
+                            }
+                            write(&work.join(format!("{id}{suffix}.json")), &c)
+                        };
+                        let path = file_config("", true, true)?;
+                        let unordered = file_config("-none", false, true)?;
+                        let flat = file_config("-none-flat", false, false)?;
                         let contenders = [
                             (format!("nats-sink, file sink, fsync {on}"), &programs.nats_sink, &path),
                             (format!("nats-sink (file-only build), file sink, fsync {on}"), &programs.nats_sink_file, &path),
