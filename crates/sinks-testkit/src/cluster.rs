@@ -77,6 +77,7 @@ impl NatsCluster {
     fn spawn(&mut self, i: usize) {
         let bin = self.bin.clone();
         let node = &mut self.nodes[i];
+        let ready_before = ready_lines(&node.log);
         let child = Command::new(&bin)
             .arg("-c")
             .arg(&node.config)
@@ -89,35 +90,53 @@ impl NatsCluster {
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
         crate::process::watch(&child);
         node.child = Some(child);
+        // The node is up when its own log says so for this start (the log is appended to
+        // across restarts) while the process still runs. A client port that merely accepts
+        // is not enough: after a restart another test's server may hold one of the ports,
+        // and then this node exits while the port answers for someone else.
         let deadline = Instant::now() + Duration::from_secs(20);
-        while std::net::TcpStream::connect(("127.0.0.1", node.port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "cluster node {} did not start; log at {}",
-                node.name,
-                node.log.display()
-            );
+        loop {
+            let exited = node.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_some());
+            assert!(!exited, "cluster node {} exited at start:\n{}", node.name, tail(&node.log));
+            if ready_lines(&node.log) > ready_before {
+                break;
+            }
+            assert!(Instant::now() < deadline, "cluster node {} did not start:\n{}", node.name, tail(&node.log));
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
     /// Waits until JetStream answers through the running nodes (a meta leader is elected).
     pub async fn wait_ready(&self) {
-        let deadline = Instant::now() + Duration::from_secs(60);
+        assert!(
+            self.ready_within(Duration::from_secs(60)).await,
+            "the nats cluster did not elect a meta leader within 60 s; logs under {}:\n{}",
+            self.dir.path().display(),
+            self.log_tails()
+        );
+    }
+
+    /// True once JetStream answers account requests through the running nodes, false when
+    /// `timeout` passes first.
+    async fn ready_within(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
         loop {
             if let Ok(client) = self.connect().await {
                 let js = jetstream::new(client);
                 if js.query_account().await.is_ok() {
-                    return;
+                    return true;
                 }
             }
-            assert!(
-                Instant::now() < deadline,
-                "the nats cluster did not elect a meta leader; logs under {}",
-                self.dir.path().display()
-            );
+            if Instant::now() >= deadline {
+                return false;
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
+    }
+
+    /// The last lines of every node's log, for a failure message.
+    fn log_tails(&self) -> String {
+        self.nodes.iter().map(|n| format!("--- {} ---\n{}", n.name, tail(&n.log))).collect::<Vec<_>>().join("\n")
     }
 
     async fn connect(&self) -> Result<async_nats::Client, async_nats::ConnectError> {
@@ -181,13 +200,32 @@ impl NatsCluster {
     }
 
     /// Starts every node that is not running, then waits for a meta leader.
+    ///
+    /// After every node was killed at once, a meta election on a loaded machine can stall
+    /// (the nodes' election timers keep colliding). When no leader is elected within 40 s
+    /// the whole cluster is stopped and started once more, up to three starts in all; the
+    /// panic after that shows every node's log. What the calling test asserts is unchanged:
+    /// the cluster was down and comes back with its stores intact.
     pub async fn restart_all(&mut self) {
-        for i in 0..CLUSTER_NODES {
-            if !self.is_running(i) {
-                self.spawn(i);
+        const STARTS: usize = 3;
+        for start in 1..=STARTS {
+            for i in 0..CLUSTER_NODES {
+                if !self.is_running(i) {
+                    self.spawn(i);
+                }
             }
+            if self.ready_within(Duration::from_secs(40)).await {
+                return;
+            }
+            assert!(
+                start < STARTS,
+                "the nats cluster did not elect a meta leader after {STARTS} full starts; logs under {}:\n{}",
+                self.dir.path().display(),
+                self.log_tails()
+            );
+            self.kill_all();
+            tokio::time::sleep(Duration::from_secs(1)).await;
         }
-        self.wait_ready().await;
     }
 
     /// True while node `i` runs.
@@ -294,6 +332,18 @@ impl NatsCluster {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// How many times the node's log says it is ready (`Server is ready`), over all its starts.
+fn ready_lines(log: &std::path::Path) -> usize {
+    std::fs::read_to_string(log).map(|t| t.matches("Server is ready").count()).unwrap_or(0)
+}
+
+/// The last 40 lines of a node's log.
+fn tail(log: &std::path::Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(40)..].join("\n")
 }
 
 async fn step_down(js: &Context, subject: String) -> bool {
