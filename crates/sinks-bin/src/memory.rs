@@ -11,9 +11,10 @@
 //!   (`narenas:1,tcache_max:4096,dirty_decay_ms:500,muzzy_decay_ms:0,
 //!   oversize_threshold:1048576`; `_RJEM_MALLOC_CONF` adds to or overrides it). Every
 //!   thread that allocates has a cache, and the file sink's writes and fsyncs run on up to
-//!   16 blocking threads: with the default 32 KiB limit those caches held about 1.5 MiB
-//!   of the file-only build's 16.3 MiB peak; at 4 KiB it peaks at 14.7 MiB for no
-//!   measurable CPU (without caches at all, 13.2 MiB, but the CPU per message doubles). glibc's
+//!   16 blocking threads: with the default 32 KiB limit the file-only build peaked at
+//!   16.3–17.6 MiB, at 4 KiB at 14.2–15.9 MiB, for no measurable CPU in the file or the
+//!   HTTP sink (without caches at all, 13.2 MiB, but the CPU per message doubled;
+//!   docs/performance.md, run 9). glibc's
 //!   malloc kept what long-lived allocations (the batch mode's pending messages) sat
 //!   between: the million-message batch run into one file grew to 110 MiB for a heap that
 //!   never passed 26 MiB; jemalloc at its defaults (eight arenas, ten seconds of decay) held
