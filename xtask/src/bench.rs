@@ -706,14 +706,16 @@ pub(crate) fn run(args: Args) -> Result<()> {
                             ),
                         ];
                         // With fsync the disk's latency drifts between runs: the rounds alternate
-                        // the ceiling and the contenders, and each row is the median round.
+                        // the ceiling and the contenders (in an order rotated every round), and
+                        // each row is the median round.
                         let round_count = if fsync { FSYNC_ROUNDS } else { 1 };
                         let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); contenders.len() + 1];
                         for round in 0..round_count {
                             let raw = ceiling::raw_command(&programs.raw_ceiling, &url, stream, &args, 0, &["file", &dir, mode]);
                             let name = format!("{ceiling} (no framework)");
                             runs[0].push(measure(&name, raw, &js, stream, &Reset::Dir(&out), &log(&format!("raw-{id}"))).await?);
-                            for (i, (name, program, config)) in contenders.iter().enumerate() {
+                            for i in ceiling::round_order(contenders.len(), round) {
+                                let (name, program, config) = &contenders[i];
                                 let mut cmd = Command::new(program);
                                 cmd.arg("run").arg(config);
                                 let log = log(&format!("{id}-{i}-{round}"));

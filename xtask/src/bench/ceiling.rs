@@ -302,11 +302,18 @@ pub(super) fn render_rounds(runs: &[Vec<Measurement>]) -> String {
     md
 }
 
+/// The order in which round `round` runs `contenders` after its ceiling: rotated by one
+/// each round, so that over `contenders` rounds every contender runs once in every position
+/// and none always runs first after the ceiling (the disk's speed drifts within a round).
+pub(super) fn round_order(contenders: usize, round: usize) -> Vec<usize> {
+    (0..contenders).map(|k| (k + round) % contenders).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
-    use super::{PAIRINGS, render, render_rounds};
+    use super::{PAIRINGS, render, render_rounds, round_order};
     use crate::bench::Measurement;
 
     fn measured(name: &str, wall_s: f64, cpu_s: f64, rss_mib: u64) -> Measurement {
@@ -367,5 +374,23 @@ mod tests {
             assert!(p.min_ratio > 0.0 && p.min_ratio <= 1.0, "{p:?}");
             assert!(!p.contender.starts_with("raw") && p.ceiling.starts_with("raw"), "{p:?}");
         }
+    }
+
+    #[test]
+    fn every_contender_runs_once_in_every_position_over_as_many_rounds() {
+        for n in 1..=5 {
+            let orders: Vec<Vec<usize>> = (0..n).map(|r| round_order(n, r)).collect();
+            for order in &orders {
+                let mut sorted = order.clone();
+                sorted.sort_unstable();
+                assert_eq!(sorted, (0..n).collect::<Vec<_>>(), "each round runs every contender once: {order:?}");
+            }
+            for position in 0..n {
+                let mut at: Vec<usize> = orders.iter().map(|o| o[position]).collect();
+                at.sort_unstable();
+                assert_eq!(at, (0..n).collect::<Vec<_>>(), "position {position} over {n} rounds: {orders:?}");
+            }
+        }
+        assert_eq!(round_order(4, 1), vec![1, 2, 3, 0]);
     }
 }
