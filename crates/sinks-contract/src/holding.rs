@@ -93,6 +93,11 @@ impl<H> Pending<H> {
         self.held.get_mut(key)
     }
 
+    /// Takes the holder of `key` out without an outcome (its waiter gave up on it).
+    pub fn release(&mut self, key: &PendingKey) -> Option<H> {
+        self.held.remove(key)
+    }
+
     /// How many messages wait for their outcome.
     pub fn len(&self) -> usize {
         self.held.len()
@@ -142,6 +147,21 @@ impl Durable {
         self.waiting.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Drops the waiters of `batch`'s messages whose receivers are gone (the message was not
+    /// pending for that write, or the write failed), and a message's entry when none is left.
+    fn release(&self, batch: &[Envelope]) {
+        let mut waiting = self.lock();
+        for envelope in batch {
+            let key = key_of(envelope);
+            if let Some(waiters) = waiting.held_mut(&key) {
+                waiters.retain(|tx| !tx.is_closed());
+                if waiters.is_empty() {
+                    waiting.release(&key);
+                }
+            }
+        }
+    }
+
     fn route(&self, settled: Vec<Settled>) {
         let mut waiting = self.lock();
         for s in settled {
@@ -173,40 +193,56 @@ impl Sink for Durable {
     }
 
     async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
-        let outcomes = self.inner.write_batch_within(batch, budget).await?;
-        let mut waits: Vec<(usize, oneshot::Receiver<MessageOutcome>)> = Vec::new();
-        let mut outcomes: Vec<Option<MessageOutcome>> = outcomes.into_iter().map(Some).collect();
+        // Every message has a waiter before the inner sink sees it. A message that is already
+        // in an open record (a concurrent write carries it too) is pending for this write as
+        // well, and the flush that closes that record may run and route before this write
+        // returns from the inner sink: a waiter registered only afterwards would find neither
+        // a holder nor an early outcome, and wait out its budget for nothing.
+        let mut waits: Vec<oneshot::Receiver<MessageOutcome>> = Vec::with_capacity(batch.len());
         {
             let mut waiting = self.lock();
-            for (i, (envelope, slot)) in batch.iter().zip(outcomes.iter_mut()).enumerate() {
-                if !matches!(slot, Some(MessageOutcome::Pending)) {
-                    continue;
-                }
+            for envelope in batch {
                 let (tx, rx) = oneshot::channel();
                 let key = key_of(envelope);
                 if let Some(waiters) = waiting.held_mut(&key) {
                     waiters.push(tx);
-                    waits.push((i, rx));
-                    continue;
+                } else if let Hold::Settled(waiters, outcome) = waiting.hold(key, vec![tx]) {
+                    for tx in waiters {
+                        let _ = tx.send(outcome.copied());
+                    }
                 }
-                match waiting.hold(key, vec![tx]) {
-                    Hold::Settled(_, outcome) => *slot = Some(outcome),
-                    Hold::Kept(_) => waits.push((i, rx)),
-                }
+                waits.push(rx);
             }
         }
-        if !waits.is_empty() {
+        let outcomes = match self.inner.write_batch_within(batch, budget).await {
+            Ok(outcomes) => outcomes,
+            Err(e) => {
+                drop(waits);
+                self.release(batch);
+                return Err(e);
+            }
+        };
+        let pending = outcomes.iter().any(|o| matches!(o, MessageOutcome::Pending));
+        let mut outcomes: Vec<Option<MessageOutcome>> = outcomes.into_iter().map(Some).collect();
+        let mut waits: Vec<Option<oneshot::Receiver<MessageOutcome>>> = waits.into_iter().map(Some).collect();
+        for (slot, wait) in outcomes.iter_mut().zip(waits.iter_mut()) {
+            if !matches!(slot, Some(MessageOutcome::Pending)) {
+                *wait = None;
+            }
+        }
+        self.release(batch);
+        if pending {
             let settled = self.inner.flush(FlushScope::All).await;
             self.route(settled);
         }
-        for (i, rx) in waits {
+        for (slot, wait) in outcomes.iter_mut().zip(waits) {
+            let Some(rx) = wait else { continue };
             // Not settled by this flush: a concurrent write's flush is closing its record and
             // routes the outcome here.
-            let outcome = match tokio::time::timeout(budget, rx).await {
+            *slot = Some(match tokio::time::timeout(budget, rx).await {
                 Ok(Ok(outcome)) => outcome,
                 _ => MessageOutcome::temporary("the record holding this message was not committed in time"),
-            };
-            outcomes[i] = Some(outcome);
+            });
         }
         Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("no outcome"))).collect())
     }
@@ -330,5 +366,83 @@ mod tests {
         }
         let plain: Arc<dyn Sink> = Arc::new(crate::testing::MemorySink::new());
         assert!(Arc::ptr_eq(&Durable::wrap(Arc::clone(&plain)), &plain), "a sink that holds nothing is not wrapped");
+    }
+
+    /// A holding sink like the batch writers: a message already in the open record is not
+    /// taken twice, only reported pending again. Each write waits at its own gate after taking
+    /// its messages, so a test can order two writes and a flush exactly.
+    #[derive(Debug, Default)]
+    struct Gated {
+        open: Mutex<Vec<(String, u64)>>,
+        calls: std::sync::atomic::AtomicUsize,
+        gates: [tokio::sync::Notify; 2],
+    }
+
+    #[async_trait]
+    impl Sink for Gated {
+        fn name(&self) -> &str {
+            "gated"
+        }
+        async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+            {
+                let mut open = self.open.lock().unwrap();
+                for key in batch.iter().map(key_of) {
+                    if !open.contains(&key) {
+                        open.push(key);
+                    }
+                }
+            }
+            let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.gates[call].notified().await;
+            Ok(batch.iter().map(|_| MessageOutcome::Pending).collect())
+        }
+        async fn health_check(&self) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn holding(&self) -> Option<Holding> {
+            Some(Holding { max_wait: Duration::from_secs(1), tick: Duration::from_millis(100) })
+        }
+        async fn flush(&self, _scope: FlushScope) -> Vec<Settled> {
+            let open = std::mem::take(&mut *self.open.lock().unwrap());
+            open.into_iter()
+                .map(|(stream, sequence)| Settled { stream, sequence, outcome: MessageOutcome::Committed })
+                .collect()
+        }
+    }
+
+    /// Write B carries a message that write A has in the open record; A's flush commits and
+    /// routes it while B is still inside the inner sink. B must get that outcome, not wait
+    /// out its budget (sink-file's C9 in batch mode once failed so: 5 messages x 30 s).
+    #[tokio::test]
+    async fn a_message_flushed_by_another_write_before_this_one_returns_is_not_lost() {
+        let inner = Arc::new(Gated::default());
+        let durable = Arc::new(Durable::new(Arc::clone(&inner) as Arc<dyn Sink>));
+        let shared = crate::testing::envelope("S", 1, "s.x", "{}");
+        let write = |batch: Vec<Envelope>| {
+            let durable = Arc::clone(&durable);
+            tokio::spawn(async move { durable.write_batch_within(&batch, Duration::from_secs(2)).await.unwrap() })
+        };
+        let a = write(vec![shared.clone()]);
+        while inner.calls.load(std::sync::atomic::Ordering::SeqCst) < 1 {
+            tokio::task::yield_now().await;
+        }
+        let b = write(vec![shared.clone(), crate::testing::envelope("S", 2, "s.x", "{}")]);
+        while inner.calls.load(std::sync::atomic::Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+        // A returns from the inner sink, flushes (committing 1 and 2) and routes; then B returns.
+        inner.gates[0].notify_one();
+        let a = a.await.unwrap();
+        assert!(matches!(a.as_slice(), [MessageOutcome::Committed]), "{a:?}");
+        inner.gates[1].notify_one();
+        let started = std::time::Instant::now();
+        let b = b.await.unwrap();
+        assert!(b.iter().all(|o| matches!(o, MessageOutcome::Committed)), "{b:?}");
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "B waited {:?} for outcomes already routed",
+            started.elapsed()
+        );
+        assert!(durable.lock().is_empty(), "no waiter is left behind");
     }
 }
