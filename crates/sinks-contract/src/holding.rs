@@ -315,10 +315,16 @@ mod tests {
         assert!(p.is_empty());
     }
 
-    /// A holding sink for the wrapper's test: takes every message pending, commits it on the
-    /// next flush.
+    /// A holding sink like the batch writers: takes every message pending (one already in
+    /// the open record is not taken twice, only reported pending again) and commits the open
+    /// record on the next flush. The first `gates.len()` writes each wait at their own gate
+    /// after taking their messages, so a test can order writes and flushes exactly.
     #[derive(Debug, Default)]
-    struct Holds(Mutex<Vec<(String, u64)>>);
+    struct Holds {
+        open: Mutex<Vec<(String, u64)>>,
+        calls: std::sync::atomic::AtomicUsize,
+        gates: Vec<tokio::sync::Notify>,
+    }
 
     #[async_trait]
     impl Sink for Holds {
@@ -326,7 +332,18 @@ mod tests {
             "holds"
         }
         async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-            self.0.lock().unwrap().extend(batch.iter().map(key_of));
+            {
+                let mut open = self.open.lock().unwrap();
+                for key in batch.iter().map(key_of) {
+                    if !open.contains(&key) {
+                        open.push(key);
+                    }
+                }
+            }
+            let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            if let Some(gate) = self.gates.get(call) {
+                gate.notified().await;
+            }
             Ok(batch.iter().map(|_| MessageOutcome::Pending).collect())
         }
         async fn health_check(&self) -> Result<(), SinkError> {
@@ -336,8 +353,8 @@ mod tests {
             Some(Holding { max_wait: Duration::from_secs(1), tick: Duration::from_millis(100) })
         }
         async fn flush(&self, _scope: FlushScope) -> Vec<Settled> {
-            let held = std::mem::take(&mut *self.0.lock().unwrap());
-            held.into_iter()
+            let open = std::mem::take(&mut *self.open.lock().unwrap());
+            open.into_iter()
                 .map(|(stream, sequence)| Settled { stream, sequence, outcome: MessageOutcome::Committed })
                 .collect()
         }
@@ -368,54 +385,13 @@ mod tests {
         assert!(Arc::ptr_eq(&Durable::wrap(Arc::clone(&plain)), &plain), "a sink that holds nothing is not wrapped");
     }
 
-    /// A holding sink like the batch writers: a message already in the open record is not
-    /// taken twice, only reported pending again. Each write waits at its own gate after taking
-    /// its messages, so a test can order two writes and a flush exactly.
-    #[derive(Debug, Default)]
-    struct Gated {
-        open: Mutex<Vec<(String, u64)>>,
-        calls: std::sync::atomic::AtomicUsize,
-        gates: [tokio::sync::Notify; 2],
-    }
-
-    #[async_trait]
-    impl Sink for Gated {
-        fn name(&self) -> &str {
-            "gated"
-        }
-        async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-            {
-                let mut open = self.open.lock().unwrap();
-                for key in batch.iter().map(key_of) {
-                    if !open.contains(&key) {
-                        open.push(key);
-                    }
-                }
-            }
-            let call = self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            self.gates[call].notified().await;
-            Ok(batch.iter().map(|_| MessageOutcome::Pending).collect())
-        }
-        async fn health_check(&self) -> Result<(), SinkError> {
-            Ok(())
-        }
-        fn holding(&self) -> Option<Holding> {
-            Some(Holding { max_wait: Duration::from_secs(1), tick: Duration::from_millis(100) })
-        }
-        async fn flush(&self, _scope: FlushScope) -> Vec<Settled> {
-            let open = std::mem::take(&mut *self.open.lock().unwrap());
-            open.into_iter()
-                .map(|(stream, sequence)| Settled { stream, sequence, outcome: MessageOutcome::Committed })
-                .collect()
-        }
-    }
-
     /// Write B carries a message that write A has in the open record; A's flush commits and
     /// routes it while B is still inside the inner sink. B must get that outcome, not wait
     /// out its budget (sink-file's C9 in batch mode once failed so: 5 messages x 30 s).
     #[tokio::test]
     async fn a_message_flushed_by_another_write_before_this_one_returns_is_not_lost() {
-        let inner = Arc::new(Gated::default());
+        let inner =
+            Arc::new(Holds { gates: vec![tokio::sync::Notify::new(), tokio::sync::Notify::new()], ..Holds::default() });
         let durable = Arc::new(Durable::new(Arc::clone(&inner) as Arc<dyn Sink>));
         let shared = crate::testing::envelope("S", 1, "s.x", "{}");
         let write = |batch: Vec<Envelope>| {
