@@ -326,7 +326,10 @@ fn venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
     eprintln!("setup: installing {} into {}", missing.join(", "), venv.display());
     run(
         "pip install",
-        Command::new(&python).args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"]).args(&missing),
+        // No wheel cache: the venv is the only copy kept (a CI disk once ran out during this step).
+        Command::new(&python)
+            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-cache-dir"])
+            .args(&missing),
     )?;
     // Keep the pins of other packages this venv still holds (a pin that changed is replaced).
     let name_of = |p: &str| p.split("==").next().unwrap_or_default().to_owned();
