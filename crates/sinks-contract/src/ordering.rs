@@ -12,10 +12,13 @@
 //! failure of theirs. The runner releases them for redelivery together with the message
 //! they wait for.
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::future::Future;
 use std::hash::Hasher;
 
-use tokio::sync::{Semaphore, watch};
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 
 /// What orders a message's write (a hash; a collision only adds a needless wait).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -68,47 +71,72 @@ pub struct Finished<R> {
 /// Runs `units` (each with its keys) at most `limit` at a time. A unit starts only after
 /// every earlier unit sharing one of its keys has finished, and is held back instead when
 /// one of those failed temporarily or was held back. Results come back in unit order.
+///
+/// Of the units ready to start, the earliest starts first. Only running units hold a future
+/// of `run`: a batch of 500 messages with 16 requests in flight keeps 16 write futures, not
+/// 500 (a write future holds a whole request and its retries, several KB).
 pub async fn run_in_order<T, R, F, Fut>(units: Vec<(Vec<OrderKey>, T)>, limit: usize, run: F) -> Vec<Ran<R>>
 where
     F: Fn(T) -> Fut,
     Fut: Future<Output = Finished<R>>,
 {
-    let mut last: std::collections::HashMap<OrderKey, usize> = std::collections::HashMap::new();
-    let deps: Vec<Vec<usize>> = units
-        .iter()
-        .enumerate()
-        .map(|(u, (keys, _))| {
-            let mut deps: Vec<usize> = keys.iter().filter_map(|k| last.insert(*k, u)).filter(|d| *d != u).collect();
-            deps.sort_unstable();
-            deps.dedup();
-            deps
-        })
-        .collect();
-    // `Some(true)`: finished and clear; `Some(false)`: failed temporarily or held back.
-    let done: Vec<watch::Sender<Option<bool>>> = units.iter().map(|_| watch::channel(None).0).collect();
-    let permits = Semaphore::new(limit.max(1));
-    let run = &run;
-    let tasks = units.into_iter().enumerate().map(|(u, (_, work))| {
-        let waits: Vec<watch::Receiver<Option<bool>>> = deps[u].iter().map(|&d| done[d].subscribe()).collect();
-        let done = &done[u];
-        let permits = &permits;
-        async move {
-            let mut clear = true;
-            for mut rx in waits {
-                clear &= matches!(rx.wait_for(Option::is_some).await.as_deref(), Ok(Some(true)));
-            }
-            if clear {
-                let _permit = permits.acquire().await;
-                let finished = run(work).await;
-                done.send_replace(Some(!finished.failed_temporarily));
-                Ran::Done(finished.result)
-            } else {
-                done.send_replace(Some(false));
-                Ran::HeldBack
+    let count = units.len();
+    // Each unit waits for the last earlier unit of each of its keys (a chain per key).
+    let mut last: HashMap<OrderKey, usize> = HashMap::with_capacity(count.min(64));
+    let mut waiting = vec![0usize; count];
+    let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); count];
+    let mut work = Vec::with_capacity(count);
+    for (u, (keys, unit)) in units.into_iter().enumerate() {
+        for key in keys {
+            if let Some(d) = last.insert(key, u)
+                && d != u
+                && dependents[d].last() != Some(&u)
+            {
+                dependents[d].push(u);
+                waiting[u] += 1;
             }
         }
-    });
-    futures::future::join_all(tasks).await
+        work.push(Some(unit));
+    }
+    let mut results: Vec<Option<Ran<R>>> = (0..count).map(|_| None).collect();
+    // Held back: an earlier unit sharing a key failed temporarily or was held back.
+    let mut blocked = vec![false; count];
+    let mut ready: BinaryHeap<Reverse<usize>> = (0..count).filter(|&u| waiting[u] == 0).map(Reverse).collect();
+    let mut running = FuturesUnordered::new();
+    let limit = limit.max(1);
+    // Marks `u` finished (`clear`: it ran without a temporary failure) and readies the units
+    // that waited only for it.
+    let finish = |u: usize, clear: bool, blocked: &mut [bool], waiting: &mut [usize], ready: &mut BinaryHeap<_>| {
+        for &d in &dependents[u] {
+            blocked[d] |= !clear;
+            waiting[d] -= 1;
+            if waiting[d] == 0 {
+                ready.push(Reverse(d));
+            }
+        }
+    };
+    loop {
+        while let Some(&Reverse(u)) = ready.peek() {
+            if blocked[u] {
+                ready.pop();
+                results[u] = Some(Ran::HeldBack);
+                finish(u, false, &mut blocked, &mut waiting, &mut ready);
+            } else if running.len() < limit {
+                ready.pop();
+                let Some(unit) = work[u].take() else { continue };
+                let future = run(unit);
+                running.push(async move { (u, future.await) });
+            } else {
+                break;
+            }
+        }
+        let Some((u, finished)) = running.next().await else { break };
+        finish(u, !finished.failed_temporarily, &mut blocked, &mut waiting, &mut ready);
+        results[u] = Some(Ran::Done(finished.result));
+    }
+    // Every unit is ready once the units it waits for are finished, and every ready unit
+    // is run or held back: none is left without a result.
+    results.into_iter().map(|r| r.unwrap_or(Ran::HeldBack)).collect()
 }
 
 /// One write per message, for sinks that write each message to its own destination record
@@ -309,6 +337,43 @@ mod tests {
         let (fates, started) = check(&[("x1", &[]), ("x2", &[]), ("x3", &[])], &[], 1).await;
         assert_eq!(fates, ["x1", "x2", "x3"]);
         assert_eq!(started, ["x1", "x2", "x3"]);
+    }
+
+    #[tokio::test]
+    async fn never_more_than_the_limit_run_and_the_earliest_ready_unit_starts_first() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (now, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        let started = Mutex::new(Vec::new());
+        // u0 and u3 share a key; the rest are independent.
+        let units: Vec<(Vec<OrderKey>, usize)> =
+            (0..12).map(|u| (if u == 0 || u == 3 { vec![k("shared")] } else { Vec::new() }, u)).collect();
+        let ran = run_in_order(units, 3, |u| {
+            let (now, most, started) = (&now, &most, &started);
+            async move {
+                started.lock().unwrap().push(u);
+                most.fetch_max(now.fetch_add(1, Ordering::SeqCst) + 1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_millis(if u == 0 { 40 } else { 5 })).await;
+                now.fetch_sub(1, Ordering::SeqCst);
+                Finished { result: u, failed_temporarily: false }
+            }
+        })
+        .await;
+        assert_eq!(most.load(Ordering::SeqCst), 3, "the limit is reached and never passed");
+        let done: Vec<usize> = ran.into_iter().map(|r| if let Ran::Done(u) = r { u } else { usize::MAX }).collect();
+        assert_eq!(done, (0..12).collect::<Vec<_>>(), "results in unit order");
+        let started = started.into_inner().unwrap();
+        // u3 waits for u0 (40 ms), so the independent units pass it, each in stream order.
+        let independent: Vec<usize> = started.iter().copied().filter(|&u| u != 0 && u != 3).collect();
+        assert_eq!(independent, [1, 2, 4, 5, 6, 7, 8, 9, 10, 11], "{started:?}");
+        assert!(started.iter().position(|&u| u == 3) > started.iter().position(|&u| u == 0), "{started:?}");
+    }
+
+    #[tokio::test]
+    async fn a_hold_back_passes_down_a_chain_without_running_it() {
+        let units: &[(&str, &[&str])] = &[("a1", &["a"]), ("a2", &["a", "b"]), ("b3", &["b", "c"]), ("c4", &["c"])];
+        let (fates, started) = check(units, &["a1"], 1).await;
+        assert_eq!(fates, ["a1", "held", "held", "held"]);
+        assert_eq!(started, ["a1"]);
     }
 
     #[test]
