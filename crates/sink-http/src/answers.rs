@@ -2,8 +2,9 @@
 //! delivery ledger's receipt can name them as the message's destination reference
 //! (`Sink::destination` is asked after the write returned, with the outcome only).
 //!
-//! Bounded: the oldest entries are forgotten past [`CAPACITY`] messages, so a sink without a
-//! ledger (nobody asks) holds a few megabytes at most. An entry asked for after it was
+//! Kept only when the ledger will ask (`Sink::report_destinations`): without it a sink would
+//! hold about 12 MiB of answers nobody reads and pay a map insert per message. Bounded: the
+//! oldest entries are forgotten past [`CAPACITY`] messages. An entry asked for after it was
 //! forgotten reports the URL alone.
 
 use std::collections::{HashMap, VecDeque};

@@ -68,8 +68,10 @@ struct Inner {
     statuses: StatusSets,
     /// In-place retries: temporary failures only (`retry.*`).
     retry: InPlace,
-    /// How recent messages were answered, for [`Sink::destination`].
+    /// How recent messages were answered, for [`Sink::destination`]; kept only once
+    /// [`Sink::report_destinations`] was called (the delivery ledger is on).
     answers: Answers,
+    reporting: AtomicBool,
 }
 
 impl std::fmt::Debug for Inner {
@@ -220,6 +222,7 @@ impl HttpSink {
                 statuses,
                 retry,
                 answers: Answers::default(),
+                reporting: AtomicBool::new(false),
             }),
         })
     }
@@ -278,9 +281,14 @@ impl Sink for HttpSink {
         "http"
     }
 
+    fn report_destinations(&self) {
+        self.inner.reporting.store(true, Ordering::Relaxed);
+    }
+
     /// The endpoint URL (validated to carry no credentials, query or fragment), with the
     /// status of the answer that settled the message and the `response_id_header` value,
-    /// while the sink still remembers them (its last 65,536 messages).
+    /// while the sink still remembers them (its last 65,536 messages, and only once
+    /// [`Sink::report_destinations`] was called).
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let settled = self.inner.answers.get(envelope);
         Some(DestinationRef::Http {
@@ -599,8 +607,16 @@ impl Inner {
                 None => MessageOutcome::Committed,
             },
         };
-        self.answers.record(envelope, answer.settled());
+        self.remember(envelope, answer);
         Ok(outcome)
+    }
+
+    /// Keeps the answer that settled `envelope` for [`Sink::destination`], when it will be
+    /// asked.
+    fn remember(&self, envelope: &Envelope, answer: &Answer) {
+        if self.reporting.load(Ordering::Relaxed) {
+            self.answers.record(envelope, answer.settled());
+        }
     }
 
     /// Several envelopes in one request: the answer applies to all of them.
@@ -654,7 +670,7 @@ impl Inner {
                 },
             };
         for r in items {
-            self.answers.record(&batch[r.index], answer.settled());
+            self.remember(&batch[r.index], &answer);
         }
         Ok(all(items, &outcome))
     }

@@ -793,3 +793,30 @@ async fn benchmark_knobs_keep_memory_small_and_still_deduplicate() {
     assert_eq!(srv.record_count(), 5);
     assert!(srv.records().iter().all(|r| r.body.is_empty()), "no stored bodies");
 }
+
+#[tokio::test]
+async fn answers_are_kept_for_the_ledger_only_once_it_will_ask() {
+    use sinks_contract::DestinationRef;
+    let srv = server().await;
+    let status_of = |sink: &HttpSink, e: &Envelope| match sink.destination(e, &MessageOutcome::Committed) {
+        Some(DestinationRef::Http { url, status, .. }) => {
+            assert_eq!(url, srv.url());
+            status
+        }
+        other => panic!("not an HTTP destination: {other:?}"),
+    };
+    // Nobody asks (no ledger): the URL alone, and nothing remembered per message.
+    let quiet = opened(config(&srv)).await;
+    let first = distinct(1, 3);
+    assert_eq!(classes(&write(&quiet, &first).await), vec![OutcomeClass::Committed; 3]);
+    assert!(first.iter().all(|e| status_of(&quiet, e).is_none()));
+    // Told before open, as the runner does with the ledger on: each answer's status.
+    let told = HttpSink::new(config(&srv)).unwrap();
+    told.report_destinations();
+    let told = testing::opened(told).await;
+    let second = distinct(4, 6);
+    assert_eq!(classes(&write(&told, &second).await), vec![OutcomeClass::Committed; 3]);
+    let success = srv.writes().last().and_then(|w| w.status).expect("the server answered the writes");
+    assert!((200..300).contains(&success), "{success}");
+    assert!(second.iter().all(|e| status_of(&told, e) == Some(success)), "{success}");
+}

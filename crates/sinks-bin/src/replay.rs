@@ -90,6 +90,10 @@ impl Sink for Bounded {
         self.inner.close().await
     }
 
+    fn report_destinations(&self) {
+        self.inner.report_destinations();
+    }
+
     fn destination(&self, envelope: &Envelope, outcome: &MessageOutcome) -> Option<DestinationRef> {
         self.inner.destination(envelope, outcome)
     }

@@ -257,6 +257,10 @@ impl Sink for Durable {
         self.inner.close().await
     }
 
+    fn report_destinations(&self) {
+        self.inner.report_destinations();
+    }
+
     fn destination(&self, envelope: &Envelope, outcome: &MessageOutcome) -> Option<DestinationRef> {
         self.inner.destination(envelope, outcome)
     }

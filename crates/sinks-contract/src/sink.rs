@@ -338,9 +338,17 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
         Vec::new()
     }
 
+    /// Told once, before [`Sink::open`], that the core will ask [`Sink::destination`] for
+    /// every settled message (the delivery ledger is on). A sink that must remember something
+    /// per message to answer (the HTTP sink keeps each answer's status) keeps nothing until it
+    /// is told; a sink that wraps another passes it on. The default does nothing.
+    fn report_destinations(&self) {}
+
     /// Where `envelope` is stored, reported next to its durable `outcome` (committed,
     /// duplicate, kept or overwritten conflict) for the delivery ledger. Called by the core
-    /// after the write returned; `None` (the default) when the sink cannot say.
+    /// after the write returned; `None` (the default) when the sink cannot say. What a sink
+    /// remembers per message only for this, it remembers once [`Sink::report_destinations`]
+    /// was called.
     fn destination(&self, envelope: &Envelope, outcome: &MessageOutcome) -> Option<DestinationRef> {
         let _ = (envelope, outcome);
         None

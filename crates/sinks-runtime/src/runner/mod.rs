@@ -285,6 +285,10 @@ async fn run_inner(
     if !steps.is_empty() {
         tracing::info!(steps = ?steps, "message policies on");
     }
+    if config.ledger.enabled {
+        // Receipts name each message's destination: the sink keeps what it needs for that.
+        sink.report_destinations();
+    }
     let destination = startup::destination(&config.sink);
     let opening = Reaching { what: "sink open", target: &destination, hint: "the `sink` section" };
     // What only a config change can fix (a path under a regular file, a permission, an
