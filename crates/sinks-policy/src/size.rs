@@ -172,8 +172,8 @@ impl SizePolicyConfig {
         limit("label_too_large", labels.iter().map(|l| l.len() as u64).max().unwrap_or(0), self.max_label_bytes);
         limit("labels_too_large", labels.iter().map(|l| l.len() as u64).sum(), self.max_labels_bytes);
         limit("mission_metadata_too_large", json_size(envelope.mission_metadata()), self.max_mission_metadata_bytes);
-        let doc = serde_json::to_value(MetadataDoc::new(envelope, time::OffsetDateTime::now_utc())).ok();
-        let standard = json_size(doc.as_ref());
+        // Counted as it serializes: the canonical length, with no document built.
+        let standard = crate::canonical::len_of(&MetadataDoc::new(envelope, time::OffsetDateTime::now_utc()));
         limit("standard_metadata_too_large", standard, self.max_standard_metadata_bytes);
         limit("normalized_record_too_large", payload + standard, self.max_normalized_record_bytes);
         let Some(&(reason, actual, max)) = over.first() else { return Ok(()) };
@@ -189,7 +189,7 @@ impl SizePolicyConfig {
 fn json_size(value: Option<&Value>) -> u64 {
     match value {
         None | Some(Value::Null) => 0,
-        Some(v) => crate::canonical::to_vec(v).map_or(u64::MAX, |b| b.len() as u64),
+        Some(v) => crate::canonical::len_of(v),
     }
 }
 
@@ -205,6 +205,34 @@ mod tests {
 
     fn reason(c: &SizePolicyConfig, e: &Envelope, position: usize) -> Option<String> {
         c.check(e, position).err().map(|r| r.reason.into_owned())
+    }
+
+    #[test]
+    fn the_standard_metadata_size_is_the_rendered_documents_length() {
+        // Headers with several values, escapes and non-ASCII, mission metadata with floats,
+        // labels, a priority and security labels: counted as it serializes, the size must be
+        // what rendering the document's Value gives.
+        let headers = Headers::new()
+            .with("Nats-Msg-Id", "m-\"1\"\n")
+            .with("X-Multi", "one")
+            .with("X-Multi", "twö")
+            .with("Nats-Time-Stamp", "2026-12-01T10:00:00.123456789Z");
+        let mission =
+            serde_json::json!({"phase": "find", "speed": 12.5, "tiny": 1.5e-5, "big": 1e16, "n": -3, "ok": true});
+        let labels = serde_json::json!({"classification": "SECRET", "releasability": ["A", "B"]});
+        let envelope = envelope_with("STREAM", 42, "orders.eu", br#"{"k":"v\u0001"}"#.to_vec(), headers, 3)
+            .with_app_metadata(AppMetadata {
+                labels: vec!["released".into(), "ü".into()],
+                priority: Some("flash".into()),
+                ..AppMetadata::default()
+            })
+            .with_mission_metadata(Some(mission))
+            .with_security_labels(Some(labels));
+        let now = time::OffsetDateTime::now_utc();
+        let doc = MetadataDoc::new(&envelope, now);
+        let rendered = crate::canonical::to_vec(&serde_json::to_value(&doc).unwrap()).unwrap().len() as u64;
+        assert!(rendered > 500, "{rendered}");
+        assert_eq!(crate::canonical::len_of(&doc), rendered);
     }
 
     #[test]
