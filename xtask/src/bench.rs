@@ -15,8 +15,8 @@
 //! `target/bench/report.md`. The `oracle` suite has no database to measure (none can be run
 //! here): `oracle_scripted` measures, in one process, the CPU per row of the Oracle sink over
 //! the scripted driver seam above the backend's own time. The `scale` suite (not run by default) measures 1, 2 and 4
-//! workers on one consumer and a single node against a three-node R3 cluster (`bench/scale.rs`, docs/scaling.md); the
-//! blackhole's OpenTelemetry variants are in `bench/otel.rs`.
+//! workers on one consumer and a single node against a three-node R3 cluster (`bench/scale.rs`, docs/scaling.md); what
+//! each optional feature costs off and on (policies, ledger, encryption, OpenTelemetry) is in `bench/features.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -28,12 +28,13 @@ use async_nats::jetstream::Context as Js;
 use bytes::Bytes;
 use futures::StreamExt;
 use oracle::{OraclePhase, render_oracle};
-use proc::{clock_ticks, on_cpu, proc_stats};
+use proc::{Load, on_cpu, proc_stats, render_member_load};
 use serde_json::json;
 use sink_mysql::certify::TestServer;
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 mod ceiling;
+mod features;
 mod grid;
 mod http;
 mod lake;
@@ -73,6 +74,9 @@ pub(crate) struct Args {
     /// Messages of the Oracle suite (kept in memory by the scripted database).
     #[arg(long, default_value_t = 50_000)]
     oracle_messages: usize,
+    /// Messages of the policies suite (each step alone, in one process).
+    #[arg(long, default_value_t = 100_000)]
+    policy_messages: usize,
     /// `delivery.batch_size`.
     #[arg(long, default_value_t = 500)]
     batch: usize,
@@ -81,17 +85,17 @@ pub(crate) struct Args {
     in_flight: usize,
     /// Suites to run, comma-separated: `core` (raw ceiling, blackhole, file), `mysql`, `http`,
     /// `s3`, `coherence`, `nosql`, `oracle` (the Oracle sink's CPU per row over the scripted
-    /// driver seam); and, only when named, `scale` (1, 2, 4 workers; single node
+    /// driver seam), `policies` (each message policy step alone, in one process); and, only when named, `scale` (1, 2, 4 workers; single node
     /// against a three-node R3 cluster), `lake-memory` (peak RSS of batch mode, 1,000,000
     /// messages of 1 KB into one partition) and `grid` (blackhole and file sink by batch size
     /// and batches in flight, and on a four times longer backlog).
-    #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql,oracle")]
+    #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql,oracle,policies")]
     suite: String,
     /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3).
     #[arg(long)]
     reference: bool,
-    /// Measure only the nats-sink variants whose id contains this (`blackhole`,
-    /// `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`,
+    /// Measure only the nats-sink variants whose id contains this (`blackhole`, `features`
+    /// (the blackhole's feature costs off and on), `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`,
     /// `coherence`, `nosql`, `oracle`); the ceilings always run.
     #[arg(long)]
     only: Option<String>,
@@ -100,7 +104,7 @@ pub(crate) struct Args {
     #[arg(long)]
     profile: bool,
     /// Only the contenders that have a raw ceiling, and their ceilings: no side-by-side pairs
-    /// (metrics, encryption, OpenTelemetry), fan-out, encryption or batch-mode rows.
+    /// (metrics, feature costs), fan-out, encryption or batch-mode rows.
     #[arg(long)]
     ceilings: bool,
 }
@@ -489,6 +493,7 @@ struct Programs {
     raw_mysql: PathBuf,
     raw_lake: PathBuf,
     oracle_scripted: PathBuf,
+    policy_steps: PathBuf,
     raw_ceiling: PathBuf,
     reference: Option<PathBuf>,
 }
@@ -566,18 +571,20 @@ pub(crate) fn run(args: Args) -> Result<()> {
         raw_mysql: release.join("raw_mysql"),
         raw_lake: release.join("raw_lake"),
         oracle_scripted: release.join("oracle_scripted"),
+        policy_steps: release.join("policy_steps"),
         raw_ceiling: release.join("raw_ceiling"),
         reference: if args.reference { Some(reference_venv(&root)?) } else { None },
     };
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle, pairs, control, member_load, lake, grid, rounds) = rt.block_on(async {
+    let (results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
         let mut results = Vec::new();
         let mut oracle = Vec::new();
+        let mut steps = Vec::new();
         let mut member_load = Vec::new();
         let mut lake = lake::Lake::default();
         // The file sink's rounds with fsync on, the ceiling's runs first.
@@ -660,7 +667,14 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     let alone_path = write(&work.join("blackhole-encrypted.json"), &alone_encrypted)?;
                     let name = "nats-sink, blackhole sink, encrypted";
                     results.push(median_run(name, program, &alone_path, &js, stream, &log("blackhole-encrypted")).await?);
-                    otel::run(program, &off, &js, stream, &work, &mut results).await?;
+                }
+                if wanted("blackhole-features") && !args.ceilings {
+                    // What each optional feature costs off and on (policies, ledger,
+                    // encryption, OpenTelemetry), on a stream whose messages carry what the
+                    // policies read.
+                    features::publish(&js).await?;
+                    let plain = config(&url, features::STREAM, &args, json!({"type": "blackhole"}));
+                    features::run(&programs.nats_sink, &plain, &js, &work, &mut results).await?;
                 }
             }
             if suites.contains(&"core") {
@@ -894,6 +908,21 @@ pub(crate) fn run(args: Args) -> Result<()> {
                 }
             }
         }
+        if suites.contains(&"policies") && wanted("policies") {
+            // Each message policy step alone, in one process (no NATS, no sink).
+            let out = Command::new(&programs.policy_steps)
+                .arg(args.policy_messages.to_string())
+                .env(BENCH_KEY_ENV, BENCH_KEY_B64)
+                .stderr(std::fs::File::create(log("policy-steps"))?)
+                .output()?;
+            if !out.status.success() {
+                bail!("policy_steps failed ({}); log {}", out.status, log("policy-steps").display());
+            }
+            for step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
+                eprintln!("policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
+                steps.push(step);
+            }
+        }
         if suites.contains(&"oracle") && wanted("oracle") {
             // In one process: the Oracle sink's write path on prepared envelopes, then the
             // runner into the blackhole sink and into the Oracle sink over the scripted
@@ -925,12 +954,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows, oracle, pairs, control, member_load, lake, grid, rounds))
+        anyhow::Ok((results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
     } else {
-        render(&args, &results, &pairs, &control) + &otel::render(&results, &control)
+        render(&args, &results, &pairs, &control) + &features::render(&results)
     };
     if !scale_rows.is_empty() {
         report.push_str(&scale::render(&args, &scale_rows));
@@ -942,80 +971,11 @@ pub(crate) fn run(args: Args) -> Result<()> {
     report.push_str(&profile::render(&results));
     report.push_str(&render_member_load(&member_load));
     report.push_str(&render_oracle(&oracle));
+    report.push_str(&features::render_steps(&steps));
     std::fs::write(work.join("report.md"), &report)?;
     println!("{report}");
     println!("report: {}", work.join("report.md").display());
     Ok(())
-}
-
-/// CPU counters at one moment: a process's CPU time (exited threads included, which
-/// matters for a JVM whose pools start and stop threads) and the machine's busy and total
-/// time from `/proc/stat`, in clock ticks.
-struct Load {
-    process: Option<Duration>,
-    busy: u64,
-    total: u64,
-}
-
-/// What the Coherence member spent while one contender ran.
-struct MemberLoad {
-    name: String,
-    /// Member CPU per message, ms.
-    ms_per_message: f64,
-    /// Member CPU over the window, as a share of all cores.
-    member_share: f64,
-    /// Busy share of the whole machine over the window.
-    machine_busy: f64,
-}
-
-impl Load {
-    fn now(pid: Option<u32>) -> Self {
-        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-        let ticks: Vec<u64> =
-            stat.lines().next().unwrap_or_default().split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
-        let total = ticks.iter().sum();
-        // idle and iowait
-        let idle = ticks.get(3).copied().unwrap_or(0) + ticks.get(4).copied().unwrap_or(0);
-        Self { process: pid.map(|p| proc_stats(p).1), busy: total - idle, total }
-    }
-
-    fn since(&self, before: &Self, name: &str, messages: usize) -> MemberLoad {
-        let member = match (self.process, before.process) {
-            (Some(after), Some(before)) => after.saturating_sub(before),
-            _ => Duration::ZERO,
-        };
-        let window = self.total.saturating_sub(before.total).max(1) as f64;
-        let hz = clock_ticks() as f64;
-        MemberLoad {
-            name: name.to_owned(),
-            ms_per_message: member.as_secs_f64() * 1e3 / messages.max(1) as f64,
-            // `window` counts ticks of every core together.
-            member_share: member.as_secs_f64() * hz / window,
-            machine_busy: self.busy.saturating_sub(before.busy) as f64 / window,
-        }
-    }
-}
-
-/// The Coherence suite's member-load table: where the machine's CPU went while each
-/// contender ran (the member shares the cores with the sink and nats-server).
-fn render_member_load(rows: &[MemberLoad]) -> String {
-    if rows.is_empty() {
-        return String::new();
-    }
-    let mut md = String::from(
-        "\nCoherence member load while each contender ran (from its start to its last ack):\n\n\
-         | contender | member CPU ms/msg | member share of all cores | machine busy |\n|---|---:|---:|---:|\n",
-    );
-    for r in rows {
-        md.push_str(&format!(
-            "| {} | {:.2} | {:.0} % | {:.0} % |\n",
-            r.name,
-            r.ms_per_message,
-            r.member_share * 100.0,
-            r.machine_busy * 100.0
-        ));
-    }
-    md
 }
 
 fn render(args: &Args, results: &[Measurement], pairs: &Pairs, control: &[f64]) -> String {
@@ -1151,28 +1111,7 @@ fn render(args: &Args, results: &[Measurement], pairs: &Pairs, control: &[f64]) 
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
-    use super::proc::clock_ticks;
-    use super::{Load, quantile};
-
-    #[test]
-    fn member_load_is_cpu_per_message_and_shares_of_the_window() {
-        let hz = clock_ticks();
-        let before = Load { process: Some(Duration::from_secs(1)), busy: 50, total: 1_000 };
-        // A window of 4 s of core time (2 cores for 2 s): the member used 2 s of it, the
-        // machine was busy for 3 s of it.
-        let after = Load { process: Some(Duration::from_secs(3)), busy: 50 + 3 * hz, total: 1_000 + 4 * hz };
-        let load = after.since(&before, "x", 1_000);
-        assert_eq!(load.name, "x");
-        assert!((load.ms_per_message - 2.0).abs() < 1e-9, "{}", load.ms_per_message);
-        assert!((load.member_share - 0.5).abs() < 1e-9, "{}", load.member_share);
-        assert!((load.machine_busy - 0.75).abs() < 1e-9, "{}", load.machine_busy);
-        // Without the member's process the member's columns are zero, not garbage.
-        let gone = Load { process: None, busy: 50 + 3 * hz, total: 1_000 + 4 * hz }.since(&before, "y", 1_000);
-        assert_eq!(gone.ms_per_message, 0.0);
-        assert!((gone.machine_busy - 0.75).abs() < 1e-9);
-    }
+    use super::quantile;
 
     #[test]
     fn quantiles_pick_the_nearest_rank() {
