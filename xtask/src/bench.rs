@@ -556,7 +556,11 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     feature,
                 ];
                 crate::cargo(&slim, &[])?;
-                std::fs::copy(dist.join("nats-sink"), release.join(format!("nats-sink-{name}")))?;
+                // On a fresh clone the release directory does not exist yet.
+                std::fs::create_dir_all(&release)?;
+                let copied = release.join(format!("nats-sink-{name}"));
+                std::fs::copy(dist.join("nats-sink"), &copied)
+                    .with_context(|| format!("copy the slim {name} build to {}", copied.display()))?;
             }
         }
         crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
