@@ -157,17 +157,10 @@ impl Measurement {
     }
 }
 
-/// A 256-byte JSON order with a stable shape.
+/// The benchmark's 256-byte JSON order `i` (`bin/support/order.rs`, through the policy
+/// messages that include it).
 fn payload(i: usize) -> Bytes {
-    let head = format!(
-        r#"{{"order_id":{i},"customer":"c-{:06}","amount":{}.{:02},"currency":"EUR","note":""#,
-        i % 997,
-        i % 5000,
-        i % 100
-    );
-    let tail = r#""}"#;
-    let pad = 256usize.saturating_sub(head.len() + tail.len());
-    Bytes::from(format!("{head}{}{tail}", "x".repeat(pad)))
+    Bytes::from(features::policed::payload(i))
 }
 
 /// How a destination is emptied between contenders.

@@ -344,49 +344,29 @@ impl serde::Serializer for Len {
     }
 }
 
-impl serde::ser::SerializeSeq for Counting {
-    type Ok = u64;
-    type Error = Unsupported;
-    fn serialize_element<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<u64, Unsupported> {
-        Ok(self.close())
-    }
+/// The four sequence-like containers count their elements alike: `$trait` with its element
+/// method `$method`.
+macro_rules! counting_sequence {
+    ($($trait:ident :: $method:ident),+ $(,)?) => {$(
+        impl serde::ser::$trait for Counting {
+            type Ok = u64;
+            type Error = Unsupported;
+            fn $method<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
+                self.element(value)
+            }
+            fn end(self) -> Result<u64, Unsupported> {
+                Ok(self.close())
+            }
+        }
+    )+};
 }
 
-impl serde::ser::SerializeTuple for Counting {
-    type Ok = u64;
-    type Error = Unsupported;
-    fn serialize_element<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<u64, Unsupported> {
-        Ok(self.close())
-    }
-}
-
-impl serde::ser::SerializeTupleStruct for Counting {
-    type Ok = u64;
-    type Error = Unsupported;
-    fn serialize_field<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<u64, Unsupported> {
-        Ok(self.close())
-    }
-}
-
-impl serde::ser::SerializeTupleVariant for Counting {
-    type Ok = u64;
-    type Error = Unsupported;
-    fn serialize_field<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.element(value)
-    }
-    fn end(self) -> Result<u64, Unsupported> {
-        Ok(self.close())
-    }
-}
+counting_sequence!(
+    SerializeSeq::serialize_element,
+    SerializeTuple::serialize_element,
+    SerializeTupleStruct::serialize_field,
+    SerializeTupleVariant::serialize_field,
+);
 
 impl serde::ser::SerializeMap for Counting {
     type Ok = u64;
@@ -404,34 +384,36 @@ impl serde::ser::SerializeMap for Counting {
     }
 }
 
-impl serde::ser::SerializeStruct for Counting {
-    type Ok = u64;
-    type Error = Unsupported;
-    fn serialize_field<T: serde::Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Unsupported> {
-        self.entry(str_len(key), value)
-    }
-    fn end(self) -> Result<u64, Unsupported> {
-        Ok(self.close())
-    }
+/// The two struct-like containers count their fields alike.
+macro_rules! counting_struct {
+    ($($trait:ident),+) => {$(
+        impl serde::ser::$trait for Counting {
+            type Ok = u64;
+            type Error = Unsupported;
+            fn serialize_field<T: serde::Serialize + ?Sized>(
+                &mut self,
+                key: &'static str,
+                value: &T,
+            ) -> Result<(), Unsupported> {
+                self.entry(str_len(key), value)
+            }
+            fn end(self) -> Result<u64, Unsupported> {
+                Ok(self.close())
+            }
+        }
+    )+};
 }
 
-impl serde::ser::SerializeStructVariant for Counting {
-    type Ok = u64;
-    type Error = Unsupported;
-    fn serialize_field<T: serde::Serialize + ?Sized>(
-        &mut self,
-        key: &'static str,
-        value: &T,
-    ) -> Result<(), Unsupported> {
-        self.entry(str_len(key), value)
-    }
-    fn end(self) -> Result<u64, Unsupported> {
-        Ok(self.close())
-    }
+counting_struct!(SerializeStruct, SerializeStructVariant);
+
+/// A map key that is not a string: each `$method` taking a `$ty` refuses it, so the key's map
+/// is measured through a [`Value`].
+macro_rules! refuse_scalars {
+    ($($method:ident : $ty:ty),+ $(,)?) => {$(
+        fn $method(self, _: $ty) -> Result<u64, Unsupported> {
+            Err(Unsupported)
+        }
+    )+};
 }
 
 /// Counts a map key: strings (and chars) only; anything else goes the [`Value`] route.
@@ -461,39 +443,19 @@ impl serde::Serializer for KeyLen {
     ) -> Result<u64, Unsupported> {
         value.serialize(self)
     }
-    fn serialize_bool(self, _: bool) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_i8(self, _: i8) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_i16(self, _: i16) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_i32(self, _: i32) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_i64(self, _: i64) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_u8(self, _: u8) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_u16(self, _: u16) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_u32(self, _: u32) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_u64(self, _: u64) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_f32(self, _: f32) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_f64(self, _: f64) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
+    refuse_scalars!(
+        serialize_bool: bool,
+        serialize_i8: i8,
+        serialize_i16: i16,
+        serialize_i32: i32,
+        serialize_i64: i64,
+        serialize_u8: u8,
+        serialize_u16: u16,
+        serialize_u32: u32,
+        serialize_u64: u64,
+        serialize_f32: f32,
+        serialize_f64: f64,
+    );
     fn serialize_bytes(self, _: &[u8]) -> Result<u64, Unsupported> {
         Err(Unsupported)
     }

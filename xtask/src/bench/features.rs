@@ -36,7 +36,7 @@ use serde_json::{Value, json};
 use sinks_testkit::{js_publish_all, stream_with_subjects};
 
 #[path = "../bin/support/policed.rs"]
-mod policed;
+pub(super) mod policed;
 
 use super::{
     BENCH_KEY_B64, BENCH_KEY_ENV, Measurement, SIDE_BASE, SIDE_VARIANT, Stream, quantile, side_by_side, write,

@@ -51,17 +51,12 @@ fn clock_ticks() -> u64 {
         .unwrap_or(100)
 }
 
-/// The 256-byte JSON order of the other suites.
+#[path = "support/order.rs"]
+mod order;
+
+/// The 256-byte JSON order of the other suites (`support/order.rs`).
 fn payload(i: usize) -> Bytes {
-    let head = format!(
-        r#"{{"order_id":{i},"customer":"c-{:06}","amount":{}.{:02},"currency":"EUR","note":""#,
-        i % 997,
-        i % 5000,
-        i % 100
-    );
-    let tail = r#""}"#;
-    let pad = 256usize.saturating_sub(head.len() + tail.len());
-    Bytes::from(format!("{head}{}{tail}", "x".repeat(pad)))
+    Bytes::from(order::payload(i))
 }
 
 /// A fresh scripted database and an Oracle sink over it, opened.

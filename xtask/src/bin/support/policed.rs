@@ -18,18 +18,9 @@ const SIGNED: [SignedField; 3] = [SignedField::Subject, SignedField::MessageId, 
 /// Every message's labels.
 pub(crate) const LABELS: [&str; 2] = ["released", "orders"];
 
-/// A 256-byte JSON order with a stable shape.
-pub(crate) fn payload(i: usize) -> Vec<u8> {
-    let head = format!(
-        r#"{{"order_id":{i},"customer":"c-{:06}","amount":{}.{:02},"currency":"EUR","note":""#,
-        i % 997,
-        i % 5000,
-        i % 100
-    );
-    let tail = r#""}"#;
-    let pad = 256usize.saturating_sub(head.len() + tail.len());
-    format!("{head}{}{tail}", "x".repeat(pad)).into_bytes()
-}
+#[path = "order.rs"]
+mod order;
+pub(crate) use order::payload;
 
 /// Message `i` under `subject_root`: its subject, headers (in publishing order) and payload,
 /// signed with `key`.
