@@ -111,410 +111,73 @@ fn write_str(s: &str, out: &mut Vec<u8>) {
 
 /// The length of the canonical bytes of `value` turned into a [`Value`] (what
 /// `to_vec(&serde_json::to_value(value)?)` would return), counted while `value` serializes:
-/// no tree is built and no byte is written. As in `to_value`, a NaN or infinite float counts
-/// as `null`. A map that repeats a key counts each entry (a [`Value`] keeps one); the
-/// documents measured here never repeat one. Shapes this counter does not take (byte arrays,
-/// 128-bit integers, `RawValue`, non-string map keys) are measured through a [`Value`].
+/// no tree is built and no byte is kept. serde_json's compact writer already writes what the
+/// canonical form writes except floats (Python's `repr` here) and key order (which changes no
+/// length), so [`Canonical`] swaps in the float rendering and [`Count`] counts the bytes. As in
+/// `to_value`, a NaN or infinite float counts as `null`. A map that repeats a key counts each
+/// entry (a [`Value`] keeps one); the documents measured here never repeat one. 128-bit
+/// integers, `RawValue` and float map keys are measured through a [`Value`].
 pub fn len_of<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
-    match value.serialize(Len) {
-        Ok(n) => n,
+    let mut count = Count(0);
+    let mut ser = serde_json::Serializer::with_formatter(&mut count, Canonical { in_key: false });
+    match value.serialize(&mut ser) {
+        Ok(()) => count.0,
         Err(_) => serde_json::to_value(value).ok().and_then(|v| to_vec(&v).ok()).map_or(u64::MAX, |b| b.len() as u64),
     }
 }
 
-/// Canonical length of a string: the quotes and each byte, escapes counted as written.
-fn str_len(s: &str) -> u64 {
-    let escapes: u64 = s
-        .bytes()
-        .map(|b| match b {
-            b'"' | b'\\' | 0x08 | 0x0c | b'\n' | b'\r' | b'\t' => 1,
-            0..0x20 => 5,
-            _ => 0,
-        })
-        .sum();
-    s.len() as u64 + escapes + 2
-}
+/// A writer that only counts what is written to it.
+struct Count(u64);
 
-/// Decimal digits of an integer, with its sign.
-fn int_len(i: i128) -> u64 {
-    let mut digits = 1;
-    let mut n = i.unsigned_abs();
-    while n >= 10 {
-        n /= 10;
-        digits += 1;
+impl std::io::Write for Count {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 += buf.len() as u64;
+        Ok(buf.len())
     }
-    digits + u64::from(i < 0)
-}
-
-/// A shape [`Len`] leaves to the [`Value`] route.
-#[derive(Debug)]
-struct Unsupported;
-
-impl std::fmt::Display for Unsupported {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("not counted directly")
-    }
-}
-
-impl std::error::Error for Unsupported {}
-
-impl serde::ser::Error for Unsupported {
-    fn custom<M: std::fmt::Display>(_: M) -> Self {
-        Self
-    }
-}
-
-/// Counts canonical bytes ([`len_of`]).
-struct Len;
-
-/// A container being counted: bytes so far, whether an element was counted yet, the
-/// `{"variant":…}` around an enum variant's content and a map's pending key.
-struct Counting {
-    len: u64,
-    first: bool,
-    wrap: u64,
-    key: Option<u64>,
-}
-
-impl Counting {
-    fn open() -> Self {
-        Self { len: 1, first: true, wrap: 0, key: None }
-    }
-
-    fn variant(variant: &str) -> Self {
-        Self { wrap: variant_wrap(variant), ..Self::open() }
-    }
-
-    fn separator(&mut self) {
-        if !std::mem::replace(&mut self.first, false) {
-            self.len += 1;
-        }
-    }
-
-    fn element<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        self.separator();
-        self.len += value.serialize(Len)?;
+    fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
 
-    fn entry<T: serde::Serialize + ?Sized>(&mut self, key: u64, value: &T) -> Result<(), Unsupported> {
-        self.separator();
-        self.len += key + 1 + value.serialize(Len)?;
+/// serde_json's compact formatting with floats as Python's `repr`; what it would render
+/// otherwise than a [`Value`] (128-bit integers, raw fragments, float map keys) it refuses, so
+/// [`len_of`] takes the [`Value`] route for them.
+struct Canonical {
+    in_key: bool,
+}
+
+/// The refusal that sends [`len_of`] to the [`Value`] route.
+fn not_counted() -> std::io::Error {
+    std::io::Error::other("not counted directly")
+}
+
+impl serde_json::ser::Formatter for Canonical {
+    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+        self.in_key = true;
+        if first { Ok(()) } else { writer.write_all(b",") }
+    }
+    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
+        self.in_key = false;
         Ok(())
     }
-
-    /// The closing bracket, and the variant's wrapping.
-    fn close(self) -> u64 {
-        self.len + 1 + self.wrap
+    fn write_f32<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: f32) -> std::io::Result<()> {
+        self.write_f64(writer, value.into())
     }
-}
-
-/// `{"variant":` and `}` around a variant's content.
-fn variant_wrap(variant: &str) -> u64 {
-    2 + str_len(variant) + 1
-}
-
-impl serde::Serializer for Len {
-    type Ok = u64;
-    type Error = Unsupported;
-    type SerializeSeq = Counting;
-    type SerializeTuple = Counting;
-    type SerializeTupleStruct = Counting;
-    type SerializeTupleVariant = Counting;
-    type SerializeMap = Counting;
-    type SerializeStruct = Counting;
-    type SerializeStructVariant = Counting;
-
-    fn serialize_bool(self, v: bool) -> Result<u64, Unsupported> {
-        Ok(if v { 4 } else { 5 })
-    }
-    fn serialize_i8(self, v: i8) -> Result<u64, Unsupported> {
-        Ok(int_len(v.into()))
-    }
-    fn serialize_i16(self, v: i16) -> Result<u64, Unsupported> {
-        Ok(int_len(v.into()))
-    }
-    fn serialize_i32(self, v: i32) -> Result<u64, Unsupported> {
-        Ok(int_len(v.into()))
-    }
-    fn serialize_i64(self, v: i64) -> Result<u64, Unsupported> {
-        Ok(int_len(v.into()))
-    }
-    fn serialize_u8(self, v: u8) -> Result<u64, Unsupported> {
-        Ok(int_len(v.into()))
-    }
-    fn serialize_u16(self, v: u16) -> Result<u64, Unsupported> {
-        Ok(int_len(v.into()))
-    }
-    fn serialize_u32(self, v: u32) -> Result<u64, Unsupported> {
-        Ok(int_len(v.into()))
-    }
-    fn serialize_u64(self, v: u64) -> Result<u64, Unsupported> {
-        Ok(int_len(v.into()))
-    }
-    fn serialize_i128(self, _: i128) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_u128(self, _: u128) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_f32(self, v: f32) -> Result<u64, Unsupported> {
-        self.serialize_f64(v.into())
-    }
-    fn serialize_f64(self, v: f64) -> Result<u64, Unsupported> {
-        // `to_value` makes a non-finite float `null`.
-        Ok(python_float(v).map_or(4, |s| s.len() as u64))
-    }
-    fn serialize_char(self, v: char) -> Result<u64, Unsupported> {
-        Ok(str_len(v.encode_utf8(&mut [0; 4])))
-    }
-    fn serialize_str(self, v: &str) -> Result<u64, Unsupported> {
-        Ok(str_len(v))
-    }
-    fn serialize_bytes(self, _: &[u8]) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_none(self) -> Result<u64, Unsupported> {
-        Ok(4)
-    }
-    fn serialize_some<T: serde::Serialize + ?Sized>(self, value: &T) -> Result<u64, Unsupported> {
-        value.serialize(self)
-    }
-    fn serialize_unit(self) -> Result<u64, Unsupported> {
-        Ok(4)
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<u64, Unsupported> {
-        Ok(4)
-    }
-    fn serialize_unit_variant(self, _: &'static str, _: u32, variant: &'static str) -> Result<u64, Unsupported> {
-        Ok(str_len(variant))
-    }
-    fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<u64, Unsupported> {
-        value.serialize(self)
-    }
-    fn serialize_newtype_variant<T: serde::Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-        value: &T,
-    ) -> Result<u64, Unsupported> {
-        Ok(variant_wrap(variant) + value.serialize(self)?)
-    }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Counting, Unsupported> {
-        Ok(Counting::open())
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Counting, Unsupported> {
-        Ok(Counting::open())
-    }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Counting, Unsupported> {
-        Ok(Counting::open())
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-        _: usize,
-    ) -> Result<Counting, Unsupported> {
-        Ok(Counting::variant(variant))
-    }
-    fn serialize_map(self, _: Option<usize>) -> Result<Counting, Unsupported> {
-        Ok(Counting::open())
-    }
-    fn serialize_struct(self, name: &'static str, _: usize) -> Result<Counting, Unsupported> {
-        // serde_json's RawValue travels as a struct of this name: leave it to `to_value`.
-        if name.starts_with("$serde_json") {
-            return Err(Unsupported);
+    fn write_f64<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: f64) -> std::io::Result<()> {
+        if self.in_key {
+            return Err(not_counted());
         }
-        Ok(Counting::open())
+        // serde_json writes a non-finite float as `null` without asking the formatter.
+        writer.write_all(python_float(value).map_err(|_| not_counted())?.as_bytes())
     }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        variant: &'static str,
-        _: usize,
-    ) -> Result<Counting, Unsupported> {
-        Ok(Counting::variant(variant))
+    fn write_i128<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: i128) -> std::io::Result<()> {
+        Err(not_counted())
     }
-}
-
-/// The four sequence-like containers count their elements alike: `$trait` with its element
-/// method `$method`.
-macro_rules! counting_sequence {
-    ($($trait:ident :: $method:ident),+ $(,)?) => {$(
-        impl serde::ser::$trait for Counting {
-            type Ok = u64;
-            type Error = Unsupported;
-            fn $method<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-                self.element(value)
-            }
-            fn end(self) -> Result<u64, Unsupported> {
-                Ok(self.close())
-            }
-        }
-    )+};
-}
-
-counting_sequence!(
-    SerializeSeq::serialize_element,
-    SerializeTuple::serialize_element,
-    SerializeTupleStruct::serialize_field,
-    SerializeTupleVariant::serialize_field,
-);
-
-impl serde::ser::SerializeMap for Counting {
-    type Ok = u64;
-    type Error = Unsupported;
-    fn serialize_key<T: serde::Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Unsupported> {
-        self.key = Some(key.serialize(KeyLen)?);
-        Ok(())
+    fn write_u128<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: u128) -> std::io::Result<()> {
+        Err(not_counted())
     }
-    fn serialize_value<T: serde::Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Unsupported> {
-        let key = self.key.take().ok_or(Unsupported)?;
-        self.entry(key, value)
-    }
-    fn end(self) -> Result<u64, Unsupported> {
-        Ok(self.close())
-    }
-}
-
-/// The two struct-like containers count their fields alike.
-macro_rules! counting_struct {
-    ($($trait:ident),+) => {$(
-        impl serde::ser::$trait for Counting {
-            type Ok = u64;
-            type Error = Unsupported;
-            fn serialize_field<T: serde::Serialize + ?Sized>(
-                &mut self,
-                key: &'static str,
-                value: &T,
-            ) -> Result<(), Unsupported> {
-                self.entry(str_len(key), value)
-            }
-            fn end(self) -> Result<u64, Unsupported> {
-                Ok(self.close())
-            }
-        }
-    )+};
-}
-
-counting_struct!(SerializeStruct, SerializeStructVariant);
-
-/// A map key that is not a string: each `$method` taking a `$ty` refuses it, so the key's map
-/// is measured through a [`Value`].
-macro_rules! refuse_scalars {
-    ($($method:ident : $ty:ty),+ $(,)?) => {$(
-        fn $method(self, _: $ty) -> Result<u64, Unsupported> {
-            Err(Unsupported)
-        }
-    )+};
-}
-
-/// Counts a map key: strings (and chars) only; anything else goes the [`Value`] route.
-struct KeyLen;
-
-impl serde::Serializer for KeyLen {
-    type Ok = u64;
-    type Error = Unsupported;
-    type SerializeSeq = serde::ser::Impossible<u64, Unsupported>;
-    type SerializeTuple = serde::ser::Impossible<u64, Unsupported>;
-    type SerializeTupleStruct = serde::ser::Impossible<u64, Unsupported>;
-    type SerializeTupleVariant = serde::ser::Impossible<u64, Unsupported>;
-    type SerializeMap = serde::ser::Impossible<u64, Unsupported>;
-    type SerializeStruct = serde::ser::Impossible<u64, Unsupported>;
-    type SerializeStructVariant = serde::ser::Impossible<u64, Unsupported>;
-
-    fn serialize_str(self, v: &str) -> Result<u64, Unsupported> {
-        Ok(str_len(v))
-    }
-    fn serialize_char(self, v: char) -> Result<u64, Unsupported> {
-        Ok(str_len(v.encode_utf8(&mut [0; 4])))
-    }
-    fn serialize_newtype_struct<T: serde::Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        value: &T,
-    ) -> Result<u64, Unsupported> {
-        value.serialize(self)
-    }
-    refuse_scalars!(
-        serialize_bool: bool,
-        serialize_i8: i8,
-        serialize_i16: i16,
-        serialize_i32: i32,
-        serialize_i64: i64,
-        serialize_u8: u8,
-        serialize_u16: u16,
-        serialize_u32: u32,
-        serialize_u64: u64,
-        serialize_f32: f32,
-        serialize_f64: f64,
-    );
-    fn serialize_bytes(self, _: &[u8]) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_none(self) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_some<T: serde::Serialize + ?Sized>(self, _: &T) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_unit(self) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_unit_struct(self, _: &'static str) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_unit_variant(self, _: &'static str, _: u32, _: &'static str) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_newtype_variant<T: serde::Serialize + ?Sized>(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: &T,
-    ) -> Result<u64, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_seq(self, _: Option<usize>) -> Result<Self::SerializeSeq, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_tuple(self, _: usize) -> Result<Self::SerializeTuple, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_tuple_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeTupleStruct, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_tuple_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeTupleVariant, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_map(self, _: Option<usize>) -> Result<Self::SerializeMap, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_struct(self, _: &'static str, _: usize) -> Result<Self::SerializeStruct, Unsupported> {
-        Err(Unsupported)
-    }
-    fn serialize_struct_variant(
-        self,
-        _: &'static str,
-        _: u32,
-        _: &'static str,
-        _: usize,
-    ) -> Result<Self::SerializeStructVariant, Unsupported> {
-        Err(Unsupported)
+    fn write_raw_fragment<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: &str) -> std::io::Result<()> {
+        Err(not_counted())
     }
 }
 
