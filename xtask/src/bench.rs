@@ -289,6 +289,12 @@ const CONTROL_PAIRS: usize = 2;
 const SIDE_BASE: &str = "bench_side_base";
 const SIDE_VARIANT: &str = "bench_side_variant";
 
+/// The name of a side-by-side measurement: `label`'s process in round `round` (from 0).
+/// Readers of the results (`features::render`) find a pair's two sides by it.
+fn side_name(label: &str, round: usize) -> String {
+    format!("nats-sink, blackhole sink, side by side, {label} (round {})", round + 1)
+}
+
 /// Runs `nats-sink` on a baseline and a variant config (`sides`: label and path; their
 /// consumers are [`SIDE_BASE`] and [`SIDE_VARIANT`]) at the same time, each until its own
 /// consumer has every message acknowledged; odd rounds start the variant first.
@@ -329,9 +335,8 @@ async fn side_by_side(
                 let wall = start.elapsed();
                 let (peak_rss_kib, ticks) = proc_stats(child.id());
                 let cpu = on_cpu(child.id()).unwrap_or(ticks);
-                let name = format!("nats-sink, blackhole sink, side by side, {label} (round {})", round + 1);
                 let m = Measurement {
-                    name,
+                    name: side_name(label, round),
                     wall,
                     first_ack: Duration::ZERO,
                     peak_rss_kib,

@@ -39,7 +39,8 @@ use sinks_testkit::{js_publish_all, stream_with_subjects};
 pub(super) mod policed;
 
 use super::{
-    BENCH_KEY_B64, BENCH_KEY_ENV, Measurement, SIDE_BASE, SIDE_VARIANT, Stream, quantile, side_by_side, write,
+    BENCH_KEY_B64, BENCH_KEY_ENV, Measurement, SIDE_BASE, SIDE_VARIANT, Stream, quantile, side_by_side, side_name,
+    write,
 };
 
 /// Pairs per variant.
@@ -203,7 +204,7 @@ pub(super) async fn run(
 /// − baseline CPU in µs per message)` per pair.
 fn pairs(results: &[Measurement], base: &str, variant: &str) -> Vec<(f64, f64, f64)> {
     let find = |label: &str, round: usize| {
-        let name = format!("nats-sink, blackhole sink, side by side, {label} (round {})", round + 1);
+        let name = side_name(label, round);
         results.iter().find(|m| m.name == name)
     };
     (0..PAIRS)
@@ -290,7 +291,7 @@ mod tests {
 
     fn side(label: &str, round: usize, wall_ms: u64, cpu_ms: u64) -> Measurement {
         Measurement {
-            name: format!("nats-sink, blackhole sink, side by side, {label} (round {})", round + 1),
+            name: side_name(label, round),
             wall: Duration::from_millis(wall_ms),
             first_ack: Duration::ZERO,
             peak_rss_kib: 0,
