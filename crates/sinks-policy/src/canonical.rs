@@ -37,16 +37,7 @@ fn write(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
         Value::Bool(false) => out.extend_from_slice(b"false"),
-        Value::Number(n) => {
-            // Writing into a Vec cannot fail.
-            if let Some(i) = n.as_i64() {
-                let _ = write!(out, "{i}");
-            } else if let Some(u) = n.as_u64() {
-                let _ = write!(out, "{u}");
-            } else {
-                out.extend_from_slice(python_float(n.as_f64().unwrap_or(f64::NAN))?.as_bytes());
-            }
-        }
+        Value::Number(n) => write_number(n, out)?,
         Value::String(s) => write_str(s, out),
         Value::Array(items) => {
             out.push(b'[');
@@ -74,6 +65,22 @@ fn write(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
             }
             out.push(b'}');
         }
+    }
+    Ok(())
+}
+
+/// A number as the reference renders it: an integer in decimal, anything else as Python's
+/// `repr` of the float. With serde_json's `arbitrary_precision` (which another crate of a build
+/// may turn on) a number keeps the text it was parsed from (`1e16`, `1.50`); it is rendered
+/// from its value all the same.
+fn write_number<W: std::io::Write + ?Sized>(n: &serde_json::Number, out: &mut W) -> Result<(), CanonicalError> {
+    // Writing into a Vec or a counter cannot fail.
+    if let Some(i) = n.as_i64() {
+        let _ = write!(out, "{i}");
+    } else if let Some(u) = n.as_u64() {
+        let _ = write!(out, "{u}");
+    } else {
+        let _ = out.write_all(python_float(n.as_f64().unwrap_or(f64::NAN))?.as_bytes());
     }
     Ok(())
 }
@@ -170,6 +177,12 @@ impl serde_json::ser::Formatter for Canonical {
         // serde_json writes a non-finite float as `null` without asking the formatter.
         writer.write_all(python_float(value).map_err(|_| not_counted())?.as_bytes())
     }
+    /// Called for a [`Value`]'s number only when serde_json's `arbitrary_precision` is on: the
+    /// number's own text, rendered as [`to_vec`] renders it.
+    fn write_number_str<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: &str) -> std::io::Result<()> {
+        let number: serde_json::Number = value.parse().map_err(|_| not_counted())?;
+        write_number(&number, writer).map_err(|_| not_counted())
+    }
     fn write_i128<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: i128) -> std::io::Result<()> {
         Err(not_counted())
     }
@@ -217,6 +230,8 @@ pub fn python_float(x: f64) -> Result<String, CanonicalError> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::ser::Formatter as _;
+
     use super::*;
 
     #[test]
@@ -338,6 +353,32 @@ mod tests {
         assert_eq!(len_of(&serde_json::json!({})), 2);
         assert_eq!(len_of(&serde_json::json!([])), 2);
         assert_eq!(len_of(&f64::NAN), 4, "to_value makes NaN null");
+    }
+
+    #[test]
+    fn a_numbers_own_text_renders_from_its_value() {
+        // serde_json's `arbitrary_precision` (on in any build that links the NoSQL SDK) hands a
+        // Value's number to the formatter as the text it was parsed from; the count must be
+        // what `to_vec` renders, in builds with the feature and without it.
+        for text in [
+            "1e16",
+            "1.50",
+            "-0",
+            "-0.0",
+            "12.5",
+            "1.5e-5",
+            "1E+2",
+            "18446744073709551615",
+            "-9223372036854775808",
+            "7",
+        ] {
+            let mut count = Count(0);
+            Canonical { in_key: false }.write_number_str(&mut count, text).unwrap();
+            let value: Value = serde_json::from_str(text).unwrap();
+            assert_eq!(count.0, to_vec(&value).unwrap().len() as u64, "{text}");
+        }
+        let mut count = Count(0);
+        assert!(Canonical { in_key: false }.write_number_str(&mut count, "not a number").is_err());
     }
 
     #[test]
