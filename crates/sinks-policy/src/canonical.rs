@@ -120,7 +120,7 @@ fn write_str(s: &str, out: &mut Vec<u8>) {
 /// `to_vec(&serde_json::to_value(value)?)` would return), counted while `value` serializes:
 /// no tree is built and no byte is kept. serde_json's compact writer already writes what the
 /// canonical form writes except floats (Python's `repr` here) and key order (which changes no
-/// length), so [`Canonical`] swaps in the float rendering and [`Count`] counts the bytes. As in
+/// length), so `Canonical` swaps in the float rendering and `Count` counts the bytes. As in
 /// `to_value`, a NaN or infinite float counts as `null`. A map that repeats a key counts each
 /// entry (a [`Value`] keeps one); the documents measured here never repeat one. 128-bit
 /// integers, `RawValue` and float map keys are measured through a [`Value`].
