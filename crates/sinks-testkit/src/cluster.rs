@@ -92,8 +92,9 @@ impl NatsCluster {
         node.child = Some(child);
         // The node is up when its own log says so for this start (the log is appended to
         // across restarts) while the process still runs. A client port that merely accepts
-        // is not enough: after a restart another test's server may hold one of the ports,
-        // and then this node exits while the port answers for someone else.
+        // is not enough: should anything else hold one of the ports (they are reserved for
+        // this process, see `free_port`, but a foreign program may still bind one), this node
+        // exits while the port answers for someone else.
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             let exited = node.child.as_mut().is_some_and(|c| c.try_wait().ok().flatten().is_some());

@@ -6,9 +6,62 @@ use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// A TCP port that was free a moment ago on 127.0.0.1.
+/// A TCP port on 127.0.0.1 that was free a moment ago and stays this process's own.
+///
+/// A port the kernel hands out for `bind(…:0)` comes from the ephemeral range, which the
+/// kernel also hands to outgoing connections and to every other process's `bind(…:0)`: between
+/// picking it and a server binding it (or while a killed server is down before its restart on
+/// the same ports) something else may take it ("address already in use"). So the port is
+/// drawn from below the ephemeral range, where the kernel never assigns ports by itself, and
+/// reserved for the life of this process by an exclusive lock on a file named after it in
+/// `sinks-testkit-ports` under the temporary directory: the other test processes skip a
+/// locked port, and the lock goes with the process however it ends. When no such range
+/// exists (or the lock directory cannot be written) it falls back to a kernel-chosen port.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap()
+    reserved_port()
+        .unwrap_or_else(|| TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).unwrap())
+}
+
+/// The directory (under the temporary directory) holding one lock file per reserved port.
+const PORT_LOCKS: &str = "sinks-testkit-ports";
+
+/// The lowest port [`free_port`] reserves (above the registered services most machines run).
+const RESERVED_FROM: u16 = 10_000;
+
+/// The lock files this process holds, one per port it reserved; never released before exit.
+static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
+
+/// A port in `[RESERVED_FROM, start of the ephemeral range)` that no other process has
+/// reserved and that binds now, with its lock kept in [`HELD`].
+fn reserved_port() -> Option<u16> {
+    let below = ephemeral_start()?;
+    if below <= RESERVED_FROM + 1_000 {
+        return None;
+    }
+    let dir = std::env::temp_dir().join(PORT_LOCKS);
+    std::fs::create_dir_all(&dir).ok()?;
+    for _ in 0..1_000 {
+        let port = rand::random_range(RESERVED_FROM..below);
+        let Ok(file) =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
+        else {
+            return None;
+        };
+        // Locked by another process (or already by this one: flock locks are per open file).
+        if file.try_lock().is_err() {
+            continue;
+        }
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(file);
+            return Some(port);
+        }
+    }
+    None
+}
+
+/// The first port of the kernel's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`).
+fn ephemeral_start() -> Option<u16> {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok()?.split_whitespace().next()?.parse().ok()
 }
 
 /// The workspace root (the directory holding the top-level `Cargo.toml`).
@@ -74,4 +127,26 @@ pub fn watch(child: &Child) {
     // The watchdog is reaped by nobody while we run; a zombie `sh` costs nothing and goes
     // with this process. Without `sh` there is no watchdog, which only matters on a crash.
     drop(spawned);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reserved_ports_are_distinct_below_the_ephemeral_range_and_locked() {
+        let below = ephemeral_start().expect("a Linux ephemeral port range");
+        let ports: Vec<u16> = (0..50).map(|_| free_port()).collect();
+        let mut distinct = ports.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), ports.len(), "a port was handed out twice: {ports:?}");
+        for &port in &ports {
+            assert!((RESERVED_FROM..below).contains(&port), "port {port} is not below the ephemeral range ({below})");
+            // Another open file (as another process would hold) cannot take the lock.
+            let other = std::fs::File::open(std::env::temp_dir().join(PORT_LOCKS).join(port.to_string())).unwrap();
+            assert!(other.try_lock().is_err(), "port {port} is not locked while reserved");
+            assert!(TcpListener::bind(("127.0.0.1", port)).is_ok(), "port {port} is not free");
+        }
+    }
 }
