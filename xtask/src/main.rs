@@ -4,7 +4,7 @@
 //!   MariaDB binaries, Coherence CE jars, the Python Coherence client, borneo, cargo-nextest); the other commands run the part they need themselves.
 //! - `quickstart`: the main job on a machine with nothing running (private nats-server, the
 //!   file sink, demo messages, the files written, a clean stop).
-//! - `test`: formatting, clippy (inside the test build), the whole test suite under nextest with one shared MariaDB,
+//! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB,
 //!   SeaweedFS and Coherence member, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
 //!   docs/certification.md).
@@ -110,6 +110,7 @@ fn main() -> ExitCode {
     }
 }
 
+/// Runs `cargo` with `args` from the workspace root, failing on a non-zero exit.
 /// Where cargo puts build output: `CARGO_TARGET_DIR` (relative to the workspace root when
 /// relative), else `target/` of the workspace.
 pub(crate) fn target_dir() -> std::path::PathBuf {
@@ -122,15 +123,11 @@ pub(crate) fn debug_nats_sink() -> std::path::PathBuf {
     target_dir().join("debug/nats-sink")
 }
 
-/// Runs `cargo` with `args` from the workspace root, failing on a non-zero exit. Once `test`
-/// has turned on [`LINTED_BUILDS`], every dev-profile build also runs clippy's lints.
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("$ cargo {}", args.join(" "));
-    let lints = LINTED_BUILDS.get().filter(|_| is_dev_build(args)).into_iter().flatten();
     let status = Command::new(cargo)
         .args(args)
-        .envs(lints.map(|(k, v)| (*k, v.as_str())))
         .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
         .current_dir(sinks_testkit::workspace_root())
         .status()
@@ -139,81 +136,6 @@ pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
         bail!("`cargo {}` failed with {status}", args.join(" "));
     }
     Ok(())
-}
-
-/// The environment that makes cargo compile the workspace's own crates with clippy's driver
-/// and `-D warnings` (what `cargo clippy` does over `cargo check`), set by `test` for the rest
-/// of the run. The test build then lints while it compiles: the separate `cargo clippy` pass,
-/// which type-checked every dependency a second time, cost 204 s on a cold two-core machine
-/// and linting inside the build 10 s. Cargo keeps these builds apart from plain ones (the
-/// wrapper is part of each artifact's hash), so neither invalidates the other.
-static LINTED_BUILDS: std::sync::OnceLock<[(&'static str, String); 2]> = std::sync::OnceLock::new();
-
-/// How `cargo clippy` hands its arguments to clippy's driver: each one followed by this.
-const CLIPPY_ARGS_SEPARATOR: &str = "__CLIPPY_HACKERY__";
-
-/// True for a cargo command that compiles in the dev profile (`build`, `test`, `nextest`
-/// without `--release` or `--profile`): those lint under [`LINTED_BUILDS`]. Release, `dist`
-/// and `bench` builds never go through clippy's driver (it turns MIR optimisations off), and
-/// neither do `doc`, `install` or `fmt`.
-fn is_dev_build(args: &[&str]) -> bool {
-    matches!(args.first(), Some(&("build" | "test" | "nextest")))
-        && !args.iter().any(|a| *a == "--release" || a.starts_with("--profile"))
-}
-
-/// Turns on [`LINTED_BUILDS`] for the rest of the run.
-fn lint_while_building() -> Result<()> {
-    LINTED_BUILDS.set(clippy_env()?).map_err(|_| anyhow::anyhow!("linted builds were turned on twice"))
-}
-
-/// The environment of a linted build: this toolchain's clippy driver as cargo's workspace
-/// wrapper and `-D warnings` as `cargo clippy` passes it. Proven first: a one-line crate with
-/// a `dbg!` must fail under it, so should a later clippy change how it takes its arguments,
-/// `test` stops here instead of passing unlinted.
-fn clippy_env() -> Result<[(&'static str, String); 2]> {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let sysroot =
-        Command::new(&rustc).args(["--print", "sysroot"]).output().context("running rustc --print sysroot")?;
-    let driver = std::path::PathBuf::from(String::from_utf8_lossy(&sysroot.stdout).trim()).join("bin/clippy-driver");
-    if !driver.is_file() {
-        bail!(
-            "clippy is not installed for this toolchain ({} is missing): rustup component add clippy",
-            driver.display()
-        );
-    }
-    let args = ["-D", "warnings"].iter().map(|a| format!("{a}{CLIPPY_ARGS_SEPARATOR}")).collect::<String>();
-    let env = [("RUSTC_WORKSPACE_WRAPPER", driver.display().to_string()), ("CLIPPY_ARGS", args)];
-    let (denied, said) = denies_a_dbg(&rustc, &env)?;
-    if !denied {
-        bail!(
-            "clippy's driver ({}) did not deny a `dbg!` through CLIPPY_ARGS, so builds would not be linted: {said}",
-            driver.display()
-        );
-    }
-    Ok(env)
-}
-
-/// Compiles a probe crate holding a `dbg!` the way cargo runs a workspace wrapper (the
-/// wrapper, then rustc's path, then rustc's arguments, with `env`), with clippy's
-/// `dbg_macro` lint warned as the workspace's lints warn it. True when it failed on that lint;
-/// the compiler's words either way.
-fn denies_a_dbg(rustc: &str, env: &[(&str, String)]) -> Result<(bool, String)> {
-    let wrapper = env.iter().find(|(k, _)| *k == "RUSTC_WORKSPACE_WRAPPER").map(|(_, v)| v.as_str()).unwrap_or(rustc);
-    let probe = tempfile::tempdir()?;
-    let source = probe.path().join("probe.rs");
-    std::fs::write(&source, "//! A lint probe.\n\n/// Holds a `dbg!`.\npub fn probe() -> u8 {\n    dbg!(1)\n}\n")?;
-    let out = Command::new(wrapper)
-        .arg(rustc)
-        .arg(&source)
-        .args(["--edition=2024", "--crate-type=lib", "--emit=metadata", "-W", "clippy::dbg_macro", "--out-dir"])
-        .arg(probe.path())
-        // Only `env` speaks: a linted run hands its own CLIPPY_ARGS down to the tests.
-        .env_remove("CLIPPY_ARGS")
-        .envs(env.iter().filter(|(k, _)| *k != "RUSTC_WORKSPACE_WRAPPER").map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .context("running clippy's driver on a probe")?;
-    let said = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-    Ok((!out.status.success() && said.contains("dbg_macro"), said))
 }
 
 /// Each slim binary and the end-to-end test of its sink: `nats-sink` built with only that
@@ -255,22 +177,17 @@ fn slim_e2e(env: &[(&str, String)]) -> Result<()> {
 
 fn test() -> Result<()> {
     // The deployment tools are Go builds (helm takes minutes from cold caches) and mdBook a
-    // cargo install: they are built in the background while the linted test build compiles,
-    // not while timing-sensitive tests run.
+    // cargo install: they are built in the background while clippy and the test build
+    // compile, not while timing-sensitive tests run.
     // The Collector of the OTLP tests is a Go build too, needed before the tests: it builds
-    // beside the test build.
+    // while clippy compiles.
     const LATER: [setup::Need; 3] = [setup::Need::Deploy, setup::Need::Docs, setup::Need::Collector];
     let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
     let tools = setup::ensure(&now)?;
     let collector = std::thread::spawn(setup::collector);
     let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER[..2]));
     cargo(&["fmt", "--all", "--check"], &[])?;
-    // Clippy's lints with `-D warnings` run inside every dev build from here on. The test
-    // build covers what `cargo clippy --workspace --all-targets` covers (libraries, binaries,
-    // tests and examples; the workspace has no benches); it compiles here, while the Go tools
-    // build beside it, and before any server starts.
-    lint_while_building()?;
-    cargo(&["nextest", "run", "--workspace", "--no-run"], &[])?;
+    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
     let collector = collector.context("building the OpenTelemetry Collector")?;
     // One SeaweedFS, one MariaDB and one Coherence member for every S3, MySQL and Coherence
@@ -328,36 +245,6 @@ fn test() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn only_dev_builds_are_linted() {
-        for args in [&["build", "-p", "sinks-bin"][..], &["nextest", "run", "--workspace"], &["test"]] {
-            assert!(is_dev_build(args), "{args:?}");
-        }
-        for args in [
-            &["build", "--release", "-p", "sinks-bin"][..],
-            &["build", "--profile", "dist"],
-            &["build", "--profile=dist"],
-            &["doc", "--workspace"],
-            &["install", "mdbook"],
-            &["fmt", "--all"],
-        ] {
-            assert!(!is_dev_build(args), "{args:?}");
-        }
-    }
-
-    #[test]
-    fn the_linted_build_environment_denies_what_clippy_denies() {
-        let env = clippy_env().expect("clippy's driver takes -D warnings through CLIPPY_ARGS");
-        let (denied, said) = denies_a_dbg("rustc", &env).unwrap();
-        assert!(denied, "{said}");
-        // The probe catches a hand-over that does not reach the driver: without CLIPPY_ARGS
-        // the `dbg!` is only a warning, and with plain rustc no clippy lint runs at all.
-        let (denied, said) = denies_a_dbg("rustc", &env[..1]).unwrap();
-        assert!(!denied && said.contains("dbg_macro"), "{said}");
-        let (denied, _) = denies_a_dbg("rustc", &env[1..]).unwrap();
-        assert!(!denied);
-    }
 
     #[test]
     fn every_sink_feature_has_its_slim_end_to_end_run() {
