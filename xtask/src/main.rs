@@ -110,7 +110,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// Runs `cargo` with `args` from the workspace root, failing on a non-zero exit.
 /// Where cargo puts build output: `CARGO_TARGET_DIR` (relative to the workspace root when
 /// relative), else `target/` of the workspace.
 pub(crate) fn target_dir() -> std::path::PathBuf {
@@ -123,6 +122,7 @@ pub(crate) fn debug_nats_sink() -> std::path::PathBuf {
     target_dir().join("debug/nats-sink")
 }
 
+/// Runs `cargo` with `args` from the workspace root, failing on a non-zero exit.
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("$ cargo {}", args.join(" "));
