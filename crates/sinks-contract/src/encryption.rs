@@ -484,7 +484,7 @@ impl PayloadEncryption {
         match self.cipher_for(envelope.subject()) {
             Some(cipher) => {
                 let sealed = cipher.encrypt(envelope.payload(), Binding::of(&envelope));
-                envelope.with_payload(Bytes::from(sealed))
+                envelope.with_sealed_payload(Bytes::from(sealed))
             }
             None => envelope,
         }

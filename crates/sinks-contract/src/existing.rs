@@ -2,13 +2,28 @@
 //! record, and the one policy type every sink configures it with.
 //!
 //! A sink finds out what the key holds and says so as a [`Stored`] ([`compare`] turns two
-//! payload fingerprints into one); [`outcome`] then answers for the policy:
+//! payload fingerprints into one); [`outcome`] then answers for the policy and the
+//! [`KeyBasis`] of the sink's keys:
 //!
 //! | policy | same payload | different payload | cannot be compared | not compared |
 //! |---|---|---|---|---|
 //! | keep | duplicate | conflict, existing kept | duplicate | duplicate |
 //! | replace | duplicate | conflict, overwritten | duplicate | duplicate |
 //! | refuse | duplicate | conflict, rejected | permanent failure | permanent failure |
+//! | any, keys from the stream sequence | duplicate | **sequence reused** (permanent failure) | as above | as above |
+//!
+//! **Keys from the stream sequence.** A redelivery of a message always carries the same
+//! payload, so a different payload under a key made of the stream name and sequence means
+//! the sequence was used again: the stream was deleted and re-created, restored from a backup
+//! or lost its tail. That message is a different event, and keeping the old record while
+//! acknowledging it would lose it. Whatever the policy says, it is refused with the reason
+//! `sequence_reused` ([`sequence_reused`]): dead-lettered, or NAKed and reported without a
+//! dead-letter stream. For the same reason a replacing policy writes conditionally under such
+//! keys ([`conditional`]): it must not overwrite an earlier event before it was compared. The
+//! runtime's stream-identity check stops consumption before this happens in the usual cases
+//! (docs/delivery.md); this rule is what holds at the destination when it did not. A sealed
+//! (encrypted) payload cannot be compared, since every delivery encrypts it anew: a
+//! different sealed payload counts as one that cannot be compared.
 //!
 //! **Cannot be compared** (the stored record has no fingerprint, or cannot be read) is a
 //! duplicate: the key is derived from the message's identity, so the record under it is most
@@ -33,7 +48,13 @@ use std::marker::PhantomData;
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 use crate::envelope::Envelope;
+use crate::error::SinkError;
+use crate::idempotency::IdempotencyKey;
 use crate::sink::{ConflictResolution, MessageOutcome};
+
+/// The reason code of a message refused because its stream sequence was used before by a
+/// different event (DLQ records, metrics).
+pub const SEQUENCE_REUSED: &str = "sequence_reused";
 
 /// What a sink does when the key it writes already holds a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,6 +81,48 @@ pub enum Stored {
     Unchecked,
 }
 
+/// What a sink's keys are made of, as far as the existing-key decision cares.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KeyBasis {
+    /// The stream name (or its epoch, [`Envelope::keyed_stream`]) and the stream sequence:
+    /// `stream-sequence:{stream}:{seq}` keys, `{stream}-{seq}` file names, S3
+    /// `stream-sequence/…` keys, relational `(stream, sequence)` key columns. A different
+    /// payload under such a key is a reused sequence, never a conflict to resolve.
+    StreamSequence,
+    /// An identity the publisher gives (message id, a payload field, a payload hash): the
+    /// configured policy decides what a different payload means.
+    Publisher,
+}
+
+impl KeyBasis {
+    /// The basis of an idempotency key, from its text.
+    pub fn of_key(key: &IdempotencyKey) -> Self {
+        if key.as_str().starts_with("stream-sequence:") { Self::StreamSequence } else { Self::Publisher }
+    }
+}
+
+/// True when a write under `policy` must not replace a stored record (a conditional
+/// create): every policy but replace, and every policy under stream-sequence keys (a
+/// replacement could destroy an earlier event before it was compared; a redelivery of the
+/// same event has nothing to replace).
+pub fn conditional(policy: OnExisting, basis: KeyBasis) -> bool {
+    policy != OnExisting::Replace || basis == KeyBasis::StreamSequence
+}
+
+/// The permanent failure of a message whose stream-sequence key holds a different event's
+/// record (`record` names the key, `"s3 object key"`): reason [`SEQUENCE_REUSED`], error
+/// type `SequenceReusedError`.
+pub fn sequence_reused(record: &str) -> MessageOutcome {
+    MessageOutcome::Failed(
+        SinkError::permanent(format!(
+            "{record} already holds a different payload under this stream sequence: the sequence was used again \
+             (the stream was deleted and re-created, restored or rewound); the stored record is kept"
+        ))
+        .with_reason(SEQUENCE_REUSED)
+        .with_error_type("SequenceReusedError"),
+    )
+}
+
 /// The comparison of a stored payload fingerprint (`None`: the record has none, or it could
 /// not be read) with this message's.
 pub fn compare(stored: Option<&str>, ours: &str) -> Stored {
@@ -70,11 +133,13 @@ pub fn compare(stored: Option<&str>, ours: &str) -> Stored {
     }
 }
 
-/// The outcome for a message whose key holds `stored`, under `policy` (the table in the
-/// module docs). `record` names what the key is in failure messages (`"s3 object key"`).
-pub fn outcome(policy: OnExisting, stored: Stored, record: &str) -> MessageOutcome {
+/// The outcome for a message whose key holds `stored`, under `policy` and keys made of
+/// `basis` (the table in the module docs). `record` names what the key is in failure
+/// messages (`"s3 object key"`).
+pub fn outcome(policy: OnExisting, basis: KeyBasis, stored: Stored, record: &str) -> MessageOutcome {
     match (policy, stored) {
         (_, Stored::Same) => MessageOutcome::Duplicate,
+        (_, Stored::Different) if basis == KeyBasis::StreamSequence => sequence_reused(record),
         (OnExisting::Keep, Stored::Different) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
         (OnExisting::Replace, Stored::Different) => MessageOutcome::Conflict(ConflictResolution::Overwritten),
         (OnExisting::Refuse, Stored::Different) => MessageOutcome::Conflict(ConflictResolution::Rejected),
@@ -86,16 +151,33 @@ pub fn outcome(policy: OnExisting, stored: Stored, record: &str) -> MessageOutco
     }
 }
 
-/// [`outcome`], logged: a conflict at warn (which message and what was done, never
-/// contents), and a record that cannot be compared reported as a duplicate at warn with the
-/// reason.
-pub fn resolve(envelope: &Envelope, policy: OnExisting, stored: Stored, record: &str) -> MessageOutcome {
-    let decided = outcome(policy, stored, record);
+/// [`outcome`] for `envelope`, logged: a conflict at warn (which message and what was done,
+/// never contents), a reused sequence at error, and a record that cannot be compared
+/// reported as a duplicate at warn with the reason. A different sealed payload cannot be
+/// compared (every delivery encrypts anew).
+pub fn resolve(
+    envelope: &Envelope,
+    policy: OnExisting,
+    basis: KeyBasis,
+    stored: Stored,
+    record: &str,
+) -> MessageOutcome {
+    let stored = if stored == Stored::Different && envelope.is_sealed() { Stored::Uncomparable } else { stored };
+    let decided = outcome(policy, basis, stored, record);
     let subject = envelope.subject();
     let stream_sequence = envelope.jetstream().stream_sequence;
     match &decided {
         MessageOutcome::Conflict(resolution) => {
             tracing::warn!(subject, stream_sequence, resolution = ?resolution, "{record} already holds a different payload");
+        }
+        MessageOutcome::Failed(e) if e.reason() == Some(SEQUENCE_REUSED) => {
+            tracing::error!(
+                subject,
+                stream = %envelope.jetstream().stream,
+                stream_sequence,
+                reason = SEQUENCE_REUSED,
+                "{record} already holds a different event under this stream sequence; the message is refused, the stored record kept"
+            );
         }
         MessageOutcome::Duplicate if stored == Stored::Uncomparable => {
             tracing::warn!(
@@ -323,13 +405,55 @@ mod tests {
             (Refuse, Unchecked, "permanent: key already exists"),
         ];
         for (policy, stored, want) in rows {
-            assert_eq!(shape(&outcome(policy, stored, "key")), want, "{policy:?} / {stored:?}");
+            assert_eq!(shape(&outcome(policy, KeyBasis::Publisher, stored, "key")), want, "{policy:?} / {stored:?}");
         }
         let e = crate::testing::envelope("S", 1, "s", "{}");
         for (policy, stored, want) in rows {
-            assert_eq!(shape(&resolve(&e, policy, stored, "key")), want, "resolve agrees: {policy:?} / {stored:?}");
+            assert_eq!(
+                shape(&resolve(&e, policy, KeyBasis::Publisher, stored, "key")),
+                want,
+                "resolve agrees: {policy:?} / {stored:?}"
+            );
         }
-        assert_eq!(outcome(Keep, Uncomparable, "key").class(), OutcomeClass::Duplicate);
+        assert_eq!(outcome(Keep, KeyBasis::Publisher, Uncomparable, "key").class(), OutcomeClass::Duplicate);
+    }
+
+    #[test]
+    fn under_stream_sequence_keys_a_different_payload_is_a_reused_sequence_whatever_the_policy() {
+        use OnExisting::{Keep, Refuse, Replace};
+        use Stored::{Different, Same, Unchecked, Uncomparable};
+        let e = crate::testing::envelope("S", 1, "s", "{}");
+        for policy in [Keep, Replace, Refuse] {
+            let decided = resolve(&e, policy, KeyBasis::StreamSequence, Different, "key");
+            let MessageOutcome::Failed(error) = &decided else { panic!("{policy:?}: {decided:?}") };
+            assert!(error.is_permanent() && error.reason() == Some(SEQUENCE_REUSED), "{policy:?}: {error:?}");
+            assert_eq!(error.error_type(), "SequenceReusedError");
+            assert!(!decided.is_durable(), "never acknowledged as stored");
+            assert_eq!(shape(&outcome(policy, KeyBasis::StreamSequence, Same, "key")), "Duplicate");
+            // What cannot be compared keeps its meaning (the identity check guards it).
+            assert_eq!(
+                shape(&outcome(policy, KeyBasis::StreamSequence, Uncomparable, "key")),
+                shape(&outcome(policy, KeyBasis::Publisher, Uncomparable, "key"))
+            );
+            assert_eq!(
+                shape(&outcome(policy, KeyBasis::StreamSequence, Unchecked, "key")),
+                shape(&outcome(policy, KeyBasis::Publisher, Unchecked, "key"))
+            );
+        }
+        // A replacing policy writes conditionally under such keys only.
+        assert!(conditional(Replace, KeyBasis::StreamSequence) && !conditional(Replace, KeyBasis::Publisher));
+        assert!(conditional(Keep, KeyBasis::Publisher) && conditional(Refuse, KeyBasis::Publisher));
+        // A sealed payload differs on every delivery: it cannot be compared.
+        let sealed = e.clone().with_sealed_payload(bytes::Bytes::from_static(b"{\"ciphertext\":1}"));
+        assert_eq!(shape(&resolve(&sealed, Keep, KeyBasis::StreamSequence, Different, "key")), "Duplicate");
+    }
+
+    #[test]
+    fn the_basis_of_a_key_is_read_from_its_text() {
+        let e = crate::testing::envelope("S", 9, "s", "{}");
+        assert_eq!(KeyBasis::of_key(&e.idempotency_key().unwrap()), KeyBasis::StreamSequence);
+        assert_eq!(KeyBasis::of_key(&IdempotencyKey::message_id("m")), KeyBasis::Publisher);
+        assert_eq!(KeyBasis::of_key(&IdempotencyKey::payload_sha256("s", b"x")), KeyBasis::Publisher);
     }
 
     #[test]

@@ -52,7 +52,7 @@ impl IdempotencyKey {
     pub(crate) fn default_for(envelope: &Envelope) -> Result<Self, IdempotencyError> {
         let js = envelope.jetstream();
         if !js.stream.is_empty() && js.stream_sequence > 0 {
-            return Ok(Self::stream_sequence(&js.stream, js.stream_sequence));
+            return Ok(Self::stream_sequence(&envelope.keyed_stream(), js.stream_sequence));
         }
         if let Some(id) = envelope.message_id() {
             return Ok(Self::message_id(id));
@@ -141,7 +141,7 @@ impl KeySource {
             Self::StreamSequence if js.stream.is_empty() || js.stream_sequence == 0 => {
                 Err(IdempotencyError::MissingStreamSequence)
             }
-            Self::StreamSequence => Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence)),
+            Self::StreamSequence => Ok(IdempotencyKey::stream_sequence(&envelope.keyed_stream(), js.stream_sequence)),
             Self::MessageId => {
                 envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)
             }
@@ -179,7 +179,7 @@ impl IdempotencyStrategy {
                 if js.stream.is_empty() || js.stream_sequence == 0 {
                     return Err(IdempotencyError::MissingStreamSequence);
                 }
-                Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence))
+                Ok(IdempotencyKey::stream_sequence(&envelope.keyed_stream(), js.stream_sequence))
             }
             Self::MessageId => {
                 envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)

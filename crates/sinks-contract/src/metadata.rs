@@ -364,6 +364,10 @@ struct JetStreamDoc<'a> {
     pending: u64,
     redelivered: bool,
     stream: &'a str,
+    /// Present only in a later epoch of the stream (see `Envelope::keyed_stream`), so the
+    /// document of a stream that never changed is exactly as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     timestamp: Option<String>,
     timestamp_epoch_ns: Option<i64>,
@@ -434,6 +438,7 @@ impl<'a> MetadataDoc<'a> {
                 pending: js.pending,
                 redelivered: envelope.redelivered(),
                 stream: &js.stream,
+                stream_epoch: envelope.stream_epoch(),
                 stream_sequence: js.stream_sequence,
                 timestamp: js.timestamp.map(rfc3339),
                 timestamp_epoch_ns: js_ns.map(as_i64),

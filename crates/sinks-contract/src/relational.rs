@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use crate::columns::{ColumnMapping, Field};
-use crate::existing::{self, ExistingKeyPolicy, KeepFirstOverwriteDeadLetter, Stored};
+use crate::existing::{self, ExistingKeyPolicy, KeepFirstOverwriteDeadLetter, KeyBasis, Stored};
 use crate::idempotency::IdempotencyStrategy;
 use crate::metadata::MetadataDoc;
 use crate::payload::{self, PayloadMode};
@@ -71,6 +71,17 @@ impl IdempotencyConfig {
                 vec![columns.stream_name.clone(), columns.stream_sequence.clone()]
             }
             (None, _) => vec![columns.message_id.clone()],
+        }
+    }
+
+    /// What the keys are made of: the stream sequence when the key columns include the
+    /// stream sequence column (the default pair), else the publisher's identity.
+    pub fn basis(&self, columns: &ColumnMapping) -> KeyBasis {
+        let sequence = &columns.stream_sequence;
+        if self.key_columns(columns).iter().any(|c| c.eq_ignore_ascii_case(sequence)) {
+            KeyBasis::StreamSequence
+        } else {
+            KeyBasis::Publisher
         }
     }
 }
@@ -252,7 +263,7 @@ pub fn map_row(
     let cells = fields
         .iter()
         .map(|f| match f {
-            Field::StreamName => text(&js.stream),
+            Field::StreamName => text(&envelope.keyed_stream()),
             Field::StreamSequence => Cell::UInt(js.stream_sequence),
             Field::Subject => text(envelope.subject()),
             Field::MessageId => Cell::Text(derived_id.clone().or_else(|| envelope.message_id().map(str::to_owned))),
@@ -285,23 +296,30 @@ pub enum RowWrite {
     Overwrite,
 }
 
-/// The outcome of a row whose key exists, and what to write for it. Without a conflict
-/// policy the row is a duplicate (updated when `updates_duplicates`: an upsert or merge with
-/// update columns, as the reference does). With one, the fingerprint column decides through
-/// [`existing::outcome`]: `fingerprint_matches` (the stored fingerprint is this payload's)
-/// is the same payload, anything else counts as different (a null fingerprint included: the
-/// Oracle sink's array-DML check cannot tell it from another one).
+/// The outcome of a row whose key exists, and what to write for it. `stored` is what the
+/// fingerprint column says of the stored row ([`Stored::Same`] when it is this payload's,
+/// [`Stored::Different`] otherwise, a null fingerprint included: the Oracle sink's array-DML
+/// check cannot tell it from another one; [`Stored::Unchecked`] when the sink did not read
+/// it). Under stream-sequence keys a different row is a reused sequence, whatever the
+/// policy ([`existing::sequence_reused`]), and is never updated. Otherwise, without a
+/// conflict policy the row is a duplicate (updated when `updates_duplicates`: an upsert or
+/// merge with update columns, as the reference does); with one, [`existing::outcome`]
+/// decides.
 pub fn existing_row(
     conflict_policy: Option<ConflictPolicy>,
-    fingerprint_matches: bool,
+    basis: KeyBasis,
+    stored: Stored,
     updates_duplicates: bool,
 ) -> (MessageOutcome, RowWrite) {
+    if basis == KeyBasis::StreamSequence && stored == Stored::Different {
+        return (existing::sequence_reused("row key"), RowWrite::Nothing);
+    }
     let Some(policy) = conflict_policy else {
         let write = if updates_duplicates { RowWrite::Update } else { RowWrite::Nothing };
         return (MessageOutcome::Duplicate, write);
     };
-    let stored = if fingerprint_matches { Stored::Same } else { Stored::Different };
-    let outcome = existing::outcome(policy.on_existing(), stored, "row key");
+    let stored = if stored == Stored::Same { Stored::Same } else { Stored::Different };
+    let outcome = existing::outcome(policy.on_existing(), basis, stored, "row key");
     let write = match outcome {
         MessageOutcome::Conflict(ConflictResolution::Overwritten) => RowWrite::Overwrite,
         _ => RowWrite::Nothing,
@@ -419,32 +437,65 @@ mod tests {
 
     #[test]
     fn an_existing_row_by_policy_and_fingerprint() {
-        let shape = |(outcome, write): (MessageOutcome, RowWrite)| (format!("{:?}", outcome.class()), write);
+        use KeyBasis::{Publisher, StreamSequence};
+        use Stored::{Different, Same, Unchecked};
+        let shape = |(outcome, write): (MessageOutcome, RowWrite)| match &outcome {
+            MessageOutcome::Failed(e) if e.reason() == Some(existing::SEQUENCE_REUSED) => ("reused".to_owned(), write),
+            _ => (format!("{:?}", outcome.class()), write),
+        };
         let policy = |p: ConflictPolicy| Some(p);
         let rows = [
-            (None, false, false, ("Duplicate", RowWrite::Nothing)),
-            (None, false, true, ("Duplicate", RowWrite::Update)),
-            (policy(ConflictPolicy::KeepFirst), true, true, ("Duplicate", RowWrite::Nothing)),
-            (policy(ConflictPolicy::KeepFirst), false, true, ("Conflict", RowWrite::Nothing)),
-            (policy(ConflictPolicy::Overwrite), false, false, ("Conflict", RowWrite::Overwrite)),
-            (policy(ConflictPolicy::Overwrite), true, false, ("Duplicate", RowWrite::Nothing)),
-            (policy(ConflictPolicy::DeadLetter), false, false, ("Conflict", RowWrite::Nothing)),
-            (policy(ConflictPolicy::DeadLetter), true, false, ("Duplicate", RowWrite::Nothing)),
+            (None, Publisher, Unchecked, false, ("Duplicate", RowWrite::Nothing)),
+            (None, Publisher, Unchecked, true, ("Duplicate", RowWrite::Update)),
+            (policy(ConflictPolicy::KeepFirst), Publisher, Same, true, ("Duplicate", RowWrite::Nothing)),
+            (policy(ConflictPolicy::KeepFirst), Publisher, Different, true, ("Conflict", RowWrite::Nothing)),
+            (policy(ConflictPolicy::Overwrite), Publisher, Different, false, ("Conflict", RowWrite::Overwrite)),
+            (policy(ConflictPolicy::Overwrite), Publisher, Same, false, ("Duplicate", RowWrite::Nothing)),
+            (policy(ConflictPolicy::DeadLetter), Publisher, Different, false, ("Conflict", RowWrite::Nothing)),
+            (policy(ConflictPolicy::DeadLetter), Publisher, Same, false, ("Duplicate", RowWrite::Nothing)),
+            // A reused stream sequence is refused and never written over, whatever the policy.
+            (None, StreamSequence, Different, true, ("reused", RowWrite::Nothing)),
+            (policy(ConflictPolicy::Overwrite), StreamSequence, Different, false, ("reused", RowWrite::Nothing)),
+            (policy(ConflictPolicy::KeepFirst), StreamSequence, Different, false, ("reused", RowWrite::Nothing)),
+            (None, StreamSequence, Same, true, ("Duplicate", RowWrite::Update)),
+            (policy(ConflictPolicy::Overwrite), StreamSequence, Same, false, ("Duplicate", RowWrite::Nothing)),
         ];
-        for (p, matches, updates, (class, write)) in rows {
+        for (p, basis, stored, updates, (class, write)) in rows {
             assert_eq!(
-                shape(existing_row(p, matches, updates)),
+                shape(existing_row(p, basis, stored, updates)),
                 (class.to_owned(), write),
-                "{p:?} {matches} {updates}"
+                "{p:?} {basis:?} {stored:?} {updates}"
             );
         }
         assert!(matches!(
-            existing_row(policy(ConflictPolicy::DeadLetter), false, false).0,
+            existing_row(policy(ConflictPolicy::DeadLetter), Publisher, Different, false).0,
             MessageOutcome::Conflict(ConflictResolution::Rejected)
         ));
         assert!(matches!(
-            existing_row(policy(ConflictPolicy::KeepFirst), false, false).0,
+            existing_row(policy(ConflictPolicy::KeepFirst), Publisher, Different, false).0,
             MessageOutcome::Conflict(ConflictResolution::KeptExisting)
         ));
+    }
+
+    #[test]
+    fn keys_are_stream_sequence_keys_when_the_sequence_column_is_one() {
+        let m = ColumnMapping::default();
+        assert_eq!(IdempotencyConfig::default().basis(&m), KeyBasis::StreamSequence);
+        let by_id = IdempotencyConfig { strategy: IdempotencyStrategy::MessageId, ..Default::default() };
+        assert_eq!(by_id.basis(&m), KeyBasis::Publisher);
+    }
+
+    #[test]
+    fn a_later_epoch_keys_rows_by_its_epoch_scoped_stream_name() {
+        let now = OffsetDateTime::UNIX_EPOCH;
+        let e = envelope_with("ORDERS", 4, "o", "{}".to_owned(), Headers::new(), 1);
+        let cells = |e: &Envelope| {
+            map_row(e, &[Field::StreamName], &IdempotencyConfig::default(), PayloadMode::JsonOrEnvelope, 32, now)
+                .unwrap()
+                .cells
+        };
+        assert_eq!(cells(&e), [Cell::Text(Some("ORDERS".into()))]);
+        let later = e.with_stream_epoch(Some("e17".into()));
+        assert_eq!(cells(&later), [Cell::Text(Some("ORDERS.e17".into()))]);
     }
 }

@@ -65,6 +65,11 @@ mod broken {
         LogsPayloads,
         /// Returns one outcome too few.
         Misaligned,
+        /// Acknowledges a different event under a reused stream sequence as a conflict that
+        /// kept the stored record (what every sink did before `sequence_reused`).
+        KeepsReusedSequence,
+        /// Ignores the stream's epoch: keys by stream name and sequence only.
+        IgnoresEpoch,
     }
 
     #[derive(Debug)]
@@ -95,8 +100,17 @@ mod broken {
             for (i, e) in batch.iter().enumerate() {
                 if matches!(self.flaw, Flaw::DropsWrites) && i % 3 == 2 {
                     outcomes.push(MessageOutcome::Committed);
+                } else if matches!(self.flaw, Flaw::IgnoresEpoch) {
+                    let plain = e.clone().with_stream_epoch(None);
+                    outcomes.extend(self.inner.write_batch(std::slice::from_ref(&plain)).await?);
                 } else {
-                    outcomes.extend(self.inner.write_batch(std::slice::from_ref(e)).await?);
+                    let mut got = self.inner.write_batch(std::slice::from_ref(e)).await?;
+                    if matches!(self.flaw, Flaw::KeepsReusedSequence)
+                        && matches!(&got[..], [MessageOutcome::Failed(e)] if e.is_permanent())
+                    {
+                        got = vec![MessageOutcome::Conflict(sinks_contract::ConflictResolution::KeptExisting)];
+                    }
+                    outcomes.extend(got);
                 }
             }
             if matches!(self.flaw, Flaw::Misaligned) && !outcomes.is_empty() {
@@ -144,6 +158,8 @@ async fn the_cases_catch_broken_sinks() {
         (Flaw::Misaligned, "C2"),
         (Flaw::PermanentWhenDown, "C7"),
         (Flaw::LogsPayloads, "C11"),
+        (Flaw::KeepsReusedSequence, "C12"),
+        (Flaw::IgnoresEpoch, "C12"),
     ] {
         let result = certify::run_case(&BrokenHarness(flaw), clause).await;
         assert!(matches!(result.outcome, Outcome::Fail(_)), "{flaw:?} must fail {clause}, got {:?}", result.outcome);

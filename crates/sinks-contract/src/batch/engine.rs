@@ -651,7 +651,7 @@ impl<L: ObjectLog> Inner<L> {
         let record = s.record;
         let stored = if !s.content_check {
             Stored::Unchecked
-        } else if s.policy == OnExisting::Refuse || s.policy == OnExisting::Keep {
+        } else if existing::conditional(s.policy, existing::KeyBasis::StreamSequence) {
             match self.fingerprints(committed).await {
                 Ok(prints) => {
                     let ours = crate::payload::normalize(envelope.payload(), PayloadMode::BytesEnvelope)
@@ -665,7 +665,7 @@ impl<L: ObjectLog> Inner<L> {
         } else {
             Stored::Unchecked
         };
-        existing::resolve(envelope, s.policy, stored, record)
+        existing::resolve(envelope, s.policy, existing::KeyBasis::StreamSequence, stored, record)
     }
 
     /// The payload fingerprints of `committed`'s rows (read back once, then cached).

@@ -172,6 +172,7 @@ pub const CLAUSES: &[(&str, &str, CaseFn)] = &[
     ("C9", "concurrent batches", |h| Box::pin(c9_concurrent_batches(h))),
     ("C10", "health check", |h| Box::pin(c10_health_check(h))),
     ("C11", "no secrets or payloads in logs", |h| Box::pin(c11_no_secrets_or_payloads_in_logs(h))),
+    ("C12", "a reused stream sequence is refused", |h| Box::pin(c12_reused_sequence_is_refused(h))),
 ];
 
 /// Runs one clause by id, catching panics as failures.
@@ -247,6 +248,7 @@ macro_rules! certify_tests {
         $crate::certify_tests!(@case $harness, c9_concurrent_batches, "C9");
         $crate::certify_tests!(@case $harness, c10_health_check, "C10");
         $crate::certify_tests!(@case $harness, c11_no_secrets_or_payloads_in_logs, "C11");
+        $crate::certify_tests!(@case $harness, c12_reused_sequence_is_refused, "C12");
     };
     (@case $harness:expr, $name:ident, $id:literal) => {
         #[tokio::test]

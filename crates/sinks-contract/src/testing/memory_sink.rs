@@ -11,7 +11,8 @@ use bytes::Bytes;
 
 use crate::envelope::Envelope;
 use crate::error::SinkError;
-use crate::sink::{BatchResult, Capabilities, ConflictResolution, MessageOutcome, Sink};
+use crate::existing;
+use crate::sink::{BatchResult, Capabilities, MessageOutcome, Sink};
 
 /// Faults to inject into a [`MemorySink`].
 #[derive(Debug, Default)]
@@ -135,12 +136,20 @@ impl Sink for MemorySink {
                     return MessageOutcome::temporary("injected temporary failure of one message");
                 }
                 let key = match e.idempotency_key() {
-                    Ok(k) => k.to_string(),
+                    Ok(k) => k,
                     Err(err) => return MessageOutcome::Failed(SinkError::permanent(err.to_string())),
                 };
+                let basis = existing::KeyBasis::of_key(&key);
+                let key = key.to_string();
                 match records.get(&key) {
                     Some(existing) if existing == e.payload() => MessageOutcome::Duplicate,
-                    Some(_) => MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+                    Some(_) => existing::resolve(
+                        e,
+                        existing::OnExisting::Keep,
+                        basis,
+                        existing::Stored::Different,
+                        "memory key",
+                    ),
                     None => {
                         records.insert(key, e.payload().clone());
                         commits.push((e.jetstream().stream_sequence, e.order_key()));
