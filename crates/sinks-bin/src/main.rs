@@ -162,6 +162,18 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         chunk: usize,
     },
+    /// Show the identity the consumer pinned for its stream (creation time, epoch, sequences,
+    /// earlier identities) against the live stream; with `--accept`, decide a change that
+    /// paused the workers: `new-epoch` (the new stream's events get keys of their own) or
+    /// `replay` (the same data was restored: keys as before, stored events come back as
+    /// duplicates).
+    StreamIdentity {
+        /// Config file.
+        config: PathBuf,
+        /// Decide the pending change.
+        #[arg(long, value_enum)]
+        accept: Option<Accept>,
+    },
     /// Re-deliver a range of the stream to the configured sink through a temporary consumer
     /// (the production consumer is untouched; what is already there comes back as duplicates).
     Replay {
@@ -221,6 +233,15 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+/// A decision about a changed stream (`nats-sink stream-identity --accept`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Accept {
+    /// A new epoch: keys and names of the new stream's events carry its epoch.
+    NewEpoch,
+    /// A replay of the same data: keys as before.
+    Replay,
 }
 
 /// What `--help` adds: the sinks built into this binary and the environment override
@@ -393,6 +414,28 @@ async fn dispatch(command: Command) -> ExitCode {
                 Err(e) => config_failure(&e),
             }
         }
+        Command::StreamIdentity { config, accept } => match registry::load_config(&config) {
+            Ok(c) => {
+                let decision = accept.map(|a| match a {
+                    Accept::NewEpoch => sinks_runtime::identity::Decision::NewEpoch,
+                    Accept::Replay => sinks_runtime::identity::Decision::Replay,
+                });
+                match sinks_runtime::runner::stream_identity(&c, decision).await {
+                    Ok(lines) => {
+                        for line in lines {
+                            println!("{line}");
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    Err(RunError::Config(e)) => config_failure(&e),
+                    Err(e) => {
+                        report(&e.to_string());
+                        ExitCode::from(1)
+                    }
+                }
+            }
+            Err(e) => config_failure(&e),
+        },
         Command::InspectOrdered { config, options } => match registry::load_config(&config) {
             Ok(c) => match inspect::run(&c, &options).await {
                 Ok(_) => ExitCode::SUCCESS,

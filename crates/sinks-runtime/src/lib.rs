@@ -24,6 +24,7 @@ pub mod connect;
 pub mod dlq;
 pub mod fanout;
 pub mod freshness;
+pub mod identity;
 pub mod ledger;
 pub mod metrics;
 pub mod otel;

@@ -150,6 +150,17 @@ impl NatsServer {
         format!("nats://127.0.0.1:{}", self.port)
     }
 
+    /// The server's JetStream store directory (stable across restarts): a test that restores
+    /// a stream from a copy of its files stops the server, puts them back and restarts it.
+    pub fn store_dir(&self) -> &std::path::Path {
+        self.store.path()
+    }
+
+    /// The directory of `stream`'s files in the store (the global account).
+    pub fn stream_dir(&self, stream: &str) -> PathBuf {
+        self.store.path().join("jetstream").join("$G").join("streams").join(stream)
+    }
+
     /// The port the server listens on (stable across restarts).
     pub fn port(&self) -> u16 {
         self.port

@@ -9,6 +9,7 @@
 
 mod consumer;
 mod delivery;
+pub mod guard;
 pub mod metrics;
 mod nats;
 pub mod otel;
@@ -31,6 +32,7 @@ pub use consumer::{
 pub use delivery::{
     AckConfirmationConfig, AckPolicyName, DeliveryConfig, InProgressConfig, LogFormat, LoggingConfig, OrderingKey,
 };
+pub use guard::{OnStreamChange, StreamGuardConfig};
 pub use metrics::{AdvisoriesConfig, MetricsConfig};
 pub use nats::NatsConfig;
 pub use otel::{OpenTelemetryConfig, OtlpProtocol};
@@ -88,6 +90,10 @@ pub struct Config {
     /// The rescue of messages the server stops redelivering (`max_deliver` exhausted).
     #[serde(default)]
     pub rescue: rescue::RescueConfig,
+    /// What the sink watches about the stream under it: its identity (re-created, restored or
+    /// rewound streams) and how close unsettled messages are to its limits (extension).
+    #[serde(default)]
+    pub stream_guard: StreamGuardConfig,
     /// Mission metadata resolution (JSON object from a header, subject rules and a default).
     #[serde(default)]
     pub mission_metadata: sinks_policy::mission::MissionMetadataConfig,
@@ -253,6 +259,7 @@ impl Config {
             &mut issues,
         );
         self.rescue.validate_at("rescue", &mut issues);
+        self.stream_guard.validate_at("stream_guard", &mut issues);
         self.encryption.validate_at("encryption", &mut issues);
         self.mission_metadata.validate_at("mission_metadata", &mut issues);
         self.security_labels.validate_at("security_labels", &mut issues);

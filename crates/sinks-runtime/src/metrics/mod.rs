@@ -76,6 +76,7 @@ pub struct Status {
     sink_opened: AtomicBool,
     sink_healthy: AtomicBool,
     stopping: AtomicBool,
+    identity_paused: AtomicBool,
     last_progress_ms: AtomicU64,
     stall_after_ms: AtomicU64,
     lag_known: AtomicBool,
@@ -116,6 +117,7 @@ impl Default for Status {
             sink_opened: AtomicBool::new(false),
             sink_healthy: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
+            identity_paused: AtomicBool::new(false),
             last_progress_ms: AtomicU64::new(0),
             stall_after_ms: AtomicU64::new(DEFAULT_STALL_WINDOW.as_millis() as u64),
             lag_known: AtomicBool::new(false),
@@ -145,6 +147,9 @@ impl Status {
             missing.push("sink not opened");
         } else if !load(&self.sink_healthy) {
             missing.push("sink unhealthy");
+        }
+        if load(&self.identity_paused) {
+            missing.push("paused: the stream's identity changed");
         }
         if load(&self.stopping) {
             missing.push("stopping");
@@ -205,6 +210,12 @@ impl Status {
     /// Records the destination's health; returns the previous value.
     pub(crate) fn set_sink_healthy(&self, healthy: bool) -> bool {
         self.sink_healthy.swap(healthy, Ordering::Relaxed)
+    }
+
+    /// Consumption is paused because the stream's identity changed (not ready until the
+    /// operator decided).
+    pub(crate) fn set_identity_paused(&self, paused: bool) {
+        self.identity_paused.store(paused, Ordering::Relaxed);
     }
 
     pub(crate) fn set_stopping(&self) {

@@ -59,6 +59,10 @@ pub(super) struct Ctx {
     pub(super) pending: std::sync::Mutex<PendingSet>,
     /// Wakes the pending flusher after a write held something.
     pub(super) flush_wake: tokio::sync::Notify,
+    /// The stream guard: the epoch in force, and whether fetching is paused.
+    pub(super) guard: Arc<super::guard::Guard>,
+    /// JetStream, for binding the consumer again when it is gone.
+    pub(super) js: async_nats::jetstream::Context,
 }
 
 impl Ctx {

@@ -62,6 +62,14 @@ pub(super) async fn fetch_loop(
         // current one settles. Everything fetched is processed, even after a stop request.
         let (started, fetched) = match ahead.take() {
             Some((started, task)) => (started, task.await.unwrap_or_else(|e| Err(FetchError::from_task(&e)))),
+            // The stream's identity changed and nothing was decided: nothing new is fetched
+            // (what was fetched before goes on to its settlement).
+            None if ctx.guard.paused() => {
+                if !ctx.guard.wait_open(stop).await {
+                    break;
+                }
+                continue;
+            }
             None => {
                 let started = Instant::now();
                 let fetched = tokio::select! {
@@ -91,6 +99,12 @@ pub(super) async fn fetch_loop(
                 ctx.metrics.inc(CounterId::FetchErrors, 1);
                 let delay = backoff.delay(failures, 0.5);
                 tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
+                // Failing fetches may mean the consumer is gone (a deleted stream takes its
+                // consumers with it): look, and bind it again once the stream is there.
+                if failures % 3 == 0 && rebind(ctx, source).await {
+                    failures = 0;
+                    continue;
+                }
                 if sleep_or_stop(delay, stop).await {
                     break;
                 }
@@ -105,7 +119,7 @@ pub(super) async fn fetch_loop(
         // batch is admitted and spawned (one request/response round trip per batch is what a
         // plain fetch loop loses against a continuous pull). It is awaited and processed
         // before anything else is fetched, stop or not.
-        if size == delivery.batch_size && !*stop.borrow() {
+        if size == delivery.batch_size && !*stop.borrow() && !ctx.guard.paused() {
             ahead = Some((Instant::now(), tokio::spawn(prefetch(Arc::clone(source), size, timeout))));
         }
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);
@@ -121,6 +135,52 @@ pub(super) async fn fetch_loop(
     }
     // Wait until every batch task has returned its permit.
     let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
+}
+
+/// Binds the consumer again when it is gone (its stream was deleted, or it was deleted), once
+/// the stream is there; checks the stream's identity before anything is fetched from it.
+/// True when the source fetches from a newly bound consumer.
+async fn rebind(ctx: &Ctx, source: &Source) -> bool {
+    let config = &ctx.config;
+    let (name, consumer) = (&config.nats.stream, &config.nats.consumer);
+    let stream = match ctx.js.get_stream(name).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            tracing::warn!(stream = %name, error = %e, "the stream cannot be read (deleted?); waiting for it");
+            return false;
+        }
+    };
+    if !config.nats.durable {
+        return false;
+    }
+    match stream.consumer_info(consumer).await {
+        Ok(_) => return false,
+        Err(e) if e.kind() == async_nats::jetstream::context::ConsumerInfoErrorKind::NotFound => {}
+        Err(_) => return false,
+    }
+    tracing::warn!(stream = %name, consumer = %consumer, "the consumer is gone (its stream deleted and created again?); binding it again");
+    let bound = match crate::setup::ensure_consumer(&stream, config).await {
+        Ok(bound) => bound,
+        Err(e) => {
+            tracing::error!(stream = %name, consumer = %consumer, error = %e, "cannot bind the consumer again; retrying");
+            return false;
+        }
+    };
+    match super::guard::live_now(&stream, &bound.consumer).await {
+        Ok(live) => {
+            if let Err(e) = ctx.guard.check(&live).await {
+                tracing::error!(error = %e, "checking the stream's identity failed; not fetching from the new consumer yet");
+                return false;
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the stream failed; retrying");
+            return false;
+        }
+    }
+    source.replace_consumer(bound.consumer);
+    tracing::info!(stream = %name, consumer = %consumer, action = bound.action, "consumer bound again");
+    true
 }
 
 /// The task of a fetch asked for ahead.

@@ -23,17 +23,18 @@
 //! not committed yet; `settle` the settlement plan (the one call site of the
 //! ACK gate) and its application; `keeper` the task that heartbeats and releases held-back
 //! messages; `heartbeat` the in-progress heartbeats; `outage` the outage log; `tally` the
-//! policy step counts; `lag` and `health` the background probes; `reconnect` the retries of
-//! start-up steps; `rescue` the last chance of messages the server stopped redelivering;
-//! `context` the per-run context the tasks share.
+//! policy step counts; `guard` the stream guard (the stream's identity, its epochs and the
+//! pause when it changed; lag and retention headroom); `health` the destination probe;
+//! `reconnect` the retries of start-up steps; `rescue` the last chance of messages the server
+//! stopped redelivering; `context` the per-run context the tasks share.
 
 mod batch;
 mod context;
 mod fetch;
+mod guard;
 mod health;
 mod heartbeat;
 mod keeper;
-mod lag;
 mod ordering;
 mod outage;
 mod parking;
@@ -56,9 +57,10 @@ use tokio::sync::watch;
 
 use self::context::{Ctx, write_budget};
 use self::fetch::fetch_loop;
+pub(crate) use self::guard::GuardState;
+use self::guard::{Guard, live_now, watch_stream};
 use self::health::probe_sink;
 use self::keeper::keep_parking;
-use self::lag::poll_lag;
 use self::outage::Outage;
 use self::parking::Parking;
 use self::reconnect::{Reaching, Retry, retry_until};
@@ -184,6 +186,31 @@ pub async fn check_against_server(config: &Config) -> Result<Vec<String>, RunErr
     };
     let _ = client.drain().await;
     Ok(std::iter::once(format!("connected to nats at {servers}")).chain(notes).collect())
+}
+
+/// `nats-sink stream-identity`: the stream's identity record and the live stream, and, with a
+/// decision, the decision applied to a change that waits for one (see
+/// [`crate::identity::operate`]).
+pub async fn stream_identity(
+    config: &Config,
+    decision: Option<crate::identity::Decision>,
+) -> Result<Vec<String>, RunError> {
+    let servers = startup::servers(config);
+    let client = match connect::connect(&config.nats).await {
+        Ok(c) => c,
+        Err(ConnectError::Config(e)) => return Err(e.into()),
+        Err(ConnectError::Unreachable(e)) => {
+            return Err(RunError::Unreachable(format!("cannot reach nats at {servers}: {e}")));
+        }
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    let lines = match crate::identity::operate(&js, config, decision).await {
+        Ok(lines) => lines,
+        Err(SetupError::Config(e)) => return Err(e.into()),
+        Err(SetupError::Unavailable(e)) => return Err(RunError::Unreachable(format!("nats at {servers}: {e}"))),
+    };
+    let _ = client.drain().await;
+    Ok(lines)
 }
 
 /// Runs `sink` under `config` until `shutdown` resolves. Returns the counters.
@@ -343,7 +370,7 @@ async fn run_inner(
 
     let (js_ref, config_ref, options_ref) = (&js, &config, &options);
     let setting_up = Reaching { what: "consumer setup", target: &servers, hint: "nats.stream and nats.consumer" };
-    let Some((bound, capture)) = retry_until(setting_up, &stop, &metrics, || async move {
+    let Some((bound, capture, stream, guard)) = retry_until(setting_up, &stop, &metrics, || async move {
         let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
         let bound =
             setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
@@ -352,7 +379,12 @@ async fn run_inner(
         // Exhaustions are captured before the first fetch, so none is missed.
         let capture =
             setup::ensure_capture(js_ref, &stream, config_ref, bound.max_deliver).await.map_err(setup_retry)?;
-        Ok((bound, capture))
+        // The stream's identity is checked before the first fetch: a stream re-created or
+        // rewound while the sink was down pauses it (or starts a new epoch) right here.
+        let replicas = stream.cached_info().config.num_replicas;
+        let guard = Guard::open(js_ref, config_ref, replicas, observed.clone()).await.map_err(setup_retry)?;
+        guard.check(&live_now(&stream, &bound.consumer).await.map_err(setup_retry)?).await.map_err(setup_retry)?;
+        Ok((bound, capture, stream, guard))
     })
     .await?
     else {
@@ -411,6 +443,8 @@ async fn run_inner(
     metrics.status().set_stall_window((budget + fetch_guard) * 2 + Duration::from_secs(30));
     metrics.status().set_consumer_bound(true);
     let policy_steps: Vec<&'static str> = pipeline.steps();
+    let guard = Arc::new(guard);
+    let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone(), guard.watch()));
     let ctx = Arc::new(Ctx {
         sink: Arc::clone(&sink),
         policy,
@@ -431,10 +465,18 @@ async fn run_inner(
         traces,
         pending: std::sync::Mutex::new(Default::default()),
         flush_wake: tokio::sync::Notify::new(),
+        guard: Arc::clone(&guard),
+        js: js.clone(),
     });
-    let lag = tokio::spawn(poll_lag(bound.consumer.clone(), metrics.clone(), config.metrics.clone(), stop.clone()));
+    let lag = tokio::spawn(watch_stream(
+        Arc::clone(&guard),
+        source.consumer(),
+        stream,
+        metrics.clone(),
+        config.clone(),
+        stop.clone(),
+    ));
     let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));
-    let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone()));
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
     let rescue = capture.map(|capture| tokio::spawn(rescue::rescue_loop(Arc::clone(&ctx), capture, stop.clone())));
     let holders = holding.map(|holding| {

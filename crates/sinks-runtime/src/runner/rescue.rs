@@ -50,6 +50,21 @@ pub(super) struct Exhausted {
     pub(super) stream_seq: u64,
     /// Deliveries the server made.
     pub(super) deliveries: u64,
+    /// When the server gave up (RFC 3339), when the advisory says.
+    #[serde(default)]
+    pub(super) timestamp: Option<String>,
+}
+
+impl Exhausted {
+    /// True when the server gave up before `created`: the advisory names a message of an
+    /// earlier stream of the same name (deleted and created again since), not this one's.
+    pub(super) fn predates(&self, created: Option<OffsetDateTime>) -> bool {
+        let at = self
+            .timestamp
+            .as_deref()
+            .and_then(|t| OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok());
+        matches!((at, created), (Some(at), Some(created)) if at < created)
+    }
 }
 
 impl Exhausted {
@@ -74,6 +89,10 @@ pub(super) async fn rescue_loop(ctx: Arc<Ctx>, capture: Capture, mut stop: watch
     tracing::info!(stream = %capture.stream, "rescue of exhausted messages on");
     loop {
         if *stop.borrow() {
+            return;
+        }
+        // While the stream's identity is undecided nothing is written, rescued or not.
+        if ctx.guard.paused() && !ctx.guard.wait_open(&stop).await {
             return;
         }
         let fetched = tokio::select! {
@@ -114,8 +133,23 @@ pub(super) async fn rescue_loop(ctx: Arc<Ctx>, capture: Capture, mut stop: watch
 /// Rescues the messages `cases` name (see the module documentation).
 async fn rescue(ctx: &Ctx, capture: &Capture, cases: Vec<Case>) {
     let mut ready: Vec<(Envelope, Case)> = Vec::with_capacity(cases.len());
+    let (epoch, created) = {
+        let state = ctx.guard.watch();
+        let state = state.borrow();
+        (state.epoch.clone(), state.created)
+    };
     for case in cases {
         let seq = case.exhausted.stream_seq;
+        if case.exhausted.predates(created) {
+            RunStats::add(&ctx.stats.rescue_gone, 1);
+            ctx.metrics.inc(CounterId::MessagesRescueGone, 1);
+            tracing::warn!(
+                stream_sequence = seq,
+                "an exhaustion advisory names a message of the stream before it was created again; that message is gone"
+            );
+            let _ = case.advisory.send(AckKind::Ack).await;
+            continue;
+        }
         match capture.source.get_raw_message(seq).await {
             Ok(raw) => {
                 let headers = headers_of(&raw.headers);
@@ -130,8 +164,9 @@ async fn rescue(ctx: &Ctx, capture: &Capture, cases: Vec<Case>) {
                     domain: None,
                 };
                 let app = ctx.config.message_metadata.resolve(raw.subject.as_str(), &headers);
-                let envelope =
-                    Envelope::new(raw.subject.as_str(), raw.payload, headers, jetstream).with_app_metadata(app);
+                let envelope = Envelope::new(raw.subject.as_str(), raw.payload, headers, jetstream)
+                    .with_app_metadata(app)
+                    .with_stream_epoch(epoch.clone());
                 ready.push((envelope, case));
             }
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {
@@ -294,8 +329,19 @@ mod tests {
         let advisory = br#"{"type":"io.nats.jetstream.advisory.v1.max_deliver","id":"x","timestamp":"2026-12-01T00:00:00Z","stream":"S","consumer":"C","stream_seq":42,"deliveries":3}"#;
         assert_eq!(
             Exhausted::parse(advisory),
-            Some(Exhausted { stream: "S".into(), consumer: "C".into(), stream_seq: 42, deliveries: 3 })
+            Some(Exhausted {
+                stream: "S".into(),
+                consumer: "C".into(),
+                stream_seq: 42,
+                deliveries: 3,
+                timestamp: Some("2026-12-01T00:00:00Z".into())
+            })
         );
+        let parsed = Exhausted::parse(advisory).unwrap();
+        let at = |t: &str| Some(OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).unwrap());
+        assert!(parsed.predates(at("2026-12-02T00:00:00Z")), "the stream was created again after it");
+        assert!(!parsed.predates(at("2026-11-30T00:00:00Z")));
+        assert!(!parsed.predates(None), "an unknown creation time drops nothing");
         assert_eq!(Exhausted::parse(b"not json"), None);
         assert_eq!(Exhausted::parse(br#"{"stream":"S","consumer":"C"}"#), None, "no sequence");
         assert_eq!(Exhausted::parse(br#"{"stream":"S","consumer":"C","stream_seq":0,"deliveries":1}"#), None);
