@@ -50,8 +50,18 @@ pub(crate) struct StreamPlan {
     nats_cli_example: String,
     /// The exhaustion capture, when the consumer has a `max_deliver` and `rescue` is on.
     rescue: Option<RescuePlan>,
+    /// The stream identity bucket, when `stream_guard.identity` is on.
+    stream_guard: Option<GuardPlan>,
     notes: Vec<String>,
     warnings: Vec<String>,
+}
+
+/// The key-value bucket holding the stream's identity record (`stream_guard`).
+#[derive(Debug, Serialize)]
+pub(crate) struct GuardPlan {
+    bucket: String,
+    key: String,
+    nats_cli_example: String,
 }
 
 /// The stream capturing the consumer's `MAX_DELIVERIES` advisories and the rescue consumer.
@@ -152,6 +162,19 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
             publish.push(format!("$JS.API.CONSUMER.CREATE.{}.{}", r.stream, r.consumer));
         }
     }
+    let guard = guard_plan(config, &settings);
+    if let Some(g) = &guard {
+        let kv = format!("KV_{}", g.bucket);
+        publish.extend([
+            format!("$JS.API.STREAM.INFO.{kv}"),
+            format!("$JS.API.STREAM.MSG.GET.{kv}"),
+            format!("$JS.API.DIRECT.GET.{kv}.>"),
+            format!("$KV.{}.{}", g.bucket, g.key),
+        ]);
+        if config.consumer_management.mode != ConsumerMode::BindOnly {
+            publish.push(format!("$JS.API.STREAM.CREATE.{kv}"));
+        }
+    }
     let subscribe = vec!["_INBOX.>".to_owned()];
     let runtime = publish.iter().chain(&subscribe).cloned().collect();
 
@@ -202,8 +225,22 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         (None, false) => "rescue is off: a message whose last allowed delivery is lost to a crash is dropped by the server".to_owned(),
         (None, true) => "rescue applies when the consumer has a max_deliver (consumer_management.max_deliver, or an existing consumer's): the worker then captures its exhaustion advisories".to_owned(),
     });
+    notes.push(match &guard {
+        Some(g) => format!(
+            "stream guard: the stream's identity is pinned in key-value bucket `{}` (key `{}`); {}",
+            g.bucket,
+            g.key,
+            if config.consumer_management.mode == ConsumerMode::BindOnly {
+                "with bind_only, create it (stream_guard.nats_cli_example) before the first run"
+            } else {
+                "the worker creates it when it is missing"
+            }
+        ),
+        None => "stream_guard.identity is off: a stream deleted and re-created is caught only at the destination (sequence_reused)".to_owned(),
+    });
     Ok(StreamPlan {
-        warnings: warnings(&settings),
+        warnings: warnings(&config.nats.stream, &settings),
+        stream_guard: guard,
         stream,
         subjects,
         durable_consumer: consumer,
@@ -215,6 +252,24 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         nats_cli_example: cli,
         rescue,
         notes,
+    })
+}
+
+/// The stream identity bucket of `config`, when `stream_guard.identity` is on.
+fn guard_plan(config: &Config, settings: &StreamSettings) -> Option<GuardPlan> {
+    let guard = &config.stream_guard;
+    if !guard.identity {
+        return None;
+    }
+    let add = ["nats", "kv", "add", &guard.bucket, "--history", "5", "--replicas", &settings.replicas.to_string(), "--storage", "file"]
+        .iter()
+        .map(|part| shell_quote(part))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Some(GuardPlan {
+        bucket: guard.bucket.clone(),
+        key: sinks_runtime::identity::record_key(&config.nats.stream, &config.nats.consumer),
+        nats_cli_example: add,
     })
 }
 
@@ -275,10 +330,19 @@ fn rescue_plan(config: &Config, settings: &StreamSettings) -> Option<RescuePlan>
     })
 }
 
-fn warnings(settings: &StreamSettings) -> Vec<String> {
+fn warnings(stream: &str, settings: &StreamSettings) -> Vec<String> {
     let mut warnings = Vec::new();
     if settings.replicas == 1 {
         warnings.push("replicas 1 keeps one copy: fine at the edge, no redundancy in a cluster".to_owned());
+    }
+    // Offline, the server's sync setting is unknown (`validate --connect` reads it).
+    let sync = sinks_runtime::durability::SyncSetting::Unknown(
+        "stream-plan connects to nothing; `nats-sink validate --connect` with nats.monitoring_url reads it".into(),
+    );
+    if settings.storage == "file"
+        && let Some(lint) = sinks_runtime::durability::lint(stream, usize::from(settings.replicas), &sync)
+    {
+        warnings.push(lint);
     }
     if settings.storage == "memory" {
         warnings.push("memory storage does not survive a server restart".to_owned());
@@ -344,6 +408,12 @@ pub(crate) fn render_text(plan: &StreamPlan) -> String {
             r.stream, r.subject, r.consumer
         ));
         section(&mut out, "  create them with:", &r.nats_cli_example);
+    }
+    if let Some(g) = &plan.stream_guard {
+        out.push_str(&format!(
+            "stream identity (stream_guard):\n  bucket: {}\n  key: {}\n  create it with:\n  - {}\n",
+            g.bucket, g.key, g.nats_cli_example
+        ));
     }
     section(&mut out, "notes:", &plan.notes);
     if !plan.warnings.is_empty() {

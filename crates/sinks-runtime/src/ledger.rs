@@ -34,6 +34,9 @@ use sinks_contract::subject;
 pub const STREAM_HEADER: &str = "Nats-Sinks-Ledger-Stream";
 /// Header of a receipt carrying the source stream sequence.
 pub const SEQUENCE_HEADER: &str = "Nats-Sinks-Ledger-Sequence";
+/// Header of a receipt naming the stream's epoch, only in a later epoch (see
+/// `Envelope::keyed_stream`): reconcile reads the receipts of the epoch it checks.
+pub const EPOCH_HEADER: &str = "Nats-Sinks-Ledger-Stream-Epoch";
 /// Header of a receipt carrying the outcome.
 pub const OUTCOME_HEADER: &str = "Nats-Sinks-Ledger-Outcome";
 /// `schema` value of every receipt.
@@ -155,6 +158,10 @@ pub struct Receipt {
     pub stream: String,
     /// Source stream sequence.
     pub stream_sequence: u64,
+    /// The stream's epoch, only in a later epoch (a stream deleted and created again, or
+    /// moved back, whose keys carry it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_epoch: Option<String>,
     /// Consumer that delivered the message.
     pub consumer: String,
     /// Subject the message was published on.
@@ -290,6 +297,9 @@ impl LedgerPublisher {
         let mut headers = HeaderMap::new();
         headers.insert(STREAM_HEADER, receipt.stream.as_str());
         headers.insert(SEQUENCE_HEADER, receipt.stream_sequence.to_string().as_str());
+        if let Some(epoch) = &receipt.stream_epoch {
+            headers.insert(EPOCH_HEADER, epoch.as_str());
+        }
         headers.insert(OUTCOME_HEADER, receipt.outcome.as_str());
         let publish = PublishMessage::build().payload(body.into()).headers(headers).message_id(receipt.msg_id());
         let attempt = async {
@@ -359,6 +369,7 @@ pub fn receipt_with(
         idempotency_key: envelope.idempotency_key().ok().map(|k| k.to_string()),
         stream: js.stream.clone(),
         stream_sequence: js.stream_sequence,
+        stream_epoch: envelope.stream_epoch().map(str::to_owned),
         consumer: js.consumer.clone(),
         subject: envelope.subject().to_owned(),
         message_id: envelope.message_id().map(str::to_owned),

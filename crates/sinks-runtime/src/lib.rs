@@ -22,6 +22,7 @@ pub mod blackhole;
 pub mod config;
 pub mod connect;
 pub mod dlq;
+pub mod durability;
 pub mod fanout;
 pub mod freshness;
 pub mod identity;

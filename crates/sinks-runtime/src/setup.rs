@@ -283,6 +283,13 @@ pub async fn preflight(js: &Context, config: &Config) -> Result<Vec<String>, Set
     let subjects = stream.cached_info().config.subjects.clone();
     check_subjects(&subjects, config)?;
     notes.push(format!("stream `{name}` captures {}", subjects.join(", ")));
+    let replicas = stream.cached_info().config.num_replicas;
+    let sync = crate::durability::server_sync(config.nats.monitoring_url.as_deref()).await;
+    match crate::durability::lint(name, replicas, &sync) {
+        Some(warning) => notes.push(format!("warning: {warning}")),
+        None if replicas >= 3 => notes.push(format!("stream `{name}` has {replicas} replicas: acknowledged messages survive a server's power loss")),
+        None => notes.push(format!("the server syncs every write of stream `{name}` to disk (sync_interval: always)")),
+    }
     check_dead_letter_stream(js, config).await?;
     if let (true, Some(subject)) = (config.dead_letter.enabled, &config.dead_letter.subject) {
         notes.push(format!("a stream captures dead_letter.subject `{subject}`"));

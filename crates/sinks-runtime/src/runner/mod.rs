@@ -410,6 +410,10 @@ async fn run_inner(
     for warning in startup::warnings(&config, bound.max_ack_pending, bound.ack_wait) {
         tracing::warn!("{warning}");
     }
+    let sync = crate::durability::server_sync(config.nats.monitoring_url.as_deref()).await;
+    if let Some(warning) = crate::durability::lint(&config.nats.stream, stream.cached_info().config.num_replicas, &sync) {
+        tracing::warn!("{warning}");
+    }
     let ip = &config.delivery.in_progress;
     if ip.enabled && (ip.interval_ms as f64) >= bound.ack_wait.as_secs_f64() * 1000.0 * 0.8 {
         return Err(ConfigError::single(
