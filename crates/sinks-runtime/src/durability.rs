@@ -131,8 +131,14 @@ mod tests {
     #[test]
     fn the_setting_from_varz() {
         let varz = |config: serde_json::Value| serde_json::json!({"jetstream": {"config": config}});
-        assert_eq!(from_varz(&varz(serde_json::json!({"sync_interval": 120_000_000_000_u64}))), SyncSetting::Interval(Duration::from_secs(120)));
-        assert_eq!(from_varz(&varz(serde_json::json!({"sync_interval": 120_000_000_000_u64, "sync_always": true}))), SyncSetting::Always);
+        assert_eq!(
+            from_varz(&varz(serde_json::json!({"sync_interval": 120_000_000_000_u64}))),
+            SyncSetting::Interval(Duration::from_secs(120))
+        );
+        assert_eq!(
+            from_varz(&varz(serde_json::json!({"sync_interval": 120_000_000_000_u64, "sync_always": true}))),
+            SyncSetting::Always
+        );
         assert_eq!(from_varz(&varz(serde_json::json!({}))), SyncSetting::Interval(DEFAULT_SYNC_INTERVAL));
         assert!(matches!(from_varz(&serde_json::json!({"server_id": "x"})), SyncSetting::Unknown(_)));
     }

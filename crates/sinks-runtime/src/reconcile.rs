@@ -307,10 +307,12 @@ pub async fn reconcile(
     let state = source.info().await.map_err(failed)?.state.clone();
     let (first, last) = (state.first_sequence, state.last_sequence);
     let identity = read_identity(&js, config).await;
-    let epoch: Option<std::sync::Arc<str>> = identity.as_ref().and_then(|r| r.epoch.as_deref()).map(std::sync::Arc::from);
-    let undecided = identity.as_ref().and_then(|r| r.pending.as_ref()).map(|p| {
-        format!("the stream was {} (detected {}) and no decision was made", p.kind.as_words(), p.detected_at)
-    });
+    let epoch: Option<std::sync::Arc<str>> =
+        identity.as_ref().and_then(|r| r.epoch.as_deref()).map(std::sync::Arc::from);
+    let undecided = identity
+        .as_ref()
+        .and_then(|r| r.pending.as_ref())
+        .map(|p| format!("the stream was {} (detected {}) and no decision was made", p.kind.as_words(), p.detected_at));
 
     // Resolve the range to sequences.
     let from = match (range.from_seq, range.since) {

@@ -287,7 +287,9 @@ pub async fn preflight(js: &Context, config: &Config) -> Result<Vec<String>, Set
     let sync = crate::durability::server_sync(config.nats.monitoring_url.as_deref()).await;
     match crate::durability::lint(name, replicas, &sync) {
         Some(warning) => notes.push(format!("warning: {warning}")),
-        None if replicas >= 3 => notes.push(format!("stream `{name}` has {replicas} replicas: acknowledged messages survive a server's power loss")),
+        None if replicas >= 3 => notes.push(format!(
+            "stream `{name}` has {replicas} replicas: acknowledged messages survive a server's power loss"
+        )),
         None => notes.push(format!("the server syncs every write of stream `{name}` to disk (sync_interval: always)")),
     }
     check_dead_letter_stream(js, config).await?;

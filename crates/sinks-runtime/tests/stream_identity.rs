@@ -169,7 +169,7 @@ async fn a_stream_recreated_while_stopped_pauses_the_runner_until_a_new_epoch_is
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(of_generation(&sink, "new").is_empty(), "nothing is written while undecided");
     assert_eq!(s.consumer_state().await.1, 0, "nothing delivered, nothing left acked or unacked");
-    assert_eq!(run.metrics.status().readiness().ready, false);
+    assert!(!run.metrics.status().readiness().ready, "not ready while paused");
     let shown = sinks_runtime::runner::stream_identity(&config, None).await.unwrap();
     assert!(shown.iter().any(|l| l.contains("undecided")), "{shown:?}");
 
@@ -345,4 +345,91 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 fn base64_decode(text: &str) -> Vec<u8> {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.decode(text).unwrap()
+}
+
+/// The broker durability lint against real servers: a single-replica stream on a server with
+/// the default `sync_interval` is warned about (the setting read from `/varz`), on a server that
+/// syncs every write it is not, and without a monitoring URL the setting is said to be unknown.
+#[tokio::test]
+async fn validate_connect_reads_the_servers_sync_setting_and_warns_about_a_single_unsynced_replica() {
+    for (server_config, warned) in
+        [("jetstream {}", Some("every 120 s")), ("jetstream { sync_interval: always }", None)]
+    {
+        let server = NatsServer::start_with_config(server_config);
+        let js = server.js().await;
+        let stream = unique("LINT");
+        stream_with_subjects(&js, &stream, &[&format!("{}.>", stream.to_lowercase())]).await;
+        let config = |monitoring: Option<String>| {
+            Config::from_value(json!({
+                "nats": {"url": server.url(), "stream": stream, "consumer": "c", "subject": format!("{}.>", stream.to_lowercase()),
+                         "monitoring_url": monitoring},
+                "sink": {"type": "memory"},
+            }))
+            .unwrap()
+        };
+        let notes = sinks_runtime::runner::check_against_server(&config(server.monitoring_url())).await.unwrap();
+        let warning = notes.iter().find(|n| n.starts_with("warning:") && n.contains("one replica"));
+        match warned {
+            Some(words) => {
+                assert!(warning.is_some_and(|w| w.contains(words) && w.contains("sync_interval: always")), "{notes:?}")
+            }
+            None => assert!(warning.is_none() && notes.iter().any(|n| n.contains("syncs every write")), "{notes:?}"),
+        }
+        let blind = sinks_runtime::runner::check_against_server(&config(None)).await.unwrap();
+        assert!(
+            blind.iter().any(|n| n.contains("sync setting is unknown (nats.monitoring_url is not set)")),
+            "{blind:?}"
+        );
+    }
+}
+
+/// Retention headroom against a real stream: a backlog the sink cannot settle (its destination
+/// down) fills a stream limited to 100 messages; the gauge follows it, and when the stream
+/// removes unsettled messages they are counted.
+#[tokio::test]
+async fn the_retention_headroom_is_measured_and_messages_removed_unsettled_are_counted() {
+    let s = setup().await;
+    let limited = unique("LIM");
+    let subject = format!("{}.>", limited.to_lowercase());
+    s.js.create_stream(async_nats::jetstream::stream::Config {
+        name: limited.clone(),
+        subjects: vec![subject.clone()],
+        max_messages: 100,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let sink = Arc::new(MemorySink::new());
+    sink.faults.unreachable.store(true, Ordering::Relaxed);
+    let config = s.config(json!({
+        "nats": {"stream": limited, "subject": subject},
+        "consumer_management": {"ack_wait_seconds": 2},
+    }));
+    let run = start(config, sink.clone());
+    let publish = |from: usize, n: usize| {
+        let subject = format!("{}.x", limited.to_lowercase());
+        let msgs = (from..from + n).map(|i| (subject.clone(), HeaderMap::new(), event("held", i))).collect();
+        js_publish_all(&s.js, msgs)
+    };
+    publish(1, 90).await;
+    assert!(
+        wait_until(Duration::from_secs(20), || async {
+            (run.metrics.gauge(GaugeId::StreamRetentionMsgsUsedRatio) - 0.9).abs() < 0.011
+        })
+        .await,
+        "90 unsettled of max_msgs 100: {}",
+        run.metrics.gauge(GaugeId::StreamRetentionMsgsUsedRatio)
+    );
+    publish(91, 30).await;
+    assert!(
+        wait_until(Duration::from_secs(20), || async {
+            run.metrics.counter(sinks_runtime::metrics::CounterId::StreamMessagesRemovedUnsettled) >= 20
+        })
+        .await,
+        "the stream removed 20 unsettled messages: counted {}",
+        run.metrics.counter(sinks_runtime::metrics::CounterId::StreamMessagesRemovedUnsettled)
+    );
+    sink.faults.unreachable.store(false, Ordering::Relaxed);
+    assert!(wait_until(Duration::from_secs(60), || async { sink.len() == 100 }).await, "{}", sink.len());
+    run.stop().await;
 }

@@ -46,6 +46,8 @@ pub struct NatsServer {
     child: Option<Child>,
     bin: PathBuf,
     websocket: Option<WebSocketListener>,
+    /// Extra server configuration (`-c`), and the HTTP monitoring port.
+    extra: Option<(String, u16)>,
 }
 
 /// The WebSocket listener of a server started with [`NatsServer::start_websocket`].
@@ -68,9 +70,32 @@ impl NatsServer {
             child: None,
             bin: find_nats_server(),
             websocket: None,
+            extra: None,
         };
         server.spawn();
         server
+    }
+
+    /// [`NatsServer::start`] with `config` as the server's configuration file (e.g.
+    /// `jetstream { sync_interval: always }`) and an HTTP monitoring port (`/varz`, see
+    /// [`NatsServer::monitoring_url`]).
+    pub fn start_with_config(config: &str) -> Self {
+        let mut server = Self {
+            port: free_port(),
+            store: tempfile::Builder::new().prefix("nats-store-").tempdir().unwrap(),
+            child: None,
+            bin: find_nats_server(),
+            websocket: None,
+            extra: Some((config.to_owned(), free_port())),
+        };
+        server.spawn();
+        server
+    }
+
+    /// `http://127.0.0.1:{port}` of the monitoring endpoint, for a server started with
+    /// [`NatsServer::start_with_config`].
+    pub fn monitoring_url(&self) -> Option<String> {
+        self.extra.as_ref().map(|(_, port)| format!("http://127.0.0.1:{port}"))
     }
 
     /// [`NatsServer::start`] with a WebSocket listener on another free port as well: plain,
@@ -85,6 +110,7 @@ impl NatsServer {
             child: None,
             bin: find_nats_server(),
             websocket: Some(WebSocketListener { port: free_port(), tls, token_cookie }),
+            extra: None,
         };
         server.spawn();
         server
@@ -122,6 +148,11 @@ impl NatsServer {
         let mut command = Command::new(&self.bin);
         if let Some(ws) = self.websocket.clone() {
             command.arg("-c").arg(self.websocket_config(&ws));
+        }
+        if let Some((config, monitoring)) = &self.extra {
+            let path = self.store.path().join("server.conf");
+            std::fs::write(&path, config).unwrap();
+            command.arg("-c").arg(path).args(["-m", &monitoring.to_string()]);
         }
         let child = command
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])

@@ -312,7 +312,8 @@ mod tests {
 
     #[test]
     fn every_metric_the_shipped_alert_rules_name_is_in_the_catalogue() {
-        let rules = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/nats-sink-alerts.yaml");
+        let rules =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/nats-sink-alerts.yaml");
         let text = std::fs::read_to_string(&rules).unwrap_or_else(|e| panic!("{}: {e}", rules.display()));
         let known = reference_names();
         let mut named = 0;
@@ -321,7 +322,10 @@ mod tests {
                 .chars()
                 .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
                 .collect();
-            assert!(known.contains(&name), "deploy/prometheus/nats-sink-alerts.yaml names `nats_sinks_{name}`, not a metric");
+            assert!(
+                known.contains(&name),
+                "deploy/prometheus/nats-sink-alerts.yaml names `nats_sinks_{name}`, not a metric"
+            );
             named += 1;
         }
         assert!(named >= 5, "the rules name the metrics they alert on ({named} found)");

@@ -101,7 +101,7 @@ pub(super) async fn fetch_loop(
                 tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
                 // Failing fetches may mean the consumer is gone (a deleted stream takes its
                 // consumers with it): look, and bind it again once the stream is there.
-                if failures % 3 == 0 && rebind(ctx, source).await {
+                if failures.is_multiple_of(3) && rebind(ctx, source).await {
                     failures = 0;
                     continue;
                 }

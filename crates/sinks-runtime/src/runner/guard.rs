@@ -331,7 +331,11 @@ pub(crate) fn headroom(
 
 /// Messages the stream removed before the consumer settled them, since the last poll:
 /// sequences after the ack floor and below the stream's first sequence, not counted before
-/// (`counted_through` is the highest sequence counted so far). Pure.
+/// (`counted_through` is the highest sequence counted so far). The ack floor is the one of
+/// the previous poll: nats-server moves a consumer's ack floor up to the stream's first
+/// sequence when it removes messages, so the current floor hides them. Exact while the
+/// consumer settles nothing (a destination outage, the case that loses messages); an upper
+/// bound otherwise, as acks sent between two polls are not subtracted. Pure.
 pub(crate) fn removed_unsettled(first_sequence: u64, ack_floor: u64, counted_through: u64) -> (u64, u64) {
     let gone_through = first_sequence.saturating_sub(1);
     let from = ack_floor.max(counted_through);
@@ -354,6 +358,7 @@ pub(crate) async fn watch_stream(
     let warn_at = config.stream_guard.retention_warning_ratio;
     let mut warned = false;
     let mut counted_through = 0u64;
+    let mut previous_floor: Option<u64> = None;
     let mut reminded = tokio::time::Instant::now();
     loop {
         let mut current = consumer.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
@@ -384,7 +389,9 @@ pub(crate) async fn watch_stream(
                     let oldest = oldest_unsettled(&stream, &info, ack_floor).await;
                     let room = headroom(&info, ack_floor, oldest, OffsetDateTime::now_utc());
                     warned = record_headroom(&metrics, &config.nats.stream, &room, warn_at, warned);
-                    let (removed, through) = removed_unsettled(info.state.first_sequence, ack_floor, counted_through);
+                    let floor = previous_floor.unwrap_or(ack_floor).min(ack_floor);
+                    previous_floor = Some(ack_floor);
+                    let (removed, through) = removed_unsettled(info.state.first_sequence, floor, counted_through);
                     counted_through = through;
                     if removed > 0 {
                         metrics.inc(CounterId::StreamMessagesRemovedUnsettled, removed);

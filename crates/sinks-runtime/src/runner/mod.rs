@@ -411,7 +411,8 @@ async fn run_inner(
         tracing::warn!("{warning}");
     }
     let sync = crate::durability::server_sync(config.nats.monitoring_url.as_deref()).await;
-    if let Some(warning) = crate::durability::lint(&config.nats.stream, stream.cached_info().config.num_replicas, &sync) {
+    if let Some(warning) = crate::durability::lint(&config.nats.stream, stream.cached_info().config.num_replicas, &sync)
+    {
         tracing::warn!("{warning}");
     }
     let ip = &config.delivery.in_progress;
