@@ -212,6 +212,10 @@ impl FanoutSink {
         // Each optional target gets min(minimum_wait, timeout - elapsed) after that.
         let mut results: Vec<Option<Vec<TargetResult>>> = (0..self.children.len()).map(|_| None).collect();
         for (c, outcomes) in required.iter().zip(required_results) {
+            // A required target whose whole sub-batch failed temporarily is down: its
+            // failures are the destination's, and the runner may hold the messages that
+            // need it through the outage while the other targets go on.
+            let outcomes = mark_outage(outcomes);
             results[*c] = Some(outcomes.into_iter().map(TargetResult::Outcome).collect());
         }
         for (c, wait, timeout, rx) in optional {
@@ -277,6 +281,24 @@ impl FanoutSink {
         }
         outcomes
     }
+}
+
+/// `outcomes` of one target's sub-batch, every temporary failure marked as an outage
+/// ([`SinkError::with_outage`]) when every message of it failed temporarily (or was held back
+/// behind such a failure).
+fn mark_outage(outcomes: Vec<MessageOutcome>) -> Vec<MessageOutcome> {
+    let down = outcomes.iter().any(MessageOutcome::failed_temporarily)
+        && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
+    if !down {
+        return outcomes;
+    }
+    outcomes
+        .into_iter()
+        .map(|o| match o {
+            MessageOutcome::Failed(e) => MessageOutcome::Failed(e.with_outage()),
+            other => other,
+        })
+        .collect()
 }
 
 #[async_trait]

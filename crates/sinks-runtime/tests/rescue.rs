@@ -209,6 +209,8 @@ async fn bind_only_without_the_capture_stream_is_refused_unless_rescue_is_turned
         config.consumer_management.mode = sinks_runtime::config::ConsumerMode::BindOnly;
         if extra["rescue_off"] == true {
             config.rescue.enabled = false;
+            // bind_only needs the stream guard's bucket too (or its explicit opt-out).
+            config.stream_guard.identity = false;
         }
         config
     };

@@ -77,6 +77,7 @@ pub struct Status {
     sink_healthy: AtomicBool,
     stopping: AtomicBool,
     identity_paused: AtomicBool,
+    outage_paused: AtomicBool,
     last_progress_ms: AtomicU64,
     stall_after_ms: AtomicU64,
     lag_known: AtomicBool,
@@ -118,6 +119,7 @@ impl Default for Status {
             sink_healthy: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
             identity_paused: AtomicBool::new(false),
+            outage_paused: AtomicBool::new(false),
             last_progress_ms: AtomicU64::new(0),
             stall_after_ms: AtomicU64::new(DEFAULT_STALL_WINDOW.as_millis() as u64),
             lag_known: AtomicBool::new(false),
@@ -150,6 +152,9 @@ impl Status {
         }
         if load(&self.identity_paused) {
             missing.push("paused: the stream's identity changed");
+        }
+        if load(&self.outage_paused) {
+            missing.push("paused: destination outage");
         }
         if load(&self.stopping) {
             missing.push("stopping");
@@ -216,6 +221,11 @@ impl Status {
     /// operator decided).
     pub(crate) fn set_identity_paused(&self, paused: bool) {
         self.identity_paused.store(paused, Ordering::Relaxed);
+    }
+
+    /// Fetching is paused while messages are held through a destination outage.
+    pub(crate) fn set_outage_paused(&self, paused: bool) {
+        self.outage_paused.store(paused, Ordering::Relaxed);
     }
 
     pub(crate) fn set_stopping(&self) {

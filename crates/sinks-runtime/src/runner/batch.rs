@@ -11,7 +11,8 @@
 //!    the refused messages' settlements are planned under the same lock;
 //! 4. put it in priority-lane order and write it (with in-progress heartbeats), while the
 //!    refused messages are dead-lettered;
-//! 5. record its outcomes and the outage log;
+//! 5. when the destination is down (every message failed temporarily), hold the batch
+//!    through the outage and write it again (`hold`); record its outcomes and the outage log;
 //! 6. plan every message's settlement (parking the held-back ones), release the ordering
 //!    gate, and apply the settlements.
 
@@ -147,6 +148,9 @@ pub(super) async fn process(
     };
     let batch = in_write_order(ctx, batch);
     let (outcomes, ()) = tokio::join!(write(ctx, &batch), settle::apply(ctx, refused));
+    // A destination that is down: the batch waits for it, heartbeated, instead of using up
+    // its deliveries.
+    let outcomes = super::hold::ride_out(ctx, &batch.envelopes, &batch.handles, outcomes).await;
     // A holding sink's pending messages wait for their object; the rest settle now.
     let (batch, outcomes) = super::pending::hold(ctx, batch, outcomes);
     if batch.is_empty() {

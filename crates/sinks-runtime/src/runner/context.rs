@@ -63,6 +63,10 @@ pub(super) struct Ctx {
     pub(super) guard: Arc<super::guard::Guard>,
     /// JetStream, for binding the consumer again when it is gone.
     pub(super) js: async_nats::jetstream::Context,
+    /// Batches holding their messages through a destination outage (see `hold`).
+    pub(super) holds: super::hold::Holds,
+    /// Becomes true when a stop was requested.
+    pub(super) stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Ctx {

@@ -70,6 +70,14 @@ pub(super) async fn fetch_loop(
                 }
                 continue;
             }
+            // A batch holds its messages through a destination outage: nothing new is
+            // fetched (what is still in the stream spends no delivery either).
+            None if ctx.holds.paused() => {
+                if !ctx.holds.wait_open(stop).await {
+                    break;
+                }
+                continue;
+            }
             None => {
                 let started = Instant::now();
                 let fetched = tokio::select! {
@@ -119,7 +127,7 @@ pub(super) async fn fetch_loop(
         // batch is admitted and spawned (one request/response round trip per batch is what a
         // plain fetch loop loses against a continuous pull). It is awaited and processed
         // before anything else is fetched, stop or not.
-        if size == delivery.batch_size && !*stop.borrow() && !ctx.guard.paused() {
+        if size == delivery.batch_size && !*stop.borrow() && !ctx.guard.paused() && !ctx.holds.paused() {
             ahead = Some((Instant::now(), tokio::spawn(prefetch(Arc::clone(source), size, timeout))));
         }
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);

@@ -23,7 +23,8 @@
 //! not committed yet; `settle` the settlement plan (the one call site of the
 //! ACK gate) and its application; `keeper` the task that heartbeats and releases held-back
 //! messages; `heartbeat` the in-progress heartbeats; `outage` the outage log; `tally` the
-//! policy step counts; `guard` the stream guard (the stream's identity, its epochs and the
+//! policy step counts; `hold` riding out a destination outage (fetching paused, the batch
+//! held with heartbeats, the destination probed); `guard` the stream guard (the stream's identity, its epochs and the
 //! pause when it changed; lag and retention headroom); `health` the destination probe;
 //! `reconnect` the retries of start-up steps; `rescue` the last chance of messages the server
 //! stopped redelivering; `context` the per-run context the tasks share.
@@ -34,6 +35,7 @@ mod fetch;
 mod guard;
 mod health;
 mod heartbeat;
+mod hold;
 mod keeper;
 mod ordering;
 mod outage;
@@ -472,6 +474,8 @@ async fn run_inner(
         flush_wake: tokio::sync::Notify::new(),
         guard: Arc::clone(&guard),
         js: js.clone(),
+        holds: hold::Holds::default(),
+        stop: stop.clone(),
     });
     let lag = tokio::spawn(watch_stream(
         Arc::clone(&guard),

@@ -204,6 +204,8 @@ async fn rescue(ctx: &Ctx, capture: &Capture, cases: Vec<Case>) {
     let handles: Vec<AckHandle> = writes.iter().map(|(_, c)| c.advisory.clone()).collect();
     let write = sinks_contract::sink::write_isolating(ctx.sink.as_ref(), &envelopes, ctx.write_budget);
     let outcomes = keep_alive(ctx, &handles, write).await;
+    // The destination is down: the last chance waits for it rather than ending in a dead letter.
+    let outcomes = super::hold::ride_out(ctx, &envelopes, &handles, outcomes).await;
     // A holding sink took some into objects not committed yet: wait for their objects.
     let outcomes = keep_alive(ctx, &handles, super::pending::resolve(ctx, &envelopes, outcomes)).await;
     for ((envelope, case), outcome) in writes.into_iter().zip(outcomes) {
