@@ -72,6 +72,21 @@ pub fn contains(outer: &str, inner: &str) -> bool {
     }
 }
 
+/// True when some literal subject is matched by both `a` and `b` (wildcards on both sides):
+/// what nats-server asks of a consumer filter against its stream's subjects (`>` over a stream
+/// of `secure.>` and `public.>` is accepted: it overlaps both).
+pub fn overlaps(a: &str, b: &str) -> bool {
+    let mut x = a.split('.');
+    let mut y = b.split('.');
+    loop {
+        match (x.next(), y.next()) {
+            (Some(">"), Some(_)) | (Some(_), Some(">")) | (None, None) => return true,
+            (Some(p), Some(q)) if p == q || p == "*" || q == "*" => {}
+            _ => return false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +140,33 @@ mod tests {
             (">", "anything.>", true),
         ] {
             assert_eq!(contains(o, i), c, "{o} ⊇ {i}");
+        }
+    }
+
+    #[test]
+    fn overlap_table() {
+        for (a, b, o) in [
+            (">", "secure.>", true),
+            ("secure.>", ">", true),
+            ("secure.*", "secure.>", true),
+            ("secure.>", "secure.*", true),
+            ("*.created", "orders.*", true),
+            ("orders.*", "orders", false),
+            ("orders.>", "orders", false),
+            ("orders", "orders", true),
+            ("a.*.c", "a.b.>", true),
+            ("a.*.c", "a.b.d", false),
+            ("public.>", "secure.>", false),
+            ("*", "a.b", false),
+            ("*.*", "a.>", true),
+            ("a.b.c", "a.b", false),
+        ] {
+            assert_eq!(overlaps(a, b), o, "{a} ∩ {b}");
+            assert_eq!(overlaps(b, a), o, "overlap is symmetric: {b} ∩ {a}");
+            // Containment implies overlap.
+            if contains(a, b) {
+                assert!(o, "{a} ⊇ {b} but no overlap");
+            }
         }
     }
 }
