@@ -185,6 +185,7 @@ impl Config {
     /// [`Config::from_value`] with the sink kinds (see [`Config::load_with`]).
     pub fn from_value_with(mut value: serde_json::Value, kinds: &KindDefaults) -> Result<Self, ConfigError> {
         routing::normalize_compact_fanout(&mut value)?;
+        implied_metrics(&mut value);
         let mut config: Self = deserialize_at("", value)?;
         config.message_metadata.fill_default_headers();
         let named = config.named_sink_types();
@@ -347,6 +348,24 @@ impl Config {
     }
 }
 
+/// Asking for an output of the metrics turns their recording on: OTLP metrics
+/// (`opentelemetry.metrics.enabled`) or the `/metrics` listener (`metrics.listen`) with
+/// `metrics.enabled` left out sets it (`show-effective-config` shows it on). A
+/// `metrics.enabled: false` written out stays, and the contradiction is reported naming both.
+fn implied_metrics(value: &mut serde_json::Value) {
+    let wants = value.pointer("/opentelemetry/metrics/enabled") == Some(&serde_json::Value::Bool(true))
+        || value.pointer("/metrics/listen").is_some_and(|l| !l.is_null());
+    if !wants || value.pointer("/metrics/enabled").is_some() {
+        return;
+    }
+    if let Some(root) = value.as_object_mut() {
+        let metrics = root.entry("metrics").or_insert_with(|| serde_json::json!({}));
+        if let Some(metrics) = metrics.as_object_mut() {
+            metrics.insert("enabled".into(), true.into());
+        }
+    }
+}
+
 /// The reference's fixed environment override names that map to supported fields.
 const FIXED_ENV: [(&str, &str); 30] = [
     ("NATS_SINKS_NATS_URL", "nats.url"),
@@ -494,6 +513,34 @@ fn figment_error(e: &figment::Error) -> ConfigError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn asking_for_an_output_of_the_metrics_turns_their_recording_on() {
+        let base = |extra: serde_json::Value| {
+            let mut v = serde_json::json!({
+                "nats": {"url": "nats://127.0.0.1:4222", "stream": "S", "consumer": "c", "subject": "s.>"},
+                "sink": {"type": "file", "directory": "/tmp/x"},
+            });
+            if let (Some(b), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                for (k, x) in e {
+                    b.insert(k.clone(), x.clone());
+                }
+            }
+            Config::from_value(v)
+        };
+        let otlp = base(serde_json::json!({"opentelemetry": {"endpoint": "http://127.0.0.1:4318", "metrics": {"enabled": true}}}));
+        assert!(otlp.unwrap().metrics.enabled, "OTLP metrics record the metrics");
+        let listener = base(serde_json::json!({"metrics": {"listen": "127.0.0.1:9108"}}));
+        assert!(listener.unwrap().metrics.enabled, "the /metrics listener records the metrics");
+        assert!(!base(serde_json::json!({})).unwrap().metrics.enabled, "off unless asked for");
+        let contradiction = base(serde_json::json!({
+            "metrics": {"enabled": false},
+            "opentelemetry": {"endpoint": "http://127.0.0.1:4318", "metrics": {"enabled": true}},
+        }))
+        .unwrap_err();
+        assert_eq!(contradiction.issues[0].path, "opentelemetry.metrics.enabled");
+        assert!(contradiction.issues[0].message.contains("contradicts metrics.enabled = false"), "{contradiction}");
+    }
 
     #[test]
     fn an_issue_set_by_the_environment_names_the_variable() {
