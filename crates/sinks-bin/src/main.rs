@@ -10,6 +10,7 @@ mod inspect;
 #[cfg(feature = "oracle")]
 mod lineage;
 mod memory;
+mod output;
 mod reconcile_cmd;
 mod registry;
 mod replay;
@@ -57,10 +58,14 @@ enum Command {
         #[arg(long)]
         connect: bool,
     },
-    /// Print the config with defaults filled in and secrets redacted.
+    /// Print the config with defaults filled in and secrets redacted, in the input's format
+    /// (or `--format`), sections in the order of the docs.
     ShowEffectiveConfig {
         /// Config file.
         config: PathBuf,
+        /// `json`, `toml` or `yaml`; default: the config file's own format.
+        #[arg(long, value_enum)]
+        format: Option<output::ConfigFormat>,
     },
     /// Open the destination, run its health check and close it (NATS is not contacted).
     TestSink {
@@ -289,11 +294,35 @@ fn config_failure(e: &ConfigError) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Loads the core config and the sink config; both are fully validated.
+/// Loads the core config and the sink config; both are fully validated, and every problem of
+/// both is reported at once, each with where its value came from (the file's line and column,
+/// or the environment variable).
 fn load(path: &Path) -> Result<(Config, registry::Built), ConfigError> {
-    let config = registry::load_config(path)?;
-    let built = registry::build_active(&config)?;
-    Ok((config, built))
+    match registry::load_config(path) {
+        Ok(config) => {
+            let built =
+                registry::build_active(&config).map_err(|e| sinks_runtime::config::source::annotate(e, path))?;
+            Ok((config, built))
+        }
+        Err(mut core) => {
+            // The sink's own section is checked on its own, so its problems come with the
+            // rest instead of after the next attempt.
+            let section = sinks_runtime::config::raw_tree(path)
+                .ok()
+                .and_then(|tree| tree.get("sink").cloned())
+                .and_then(|sink| serde_json::from_value::<sinks_runtime::config::SinkSection>(sink).ok());
+            if let Some(section) = section.filter(|s| s.kind().is_some_and(|k| k != "fanout"))
+                && let Err(e) = registry::build(&section)
+            {
+                for issue in sinks_runtime::config::source::annotate(e, path).issues {
+                    if !core.issues.iter().any(|known| known.path == issue.path) {
+                        core.issues.push(issue);
+                    }
+                }
+            }
+            Err(core)
+        }
+    }
 }
 
 #[allow(clippy::print_stdout)]
@@ -357,7 +386,7 @@ async fn dispatch(command: Command) -> ExitCode {
             }
             Err(e) => config_failure(&e),
         },
-        Command::ShowEffectiveConfig { config } => match load(&config) {
+        Command::ShowEffectiveConfig { config: path, format } => match load(&path) {
             Ok((c, built)) => {
                 let mut value = serde_json::to_value(&c).unwrap_or_default();
                 if let Some(sink) = value.get_mut("sink") {
@@ -368,8 +397,14 @@ async fn dispatch(command: Command) -> ExitCode {
                     *sink = effective;
                 }
                 redact::redact(&mut value);
-                println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
-                ExitCode::SUCCESS
+                let format = format.unwrap_or_else(|| output::ConfigFormat::of(&path));
+                match output::render(&value, &output::section_order(&c), format) {
+                    Ok(text) => output::emit(&text),
+                    Err(e) => {
+                        report(&e);
+                        ExitCode::from(1)
+                    }
+                }
             }
             Err(e) => config_failure(&e),
         },
@@ -404,13 +439,9 @@ async fn dispatch(command: Command) -> ExitCode {
             });
             match planned {
                 Ok(plan) if format == "json" => {
-                    println!("{}", serde_json::to_string_pretty(&plan).unwrap_or_default());
-                    ExitCode::SUCCESS
+                    output::emit(&format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()))
                 }
-                Ok(plan) => {
-                    print!("{}", stream_plan::render_text(&plan));
-                    ExitCode::SUCCESS
-                }
+                Ok(plan) => output::emit(&stream_plan::render_text(&plan)),
                 Err(e) => config_failure(&e),
             }
         }
@@ -451,16 +482,21 @@ async fn dispatch(command: Command) -> ExitCode {
             Err(e) => config_failure(&e),
         },
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "nats-sink", &mut std::io::stdout());
-            ExitCode::SUCCESS
+            // Rendered whole first: clap_complete panics on a write error (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "nats-sink", &mut script);
+            output::emit(&String::from_utf8_lossy(&script))
         }
-        Command::Man => match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                report(&format!("cannot write the man page: {e}"));
-                ExitCode::from(1)
+        Command::Man => {
+            let mut page = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut page) {
+                Ok(()) => output::emit(&String::from_utf8_lossy(&page)),
+                Err(e) => {
+                    report(&format!("cannot render the man page: {e}"));
+                    ExitCode::from(1)
+                }
             }
-        },
+        }
         Command::Decrypt { config, file, subject, stream, sequence } => {
             let context = decrypt::Context { subject, stream, sequence };
             match decrypt::run(&config, &file, &context) {

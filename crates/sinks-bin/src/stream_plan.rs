@@ -261,11 +261,22 @@ fn guard_plan(config: &Config, settings: &StreamSettings) -> Option<GuardPlan> {
     if !guard.identity {
         return None;
     }
-    let add = ["nats", "kv", "add", &guard.bucket, "--history", "5", "--replicas", &settings.replicas.to_string(), "--storage", "file"]
-        .iter()
-        .map(|part| shell_quote(part))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let add = [
+        "nats",
+        "kv",
+        "add",
+        &guard.bucket,
+        "--history",
+        "5",
+        "--replicas",
+        &settings.replicas.to_string(),
+        "--storage",
+        "file",
+    ]
+    .iter()
+    .map(|part| shell_quote(part))
+    .collect::<Vec<_>>()
+    .join(" ");
     Some(GuardPlan {
         bucket: guard.bucket.clone(),
         key: sinks_runtime::identity::record_key(&config.nats.stream, &config.nats.consumer),

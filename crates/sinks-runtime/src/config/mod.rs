@@ -16,6 +16,7 @@ pub mod otel;
 pub mod redact;
 pub mod rescue;
 pub mod routing;
+pub mod source;
 
 use std::collections::BTreeMap;
 
@@ -167,7 +168,7 @@ impl Config {
     /// `routing.target_sink_types` is checked against the kinds ([`KindDefaults`]).
     pub fn load_with(path: &Path, kinds: &KindDefaults) -> Result<Self, ConfigError> {
         let loaded = extract(figment_for(path)?).and_then(|value| Self::from_value_with(value, kinds));
-        loaded.map_err(|e| name_env_sources(e, &env_paths()))
+        loaded.map_err(|e| source::annotate(e, path))
     }
 
     /// Builds from an already assembled figment (file plus overrides) and validates,
@@ -367,7 +368,7 @@ fn implied_metrics(value: &mut serde_json::Value) {
 }
 
 /// The reference's fixed environment override names that map to supported fields.
-const FIXED_ENV: [(&str, &str); 30] = [
+pub(crate) const FIXED_ENV: [(&str, &str); 30] = [
     ("NATS_SINKS_NATS_URL", "nats.url"),
     ("NATS_SINKS_NATS_STREAM", "nats.stream"),
     ("NATS_SINKS_NATS_CONSUMER", "nats.consumer"),
@@ -466,31 +467,10 @@ fn missing_env_vars(at: &str, value: &serde_json::Value, found: &mut impl FnMut(
     }
 }
 
-/// Every config path the environment sets now, with the variable that sets it (the
-/// `NATS_SINKS__…` convention and the reference's fixed names).
-fn env_paths() -> Vec<(String, String)> {
-    std::env::vars_os()
-        .filter_map(|(key, _)| key.into_string().ok())
-        .filter_map(|key| {
-            if let Some(rest) = key.strip_prefix("NATS_SINKS__") {
-                let path = rest.split("__").map(str::to_ascii_lowercase).collect::<Vec<_>>().join(".");
-                return Some((path, key));
-            }
-            FIXED_ENV.iter().find(|(name, _)| key.eq_ignore_ascii_case(name)).map(|(_, path)| ((*path).to_owned(), key))
-        })
-        .collect()
-}
-
-/// Appends to every issue whose field an environment variable set (in `env`) which variable
-/// that is: the field is then not in the file, and the message says where it came from.
-fn name_env_sources(mut e: ConfigError, env: &[(String, String)]) -> ConfigError {
-    for issue in &mut e.issues {
-        let set = env.iter().find(|(path, _)| issue.path == *path || issue.path.starts_with(&format!("{path}.")));
-        if let Some((_, var)) = set {
-            issue.message.push_str(&format!("{}{var})", sinks_contract::config::wording::SET_BY));
-        }
-    }
-    e
+/// The merged config tree of `path` with the environment overrides, as `run` reads it (for
+/// a section that is checked on its own, like the sink's, when the rest fails).
+pub fn raw_tree(path: &Path) -> Result<serde_json::Value, ConfigError> {
+    extract(figment_for(path)?)
 }
 
 /// The merged config tree of `figment`.
@@ -528,7 +508,9 @@ mod tests {
             }
             Config::from_value(v)
         };
-        let otlp = base(serde_json::json!({"opentelemetry": {"endpoint": "http://127.0.0.1:4318", "metrics": {"enabled": true}}}));
+        let otlp = base(
+            serde_json::json!({"opentelemetry": {"endpoint": "http://127.0.0.1:4318", "metrics": {"enabled": true}}}),
+        );
         assert!(otlp.unwrap().metrics.enabled, "OTLP metrics record the metrics");
         let listener = base(serde_json::json!({"metrics": {"listen": "127.0.0.1:9108"}}));
         assert!(listener.unwrap().metrics.enabled, "the /metrics listener records the metrics");
@@ -551,7 +533,7 @@ mod tests {
         });
         let e = Config::from_value(value).unwrap_err();
         let env = [("delivery.batch_siz".to_owned(), "NATS_SINKS__DELIVERY__BATCH_SIZ".to_owned())];
-        let e = name_env_sources(e, &env);
+        let e = source::name_env_sources(e, &env);
         assert_eq!(e.issues[0].path, "delivery.batch_siz");
         let shown = e.issues[0].to_string();
         assert!(
@@ -572,7 +554,7 @@ mod tests {
             "PATH is set"
         );
         // A field from the file names no variable.
-        let e = name_env_sources(e, &[("nats.url".to_owned(), "NATS_SINKS_NATS_URL".to_owned())]);
+        let e = source::name_env_sources(e, &[("nats.url".to_owned(), "NATS_SINKS_NATS_URL".to_owned())]);
         assert!(!e.issues[0].to_string().contains("NATS_SINKS_NATS_URL"));
     }
 }
