@@ -431,7 +431,11 @@ impl Inner {
             OnExisting::Refuse => Ok(Stored::Unchecked),
             _ => self.stored(final_path, payload_sha256),
         };
-        stored.map_or_else(|outcome| outcome, |stored| existing::outcome(policy, stored, "file"))
+        let basis = match self.config.filename_strategy {
+            crate::config::FilenameStrategy::StreamSequence => existing::KeyBasis::StreamSequence,
+            _ => existing::KeyBasis::Publisher,
+        };
+        stored.map_or_else(|outcome| outcome, |stored| existing::outcome(policy, basis, stored, "file"))
     }
 
     /// What the existing final file holds, compared by stored payload hash: a file that

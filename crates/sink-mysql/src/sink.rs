@@ -295,8 +295,17 @@ impl Inner {
                     // Without a fingerprint the content cannot be compared: an upsert
                     // applies its update columns, as the reference does.
                     let policy = self.config.conflict_policy.filter(|_| plan.fingerprint.is_some());
-                    let matches = fp.as_deref() == Some(row.fingerprint.as_str());
-                    let (outcome, write) = relational::existing_row(policy, matches, mode == WriteMode::Upsert);
+                    let stored = match fp.as_deref() {
+                        Some(f) if f == row.fingerprint.as_str() => sinks_contract::existing::Stored::Same,
+                        Some(_) => sinks_contract::existing::Stored::Different,
+                        None => sinks_contract::existing::Stored::Unchecked,
+                    };
+                    let basis = if plan.key.iter().any(|i| plan.fields[*i] == sinks_contract::columns::Field::StreamSequence) {
+                        sinks_contract::existing::KeyBasis::StreamSequence
+                    } else {
+                        sinks_contract::existing::KeyBasis::Publisher
+                    };
+                    let (outcome, write) = relational::existing_row(policy, basis, stored, mode == WriteMode::Upsert);
                     if write != RowWrite::Nothing {
                         updates.push(row);
                     }

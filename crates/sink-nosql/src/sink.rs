@@ -308,7 +308,8 @@ impl Inner {
             },
         };
         let stored = existing::compare(found.as_deref(), &prepared.fingerprint);
-        Ok(existing::resolve(envelope, policy.on_existing(), stored, "nosql row key"))
+        let basis = self.config.key_strategy.key_of(envelope).map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
+        Ok(existing::resolve(envelope, policy.on_existing(), basis, stored, "nosql row key"))
     }
 
     /// Puts the row: if absent when `conditional`, else plainly; the previous or existing

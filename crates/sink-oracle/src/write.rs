@@ -31,6 +31,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use sinks_contract::existing::{KeyBasis, Stored};
 use sinks_contract::relational::{self, RowWrite};
 use sinks_contract::{MessageOutcome, SinkError};
 
@@ -290,13 +291,14 @@ fn resolve_existing<'r>(
                 if !matches {
                     tracing::info!(table = %plan.table, ?policy, "conflicting redelivery: same key, different content");
                 }
-                decided.push((*i, row, relational::existing_row(Some(policy), matches, false)));
+                let stored = if matches { Stored::Same } else { Stored::Different };
+                decided.push((*i, row, relational::existing_row(Some(policy), basis_of(plan), stored, false)));
             }
         }
         _ => {
             let updates_duplicates = ctx.mode == WriteMode::Merge && !plan.update.is_empty();
             for (i, row) in existing {
-                decided.push((*i, row, relational::existing_row(None, false, updates_duplicates)));
+                decided.push((*i, row, relational::existing_row(None, basis_of(plan), Stored::Unchecked, updates_duplicates)));
             }
         }
     }
@@ -430,4 +432,13 @@ fn write_staged(
         outcomes.extend(write_direct(ctx, conn, plan, &repeats)?);
     }
     Ok(outcomes)
+}
+
+/// What the keys of `plan`'s table are made of: the stream sequence when it is a key column.
+fn basis_of(plan: &TablePlan) -> KeyBasis {
+    if plan.key.iter().any(|i| plan.fields[*i] == sinks_contract::columns::Field::StreamSequence) {
+        KeyBasis::StreamSequence
+    } else {
+        KeyBasis::Publisher
+    }
 }

@@ -290,7 +290,8 @@ impl Inner {
             Put::Written => MessageOutcome::Committed,
             Put::Exists => {
                 let stored = self.stored(prepared).await?;
-                existing::resolve(envelope, policy.on_existing(), stored, "s3 object key")
+                let basis = self.config.key_strategy.key_of(envelope).map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
+                existing::resolve(envelope, policy.on_existing(), basis, stored, "s3 object key")
             }
         };
         // The sidecar follows only a primary that is (now or already) this message's.

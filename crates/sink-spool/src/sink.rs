@@ -397,7 +397,8 @@ impl Inner {
                 }
             }
         };
-        existing::resolve(envelope, policy, stored, "spool record")
+        let basis = envelope.idempotency_key().map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
+        existing::resolve(envelope, policy, basis, stored, "spool record")
     }
 
     /// Reserves room for `size` more bytes and one more record (rescanning once when the

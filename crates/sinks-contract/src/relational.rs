@@ -318,7 +318,15 @@ pub fn existing_row(
         let write = if updates_duplicates { RowWrite::Update } else { RowWrite::Nothing };
         return (MessageOutcome::Duplicate, write);
     };
-    let stored = if stored == Stored::Same { Stored::Same } else { Stored::Different };
+    // With a conflict policy the table has the fingerprint column; a row without a
+    // fingerprint (null) counts as different under publisher keys, as the reference's
+    // check does, and cannot be compared under stream-sequence keys.
+    let stored = match (basis, stored) {
+        (_, Stored::Same) => Stored::Same,
+        (KeyBasis::StreamSequence, Stored::Different) => Stored::Different,
+        (KeyBasis::StreamSequence, _) => Stored::Uncomparable,
+        (KeyBasis::Publisher, _) => Stored::Different,
+    };
     let outcome = existing::outcome(policy.on_existing(), basis, stored, "row key");
     let write = match outcome {
         MessageOutcome::Conflict(ConflictResolution::Overwritten) => RowWrite::Overwrite,
