@@ -181,10 +181,12 @@ fn test() -> Result<()> {
     // compile, not while timing-sensitive tests run.
     // The Collector of the OTLP tests is a Go build too, needed before the tests: it builds
     // while clippy compiles.
-    const LATER: [setup::Need; 3] = [setup::Need::Deploy, setup::Need::Docs, setup::Need::Collector];
+    const LATER: [setup::Need; 4] =
+        [setup::Need::Deploy, setup::Need::Docs, setup::Need::Collector, setup::Need::Natscli];
     let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
     let tools = setup::ensure(&now)?;
-    let collector = std::thread::spawn(setup::collector);
+    // The Collector and natscli are Go builds the tests need: they build while clippy compiles.
+    let collector = std::thread::spawn(|| setup::natscli().and_then(|_| setup::collector()));
     let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER[..2]));
     cargo(&["fmt", "--all", "--check"], &[])?;
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;

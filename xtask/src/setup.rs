@@ -17,6 +17,7 @@
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
 //! | mdBook 0.5.4 (the documentation site; no default features) | crates.io, `cargo install --locked` | `.local/tools/mdbook/bin/mdbook` |
 //! | nginx (Debian `nginx-light`; only for `cargo xtask bench --suite http`, which installs it) | Debian | `/usr/sbin/nginx` |
+//! | natscli 0.5.0 (the official NATS CLI: the getting-started page and the `stream-plan` tests run its commands as printed) | the Go module proxy, `go install github.com/nats-io/natscli/nats@v0.5.0` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin/nats` |
 //! | an OpenTelemetry Collector 0.161.0 (core `otelcol`, the OTLP receiver, the debug exporter and contrib's file exporter: a small distribution for the OTLP tests; about a minute from warm Go caches) | the Go module proxy, `go build` of a generated `main.go` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/otelcol/bin/otelcol-nats-sinks` |
 //!
 //! `certify`, `bench`, `test` and `quickstart` call [`ensure`] with what they need, so a fresh
@@ -67,6 +68,9 @@ const HELM_LDFLAGS: &str = "-X helm.sh/helm/v3/internal/version.version=v3.22.0 
     -X helm.sh/helm/v3/internal/version.metadata= \
     -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37";
+/// The official NATS CLI (natscli), pinned: the getting-started page and the stream-plan tests
+/// run its commands as an operator would.
+const NATSCLI: (&str, &str) = ("nats", "github.com/nats-io/natscli/nats@v0.5.0");
 /// The offline Kubernetes schema validator of `cargo xtask deploy-check`, in a venv of its own.
 const DEPLOY_PYPI: &[&str] = &["kubernetes-validate==1.34.1"];
 /// The Collector's modules, pinned at one release (core v0.161.0 goes with v1.67.0 and contrib
@@ -153,6 +157,8 @@ pub(crate) enum Need {
     Nginx,
     /// The OpenTelemetry Collector of the OTLP tests.
     Collector,
+    /// The official NATS CLI (natscli): the getting-started and stream-plan tests.
+    Natscli,
 }
 
 impl Need {
@@ -167,6 +173,7 @@ impl Need {
         Self::Deploy,
         Self::Docs,
         Self::Collector,
+        Self::Natscli,
     ];
     /// What the certification and the benchmarks start.
     pub(crate) const SERVERS: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence];
@@ -212,6 +219,9 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     if needs.contains(&Need::Collector) {
         collector()?;
     }
+    if needs.contains(&Need::Natscli) {
+        natscli()?;
+    }
     Ok(tools)
 }
 
@@ -234,28 +244,43 @@ impl DeployTools {
     }
 }
 
+/// The official NATS CLI, built from its Go module when missing (or another version is
+/// installed) into `.local/tools/go/bin/nats`; returns the binary.
+pub(crate) fn natscli() -> Result<PathBuf> {
+    let gobin = sinks_testkit::tools_dir().join("go/bin");
+    go_install(&gobin, NATSCLI.0, NATSCLI.1, "")?;
+    Ok(gobin.join(NATSCLI.0))
+}
+
+/// `go install module` into `gobin` (static, reproducible), unless the stamp says this exact
+/// module and flags are installed already.
+fn go_install(gobin: &std::path::Path, binary: &str, module: &str, ldflags: &str) -> Result<()> {
+    let path = gobin.join(binary);
+    let stamp = gobin.join(format!(".{binary}.installed"));
+    let wanted = if ldflags.is_empty() { module.to_owned() } else { format!("{module} {ldflags}") };
+    if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        eprintln!("setup: {module} already installed ({})", path.display());
+        return Ok(());
+    }
+    eprintln!("setup: go install {module} into {}", gobin.display());
+    let started = std::time::Instant::now();
+    let mut install = Command::new("go");
+    install.arg("install");
+    if !ldflags.is_empty() {
+        install.arg(format!("-ldflags={ldflags}"));
+    }
+    install.arg(module).env("GOBIN", gobin).env("CGO_ENABLED", "0").env("GOFLAGS", "-trimpath -buildvcs=false");
+    run("go install", &mut install)?;
+    eprintln!("setup: installed {binary} in {:.0} s", started.elapsed().as_secs_f64());
+    std::fs::write(&stamp, &wanted)?;
+    Ok(())
+}
+
 /// Installs (when missing) and returns the deployment-check tools.
 pub(crate) fn deploy_tools() -> Result<DeployTools> {
     let gobin = sinks_testkit::tools_dir().join("go/bin");
     for (binary, module, ldflags) in GO_TOOLS {
-        let path = gobin.join(binary);
-        let stamp = gobin.join(format!(".{binary}.installed"));
-        let wanted = if ldflags.is_empty() { (*module).to_owned() } else { format!("{module} {ldflags}") };
-        if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
-            eprintln!("setup: {module} already installed ({})", path.display());
-            continue;
-        }
-        eprintln!("setup: go install {module} into {}", gobin.display());
-        let started = std::time::Instant::now();
-        let mut install = Command::new("go");
-        install.arg("install");
-        if !ldflags.is_empty() {
-            install.arg(format!("-ldflags={ldflags}"));
-        }
-        install.arg(module).env("GOBIN", &gobin).env("CGO_ENABLED", "0").env("GOFLAGS", "-trimpath -buildvcs=false");
-        run("go install", &mut install)?;
-        eprintln!("setup: installed {binary} in {:.0} s", started.elapsed().as_secs_f64());
-        std::fs::write(&stamp, &wanted)?;
+        go_install(&gobin, binary, module, ldflags)?;
     }
     let venv_bin = venv("deploy", DEPLOY_PYPI)?;
     Ok(DeployTools {

@@ -186,7 +186,9 @@ pub fn detect_drift(existing: &consumer::Config, cm: &ConsumerManagementConfig, 
         check("memory_storage", m.to_string(), existing.memory_storage.to_string(), false);
     }
     if !cm.metadata.is_empty() {
-        let have: std::collections::BTreeMap<_, _> = existing.metadata.iter().collect();
+        // The server adds its own keys (`_nats.ver`, `_nats.level`, …): not the config's to check.
+        let have: std::collections::BTreeMap<_, _> =
+            existing.metadata.iter().filter(|(k, _)| !k.starts_with("_nats.")).collect();
         let want: std::collections::BTreeMap<_, _> = cm.metadata.iter().collect();
         check("metadata", format!("{want:?}"), format!("{have:?}"), true);
     }
@@ -693,6 +695,20 @@ mod tests {
             "{}",
             err.issues[2].message
         );
+    }
+
+    #[test]
+    fn the_servers_own_metadata_is_no_drift() {
+        let mut metadata = std::collections::HashMap::new();
+        metadata.insert("team".to_owned(), "orders".to_owned());
+        metadata.insert("_nats.ver".to_owned(), "2.15.1".to_owned());
+        metadata.insert("_nats.level".to_owned(), "5".to_owned());
+        let existing = consumer::Config { ack_policy: AckPolicy::Explicit, filter_subject: "orders.*".into(), metadata, ..Default::default() };
+        let cm = ConsumerManagementConfig {
+            metadata: [("team".to_owned(), "orders".to_owned())].into_iter().collect(),
+            ..Default::default()
+        };
+        assert!(detect_drift(&existing, &cm, "orders.*").is_empty());
     }
 
     #[test]

@@ -29,6 +29,17 @@ pub fn try_find_nats_server() -> Result<PathBuf, String> {
     })
 }
 
+/// The environment variable naming the official NATS CLI (natscli) for the tests.
+pub const NATSCLI_ENV: &str = "NATSCLI_BIN";
+
+/// Locates the official NATS CLI (natscli, `nats`): `$NATSCLI_BIN`, else the one `cargo xtask
+/// setup` builds from its Go module under `.local/tools/go/bin/`; panics saying what to run
+/// when there is none (a test that needs it fails; it never skips).
+pub fn find_natscli() -> PathBuf {
+    first_file([std::env::var_os(NATSCLI_ENV).map(PathBuf::from), Some(tools_dir().join("go/bin/nats"))])
+        .unwrap_or_else(|| panic!("no natscli (`nats`) binary: run `cargo xtask setup` (builds it from its Go module) or set {NATSCLI_ENV}"))
+}
+
 /// Locates a nats-server binary (panics with what to run when there is none); prints which
 /// one once per process.
 pub fn find_nats_server() -> PathBuf {

@@ -1,7 +1,10 @@
-//! `nats-sink stream-plan`: an offline plan for the stream and the durable consumer a config
-//! reads, with the permissions the worker needs at run time and an example `nats` CLI
-//! command. It connects to nothing and changes nothing; its output is a review artifact for
-//! whoever administers NATS.
+//! `nats-sink stream-plan`: an offline plan of everything on the server a config needs (the
+//! source stream and its durable consumer, the dead-letter stream, the ledger's stream, the
+//! rescue's capture stream and consumer, the stream guard's bucket; `resources`), each as a
+//! `nats` command that runs as printed and as the JetStream API request, with the permissions
+//! the worker needs at run time. It connects to nothing and changes nothing; its output is a
+//! review artifact for whoever administers NATS, and the commands create what a
+//! `bind_only` worker then finds.
 //!
 //! Unlike the reference's fixed list, the runtime permissions follow what this config makes
 //! the worker do: consumer creation only when `consumer_management.mode` may create, the DLQ
@@ -11,8 +14,12 @@
 //! the commands that create both (needed before the first run with `bind_only`) and the
 //! permissions the rescue uses.
 
+mod resources;
+
 use serde::Serialize;
 use sinks_runtime::config::{Config, ConfigError, ConsumerMode};
+
+pub(crate) use resources::Resource;
 
 /// Most replicas a JetStream stream may have.
 const MAX_REPLICAS: u8 = 5;
@@ -47,7 +54,8 @@ pub(crate) struct StreamPlan {
     runtime_publish_permissions: Vec<String>,
     runtime_subscribe_permissions: Vec<String>,
     administration_permissions: Vec<String>,
-    nats_cli_example: String,
+    /// Everything to create, in order: each as a `nats` command and as the API request.
+    create: Vec<Resource>,
     /// The exhaustion capture, when the consumer has a `max_deliver` and `rescue` is on.
     rescue: Option<RescuePlan>,
     /// The stream identity bucket, when `stream_guard.identity` is on.
@@ -61,7 +69,6 @@ pub(crate) struct StreamPlan {
 pub(crate) struct GuardPlan {
     bucket: String,
     key: String,
-    nats_cli_example: String,
 }
 
 /// The stream capturing the consumer's `MAX_DELIVERIES` advisories and the rescue consumer.
@@ -70,7 +77,6 @@ pub(crate) struct RescuePlan {
     stream: String,
     subject: String,
     consumer: String,
-    nats_cli_example: Vec<String>,
 }
 
 fn choice(value: &str, field: &str, allowed: &[&str]) -> Result<String, ConfigError> {
@@ -148,7 +154,7 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
             publish.push(format!("$JS.API.STREAM.CREATE.{dlq_stream}"));
         }
     }
-    let rescue = rescue_plan(config, &settings);
+    let rescue = rescue_plan(config);
     if let Some(r) = &rescue {
         publish.extend([
             format!("$JS.API.STREAM.INFO.{}", r.stream),
@@ -162,7 +168,7 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
             publish.push(format!("$JS.API.CONSUMER.CREATE.{}.{}", r.stream, r.consumer));
         }
     }
-    let guard = guard_plan(config, &settings);
+    let guard = guard_plan(config);
     if let Some(g) = &guard {
         let kv = format!("KV_{}", g.bucket);
         publish.extend([
@@ -186,28 +192,6 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         format!("$JS.API.CONSUMER.CREATE.{stream}.{consumer}"),
         format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{consumer}"),
     ];
-    let cli = [
-        "nats".to_owned(),
-        "stream".to_owned(),
-        "add".to_owned(),
-        stream.clone(),
-        "--subjects".to_owned(),
-        subjects.join(","),
-        "--retention".to_owned(),
-        settings.retention.clone(),
-        "--discard".to_owned(),
-        settings.discard.clone(),
-        "--storage".to_owned(),
-        settings.storage.clone(),
-        "--replicas".to_owned(),
-        settings.replicas.to_string(),
-        "--dupe-window".to_owned(),
-        format!("{}s", settings.duplicate_window_seconds),
-    ]
-    .iter()
-    .map(|part| shell_quote(part))
-    .collect::<Vec<_>>()
-    .join(" ");
     let mut notes = vec![
         "offline plan: nats-sink connected to nothing and changed nothing to produce it".to_owned(),
         "apply stream and consumer changes with a separate administrative identity".to_owned(),
@@ -219,7 +203,7 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
     ];
     notes.push(match (&rescue, config.rescue.enabled) {
         (Some(_), _) if config.consumer_management.mode == ConsumerMode::BindOnly => {
-            "rescue: with bind_only, create the capture stream and the rescue consumer (rescue.nats_cli_example) before the first run, or the worker refuses to start".to_owned()
+            "rescue: with bind_only, create the capture stream and the rescue consumer (above) before the first run, or the worker refuses to start".to_owned()
         }
         (Some(_), _) => "rescue: the worker creates the capture stream and the rescue consumer when they are missing; never delete the capture stream while messages can still exhaust their deliveries".to_owned(),
         (None, false) => "rescue is off: a message whose last allowed delivery is lost to a crash is dropped by the server".to_owned(),
@@ -231,13 +215,14 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
             g.bucket,
             g.key,
             if config.consumer_management.mode == ConsumerMode::BindOnly {
-                "with bind_only, create it (stream_guard.nats_cli_example) before the first run"
+                "with bind_only, create it (above) before the first run"
             } else {
                 "the worker creates it when it is missing"
             }
         ),
         None => "stream_guard.identity is off: a stream deleted and re-created is caught only at the destination (sequence_reused)".to_owned(),
     });
+    let create = resources::resources(config, &settings);
     Ok(StreamPlan {
         warnings: warnings(&config.nats.stream, &settings),
         stream_guard: guard,
@@ -249,96 +234,33 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         runtime_publish_permissions: publish,
         runtime_subscribe_permissions: subscribe,
         administration_permissions: administration,
-        nats_cli_example: cli,
+        create,
         rescue,
         notes,
     })
 }
 
 /// The stream identity bucket of `config`, when `stream_guard.identity` is on.
-fn guard_plan(config: &Config, settings: &StreamSettings) -> Option<GuardPlan> {
+fn guard_plan(config: &Config) -> Option<GuardPlan> {
     let guard = &config.stream_guard;
     if !guard.identity {
         return None;
     }
-    let add = [
-        "nats",
-        "kv",
-        "add",
-        &guard.bucket,
-        "--history",
-        "5",
-        "--replicas",
-        &settings.replicas.to_string(),
-        "--storage",
-        "file",
-    ]
-    .iter()
-    .map(|part| shell_quote(part))
-    .collect::<Vec<_>>()
-    .join(" ");
     Some(GuardPlan {
         bucket: guard.bucket.clone(),
         key: sinks_runtime::identity::record_key(&config.nats.stream, &config.nats.consumer),
-        nats_cli_example: add,
     })
 }
 
 /// The exhaustion capture of `config`, when it has a `max_deliver` and `rescue` is on.
-fn rescue_plan(config: &Config, settings: &StreamSettings) -> Option<RescuePlan> {
+fn rescue_plan(config: &Config) -> Option<RescuePlan> {
     let rescue = &config.rescue;
     config.consumer_management.max_deliver.filter(|m| *m > 0 && rescue.enabled && config.nats.durable)?;
     let (stream, consumer) = (&config.nats.stream, &config.nats.consumer);
     let capture = rescue.stream_name(stream, consumer);
     let subject = sinks_runtime::config::rescue::RescueConfig::advisory_subject(stream, consumer);
     let rescue_consumer = rescue.consumer_name(consumer);
-    let stream_add = [
-        "nats",
-        "stream",
-        "add",
-        &capture,
-        "--subjects",
-        &subject,
-        "--retention",
-        "limits",
-        "--storage",
-        "file",
-        "--replicas",
-        &settings.replicas.to_string(),
-        "--max-age",
-        &format!("{}s", rescue.max_age_seconds),
-        "--defaults",
-    ]
-    .iter()
-    .map(|part| shell_quote(part))
-    .collect::<Vec<_>>()
-    .join(" ");
-    let consumer_add = [
-        "nats",
-        "consumer",
-        "add",
-        &capture,
-        &rescue_consumer,
-        "--pull",
-        "--ack",
-        "explicit",
-        "--deliver",
-        "all",
-        "--wait",
-        "60s",
-        "--max-deliver=-1",
-        "--defaults",
-    ]
-    .iter()
-    .map(|part| shell_quote(part))
-    .collect::<Vec<_>>()
-    .join(" ");
-    Some(RescuePlan {
-        stream: capture,
-        subject,
-        consumer: rescue_consumer,
-        nats_cli_example: vec![stream_add, consumer_add],
-    })
+    Some(RescuePlan { stream: capture, subject, consumer: rescue_consumer })
 }
 
 fn warnings(stream: &str, settings: &StreamSettings) -> Vec<String> {
@@ -382,7 +304,7 @@ fn warnings(stream: &str, settings: &StreamSettings) -> Vec<String> {
 }
 
 /// Quotes `s` for a POSIX shell when it holds anything but safe characters.
-fn shell_quote(s: &str) -> String {
+pub(crate) fn shell_quote(s: &str) -> String {
     if !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "-_.,/:=@%+".contains(c)) {
         s.to_owned()
     } else {
@@ -412,19 +334,22 @@ pub(crate) fn render_text(plan: &StreamPlan) -> String {
     section(&mut out, "runtime permissions, publish:", &plan.runtime_publish_permissions);
     section(&mut out, "runtime permissions, subscribe:", &plan.runtime_subscribe_permissions);
     section(&mut out, "administration permissions (a separate identity):", &plan.administration_permissions);
-    out.push_str(&format!("nats CLI example:\n  {}\n", plan.nats_cli_example));
     if let Some(r) = &plan.rescue {
         out.push_str(&format!(
             "exhaustion capture (rescue):\n  stream: {}\n  subject: {}\n  rescue consumer: {}\n",
             r.stream, r.subject, r.consumer
         ));
-        section(&mut out, "  create them with:", &r.nats_cli_example);
     }
     if let Some(g) = &plan.stream_guard {
-        out.push_str(&format!(
-            "stream identity (stream_guard):\n  bucket: {}\n  key: {}\n  create it with:\n  - {}\n",
-            g.bucket, g.key, g.nats_cli_example
-        ));
+        out.push_str(&format!("stream identity (stream_guard):\n  bucket: {}\n  key: {}\n", g.bucket, g.key));
+    }
+    out.push_str("create, in this order, with the nats CLI (natscli; NATS_URL or --server names the server):\n");
+    for r in &plan.create {
+        out.push_str(&format!("  # {}: {}\n  {}\n", r.what, r.name, r.nats));
+    }
+    out.push_str("or with the JetStream API (request on the subject, JSON body):\n");
+    for r in &plan.create {
+        out.push_str(&format!("  {} {}\n", r.api_subject, r.api_body));
     }
     section(&mut out, "notes:", &plan.notes);
     if !plan.warnings.is_empty() {
@@ -460,7 +385,11 @@ mod tests {
         let p = plan(&config(serde_json::json!({})), defaults()).unwrap();
         assert!(p.runtime_publish_permissions.contains(&"$JS.API.CONSUMER.MSG.NEXT.ORDERS.orders-sink".to_owned()));
         assert!(p.runtime_publish_permissions.contains(&"$JS.API.CONSUMER.CREATE.ORDERS.orders-sink".to_owned()));
-        assert!(!p.runtime_publish_permissions.iter().any(|x| x.contains("STREAM.CREATE")));
+        assert!(!p.runtime_publish_permissions.contains(&"$JS.API.STREAM.CREATE.ORDERS".to_owned()), "no stream creation");
+        assert!(
+            p.runtime_publish_permissions.contains(&"$JS.API.STREAM.CREATE.KV_nats_sinks_stream_guard".to_owned()),
+            "the guard's bucket is made by the worker outside bind_only"
+        );
         assert_eq!(p.runtime_subscribe_permissions, ["_INBOX.>"]);
         assert_eq!(p.subjects, ["orders.>"]);
 
@@ -472,7 +401,7 @@ mod tests {
         assert!(!p.runtime_publish_permissions.iter().any(|x| x.contains("CONSUMER.CREATE")));
         assert!(p.runtime_publish_permissions.contains(&"dlq.orders".to_owned()));
         assert_eq!(p.subjects, ["orders.eu.>", "orders.us.>"]);
-        assert!(p.nats_cli_example.contains("--subjects 'orders.eu.>,orders.us.>'"), "{}", p.nats_cli_example);
+        assert!(p.create[0].nats.contains("--subjects 'orders.eu.>,orders.us.>'"), "{}", p.create[0].nats);
     }
 
     #[test]
@@ -484,8 +413,9 @@ mod tests {
         let r = p.rescue.as_ref().unwrap();
         assert_eq!(r.stream, "NATS_SINKS_RESCUE_ORDERS_orders-sink");
         assert_eq!(r.subject, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.orders-sink");
-        assert!(r.nats_cli_example[0].starts_with("nats stream add NATS_SINKS_RESCUE_ORDERS_orders-sink --subjects '$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.orders-sink'"), "{}", r.nats_cli_example[0]);
-        assert!(r.nats_cli_example[1].contains("consumer add NATS_SINKS_RESCUE_ORDERS_orders-sink orders-sink_rescue"));
+        let made: Vec<&str> = p.create.iter().map(|c| c.nats.as_str()).collect();
+        assert!(made.iter().any(|c| c.starts_with("nats stream add NATS_SINKS_RESCUE_ORDERS_orders-sink --subjects '$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.orders-sink'")), "{made:?}");
+        assert!(made.iter().any(|c| c.contains("consumer add NATS_SINKS_RESCUE_ORDERS_orders-sink orders-sink_rescue")), "{made:?}");
         for needed in [
             "$JS.API.STREAM.MSG.GET.ORDERS",
             "$JS.API.CONSUMER.MSG.NEXT.NATS_SINKS_RESCUE_ORDERS_orders-sink.orders-sink_rescue",
@@ -515,9 +445,47 @@ mod tests {
         assert_eq!(risky.retention, "workqueue");
         let p = plan(&config(serde_json::json!({})), risky).unwrap();
         assert_eq!(p.warnings.len(), 4, "{:?}", p.warnings);
+        let single = plan(&config(serde_json::json!({})), defaults()).unwrap();
+        assert!(single.warnings.iter().any(|w| w.contains("sync setting is unknown")), "{:?}", single.warnings);
         let calm = plan(&config(serde_json::json!({})), StreamSettings::new("limits", "old", "file", 3, 120).unwrap())
             .unwrap();
         assert!(calm.warnings.is_empty(), "{:?}", calm.warnings);
         assert!(render_text(&calm).contains("nats stream add ORDERS --subjects 'orders.>' --retention limits"));
+    }
+
+    #[test]
+    fn everything_the_config_needs_is_planned_in_order() {
+        let full = config(serde_json::json!({
+            "consumer_management": {"mode": "bind_only", "max_deliver": 5, "ack_wait_seconds": 10},
+            "dead_letter": {"enabled": true, "subject": "dlq.orders"},
+            "ledger": {"enabled": true, "subject": "ledger.orders"},
+        }));
+        let p = plan(&full, defaults()).unwrap();
+        let what: Vec<&str> = p.create.iter().map(|c| c.what.as_str()).collect();
+        assert_eq!(
+            what,
+            [
+                "source stream",
+                "dead-letter stream",
+                "ledger stream",
+                "exhaustion capture stream (rescue)",
+                "durable consumer",
+                "rescue consumer",
+                "stream guard bucket"
+            ]
+        );
+        let consumer = &p.create[4];
+        assert_eq!(
+            consumer.nats,
+            "nats consumer add ORDERS orders-sink --pull --ack explicit --deliver all --replay instant --filter 'orders.>' \
+             --wait 10000ms --max-deliver 5 --description nats-sinks --defaults"
+        );
+        assert_eq!(consumer.api_subject, "$JS.API.CONSUMER.CREATE.ORDERS.orders-sink");
+        assert_eq!(consumer.api_body["config"]["max_deliver"], 5);
+        assert_eq!(p.create[1].api_body["subjects"], serde_json::json!(["dlq.orders"]));
+        assert_eq!(p.create[6].nats, "nats kv add nats_sinks_stream_guard --history 5 --replicas 1 --storage file");
+        let text = render_text(&p);
+        assert!(text.contains("# dead-letter stream: ORDERS_DLQ\n  nats stream add ORDERS_DLQ --subjects dlq.orders"), "{text}");
+        assert!(text.contains("$JS.API.STREAM.CREATE.ORDERS_LEDGER {"), "{text}");
     }
 }
