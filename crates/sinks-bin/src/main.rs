@@ -68,9 +68,14 @@ enum Command {
         format: Option<output::ConfigFormat>,
     },
     /// Open the destination, run its health check and close it (NATS is not contacted).
+    /// Changes nothing unless `--create` is given: what `run` would create (a missing
+    /// directory, missing tables) is named instead.
     TestSink {
         /// Config file.
         config: PathBuf,
+        /// Also create what `run` would create (the directory, the tables).
+        #[arg(long)]
+        create: bool,
         /// Test this named sink (from `sinks`) instead of the active sink.
         #[arg(long, conflicts_with = "all_named_sinks")]
         sink_name: Option<String>,
@@ -131,6 +136,13 @@ enum Command {
         config: PathBuf,
         #[command(flatten)]
         options: inspect::Options,
+    },
+    /// The sink kinds this binary has, and for every other one which cargo feature (or release
+    /// binary) brings it.
+    Sinks {
+        /// Print only the names of the kinds built in, one per line.
+        #[arg(long)]
+        names: bool,
     },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -195,8 +207,7 @@ enum Command {
         since: Option<time::OffsetDateTime>,
     },
     /// Replay a spool's records into the sink of another config, deleting each record
-    /// only after the target committed it.
-    #[cfg(feature = "spool")]
+    /// only after the target committed it. [needs the `spool` feature]
     ReplaySpool {
         /// Config of the spool (`sink.type = "spool"`).
         spool_config: PathBuf,
@@ -210,8 +221,7 @@ enum Command {
         dry_run: bool,
     },
     /// Read-only lookup of rows the Oracle sink wrote, by an allow-listed identifier (value
-    /// bound, limit bounded, payload omitted unless asked for).
-    #[cfg(feature = "oracle")]
+    /// bound, limit bounded, payload omitted unless asked for). [needs the `oracle` feature]
     QueryLineage {
         /// Config file (`sink.type = "oracle"`).
         config: PathBuf,
@@ -285,6 +295,16 @@ fn main() -> ExitCode {
 #[allow(clippy::print_stderr)]
 fn report(message: &str) {
     eprintln!("error: {message}");
+}
+
+/// A command this build lacks: which feature (and release binary) brings it. Exit 2.
+#[allow(dead_code, reason = "used only by builds without one of the features")]
+fn missing_feature(command: &str, feature: &str) -> ExitCode {
+    report(&format!(
+        "`nats-sink {command}` is not in this build: it needs the `{feature}` cargo feature (the full nats-sink, or the \
+         nats-sink-{feature} release binary, has it)"
+    ));
+    ExitCode::from(2)
 }
 
 fn config_failure(e: &ConfigError) -> ExitCode {
@@ -508,6 +528,8 @@ async fn dispatch(command: Command) -> ExitCode {
                 }
             }
         }
+        #[cfg(not(feature = "spool"))]
+        Command::ReplaySpool { .. } => missing_feature("replay-spool", "spool"),
         #[cfg(feature = "spool")]
         Command::ReplaySpool { spool_config, target_config, max_records, dry_run } => {
             match replay_spool::run(&spool_config, &target_config, max_records, dry_run).await {
@@ -533,17 +555,27 @@ async fn dispatch(command: Command) -> ExitCode {
         Command::Replay { config, from_seq, to_seq, since } => {
             replay::run(&config, replay::ReplayRange { from_seq, to_seq, since }).await
         }
+        #[cfg(not(feature = "oracle"))]
+        Command::QueryLineage { .. } => missing_feature("query-lineage", "oracle"),
+        Command::Sinks { names } => output::emit(&registry::describe_kinds(names)),
         #[cfg(feature = "oracle")]
         Command::QueryLineage { config, field, value, table, limit, format, include_payload, dry_run } => {
             let options = lineage::Options { field, value, table, limit, format, include_payload, dry_run };
             lineage::exit(lineage::run(&config, options).await, report, config_failure)
         }
-        Command::TestSink { config, sink_name, all_named_sinks } => {
-            let (c, built) = match load(&config) {
+        Command::TestSink { config, create, sink_name, all_named_sinks } => {
+            let (c, _) = match load(&config) {
                 Ok(v) => v,
                 Err(e) => return config_failure(&e),
             };
             let _ = init_logging(&c, None);
+            // Without --create nothing is created: the sinks are opened with their creation
+            // switched off, and what `run` would create is said.
+            let (c, would) = if create { (c, Vec::new()) } else { registry::without_creation(&c) };
+            let built = match registry::build_active(&c) {
+                Ok(b) => b,
+                Err(e) => return config_failure(&e),
+            };
             let targets: Vec<(String, std::sync::Arc<dyn sinks_contract::Sink>)> = match (sink_name, all_named_sinks) {
                 (Some(name), _) => match c.sinks.get(&name).map(|s| registry::build_named(&name, s)) {
                     Some(Ok(b)) => vec![(name, b.sink)],
@@ -571,6 +603,9 @@ async fn dispatch(command: Command) -> ExitCode {
                 }
                 (None, false) => vec![(built.sink.name().to_owned(), built.sink)],
             };
+            for note in &would {
+                println!("would create: {note}; `nats-sink test-sink --create` creates it now");
+            }
             let mut code = ExitCode::SUCCESS;
             for (label, sink) in targets {
                 let result = async {
@@ -581,6 +616,14 @@ async fn dispatch(command: Command) -> ExitCode {
                 .await;
                 match result {
                     Ok(()) => println!("sink `{label}` is reachable and healthy"),
+                    // What is missing is what run would create: not a failure of the config.
+                    Err(e)
+                        if !would.is_empty()
+                            && e.class() == sinks_contract::ErrorClass::Config
+                            && e.display_chain().contains("exist") =>
+                    {
+                        println!("sink `{label}`: {} (test-sink changes nothing without --create)", e.display_chain());
+                    }
                     Err(e) if e.class() == sinks_contract::ErrorClass::Config => {
                         report(&format!("sink `{label}` configuration: {}", e.display_chain()));
                         code = ExitCode::from(2);
