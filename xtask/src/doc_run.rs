@@ -82,7 +82,10 @@ pub(crate) fn run() -> Result<()> {
     }
     let shell: Vec<&Block> = blocks.iter().filter(|b| b.lang == "sh").collect();
     if let Some(block) = shell.iter().find(|b| b.text.lines().any(|l| l.trim_start().starts_with("cargo "))) {
-        bail!("a run block of {PAGE} needs a Rust toolchain (`cargo`); the page must work with a release binary:\n{}", block.text);
+        bail!(
+            "a run block of {PAGE} needs a Rust toolchain (`cargo`); the page must work with a release binary:\n{}",
+            block.text
+        );
     }
     // The binaries a newcomer has: a slim nats-sink and natscli, in a directory of their own.
     let bin = dir.join("bin");
@@ -103,7 +106,8 @@ pub(crate) fn run() -> Result<()> {
     stop_servers(dir);
     if !out.status.success() {
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let failed = stderr.rfind(MARKER).and_then(|at| stderr[at + MARKER.len()..].lines().next()?.parse::<usize>().ok());
+        let failed =
+            stderr.rfind(MARKER).and_then(|at| stderr[at + MARKER.len()..].lines().next()?.parse::<usize>().ok());
         let block = failed.and_then(|i| shell.get(i)).map_or("?", |b| b.text.as_str());
         bail!(
             "a block of {PAGE} failed ({}):\n{block}\n--- stdout:\n{}\n--- stderr:\n{stderr}",

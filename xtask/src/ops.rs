@@ -237,7 +237,10 @@ pub(crate) fn deploy_check() -> Result<()> {
     // Prometheus: the alert rules load, and their unit tests (each alert fires on the series
     // that should raise it, and only on those) pass.
     let rules = root.join("deploy/prometheus");
-    run(Command::new("promtool").arg("check").arg("rules").arg(rules.join("nats-sink-alerts.yaml")), "promtool check rules")?;
+    run(
+        Command::new("promtool").arg("check").arg("rules").arg(rules.join("nats-sink-alerts.yaml")),
+        "promtool check rules",
+    )?;
     run(
         Command::new("promtool").arg("test").arg("rules").arg("nats-sink-alerts.test.yaml").current_dir(&rules),
         "promtool test rules",

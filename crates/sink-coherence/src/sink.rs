@@ -237,7 +237,11 @@ impl Inner {
             return Ok(MessageOutcome::Committed);
         };
         let stored = existing::compare(entry::stored_fingerprint(&found).as_deref(), &prepared.fingerprint);
-        let basis = self.config.key_strategy.key_of(envelope).map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
+        let basis = self
+            .config
+            .key_strategy
+            .key_of(envelope)
+            .map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
         Ok(existing::resolve(envelope, policy.on_existing(), basis, stored, "coherence key"))
     }
 }

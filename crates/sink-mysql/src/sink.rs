@@ -300,11 +300,12 @@ impl Inner {
                         Some(_) => sinks_contract::existing::Stored::Different,
                         None => sinks_contract::existing::Stored::Unchecked,
                     };
-                    let basis = if plan.key.iter().any(|i| plan.fields[*i] == sinks_contract::columns::Field::StreamSequence) {
-                        sinks_contract::existing::KeyBasis::StreamSequence
-                    } else {
-                        sinks_contract::existing::KeyBasis::Publisher
-                    };
+                    let basis =
+                        if plan.key.iter().any(|i| plan.fields[*i] == sinks_contract::columns::Field::StreamSequence) {
+                            sinks_contract::existing::KeyBasis::StreamSequence
+                        } else {
+                            sinks_contract::existing::KeyBasis::Publisher
+                        };
                     let (outcome, write) = relational::existing_row(policy, basis, stored, mode == WriteMode::Upsert);
                     if write != RowWrite::Nothing {
                         updates.push(row);

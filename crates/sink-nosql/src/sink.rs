@@ -308,7 +308,11 @@ impl Inner {
             },
         };
         let stored = existing::compare(found.as_deref(), &prepared.fingerprint);
-        let basis = self.config.key_strategy.key_of(envelope).map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
+        let basis = self
+            .config
+            .key_strategy
+            .key_of(envelope)
+            .map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
         Ok(existing::resolve(envelope, policy.on_existing(), basis, stored, "nosql row key"))
     }
 

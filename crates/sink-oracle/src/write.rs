@@ -298,7 +298,11 @@ fn resolve_existing<'r>(
         _ => {
             let updates_duplicates = ctx.mode == WriteMode::Merge && !plan.update.is_empty();
             for (i, row) in existing {
-                decided.push((*i, row, relational::existing_row(None, basis_of(plan), Stored::Unchecked, updates_duplicates)));
+                decided.push((
+                    *i,
+                    row,
+                    relational::existing_row(None, basis_of(plan), Stored::Unchecked, updates_duplicates),
+                ));
             }
         }
     }

@@ -290,7 +290,11 @@ impl Inner {
             Put::Written => MessageOutcome::Committed,
             Put::Exists => {
                 let stored = self.stored(prepared).await?;
-                let basis = self.config.key_strategy.key_of(envelope).map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
+                let basis = self
+                    .config
+                    .key_strategy
+                    .key_of(envelope)
+                    .map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
                 existing::resolve(envelope, policy.on_existing(), basis, stored, "s3 object key")
             }
         };

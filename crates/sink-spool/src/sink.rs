@@ -397,7 +397,8 @@ impl Inner {
                 }
             }
         };
-        let basis = envelope.idempotency_key().map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
+        let basis =
+            envelope.idempotency_key().map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
         existing::resolve(envelope, policy, basis, stored, "spool record")
     }
 

@@ -137,7 +137,8 @@ async fn stopped_then_decided(kind: &str) {
     e.publish_range(0, 10, |i| event("new", i)).await;
     let run = Sink::start(&config, e.dir.path(), &envs(&target));
     assert!(
-        wait_until(Duration::from_secs(30), || async { run.logs().contains("the stream changed under the consumer") }).await,
+        wait_until(Duration::from_secs(30), || async { run.logs().contains("the stream changed under the consumer") })
+            .await,
         "{kind}: the change is reported: {}",
         run.logs()
     );

@@ -89,8 +89,9 @@ async fn every_printed_nats_command_runs_and_a_bind_only_sink_drains_exactly_onc
         let s = js.get_stream(&stream).await.unwrap();
         s.consumer_info("planned-sink").await.is_ok_and(|i| i.num_pending == 0 && i.num_ack_pending == 0)
     };
-    let done = wait_until(Duration::from_secs(120), || async { support::records(&out).len() == 3000 && settled().await })
-        .await;
+    let done =
+        wait_until(Duration::from_secs(120), || async { support::records(&out).len() == 3000 && settled().await })
+            .await;
     assert!(done, "{} files; log:\n{}", support::records(&out).len(), run.logs());
     assert_eq!(run.terminate(), Some(0));
     let records = support::records(&out);

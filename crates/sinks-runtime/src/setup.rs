@@ -703,7 +703,12 @@ mod tests {
         metadata.insert("team".to_owned(), "orders".to_owned());
         metadata.insert("_nats.ver".to_owned(), "2.15.1".to_owned());
         metadata.insert("_nats.level".to_owned(), "5".to_owned());
-        let existing = consumer::Config { ack_policy: AckPolicy::Explicit, filter_subject: "orders.*".into(), metadata, ..Default::default() };
+        let existing = consumer::Config {
+            ack_policy: AckPolicy::Explicit,
+            filter_subject: "orders.*".into(),
+            metadata,
+            ..Default::default()
+        };
         let cm = ConsumerManagementConfig {
             metadata: [("team".to_owned(), "orders".to_owned())].into_iter().collect(),
             ..Default::default()

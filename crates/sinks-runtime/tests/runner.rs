@@ -77,11 +77,13 @@ impl Setup {
 
     /// A consumer that allows three deliveries, each AckWait `ack_wait_seconds`, with dead
     /// letters to `dlq_subject` and fast retries.
+    /// The outage hold is off: these tests are about what the gate does with deliveries that
+    /// run out (tests/outage_hold.rs covers holding through an outage).
     fn three_deliveries_then_dlq(&self, dlq_subject: &str, ack_wait_seconds: u64) -> Config {
         self.config(json!({
             "consumer_management": {"max_deliver": 3, "ack_wait_seconds": ack_wait_seconds},
             "dead_letter": {"enabled": true, "subject": dlq_subject},
-            "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none"},
+            "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none", "outage_hold_seconds": 0},
         }))
     }
 
@@ -211,7 +213,9 @@ async fn temporary_failures_are_naked_and_retried_until_committed() {
     s.publish(100, json_payload).await;
     let sink = Arc::new(MemorySink::new());
     sink.faults.fail_batches.store(3, Ordering::Relaxed);
-    let run = start(s.config(json!({})), sink.clone());
+    // With the outage hold off (a failed batch is otherwise written again in place, see
+    // tests/outage_hold.rs): the NAK path.
+    let run = start(s.config(json!({"delivery": {"outage_hold_seconds": 0}})), sink.clone());
     assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 100 && s.settled().await }).await);
     let stats = run.stop().await;
     assert!(stats.nacked.load(Ordering::Relaxed) >= 3, "failed batches were NAKed");
@@ -593,8 +597,10 @@ async fn a_refused_message_is_dead_lettered_alone_while_held_back_neighbours_wai
     js_publish_all(&s.js, msgs).await;
     let sink = Arc::new(MemorySink::new());
     sink.faults.fail_once.lock().unwrap().insert(10);
+    // A batch that starts with the failing message fails entirely: riding it out as a
+    // destination outage would write it again in place; this test is about the hold-back.
     let config = s.config(json!({
-        "delivery": {"batch_size": 20},
+        "delivery": {"batch_size": 20, "outage_hold_seconds": 0},
         "size_policy": {"enabled": true, "max_payload_bytes": 512},
         "dead_letter": {"enabled": true, "subject": dlq_subject},
     }));
@@ -656,7 +662,8 @@ async fn a_returning_lot_is_written_in_batch_sized_chunks_and_nothing_is_redeliv
     let sink = Arc::new(SlowSink { inner: inner.clone(), sizes: std::sync::Mutex::new(Vec::new()) });
     let config = s.config(json!({
         "consumer_management": {"ack_wait_seconds": 1},
-        "delivery": {"batch_size": 20, "max_in_flight_batches": 4},
+        // The lots of a failed message are this test's subject, not a destination outage.
+        "delivery": {"batch_size": 20, "max_in_flight_batches": 4, "outage_hold_seconds": 0},
     }));
     let run = start(config, sink.clone());
     let done = wait_until(Duration::from_secs(60), || async { inner.len() == 400 && s.settled().await }).await;

@@ -385,7 +385,10 @@ mod tests {
         let p = plan(&config(serde_json::json!({})), defaults()).unwrap();
         assert!(p.runtime_publish_permissions.contains(&"$JS.API.CONSUMER.MSG.NEXT.ORDERS.orders-sink".to_owned()));
         assert!(p.runtime_publish_permissions.contains(&"$JS.API.CONSUMER.CREATE.ORDERS.orders-sink".to_owned()));
-        assert!(!p.runtime_publish_permissions.contains(&"$JS.API.STREAM.CREATE.ORDERS".to_owned()), "no stream creation");
+        assert!(
+            !p.runtime_publish_permissions.contains(&"$JS.API.STREAM.CREATE.ORDERS".to_owned()),
+            "no stream creation"
+        );
         assert!(
             p.runtime_publish_permissions.contains(&"$JS.API.STREAM.CREATE.KV_nats_sinks_stream_guard".to_owned()),
             "the guard's bucket is made by the worker outside bind_only"
@@ -415,7 +418,10 @@ mod tests {
         assert_eq!(r.subject, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.orders-sink");
         let made: Vec<&str> = p.create.iter().map(|c| c.nats.as_str()).collect();
         assert!(made.iter().any(|c| c.starts_with("nats stream add NATS_SINKS_RESCUE_ORDERS_orders-sink --subjects '$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.orders-sink'")), "{made:?}");
-        assert!(made.iter().any(|c| c.contains("consumer add NATS_SINKS_RESCUE_ORDERS_orders-sink orders-sink_rescue")), "{made:?}");
+        assert!(
+            made.iter().any(|c| c.contains("consumer add NATS_SINKS_RESCUE_ORDERS_orders-sink orders-sink_rescue")),
+            "{made:?}"
+        );
         for needed in [
             "$JS.API.STREAM.MSG.GET.ORDERS",
             "$JS.API.CONSUMER.MSG.NEXT.NATS_SINKS_RESCUE_ORDERS_orders-sink.orders-sink_rescue",
@@ -485,7 +491,10 @@ mod tests {
         assert_eq!(p.create[1].api_body["subjects"], serde_json::json!(["dlq.orders"]));
         assert_eq!(p.create[6].nats, "nats kv add nats_sinks_stream_guard --history 5 --replicas 1 --storage file");
         let text = render_text(&p);
-        assert!(text.contains("# dead-letter stream: ORDERS_DLQ\n  nats stream add ORDERS_DLQ --subjects dlq.orders"), "{text}");
+        assert!(
+            text.contains("# dead-letter stream: ORDERS_DLQ\n  nats stream add ORDERS_DLQ --subjects dlq.orders"),
+            "{text}"
+        );
         assert!(text.contains("$JS.API.STREAM.CREATE.ORDERS_LEDGER {"), "{text}");
     }
 }

@@ -44,14 +44,26 @@ fn duration(d: Duration) -> String {
 
 /// A stream of `subjects` under the operator's `settings` (retention and discard only for the
 /// source stream; the others keep what they hold, old first).
-fn stream(what: &str, name: &str, subjects: &[String], settings: &StreamSettings, source: bool, max_age: Option<Duration>) -> Resource {
+fn stream(
+    what: &str,
+    name: &str,
+    subjects: &[String],
+    settings: &StreamSettings,
+    source: bool,
+    max_age: Option<Duration>,
+) -> Resource {
     let retention = if source { settings.retention.as_str() } else { "limits" };
     let discard = if source { settings.discard.as_str() } else { "old" };
     let window = Duration::from_secs(settings.duplicate_window_seconds);
     let mut parts = owned(&["nats", "stream", "add", name, "--subjects"]);
     parts.push(subjects.join(","));
     parts.extend(owned(&["--retention", retention, "--discard", discard, "--storage", &settings.storage]));
-    parts.extend(["--replicas".to_owned(), settings.replicas.to_string(), "--dupe-window".to_owned(), duration(window)]);
+    parts.extend([
+        "--replicas".to_owned(),
+        settings.replicas.to_string(),
+        "--dupe-window".to_owned(),
+        duration(window),
+    ]);
     if let Some(age) = max_age {
         parts.extend(["--max-age".to_owned(), duration(age)]);
     }
@@ -99,7 +111,11 @@ fn consumer(config: &Config) -> Resource {
     let nats = if cm.backoff_seconds.is_some() {
         // natscli makes backoff policies of its own; an explicit list goes in as JSON.
         let json = serde_json::to_string(&desired).unwrap_or_default();
-        format!("nats consumer add {} {} --config /dev/stdin <<'EOF'\n{json}\nEOF", shell_quote(stream), shell_quote(name))
+        format!(
+            "nats consumer add {} {} --config /dev/stdin <<'EOF'\n{json}\nEOF",
+            shell_quote(stream),
+            shell_quote(name)
+        )
     } else {
         let mut parts = owned(&["nats", "consumer", "add", stream, name, "--pull", "--ack", "explicit"]);
         parts.extend(owned(&["--deliver", deliver, "--replay", replay]));
@@ -147,8 +163,22 @@ fn consumer(config: &Config) -> Resource {
 /// The rescue consumer of the capture stream `capture`.
 fn rescue_consumer(capture: &str, name: &str) -> Resource {
     let parts = owned(&[
-        "nats", "consumer", "add", capture, name, "--pull", "--ack", "explicit", "--deliver", "all", "--wait", "60s",
-        "--max-deliver=-1", "--description", "nats-sinks rescue", "--defaults",
+        "nats",
+        "consumer",
+        "add",
+        capture,
+        name,
+        "--pull",
+        "--ack",
+        "explicit",
+        "--deliver",
+        "all",
+        "--wait",
+        "60s",
+        "--max-deliver=-1",
+        "--description",
+        "nats-sinks rescue",
+        "--defaults",
     ]);
     let desired = pull::Config {
         durable_name: Some(name.to_owned()),
@@ -170,7 +200,8 @@ fn rescue_consumer(capture: &str, name: &str) -> Resource {
 /// The stream guard's key-value bucket: the stream `KV_<bucket>` as natscli and async-nats
 /// make it.
 fn bucket(name: &str, replicas: u8) -> Resource {
-    let parts = owned(&["nats", "kv", "add", name, "--history", "5", "--replicas", &replicas.to_string(), "--storage", "file"]);
+    let parts =
+        owned(&["nats", "kv", "add", name, "--history", "5", "--replicas", &replicas.to_string(), "--storage", "file"]);
     let config = stream::Config {
         name: format!("KV_{name}"),
         subjects: vec![format!("$KV.{name}.>")],
@@ -221,7 +252,8 @@ pub(crate) fn resources(config: &Config, settings: &StreamSettings) -> Vec<Resou
     if let (true, Some(subject)) = (config.ledger.enabled, &config.ledger.subject) {
         out.push(stream("ledger stream", &ledger_stream(config), &[subject.clone()], settings, false, None));
     }
-    let rescue = config.consumer_management.max_deliver.filter(|m| *m > 0 && config.rescue.enabled && config.nats.durable);
+    let rescue =
+        config.consumer_management.max_deliver.filter(|m| *m > 0 && config.rescue.enabled && config.nats.durable);
     let capture = rescue.map(|_| config.rescue.stream_name(&config.nats.stream, &config.nats.consumer));
     if let Some(capture) = &capture {
         let subject =

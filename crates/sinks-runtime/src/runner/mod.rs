@@ -319,76 +319,14 @@ async fn run_inner(
         sink.report_destinations();
     }
     let destination = startup::destination(&config.sink);
-    let opening = Reaching { what: "sink open", target: &destination, hint: "the `sink` section" };
-    // What only a config change can fix (a path under a regular file, a permission, an
-    // unknown table, bad credentials) stops start-up naming the field; the rest is retried.
-    let Some(()) = retry_until(opening, &stop, &metrics, async || match sink.open().await {
-        Ok(()) => Ok(()),
-        Err(e) if e.class() == ErrorClass::Config || e.is_permanent() => {
-            Err(Retry::Fatal(ConfigError::single(e.field().unwrap_or("sink"), e.display_chain())))
-        }
-        Err(e) => Err(Retry::Again(e.display_chain())),
-    })
-    .await?
-    else {
-        return Ok(());
-    };
-    tracing::info!(sink = sink.name(), destination = %destination, "sink opened");
-    metrics.status().set_sink_opened(true);
-
-    let nats = &config.nats;
-    let observed = &metrics;
     let servers = startup::servers(&config);
-    let hint = if config.nats.urls.is_empty() { "nats.url" } else { "nats.urls" };
-    let connecting = Reaching { what: "nats connect", target: &servers, hint };
-    let Some(client) = retry_until(connecting, &stop, &metrics, || async move {
-        match connect::connect_observed(nats, Some(observed.clone())).await {
-            Ok(c) => Ok(c),
-            Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
-            Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
-        }
-    })
-    .await?
-    else {
-        return Ok(());
-    };
-    let info = client.server_info();
-    tracing::info!(
-        servers = %servers,
-        server = %startup::host_port(&format!("{}:{}", info.host, info.port)),
-        server_name = %info.server_name,
-        version = %info.version,
-        "connected to nats"
-    );
-    let js = async_nats::jetstream::new(client.clone());
-    // Advisories are observed from here on (the consumer's own creation included).
-    let advisories = if config.advisories.enabled {
-        let subscriptions = crate::advisories::subscribe(&client, &config.advisories).await;
-        let task = crate::advisories::monitor(subscriptions, config.advisories.clone(), metrics.clone(), stop.clone());
-        Some(tokio::spawn(task))
-    } else {
-        None
-    };
-
-    let (js_ref, config_ref, options_ref) = (&js, &config, &options);
-    let setting_up = Reaching { what: "consumer setup", target: &servers, hint: "nats.stream and nats.consumer" };
-    let Some((bound, capture, stream, guard)) = retry_until(setting_up, &stop, &metrics, || async move {
-        let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
-        let bound =
-            setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
-                .await
-                .map_err(setup_retry)?;
-        // Exhaustions are captured before the first fetch, so none is missed.
-        let capture =
-            setup::ensure_capture(js_ref, &stream, config_ref, bound.max_deliver).await.map_err(setup_retry)?;
-        // The stream's identity is checked before the first fetch: a stream re-created or
-        // rewound while the sink was down pauses it (or starts a new epoch) right here.
-        let replicas = stream.cached_info().config.num_replicas;
-        let guard = Guard::open(js_ref, config_ref, replicas, observed.clone()).await.map_err(setup_retry)?;
-        guard.check(&live_now(&stream, &bound.consumer).await.map_err(setup_retry)?).await.map_err(setup_retry)?;
-        Ok((bound, capture, stream, guard))
-    })
-    .await?
+    // The destination and NATS are made ready side by side: a configuration error of either
+    // stops start-up at once, naming its field, even while the other is still unreachable
+    // (and retried), so `run` refuses exactly what `validate --connect` refuses.
+    let opened = open_sink(&sink, &destination, &stop, &metrics);
+    let prepared = prepare_nats(&config, &options, &servers, &stop, &metrics);
+    let (opened, prepared) = tokio::try_join!(opened, prepared)?;
+    let (Some(()), Some(Prepared { client, js, advisories, bound, capture, stream, guard })) = (opened, prepared)
     else {
         return Ok(());
     };
@@ -543,6 +481,106 @@ async fn run_inner(
     let counts: Vec<String> = stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
     tracing::info!(counts = %counts.join(" "), "stopped");
     Ok(())
+}
+
+/// Opens the sink, retrying what a retry can fix; `None` when a stop came first.
+async fn open_sink(
+    sink: &Arc<dyn Sink>,
+    destination: &str,
+    stop: &watch::Receiver<bool>,
+    metrics: &Metrics,
+) -> Result<Option<()>, ConfigError> {
+    let opening = Reaching { what: "sink open", target: destination, hint: "the `sink` section" };
+    // What only a config change can fix (a path under a regular file, a permission, an
+    // unknown table, bad credentials) stops start-up naming the field; the rest is retried.
+    let opened = retry_until(opening, stop, metrics, async || match sink.open().await {
+        Ok(()) => Ok(()),
+        Err(e) if e.class() == ErrorClass::Config || e.is_permanent() => {
+            Err(Retry::Fatal(ConfigError::single(e.field().unwrap_or("sink"), e.display_chain())))
+        }
+        Err(e) => Err(Retry::Again(e.display_chain())),
+    })
+    .await?;
+    if opened.is_some() {
+        tracing::info!(sink = sink.name(), destination = %destination, "sink opened");
+        metrics.status().set_sink_opened(true);
+    }
+    Ok(opened)
+}
+
+/// What start-up made ready on the NATS side.
+struct Prepared {
+    client: async_nats::Client,
+    js: async_nats::jetstream::Context,
+    advisories: Option<tokio::task::JoinHandle<()>>,
+    bound: setup::BoundConsumer,
+    capture: Option<setup::Capture>,
+    stream: async_nats::jetstream::stream::Stream,
+    guard: Guard,
+}
+
+/// Connects to NATS and sets up the streams, the consumer, the exhaustion capture and the
+/// stream guard (checking the stream's identity before the first fetch), retrying what a
+/// retry can fix; `None` when a stop came first.
+async fn prepare_nats(
+    config: &Config,
+    options: &RunOptions,
+    servers: &str,
+    stop: &watch::Receiver<bool>,
+    metrics: &Metrics,
+) -> Result<Option<Prepared>, ConfigError> {
+    let nats = &config.nats;
+    let hint = if config.nats.urls.is_empty() { "nats.url" } else { "nats.urls" };
+    let connecting = Reaching { what: "nats connect", target: servers, hint };
+    let Some(client) = retry_until(connecting, stop, metrics, || async move {
+        match connect::connect_observed(nats, Some(metrics.clone())).await {
+            Ok(c) => Ok(c),
+            Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
+            Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
+        }
+    })
+    .await?
+    else {
+        return Ok(None);
+    };
+    let info = client.server_info();
+    tracing::info!(
+        servers = %servers,
+        server = %startup::host_port(&format!("{}:{}", info.host, info.port)),
+        server_name = %info.server_name,
+        version = %info.version,
+        "connected to nats"
+    );
+    let js = async_nats::jetstream::new(client.clone());
+    // Advisories are observed from here on (the consumer's own creation included).
+    let advisories = if config.advisories.enabled {
+        let subscriptions = crate::advisories::subscribe(&client, &config.advisories).await;
+        let task = crate::advisories::monitor(subscriptions, config.advisories.clone(), metrics.clone(), stop.clone());
+        Some(tokio::spawn(task))
+    } else {
+        None
+    };
+    let js_ref = &js;
+    let setting_up = Reaching { what: "consumer setup", target: servers, hint: "nats.stream and nats.consumer" };
+    let Some((bound, capture, stream, guard)) = retry_until(setting_up, stop, metrics, || async move {
+        let stream = setup::ensure_streams(js_ref, config).await.map_err(setup_retry)?;
+        let bound = setup::ensure_consumer_from(&stream, config, options.start, options.consumer_name.clone())
+            .await
+            .map_err(setup_retry)?;
+        // Exhaustions are captured before the first fetch, so none is missed.
+        let capture = setup::ensure_capture(js_ref, &stream, config, bound.max_deliver).await.map_err(setup_retry)?;
+        // The stream's identity is checked before the first fetch: a stream re-created or
+        // rewound while the sink was down pauses it (or starts a new epoch) right here.
+        let replicas = stream.cached_info().config.num_replicas;
+        let guard = Guard::open(js_ref, config, replicas, metrics.clone()).await.map_err(setup_retry)?;
+        guard.check(&live_now(&stream, &bound.consumer).await.map_err(setup_retry)?).await.map_err(setup_retry)?;
+        Ok((bound, capture, stream, guard))
+    })
+    .await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(Prepared { client, js, advisories, bound, capture, stream, guard }))
 }
 
 fn setup_retry(e: SetupError) -> Retry<String> {
