@@ -1,8 +1,9 @@
 //! Pure: what is written for a message, in Coherence's JSON wire format. No I/O here.
 //!
 //! - The **key**: `[key_prefix:]<raw>`, `<raw>` per `key_strategy` (the reference's strings:
-//!   `stream-sequence:S:N`, `message-id:ID`, `payload-sha256:SUBJ:HEX`), sent as a JSON
-//!   string. Different identities never share a key (the strings are not sanitized).
+//!   `stream-sequence:S:N`, `message-id:ID`, `payload-sha256:SUBJ:HEX`; `stream-sequence:S.EPOCH:N`
+//!   in a later epoch of the stream, whose documents also carry `stream_epoch`), sent as a
+//!   JSON string. Different identities never share a key (the strings are not sanitized).
 //! - The **value**: the reference's `nats_sinks.coherence.event.v1` document (sorted keys,
 //!   compact UTF-8): identity, timestamps, headers, the standard metadata document, the
 //!   normalized payload and `payload_info`. The proxy re-encodes the JSON it stores (no
@@ -20,12 +21,13 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use sinks_contract::existing::KeyBasis;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
 use sinks_contract::{Envelope, Presence, metadata};
 use time::OffsetDateTime;
 
-use crate::config::CoherenceSinkConfig;
+use crate::config::{CoherenceSinkConfig, KeyStrategy};
 
 /// `schema` of stored documents.
 pub(crate) const EVENT_SCHEMA: &str = "nats_sinks.coherence.event.v1";
@@ -137,8 +139,29 @@ struct EventDoc<'a> {
     security_labels: Value,
     stored_at_epoch_ns: i64,
     stream: &'a str,
+    /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
+    /// stream that never changed is the reference's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
+}
+
+/// What `envelope`'s entry key is made of under `strategy`: the stream sequence
+/// (`stream_sequence`, and `idempotency_key` for a message with one, which every JetStream
+/// message has), or the publisher's identity; a message without the identity the strategy
+/// needs gets no key at all (it fails before any write) and counts as the publisher's.
+pub(crate) fn key_basis(envelope: &Envelope, strategy: KeyStrategy) -> KeyBasis {
+    strategy.key_of(envelope).map_or(KeyBasis::Publisher, |key| KeyBasis::of_key(&key))
+}
+
+/// The key basis of `strategy` for a JetStream message (one with a stream sequence): what
+/// the sink's static capabilities assume.
+pub(crate) fn strategy_basis(strategy: KeyStrategy) -> KeyBasis {
+    match strategy {
+        KeyStrategy::StreamSequence | KeyStrategy::IdempotencyKey => KeyBasis::StreamSequence,
+        KeyStrategy::MessageId | KeyStrategy::PayloadSha256 => KeyBasis::Publisher,
+    }
 }
 
 /// Builds the entry written for `envelope`, stored at `stored_at`.
@@ -188,6 +211,7 @@ pub(crate) fn document(
         security_labels: Value::Null,
         stored_at_epoch_ns: doc.stored_at_epoch_ns(),
         stream: &js.stream,
+        stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
         subject: envelope.subject(),
     };
@@ -263,7 +287,6 @@ mod tests {
     use sinks_contract::{Headers, PayloadMode};
 
     use super::*;
-    use crate::config::KeyStrategy;
 
     fn config() -> CoherenceSinkConfig {
         CoherenceSinkConfig::default()
@@ -287,6 +310,42 @@ mod tests {
         c.max_key_bytes = 64;
         let long = envelope_with("S", 1, "s", "{}", Headers::new().with("Nats-Msg-Id", "x".repeat(80)), 1);
         assert!(matches!(entry_key(&long, &c), Err(EntryError::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn a_later_epoch_keys_its_entries_apart_and_says_so() {
+        let e = envelope_with("ORDERS", 7, "o", "{}", Headers::new().with("Nats-Msg-Id", "m-7"), 1);
+        let later = e.clone().with_stream_epoch(Some("e17".into()));
+        let key = |e: &Envelope, key_strategy| entry_key(e, &CoherenceSinkConfig { key_strategy, ..config() }).unwrap();
+        assert_eq!(key(&later, KeyStrategy::IdempotencyKey), "stream-sequence:ORDERS.e17:7");
+        assert_eq!(key(&later, KeyStrategy::StreamSequence), "stream-sequence:ORDERS.e17:7");
+        assert_eq!(key(&later, KeyStrategy::MessageId), key(&e, KeyStrategy::MessageId));
+        let doc = |e: &Envelope| -> Value {
+            let p = prepare(e, &config(), OffsetDateTime::now_utc()).unwrap();
+            serde_json::from_slice(from_wire(&p.wire_value).unwrap()).unwrap()
+        };
+        let d = doc(&later);
+        assert_eq!((&d["stream"], &d["stream_epoch"]), (&Value::from("ORDERS"), &Value::from("e17")));
+        assert!(doc(&e).get("stream_epoch").is_none(), "the reference's document for a stream that never changed");
+    }
+
+    #[test]
+    fn the_key_basis_follows_the_strategy_and_the_message() {
+        let e = envelope_with("S", 7, "o", "{}", Headers::new().with("Nats-Msg-Id", "m-7"), 1);
+        let id_only = envelope_with("", 0, "o", "{}", Headers::new().with("Nats-Msg-Id", "m-7"), 1);
+        let rows = [
+            (KeyStrategy::IdempotencyKey, &e, KeyBasis::StreamSequence),
+            (KeyStrategy::IdempotencyKey, &id_only, KeyBasis::Publisher),
+            (KeyStrategy::StreamSequence, &e, KeyBasis::StreamSequence),
+            (KeyStrategy::MessageId, &e, KeyBasis::Publisher),
+            (KeyStrategy::PayloadSha256, &e, KeyBasis::Publisher),
+        ];
+        for (strategy, envelope, want) in rows {
+            assert_eq!(key_basis(envelope, strategy), want, "{strategy:?}");
+        }
+        for strategy in [KeyStrategy::IdempotencyKey, KeyStrategy::StreamSequence, KeyStrategy::MessageId] {
+            assert_eq!(strategy_basis(strategy), key_basis(&e, strategy), "{strategy:?}");
+        }
     }
 
     #[test]

@@ -101,7 +101,9 @@ impl Sink for CoherenceSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let conditional = self.inner.config.duplicate_policy.is_conditional();
+        let config = &self.inner.config;
+        let basis = entry::strategy_basis(config.key_strategy);
+        let conditional = existing::conditional(config.duplicate_policy.on_existing(), basis);
         Capabilities { atomic_batch: false, reports_duplicates: conditional, detects_conflicts: conditional }
     }
 
@@ -225,24 +227,23 @@ impl Inner {
     /// (`sinks_contract::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
         let client = self.client().map_err(|e| classify(Stage::Write, &e))?;
-        let policy = self.config.duplicate_policy;
+        let policy = self.config.duplicate_policy.on_existing();
+        let basis = entry::key_basis(envelope, self.config.key_strategy);
+        // A replacing policy puts only if absent under stream-sequence keys: it must not
+        // overwrite an earlier event before it was compared.
+        let conditional = existing::conditional(policy, basis);
         let found = client
-            .put(prepared.wire_key.clone(), prepared.wire_value.clone(), policy.is_conditional(), self.ttl_ms())
+            .put(prepared.wire_key.clone(), prepared.wire_value.clone(), conditional, self.ttl_ms())
             .await
             .map_err(|e| classify(Stage::Write, &e))?;
         let Some(found) = found else {
-            if policy.is_conditional() && self.config.ttl_seconds.is_some() {
+            if conditional && self.config.ttl_seconds.is_some() {
                 self.apply_expiry(client, prepared).await;
             }
             return Ok(MessageOutcome::Committed);
         };
         let stored = existing::compare(entry::stored_fingerprint(&found).as_deref(), &prepared.fingerprint);
-        let basis = self
-            .config
-            .key_strategy
-            .key_of(envelope)
-            .map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
-        Ok(existing::resolve(envelope, policy.on_existing(), basis, stored, "coherence key"))
+        Ok(existing::resolve(envelope, policy, basis, stored, "coherence key"))
     }
 }
 

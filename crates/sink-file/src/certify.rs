@@ -35,6 +35,9 @@ impl ReadBack for DirReadBack {
 #[derive(Deserialize)]
 struct StoredRecord<'a> {
     stream: String,
+    /// Only in a later epoch of the stream.
+    #[serde(default)]
+    stream_epoch: Option<String>,
     stream_sequence: u64,
     #[serde(borrow)]
     payload: &'a RawValue,
@@ -46,7 +49,8 @@ struct PayloadInfo {
     wrapped: bool,
 }
 
-/// Every record below `root` (dot files skipped), as `(stream-sequence key, payload bytes)`.
+/// Every record below `root` (dot files skipped), as `(stream-sequence key, payload bytes)`:
+/// the key of the record's keyed stream (`{stream}.{epoch}` when it has a `stream_epoch`).
 /// A JSON payload comes back exactly as stored; a wrapped one is unwrapped to its bytes.
 pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
@@ -70,7 +74,11 @@ pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
             let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let record: StoredRecord<'_> =
                 serde_json::from_slice(&text).map_err(|e| format!("{} is not a record: {e}", path.display()))?;
-            let key = format!("stream-sequence:{}:{}", record.stream, record.stream_sequence);
+            let stream = match &record.stream_epoch {
+                Some(epoch) => format!("{}.{epoch}", record.stream),
+                None => record.stream,
+            };
+            let key = format!("stream-sequence:{stream}:{}", record.stream_sequence);
             let payload = if record.payload_info.wrapped {
                 Bytes::from(sinks_contract::payload::decode_stored(record.payload.get()))
             } else {
@@ -146,7 +154,8 @@ impl ReadBack for BatchDirReadBack {
 }
 
 /// Every row of every batch object below `root` (dot files and the `_nats-sinks` manifest
-/// directories skipped), as `(stream-sequence key, payload bytes)`.
+/// directories skipped), as `(stream-sequence key, payload bytes)`; a row's `stream` is
+/// already its keyed stream (`{stream}.{epoch}` in a later epoch).
 pub fn read_batch_records(root: &Path) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     for (path, format, compression) in batch_objects(root)? {

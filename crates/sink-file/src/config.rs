@@ -11,7 +11,7 @@ use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::batch::BatchConfig;
 use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipOverwriteFail};
+use sinks_contract::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
 
 /// Extension used when none is configured and compression is off.
 pub(crate) const DEFAULT_EXTENSION: &str = ".json";
@@ -29,7 +29,8 @@ pub use sinks_contract::batch::WriteMode;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FilenameStrategy {
-    /// `{stream}-{stream_sequence:020}`: stable across redeliveries of one stream.
+    /// `{stream}-{stream_sequence:020}`: stable across redeliveries of one stream
+    /// (`{stream}.{epoch}-…` in a later epoch of it, `Envelope::keyed_stream`).
     #[default]
     StreamSequence,
     /// `{message_id}-{sha256(message_id)[:16]}`: the publisher's `Nats-Msg-Id`.
@@ -38,11 +39,25 @@ pub enum FilenameStrategy {
     PayloadSha256,
 }
 
+impl FilenameStrategy {
+    /// What the names are made of, for the existing-key decision: the stream sequence
+    /// (a different payload under such a name is a reused sequence, refused whatever the
+    /// `duplicate_policy`), or the publisher's identity (the policy decides).
+    pub fn key_basis(self) -> KeyBasis {
+        match self {
+            Self::StreamSequence => KeyBasis::StreamSequence,
+            Self::MessageId | Self::PayloadSha256 => KeyBasis::Publisher,
+        }
+    }
+}
+
 /// What happens when the target file already exists: `skip_existing` (keep the existing
 /// file; the message is a duplicate, or a conflict when its payload differs from the stored
 /// one), `overwrite` (atomically replace it) or `fail` (refuse the message as a permanent
 /// failure). The contract's one policy type, in this sink's words; what each answer means is
-/// `sinks_contract::existing`.
+/// `sinks_contract::existing`. Under `filename_strategy: stream_sequence` a different
+/// payload is a reused stream sequence, refused (`sequence_reused`) whatever the policy, and
+/// `overwrite` never replaces a file (it creates conditionally, like `skip_existing`).
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipOverwriteFail>;
 
 /// Compression applied to each file: `none` or deterministic `gzip`.
@@ -65,6 +80,7 @@ pub struct FileSinkConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchConfig>,
     /// How file names are derived: `stream_sequence` (default), `message_id` or `payload_sha256`.
+    /// In a later epoch of the stream a `stream_sequence` name is `{stream}.{epoch}-{seq}`.
     #[serde(default)]
     pub filename_strategy: FilenameStrategy,
     /// What to do when the file already exists: `skip_existing` (default), `overwrite` or `fail`.

@@ -9,7 +9,9 @@
 //!    [`MAX_PARALLEL_FSYNCS`] at once, so the filesystem commits them together and a batch
 //!    costs about one fsync latency instead of one per message;
 //! 3. **place**: a rename that never replaces (create-if-absent, `sinks_contract::files`)
-//!    for `skip_existing` and `fail`, a plain rename for `overwrite`. Files become visible
+//!    for `skip_existing` and `fail`, a plain rename for `overwrite` (but under
+//!    `stream_sequence` names, where a different payload is a reused stream sequence and
+//!    is refused as `sequence_reused`, `overwrite` never replaces either). Files become visible
 //!    here, so this phase keeps the one ordering rule (`sinks_contract::ordering`): messages
 //!    sharing an ordering key are placed one after another in stream order, and one behind a
 //!    temporary failure of its key (in any phase) is held back, its temp file discarded;
@@ -86,6 +88,8 @@ impl Placed {
 /// A record written to its temp file, waiting for fsync and placement.
 #[derive(Debug)]
 struct Staged {
+    /// The message (what an existing file is compared with, and logged as).
+    envelope: Box<Envelope>,
     temp: tempfile::NamedTempFile,
     final_path: PathBuf,
     payload_sha256: String,
@@ -171,7 +175,7 @@ impl Sink for FileSink {
         let fsync = self.inner.config.fsync;
         let stage = {
             let inner = Arc::clone(&self.inner);
-            move |envelope: Envelope| inner.stage(&root, &envelope)
+            move |envelope: Envelope| inner.stage(&root, envelope)
         };
         let steps = run_parallel(batch.to_vec(), MAX_PARALLEL_TASKS, stage).await;
         let steps = if fsync { run_parallel(steps, MAX_PARALLEL_FSYNCS, fsync_staged).await } else { steps };
@@ -338,9 +342,9 @@ impl Inner {
 
     /// Stages one envelope: derives its path and record, settles a redelivery whose file
     /// exists, else writes the record to a temp file next to the final path (blocking).
-    fn stage(&self, root: &Path, envelope: &Envelope) -> Step {
+    fn stage(&self, root: &Path, envelope: Envelope) -> Step {
         let rel = match path::relative_path(
-            envelope,
+            &envelope,
             self.config.filename_strategy,
             &self.extension,
             self.config.partition_by_subject,
@@ -353,7 +357,7 @@ impl Inner {
         if !path::is_confined(&rel.to_path_buf()) {
             return Step::Done(Placed::failed(SinkError::permanent("refusing a path outside sink.directory")));
         }
-        let record = match record::encode(envelope, &self.config, OffsetDateTime::now_utc()) {
+        let record = match record::encode(&envelope, &self.config, OffsetDateTime::now_utc()) {
             Ok(record) => record,
             Err(e) => {
                 return Step::Done(Placed::failed(
@@ -362,8 +366,14 @@ impl Inner {
                 ));
             }
         };
-        let redelivered = envelope.jetstream().delivered > 1;
-        self.stage_file(root, &rel, &record, redelivered).unwrap_or_else(|e| Step::Done(Placed::failed(e)))
+        self.stage_file(root, &rel, &record, envelope).unwrap_or_else(|e| Step::Done(Placed::failed(e)))
+    }
+
+    /// True when placing must never replace an existing file: every policy but
+    /// `overwrite`, and `overwrite` too under stream-sequence names (a replacement could
+    /// destroy an earlier event's record before it was compared).
+    fn conditional(&self) -> bool {
+        existing::conditional(self.config.duplicate_policy.on_existing(), self.config.filename_strategy.key_basis())
     }
 
     fn stage_file(
@@ -371,7 +381,7 @@ impl Inner {
         root: &Path,
         rel: &RelativePath,
         record: &record::EncodedRecord,
-        redelivered: bool,
+        envelope: Envelope,
     ) -> Result<Step, SinkError> {
         let dir = match &rel.partition {
             Some(partition) => ensure_partition(root, partition)?,
@@ -387,8 +397,9 @@ impl Inner {
         // temp file first. A first delivery is not looked up: the lookup costs every new
         // file a directory search under the directory's lock, and `place` decides anyway
         // (a rename that never replaces), for a first delivery whose name exists too.
-        if redelivered && self.config.duplicate_policy.is_conditional() && fs::symlink_metadata(&final_path).is_ok() {
-            let outcome = self.existing_file(&final_path, &record.payload_sha256);
+        let redelivered = envelope.jetstream().delivered > 1;
+        if redelivered && self.conditional() && fs::symlink_metadata(&final_path).is_ok() {
+            let outcome = self.existing_file(&envelope, &final_path, &record.payload_sha256);
             let sync_dirs = if matches!(outcome, MessageOutcome::Failed(_)) { Vec::new() } else { sync_dirs };
             return Ok(Step::Done(Placed { outcome, sync_dirs }));
         }
@@ -400,22 +411,31 @@ impl Inner {
             .tempfile_in(&dir)
             .map_err(|e| classify(e, "cannot create temp file"))?;
         temp.write_all(&record.bytes).map_err(|e| classify(e, "cannot write temp file"))?;
-        Ok(Step::Staged(Staged { temp, final_path, payload_sha256: record.payload_sha256.clone(), sync_dirs }))
+        Ok(Step::Staged(Staged {
+            envelope: Box::new(envelope),
+            temp,
+            final_path,
+            payload_sha256: record.payload_sha256.clone(),
+            sync_dirs,
+        }))
     }
 
     /// Places a staged (and, when configured, fsynced) temp file at its final path.
     fn place(&self, staged: Staged) -> Placed {
-        let Staged { temp, final_path, payload_sha256, mut sync_dirs } = staged;
-        let outcome = match self.config.duplicate_policy.on_existing() {
-            OnExisting::Replace => match temp.persist(&final_path) {
+        let Staged { envelope, temp, final_path, payload_sha256, mut sync_dirs } = staged;
+        let outcome = if self.conditional() {
+            match files::place_new(temp, &final_path) {
+                Ok(()) => MessageOutcome::Committed,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    self.existing_file(&envelope, &final_path, &payload_sha256)
+                }
+                Err(e) => MessageOutcome::Failed(classify(e, "cannot move temp file into place")),
+            }
+        } else {
+            match temp.persist(&final_path) {
                 Ok(_) => MessageOutcome::Committed,
                 Err(e) => MessageOutcome::Failed(classify(e.error, "cannot rename temp file into place")),
-            },
-            OnExisting::Keep | OnExisting::Refuse => match files::place_new(temp, &final_path) {
-                Ok(()) => MessageOutcome::Committed,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.existing_file(&final_path, &payload_sha256),
-                Err(e) => MessageOutcome::Failed(classify(e, "cannot move temp file into place")),
-            },
+            }
         };
         if matches!(outcome, MessageOutcome::Failed(_)) {
             sync_dirs.clear();
@@ -423,19 +443,18 @@ impl Inner {
         Placed { outcome, sync_dirs }
     }
 
-    /// The outcome when the final file already exists (`sinks_contract::existing`): under
-    /// `fail` a permanent failure without reading it, else what [`Self::stored`] finds.
-    fn existing_file(&self, final_path: &Path, payload_sha256: &str) -> MessageOutcome {
+    /// The outcome when `envelope`'s final file already exists (`sinks_contract::existing`,
+    /// logged): under `fail` a permanent failure without reading it, else what
+    /// [`Self::stored`] finds, judged by the policy and the names' key basis (under
+    /// stream-sequence names a different payload is a reused sequence, whatever the policy).
+    fn existing_file(&self, envelope: &Envelope, final_path: &Path, payload_sha256: &str) -> MessageOutcome {
         let policy = self.config.duplicate_policy.on_existing();
         let stored = match policy {
             OnExisting::Refuse => Ok(Stored::Unchecked),
             _ => self.stored(final_path, payload_sha256),
         };
-        let basis = match self.config.filename_strategy {
-            crate::config::FilenameStrategy::StreamSequence => existing::KeyBasis::StreamSequence,
-            _ => existing::KeyBasis::Publisher,
-        };
-        stored.map_or_else(|outcome| outcome, |stored| existing::outcome(policy, basis, stored, "file"))
+        let basis = self.config.filename_strategy.key_basis();
+        stored.map_or_else(|outcome| outcome, |stored| existing::resolve(envelope, policy, basis, stored, "file"))
     }
 
     /// What the existing final file holds, compared by stored payload hash: a file that
@@ -667,7 +686,7 @@ mod tests {
             .into_iter()
             .map(|(seq, subject)| sinks_contract::testing::envelope("S", seq, subject, "{}"))
             .collect();
-        let mut steps: Vec<Step> = batch.iter().map(|e| sink.inner.stage(&root, e)).collect();
+        let mut steps: Vec<Step> = batch.iter().map(|e| sink.inner.stage(&root, e.clone())).collect();
         assert!(steps.iter().all(|s| matches!(s, Step::Staged(_))));
         // Message 1 failed temporarily before placing (say its fsync did).
         steps[0] = Step::Done(Placed::failed(SinkError::temporary("injected")));

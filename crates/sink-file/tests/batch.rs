@@ -200,6 +200,59 @@ async fn a_redelivery_is_a_duplicate_however_it_is_grouped() {
     assert_exactly_once(dir.path(), 1..=60);
 }
 
+/// A different event under a committed sequence (the stream was re-created) is refused as
+/// `sequence_reused`, by the writer that committed it and by a restarted one; in a later
+/// epoch the same sequences go into objects and a manifest log of their own, their
+/// outcomes name the stream as the runner does, and their redeliveries are duplicates.
+#[tokio::test]
+async fn a_reused_sequence_is_refused_and_a_later_epoch_has_objects_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let old: Vec<Envelope> = (1..=10).map(msg).collect();
+    let reused: Vec<Envelope> = (1..=10)
+        .map(|seq| envelope("ORDERS", seq, &format!("orders.k{}", seq % 2), format!(r#"{{"seq":{seq},"new":true}}"#)))
+        .collect();
+    let first = sink(dir.path(), serde_json::json!({"max_messages": 4}));
+    first.open().await.unwrap();
+    assert!(write_all(&first, &old).await.values().all(|o| o.class() == OutcomeClass::Committed));
+    let refused = |outcomes: &BTreeMap<u64, MessageOutcome>| {
+        assert_eq!(outcomes.len(), 10);
+        for (seq, o) in outcomes {
+            let MessageOutcome::Failed(e) = o else { panic!("sequence {seq}: {o:?}") };
+            assert!(e.is_permanent() && e.reason() == Some("sequence_reused"), "sequence {seq}: {e:?}");
+        }
+    };
+    refused(&write_all(&first, &reused).await);
+    let restarted = sink(dir.path(), serde_json::json!({"max_messages": 3}));
+    restarted.open().await.unwrap();
+    refused(&write_all(&restarted, &reused).await);
+    assert_exactly_once(dir.path(), 1..=10);
+
+    let epoch: Vec<Envelope> = reused.iter().map(|e| e.clone().with_stream_epoch(Some("e2".into()))).collect();
+    let written = restarted.write_batch(&epoch).await.unwrap();
+    assert!(written.iter().all(|o| matches!(o, MessageOutcome::Pending)), "{written:?}");
+    let settled = restarted.flush(FlushScope::All).await;
+    assert_eq!(settled.len(), 10);
+    for s in &settled {
+        assert_eq!((s.stream.as_str(), s.outcome.class()), ("ORDERS", OutcomeClass::Committed), "{s:?}");
+    }
+    assert!(write_all(&restarted, &epoch).await.values().all(|o| o.class() == OutcomeClass::Duplicate));
+    let mut keys: Vec<String> = read_batch_records(dir.path()).unwrap().into_iter().map(|(k, _)| k).collect();
+    keys.sort();
+    let mut want: Vec<String> = (1..=10)
+        .flat_map(|seq| [format!("stream-sequence:ORDERS:{seq}"), format!("stream-sequence:ORDERS.e2:{seq}")])
+        .collect();
+    want.sort();
+    assert_eq!(keys, want, "both epochs' events, each once");
+    let later: Vec<Manifest> = manifests(dir.path()).into_iter().filter(|m| m.stream == "ORDERS.e2").collect();
+    assert!(!later.is_empty(), "the later epoch has a manifest log of its own");
+    for m in later {
+        let name = m.object.rsplit('/').next().unwrap();
+        assert!(name.starts_with("ORDERS.e2-") && m.partition.starts_with("ORDERS.e2"), "{m:?}");
+    }
+    let fresh = sink(dir.path(), serde_json::json!({}));
+    assert_eq!(fresh.reconcile(&[old[0].clone(), epoch[0].clone()]).await.unwrap(), [Presence::Equal, Presence::Equal]);
+}
+
 /// The object of slot 0 in `root`, moved back to the temporary name its manifest names: the
 /// state a writer killed after creating the manifest and before completing leaves.
 fn uncomplete(root: &Path) -> Manifest {

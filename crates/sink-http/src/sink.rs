@@ -27,11 +27,12 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
+use sinks_contract::existing::{self, KeyBasis, OnExisting, Stored};
 use sinks_contract::ordering::{self, Finished, Ran};
 use sinks_contract::retry::{Attempt, Backoff, Budget, InPlace, Retriable};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, IdempotencyKey,
-    MessageOutcome, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, IdempotencyKey, MessageOutcome, Presence,
+    ReadBack, Sink, SinkError,
 };
 use time::OffsetDateTime;
 
@@ -118,6 +119,22 @@ impl UnitResult {
 /// The same outcome for every message of a request.
 fn all(items: &[Ready], outcome: &dyn Fn() -> MessageOutcome) -> UnitResult {
     UnitResult::PerItem(items.iter().map(|r| (r.index, outcome())).collect())
+}
+
+/// What a message's idempotency key is made of (no key: the publisher's, as nothing is
+/// compared without one).
+fn basis_of(key: Option<&IdempotencyKey>) -> KeyBasis {
+    key.map_or(KeyBasis::Publisher, KeyBasis::of_key)
+}
+
+/// The outcome of a conflict status (the endpoint holds other content under the message's
+/// key) for `envelope`, whose key is made of `basis` (`sinks_contract::existing`, logged):
+/// under stream-sequence keys the sequence was used again by another event, which is
+/// refused (`sequence_reused`, never acknowledged); under message id or payload keys the
+/// endpoint's record is kept and the message acknowledged as a conflict.
+fn conflict(envelope: &Envelope, basis: KeyBasis, status: u16) -> MessageOutcome {
+    tracing::debug!(subject = envelope.subject(), status, "the endpoint answered a conflict status");
+    existing::resolve(envelope, OnExisting::Keep, basis, Stored::Different, "http endpoint key")
 }
 
 /// The answer to one request: status, the delay `Retry-After` asked for, and the response
@@ -528,10 +545,11 @@ impl Inner {
         deadline: Instant,
     ) -> MessageOutcome {
         let body = Bytes::from(body);
+        let basis = basis_of(key.as_ref());
         let key = key.as_ref().map(IdempotencyKey::as_str);
         // One inquiry per message, whichever attempt timed out first.
         let inquired = AtomicBool::new(false);
-        let attempt = |attempt| self.attempt_message(envelope, key, &body, attempt, &inquired);
+        let attempt = |attempt| self.attempt_message(envelope, (key, basis), &body, attempt, &inquired);
         self.retry.write("http request", envelope, deadline, attempt).await
     }
 
@@ -541,7 +559,7 @@ impl Inner {
     async fn attempt_message(
         &self,
         envelope: &Envelope,
-        key: Option<&str>,
+        (key, basis): (Option<&str>, KeyBasis),
         body: &Bytes,
         attempt: Attempt,
         inquired: &AtomicBool,
@@ -558,7 +576,7 @@ impl Inner {
                 )
                 .await;
             let err = match sent {
-                Ok(answer) => return self.answered(envelope, key, &answer),
+                Ok(answer) => return self.answered(envelope, (key, basis), &answer),
                 Err(SendError::Setup(e)) => return Err(e),
                 Err(SendError::Http(err)) => err,
             };
@@ -587,20 +605,18 @@ impl Inner {
         }
     }
 
-    /// What the endpoint's answer to one message means.
-    fn answered(&self, envelope: &Envelope, key: Option<&str>, answer: &Answer) -> Result<MessageOutcome, SinkError> {
+    /// What the endpoint's answer to one message (its key, and what that key is made of)
+    /// means.
+    fn answered(
+        &self,
+        envelope: &Envelope,
+        (key, basis): (Option<&str>, KeyBasis),
+        answer: &Answer,
+    ) -> Result<MessageOutcome, SinkError> {
         let outcome = match request::classify_status(answer.status, &self.statuses, key.is_some()) {
             StatusClass::Success => MessageOutcome::Committed,
             StatusClass::Duplicate => MessageOutcome::Duplicate,
-            StatusClass::Conflict => {
-                tracing::warn!(
-                    subject = envelope.subject(),
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    status = answer.status,
-                    "endpoint holds different content for this key; keeping it"
-                );
-                MessageOutcome::Conflict(ConflictResolution::KeptExisting)
-            }
+            StatusClass::Conflict => conflict(envelope, basis, answer.status),
             class => match status_error(class, answer.status, answer.retry_after) {
                 // A refusal is logged with the failure it becomes (`InPlace::write`).
                 Some(e) => return Err(e),
@@ -660,7 +676,18 @@ impl Inner {
             match request::classify_status(answer.status, &self.statuses, key.is_some()) {
                 StatusClass::Success => || MessageOutcome::Committed,
                 StatusClass::Duplicate => || MessageOutcome::Duplicate,
-                StatusClass::Conflict => || MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+                StatusClass::Conflict => {
+                    // The batch key holds other content: every item is judged by its own key
+                    // (under stream-sequence keys, a reused sequence is never acknowledged).
+                    for r in items {
+                        self.remember(&batch[r.index], &answer);
+                    }
+                    let judged = items
+                        .iter()
+                        .map(|r| (r.index, conflict(&batch[r.index], basis_of(r.key.as_ref()), answer.status)))
+                        .collect();
+                    return Ok(UnitResult::PerItem(judged));
+                }
                 class => match status_error(class, answer.status, answer.retry_after) {
                     // Nothing says which envelope was bad: the whole write fails and the runner
                     // bisects (one envelope alone is that envelope's failure).

@@ -300,6 +300,11 @@ async fn a_refused_message_fails_alone_while_its_batch_mates_commit() {
     assert_eq!(srv.read_records().unwrap().len(), 4);
 }
 
+/// True for the refusal of a different event under a stream-sequence key.
+fn reused(o: &MessageOutcome) -> bool {
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
+}
+
 #[tokio::test]
 async fn a_repeated_key_is_a_duplicate_and_other_content_a_conflict() {
     let srv = server().await;
@@ -311,9 +316,29 @@ async fn a_repeated_key_is_a_duplicate_and_other_content_a_conflict() {
     write(&sink, std::slice::from_ref(&first)).await;
     let again = envelope_with("S", 1, "s", "{\"v\":1}", Headers::new(), 2);
     assert!(matches!(write(&sink, &[again]).await[0], MessageOutcome::Duplicate));
+    // Under the default stream-sequence keys other content is a reused sequence: refused.
     let changed = envelope("S", 1, "s", "{\"v\":2}");
-    assert!(matches!(write(&sink, &[changed]).await[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)));
+    let outcomes = write(&sink, &[changed]).await;
+    assert!(reused(&outcomes[0]), "{outcomes:?}");
     assert_eq!(srv.read_records().unwrap(), [("stream-sequence:S:1".to_owned(), bytes::Bytes::from("{\"v\":1}"))]);
+    // Under message id keys the endpoint's record is kept and the conflict acknowledged.
+    let mut by_id = config(&srv);
+    by_id.conflict_statuses = vec![422];
+    by_id.idempotency.strategy = KeyStrategy::MessageId;
+    let by_id = opened(by_id).await;
+    let with_id = |seq: u64, v: u32| {
+        envelope_with("S", seq, "s", format!("{{\"v\":{v}}}"), Headers::new().with("Nats-Msg-Id", "m-9"), 1)
+    };
+    assert_eq!(classes(&write(&by_id, &[with_id(5, 1)]).await), [OutcomeClass::Committed]);
+    let outcomes = write(&by_id, &[with_id(6, 2)]).await;
+    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+    // A later epoch of the stream keys the same sequence apart: stored next to the old one.
+    let later = envelope("S", 1, "s", "{\"v\":2}").with_stream_epoch(Some("e2".into()));
+    assert_eq!(classes(&write(&sink, std::slice::from_ref(&later)).await), [OutcomeClass::Committed]);
+    let sent: serde_json::Value = serde_json::from_slice(&srv.writes().last().unwrap().body).unwrap();
+    assert_eq!((&sent["stream"], &sent["stream_epoch"]), (&serde_json::json!("S"), &serde_json::json!("e2")));
+    assert_eq!(sent["idempotency_key"], "stream-sequence:S.e2:1");
+    assert_eq!(classes(&write(&sink, &[later]).await), [OutcomeClass::Duplicate]);
 
     // 412 is a duplicate status too; without conflict statuses a 422 is a refusal.
     srv.set_duplicate_status(412);
@@ -468,6 +493,35 @@ async fn batch_mode_json_array_sends_chunks_all_or_nothing() {
     srv.push_n(4, HttpFault::Status(503));
     let outcomes = write(&sink, &distinct(13, 14)).await;
     assert_eq!(classes(&outcomes), vec![OutcomeClass::FailedTemporary; 2]);
+}
+
+/// A conflict status on a batch request: each envelope is judged by its own key, so under
+/// stream-sequence keys none is acknowledged, and under message id keys all are conflicts.
+#[tokio::test]
+async fn a_conflict_answer_to_a_batch_request_is_judged_per_envelope() {
+    let srv = server().await;
+    for (strategy, want_reused) in [(KeyStrategy::StreamSequence, true), (KeyStrategy::MessageId, false)] {
+        let mut c = config(&srv);
+        c.batch_mode = BatchMode::JsonArray;
+        c.conflict_statuses = vec![422];
+        c.idempotency.strategy = strategy;
+        let sink = opened(c).await;
+        let batch: Vec<Envelope> = (1..=3)
+            .map(|seq| {
+                let headers = Headers::new().with("Nats-Msg-Id", format!("{strategy:?}-{seq}"));
+                envelope_with("B", seq, "b", json(seq), headers, 1)
+            })
+            .collect();
+        srv.push(HttpFault::Status(422));
+        let outcomes = write(&sink, &batch).await;
+        for o in &outcomes {
+            if want_reused {
+                assert!(reused(o), "{strategy:?}: {o:?}");
+            } else {
+                assert!(matches!(o, MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{strategy:?}: {o:?}");
+            }
+        }
+    }
 }
 
 #[tokio::test]

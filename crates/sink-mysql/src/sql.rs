@@ -8,6 +8,7 @@
 use std::fmt::Write as _;
 
 use sinks_contract::IdempotencyStrategy;
+use sinks_contract::existing::KeyBasis;
 
 use crate::config::{IdempotencyConfig, MySqlSinkConfig, WriteMode};
 
@@ -87,17 +88,19 @@ pub(crate) struct TablePlan {
 }
 
 impl TablePlan {
-    /// Builds the plan of `table` with the given key and update settings.
+    /// Builds the plan of `table` with the given key and update settings; `with_fp`: the
+    /// table has the fingerprint column (a conflict policy adds it; an existing table may
+    /// have it without one).
     pub(crate) fn new(
         config: &MySqlSinkConfig,
         table: &str,
         idempotency: &IdempotencyConfig,
         update_columns: Option<&[String]>,
+        with_fp: bool,
     ) -> Result<Self, (String, String)> {
         if !valid_identifier(table, true) {
             return Err(("sink.table".into(), format!("`{table}` is not a valid table name (table or schema.table)")));
         }
-        let with_fp = config.conflict_policy.is_some();
         let fields: Vec<Field> = Field::ALL.iter().copied().filter(|f| with_fp || *f != Field::PayloadSha256).collect();
         let mut columns = Vec::new();
         for f in &fields {
@@ -163,14 +166,29 @@ impl TablePlan {
         })
     }
 
-    /// Plans for the default table and every route (routes sharing a table must agree).
+    /// Plans for the default table and every route (routes sharing a table must agree), as
+    /// the configuration says: with the fingerprint column when `conflict_policy` is set.
     pub(crate) fn all(config: &MySqlSinkConfig) -> Result<Vec<Self>, (String, String)> {
+        Self::all_with(config, |_| false)
+    }
+
+    /// [`Self::all`], with the fingerprint column also in the tables `has_fp` names (an
+    /// existing table that has the column without a conflict policy: under stream-sequence
+    /// keys its fingerprint is written and compared, so a reused sequence is detected).
+    pub(crate) fn all_with(
+        config: &MySqlSinkConfig,
+        has_fp: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Self>, (String, String)> {
+        let with_fp = |table: &str| config.conflict_policy.is_some() || has_fp(table);
+        let default_update = config.upsert_update_columns.as_deref();
         let mut plans =
-            vec![Self::new(config, &config.table, &config.idempotency, config.upsert_update_columns.as_deref())?];
+            vec![Self::new(config, &config.table, &config.idempotency, default_update, with_fp(&config.table))?];
         for (i, r) in config.table_routes.iter().enumerate() {
             let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
             let update = r.update_columns.as_deref().or(config.upsert_update_columns.as_deref());
-            let plan = Self::new(config, &r.table, idem, update).map_err(|(path, m)| match path.as_str() {
+            let plan = Self::new(config, &r.table, idem, update, with_fp(&r.table)).map_err(|(path, m)| match path
+                .as_str()
+            {
                 "sink.table" => (format!("sink.table_routes[{i}].table"), m),
                 "sink.idempotency.columns" if r.idempotency.is_some() => {
                     (format!("sink.table_routes[{i}].idempotency.columns"), m)
@@ -202,6 +220,21 @@ impl TablePlan {
             return Ok(()); // reported by the config itself
         }
         Self::all(config).map(drop)
+    }
+
+    /// What the keys are made of: the stream sequence when it is a key column (the default
+    /// pair), else the publisher's identity (`sinks_contract::existing`).
+    pub(crate) fn basis(&self) -> KeyBasis {
+        if self.key.iter().any(|i| self.fields[*i] == Field::StreamSequence) {
+            KeyBasis::StreamSequence
+        } else {
+            KeyBasis::Publisher
+        }
+    }
+
+    /// The fingerprint column's name, whether or not the plan writes it.
+    pub(crate) fn fingerprint_column(config: &MySqlSinkConfig) -> &str {
+        Field::PayloadSha256.column(&config.columns).1
     }
 
     /// `INSERT INTO t (cols) VALUES (?, …), … [ON DUPLICATE KEY UPDATE …]` for `rows` rows.
@@ -382,6 +415,23 @@ mod tests {
         assert!(ddl.contains("  `PAYLOAD_SHA256` char(64),"));
         assert!(ddl.contains("  PRIMARY KEY (`MESSAGE_ID`)"));
         assert!(ddl.ends_with("COLLATE=utf8mb4_bin"));
+    }
+
+    #[test]
+    fn a_table_with_the_fingerprint_column_gets_it_in_the_plan_without_a_conflict_policy() {
+        let c = config(serde_json::json!({"table_routes": [{"subject": "a.*", "table": "T2"}]}));
+        let plain = TablePlan::all(&c).unwrap();
+        assert!(plain.iter().all(|p| p.fingerprint.is_none()));
+        assert!(plain.iter().all(|p| p.basis() == KeyBasis::StreamSequence), "the default key pair");
+        let found = TablePlan::all_with(&c, |t| t == "T2").unwrap();
+        assert_eq!(found[0].fingerprint, None);
+        let fp = found[1].fingerprint.expect("T2 has the column");
+        assert_eq!(found[1].columns[fp], "PAYLOAD_SHA256");
+        assert!(found[1].select_existing(1).contains("`PAYLOAD_SHA256`"), "it is read back and compared");
+        assert!(found[1].insert(1, OnDuplicate::Fail).contains("`PAYLOAD_SHA256`"), "and written");
+        assert_eq!(TablePlan::fingerprint_column(&c), "PAYLOAD_SHA256");
+        let by_id = config(serde_json::json!({"idempotency": {"strategy": "message_id"}}));
+        assert_eq!(TablePlan::all(&by_id).unwrap()[0].basis(), KeyBasis::Publisher);
     }
 
     #[test]

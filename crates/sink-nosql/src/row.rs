@@ -2,7 +2,9 @@
 //!
 //! - The **row key**: `[key_prefix:]<raw>`, where `<raw>` is the key string of
 //!   `key_strategy` (`stream-sequence:S:N`, `message-id:ID`, `payload-sha256:SUBJECT:HEX`),
-//!   exactly the reference's; a key over `max_key_bytes` fails its message permanently.
+//!   exactly the reference's (`stream-sequence:S.EPOCH:N` in a later epoch of the stream,
+//!   whose event documents also carry `stream_epoch`); a key over `max_key_bytes` fails its
+//!   message permanently.
 //! - The **event document** stored in the JSON column: the reference's
 //!   `nats_sinks.oracle_nosql.event.v1` fields (identity, timestamps, headers, the standard
 //!   metadata document, the payload as a JSON value or wrapped per `payload_mode`, and
@@ -24,12 +26,13 @@ use oracle_nosql_rust_sdk::types::{FieldValue, MapValue};
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use sinks_contract::existing::KeyBasis;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
 use sinks_contract::{Envelope, Presence, metadata};
 use time::OffsetDateTime;
 
-use crate::config::NoSqlSinkConfig;
+use crate::config::{KeyStrategy, NoSqlSinkConfig};
 
 /// `schema` of every event document.
 pub const EVENT_SCHEMA: &str = "nats_sinks.oracle_nosql.event.v1";
@@ -88,6 +91,23 @@ impl PreparedRow {
     }
 }
 
+/// What `envelope`'s row key is made of under `strategy`: the stream sequence
+/// (`stream_sequence`, and `idempotency_key` for a message with one, which every JetStream
+/// message has), or the publisher's identity; a message without the identity the strategy
+/// needs gets no key at all (it fails before any write) and counts as the publisher's.
+pub(crate) fn key_basis(envelope: &Envelope, strategy: KeyStrategy) -> KeyBasis {
+    strategy.key_of(envelope).map_or(KeyBasis::Publisher, |key| KeyBasis::of_key(&key))
+}
+
+/// The key basis of `strategy` for a JetStream message (one with a stream sequence): what
+/// the sink's static capabilities assume.
+pub(crate) fn strategy_basis(strategy: KeyStrategy) -> KeyBasis {
+    match strategy {
+        KeyStrategy::StreamSequence | KeyStrategy::IdempotencyKey => KeyBasis::StreamSequence,
+        KeyStrategy::MessageId | KeyStrategy::PayloadSha256 => KeyBasis::Publisher,
+    }
+}
+
 /// The row key of `envelope`: `[key_prefix:]<raw key>`.
 pub(crate) fn row_key(envelope: &Envelope, config: &NoSqlSinkConfig) -> Result<String, RowError> {
     let raw = config.key_strategy.key_of(envelope)?;
@@ -129,6 +149,10 @@ struct EventDoc<'a> {
     security_labels: Value,
     stored_at_epoch_ns: i64,
     stream: &'a str,
+    /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
+    /// stream that never changed is the reference's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
 }
@@ -186,6 +210,7 @@ fn event_json(
         security_labels: Value::Null,
         stored_at_epoch_ns: doc.stored_at_epoch_ns(),
         stream: &js.stream,
+        stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
         subject: envelope.subject(),
     };
@@ -480,6 +505,44 @@ mod tests {
         assert!(matches!(row_key(&no_id, &c), Err(RowError::Key(_))));
         let c = NoSqlSinkConfig { max_key_bytes: 10, ..config() };
         assert!(matches!(row_key(&e, &c), Err(RowError::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn a_later_epoch_keys_its_rows_apart_and_says_so() {
+        let e = envelope_with("S", 7, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "id-1"), 1);
+        let later = e.clone().with_stream_epoch(Some("e17".into()));
+        let key = |e: &Envelope, strategy| row_key(e, &NoSqlSinkConfig { key_strategy: strategy, ..config() }).unwrap();
+        assert_eq!(key(&later, KeyStrategy::IdempotencyKey), "stream-sequence:S.e17:7");
+        assert_eq!(key(&later, KeyStrategy::StreamSequence), "stream-sequence:S.e17:7");
+        assert_eq!(key(&later, KeyStrategy::MessageId), key(&e, KeyStrategy::MessageId));
+        let d = doc(&prepare(&later, &config(), OffsetDateTime::now_utc()).unwrap());
+        assert_eq!(
+            (&d["stream"], &d["stream_epoch"], &d["idempotency_key"]),
+            (&Value::from("S"), &Value::from("e17"), &Value::from("stream-sequence:S.e17:7"))
+        );
+        assert_eq!(d["metadata"]["jetstream"]["stream_epoch"], "e17");
+        let first = doc(&prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap());
+        assert!(first.get("stream_epoch").is_none());
+    }
+
+    #[test]
+    fn the_key_basis_follows_the_strategy_and_the_message() {
+        let e = envelope_with("S", 7, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "id-1"), 1);
+        let id_only =
+            envelope_with("", 0, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "id-1"), 1);
+        let rows = [
+            (KeyStrategy::IdempotencyKey, &e, KeyBasis::StreamSequence),
+            (KeyStrategy::IdempotencyKey, &id_only, KeyBasis::Publisher),
+            (KeyStrategy::StreamSequence, &e, KeyBasis::StreamSequence),
+            (KeyStrategy::MessageId, &e, KeyBasis::Publisher),
+            (KeyStrategy::PayloadSha256, &e, KeyBasis::Publisher),
+        ];
+        for (strategy, envelope, want) in rows {
+            assert_eq!(key_basis(envelope, strategy), want, "{strategy:?}");
+        }
+        for strategy in [KeyStrategy::IdempotencyKey, KeyStrategy::StreamSequence, KeyStrategy::MessageId] {
+            assert_eq!(strategy_basis(strategy), key_basis(&e, strategy), "{strategy:?}");
+        }
     }
 
     #[test]

@@ -122,7 +122,9 @@ impl Sink for NoSqlSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let conditional = self.inner.config.duplicate_policy.is_conditional();
+        let config = &self.inner.config;
+        let basis = row::strategy_basis(config.key_strategy);
+        let conditional = existing::conditional(config.duplicate_policy.on_existing(), basis);
         Capabilities { atomic_batch: false, reports_duplicates: conditional, detects_conflicts: conditional }
     }
 
@@ -296,8 +298,11 @@ impl Inner {
     /// One put, and what the row it found (or replaced) means for this message
     /// (`sinks_contract::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &PreparedRow) -> Result<MessageOutcome, SinkError> {
-        let policy = self.config.duplicate_policy;
-        let found = match self.put(prepared, policy.is_conditional()).await? {
+        let policy = self.config.duplicate_policy.on_existing();
+        let basis = row::key_basis(envelope, self.config.key_strategy);
+        // A replacing policy puts only if absent under stream-sequence keys: it must not
+        // overwrite an earlier event before it was compared.
+        let found = match self.put(prepared, existing::conditional(policy, basis)).await? {
             Put::Written => return Ok(MessageOutcome::Committed),
             Put::Replaced(previous) => previous,
             Put::Exists(Some(row)) => row,
@@ -308,12 +313,7 @@ impl Inner {
             },
         };
         let stored = existing::compare(found.as_deref(), &prepared.fingerprint);
-        let basis = self
-            .config
-            .key_strategy
-            .key_of(envelope)
-            .map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
-        Ok(existing::resolve(envelope, policy.on_existing(), basis, stored, "nosql row key"))
+        Ok(existing::resolve(envelope, policy, basis, stored, "nosql row key"))
     }
 
     /// Puts the row: if absent when `conditional`, else plainly; the previous or existing

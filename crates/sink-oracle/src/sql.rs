@@ -22,6 +22,7 @@
 //! lookup (`SELECT keys, payload, fingerprint … WHERE keys IN (…)`).
 
 use sinks_contract::IdempotencyStrategy;
+use sinks_contract::existing::KeyBasis;
 
 use crate::config::{IdempotencyConfig, JsonColumnType, OracleSinkConfig, WriteMode};
 use crate::driver::{Op, Statement};
@@ -77,17 +78,19 @@ pub(crate) struct TablePlan {
 }
 
 impl TablePlan {
-    /// Builds the plan of `table` with the given key and update settings.
+    /// Builds the plan of `table` with the given key and update settings; `with_fp`: the
+    /// table has the fingerprint column (a conflict policy adds it; an existing table may
+    /// have it without one).
     pub(crate) fn new(
         config: &OracleSinkConfig,
         table: &str,
         idempotency: &IdempotencyConfig,
         update_columns: Option<&[String]>,
+        with_fp: bool,
     ) -> Result<Self, (String, String)> {
         let Some(table) = normalize(table, true) else {
             return Err(("sink.table".into(), format!("`{table}` is not a valid table name (table or schema.table)")));
         };
-        let with_fp = config.conflict_policy.is_some();
         let fields: Vec<Field> = Field::ALL.iter().copied().filter(|f| with_fp || *f != Field::PayloadSha256).collect();
         let mut columns: Vec<String> = Vec::new();
         for f in &fields {
@@ -140,14 +143,31 @@ impl TablePlan {
         Ok(Self { table, fields, columns, key, update, fingerprint, idempotency: idempotency.clone() })
     }
 
-    /// Plans for the default table and every route (routes sharing a table must agree).
+    /// Plans for the default table and every route (routes sharing a table must agree), as
+    /// the configuration says: with the fingerprint column when `conflict_policy` is set.
     pub(crate) fn all(config: &OracleSinkConfig) -> Result<Vec<Self>, (String, String)> {
+        Self::all_with(config, |_| false)
+    }
+
+    /// [`Self::all`], with the fingerprint column also in the tables `has_fp` names
+    /// (normalized names: an existing table that has the column without a conflict policy;
+    /// under stream-sequence keys its fingerprint is written and compared, so a reused
+    /// sequence is detected).
+    pub(crate) fn all_with(
+        config: &OracleSinkConfig,
+        has_fp: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Self>, (String, String)> {
+        let with_fp =
+            |table: &str| config.conflict_policy.is_some() || normalize(table, true).is_some_and(|t| has_fp(&t));
+        let default_update = config.merge_update_columns.as_deref();
         let mut plans =
-            vec![Self::new(config, &config.table, &config.idempotency, config.merge_update_columns.as_deref())?];
+            vec![Self::new(config, &config.table, &config.idempotency, default_update, with_fp(&config.table))?];
         for (i, r) in config.table_routes.iter().enumerate() {
             let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
             let update = r.update_columns.as_deref().or(config.merge_update_columns.as_deref());
-            let plan = Self::new(config, &r.table, idem, update).map_err(|(path, m)| match path.as_str() {
+            let plan = Self::new(config, &r.table, idem, update, with_fp(&r.table)).map_err(|(path, m)| match path
+                .as_str()
+            {
                 "sink.table" => (format!("sink.table_routes[{i}].table"), m),
                 "sink.idempotency.columns" if r.idempotency.is_some() => {
                     (format!("sink.table_routes[{i}].idempotency.columns"), m)
@@ -188,6 +208,24 @@ impl TablePlan {
             return Ok(()); // reported by the config itself
         }
         Self::all(config).map(drop)
+    }
+
+    /// What the keys are made of: the stream sequence when it is a key column (the default
+    /// pair), else the publisher's identity (`sinks_contract::existing`).
+    pub(crate) fn basis(&self) -> KeyBasis {
+        if self.key.iter().any(|i| self.fields[*i] == Field::StreamSequence) {
+            KeyBasis::StreamSequence
+        } else {
+            KeyBasis::Publisher
+        }
+    }
+
+    /// `SELECT "<fingerprint column>" FROM t WHERE 1 = 0`: succeeds when the table has the
+    /// fingerprint column (ORA-00904 when it does not). `None` when the column name is not
+    /// a valid identifier (the configuration refuses it before).
+    pub(crate) fn fingerprint_probe(&self, config: &OracleSinkConfig) -> Option<Statement> {
+        let column = normalize(Field::PayloadSha256.column(&config.columns).1, false)?;
+        Some(probe(&self.table, &[column]))
     }
 
     fn quoted(&self, indexes: &[usize]) -> Vec<String> {

@@ -102,6 +102,12 @@ async fn append_keeps_every_delivery_and_reports_no_duplicates() {
     assert!(d.recorded().iter().any(|r| r.sql.starts_with("INSERT /*+ append */ INTO")));
 }
 
+/// True for the refusal of a different event under a stream-sequence key.
+fn reused(o: &MessageOutcome) -> bool {
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
+}
+
+/// Under message id keys the conflict policies decide what a different payload does.
 #[tokio::test]
 async fn conflict_policies_keep_overwrite_or_reject() {
     for (policy, expected, stored) in [
@@ -110,7 +116,9 @@ async fn conflict_policies_keep_overwrite_or_reject() {
         ("dead_letter", ConflictResolution::Rejected, r#"{"v":"first"}"#),
     ] {
         let table = unique_table("it");
-        let (s, d) = ScriptedHarness::sink(&table, json!({"conflict_policy": policy})).await.unwrap();
+        let by_id =
+            json!({"conflict_policy": policy, "idempotency": {"strategy": "message_id", "columns": ["MESSAGE_ID"]}});
+        let (s, d) = ScriptedHarness::sink(&table, by_id).await.unwrap();
         write(&s, &[env(1, "it.a", r#"{"v":"first"}"#)]).await;
         let same = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":"first"}"#))]).await;
         assert_eq!(classes(&same), [OutcomeClass::Duplicate], "{policy}: same content is a duplicate");
@@ -118,6 +126,62 @@ async fn conflict_policies_keep_overwrite_or_reject() {
         assert!(matches!(changed[0], MessageOutcome::Conflict(r) if r == expected), "{policy}: {:?}", changed[0]);
         assert_eq!(payloads(&d, &table), [(1, stored.to_owned())], "{policy}");
     }
+}
+
+/// Under the default stream-sequence keys a different payload is a reused sequence: refused
+/// and never written over, whatever the policy; a row whose fingerprint is null cannot be
+/// compared and is a duplicate (not a reused sequence); a later epoch keys its rows apart.
+#[tokio::test]
+async fn a_reused_stream_sequence_is_refused_whatever_the_policy() {
+    for policy in ["keep_first", "overwrite", "dead_letter"] {
+        let table = unique_table("it");
+        let (s, d) = ScriptedHarness::sink(&table, json!({"conflict_policy": policy})).await.unwrap();
+        write(&s, &[env(1, "it.a", r#"{"v":"first"}"#), env(2, "it.a", r#"{"v":2}"#)]).await;
+        for other in [env(1, "it.a", r#"{"v":"second"}"#), redelivered(&env(1, "it.a", r#"{"v":"second"}"#))] {
+            let outcomes = write(&s, &[other]).await;
+            assert!(reused(&outcomes[0]), "{policy}: {outcomes:?}");
+        }
+        assert_eq!(payloads(&d, &table), [(1, r#"{"v":"first"}"#.to_owned()), (2, r#"{"v":2}"#.to_owned())]);
+        // A row written without a fingerprint (null) cannot be compared.
+        assert_eq!(d.update_committed(&table, "STREAM_SEQUENCE", "2", "PAYLOAD_SHA256", Value::Text(None)), 1);
+        let outcomes = write(&s, &[redelivered(&env(2, "it.a", r#"{"v":"other"}"#))]).await;
+        let want = if policy == "dead_letter" { OutcomeClass::FailedPermanent } else { OutcomeClass::Duplicate };
+        assert_eq!(classes(&outcomes), [want], "{policy}: {outcomes:?}");
+        assert!(!reused(&outcomes[0]), "{policy}: a null fingerprint is not a reused sequence");
+        let later = env(1, "it.a", r#"{"v":"second"}"#).with_stream_epoch(Some("e2".into()));
+        assert_eq!(classes(&write(&s, std::slice::from_ref(&later)).await), [OutcomeClass::Committed], "{policy}");
+        let streams: Vec<Option<String>> = d.committed(&table).into_iter().map(|r| r["STREAM_NAME"].clone()).collect();
+        assert!(streams.contains(&Some("IT.e2".to_owned())), "{policy}: {streams:?}");
+    }
+}
+
+/// Without a conflict policy, a table that has the fingerprint column (here made by a sink
+/// with one) gets it written and compared under stream-sequence keys: a reused sequence is
+/// refused and the merge does not update the row. A table without it cannot tell.
+#[tokio::test]
+async fn a_fingerprint_column_detects_a_reused_sequence_without_a_conflict_policy() {
+    let table = unique_table("it");
+    let (with_policy, d) = ScriptedHarness::sink(&table, json!({})).await.unwrap();
+    drop(with_policy);
+    let config = ScriptedHarness::config(&table, json!({"conflict_policy": null, "auto_create": false})).unwrap();
+    let s = OracleSink::with_driver(config, Arc::new(d.clone())).unwrap();
+    assert!(!s.capabilities().detects_conflicts, "not known before open");
+    s.open().await.unwrap();
+    assert!(s.capabilities().detects_conflicts, "the column was found at open");
+    assert_eq!(classes(&write(&s, &[env(1, "it.a", r#"{"v":1}"#)]).await), [OutcomeClass::Committed]);
+    assert!(d.committed(&table)[0]["PAYLOAD_SHA256"].as_ref().is_some_and(|f| f.len() == 64), "written");
+    assert_eq!(classes(&write(&s, &[redelivered(&env(1, "it.a", r#"{"v":1}"#))]).await), [OutcomeClass::Duplicate]);
+    let outcomes = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":2}"#))]).await;
+    assert!(reused(&outcomes[0]), "{outcomes:?}");
+    assert_eq!(payloads(&d, &table), [(1, r#"{"v":1}"#.to_owned())], "never updated");
+
+    let plain = unique_table("it");
+    let (s, d) = ScriptedHarness::sink(&plain, json!({"conflict_policy": null})).await.unwrap();
+    assert!(!s.capabilities().detects_conflicts);
+    write(&s, &[env(1, "it.a", r#"{"v":1}"#)]).await;
+    let outcomes = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":2}"#))]).await;
+    assert_eq!(classes(&outcomes), [OutcomeClass::Duplicate], "no fingerprint: the row cannot tell");
+    assert_eq!(payloads(&d, &plain), [(1, r#"{"v":2}"#.to_owned())], "the merge applies its update columns");
 }
 
 #[tokio::test]

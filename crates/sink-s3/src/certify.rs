@@ -225,6 +225,9 @@ impl BucketReadBack {
 #[derive(serde::Deserialize)]
 struct StoredObject<'a> {
     stream: String,
+    /// Only in a later epoch of the stream.
+    #[serde(default)]
+    stream_epoch: Option<String>,
     stream_sequence: u64,
     #[serde(borrow)]
     payload: &'a RawValue,
@@ -236,10 +239,15 @@ struct StoredInfo {
     wrapped: bool,
 }
 
-/// `(stream-sequence key, original payload)` of an envelope-format object body.
+/// `(stream-sequence key, original payload)` of an envelope-format object body: the key of
+/// its keyed stream (`{stream}.{epoch}` when it has a `stream_epoch`).
 pub fn decode_object(body: &[u8]) -> Result<Record, String> {
     let doc: StoredObject<'_> = serde_json::from_slice(body).map_err(|e| format!("not an object document: {e}"))?;
-    let key = format!("stream-sequence:{}:{}", doc.stream, doc.stream_sequence);
+    let stream = match &doc.stream_epoch {
+        Some(epoch) => format!("{}.{epoch}", doc.stream),
+        None => doc.stream,
+    };
+    let key = format!("stream-sequence:{stream}:{}", doc.stream_sequence);
     let payload = if doc.payload_info.wrapped {
         Bytes::from(sinks_contract::payload::decode_stored(doc.payload.get()))
     } else {
@@ -283,7 +291,8 @@ impl BucketReadBack {
         Ok(file)
     }
 
-    /// Every row of every batch object, as `(stream-sequence key, payload bytes)`.
+    /// Every row of every batch object, as `(stream-sequence key, payload bytes)` (a row's
+    /// `stream` is its keyed stream, `{stream}.{epoch}` in a later epoch).
     pub async fn batch_records(&self) -> Result<Vec<Record>, String> {
         use sinks_contract::batch::{BatchCompression, Format};
         let mut out = Vec::new();

@@ -155,7 +155,9 @@ impl Sink for S3Sink {
                 detects_conflicts: self.inner.config.content_check,
             };
         }
-        let conditional = self.inner.config.duplicate_policy.is_conditional();
+        let config = &self.inner.config;
+        let conditional =
+            existing::conditional(config.duplicate_policy.on_existing(), object::strategy_basis(config.key_strategy));
         Capabilities {
             atomic_batch: false,
             reports_duplicates: conditional,
@@ -285,24 +287,23 @@ impl Inner {
     }
 
     async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
-        let policy = self.config.duplicate_policy;
-        let outcome = match self.put(&prepared.primary, policy.is_conditional()).await? {
+        let policy = self.config.duplicate_policy.on_existing();
+        let basis = object::key_basis(envelope, self.config.key_strategy);
+        // A replacing policy writes conditionally under stream-sequence keys: it must not
+        // overwrite an earlier event before it was compared.
+        let conditional = existing::conditional(policy, basis);
+        let outcome = match self.put(&prepared.primary, conditional).await? {
             Put::Written => MessageOutcome::Committed,
             Put::Exists => {
                 let stored = self.stored(prepared).await?;
-                let basis = self
-                    .config
-                    .key_strategy
-                    .key_of(envelope)
-                    .map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
-                existing::resolve(envelope, policy.on_existing(), basis, stored, "s3 object key")
+                existing::resolve(envelope, policy, basis, stored, "s3 object key")
             }
         };
         // The sidecar follows only a primary that is (now or already) this message's.
         if let Some(sidecar) = &prepared.sidecar
             && matches!(outcome, MessageOutcome::Committed | MessageOutcome::Duplicate)
         {
-            self.put(sidecar, policy.is_conditional()).await?;
+            self.put(sidecar, conditional).await?;
         }
         Ok(outcome)
     }

@@ -4,7 +4,8 @@
 //! A batch goes through the file sink's phases, adapted:
 //! 1. **stage** (parallel): the record is built and encrypted, and written to a temp file
 //!    next to its final name; a message whose file exists is settled here (a duplicate, or a
-//!    conflict when the stored payload differs; a permanent failure under `fail`);
+//!    conflict when the stored payload differs, which under stream-sequence keys is a reused
+//!    sequence, refused as `sequence_reused`; a permanent failure under `fail`);
 //! 2. **fsync** (parallel, when `fsync`) of every staged temp file;
 //! 3. **place** (one lane per ordering key, lanes in parallel): capacity is reserved, then
 //!    the temp file is moved to its final name (create-if-absent, `sinks_contract::files`); a full spool is a
@@ -377,8 +378,10 @@ impl Inner {
     }
 
     /// The outcome for a message whose file exists (`sinks_contract::existing`): a duplicate
-    /// when the stored payload is the same (or cannot be read), a conflict when it differs;
-    /// under `fail`, permanent without reading it.
+    /// when the stored payload is the same (or cannot be read), a conflict when it differs
+    /// under a message id or payload key, and a reused sequence (refused, `sequence_reused`)
+    /// when it differs under a stream-sequence key; under `fail`, permanent without reading
+    /// it.
     fn existing(&self, keys: &Keys, path: &Path, envelope: &Envelope) -> MessageOutcome {
         let policy = self.config.duplicate_policy.on_existing();
         let stored = if policy == OnExisting::Refuse {

@@ -158,7 +158,7 @@ async fn validate_connect_and_run_agree_on_every_example_config() {
                 vars.push(value.to_owned());
             }
         }
-        let mut command = |verb: &[&str]| {
+        let command = |verb: &[&str]| {
             let mut c = Command::new(env!("CARGO_BIN_EXE_nats-sink"));
             c.args(verb)
                 .arg(config)

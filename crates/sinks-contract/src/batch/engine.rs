@@ -175,7 +175,7 @@ impl State {
 
     /// Fails every message of `group` temporarily (its object cannot be committed).
     fn fail_group(&mut self, key: &PartKey, set: &SeqSet, error: &SinkError) {
-        let stream = &key.1;
+        let stream = stream_of(&key.1);
         self.done.extend(set.iter().map(|sequence| Settled {
             stream: stream.clone(),
             sequence,
@@ -259,6 +259,13 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// The stream name in a keyed stream (`{stream}` or `{stream}.{epoch}`, a stream name
+/// cannot contain `.`): what the runner names a pending message by
+/// ([`crate::holding::key_of`]), so [`Settled`] outcomes carry it.
+fn stream_of(keyed: &str) -> String {
+    keyed.split('.').next().unwrap_or(keyed).to_owned()
+}
+
 impl<L: ObjectLog> BatchWriter<L> {
     /// A writer over `log` with `settings` (validated by the sink's config).
     pub fn new(log: L, settings: Settings) -> Self {
@@ -292,13 +299,20 @@ impl<L: ObjectLog> BatchWriter<L> {
         self.inner.template.render(envelope, &self.inner.settings.batch.partition_fallback)
     }
 
+    /// The manifest log `envelope` belongs to: its partition and its keyed stream
+    /// ([`Envelope::keyed_stream`]), so a later epoch of the stream has logs, objects and
+    /// sequences of its own and never finds an earlier epoch's message under its sequence.
+    pub fn part_key(&self, envelope: &Envelope) -> PartKey {
+        (self.partition(envelope), envelope.keyed_stream().into_owned())
+    }
+
     /// Appends `batch`: one outcome per envelope, in order (`Pending` for every message
     /// taken into an open object).
     pub async fn write(&self, batch: &[Envelope]) -> Vec<MessageOutcome> {
         if batch.is_empty() {
             return Vec::new();
         }
-        let keys: Vec<PartKey> = batch.iter().map(|e| (self.partition(e), e.jetstream().stream.clone())).collect();
+        let keys: Vec<PartKey> = batch.iter().map(|e| self.part_key(e)).collect();
         let distinct: HashSet<PartKey> = keys.iter().cloned().collect();
         let inner = &self.inner;
         let loads = futures::stream::iter(distinct.into_iter().map(|k: PartKey| async move {
@@ -386,10 +400,10 @@ impl<L: ObjectLog> BatchWriter<L> {
 
     /// Where `envelope` was stored, when it was in an object committed or found recently.
     pub fn destination(&self, envelope: &Envelope) -> Option<DestinationRef> {
-        let js = envelope.jetstream();
+        let stream = envelope.keyed_stream();
+        let sequence = envelope.jetstream().stream_sequence;
         let state = lock(&self.inner.state);
-        let (_, committed) =
-            state.recent.iter().rev().find(|(s, c)| *s == js.stream && c.set.contains(js.stream_sequence))?;
+        let (_, committed) = state.recent.iter().rev().find(|(s, c)| *s == *stream && c.set.contains(sequence))?;
         Some(self.inner.log.destination(&committed.object))
     }
 
@@ -398,7 +412,7 @@ impl<L: ObjectLog> BatchWriter<L> {
     pub async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let mut out = Vec::with_capacity(batch.len());
         for envelope in batch {
-            let key = (self.partition(envelope), envelope.jetstream().stream.clone());
+            let key = self.part_key(envelope);
             self.inner.ensure_loaded(&key).await?;
             let found = {
                 let mut state = lock(&self.inner.state);
@@ -708,7 +722,7 @@ impl<L: ObjectLog> Inner<L> {
                 );
                 set.iter()
                     .map(|sequence| Settled {
-                        stream: key.1.clone(),
+                        stream: stream_of(&key.1),
                         sequence,
                         outcome: MessageOutcome::Failed(error.duplicate()),
                     })
@@ -788,7 +802,7 @@ impl<L: ObjectLog> Inner<L> {
         tracing::debug!(sink = s.sink, slot, rows, first, last, bytes = size, "batch object committed");
         Ok(set
             .iter()
-            .map(|sequence| Settled { stream: key.1.clone(), sequence, outcome: MessageOutcome::Committed })
+            .map(|sequence| Settled { stream: stream_of(&key.1), sequence, outcome: MessageOutcome::Committed })
             .collect())
     }
 
@@ -879,7 +893,7 @@ impl<L: ObjectLog> Inner<L> {
                 } else {
                     MessageOutcome::temporary("the batch object lost its manifest slot to another writer's object")
                 };
-                Settled { stream: key.1.clone(), sequence, outcome }
+                Settled { stream: stream_of(&key.1), sequence, outcome }
             })
             .collect();
         tracing::info!(
@@ -889,5 +903,19 @@ impl<L: ObjectLog> Inner<L> {
             "batch object abandoned: another writer committed some of its messages first; the rest come back"
         );
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settled_outcomes_name_the_stream_without_its_epoch() {
+        for (keyed, stream) in [("ORDERS", "ORDERS"), ("ORDERS.e17", "ORDERS"), ("A_B-c.e1r2", "A_B-c")] {
+            assert_eq!(stream_of(keyed), stream, "{keyed}");
+        }
+        let e = crate::testing::envelope("ORDERS", 5, "o", "{}").with_stream_epoch(Some("e17".into()));
+        assert_eq!(crate::holding::key_of(&e).0, stream_of(&e.keyed_stream()), "the runner's pending key");
     }
 }

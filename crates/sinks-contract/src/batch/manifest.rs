@@ -1,6 +1,7 @@
 //! The manifest: what one batch object holds, and the commit point of that object.
 //!
-//! **The protocol** (per partition and stream; [`super::engine`] runs it, a sink's
+//! **The protocol** (per partition and keyed stream: a later epoch of a stream has a log of
+//! its own; [`super::engine`] runs it, a sink's
 //! [`super::ObjectLog`] does the I/O):
 //!
 //! 1. The object is built in a local temporary file while messages arrive. When it closes
@@ -44,7 +45,8 @@ pub const MANIFEST_SCHEMA: &str = "nats_sinks.batch.manifest.v1";
 pub struct Manifest {
     /// [`MANIFEST_SCHEMA`].
     pub schema: String,
-    /// The stream the sequences belong to.
+    /// The stream the sequences belong to: its name, or `{stream}.{epoch}` in a later epoch
+    /// of it (`Envelope::keyed_stream`).
     pub stream: String,
     /// The partition (rendered template) the object is in.
     pub partition: String,

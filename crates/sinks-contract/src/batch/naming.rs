@@ -2,7 +2,9 @@
 //!
 //! An object of partition `P` is `P/<stream>-<first>-<last>.<ext>`: the stream and the
 //! first and last stream sequence it holds, zero-padded to 20 digits so names sort by
-//! sequence. Never a random or wall-clock name: two committed objects of a partition never
+//! sequence. In a later epoch of the stream `<stream>` is `<stream>.<epoch>`
+//! (`Envelope::keyed_stream`): its objects and manifest log are apart from the earlier
+//! epoch's, whose sequences they reuse. Never a random or wall-clock name: two committed objects of a partition never
 //! share a name, because they never share a sequence (the manifest log below sees to it),
 //! and an object's first sequence is in it.
 //!
@@ -17,10 +19,14 @@ pub const MANIFEST_DIR: &str = "_nats-sinks";
 /// Extension of manifest names.
 pub const MANIFEST_EXTENSION: &str = ".manifest";
 
-/// `stream` reduced to `[A-Za-z0-9_-]` (JetStream stream names already are, almost always).
+/// `stream` reduced to `[A-Za-z0-9._-]` (JetStream stream names already are, almost
+/// always). A stream name cannot contain `.`, so a `.` is the one of an epoch-scoped stream
+/// (`ORDERS.e17`): kept, so that it never names the same log as a stream called `ORDERS_e17`.
 pub fn stream_part(stream: &str) -> String {
-    let out: String =
-        stream.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect();
+    let out: String = stream
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') { c } else { '_' })
+        .collect();
     if out.is_empty() { "_".into() } else { out }
 }
 
@@ -50,11 +56,12 @@ pub fn slot_of(name: &str) -> Option<u64> {
     (digits.len() == 10 && digits.bytes().all(|b| b.is_ascii_digit())).then(|| digits.parse().ok()).flatten()
 }
 
-/// The stream part and sequence range of an object name, if it is one of ours.
+/// The stream part and sequence range of an object name, if it is one of ours (the stream
+/// part may hold an epoch's `.`; the extension starts at the first `.` after the last
+/// sequence).
 pub fn parse_object_name(name: &str) -> Option<(String, u64, u64)> {
-    let (stem, _ext) = name.split_once('.')?;
-    let mut parts = stem.rsplitn(3, '-');
-    let last = parts.next()?;
+    let mut parts = name.rsplitn(3, '-');
+    let (last, _ext) = parts.next()?.split_once('.')?;
     let first = parts.next()?;
     let stream = parts.next()?;
     let number = |s: &str| (s.len() == 20 && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok()).flatten();
@@ -74,7 +81,14 @@ mod tests {
         assert_eq!(parse_object_name(&b), Some(("ORDERS".into(), 11, 2000)));
         assert_eq!(parse_object_name(&object_name("A-B", 1, u64::MAX, "parquet")), Some(("A-B".into(), 1, u64::MAX)));
         assert_eq!(parse_object_name("notes.txt"), None);
-        assert_eq!(stream_part("a.b c"), "a_b_c");
+        assert_eq!(stream_part("a/b c"), "a_b_c");
+        // A later epoch of a stream: its own names, never another stream's.
+        let epoch = object_name("ORDERS.e17", 3, 9, "ndjson.gz");
+        assert_eq!(epoch, "ORDERS.e17-00000000000000000003-00000000000000000009.ndjson.gz");
+        assert_eq!(parse_object_name(&epoch), Some(("ORDERS.e17".into(), 3, 9)));
+        assert_ne!(stream_part("ORDERS.e17"), stream_part("ORDERS_e17"));
+        assert_eq!(manifest_dir("P", "ORDERS.e17"), "P/_nats-sinks/ORDERS.e17");
+        assert_eq!(parse_object_name("ORDERS-00000000000000000003-00000000000000000009"), None, "no extension");
         assert_eq!(manifest_name(3), "0000000003.manifest");
         assert_eq!(slot_of("0000000003.manifest"), Some(3));
         for bad in ["3.manifest", "000000000x.manifest", "0000000003.json"] {

@@ -1,6 +1,7 @@
 //! The partition template: where a batch object goes, evaluated per message.
 //!
-//! A template is `/`-separated segments of literal text and tokens: `{stream}`,
+//! A template is `/`-separated segments of literal text and tokens: `{stream}` (the
+//! stream's name, `{stream}.{epoch}` in a later epoch of it: `Envelope::keyed_stream`),
 //! `{subject}`, `{subject_token[N]}` (the Nth `.`-separated token of the subject, from 0),
 //! `{yyyy}` `{mm}` `{dd}` `{hh}` (the JetStream timestamp, UTC) and `{field:path}` (a scalar
 //! of the JSON payload at a dotted path). Hive-style segments such as `year={yyyy}` work.
@@ -174,7 +175,7 @@ fn value_of(
     let two = |n: u8| format!("{n:02}");
     match piece {
         Piece::Text(text) => Some(text.clone()),
-        Piece::Stream => Some(safe(&envelope.jetstream().stream)),
+        Piece::Stream => Some(safe(&envelope.keyed_stream())),
         Piece::Subject => Some(safe(envelope.subject())),
         Piece::SubjectToken(n) => envelope.subject().split('.').nth(*n).filter(|t| !t.is_empty()).map(safe),
         Piece::Year => timestamp.map(|t| format!("{:04}", t.year())),
@@ -274,6 +275,9 @@ mod tests {
         );
         assert!(t.reads_payload());
         assert!(!Template::parse("{stream}/{yyyy}").unwrap().reads_payload());
+        // In a later epoch of the stream `{stream}` is the epoch-scoped name.
+        let later = e.with_stream_epoch(Some("e17".into()));
+        assert!(t.render(&later, "_missing").starts_with("ORDERS.e17/orders.eu.created/"));
     }
 
     #[test]

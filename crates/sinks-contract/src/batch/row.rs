@@ -41,7 +41,8 @@ pub enum Cell {
 pub struct Row {
     /// Subject.
     pub subject: String,
-    /// Stream.
+    /// Stream: its name, or `{stream}.{epoch}` in a later epoch of it
+    /// ([`Envelope::keyed_stream`]), as the object's name and manifest log have it.
     pub stream: String,
     /// Stream sequence.
     pub stream_sequence: u64,
@@ -101,7 +102,7 @@ impl Row {
         let js = envelope.jetstream();
         Ok(Self {
             subject: envelope.subject().to_owned(),
-            stream: js.stream.clone(),
+            stream: envelope.keyed_stream().into_owned(),
             stream_sequence: js.stream_sequence,
             message_id: envelope.message_id().map(str::to_owned),
             timestamp: js.timestamp,
@@ -204,6 +205,9 @@ mod tests {
         assert_eq!(doc["headers"]["X-A"], "1");
         assert!(line.contains(r#""payload":{"a": 1.50, "n":12345678901234567890}"#), "{line}");
         assert_eq!(row.size(), line.len() as u64);
+        assert_eq!(doc["stream"], "ORDERS");
+        let later = Row::of(&e.clone().with_stream_epoch(Some("e9".into())), PayloadMode::JsonOrEnvelope, &[]).unwrap();
+        assert_eq!(later.stream, "ORDERS.e9", "a later epoch's rows carry the epoch-scoped stream");
         let text = crate::testing::envelope("S", 1, "s", "plain text");
         let wrapped = Row::of(&text, PayloadMode::JsonOrEnvelope, &[]).unwrap();
         assert!(wrapped.payload.wrapped);
