@@ -81,14 +81,14 @@ impl Fault {
 
 /// The NATS servers of a phase.
 pub(crate) enum Nats {
-    Single(NatsServer),
+    Single(Box<NatsServer>),
     Cluster(Box<NatsCluster>),
 }
 
 impl Nats {
     pub(crate) async fn start(topology: Topology) -> Self {
         match topology {
-            Topology::Single => Self::Single(NatsServer::start()),
+            Topology::Single => Self::Single(Box::new(NatsServer::start())),
             Topology::Cluster => Self::Cluster(Box::new(NatsCluster::start().await)),
         }
     }

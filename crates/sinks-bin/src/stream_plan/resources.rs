@@ -247,10 +247,17 @@ pub(crate) fn resources(config: &Config, settings: &StreamSettings) -> Vec<Resou
     };
     out.push(stream("source stream", &config.nats.stream, &source_subjects, settings, true, None));
     if let (true, Some(subject)) = (config.dead_letter.enabled, &config.dead_letter.subject) {
-        out.push(stream("dead-letter stream", &dead_letter_stream(config), &[subject.clone()], settings, false, None));
+        out.push(stream(
+            "dead-letter stream",
+            &dead_letter_stream(config),
+            std::slice::from_ref(subject),
+            settings,
+            false,
+            None,
+        ));
     }
     if let (true, Some(subject)) = (config.ledger.enabled, &config.ledger.subject) {
-        out.push(stream("ledger stream", &ledger_stream(config), &[subject.clone()], settings, false, None));
+        out.push(stream("ledger stream", &ledger_stream(config), std::slice::from_ref(subject), settings, false, None));
     }
     let rescue =
         config.consumer_management.max_deliver.filter(|m| *m > 0 && config.rescue.enabled && config.nats.durable);
