@@ -55,6 +55,8 @@ pub(crate) const MAX_PARALLEL_FSYNCS: usize = 64;
 
 /// Prefix of the probe file written by `open` and `health_check`.
 const PROBE_PREFIX: &str = ".nats-sinks-healthcheck.";
+/// Bytes the health check writes: as much as a small record, so a full disk fails it.
+const PROBE_BYTES: usize = 4096;
 
 /// Durable local-file destination: one JSON document per message below a root directory.
 #[derive(Debug, Clone)]
@@ -321,7 +323,8 @@ impl Inner {
         Ok(root)
     }
 
-    /// Creates, fsyncs (when configured) and removes a probe file in the root.
+    /// Checks that the root takes a record: a probe file written (and fsynced, with
+    /// `fsync`) and removed.
     fn probe(&self) -> Result<(), SinkError> {
         let unhealthy = |e: io::Error, what: &str| SinkError::temporary(what.to_owned()).with_source(e);
         let root = match self.root.get() {
@@ -329,11 +332,15 @@ impl Inner {
             None => fs::canonicalize(expand_home(&self.config.directory))
                 .map_err(|e| unhealthy(e, "file sink root is not accessible"))?,
         };
-        let probe = tempfile::Builder::new()
+        let mut probe = tempfile::Builder::new()
             .prefix(PROBE_PREFIX)
             .suffix(".tmp")
             .tempfile_in(&root)
             .map_err(|e| unhealthy(e, "cannot create a probe file in the file sink root"))?;
+        // A record's worth of bytes: an empty file can still be made on a full disk (it needs
+        // an inode, no block), so only a write tells that records cannot be placed.
+        std::io::Write::write_all(probe.as_file_mut(), &[0u8; PROBE_BYTES])
+            .map_err(|e| unhealthy(e, "cannot write a probe file in the file sink root (disk full?)"))?;
         if self.config.fsync {
             probe.as_file().sync_all().map_err(|e| unhealthy(e, "cannot fsync the probe file"))?;
         }

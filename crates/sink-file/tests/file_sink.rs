@@ -457,3 +457,42 @@ async fn reconcile_finds_every_payload_kind_equal_and_an_edit_different() {
     assert_eq!(found[0], sinks_contract::Presence::Different);
     assert_eq!(found[1..], [sinks_contract::Presence::Equal; 3]);
 }
+
+/// The health check writes a record's worth of bytes: on a full disk it fails (temporarily),
+/// as the writes do, where an empty probe file would still be made (it needs an inode, no
+/// block). On a real full filesystem: a private 1 MiB tmpfs (the tests run as root, as the
+/// soak's disk-full fault does).
+#[tokio::test]
+async fn the_health_check_fails_on_a_full_disk_and_recovers_when_space_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("out");
+    std::fs::create_dir_all(&mount).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(mounted, "mounting a tmpfs needs root (the tests and the soak run as root)");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mount.clone());
+    let sink = opened(config(&mount)).await;
+    sink.health_check().await.unwrap();
+    let ballast = mount.join(".ballast");
+    {
+        use std::io::Write as _;
+        let mut file = std::fs::File::create(&ballast).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+    }
+    let failed = sink.health_check().await.unwrap_err();
+    assert_eq!(failed.class(), ErrorClass::Temporary, "{}", failed.display_chain());
+    assert!(failed.display_chain().contains("disk full"), "{}", failed.display_chain());
+    std::fs::remove_file(&ballast).unwrap();
+    sink.health_check().await.unwrap();
+}
