@@ -213,7 +213,7 @@ fn test() -> Result<()> {
     // that cannot run fails its test.
     let skip_log = target_dir().join("skips.log");
     let _ = std::fs::remove_file(&skip_log);
-    env.push((sinks_contract::certify::skips::SKIP_LOG_ENV, skip_log.display().to_string()));
+    env.push((sinks_certify::skips::SKIP_LOG_ENV, skip_log.display().to_string()));
     let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env).and_then(|()| slim_e2e(&env));
     let servers = certify::Servers {
         s3: s3_server.endpoint(),
@@ -237,7 +237,7 @@ fn test() -> Result<()> {
     ops::deploy_check()?;
     ops::package_check()?;
     docs::run(&docs::Args::default())?;
-    for line in sinks_contract::certify::skips::summary(&sinks_contract::certify::skips::read_skip_log(&skip_log)) {
+    for line in sinks_certify::skips::summary(&sinks_certify::skips::read_skip_log(&skip_log)) {
         eprintln!("{line}");
     }
     eprintln!("all checks passed");

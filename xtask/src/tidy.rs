@@ -3,9 +3,10 @@
 //! uses the workspace lints, every sink crate has the same file roles (including its
 //! certification harness and `tests/certify.rs`), every publishable crate has complete
 //! crates.io metadata, and the crate boundaries hold: a sink crate's normal dependencies
-//! reach neither async-nats, the runtime, the policy crate nor another sink; the contract
-//! and policy crates reach none of async-nats, figment and prometheus-client; the contract
-//! and runtime crates name no sink kind; and no product source file is over 1,200 lines.
+//! reach neither async-nats, the runtime, the policy crate nor another sink; the contract,
+//! toolkit, certification and policy crates reach none of async-nats, figment and
+//! prometheus-client; the contract stays under its caps (dependencies, lines); the core
+//! crates name no sink kind; and no product source file is over 1,200 lines.
 
 #[cfg(test)]
 mod tests {
@@ -205,11 +206,59 @@ mod tests {
         let meta = metadata();
         let forbidden = ["async-nats", "figment", "prometheus-client", "sinks-runtime", "sinks-testkit"];
         let mut bad = reaches(&meta, "sinks-contract", &forbidden);
-        bad.extend(reaches(&meta, "sinks-contract", &["sinks-policy"]));
+        bad.extend(reaches(&meta, "sinks-contract", &["sinks-policy", "sinks-toolkit", "sinks-certify"]));
+        bad.extend(reaches(&meta, "sinks-toolkit", &forbidden));
+        bad.extend(reaches(&meta, "sinks-toolkit", &["sinks-policy", "sinks-certify"]));
+        bad.extend(reaches(&meta, "sinks-certify", &forbidden));
         bad.extend(reaches(&meta, "sinks-policy", &forbidden));
         assert!(bad.is_empty(), "crate boundaries broken: {bad:?}");
         // The checker catches what it is there for: the runtime does reach async-nats.
         assert!(!reaches(&meta, "sinks-runtime", &["async-nats"]).is_empty());
+    }
+
+    /// Most normal dependencies the contract may declare: every one is also a dependency of
+    /// every sink author.
+    const CONTRACT_MAX_DEPENDENCIES: usize = 11;
+    /// Most lines of the contract's sources (tests included): the trait, the envelope, the
+    /// outcomes, errors, keys, payload modes, ordering keys and the config section fit.
+    const CONTRACT_MAX_LINES: usize = 3_000;
+
+    /// The normal (non-dev, non-build) dependencies `package` declares, optional ones included.
+    fn declared_dependencies(meta: &serde_json::Value, package: &str) -> Vec<String> {
+        let p = meta["packages"].as_array().unwrap().iter().find(|p| p["name"] == package).expect("package");
+        p["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Lines of every Rust file below `crates/<package>/src`.
+    fn source_lines(package: &str) -> usize {
+        let mut files = Vec::new();
+        rust_files(&sinks_testkit::workspace_root().join("crates").join(package).join("src"), &mut files);
+        files.iter().map(|f| std::fs::read_to_string(f).unwrap().lines().count()).sum()
+    }
+
+    #[test]
+    fn the_contract_stays_small() {
+        let meta = metadata();
+        let deps = declared_dependencies(&meta, "sinks-contract");
+        assert!(
+            deps.len() <= CONTRACT_MAX_DEPENDENCIES,
+            "sinks-contract declares {} dependencies (cap {CONTRACT_MAX_DEPENDENCIES}): {deps:?}; a mechanic belongs in sinks-toolkit",
+            deps.len()
+        );
+        let lines = source_lines("sinks-contract");
+        assert!(
+            lines <= CONTRACT_MAX_LINES,
+            "sinks-contract has {lines} lines (cap {CONTRACT_MAX_LINES}); a mechanic belongs in sinks-toolkit"
+        );
+        // The checker catches what it is there for: the toolkit is over both caps.
+        assert!(declared_dependencies(&meta, "sinks-toolkit").len() > CONTRACT_MAX_DEPENDENCIES);
+        assert!(source_lines("sinks-toolkit") > CONTRACT_MAX_LINES);
     }
 
     /// Destination sink kinds, as a config's `type` names them.
@@ -227,7 +276,7 @@ mod tests {
         let mut bad = Vec::new();
         // (The policy crate is not checked: its URI profiles name schemes such as `file` and
         // `s3`, which are not sink kinds.)
-        for krate in ["sinks-contract", "sinks-runtime"] {
+        for krate in ["sinks-contract", "sinks-toolkit", "sinks-certify", "sinks-runtime"] {
             let mut files = Vec::new();
             rust_files(&root.join("crates").join(krate).join("src"), &mut files);
             assert!(!files.is_empty(), "no sources under {krate}");

@@ -13,9 +13,9 @@
 
 use serde::{Deserialize, Serialize};
 use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
-use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
 use sinks_contract::{ConfigError, PayloadMode};
+use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::retry::{Backoff, BackoffMode, InPlace, Jitter};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -49,7 +49,7 @@ pub enum Serializer {
 /// logged; the default), `replace` (`put`: the newest delivery replaces the entry) or
 /// `fail_existing` (`putIfAbsent`: same payload → duplicate; a different payload fails the
 /// message permanently, dead-letter). The contract's one policy type, in this sink's words;
-/// what each answer means is `sinks_contract::existing`.
+/// what each answer means is `sinks_toolkit::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// The only durability statement the reference knows: the operator confirms the cluster's

@@ -21,10 +21,11 @@ use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
-use sinks_contract::existing::KeyBasis;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_contract::{Envelope, Presence, metadata};
+use sinks_contract::{Envelope, Presence};
+use sinks_toolkit::existing::KeyBasis;
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{CoherenceSinkConfig, KeyStrategy};

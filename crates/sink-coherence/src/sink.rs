@@ -32,13 +32,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
-use sinks_contract::existing;
-use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::InPlace;
+use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
     SinkError,
 };
+use sinks_toolkit::existing;
+use sinks_toolkit::in_order;
+use sinks_toolkit::retry::InPlace;
 use time::OffsetDateTime;
 
 use crate::client::Client;
@@ -159,7 +160,7 @@ impl Sink for CoherenceSink {
         };
         let write = |envelope, prepared| async move { inner.write_one(envelope, prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
-        let outcomes = ordering::write_each("coherence entry", batch, limit, prepare, write).await;
+        let outcomes = in_order::write_each("coherence entry", batch, limit, prepare, write).await;
         sinks_contract::sink::log_outcomes("coherence", &outcomes);
         Ok(outcomes)
     }
@@ -218,13 +219,13 @@ impl Inner {
     /// One message, retried in place after temporary failures while the wait is short
     /// (≤ `retry_max_backoff_ms`, the proxy's wait included), the attempts last
     /// (`max_retries`) and the write's budget allows; otherwise the failure goes back with the
-    /// wait it needs as `retry_after` (`sinks_contract::retry::InPlace`).
+    /// wait it needs as `retry_after` (`sinks_toolkit::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: Prepared, deadline: Instant) -> MessageOutcome {
         self.retry.write("coherence write", envelope, deadline, |_| self.attempt(envelope, &prepared)).await
     }
 
     /// One put, and what the entry it found (or replaced) means for this message
-    /// (`sinks_contract::existing`).
+    /// (`sinks_toolkit::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
         let client = self.client().map_err(|e| classify(Stage::Write, &e))?;
         let policy = self.config.duplicate_policy.on_existing();
@@ -266,7 +267,7 @@ impl Inner {
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use sinks_contract::retry::{Budget, Jitter};
+    use sinks_toolkit::retry::{Budget, Jitter};
 
     use super::*;
 

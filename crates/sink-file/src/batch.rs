@@ -1,12 +1,12 @@
 //! [`FileLog`]: the batch mode's I/O below the sink's root directory (the
-//! `sinks_contract::batch::ObjectLog` of the file sink).
+//! `sinks_toolkit::batch::ObjectLog` of the file sink).
 //!
 //! - an object is written into a dot-named temporary file in its partition directory
 //!   (`.nats-sinks-<random>.tmp`, mode 0600, invisible to `*.ndjson` and `*.parquet` globs);
 //! - **stage**: the temporary file and its directory are fsynced (with `fsync`), and kept:
 //!   the manifest names it, so whoever reads the manifest can complete the object;
 //! - **create** (a manifest): written to a temporary file, fsynced, then moved to its name
-//!   by a rename that fails when the name exists (`sinks_contract::files`): an atomic
+//!   by a rename that fails when the name exists (`sinks_toolkit::files`): an atomic
 //!   create-if-absent; the directory is fsynced;
 //! - **complete**: the temporary file is `link`ed to the object's final name (never
 //!   replacing a file), the directory fsynced, the temporary name removed.
@@ -22,10 +22,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use sinks_contract::batch::{ObjectLog, TempObject};
-use sinks_contract::blocking::blocking;
-use sinks_contract::files;
 use sinks_contract::{DestinationRef, SinkError};
+use sinks_toolkit::batch::{ObjectLog, TempObject};
+use sinks_toolkit::blocking::blocking;
+use sinks_toolkit::files;
 
 use crate::error::classify;
 

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
-use sinks_contract::batch::BatchConfig;
 use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
+use sinks_toolkit::batch::BatchConfig;
+use sinks_toolkit::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
 
 /// Extension used when none is configured and compression is off.
 pub(crate) const DEFAULT_EXTENSION: &str = ".json";
@@ -22,8 +22,8 @@ pub(crate) const MAX_EXTENSION_LEN: usize = 64;
 
 /// How messages are laid out on disk: `one_file_per_message` (the default, the
 /// reference's) or `batch` (many messages per file, NDJSON or Parquet; see
-/// `sinks_contract::batch`).
-pub use sinks_contract::batch::WriteMode;
+/// `sinks_toolkit::batch`).
+pub use sinks_toolkit::batch::WriteMode;
 
 /// What the file name of a message is derived from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,13 +55,13 @@ impl FilenameStrategy {
 /// file; the message is a duplicate, or a conflict when its payload differs from the stored
 /// one), `overwrite` (atomically replace it) or `fail` (refuse the message as a permanent
 /// failure). The contract's one policy type, in this sink's words; what each answer means is
-/// `sinks_contract::existing`. Under `filename_strategy: stream_sequence` a different
+/// `sinks_toolkit::existing`. Under `filename_strategy: stream_sequence` a different
 /// payload is a reused stream sequence, refused (`sequence_reused`) whatever the policy, and
 /// `overwrite` never replaces a file (it creates conditionally, like `skip_existing`).
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipOverwriteFail>;
 
 /// Compression applied to each file: `none` or deterministic `gzip`.
-pub use sinks_contract::compression::Compression;
+pub use sinks_toolkit::compression::Compression;
 
 /// Settings of the file sink (`sink.type = "file"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -179,7 +179,7 @@ impl FileSinkConfig {
             issues.push("sink.extension", message);
         }
         issues.range("sink.compression_level", u64::from(self.compression_level), 1, 9);
-        sinks_contract::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
+        sinks_toolkit::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
         if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Overwrite {
             issues.push(
                 "sink.duplicate_policy",

@@ -11,8 +11,9 @@ use std::io::Read;
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use sinks_contract::Envelope;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_contract::{Envelope, metadata};
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{Compression, FileSinkConfig};
@@ -127,7 +128,7 @@ pub(crate) fn encode(
 /// is not a readable record (foreign file, truncated, wrong compression, too large).
 pub(crate) fn stored_payload_sha256(reader: impl Read, compression: Compression) -> Option<String> {
     let raw =
-        sinks_contract::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)?;
+        sinks_toolkit::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)?;
     payload::stored_payload_sha256(&raw)
 }
 
@@ -148,7 +149,7 @@ pub(crate) fn stored_matches(
         payload: &'a RawValue,
     }
     let Some(raw) =
-        sinks_contract::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)
+        sinks_toolkit::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)
     else {
         return false;
     };

@@ -8,7 +8,7 @@
 //! 2. **fsync** (when `fsync`): every staged temp file is fsynced, up to
 //!    [`MAX_PARALLEL_FSYNCS`] at once, so the filesystem commits them together and a batch
 //!    costs about one fsync latency instead of one per message;
-//! 3. **place**: a rename that never replaces (create-if-absent, `sinks_contract::files`)
+//! 3. **place**: a rename that never replaces (create-if-absent, `sinks_toolkit::files`)
 //!    for `skip_existing` and `fail`, a plain rename for `overwrite` (but under
 //!    `stream_sequence` names, where a different payload is a reused stream sequence and
 //!    is refused as `sequence_reused`, `overwrite` never replaces either). Files become visible
@@ -21,7 +21,7 @@
 //!
 //! With `mode: batch` none of this runs: the contract's `BatchWriter` appends each message
 //! to its partition's open file and reports it pending, and commits files through
-//! [`crate::batch::FileLog`] when they are full or old (see `sinks_contract::batch`).
+//! [`crate::batch::FileLog`] when they are full or old (see `sinks_toolkit::batch`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -31,14 +31,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use sinks_contract::batch::{BatchWriter, OptionalBatch, Settings};
-use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
-use sinks_contract::existing::{self, OnExisting, Stored};
-use sinks_contract::files;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, ErrorClass, FlushScope, Holding, MessageOutcome,
     OrderKey, Presence, ReadBack, Settled, Sink, SinkError,
 };
+use sinks_toolkit::batch::{BatchWriter, OptionalBatch, Settings};
+use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
+use sinks_toolkit::existing::{self, OnExisting, Stored};
+use sinks_toolkit::files;
 use time::OffsetDateTime;
 
 use crate::batch::FileLog;
@@ -450,7 +450,7 @@ impl Inner {
         Placed { outcome, sync_dirs }
     }
 
-    /// The outcome when `envelope`'s final file already exists (`sinks_contract::existing`,
+    /// The outcome when `envelope`'s final file already exists (`sinks_toolkit::existing`,
     /// logged): under `fail` a permanent failure without reading it, else what
     /// [`Self::stored`] finds, judged by the policy and the names' key basis (under
     /// stream-sequence names a different payload is a reused sequence, whatever the policy).

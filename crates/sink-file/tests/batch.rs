@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use sink_file::certify::{batch_objects, read_batch_records};
 use sink_file::{FileSink, FileSinkConfig};
-use sinks_contract::batch::manifest::Manifest;
-use sinks_contract::batch::naming;
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, FlushScope, MessageOutcome, OutcomeClass, Presence, Settled, Sink};
+use sinks_toolkit::batch::manifest::Manifest;
+use sinks_toolkit::batch::naming;
 
 fn sink(root: &Path, batch: serde_json::Value) -> FileSink {
     sink_with(root, batch, serde_json::json!({}))
@@ -421,7 +421,7 @@ async fn parquet_objects_hold_the_standard_and_typed_columns() {
         objects
             .iter()
             .all(|(p, f, _)| p.extension().is_some_and(|e| e == "parquet")
-                && *f == sinks_contract::batch::Format::Parquet)
+                && *f == sinks_toolkit::batch::Format::Parquet)
     );
     assert_exactly_once(dir.path(), (1..=20).filter(|s| *s != 5));
 }

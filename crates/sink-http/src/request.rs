@@ -17,7 +17,8 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, PayloadError};
-use sinks_contract::{Envelope, IdempotencyKey, Presence, metadata};
+use sinks_contract::{Envelope, IdempotencyKey, Presence};
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{BatchMode, BodyFormat, HttpSinkConfig, IdempotencyConfig, KEY_PLACEHOLDER};

@@ -27,13 +27,13 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
-use sinks_contract::existing::{self, KeyBasis, OnExisting, Stored};
-use sinks_contract::ordering::{self, Finished, Ran};
-use sinks_contract::retry::{Attempt, Backoff, Budget, InPlace, Retriable};
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, IdempotencyKey, MessageOutcome, Presence,
     ReadBack, Sink, SinkError,
 };
+use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
+use sinks_toolkit::in_order::{self, Finished, Ran};
+use sinks_toolkit::retry::{Attempt, Backoff, Budget, InPlace, Retriable};
 use time::OffsetDateTime;
 
 use crate::answers::{self, Answers, Settled};
@@ -128,7 +128,7 @@ fn basis_of(key: Option<&IdempotencyKey>) -> KeyBasis {
 }
 
 /// The outcome of a conflict status (the endpoint holds other content under the message's
-/// key) for `envelope`, whose key is made of `basis` (`sinks_contract::existing`, logged):
+/// key) for `envelope`, whose key is made of `basis` (`sinks_toolkit::existing`, logged):
 /// under stream-sequence keys the sequence was used again by another event, which is
 /// refused (`sequence_reused`, never acknowledged); under message id or payload keys the
 /// endpoint's record is kept and the message acknowledged as a conflict.
@@ -508,7 +508,7 @@ impl Inner {
                 (keys, items)
             })
             .collect();
-        let ran = ordering::run_in_order(keyed, self.config.max_concurrent_requests, |items: Vec<Ready>| async move {
+        let ran = in_order::run_in_order(keyed, self.config.max_concurrent_requests, |items: Vec<Ready>| async move {
             let result = if items.len() == 1 && self.config.batch_mode == BatchMode::Off {
                 match items.into_iter().next() {
                     Some(r) => UnitResult::PerItem(vec![(
@@ -534,7 +534,7 @@ impl Inner {
             .collect()
     }
 
-    /// One message, with in-place retries (`sinks_contract::retry::InPlace`: temporary
+    /// One message, with in-place retries (`sinks_toolkit::retry::InPlace`: temporary
     /// failures only, the same idempotency key, each retry's timeout within the write's
     /// budget) and the inquiry after an ambiguous timeout.
     async fn send_message(

@@ -22,11 +22,11 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, SslOpts, TxOpts, Value};
 use sinks_contract::config::ConfigError;
-use sinks_contract::existing::{KeyBasis, Stored};
-use sinks_contract::relational::{self, RowWrite};
 use sinks_contract::{
     BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
+use sinks_toolkit::existing::{KeyBasis, Stored};
+use sinks_toolkit::relational::{self, RowWrite};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
@@ -175,7 +175,7 @@ impl Inner {
     }
 
     fn plan_for(&self, subject: &str) -> usize {
-        let route = self.config.table_routes.iter().find(|r| sinks_contract::subject::matches(&r.subject, subject));
+        let route = self.config.table_routes.iter().find(|r| sinks_toolkit::subject::matches(&r.subject, subject));
         route.and_then(|r| self.plans().iter().position(|p| p.table == r.table)).unwrap_or(0)
     }
 

@@ -8,11 +8,11 @@
 use std::fmt::Write as _;
 
 use sinks_contract::IdempotencyStrategy;
-use sinks_contract::existing::KeyBasis;
+use sinks_toolkit::existing::KeyBasis;
 
 use crate::config::{IdempotencyConfig, MySqlSinkConfig, WriteMode};
 
-pub(crate) use sinks_contract::columns::Field;
+pub(crate) use sinks_toolkit::columns::Field;
 
 /// Column type of `field` in generated DDL; `key` columns must be indexable and not null.
 fn ddl_type(field: Field, key: bool) -> &'static str {
@@ -223,7 +223,7 @@ impl TablePlan {
     }
 
     /// What the keys are made of: the stream sequence when it is a key column (the default
-    /// pair), else the publisher's identity (`sinks_contract::existing`).
+    /// pair), else the publisher's identity (`sinks_toolkit::existing`).
     pub(crate) fn basis(&self) -> KeyBasis {
         if self.key.iter().any(|i| self.fields[*i] == Field::StreamSequence) {
             KeyBasis::StreamSequence

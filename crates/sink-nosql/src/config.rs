@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{EnvName, Issues, SinkSection, check_uppercase_env_name, is_env_name};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
-use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
+use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::retry::{Backoff, BackoffMode, InPlace, Jitter};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -101,7 +101,7 @@ pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 /// whose stored row is kept, acknowledged and logged), `replace` (plain put: the newest
 /// delivery replaces the row) or `fail_existing` (put if absent: the same payload is a
 /// duplicate, a different one is rejected, dead-lettered). The contract's one policy type,
-/// in this sink's words; what each answer means is `sinks_contract::existing`.
+/// in this sink's words; what each answer means is `sinks_toolkit::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// The only durability statement the reference knows: the operator confirms the store's

@@ -40,13 +40,14 @@ use oracle_nosql_rust_sdk::types::{Consistency, MapValue, TableLimits, TableStat
 use oracle_nosql_rust_sdk::{
     GetRequest, GetResult, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest,
 };
-use sinks_contract::existing;
-use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::{Budget, InPlace};
+use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
     SinkError,
 };
+use sinks_toolkit::existing;
+use sinks_toolkit::in_order;
+use sinks_toolkit::retry::{Budget, InPlace};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
@@ -170,7 +171,7 @@ impl Sink for NoSqlSink {
         };
         let write = |envelope, prepared| async move { inner.write_one(envelope, &prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
-        let outcomes = ordering::write_each("nosql row", batch, limit, prepare, write).await;
+        let outcomes = in_order::write_each("nosql row", batch, limit, prepare, write).await;
         sinks_contract::sink::log_outcomes("oracle_nosql", &outcomes);
         Ok(outcomes)
     }
@@ -290,13 +291,13 @@ impl Inner {
     /// One message, retried in place after temporary failures while the wait is short
     /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
     /// allows; otherwise the failure goes back with the wait it needs as `retry_after`
-    /// (`sinks_contract::retry::InPlace`).
+    /// (`sinks_toolkit::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: &PreparedRow, deadline: Instant) -> MessageOutcome {
         self.retry.write("nosql write", envelope, deadline, |_| self.attempt(envelope, prepared)).await
     }
 
     /// One put, and what the row it found (or replaced) means for this message
-    /// (`sinks_contract::existing`).
+    /// (`sinks_toolkit::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &PreparedRow) -> Result<MessageOutcome, SinkError> {
         let policy = self.config.duplicate_policy.on_existing();
         let basis = row::key_basis(envelope, self.config.key_strategy);

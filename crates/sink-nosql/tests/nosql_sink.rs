@@ -11,7 +11,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{DuplicatePolicy, KeyStrategy, NoSqlSink, NoSqlSinkConfig};
-use sinks_contract::certify::ReadBack;
+use sinks_certify::ReadBack;
 use sinks_contract::testing::{classes, envelope, envelope_with, error_of, opened, write};
 use sinks_contract::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
 use sinks_testkit::NoSqlTestServer;
@@ -50,7 +50,7 @@ fn by_id(seq: u64, id: &str, payload: &'static str) -> sinks_contract::Envelope 
 fn shape(o: &MessageOutcome) -> &'static str {
     match o {
         MessageOutcome::Failed(e)
-            if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED) =>
+            if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) =>
         {
             "sequence_reused"
         }

@@ -16,10 +16,10 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_contract::config::ConfigError;
-use sinks_contract::existing::KeyBasis;
 use sinks_contract::{
     BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
+use sinks_toolkit::existing::KeyBasis;
 use time::OffsetDateTime;
 
 use crate::config::OracleSinkConfig;
@@ -280,7 +280,7 @@ impl Inner {
     }
 
     fn plan_for(&self, subject: &str) -> usize {
-        let route = self.config.table_routes.iter().find(|r| sinks_contract::subject::matches(&r.subject, subject));
+        let route = self.config.table_routes.iter().find(|r| sinks_toolkit::subject::matches(&r.subject, subject));
         route
             .and_then(|r| sql::normalize(&r.table, true))
             .and_then(|t| self.plans.iter().position(|p| p.table == t))

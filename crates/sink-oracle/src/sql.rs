@@ -22,12 +22,12 @@
 //! lookup (`SELECT keys, payload, fingerprint … WHERE keys IN (…)`).
 
 use sinks_contract::IdempotencyStrategy;
-use sinks_contract::existing::KeyBasis;
+use sinks_toolkit::existing::KeyBasis;
 
 use crate::config::{IdempotencyConfig, JsonColumnType, OracleSinkConfig, WriteMode};
 use crate::driver::{Op, Statement};
 
-pub(crate) use sinks_contract::columns::Field;
+pub(crate) use sinks_toolkit::columns::Field;
 
 /// Normalizes an identifier (optionally `schema.table` when `qualified`) to upper case, or
 /// `None` when it fails the allow-list.
@@ -211,7 +211,7 @@ impl TablePlan {
     }
 
     /// What the keys are made of: the stream sequence when it is a key column (the default
-    /// pair), else the publisher's identity (`sinks_contract::existing`).
+    /// pair), else the publisher's identity (`sinks_toolkit::existing`).
     pub(crate) fn basis(&self) -> KeyBasis {
         if self.key.iter().any(|i| self.fields[*i] == Field::StreamSequence) {
             KeyBasis::StreamSequence

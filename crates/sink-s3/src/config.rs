@@ -19,14 +19,14 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
-use sinks_contract::batch::BatchConfig;
 use sinks_contract::config::{Issues, SinkSection, check_uppercase_env_name};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
-use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
+use sinks_toolkit::batch::BatchConfig;
+use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::retry::{Backoff, BackoffMode, InPlace, Jitter};
 
 /// How messages are laid out: `one_file_per_message` (the default, the reference's) or
-/// `batch` (many messages per object, NDJSON or Parquet; see `sinks_contract::batch`).
-pub use sinks_contract::batch::WriteMode;
+/// `batch` (many messages per object, NDJSON or Parquet; see `sinks_toolkit::batch`).
+pub use sinks_toolkit::batch::WriteMode;
 
 const MIB: u64 = 1024 * 1024;
 /// Smallest part S3 accepts in a multipart upload (all parts but the last).
@@ -63,7 +63,7 @@ pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 /// (unconditional put: the newest delivery replaces the object) or `fail_existing`
 /// (conditional create; an existing object fails the message permanently, except, with
 /// `content_check`, when it holds the same payload). The contract's one policy type, in this
-/// sink's words; what each answer means is `sinks_contract::existing`.
+/// sink's words; what each answer means is `sinks_toolkit::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// What the primary object holds.
@@ -93,7 +93,7 @@ pub enum MetadataMode {
 }
 
 /// Body compression: `none` or deterministic `gzip` (`Content-Encoding: gzip`).
-pub use sinks_contract::compression::Compression;
+pub use sinks_toolkit::compression::Compression;
 
 /// Server-side encryption requested on every put.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -431,7 +431,7 @@ impl S3SinkConfig {
                 );
             }
         }
-        sinks_contract::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
+        sinks_toolkit::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
         if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Replace {
             issues.push(
                 "sink.duplicate_policy",

@@ -18,10 +18,11 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
-use sinks_contract::existing::{self, KeyBasis};
+use sinks_contract::Envelope;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_contract::{Envelope, metadata};
+use sinks_toolkit::existing::{self, KeyBasis};
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{Compression, KeyStrategy, MetadataMode, ObjectFormat, S3SinkConfig};
@@ -403,7 +404,7 @@ fn check_metadata(meta: &[(String, String)], max: u64) -> Result<(), ObjectError
 /// The uncompressed body of a stored object (gzip recognized by its magic bytes), at most
 /// `max` bytes of output; `None` when it cannot be decoded.
 pub(crate) fn decompress(body: &[u8], max: u64) -> Option<Vec<u8>> {
-    sinks_contract::compression::read_decoded(body, body.starts_with(&[0x1f, 0x8b]), max)
+    sinks_toolkit::compression::read_decoded(body, body.starts_with(&[0x1f, 0x8b]), max)
 }
 
 /// The fingerprint (SHA-256 of the original payload) of a stored, uncompressed body written

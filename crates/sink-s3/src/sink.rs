@@ -34,14 +34,15 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload, WriteMultipart,
 };
-use sinks_contract::batch::{BatchWriter, OptionalBatch, Settings};
-use sinks_contract::existing::{self, Stored};
-use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::InPlace;
+use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, FlushScope, Holding, MessageOutcome, Presence,
     ReadBack, Settled, Sink, SinkError,
 };
+use sinks_toolkit::batch::{BatchWriter, OptionalBatch, Settings};
+use sinks_toolkit::existing::{self, Stored};
+use sinks_toolkit::in_order;
+use sinks_toolkit::retry::InPlace;
 use time::OffsetDateTime;
 
 use crate::batch::S3Log;
@@ -199,7 +200,7 @@ impl Sink for S3Sink {
         };
         let write = |envelope, prepared| async move { inner.write_one(envelope, &prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
-        let outcomes = ordering::write_each("s3 object", batch, limit, prepare, write).await;
+        let outcomes = in_order::write_each("s3 object", batch, limit, prepare, write).await;
         sinks_contract::sink::log_outcomes("s3", &outcomes);
         Ok(outcomes)
     }
@@ -281,7 +282,7 @@ impl Inner {
     /// One message, retried in place after temporary failures while the wait is short
     /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
     /// allows; otherwise the failure goes back with the wait it needs as `retry_after`
-    /// (`sinks_contract::retry::InPlace`).
+    /// (`sinks_toolkit::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: &Prepared, deadline: Instant) -> MessageOutcome {
         self.retry.write("s3 write", envelope, deadline, |_| self.attempt(envelope, prepared)).await
     }

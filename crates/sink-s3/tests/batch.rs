@@ -13,11 +13,11 @@ use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use sink_s3::certify::{BucketReadBack, S3Harness};
 use sink_s3::{S3Sink, S3SinkConfig, WriteMode};
-use sinks_contract::batch::manifest::{MANIFEST_SCHEMA, Manifest};
-use sinks_contract::batch::row::Row;
-use sinks_contract::batch::{BatchCompression, BatchConfig, Format, naming};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, FlushScope, MessageOutcome, OutcomeClass, PayloadMode, Settled, Sink};
+use sinks_toolkit::batch::manifest::{MANIFEST_SCHEMA, Manifest};
+use sinks_toolkit::batch::row::Row;
+use sinks_toolkit::batch::{BatchCompression, BatchConfig, Format, naming};
 
 async fn harness() -> S3Harness {
     let server = sinks_testkit::shared_s3().await.unwrap_or_else(|e| panic!("no S3 server: {e}"));
@@ -104,7 +104,7 @@ async fn objects_are_named_by_their_sequences_next_to_their_manifests() {
     assert_eq!(manifests.len(), 3);
     assert!(manifests[0].ends_with("lake/ORDERS/_nats-sinks/ORDERS/0000000000.manifest"), "{manifests:?}");
     let meta = rb.metadata(&objects[0]).await.unwrap();
-    assert!(meta.contains(&("nats-sinks-schema".into(), sinks_contract::batch::row::ROW_SCHEMA.into())), "{meta:?}");
+    assert!(meta.contains(&("nats-sinks-schema".into(), sinks_toolkit::batch::row::ROW_SCHEMA.into())), "{meta:?}");
     assert_exactly_once(&rb, 1..=25).await;
     let again = write_chunked(&a, &[3, 12, 26], 3).await;
     let classes: Vec<OutcomeClass> = again.values().map(MessageOutcome::class).collect();

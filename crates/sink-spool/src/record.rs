@@ -24,9 +24,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use sinks_contract::encryption::{Binding, Cipher, DecryptError, Keyring};
-use sinks_contract::metadata::MetadataDoc;
 use sinks_contract::{AppMetadata, Envelope, Headers, JetStreamInfo, payload};
+use sinks_toolkit::encryption::{Binding, Cipher, DecryptError, Keyring};
+use sinks_toolkit::metadata::MetadataDoc;
 use time::OffsetDateTime;
 
 use crate::config::SpoolSinkConfig;
@@ -76,7 +76,7 @@ pub fn priority_rank(priority: Option<&str>) -> u8 {
 }
 
 fn epoch_ns(t: OffsetDateTime) -> i128 {
-    sinks_contract::metadata::epoch_ns(t)
+    sinks_toolkit::metadata::epoch_ns(t)
 }
 
 /// The plain record of `envelope`, spooled at `spooled_at`.
@@ -347,8 +347,8 @@ pub fn envelope_of(record: &Value) -> Result<Envelope, RecordError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sinks_contract::config::encryption::{Algorithm, Policy};
-    use sinks_contract::encryption::Key;
+    use sinks_toolkit::encryption::Key;
+    use sinks_toolkit::encryption::config::{Algorithm, Policy};
 
     fn envelope() -> Envelope {
         let headers = Headers::new().with("Nats-Msg-Id", "m-1").with("X-Multi", "a").with("X-Multi", "b");

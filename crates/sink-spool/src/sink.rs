@@ -8,7 +8,7 @@
 //!    sequence, refused as `sequence_reused`; a permanent failure under `fail`);
 //! 2. **fsync** (parallel, when `fsync`) of every staged temp file;
 //! 3. **place** (one lane per ordering key, lanes in parallel): capacity is reserved, then
-//!    the temp file is moved to its final name (create-if-absent, `sinks_contract::files`); a full spool is a
+//!    the temp file is moved to its final name (create-if-absent, `sinks_toolkit::files`); a full spool is a
 //!    temporary failure and holds back the rest of its key;
 //! 4. **directory fsync**, once per batch, before any outcome is reported.
 //!
@@ -30,13 +30,13 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
-use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
-use sinks_contract::encryption::{Cipher, Key, Keyring};
-use sinks_contract::existing::{self, OnExisting, Stored};
-use sinks_contract::files;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Sink, SinkError,
 };
+use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
+use sinks_toolkit::encryption::{Cipher, Key, Keyring};
+use sinks_toolkit::existing::{self, OnExisting, Stored};
+use sinks_toolkit::files;
 use time::OffsetDateTime;
 
 use crate::config::{DrainOrdering, SpoolSinkConfig};
@@ -377,7 +377,7 @@ impl Inner {
         }
     }
 
-    /// The outcome for a message whose file exists (`sinks_contract::existing`): a duplicate
+    /// The outcome for a message whose file exists (`sinks_toolkit::existing`): a duplicate
     /// when the stored payload is the same (or cannot be read), a conflict when it differs
     /// under a message id or payload key, and a reused sequence (refused, `sequence_reused`)
     /// when it differs under a stream-sequence key; under `fail`, permanent without reading

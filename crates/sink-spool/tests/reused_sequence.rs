@@ -9,9 +9,10 @@ use std::path::Path;
 
 use sink_spool::certify::{config, key_b64};
 use sink_spool::{DuplicatePolicy, ReplayOptions, SpoolSink, replay};
-use sinks_contract::encryption::Key;
-use sinks_contract::testing::{MemorySink, envelope, envelope_with};
+use sinks_certify::MemorySink;
+use sinks_contract::testing::{envelope, envelope_with};
 use sinks_contract::{ConflictResolution, Envelope, Headers, MessageOutcome, Sink};
+use sinks_toolkit::encryption::Key;
 
 fn spool(dir: &Path, policy: DuplicatePolicy) -> SpoolSink {
     let mut c = config(dir.to_path_buf());
@@ -22,7 +23,7 @@ fn spool(dir: &Path, policy: DuplicatePolicy) -> SpoolSink {
 /// What an outcome is, in one word a table can hold.
 fn shape(o: &MessageOutcome) -> String {
     match o {
-        MessageOutcome::Failed(e) if e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED) => {
+        MessageOutcome::Failed(e) if e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
             assert!(e.is_permanent(), "{e:?}");
             "sequence_reused".into()
         }

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 
 use sink_spool::certify::{config, key_b64};
 use sink_spool::{ReplayOptions, SpoolSink, record, replay};
-use sinks_contract::encryption::Key;
-use sinks_contract::testing::{MemorySink, classes, envelope};
+use sinks_certify::MemorySink;
+use sinks_contract::testing::{classes, envelope};
 use sinks_contract::{Envelope, OutcomeClass, Presence, ReadBack, Sink};
+use sinks_toolkit::encryption::Key;
 
 fn spool(dir: &Path, delete_after_replay: bool) -> SpoolSink {
     let mut c = config(dir.to_path_buf());

@@ -193,7 +193,7 @@ pub(crate) fn build(section: &SinkSection) -> Result<Built, ConfigError> {
 /// What `nats-sink validate` says about a sink in batch mode (`mode: batch` of the file and
 /// S3 sinks): its objects, and where a sample message of `stream` on `subject` would go.
 pub(crate) fn describe_batch(section: &SinkSection, stream: &str, subject: &str) -> Vec<String> {
-    let batch: Option<sinks_contract::batch::BatchConfig> = match section.kind().unwrap_or_default() {
+    let batch: Option<sinks_toolkit::batch::BatchConfig> = match section.kind().unwrap_or_default() {
         #[cfg(feature = "file")]
         "file" => sink_file::FileSinkConfig::from_section(section).ok().and_then(|c| c.batch_config()),
         #[cfg(feature = "s3")]
@@ -201,7 +201,7 @@ pub(crate) fn describe_batch(section: &SinkSection, stream: &str, subject: &str)
         _ => None,
     };
     let Some(batch) = batch else { return Vec::new() };
-    let example = sinks_contract::batch::partition::example(
+    let example = sinks_toolkit::batch::partition::example(
         &batch.template(),
         &batch.partition_fallback,
         stream,

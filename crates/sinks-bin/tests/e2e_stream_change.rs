@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::json;
-use sinks_contract::certify::{CrashTarget, Harness};
+use sinks_certify::{CrashTarget, Harness};
 use sinks_testkit::{read_stream, stream_with_subjects, unique, wait_until};
 use support::{Env, Sink, env};
 

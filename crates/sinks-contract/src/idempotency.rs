@@ -30,7 +30,7 @@ impl IdempotencyKey {
 
     /// Lowercase hex SHA-256 of the key text (used where the key itself must not leak).
     pub fn sha256_hex(&self) -> String {
-        hex::encode(Sha256::digest(self.0.as_bytes()))
+        format!("{:x}", Sha256::digest(self.0.as_bytes()))
     }
 
     /// `stream-sequence:{stream}:{seq}`.
@@ -45,7 +45,7 @@ impl IdempotencyKey {
 
     /// `payload-sha256:{subject}:{hex}`.
     pub fn payload_sha256(subject: &str, payload: &[u8]) -> Self {
-        Self(format!("payload-sha256:{subject}:{}", hex::encode(Sha256::digest(payload))))
+        Self(format!("payload-sha256:{subject}:{:x}", Sha256::digest(payload)))
     }
 
     /// The reference precedence: stream sequence, then message id, then payload hash.

@@ -26,8 +26,8 @@ use sha2::{Digest, Sha256, Sha512};
 use super::{Rejection, Step};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::metadata::MetadataDoc;
 use sinks_contract::payload::{self, PayloadMode};
+use sinks_toolkit::metadata::MetadataDoc;
 
 /// Schema of the custody object.
 pub const SCHEMA: &str = "nats_sinks.custody.v1";

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
-use sinks_contract::metadata::{payload_presence_json, rfc3339};
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
+use sinks_toolkit::metadata::{payload_presence_json, rfc3339};
 
 /// `dead_letter` config section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -215,7 +215,7 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
         if envelope.presence().omitted {
             map.insert("payload_unavailable_reason".into(), "headers_only".into());
         } else if config.encrypted_payload == EncryptedPayload::Omit
-            && sinks_contract::encryption::is_encrypted(envelope.payload())
+            && sinks_toolkit::encryption::is_encrypted(envelope.payload())
         {
             map.insert("payload_unavailable_reason".into(), "encrypted_payload_omitted".into());
         } else {
@@ -232,7 +232,7 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
 /// must not swallow this one's in the stream's duplicate window.
 pub fn record_msg_id(envelope: &Envelope, error: &SinkError) -> String {
     match envelope.idempotency_key() {
-        Ok(key) if error.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED) => {
+        Ok(key) if error.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
             let print = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(envelope.payload()));
             format!("nats-sinks-dlq:{key}:reused:{}", &print[..32])
         }
@@ -332,7 +332,7 @@ mod tests {
             )
         );
         assert_eq!(record_msg_id(&e, &err), "nats-sinks-dlq:stream-sequence:ORDERS:12");
-        let reused = sinks_contract::existing::sequence_reused("file");
+        let reused = sinks_toolkit::existing::sequence_reused("file");
         let MessageOutcome::Failed(reused) = reused else { panic!("a failure") };
         let id = record_msg_id(&e, &reused);
         assert!(id.starts_with("nats-sinks-dlq:stream-sequence:ORDERS:12:reused:") && id.len() > 60, "{id}");
@@ -373,7 +373,7 @@ mod tests {
                 "held_back_last_delivery",
             ),
             (
-                sinks_contract::existing::sequence_reused("file"),
+                sinks_toolkit::existing::sequence_reused("file"),
                 Some((
                     "SequenceReusedError",
                     ErrorClass::Permanent,

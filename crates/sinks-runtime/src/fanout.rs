@@ -18,7 +18,7 @@
 //!
 //! Children open in name order, close in reverse order, and are health-checked together.
 //! A child that holds messages across writes (the file and S3 sinks' batch mode) is written
-//! through `sinks_contract::holding::Durable`: each sub-batch becomes its own object, and
+//! through `sinks_toolkit::holding::Durable`: each sub-batch becomes its own object, and
 //! its outcomes are final when the write returns.
 //!
 //! **Reconcile.** A message is read back from every *required* target its route sent it to,
@@ -120,7 +120,7 @@ impl FanoutSink {
         // required target's outcome decides an ack, so it must be final.
         let mut children: Vec<Child> = children
             .into_iter()
-            .map(|(name, sink)| Child { name, sink: sinks_contract::holding::Durable::wrap(sink) })
+            .map(|(name, sink)| Child { name, sink: sinks_toolkit::holding::Durable::wrap(sink) })
             .collect();
         children.sort_by(|a, b| a.name.cmp(&b.name));
         Self {
@@ -472,8 +472,9 @@ mod tests {
 
     use super::*;
     use bytes::Bytes;
+    use sinks_certify::MemorySink;
     use sinks_contract::envelope::{AppMetadata, Headers};
-    use sinks_contract::testing::{MemorySink, envelope_with};
+    use sinks_contract::testing::envelope_with;
 
     fn msg(seq: u64, subject: &str, classification: Option<&str>) -> Envelope {
         envelope_with("S", seq, subject, format!("{{\"n\":{seq}}}"), Headers::new(), 1).with_app_metadata(AppMetadata {

@@ -28,7 +28,7 @@ use crate::ack::{AfterDeadLetter, Settlement};
 use crate::config::Issues;
 use sinks_contract::envelope::Envelope;
 use sinks_contract::sink::{ConflictResolution, DestinationRef, MessageOutcome, Sink};
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Header of a receipt naming the source stream.
 pub const STREAM_HEADER: &str = "Nats-Sinks-Ledger-Stream";

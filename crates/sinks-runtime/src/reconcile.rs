@@ -29,7 +29,7 @@ use crate::config::Config;
 use crate::ledger::{EPOCH_HEADER, OUTCOME_HEADER, SEQUENCE_HEADER, STREAM_HEADER};
 use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
 use sinks_contract::sink::{DestinationRef, Presence, ReadBack, Sink};
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// The part of the stream to reconcile. Sequences win over times when both are given.
 #[derive(Debug, Clone, Default)]

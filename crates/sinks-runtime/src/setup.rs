@@ -355,7 +355,7 @@ fn check_subjects(stream_subjects: &[String], config: &Config) -> Result<(), Con
     }
     let filters = config.consumer_management.effective_filters(&config.nats.subject);
     let missing: Vec<&String> =
-        filters.iter().filter(|f| !stream_subjects.iter().any(|s| sinks_contract::subject::overlaps(s, f))).collect();
+        filters.iter().filter(|f| !stream_subjects.iter().any(|s| sinks_toolkit::subject::overlaps(s, f))).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -577,7 +577,7 @@ pub async fn ensure_capture(
     let capture = match js.get_stream(&name).await {
         Ok(mut existing) => {
             let info = existing.info().await.map_err(unavailable)?;
-            if !info.config.subjects.iter().any(|s| sinks_contract::subject::contains(s, &subject)) {
+            if !info.config.subjects.iter().any(|s| sinks_toolkit::subject::contains(s, &subject)) {
                 return Err(ConfigError::single(
                     "rescue.stream",
                     format!(

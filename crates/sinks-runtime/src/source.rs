@@ -16,7 +16,7 @@ use futures::StreamExt;
 use time::OffsetDateTime;
 
 use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
-use sinks_contract::metadata::MessageMetadataConfig;
+use sinks_toolkit::metadata::MessageMetadataConfig;
 use tokio::sync::watch;
 
 use crate::runner::GuardState;

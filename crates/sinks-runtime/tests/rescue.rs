@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use serde_json::json;
-use sinks_contract::testing::MemorySink;
+use sinks_certify::MemorySink;
 use sinks_contract::{BatchResult, Envelope, MessageOutcome, Sink, SinkError};
 use sinks_runtime::Config;
 use sinks_testkit::{NatsServer, js_publish_all, read_stream, stream_with_subjects, unique, wait_until};

@@ -347,7 +347,7 @@ impl HttpTestServer {
 
     /// The records of namespace `space` as `(key, payload bytes)` (see
     /// [`HttpTestServer::read_records`]); `None` for an unknown namespace.
-    pub fn space_records(&self, space: &str) -> Option<Result<Vec<sinks_contract::certify::Record>, String>> {
+    pub fn space_records(&self, space: &str) -> Option<Result<Vec<sinks_certify::Record>, String>> {
         let spaces = lock(&self.shared.spaces);
         let space = spaces.get(space)?;
         Some(space.records.values().map(|r| Ok((r.key.clone(), payload_of(&r.body)?))).collect())
@@ -493,7 +493,7 @@ impl HttpTestServer {
 
     /// Every record as `(key, payload bytes)`: a JSON payload as stored, a wrapped one
     /// unwrapped to its original bytes.
-    pub fn read_records(&self) -> Result<Vec<sinks_contract::certify::Record>, String> {
+    pub fn read_records(&self) -> Result<Vec<sinks_certify::Record>, String> {
         self.records().iter().map(|r| Ok((r.key.clone(), payload_of(&r.body)?))).collect()
     }
 

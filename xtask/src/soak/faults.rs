@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result, bail};
 use async_nats::jetstream::Context as Js;
 use rand::Rng;
 use rand::rngs::StdRng;
-use sinks_contract::certify::{CrashTarget, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Harness, ReadBack, Record};
 use sinks_testkit::{HttpTestServer, MariaDb, NatsCluster, NatsServer, SeaweedFs};
 
 use super::Topology;

@@ -1,12 +1,11 @@
 //! The configuration types a sink crate uses: the problems a config can have
 //! ([`ConfigError`], [`ConfigIssue`], [`Issues`]), the `sink` section a sink parses
 //! ([`SinkSection`]), deserialization that names the bad field ([`deserialize_at`]), and the
-//! `encryption` section shared by payload encryption and the spool.
+//! words every message uses ([`wording`]).
 //!
 //! Loading a whole config file (figment, environment overrides, cross-section rules) is the
 //! runtime's job (`sinks_runtime::config`); nothing here reads a file or the environment.
 
-pub mod encryption;
 pub mod wording;
 
 use std::fmt;

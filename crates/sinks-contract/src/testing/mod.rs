@@ -1,9 +1,6 @@
-//! Test helpers for sink crates and for the runner: envelope builders and an in-memory sink.
+//! Test helpers for sink crates and for the runner: envelope builders (the in-memory sink
+//! is `sinks_certify::MemorySink`).
 //! Enabled by the `testing` feature; not part of the stable API.
-
-mod memory_sink;
-
-pub use memory_sink::{FaultPlan, MemorySink};
 
 use crate::envelope::{Envelope, Headers, JetStreamInfo};
 

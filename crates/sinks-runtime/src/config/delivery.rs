@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Issues;
 use crate::ack::TemporaryAction;
-use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
+use sinks_toolkit::retry::{Backoff, BackoffMode, Jitter};
 
 /// `delivery` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use super::Issues;
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Default metric name prefix (the reference's).
 pub const DEFAULT_NAMESPACE: &str = "nats_sinks";

@@ -37,15 +37,14 @@ pub use guard::{OnStreamChange, StreamGuardConfig};
 pub use metrics::{AdvisoriesConfig, MetricsConfig};
 pub use nats::NatsConfig;
 pub use otel::{OpenTelemetryConfig, OtlpProtocol};
-pub use sinks_contract::config::{
-    ConfigError, ConfigIssue, Issues, SinkSection, check_env_name, deserialize_at, encryption,
-};
+pub use sinks_contract::config::{ConfigError, ConfigIssue, Issues, SinkSection, check_env_name, deserialize_at};
+pub use sinks_toolkit::encryption::config as encryption;
 
 pub use routing::{KindDefaults, OptionalWait};
 
 use crate::dlq::DeadLetterConfig;
-use sinks_contract::metadata::MessageMetadataConfig;
-use sinks_contract::subject;
+use sinks_toolkit::metadata::MessageMetadataConfig;
+use sinks_toolkit::subject;
 
 /// The whole configuration of one `nats-sink` process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Issues, check_env_name};
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Connection and JetStream binding settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

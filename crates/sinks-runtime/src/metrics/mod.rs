@@ -323,7 +323,7 @@ impl Derived {
             Self::Cell(c) => f64::from_bits(c.load(Ordering::Relaxed)),
             Self::Ready(s) => f64::from(u8::from(s.readiness().ready)),
             Self::Connected(s) => f64::from(u8::from(s.nats_connected())),
-            Self::RetriesInPlace => sinks_contract::retry::retries_in_place() as f64,
+            Self::RetriesInPlace => sinks_toolkit::retry::retries_in_place() as f64,
         }
     }
 }
@@ -332,7 +332,7 @@ impl EncodeMetric for Derived {
     fn encode(&self, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
         match self {
             Self::RetriesInPlace => encoder.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
-                &sinks_contract::retry::retries_in_place(),
+                &sinks_toolkit::retry::retries_in_place(),
                 None,
             ),
             _ => encoder.encode_gauge(&self.value()),
@@ -487,7 +487,7 @@ impl Metrics {
     /// The value of counter `id` (0 when disabled).
     pub fn counter(&self, id: CounterId) -> u64 {
         match (&self.0.recorded, id) {
-            (Some(_), CounterId::RetriesInPlace) => sinks_contract::retry::retries_in_place(),
+            (Some(_), CounterId::RetriesInPlace) => sinks_toolkit::retry::retries_in_place(),
             (Some(r), _) => r.counters[id.index()].get(),
             (None, _) => 0,
         }

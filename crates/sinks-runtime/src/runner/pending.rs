@@ -27,8 +27,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::holding::{Hold, Pending, key_of};
 use sinks_contract::sink::{FlushScope, Holding, MessageOutcome, Settled};
+use sinks_toolkit::holding::{Hold, Pending, key_of};
 use tokio::sync::{oneshot, watch};
 
 use super::batch::{Batch, plan_written};

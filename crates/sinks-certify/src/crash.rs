@@ -13,7 +13,7 @@ use super::Record;
 pub fn expected_stored(payload: &[u8]) -> Bytes {
     let trimmed = payload.trim_ascii();
     match std::str::from_utf8(trimmed) {
-        Ok(text) if crate::json::validate_strict(text).is_ok() => Bytes::copy_from_slice(trimmed),
+        Ok(text) if sinks_contract::json::validate_strict(text).is_ok() => Bytes::copy_from_slice(trimmed),
         _ => Bytes::copy_from_slice(payload),
     }
 }

@@ -13,8 +13,8 @@ use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
-use crate::envelope::{AppMetadata, Envelope, Headers, MSG_SIZE_HEADER};
 use crate::subject;
+use sinks_contract::envelope::{AppMetadata, Envelope, Headers, MSG_SIZE_HEADER};
 
 /// Reserved NATS header names captured in `metadata.nats.reserved_headers` when present.
 pub const NATS_RESERVED_HEADERS: [&str; 24] = [
@@ -403,7 +403,7 @@ impl<'a> MetadataDoc<'a> {
     /// The document of `envelope` stored at `stored_at`.
     pub fn new(envelope: &'a Envelope, stored_at: OffsetDateTime) -> Self {
         let js = envelope.jetstream();
-        let raw_created = envelope.headers().get(crate::envelope::CREATED_AT_HEADER);
+        let raw_created = envelope.headers().get(sinks_contract::envelope::CREATED_AT_HEADER);
         let parsed_created = raw_created.and_then(|v| OffsetDateTime::parse(v.trim(), &Rfc3339).ok());
         let js_ns = js.timestamp.map(epoch_ns);
         let (created_ns, created_source) = match (parsed_created, js_ns) {
@@ -558,7 +558,7 @@ mod tests {
 #[cfg(test)]
 mod document_tests {
     use super::*;
-    use crate::testing::envelope_with;
+    use sinks_contract::testing::envelope_with;
 
     #[test]
     fn document_has_sorted_keys_and_the_reference_fields() {
@@ -573,7 +573,7 @@ mod document_tests {
                 .with("nats-custom", "c"),
             2,
         );
-        let bytes = crate::json::to_canonical_vec(&MetadataDoc::new(&e, OffsetDateTime::now_utc()));
+        let bytes = sinks_contract::json::to_canonical_vec(&MetadataDoc::new(&e, OffsetDateTime::now_utc()));
         let v: Value = serde_json::from_slice(&bytes).unwrap();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         let text = String::from_utf8(bytes.clone()).unwrap();

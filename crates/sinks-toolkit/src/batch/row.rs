@@ -2,7 +2,7 @@
 //! stream sequence, message id, JetStream timestamp, headers, payload fingerprint, payload)
 //! and the typed Parquet columns taken from the payload.
 //!
-//! The payload is normalized per the sink's `payload_mode` ([`crate::payload`]): a JSON
+//! The payload is normalized per the sink's `payload_mode` ([`sinks_contract::payload`]): a JSON
 //! payload is kept exactly as published, anything else is wrapped in the payload envelope.
 //! An NDJSON row embeds it as JSON; a Parquet row stores its JSON text. An encrypted
 //! subject's payload is the encryption envelope (the runner encrypts before any sink sees
@@ -13,8 +13,8 @@ use serde_json::value::RawValue;
 use time::OffsetDateTime;
 
 use super::config::{ColumnConfig, ColumnType};
-use crate::envelope::Envelope;
-use crate::payload::{NormalizedPayload, PayloadMode};
+use sinks_contract::envelope::Envelope;
+use sinks_contract::payload::{NormalizedPayload, PayloadMode};
 
 /// Schema name of an NDJSON row and of the Parquet file metadata.
 pub const ROW_SCHEMA: &str = "nats_sinks.batch.row.v1";
@@ -90,8 +90,8 @@ struct Line<'a> {
 impl Row {
     /// The row of `envelope` under `mode`, with `columns` taken from its payload.
     pub fn of(envelope: &Envelope, mode: PayloadMode, columns: &[ColumnConfig]) -> Result<Self, RowError> {
-        let payload =
-            crate::payload::normalize(envelope.payload(), mode).map_err(|e| RowError::Payload(e.to_string()))?;
+        let payload = sinks_contract::payload::normalize(envelope.payload(), mode)
+            .map_err(|e| RowError::Payload(e.to_string()))?;
         let headers = (!envelope.headers().is_empty()).then(|| envelope.headers().to_json().to_string());
         let cells = if columns.is_empty() {
             Vec::new()
@@ -179,7 +179,7 @@ fn type_name(kind: ColumnType) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::Headers;
+    use sinks_contract::envelope::Headers;
 
     fn column(name: &str, kind: ColumnType, nullable: bool) -> ColumnConfig {
         ColumnConfig { name: name.into(), path: name.replace('_', "."), kind, nullable }
@@ -187,7 +187,7 @@ mod tests {
 
     #[test]
     fn the_ndjson_line_keeps_json_payloads_as_published() {
-        let e = crate::testing::envelope_with(
+        let e = sinks_contract::testing::envelope_with(
             "ORDERS",
             42,
             "orders.eu",
@@ -208,7 +208,7 @@ mod tests {
         assert_eq!(doc["stream"], "ORDERS");
         let later = Row::of(&e.clone().with_stream_epoch(Some("e9".into())), PayloadMode::JsonOrEnvelope, &[]).unwrap();
         assert_eq!(later.stream, "ORDERS.e9", "a later epoch's rows carry the epoch-scoped stream");
-        let text = crate::testing::envelope("S", 1, "s", "plain text");
+        let text = sinks_contract::testing::envelope("S", 1, "s", "plain text");
         let wrapped = Row::of(&text, PayloadMode::JsonOrEnvelope, &[]).unwrap();
         assert!(wrapped.payload.wrapped);
         assert!(matches!(Row::of(&text, PayloadMode::JsonOnly, &[]), Err(RowError::Payload(_))));
@@ -224,7 +224,7 @@ mod tests {
             column("at", ColumnType::Timestamp, true),
             column("meta", ColumnType::Json, true),
         ];
-        let good = crate::testing::envelope(
+        let good = sinks_contract::testing::envelope(
             "S",
             1,
             "s",
@@ -242,7 +242,7 @@ mod tests {
                 Cell::Str(r#"{"k":[1]}"#.into())
             ]
         );
-        let sparse = crate::testing::envelope("S", 2, "s", r#"{"order":{"id":"o-2"}}"#);
+        let sparse = sinks_contract::testing::envelope("S", 2, "s", r#"{"order":{"id":"o-2"}}"#);
         let row = Row::of(&sparse, PayloadMode::JsonOrEnvelope, &columns).unwrap();
         assert!(row.cells[1..].iter().all(|c| *c == Cell::Null), "nullable columns without a value are null");
         for (payload, bad) in [
@@ -252,7 +252,7 @@ mod tests {
             (r#"{"order":{"id":"x"},"at":"yesterday"}"#, "at"),
             ("not json", "order_id"),
         ] {
-            let e = crate::testing::envelope("S", 3, "s", payload);
+            let e = sinks_contract::testing::envelope("S", 3, "s", payload);
             match Row::of(&e, PayloadMode::JsonOrEnvelope, &columns) {
                 Err(RowError::Column { column, reason }) => {
                     assert_eq!(column, bad, "{payload}");

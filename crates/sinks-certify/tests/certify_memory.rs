@@ -1,9 +1,9 @@
 //! The certification suite's self-test: the in-memory sink keeps every clause, run as one
 //! test per clause so a failure names its clause.
 
-use sinks_contract::certify::{self, MemoryHarness, Outcome};
+use sinks_certify::{self as certify, MemoryHarness, Outcome};
 
-sinks_contract::certify_tests!(MemoryHarness);
+sinks_certify::certify_tests!(MemoryHarness);
 
 /// A harness whose destination is missing: allow-listed, or not.
 struct Missing(&'static str);
@@ -51,8 +51,8 @@ mod broken {
     use std::sync::Arc;
 
     use async_trait::async_trait;
-    use sinks_contract::certify::{Fixture, Harness, ReadBack, Record};
-    use sinks_contract::testing::MemorySink;
+    use sinks_certify::MemorySink;
+    use sinks_certify::{Fixture, Harness, ReadBack, Record};
     use sinks_contract::{BatchResult, Envelope, MessageOutcome, Sink, SinkError};
 
     #[derive(Debug, Clone, Copy)]

@@ -40,12 +40,12 @@ use super::naming;
 use super::partition::Template;
 use super::row::Row;
 use super::seqset::SeqSet;
-use crate::envelope::Envelope;
-use crate::error::SinkError;
 use crate::existing::{self, OnExisting, Stored};
-use crate::ordering::OrderKey;
-use crate::payload::PayloadMode;
-use crate::sink::{DestinationRef, FlushScope, Holding, MessageOutcome, Presence, Settled};
+use sinks_contract::envelope::Envelope;
+use sinks_contract::error::SinkError;
+use sinks_contract::ordering::OrderKey;
+use sinks_contract::payload::PayloadMode;
+use sinks_contract::sink::{DestinationRef, FlushScope, Holding, MessageOutcome, Presence, Settled};
 
 /// Manifests read (or objects closed) at once.
 const PARALLEL: usize = 8;
@@ -423,7 +423,7 @@ impl<L: ObjectLog> BatchWriter<L> {
                 continue;
             };
             let prints = self.inner.fingerprints(&committed).await?;
-            let ours = crate::payload::normalize(envelope.payload(), PayloadMode::BytesEnvelope)
+            let ours = sinks_contract::payload::normalize(envelope.payload(), PayloadMode::BytesEnvelope)
                 .map(|n| n.sha256)
                 .unwrap_or_default();
             out.push(match prints.get(&envelope.jetstream().stream_sequence) {
@@ -668,7 +668,7 @@ impl<L: ObjectLog> Inner<L> {
         } else if existing::conditional(s.policy, existing::KeyBasis::StreamSequence) {
             match self.fingerprints(committed).await {
                 Ok(prints) => {
-                    let ours = crate::payload::normalize(envelope.payload(), PayloadMode::BytesEnvelope)
+                    let ours = sinks_contract::payload::normalize(envelope.payload(), PayloadMode::BytesEnvelope)
                         .map(|n| n.sha256)
                         .unwrap_or_default();
                     existing::compare(prints.get(&envelope.jetstream().stream_sequence).map(String::as_str), &ours)
@@ -915,7 +915,7 @@ mod tests {
         for (keyed, stream) in [("ORDERS", "ORDERS"), ("ORDERS.e17", "ORDERS"), ("A_B-c.e1r2", "A_B-c")] {
             assert_eq!(stream_of(keyed), stream, "{keyed}");
         }
-        let e = crate::testing::envelope("ORDERS", 5, "o", "{}").with_stream_epoch(Some("e17".into()));
+        let e = sinks_contract::testing::envelope("ORDERS", 5, "o", "{}").with_stream_epoch(Some("e17".into()));
         assert_eq!(crate::holding::key_of(&e).0, stream_of(&e.keyed_stream()), "the runner's pending key");
     }
 }

@@ -5,7 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::partition::Template;
-use crate::config::Issues;
+use sinks_contract::config::Issues;
 
 /// Most messages one object may be configured to hold.
 pub const MAX_MESSAGES_LIMIT: u64 = 10_000_000;

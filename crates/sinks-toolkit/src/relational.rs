@@ -18,11 +18,11 @@ use time::OffsetDateTime;
 
 use crate::columns::{ColumnMapping, Field};
 use crate::existing::{self, ExistingKeyPolicy, KeepFirstOverwriteDeadLetter, KeyBasis, Stored};
-use crate::idempotency::IdempotencyStrategy;
 use crate::metadata::MetadataDoc;
-use crate::payload::{self, PayloadMode};
-use crate::sink::{ConflictResolution, MessageOutcome};
-use crate::{Envelope, SinkError};
+use sinks_contract::idempotency::IdempotencyStrategy;
+use sinks_contract::payload::{self, PayloadMode};
+use sinks_contract::sink::{ConflictResolution, MessageOutcome};
+use sinks_contract::{Envelope, SinkError};
 
 /// What to do when a redelivered key arrives with different content (`keep_first`,
 /// `overwrite`, `dead_letter`; needs the fingerprint column, which `conflict_policy` adds).
@@ -208,7 +208,7 @@ pub struct Cells {
 
 /// Canonical JSON text of a document.
 fn json_text(value: &impl Serialize) -> String {
-    String::from_utf8(crate::json::to_canonical_vec(value)).unwrap_or_default()
+    String::from_utf8(sinks_contract::json::to_canonical_vec(value)).unwrap_or_default()
 }
 
 /// Maps `envelope` to the cells of `fields`, keyed per `idempotency`. Payloads nested deeper
@@ -227,7 +227,7 @@ pub fn map_row(
     let serialization =
         |e: payload::PayloadError| SinkError::permanent(e.to_string()).with_error_type("SerializationError");
     let mut normalized = payload::normalize(envelope.payload(), mode).map_err(serialization)?;
-    if !normalized.wrapped && crate::json::depth(normalized.value.get()) > max_json_depth {
+    if !normalized.wrapped && sinks_contract::json::depth(normalized.value.get()) > max_json_depth {
         normalized = match mode {
             PayloadMode::JsonOnly => {
                 return Err(SinkError::permanent(format!(
@@ -238,7 +238,7 @@ pub fn map_row(
             _ => payload::normalize(envelope.payload(), PayloadMode::TextEnvelope).map_err(serialization)?,
         };
     }
-    let invalid = |e: crate::idempotency::IdempotencyError| {
+    let invalid = |e: sinks_contract::idempotency::IdempotencyError| {
         SinkError::permanent(e.to_string()).with_error_type("ValidationError").with_reason(e.reason_code())
     };
     let derived_id = match idempotency.strategy {
@@ -340,8 +340,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::Headers;
-    use crate::testing::envelope_with;
+    use sinks_contract::Headers;
+    use sinks_contract::testing::envelope_with;
 
     #[test]
     fn key_columns_follow_the_strategy_like_the_reference() {

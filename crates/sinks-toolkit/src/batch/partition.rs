@@ -20,7 +20,7 @@ use std::fmt::Write as _;
 
 use time::OffsetDateTime;
 
-use crate::envelope::Envelope;
+use sinks_contract::envelope::Envelope;
 
 /// Longest rendered value of one token, in bytes.
 const MAX_VALUE_BYTES: usize = 100;
@@ -115,7 +115,7 @@ impl Template {
     /// The partition of `envelope` (a missing value is `fallback`).
     pub fn render(&self, envelope: &Envelope, fallback: &str) -> String {
         let payload = self.reads_payload().then(|| {
-            std::str::from_utf8(envelope.payload()).ok().and_then(|text| crate::json::parse_strict(text).ok())
+            std::str::from_utf8(envelope.payload()).ok().and_then(|text| sinks_contract::json::parse_strict(text).ok())
         });
         let payload = payload.flatten();
         let timestamp = envelope.jetstream().timestamp.map(|t| t.to_offset(time::UtcOffset::UTC));
@@ -222,7 +222,7 @@ pub fn example(template: &Template, fallback: &str, stream: &str, subject_filter
     let subject: Vec<&str> =
         subject_filter.split('.').map(|t| if t == "*" || t == ">" || t.is_empty() { "x" } else { t }).collect();
     let subject = subject.join(".");
-    let info = crate::envelope::JetStreamInfo {
+    let info = sinks_contract::envelope::JetStreamInfo {
         stream: stream.to_owned(),
         consumer: String::new(),
         stream_sequence: 1,
@@ -243,7 +243,7 @@ pub fn example(template: &Template, fallback: &str, stream: &str, subject_filter
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::envelope::{Headers, JetStreamInfo};
+    use sinks_contract::envelope::{Headers, JetStreamInfo};
 
     fn msg(subject: &str, payload: &str, ts: Option<&str>) -> Envelope {
         let info = JetStreamInfo {

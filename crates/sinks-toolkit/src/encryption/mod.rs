@@ -19,6 +19,8 @@
 //! crypto); nonces are fresh OS randomness per message. Key bytes never reach logs, errors
 //! or `Debug` output.
 
+pub mod config;
+
 use std::collections::BTreeMap;
 
 use aes_gcm::aead::consts::{U4, U6, U7, U8, U9, U10, U11, U12, U13, U14, U16};
@@ -30,9 +32,10 @@ use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use crate::config::ConfigError;
-use crate::config::encryption::{Algorithm, EncryptionConfig, Policy};
-use crate::envelope::Envelope;
+use sinks_contract::config::ConfigError;
+use sinks_contract::envelope::Envelope;
+
+use self::config::{Algorithm, EncryptionConfig, Policy};
 
 /// Object key of the envelope inside the payload document.
 pub const ENVELOPE_KEY: &str = "_nats_sinks_encryption";
@@ -365,7 +368,7 @@ impl Keyring {
     /// or its plaintext size and digest (version 1).
     pub fn decrypt(&self, payload: &[u8], binding: Binding<'_>) -> Result<Vec<u8>, DecryptError> {
         let text = std::str::from_utf8(payload).map_err(|_| DecryptError::NotEnvelope)?;
-        let value = crate::json::parse_strict(text).map_err(|_| DecryptError::NotEnvelope)?;
+        let value = sinks_contract::json::parse_strict(text).map_err(|_| DecryptError::NotEnvelope)?;
         self.decrypt_value(&value, binding)
     }
 
@@ -427,7 +430,7 @@ pub fn is_encrypted(payload: &[u8]) -> bool {
     let Ok(text) = std::str::from_utf8(payload) else { return false };
     // Cheap test first: every envelope starts with its key.
     text.trim_start().starts_with(&format!("{{\"{ENVELOPE_KEY}\""))
-        && crate::json::parse_strict(text).is_ok_and(|v| {
+        && sinks_contract::json::parse_strict(text).is_ok_and(|v| {
             v.get(ENVELOPE_KEY)
                 .and_then(|e| e.get("schema"))
                 .and_then(serde_json::Value::as_str)
@@ -499,7 +502,7 @@ impl PayloadEncryption {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::encryption::Policy;
+    use crate::encryption::config::Policy;
 
     fn key(byte: u8) -> Key {
         Key([byte; 32])

@@ -23,7 +23,7 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 
 use super::{Backoff, note_retry_in_place};
-use crate::{Envelope, ErrorClass, MessageOutcome, SinkError};
+use sinks_contract::{Envelope, ErrorClass, MessageOutcome, SinkError};
 
 /// The most a retry is granted as its shortest useful time (see [`InPlace::shortest_attempt`]).
 const SHORTEST_ATTEMPT_CAP: Duration = Duration::from_millis(250);
@@ -351,7 +351,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_message_write_reports_its_outcome_or_its_failure() {
         let _serial = COUNTER.lock().await;
-        let e = crate::testing::envelope("S", 1, "s", "{}");
+        let e = sinks_contract::testing::envelope("S", 1, "s", "{}");
         let deadline = now() + Duration::from_secs(10);
         let calls = AtomicU32::new(0);
         let outcome = policy()

@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::Issues;
 use crate::subject;
+use sinks_contract::config::Issues;
 
 /// The AEAD algorithm.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -208,7 +208,7 @@ impl EncryptionConfig {
         }
         check_key_id(&format!("{path}.key_id"), &self.key_id, issues);
         if let Some(env) = &self.key_b64_env {
-            super::check_env_name(env, &format!("{path}.key_b64_env"), issues);
+            sinks_contract::config::check_env_name(env, &format!("{path}.key_b64_env"), issues);
         }
         check_sizes(path, self.algorithm, self.nonce_size_bytes, self.tag_length, issues);
         if self.enabled && self.key_b64_env.is_none() {
@@ -229,7 +229,7 @@ impl EncryptionConfig {
                 check_key_id(&format!("{at}.key_id"), id, issues);
             }
             if let Some(env) = &rule.key_b64_env {
-                super::check_env_name(env, &format!("{at}.key_b64_env"), issues);
+                sinks_contract::config::check_env_name(env, &format!("{at}.key_b64_env"), issues);
             }
             let algorithm = rule.algorithm.unwrap_or(self.algorithm);
             let nonce = rule.nonce_size_bytes.unwrap_or(self.nonce_size_bytes);
@@ -246,7 +246,7 @@ impl EncryptionConfig {
         for (i, key) in self.decrypt_keys.iter().enumerate() {
             let at = format!("{path}.decrypt_keys[{i}]");
             check_key_id(&format!("{at}.key_id"), &key.key_id, issues);
-            super::check_env_name(&key.key_b64_env, &format!("{at}.key_b64_env"), issues);
+            sinks_contract::config::check_env_name(&key.key_b64_env, &format!("{at}.key_b64_env"), issues);
             if !ids.insert(key.key_id.as_str()) {
                 issues.push(&format!("{at}.key_id"), "appears twice");
             }

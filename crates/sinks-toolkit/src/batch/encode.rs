@@ -164,7 +164,7 @@ pub fn read_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::payload::PayloadMode;
+    use sinks_contract::payload::PayloadMode;
 
     /// Every NDJSON compression streams rows to the file and reads them back in order.
     #[test]
@@ -175,7 +175,7 @@ mod tests {
             let mut written = Vec::new();
             for seq in 1..=300u64 {
                 let payload = if seq % 3 == 0 { format!("text {seq}") } else { format!(r#"{{"seq":{seq}}}"#) };
-                let e = crate::testing::envelope("S", seq, "s.x", payload);
+                let e = sinks_contract::testing::envelope("S", seq, "s.x", payload);
                 let row = Row::of(&e, PayloadMode::JsonOrEnvelope, &[]).unwrap();
                 written.push((seq, row.payload.sha256.clone(), row.payload.value.get().to_owned()));
                 enc.append(&row).unwrap();

@@ -278,7 +278,7 @@ mod tests {
     use super::*;
     use crate::batch::config::{BatchConfig, Format};
     use crate::batch::encode::{encoder, read_rows as read_any};
-    use crate::payload::PayloadMode;
+    use sinks_contract::payload::PayloadMode;
 
     #[test]
     fn rows_round_trip_in_several_row_groups_with_typed_columns() {
@@ -305,7 +305,7 @@ mod tests {
                     })
                     .collect();
                 let payload = format!(r#"{{"qty":{seq},"who":"w{seq}","pad":"{pad}"}}"#);
-                let e = crate::testing::envelope("S", seq, "s.x", payload);
+                let e = sinks_contract::testing::envelope("S", seq, "s.x", payload);
                 let row = Row::of(&e, PayloadMode::JsonOrEnvelope, &columns).unwrap();
                 want.push((seq, row.payload.sha256.clone(), row.payload.value.get().to_owned()));
                 enc.append(&row).unwrap();

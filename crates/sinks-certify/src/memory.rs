@@ -6,9 +6,10 @@ use async_trait::async_trait;
 use bytes::Bytes;
 
 use super::{Fixture, Harness, ReadBack, Record};
-use crate::Envelope;
-use crate::sink::Sink;
-use crate::testing::{MemorySink, envelope};
+use crate::MemorySink;
+use sinks_contract::Envelope;
+use sinks_contract::sink::Sink;
+use sinks_contract::testing::envelope;
 
 /// Harness over fresh in-memory sinks.
 #[derive(Debug, Default)]

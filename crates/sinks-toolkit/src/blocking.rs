@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::error::SinkError;
+use sinks_contract::error::SinkError;
 
 /// Something that can stand for a lost result when a blocking task panics.
 pub trait TaskFailed {

@@ -8,10 +8,10 @@ use bytes::Bytes;
 
 use super::crash::verify;
 use super::{Fixture, Harness, Outcome, logs};
-use crate::envelope::{Envelope, Headers};
-use crate::error::ErrorClass;
-use crate::sink::{ConflictResolution, MessageOutcome, Sink};
-use crate::testing::envelope_with;
+use sinks_contract::envelope::{Envelope, Headers};
+use sinks_contract::error::ErrorClass;
+use sinks_contract::sink::{ConflictResolution, MessageOutcome, Sink};
+use sinks_contract::testing::envelope_with;
 
 /// Stream name used in certification envelopes.
 pub const CERT_STREAM: &str = "CERT";
@@ -188,7 +188,7 @@ pub async fn c5_conflict_is_detected(h: &dyn Harness) -> Outcome {
 }
 
 fn is_sequence_reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(crate::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
 }
 
 /// C12: a stream sequence used again by a different event (the stream was deleted and
@@ -420,7 +420,7 @@ pub async fn c11_no_secrets_or_payloads_in_logs(h: &dyn Harness) -> Outcome {
             _ => env(s, Bytes::from(format!(r#"{{"secret":NaN, "m":"{marker}"}}"#))),
         })
         .collect();
-    let mut collect = |result: Result<Vec<MessageOutcome>, crate::SinkError>| match result {
+    let mut collect = |result: Result<Vec<MessageOutcome>, sinks_contract::SinkError>| match result {
         Ok(outcomes) => reported.extend(outcomes.iter().map(label)),
         Err(e) => reported.push(e.display_chain()),
     };

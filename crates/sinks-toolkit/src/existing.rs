@@ -47,10 +47,10 @@ use std::marker::PhantomData;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
-use crate::envelope::Envelope;
-use crate::error::SinkError;
-use crate::idempotency::IdempotencyKey;
-use crate::sink::{ConflictResolution, MessageOutcome};
+use sinks_contract::envelope::Envelope;
+use sinks_contract::error::SinkError;
+use sinks_contract::idempotency::IdempotencyKey;
+use sinks_contract::sink::{ConflictResolution, MessageOutcome};
 
 /// The reason code of a message refused because its stream sequence was used before by a
 /// different event (DLQ records, metrics).
@@ -372,8 +372,8 @@ vocabulary! {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::OutcomeClass;
-    use crate::sink::ConflictResolution::{KeptExisting, Overwritten, Rejected};
+    use sinks_contract::OutcomeClass;
+    use sinks_contract::sink::ConflictResolution::{KeptExisting, Overwritten, Rejected};
 
     /// What an outcome is, in one comparable word.
     fn shape(outcome: &MessageOutcome) -> String {
@@ -407,7 +407,7 @@ mod tests {
         for (policy, stored, want) in rows {
             assert_eq!(shape(&outcome(policy, KeyBasis::Publisher, stored, "key")), want, "{policy:?} / {stored:?}");
         }
-        let e = crate::testing::envelope("S", 1, "s", "{}");
+        let e = sinks_contract::testing::envelope("S", 1, "s", "{}");
         for (policy, stored, want) in rows {
             assert_eq!(
                 shape(&resolve(&e, policy, KeyBasis::Publisher, stored, "key")),
@@ -422,7 +422,7 @@ mod tests {
     fn under_stream_sequence_keys_a_different_payload_is_a_reused_sequence_whatever_the_policy() {
         use OnExisting::{Keep, Refuse, Replace};
         use Stored::{Different, Same, Unchecked, Uncomparable};
-        let e = crate::testing::envelope("S", 1, "s", "{}");
+        let e = sinks_contract::testing::envelope("S", 1, "s", "{}");
         for policy in [Keep, Replace, Refuse] {
             let decided = resolve(&e, policy, KeyBasis::StreamSequence, Different, "key");
             let MessageOutcome::Failed(error) = &decided else { panic!("{policy:?}: {decided:?}") };
@@ -450,7 +450,7 @@ mod tests {
 
     #[test]
     fn the_basis_of_a_key_is_read_from_its_text() {
-        let e = crate::testing::envelope("S", 9, "s", "{}");
+        let e = sinks_contract::testing::envelope("S", 9, "s", "{}");
         assert_eq!(KeyBasis::of_key(&e.idempotency_key().unwrap()), KeyBasis::StreamSequence);
         assert_eq!(KeyBasis::of_key(&IdempotencyKey::message_id("m")), KeyBasis::Publisher);
         assert_eq!(KeyBasis::of_key(&IdempotencyKey::payload_sha256("s", b"x")), KeyBasis::Publisher);

@@ -9,10 +9,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use crate::envelope::Envelope;
-use crate::error::SinkError;
-use crate::existing;
-use crate::sink::{BatchResult, Capabilities, MessageOutcome, Sink};
+use sinks_contract::envelope::Envelope;
+use sinks_contract::error::SinkError;
+use sinks_contract::sink::{BatchResult, Capabilities, MessageOutcome, Sink};
+use sinks_toolkit::existing;
 
 /// Faults to inject into a [`MemorySink`].
 #[derive(Debug, Default)]
@@ -35,7 +35,7 @@ pub struct FaultPlan {
 #[derive(Debug, Default)]
 pub struct MemorySink {
     records: Mutex<HashMap<String, Bytes>>,
-    commits: Mutex<Vec<(u64, Option<crate::OrderKey>)>>,
+    commits: Mutex<Vec<(u64, Option<sinks_contract::OrderKey>)>>,
     writes: AtomicUsize,
     /// Injected faults.
     pub faults: FaultPlan,
@@ -77,7 +77,7 @@ impl MemorySink {
     }
 
     /// `(stream sequence, ordering key)` of every commit, in commit order.
-    pub fn commits(&self) -> Vec<(u64, Option<crate::OrderKey>)> {
+    pub fn commits(&self) -> Vec<(u64, Option<sinks_contract::OrderKey>)> {
         self.commits.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 

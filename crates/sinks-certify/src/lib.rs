@@ -1,5 +1,6 @@
 //! The sink certification suite: one async case per clause of `docs/sink-contract.md`,
-//! run against any sink through a [`Harness`].
+//! run against any sink through a [`Harness`], and an in-memory reference sink
+//! ([`MemorySink`]) that keeps every clause.
 //!
 //! Not a stable API, and destructive: a harness hands out fresh, isolated destinations
 //! (a new directory, table or bucket prefix) and the cases write whatever they need into them.
@@ -14,6 +15,7 @@ mod cases;
 pub mod crash;
 mod logs;
 mod memory;
+mod memory_sink;
 mod report;
 pub mod skips;
 
@@ -26,9 +28,10 @@ use futures::FutureExt;
 
 pub use cases::*;
 pub use memory::MemoryHarness;
+pub use memory_sink::{FaultPlan, MemorySink};
 pub use report::{CaseResult, Outcome, SinkReport};
 
-use crate::sink::Sink;
+use sinks_contract::sink::Sink;
 
 /// One record as the destination holds it: `(idempotency key, stored payload bytes)`.
 pub type Record = (String, Bytes);
@@ -88,7 +91,7 @@ pub trait Harness: Send + Sync {
     async fn fresh(&self) -> Result<Fixture, String>;
 
     /// A fresh destination whose sink rejects `poison` permanently, if one can be made.
-    async fn poison(&self) -> Option<(Fixture, crate::Envelope)> {
+    async fn poison(&self) -> Option<(Fixture, sinks_contract::Envelope)> {
         None
     }
 
@@ -135,18 +138,18 @@ type CaseFn = for<'a> fn(&'a dyn Harness) -> futures::future::BoxFuture<'a, Outc
 /// checks that
 /// `target.read_back` returns exactly them, keyed by stream sequence, payloads intact.
 pub async fn check_crash_target(target: &CrashTarget, sink: &dyn Sink) -> Result<(), String> {
-    let batch: Vec<crate::Envelope> =
-        (1..=5).map(|s| crate::testing::envelope("CRASH", s, "crash.x", format!("{{\"s\":{s}}}"))).collect();
+    let batch: Vec<sinks_contract::Envelope> =
+        (1..=5).map(|s| sinks_contract::testing::envelope("CRASH", s, "crash.x", format!("{{\"s\":{s}}}"))).collect();
     let mut outcomes = sink.write_batch(&batch).await.map_err(|e| e.display_chain())?;
     // A holding sink (batch mode) reports them pending: its flush commits them.
-    if outcomes.iter().any(|o| matches!(o, crate::MessageOutcome::Pending)) {
-        for settled in sink.flush(crate::FlushScope::All).await {
+    if outcomes.iter().any(|o| matches!(o, sinks_contract::MessageOutcome::Pending)) {
+        for settled in sink.flush(sinks_contract::FlushScope::All).await {
             if let Some(i) = batch.iter().position(|e| e.jetstream().stream_sequence == settled.sequence) {
                 outcomes[i] = settled.outcome;
             }
         }
     }
-    if !outcomes.iter().all(|o| matches!(o, crate::MessageOutcome::Committed)) {
+    if !outcomes.iter().all(|o| matches!(o, sinks_contract::MessageOutcome::Committed)) {
         return Err(format!("not all committed: {outcomes:?}"));
     }
     let mut records = target.read_back.read_all().await?;
@@ -232,7 +235,7 @@ pub fn assert_case(sink: &str, result: &CaseResult) {
 }
 
 /// Generates one `#[tokio::test]` per clause for `$harness` (an expression evaluated in each
-/// test), so a failure names its clause: `sinks_contract::certify_tests!(FileHarness);`. Only
+/// test), so a failure names its clause: `sinks_certify::certify_tests!(FileHarness);`. Only
 /// an allow-listed skip does not fail (see [`assert_case`]).
 #[macro_export]
 macro_rules! certify_tests {
@@ -254,8 +257,8 @@ macro_rules! certify_tests {
         #[tokio::test]
         async fn $name() {
             let harness = $harness;
-            let result = $crate::certify::run_case(&harness, $id).await;
-            $crate::certify::assert_case($crate::certify::Harness::name(&harness), &result);
+            let result = $crate::run_case(&harness, $id).await;
+            $crate::assert_case($crate::Harness::name(&harness), &result);
         }
     };
 }

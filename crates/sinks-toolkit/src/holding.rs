@@ -18,9 +18,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::sync::oneshot;
 
-use crate::envelope::Envelope;
-use crate::error::SinkError;
-use crate::sink::{
+use sinks_contract::envelope::Envelope;
+use sinks_contract::error::SinkError;
+use sinks_contract::sink::{
     BatchResult, Capabilities, DestinationRef, FlushScope, Holding, MessageOutcome, Presence, ReadBack, Settled, Sink,
 };
 
@@ -291,12 +291,12 @@ mod tests {
         let mut p: Pending<&str> = Pending::default();
         assert!(matches!(p.hold(("S".into(), 1), "h1"), Hold::Kept(None)));
         let (holder, outcome) = p.settle(settled(1, MessageOutcome::Committed)).expect("holder waiting");
-        assert_eq!((holder, outcome.class()), ("h1", crate::OutcomeClass::Committed));
+        assert_eq!((holder, outcome.class()), ("h1", sinks_contract::OutcomeClass::Committed));
         assert!(p.is_empty());
         // The outcome comes first: kept until the holder registers, then handed over at once.
         assert!(p.settle(settled(2, MessageOutcome::Duplicate)).is_none());
         match p.hold(("S".into(), 2), "h2") {
-            Hold::Settled(h, o) => assert_eq!((h, o.class()), ("h2", crate::OutcomeClass::Duplicate)),
+            Hold::Settled(h, o) => assert_eq!((h, o.class()), ("h2", sinks_contract::OutcomeClass::Duplicate)),
             other => panic!("expected the early outcome, got {other:?}"),
         }
         assert!(p.is_empty() && p.early.is_empty() && p.early_order.is_empty());
@@ -375,7 +375,7 @@ mod tests {
                 let durable = Arc::clone(&durable);
                 tokio::spawn(async move {
                     let batch: Vec<Envelope> =
-                        (0..25).map(|i| crate::testing::envelope("S", w * 25 + i + 1, "s.x", "{}")).collect();
+                        (0..25).map(|i| sinks_contract::testing::envelope("S", w * 25 + i + 1, "s.x", "{}")).collect();
                     durable.write_batch(&batch).await.unwrap()
                 })
             })
@@ -385,7 +385,7 @@ mod tests {
             assert_eq!(outcomes.len(), 25);
             assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Committed)), "{outcomes:?}");
         }
-        let plain: Arc<dyn Sink> = Arc::new(crate::testing::MemorySink::new());
+        let plain: Arc<dyn Sink> = Arc::new(sinks_certify::MemorySink::new());
         assert!(Arc::ptr_eq(&Durable::wrap(Arc::clone(&plain)), &plain), "a sink that holds nothing is not wrapped");
     }
 
@@ -397,7 +397,7 @@ mod tests {
         let inner =
             Arc::new(Holds { gates: vec![tokio::sync::Notify::new(), tokio::sync::Notify::new()], ..Holds::default() });
         let durable = Arc::new(Durable::new(Arc::clone(&inner) as Arc<dyn Sink>));
-        let shared = crate::testing::envelope("S", 1, "s.x", "{}");
+        let shared = sinks_contract::testing::envelope("S", 1, "s.x", "{}");
         let write = |batch: Vec<Envelope>| {
             let durable = Arc::clone(&durable);
             tokio::spawn(async move { durable.write_batch_within(&batch, Duration::from_secs(2)).await.unwrap() })
@@ -406,7 +406,7 @@ mod tests {
         while inner.calls.load(std::sync::atomic::Ordering::SeqCst) < 1 {
             tokio::task::yield_now().await;
         }
-        let b = write(vec![shared.clone(), crate::testing::envelope("S", 2, "s.x", "{}")]);
+        let b = write(vec![shared.clone(), sinks_contract::testing::envelope("S", 2, "s.x", "{}")]);
         while inner.calls.load(std::sync::atomic::Ordering::SeqCst) < 2 {
             tokio::task::yield_now().await;
         }
