@@ -4,6 +4,8 @@
 //!   MariaDB binaries, Coherence CE jars, the Python Coherence client, borneo, cargo-nextest); the other commands run the part they need themselves.
 //! - `quickstart`: the main job on a machine with nothing running (private nats-server, the
 //!   file sink, demo messages, the files written, a clean stop).
+//! - `deny`: the supply-chain check (cargo-deny against `deny.toml`: advisories from the
+//!   offline RustSec snapshot, licences, sources, duplicate versions); runs first in `test`.
 //! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB,
 //!   SeaweedFS and Coherence member, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
@@ -29,6 +31,7 @@ mod bench;
 mod certify;
 mod config_ref;
 mod crash;
+mod deny;
 mod doc_run;
 mod docs;
 mod fuzz;
@@ -57,7 +60,7 @@ enum Cmd {
     Setup,
     /// The main job with nothing running: private NATS, the file sink, demo messages.
     Quickstart(quickstart::Args),
-    /// Everything CI checks: setup, fmt, clippy, nextest, certification, a short soak, quick start.
+    /// Everything CI checks: the supply chain, setup, fmt, clippy, nextest, certification, a short soak, quick start.
     Test,
     /// Certify sinks: contract clauses and crash certification.
     Certify(certify::Args),
@@ -82,6 +85,8 @@ enum Cmd {
     Docs(docs::Args),
     /// Package every publishable crate offline and check the release workflow's publish order.
     PackageCheck,
+    /// The supply-chain check: cargo-deny against deny.toml (advisories, licences, sources, bans).
+    Deny,
 }
 
 fn main() -> ExitCode {
@@ -99,6 +104,7 @@ fn main() -> ExitCode {
         Cmd::Man => ops::man(),
         Cmd::Docs(args) => docs::run(&args),
         Cmd::PackageCheck => ops::package_check(),
+        Cmd::Deny => deny::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -176,6 +182,8 @@ fn slim_e2e(env: &[(&str, String)]) -> Result<()> {
 }
 
 fn test() -> Result<()> {
+    // The supply-chain check builds nothing and takes seconds: first.
+    deny::run()?;
     // The deployment tools are Go builds (helm takes minutes from cold caches) and mdBook a
     // cargo install: they are built in the background while clippy and the test build
     // compile, not while timing-sensitive tests run.

