@@ -261,6 +261,60 @@ mod tests {
         assert!(source_lines("sinks-toolkit") > CONTRACT_MAX_LINES);
     }
 
+    /// Files whose `impl Sink` is a destination of its own, not a wrapper of another sink.
+    const LEAF_SINKS: [&str; 3] =
+        ["crates/sinks-runtime/src/blackhole.rs", "crates/sinks-certify/src/memory_sink.rs", "src/sink.rs"];
+
+    /// The `impl … Sink for …` lines of `text` outside test modules that lack the lint which
+    /// makes a forgotten method an error, each as its line number.
+    fn unchecked_sink_impls(text: &str) -> Vec<usize> {
+        let product = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let lines: Vec<&str> = product.lines().collect();
+        let mut bad = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let l = line.trim_start();
+            if l.starts_with("impl") && (l.contains(" Sink for ") || l.contains("::Sink for ")) {
+                let above = &lines[i.saturating_sub(4)..i];
+                if !above.iter().any(|a| a.contains("#[deny(clippy::missing_trait_methods)]")) {
+                    bad.push(i + 1);
+                }
+            }
+        }
+        bad
+    }
+
+    #[test]
+    fn every_sink_wrapper_forwards_every_method() {
+        let root = sinks_testkit::workspace_root();
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+            rust_files(&entry.path().join("src"), &mut files);
+        }
+        let mut bad = Vec::new();
+        let mut wrappers = 0;
+        for file in files {
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            let is_leaf = LEAF_SINKS.iter().any(|leaf| {
+                rel == *leaf || (leaf.starts_with("src/") && rel.starts_with("crates/sink-") && rel.ends_with(leaf))
+            });
+            let text = std::fs::read_to_string(&file).unwrap();
+            if text.contains("#[deny(clippy::missing_trait_methods)]") {
+                wrappers += 1;
+            }
+            if !is_leaf {
+                bad.extend(unchecked_sink_impls(&text).into_iter().map(|line| format!("{rel}:{line}")));
+            }
+        }
+        assert!(bad.is_empty(), "wrappers of a sink must deny clippy::missing_trait_methods: {bad:?}");
+        // Arc and Box (contract), Durable (toolkit), fan-out (runtime), the replay bound (bin).
+        assert!(wrappers >= 4, "found only {wrappers} files with checked wrappers");
+        // The checker catches what it is there for.
+        let unchecked = "struct W;\n#[async_trait]\nimpl Sink for W {\n}\n";
+        assert_eq!(unchecked_sink_impls(unchecked), vec![3]);
+        let checked = "#[deny(clippy::missing_trait_methods)]\n#[async_trait]\nimpl Sink for W {\n}\n";
+        assert!(unchecked_sink_impls(checked).is_empty());
+    }
+
     /// Destination sink kinds, as a config's `type` names them.
     const SINK_KINDS: [&str; 8] = ["file", "mysql", "oracle", "http", "s3", "spool", "coherence", "oracle_nosql"];
 

@@ -34,8 +34,8 @@ use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
+    Reconcile, Sink, SinkError,
 };
 use sinks_toolkit::existing;
 use sinks_toolkit::in_order;
@@ -47,9 +47,6 @@ use crate::config::CoherenceSinkConfig;
 use crate::entry::{self, Prepared};
 use crate::error::{CohError, Stage, classify, classify_at_open};
 
-/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
-/// the consumer's AckWait).
-const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
 /// Wait between start-up attempts while `ready_timeout_seconds` lasts.
 const READY_POLL: Duration = Duration::from_millis(500);
 
@@ -105,7 +102,7 @@ impl Sink for CoherenceSink {
         let config = &self.inner.config;
         let basis = entry::strategy_basis(config.key_strategy);
         let conditional = existing::conditional(config.duplicate_policy.on_existing(), basis);
-        Capabilities { atomic_batch: false, reports_duplicates: conditional, detects_conflicts: conditional }
+        Capabilities::new().atomic_batch(false).reports_duplicates(conditional).detects_conflicts(conditional)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -143,11 +140,7 @@ impl Sink for CoherenceSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        self.write_batch_within(batch, DEFAULT_BUDGET).await
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -170,17 +163,32 @@ impl Sink for CoherenceSink {
         client.size().await.map(drop).map_err(|e| classify(Stage::Read, &e))
     }
 
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for CoherenceSink {
+    fn enable(&self) {}
+
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let key = entry::entry_key(envelope, &self.inner.config).ok()?;
         Some(DestinationRef::Cache { cache: self.inner.config.cache_name.clone(), key })
     }
+}
 
-    fn read_back(&self) -> ReadBack {
-        ReadBack::Supported(format!(
+#[async_trait]
+impl Reconcile for CoherenceSink {
+    fn checks(&self) -> String {
+        format!(
             "get of each entry key ({} in flight): missing, or the stored document's payload_info.sha256 and the \
              payload it holds (payload_exact, or the decoded envelope) compared with the message's",
             self.inner.config.max_concurrent_requests
-        ))
+        )
     }
 
     /// One `get` per envelope, up to `max_concurrent_requests` in flight, answers in input

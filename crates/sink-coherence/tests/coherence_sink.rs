@@ -8,6 +8,7 @@
 //! same format is a duplicate to the sink.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -312,7 +313,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
         .collect();
     assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
     assert!(matches!(sink.read_back(), sinks_contract::ReadBack::Supported(_)));
-    let clean = sink.reconcile(&batch).await.unwrap();
+    let clean = sink.read_back_batch(&batch).await.unwrap();
     assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
 
     assert!(read_back.remove(&key(stream, 17)).await.unwrap());
@@ -323,7 +324,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
     doc["payload_exact"] = r#"{"order":151,"amount":3}"#.into();
     read_back.overwrite(&key(stream, 151), serde_json::to_string(&doc).unwrap().as_bytes()).await.unwrap();
 
-    let found = sink.reconcile(&batch).await.unwrap();
+    let found = sink.read_back_batch(&batch).await.unwrap();
     assert_eq!(found.len(), batch.len());
     let reported: Vec<(u64, Presence)> = batch
         .iter()
@@ -334,7 +335,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
     assert_eq!(reported, [(17, Presence::Missing), (120, Presence::Missing), (151, Presence::Different)]);
     assert_eq!(read_back.size().await.unwrap(), 198, "reconcile wrote nothing");
     // Where the report says to look.
-    let destination = sink.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+    let destination = sink.destination_of(&batch[16], &MessageOutcome::Committed).unwrap();
     assert_eq!(
         destination,
         sinks_contract::DestinationRef::Cache { cache: sink.config().cache_name.clone(), key: key(stream, 17) }

@@ -24,7 +24,7 @@ async fn retries_in_place_are_counted() {
     config.retry_jitter = Jitter::None;
     let sink = CoherenceSink::new(config).unwrap();
     let before = retries_in_place();
-    let outcomes = sink.write_batch_within(&[envelope("RC", 1, "rc.x", "{}")], Duration::from_secs(20)).await.unwrap();
+    let outcomes = sink.write(&[envelope("RC", 1, "rc.x", "{}")], Duration::from_secs(20)).await.unwrap();
     assert_eq!(classes(&outcomes), [OutcomeClass::FailedTemporary]);
     assert_eq!(retries_in_place() - before, 3, "max_retries retries, each counted");
 }

@@ -32,10 +32,10 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, ErrorClass, FlushScope, Holding, MessageOutcome,
-    OrderKey, Presence, ReadBack, Settled, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, ErrorClass, Holding,
+    MessageOutcome, OrderKey, Presence, ReadBack, Reconcile, Sink, SinkError,
 };
-use sinks_toolkit::batch::{BatchWriter, OptionalBatch, Settings};
+use sinks_toolkit::batch::{BatchWriter, Settings};
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::existing::{self, OnExisting, Stored};
 use sinks_toolkit::files;
@@ -155,7 +155,7 @@ impl Sink for FileSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+        Capabilities::new().atomic_batch(false).reports_duplicates(true).detects_conflicts(true)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -164,7 +164,7 @@ impl Sink for FileSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -196,18 +196,28 @@ impl Sink for FileSink {
         blocking(move || inner.probe()).await
     }
 
-    fn holding(&self) -> Option<Holding> {
-        self.inner.batch.holding()
-    }
-
-    async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
-        self.inner.batch.flush(scope).await
-    }
-
     async fn close(&self) -> Result<(), SinkError> {
-        self.inner.batch.discard_open();
+        if let Some(writer) = &self.inner.batch {
+            writer.discard_open();
+        }
         Ok(())
     }
+
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+
+    fn holding(&self) -> Option<&dyn Holding> {
+        self.inner.batch.as_ref().map(|writer| writer as &dyn Holding)
+    }
+}
+
+impl Destinations for FileSink {
+    fn enable(&self) {}
 
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         if let Some(writer) = &self.inner.batch {
@@ -220,17 +230,18 @@ impl Sink for FileSink {
         let rel = self.inner.relative(envelope).ok()?;
         Some(DestinationRef::File { path: root.join(rel.to_path_buf()).display().to_string() })
     }
+}
 
-    fn read_back(&self) -> ReadBack {
+#[async_trait]
+impl Reconcile for FileSink {
+    fn checks(&self) -> String {
         if self.inner.batch.is_some() {
-            return ReadBack::Supported(
-                "the partition's manifests name the file holding the stream sequence, and that file's row carries the payload's SHA-256"
-                    .into(),
+            return String::from(
+                "the partition's manifests name the file holding the stream sequence, and that file's row carries the payload's SHA-256",
             );
         }
-        ReadBack::Supported(
-            "file exists, and both its recorded fingerprint (payload_info.sha256) and the SHA-256 of the payload it holds match"
-                .into(),
+        String::from(
+            "file exists, and both its recorded fingerprint (payload_info.sha256) and the SHA-256 of the payload it holds match",
         )
     }
 

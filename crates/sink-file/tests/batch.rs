@@ -4,6 +4,7 @@
 //! size, reconcile, and Parquet objects read back.
 #![allow(clippy::unwrap_used)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -76,14 +77,14 @@ fn temp_files(root: &Path) -> Vec<PathBuf> {
 
 /// The final outcome of every message: written, then flushed with `All`.
 async fn write_all(sink: &FileSink, batch: &[Envelope]) -> BTreeMap<u64, MessageOutcome> {
-    let outcomes = sink.write_batch(batch).await.unwrap();
+    let outcomes = sink.write(batch, sinks_contract::DEFAULT_BUDGET).await.unwrap();
     let mut out = BTreeMap::new();
     for (e, o) in batch.iter().zip(outcomes) {
         if !matches!(o, MessageOutcome::Pending) {
             out.insert(e.jetstream().stream_sequence, o);
         }
     }
-    for Settled { sequence, outcome, .. } in sink.flush(FlushScope::All).await {
+    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
         out.insert(sequence, outcome);
     }
     out
@@ -93,16 +94,16 @@ async fn write_all(sink: &FileSink, batch: &[Envelope]) -> BTreeMap<u64, Message
 async fn write_chunked(sink: &FileSink, batch: &[Envelope], chunk: usize) -> BTreeMap<u64, MessageOutcome> {
     let mut out = BTreeMap::new();
     for part in batch.chunks(chunk) {
-        for (e, o) in part.iter().zip(sink.write_batch(part).await.unwrap()) {
+        for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
             if !matches!(o, MessageOutcome::Pending) {
                 out.insert(e.jetstream().stream_sequence, o);
             }
         }
-        for Settled { sequence, outcome, .. } in sink.flush(FlushScope::Due).await {
+        for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::Due).await {
             out.insert(sequence, outcome);
         }
     }
-    for Settled { sequence, outcome, .. } in sink.flush(FlushScope::All).await {
+    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
         out.insert(sequence, outcome);
     }
     out
@@ -140,18 +141,18 @@ async fn objects_are_named_by_their_sequences_and_hold_each_message_once() {
     let msgs: Vec<Envelope> = (1..=50).map(msg).collect();
     let mut committed = 0;
     for chunk in msgs.chunks(7) {
-        let outcomes = s.write_batch(chunk).await.unwrap();
+        let outcomes = s.write(chunk, sinks_contract::DEFAULT_BUDGET).await.unwrap();
         assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Pending)), "{outcomes:?}");
     }
     // Five objects of ten per subject are full; the due flush commits exactly those.
-    for settled in s.flush(FlushScope::Due).await {
+    for settled in s.flush_held(FlushScope::Due).await {
         assert!(matches!(settled.outcome, MessageOutcome::Committed));
         committed += 1;
     }
     assert_eq!(committed, 40, "four full objects of ten");
-    let rest = s.flush(FlushScope::All).await;
+    let rest = s.flush_held(FlushScope::All).await;
     assert_eq!(rest.len(), 10);
-    assert!(s.flush(FlushScope::All).await.is_empty(), "each outcome is reported once");
+    assert!(s.flush_held(FlushScope::All).await.is_empty(), "each outcome is reported once");
     assert_exactly_once(dir.path(), 1..=50);
     let names: Vec<String> = batch_objects(dir.path())
         .unwrap()
@@ -169,7 +170,7 @@ async fn objects_are_named_by_their_sequences_and_hold_each_message_once() {
     let slots: Vec<(String, u64)> = manifests(dir.path()).into_iter().map(|m| (m.partition, m.slot)).collect();
     assert_eq!(slots.iter().filter(|(p, _)| p == "ORDERS/k0").map(|(_, s)| *s).collect::<Vec<_>>(), [0, 1, 2]);
     let e = msg(3);
-    let Some(sinks_contract::DestinationRef::File { path }) = s.destination(&e, &MessageOutcome::Committed) else {
+    let Some(sinks_contract::DestinationRef::File { path }) = s.destination_of(&e, &MessageOutcome::Committed) else {
         panic!("a destination")
     };
     assert!(path.ends_with("ORDERS/k1/ORDERS-00000000000000000001-00000000000000000019.ndjson"), "{path}");
@@ -182,9 +183,9 @@ async fn a_redelivery_is_a_duplicate_however_it_is_grouped() {
     first.open().await.unwrap();
     let msgs: Vec<Envelope> = (1..=40).map(msg).collect();
     for chunk in msgs.chunks(9) {
-        first.write_batch(chunk).await.unwrap();
+        first.write(chunk, sinks_contract::DEFAULT_BUDGET).await.unwrap();
     }
-    let settled = first.flush(FlushScope::All).await;
+    let settled = first.flush_held(FlushScope::All).await;
     assert_eq!(settled.len(), 40);
     // A restart with another object size: the redeliveries come mixed with new messages.
     drop(first);
@@ -228,9 +229,9 @@ async fn a_reused_sequence_is_refused_and_a_later_epoch_has_objects_of_its_own()
     assert_exactly_once(dir.path(), 1..=10);
 
     let epoch: Vec<Envelope> = reused.iter().map(|e| e.clone().with_stream_epoch(Some("e2".into()))).collect();
-    let written = restarted.write_batch(&epoch).await.unwrap();
+    let written = restarted.write(&epoch, sinks_contract::DEFAULT_BUDGET).await.unwrap();
     assert!(written.iter().all(|o| matches!(o, MessageOutcome::Pending)), "{written:?}");
-    let settled = restarted.flush(FlushScope::All).await;
+    let settled = restarted.flush_held(FlushScope::All).await;
     assert_eq!(settled.len(), 10);
     for s in &settled {
         assert_eq!((s.stream.as_str(), s.outcome.class()), ("ORDERS", OutcomeClass::Committed), "{s:?}");
@@ -250,7 +251,10 @@ async fn a_reused_sequence_is_refused_and_a_later_epoch_has_objects_of_its_own()
         assert!(name.starts_with("ORDERS.e2-") && m.partition.starts_with("ORDERS.e2"), "{m:?}");
     }
     let fresh = sink(dir.path(), serde_json::json!({}));
-    assert_eq!(fresh.reconcile(&[old[0].clone(), epoch[0].clone()]).await.unwrap(), [Presence::Equal, Presence::Equal]);
+    assert_eq!(
+        fresh.read_back_batch(&[old[0].clone(), epoch[0].clone()]).await.unwrap(),
+        [Presence::Equal, Presence::Equal]
+    );
 }
 
 /// The object of slot 0 in `root`, moved back to the temporary name its manifest names: the
@@ -359,11 +363,11 @@ async fn objects_close_by_age_and_never_grow_past_max_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let s = sink(dir.path(), serde_json::json!({"max_age_ms": 300, "max_bytes": 2048}));
     s.open().await.unwrap();
-    let out = s.write_batch(&(1..=3).map(msg).collect::<Vec<_>>()).await.unwrap();
+    let out = s.write(&(1..=3).map(msg).collect::<Vec<_>>(), sinks_contract::DEFAULT_BUDGET).await.unwrap();
     assert!(out.iter().all(|o| matches!(o, MessageOutcome::Pending)));
-    assert!(s.flush(FlushScope::Due).await.is_empty(), "younger than max_age_ms");
+    assert!(s.flush_held(FlushScope::Due).await.is_empty(), "younger than max_age_ms");
     tokio::time::sleep(Duration::from_millis(350)).await;
-    assert_eq!(s.flush(FlushScope::Due).await.len(), 3, "old enough");
+    assert_eq!(s.flush_held(FlushScope::Due).await.len(), 3, "old enough");
     // Rows of about 300 bytes: a 2 KiB object holds six of them, never seven.
     let big =
         |seq: u64| envelope("ORDERS", seq, "orders.k0", format!(r#"{{"seq":{seq},"pad":"{}"}}"#, "y".repeat(150)));
@@ -383,10 +387,10 @@ async fn reconcile_finds_each_message_in_its_object() {
     write_all(&s, &(1..=8).map(msg).collect::<Vec<_>>()).await;
     let fresh = sink(dir.path(), serde_json::json!({"compression": "gzip"}));
     let changed = envelope("ORDERS", 2, "orders.k0", r#"{"seq":"changed"}"#);
-    let found = fresh.reconcile(&[msg(1), changed, msg(9)]).await.unwrap();
+    let found = fresh.read_back_batch(&[msg(1), changed, msg(9)]).await.unwrap();
     assert_eq!(found, [Presence::Equal, Presence::Different, Presence::Missing]);
     let gone = sink(&dir.path().join("nowhere"), serde_json::json!({}));
-    assert_eq!(gone.reconcile(&[msg(1)]).await.unwrap(), [Presence::Missing], "a missing root holds nothing");
+    assert_eq!(gone.read_back_batch(&[msg(1)]).await.unwrap(), [Presence::Missing], "a missing root holds nothing");
 }
 
 #[tokio::test]
@@ -396,7 +400,7 @@ async fn a_vanished_root_fails_temporarily_and_is_not_recreated() {
     let s = sink(&root, serde_json::json!({}));
     s.open().await.unwrap();
     std::fs::remove_dir_all(&root).unwrap();
-    let outcomes = s.write_batch(&(1..=3).map(msg).collect::<Vec<_>>()).await.unwrap();
+    let outcomes = s.write(&(1..=3).map(msg).collect::<Vec<_>>(), sinks_contract::DEFAULT_BUDGET).await.unwrap();
     let classes: Vec<OutcomeClass> = outcomes.iter().map(MessageOutcome::class).collect();
     // The first fails; the others of its subject are held back behind it (ordering).
     use OutcomeClass::{FailedTemporary, HeldBack};

@@ -2,6 +2,7 @@
 //! conflicts, duplicate policies, per-message failures, symlink refusal, gzip and health.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -55,7 +56,7 @@ async fn n_envelopes_become_n_files_with_their_records() {
     assert_eq!(sink.name(), "file");
     assert_eq!(
         sink.capabilities(),
-        sinks_contract::Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+        sinks_contract::Capabilities::new().reports_duplicates(true).detects_conflicts(true)
     );
     let batch: Vec<Envelope> =
         (1..=20).map(|seq| envelope("ORDERS", seq, "orders.created", format!("{{\"n\":{seq}}}"))).collect();
@@ -448,12 +449,12 @@ async fn reconcile_finds_every_payload_kind_equal_and_an_edit_different() {
         .map(|(i, p)| envelope("ORDERS", i as u64 + 1, "orders.created", p.clone()))
         .collect();
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 4]);
-    assert_eq!(sink.reconcile(&batch).await.unwrap(), vec![sinks_contract::Presence::Equal; 4]);
+    assert_eq!(sink.read_back_batch(&batch).await.unwrap(), vec![sinks_contract::Presence::Equal; 4]);
     // An edit of the stored payload that keeps the recorded fingerprint is still found.
     let path = seq_file(dir.path(), "orders.created", "ORDERS", 1, ".json");
     let text = std::fs::read_to_string(&path).unwrap().replace("\"n\":1", "\"n\":9").replace("\"n\": 1", "\"n\": 9");
     std::fs::write(&path, text).unwrap();
-    let found = sink.reconcile(&batch).await.unwrap();
+    let found = sink.read_back_batch(&batch).await.unwrap();
     assert_eq!(found[0], sinks_contract::Presence::Different);
     assert_eq!(found[1..], [sinks_contract::Presence::Equal; 3]);
 }

@@ -28,8 +28,8 @@ use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, IdempotencyKey, MessageOutcome, Presence,
-    ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, IdempotencyKey, MessageOutcome,
+    Presence, ReadBack, Reconcile, Sink, SinkError,
 };
 use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
 use sinks_toolkit::in_order::{self, Finished, Ran};
@@ -40,10 +40,6 @@ use crate::answers::{self, Answers, Settled};
 use crate::config::{BatchMode, HttpSinkConfig, HttpVersion};
 use crate::error::{classify, error_of_class, kind_of, status_error};
 use crate::request::{self, StatusClass, StatusSets};
-
-/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
-/// the consumer's AckWait).
-const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
 
 /// Delivers envelopes to one HTTP endpoint, idempotently.
 #[derive(Debug, Clone)]
@@ -298,66 +294,14 @@ impl Sink for HttpSink {
         "http"
     }
 
-    fn report_destinations(&self) {
-        self.inner.reporting.store(true, Ordering::Relaxed);
-    }
-
-    /// The endpoint URL (validated to carry no credentials, query or fragment), with the
-    /// status of the answer that settled the message and the `response_id_header` value,
-    /// while the sink still remembers them (its last 65,536 messages, and only once
-    /// [`Sink::report_destinations`] was called).
-    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
-        let settled = self.inner.answers.get(envelope);
-        Some(DestinationRef::Http {
-            url: self.inner.config.url.clone(),
-            status: settled.as_ref().map(|s| s.status),
-            response_id: settled.and_then(|s| s.response_id),
-        })
-    }
-
-    fn read_back(&self) -> ReadBack {
-        let c = &self.inner.config;
-        match (&c.inquiry_url, c.idempotency.enabled) {
-            (Some(_), true) => ReadBack::Supported(format!(
-                "GET sink.inquiry_url per idempotency key ({} in parallel): 404 is missing, a 2xx is compared by \
-                 payload fingerprint ({})",
-                c.max_concurrent_requests,
-                match &c.inquiry_fingerprint_header {
-                    Some(h) => format!("the `{h}` header, else the returned document's payload"),
-                    None => "the returned document's payload".to_owned(),
-                }
-            )),
-            _ => ReadBack::Unsupported(
-                "the http sink can read its endpoint back only through sink.inquiry_url (with idempotency keys)"
-                    .to_owned(),
-            ),
-        }
-    }
-
-    /// One inquiry per envelope, up to `max_concurrent_requests` in flight, in input order.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
-        let inner = &self.inner;
-        let Some(template) = inner.config.inquiry_url.as_deref() else {
-            return Err(SinkError::config("the http sink needs sink.inquiry_url to read its endpoint back"));
-        };
-        let mut checks = Vec::with_capacity(batch.len());
-        for envelope in batch {
-            let check: std::pin::Pin<Box<dyn Future<Output = Result<Presence, SinkError>> + Send + '_>> =
-                Box::pin(inner.presence(template, envelope));
-            checks.push(check);
-        }
-        futures::stream::iter(checks).buffered(inner.config.max_concurrent_requests.max(1)).try_collect().await
-    }
-
     fn capabilities(&self) -> Capabilities {
         let c = &self.inner.config;
         let single = c.batch_mode == BatchMode::Off;
         let keyed = c.idempotency.enabled;
-        Capabilities {
-            atomic_batch: !single,
-            reports_duplicates: single && keyed && !c.duplicate_statuses.is_empty(),
-            detects_conflicts: single && keyed && !c.conflict_statuses.is_empty(),
-        }
+        Capabilities::new()
+            .atomic_batch(!single)
+            .reports_duplicates(single && keyed && !c.duplicate_statuses.is_empty())
+            .detects_conflicts(single && keyed && !c.conflict_statuses.is_empty())
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -367,11 +311,7 @@ impl Sink for HttpSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        self.write_batch_within(batch, DEFAULT_BUDGET).await
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -442,6 +382,71 @@ impl Sink for HttpSink {
             None => answer.status < 500,
         };
         if healthy { Ok(()) } else { Err(SinkError::temporary(format!("health check answered {}", answer.status))) }
+    }
+
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        let c = &self.inner.config;
+        if c.inquiry_url.is_none() || !c.idempotency.enabled {
+            return ReadBack::Unsupported(
+                "the http sink can read its endpoint back only through sink.inquiry_url (with idempotency keys)"
+                    .to_owned(),
+            );
+        }
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for HttpSink {
+    fn enable(&self) {
+        self.inner.reporting.store(true, Ordering::Relaxed);
+    }
+
+    /// The endpoint URL (validated to carry no credentials, query or fragment), with the
+    /// status of the answer that settled the message and the `response_id_header` value,
+    /// while the sink still remembers them (its last 65,536 messages, and only once
+    /// [`Sink::report_destinations`] was called).
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let settled = self.inner.answers.get(envelope);
+        Some(DestinationRef::Http {
+            url: self.inner.config.url.clone(),
+            status: settled.as_ref().map(|s| s.status),
+            response_id: settled.and_then(|s| s.response_id),
+        })
+    }
+}
+
+#[async_trait]
+impl Reconcile for HttpSink {
+    fn checks(&self) -> String {
+        let c = &self.inner.config;
+        format!(
+            "GET sink.inquiry_url per idempotency key ({} in parallel): 404 is missing, a 2xx is compared by \
+             payload fingerprint ({})",
+            c.max_concurrent_requests,
+            match &c.inquiry_fingerprint_header {
+                Some(h) => format!("the `{h}` header, else the returned document's payload"),
+                None => "the returned document's payload".to_owned(),
+            }
+        )
+    }
+
+    /// One inquiry per envelope, up to `max_concurrent_requests` in flight, in input order.
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let Some(template) = inner.config.inquiry_url.as_deref() else {
+            return Err(SinkError::config("the http sink needs sink.inquiry_url to read its endpoint back"));
+        };
+        let mut checks = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            let check: std::pin::Pin<Box<dyn Future<Output = Result<Presence, SinkError>> + Send + '_>> =
+                Box::pin(inner.presence(template, envelope));
+            checks.push(check);
+        }
+        futures::stream::iter(checks).buffered(inner.config.max_concurrent_requests.max(1)).try_collect().await
     }
 }
 

@@ -71,7 +71,7 @@ async fn every_message_is_one_keyed_request_and_one_record() {
     assert_eq!(sink.name(), "http");
     assert_eq!(
         sink.capabilities(),
-        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: false }
+        Capabilities::new().atomic_batch(false).reports_duplicates(true).detects_conflicts(false)
     );
     let batch = distinct(1, 10);
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 10]);
@@ -256,8 +256,7 @@ async fn retries_stop_in_time_for_the_write_budget() {
     c.request_timeout_seconds = 0.3;
     let sink = opened(c).await;
     // A budget of 0.5 s leaves room for one request of 0.3 s, not for a retry.
-    let outcomes =
-        sink.write_batch_within(&[envelope("S", 1, "s", json(1))], Duration::from_millis(500)).await.unwrap();
+    let outcomes = sink.write(&[envelope("S", 1, "s", json(1))], Duration::from_millis(500)).await.unwrap();
     assert_eq!(error_of(&outcomes[0]).class(), ErrorClass::Temporary);
     assert_eq!(srv.writes().len(), 1, "no retry that would overrun the budget");
 }
@@ -470,7 +469,7 @@ async fn batch_mode_json_array_sends_chunks_all_or_nothing() {
     let sink = opened(c).await;
     assert_eq!(
         sink.capabilities(),
-        Capabilities { atomic_batch: true, reports_duplicates: false, detects_conflicts: false }
+        Capabilities::new().atomic_batch(true).reports_duplicates(false).detects_conflicts(false)
     );
     let batch = distinct(1, 10);
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 10]);
@@ -533,12 +532,13 @@ async fn batch_mode_refusal_is_a_batch_error_that_bisects_to_the_culprit() {
     let sink = opened(c).await;
     let mut batch = distinct(1, 4);
     batch[1] = envelope("S", 2, "subject.2", "REFUSE-ME");
-    let err = sink.write_batch(&batch).await.expect_err("a refused batch request fails the write");
+    let err =
+        sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await.expect_err("a refused batch request fails the write");
     assert!(err.is_permanent());
     assert!(srv.records().is_empty(), "all or nothing");
     // What the runner does next: split until the refused envelope stands alone.
     let halves = [&batch[..2], &batch[2..]];
-    assert!(sink.write_batch(halves[0]).await.is_err());
+    assert!(sink.write(halves[0], sinks_contract::DEFAULT_BUDGET).await.is_err());
     assert_eq!(classes(&write(&sink, halves[1]).await), vec![OutcomeClass::Committed; 2]);
     assert_eq!(classes(&write(&sink, &batch[..1]).await), [OutcomeClass::Committed]);
     assert_eq!(classes(&write(&sink, &batch[1..2]).await), [OutcomeClass::FailedPermanent]);
@@ -852,7 +852,10 @@ async fn benchmark_knobs_keep_memory_small_and_still_deduplicate() {
 async fn answers_are_kept_for_the_ledger_only_once_it_will_ask() {
     use sinks_contract::DestinationRef;
     let srv = server().await;
-    let status_of = |sink: &HttpSink, e: &Envelope| match sink.destination(e, &MessageOutcome::Committed) {
+    let status_of = |sink: &HttpSink, e: &Envelope| match sink
+        .destinations()
+        .and_then(|d| d.destination(e, &MessageOutcome::Committed))
+    {
         Some(DestinationRef::Http { url, status, .. }) => {
             assert_eq!(url, srv.url());
             status
@@ -866,7 +869,7 @@ async fn answers_are_kept_for_the_ledger_only_once_it_will_ask() {
     assert!(first.iter().all(|e| status_of(&quiet, e).is_none()));
     // Told before open, as the runner does with the ledger on: each answer's status.
     let told = HttpSink::new(config(&srv)).unwrap();
-    told.report_destinations();
+    told.destinations().expect("the http sink reports destinations").enable();
     let told = testing::opened(told).await;
     let second = distinct(4, 6);
     assert_eq!(classes(&write(&told, &second).await), vec![OutcomeClass::Committed; 3]);

@@ -23,7 +23,8 @@ use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, SslOpts, TxOpts, Value};
 use sinks_contract::config::ConfigError;
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
+    Sink, SinkError,
 };
 use sinks_toolkit::existing::{KeyBasis, Stored};
 use sinks_toolkit::relational::{self, RowWrite};
@@ -474,11 +475,10 @@ impl Sink for MySqlSink {
         // without a conflict policy (in every table the sink writes).
         let compared =
             self.inner.plans().iter().all(|p| p.fingerprint.is_some() && p.basis() == KeyBasis::StreamSequence);
-        Capabilities {
-            atomic_batch: true,
-            reports_duplicates: keyed,
-            detects_conflicts: keyed && (self.inner.config.conflict_policy.is_some() || compared),
-        }
+        Capabilities::new()
+            .atomic_batch(true)
+            .reports_duplicates(keyed)
+            .detects_conflicts(keyed && (self.inner.config.conflict_policy.is_some() || compared))
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -511,7 +511,7 @@ impl Sink for MySqlSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         let inner = &self.inner;
         let started = std::time::Instant::now();
         let stored_at = OffsetDateTime::now_utc();
@@ -561,6 +561,33 @@ impl Sink for MySqlSink {
             .collect())
     }
 
+    async fn health_check(&self) -> Result<(), SinkError> {
+        let mut conn = self.inner.conn().await?;
+        conn.query_drop("SELECT 1").await.map_err(|e| classify(&e, "health check"))
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        if let Some(pool) = self.inner.pool.get() {
+            pool.clone().disconnect().await.map_err(|e| classify(&e, "closing the pool"))?;
+        }
+        Ok(())
+    }
+
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        if self.inner.config.mode == WriteMode::Append {
+            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
+        }
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for MySqlSink {
+    fn enable(&self) {}
+
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let plan = &self.inner.plans()[self.inner.plan_for(envelope.subject())];
         let row = row::map(envelope, plan, self.inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
@@ -571,17 +598,17 @@ impl Sink for MySqlSink {
         };
         Some(DestinationRef::Row { table: plan.table.clone(), key })
     }
+}
 
-    fn read_back(&self) -> ReadBack {
-        if self.inner.config.mode == WriteMode::Append {
-            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
-        }
+#[async_trait]
+impl Reconcile for MySqlSink {
+    fn checks(&self) -> String {
         let what = if self.inner.config.conflict_policy.is_some() {
             "row exists (bulk key lookup) and its payload_sha256 column matches"
         } else {
             "row exists (bulk key lookup) and its payload column hashes to the same fingerprint"
         };
-        ReadBack::Supported(what.into())
+        what.to_owned()
     }
 
     async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
@@ -609,18 +636,6 @@ impl Sink for MySqlSink {
             }
         }
         Ok(found)
-    }
-
-    async fn health_check(&self) -> Result<(), SinkError> {
-        let mut conn = self.inner.conn().await?;
-        conn.query_drop("SELECT 1").await.map_err(|e| classify(&e, "health check"))
-    }
-
-    async fn close(&self) -> Result<(), SinkError> {
-        if let Some(pool) = self.inner.pool.get() {
-            pool.clone().disconnect().await.map_err(|e| classify(&e, "closing the pool"))?;
-        }
-        Ok(())
     }
 }
 

@@ -42,8 +42,8 @@ use oracle_nosql_rust_sdk::{
 };
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
+    Reconcile, Sink, SinkError,
 };
 use sinks_toolkit::existing;
 use sinks_toolkit::in_order;
@@ -54,10 +54,6 @@ use tokio::sync::OnceCell;
 use crate::config::{AuthMode, DeploymentMode, NoSqlSinkConfig};
 use crate::error::{classify, classify_at_open};
 use crate::row::{self, PreparedRow};
-
-/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
-/// the consumer's AckWait).
-const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
 
 /// Delivers envelopes to an Oracle NoSQL table, one row per message.
 #[derive(Debug, Clone)]
@@ -126,7 +122,7 @@ impl Sink for NoSqlSink {
         let config = &self.inner.config;
         let basis = row::strategy_basis(config.key_strategy);
         let conditional = existing::conditional(config.duplicate_policy.on_existing(), basis);
-        Capabilities { atomic_batch: false, reports_duplicates: conditional, detects_conflicts: conditional }
+        Capabilities::new().atomic_batch(false).reports_duplicates(conditional).detects_conflicts(conditional)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -154,11 +150,7 @@ impl Sink for NoSqlSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        self.write_batch_within(batch, DEFAULT_BUDGET).await
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -187,18 +179,33 @@ impl Sink for NoSqlSink {
             .map_err(|e| classify("health check", &e))
     }
 
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for NoSqlSink {
+    fn enable(&self) {}
+
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let key = row::row_key(envelope, &self.inner.config).ok()?;
         Some(DestinationRef::Row { table: self.inner.table.clone(), key })
     }
+}
 
-    fn read_back(&self) -> ReadBack {
-        ReadBack::Supported(format!(
+#[async_trait]
+impl Reconcile for NoSqlSink {
+    fn checks(&self) -> String {
+        format!(
             "get of each row by primary key ({} in flight, absolute consistency): missing, or the event document's \
              payload_info.sha256 and the payload it holds (value, and payload_text when stored) compared with the \
              message's",
             self.inner.config.max_concurrent_requests
-        ))
+        )
     }
 
     /// One `GET` per envelope, up to `max_concurrent_requests` in flight, answers in input

@@ -6,6 +6,7 @@
 //! `NATS_SINKS_TEST_NOSQL_ENDPOINT` names one (an allow-listed skip otherwise).
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -329,7 +330,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
             .collect();
         assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
         assert!(matches!(sink.read_back(), sinks_contract::ReadBack::Supported(_)));
-        let clean = sink.reconcile(&batch).await.unwrap();
+        let clean = sink.read_back_batch(&batch).await.unwrap();
         assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
 
         let key = |s: u64| format!("stream-sequence:RC:{s}");
@@ -342,7 +343,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
         document["payload_text"] = r#"{"order":151,"amount":3}"#.into();
         rb.overwrite(&key(151), &document).await.unwrap();
 
-        let found = sink.reconcile(&batch).await.unwrap();
+        let found = sink.read_back_batch(&batch).await.unwrap();
         assert_eq!(found.len(), batch.len());
         let reported: Vec<(u64, Presence)> = batch
             .iter()
@@ -352,7 +353,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
             .collect();
         assert_eq!(reported, [(17, Presence::Missing), (120, Presence::Missing), (151, Presence::Different)]);
         assert_eq!(rb.rows().await.unwrap().len(), 198, "reconcile wrote nothing");
-        let destination = sink.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+        let destination = sink.destination_of(&batch[16], &MessageOutcome::Committed).unwrap();
         assert_eq!(
             destination,
             sinks_contract::DestinationRef::Row { table: sink.config().qualified_table(), key: key(17) }
@@ -367,10 +368,10 @@ async fn reconcile_retries_throttled_reads() {
     assert_eq!(classes(&write(&sink, &batch).await), [OutcomeClass::Committed]);
     let before = server.requests();
     server.fail_next(50, 2); // READ_LIMIT_EXCEEDED twice
-    assert_eq!(sink.reconcile(&batch).await.unwrap(), [Presence::Equal]);
+    assert_eq!(sink.read_back_batch(&batch).await.unwrap(), [Presence::Equal]);
     assert_eq!(server.requests() - before, 3, "two throttled gets, then the one that answered");
     // Past max_retries the read-back fails (reconcile then stops with exit 1), never guesses.
     server.fail_next(50, 10);
-    let err = sink.reconcile(&batch).await.unwrap_err();
+    let err = sink.read_back_batch(&batch).await.unwrap_err();
     assert!(!err.is_permanent(), "{err}");
 }

@@ -6,8 +6,9 @@
 #![allow(clippy::unwrap_used)]
 
 use sink_nosql::certify::{NoSqlHarness, unique_table};
+use sinks_contract::testing::SinkExt as _;
 use sinks_contract::testing::{classes, envelope, opened, write};
-use sinks_contract::{OutcomeClass, Presence, Sink};
+use sinks_contract::{OutcomeClass, Presence};
 use sinks_testkit::NoSqlTestServer;
 use sinks_toolkit::retry::retries_in_place;
 
@@ -25,6 +26,6 @@ async fn throttled_puts_and_reads_retried_in_place_are_counted() {
 
     let before = retries_in_place();
     server.fail_next(50, 2); // READ_LIMIT_EXCEEDED twice
-    assert_eq!(sink.reconcile(&batch).await.unwrap(), [Presence::Equal]);
+    assert_eq!(sink.read_back_batch(&batch).await.unwrap(), [Presence::Equal]);
     assert_eq!(retries_in_place() - before, 2, "two throttled reads retried in place");
 }

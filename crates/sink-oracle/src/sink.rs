@@ -17,7 +17,8 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use sinks_contract::config::ConfigError;
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
+    Sink, SinkError,
 };
 use sinks_toolkit::existing::KeyBasis;
 use time::OffsetDateTime;
@@ -435,11 +436,10 @@ impl Sink for OracleSink {
         // without a conflict policy (in every table the sink writes).
         let compared =
             self.inner.write_plans().iter().all(|p| p.fingerprint.is_some() && p.basis() == KeyBasis::StreamSequence);
-        Capabilities {
-            atomic_batch: true,
-            reports_duplicates: keyed,
-            detects_conflicts: keyed && (self.inner.config.conflict_policy.is_some() || compared),
-        }
+        Capabilities::new()
+            .atomic_batch(true)
+            .reports_duplicates(keyed)
+            .detects_conflicts(keyed && (self.inner.config.conflict_policy.is_some() || compared))
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -459,7 +459,7 @@ impl Sink for OracleSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         let inner = &self.inner;
         let stored_at = OffsetDateTime::now_utc();
         let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
@@ -501,50 +501,6 @@ impl Sink for OracleSink {
         Ok(outcomes)
     }
 
-    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
-        let inner = &self.inner;
-        let plan = &inner.write_plans()[inner.plan_for(envelope.subject())];
-        if plan.key.is_empty() {
-            return None;
-        }
-        let r = row::map(envelope, plan, inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
-        Some(DestinationRef::Row { table: plan.table.clone(), key: r.key.replace('\u{1f}', "/") })
-    }
-
-    fn read_back(&self) -> ReadBack {
-        let inner = &self.inner;
-        if !inner.config.mode.keyed() {
-            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
-        }
-        let payload = match inner.config.json_column_type {
-            crate::JsonColumnType::Clob => "the SHA-256 of its payload CLOB",
-            crate::JsonColumnType::Json => "its payload (JSON_SERIALIZE of the JSON column) by JSON value",
-        };
-        let what = if inner.config.conflict_policy.is_some() {
-            format!("row exists (bulk key lookup) and both its payload_sha256 column and {payload} match")
-        } else {
-            format!("row exists (bulk key lookup) and {payload} matches")
-        };
-        ReadBack::Supported(what)
-    }
-
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
-        let inner = &self.inner;
-        let stored_at = OffsetDateTime::now_utc();
-        let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
-        for (i, e) in batch.iter().enumerate() {
-            let p = inner.plan_for(e.subject());
-            // A message the sink cannot map (no key, a payload the mode refuses) was never
-            // written: it stays missing (reconcile then looks for it in the DLQ).
-            if let Ok(r) = row::map(e, &inner.write_plans()[p], inner.config.payload_mode, stored_at) {
-                groups[p].push((i, r));
-            }
-        }
-        let shared = Arc::clone(inner);
-        let total = batch.len();
-        inner.io.run(move || shared.reconcile(&groups, total)).await
-    }
-
     async fn health_check(&self) -> Result<(), SinkError> {
         let inner = Arc::clone(&self.inner);
         self.inner
@@ -565,5 +521,63 @@ impl Sink for OracleSink {
                 None => Ok(()),
             })
             .await
+    }
+
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        if !self.inner.config.mode.keyed() {
+            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
+        }
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for OracleSink {
+    fn enable(&self) {}
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let inner = &self.inner;
+        let plan = &inner.write_plans()[inner.plan_for(envelope.subject())];
+        if plan.key.is_empty() {
+            return None;
+        }
+        let r = row::map(envelope, plan, inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
+        Some(DestinationRef::Row { table: plan.table.clone(), key: r.key.replace('\u{1f}', "/") })
+    }
+}
+
+#[async_trait]
+impl Reconcile for OracleSink {
+    fn checks(&self) -> String {
+        let inner = &self.inner;
+        let payload = match inner.config.json_column_type {
+            crate::JsonColumnType::Clob => "the SHA-256 of its payload CLOB",
+            crate::JsonColumnType::Json => "its payload (JSON_SERIALIZE of the JSON column) by JSON value",
+        };
+        if inner.config.conflict_policy.is_some() {
+            format!("row exists (bulk key lookup) and both its payload_sha256 column and {payload} match")
+        } else {
+            format!("row exists (bulk key lookup) and {payload} matches")
+        }
+    }
+
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let stored_at = OffsetDateTime::now_utc();
+        let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
+        for (i, e) in batch.iter().enumerate() {
+            let p = inner.plan_for(e.subject());
+            // A message the sink cannot map (no key, a payload the mode refuses) was never
+            // written: it stays missing (reconcile then looks for it in the DLQ).
+            if let Ok(r) = row::map(e, &inner.write_plans()[p], inner.config.payload_mode, stored_at) {
+                groups[p].push((i, r));
+            }
+        }
+        let shared = Arc::clone(inner);
+        let total = batch.len();
+        inner.io.run(move || shared.reconcile(&groups, total)).await
     }
 }

@@ -5,6 +5,7 @@
 //! real driver's DPI-1047 (no Instant Client on this machine).
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -28,7 +29,7 @@ fn redelivered(e: &Envelope) -> Envelope {
 }
 
 async fn write(s: &OracleSink, batch: &[Envelope]) -> Vec<MessageOutcome> {
-    s.write_batch(batch).await.unwrap()
+    s.write(batch, sinks_contract::DEFAULT_BUDGET).await.unwrap()
 }
 
 fn payloads(d: &ScriptedDriver, table: &str) -> Vec<(u64, String)> {
@@ -229,7 +230,10 @@ async fn routed_tables_are_written_in_one_transaction() {
         error: ora(3113, "ORA-03113: end-of-file on communication channel"),
         times: 1,
     });
-    let err = s.write_batch(&[env(6, "it.a", "{}"), env(7, "it.special.y", "{}")]).await.unwrap_err();
+    let err = s
+        .write(&[env(6, "it.a", "{}"), env(7, "it.special.y", "{}")], sinks_contract::DEFAULT_BUDGET)
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Temporary);
     assert!(!payloads(&d, &table).iter().any(|(seq, _)| *seq == 6), "rolled back with its batch");
 }
@@ -276,7 +280,7 @@ async fn deadlocks_are_retried_in_place_and_commit_failures_are_temporary() {
         error: ora(3113, "ORA-03113: end-of-file on communication channel"),
         times: 1,
     });
-    let err = s.write_batch(&[env(2, "it.a", "{}")]).await.unwrap_err();
+    let err = s.write(&[env(2, "it.a", "{}")], sinks_contract::DEFAULT_BUDGET).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Temporary);
     assert_eq!(payloads(&d, &table).len(), 1);
     // At run time a configuration error (the table was dropped) is never permanent.
@@ -285,7 +289,7 @@ async fn deadlocks_are_retried_in_place_and_commit_failures_are_temporary() {
         error: ora(942, "ORA-00942: table or view does not exist"),
         times: 1,
     });
-    let err = s.write_batch(&[env(3, "it.a", "{}")]).await.unwrap_err();
+    let err = s.write(&[env(3, "it.a", "{}")], sinks_contract::DEFAULT_BUDGET).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Config);
     assert!(err.message().contains("ORA-00942"));
 }
@@ -432,8 +436,8 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows_by_bulk_key_look
     for chunk in batch.chunks(300) {
         assert!(classes(&write(&s, chunk).await).iter().all(|c| *c == OutcomeClass::Committed));
     }
-    assert!(matches!(s.read_back(), ReadBack::Supported(ref what) if what.contains("payload_sha256")));
-    assert!(s.reconcile(&batch).await.unwrap().iter().all(|p| *p == Presence::Equal));
+    assert!(matches!(s.read_back(), ReadBack::Supported(reads) if reads.checks().contains("payload_sha256")));
+    assert!(s.read_back_batch(&batch).await.unwrap().iter().all(|p| *p == Presence::Equal));
 
     assert_eq!(d.delete_committed(&table, "STREAM_SEQUENCE", "17"), 1);
     assert_eq!(d.delete_committed(&table, "STREAM_SEQUENCE", "1100"), 1);
@@ -441,7 +445,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows_by_bulk_key_look
     let edited = Value::Clob(Some(r#"{"order":651,"amount":3}"#.into()));
     assert_eq!(d.update_committed(&table, "STREAM_SEQUENCE", "651", "PAYLOAD_JSON", edited), 1);
     d.clear_recorded();
-    let found = s.reconcile(&batch).await.unwrap();
+    let found = s.read_back_batch(&batch).await.unwrap();
     assert_eq!(
         not_equal(&batch, &found),
         [(17, Presence::Missing), (651, Presence::Different), (1100, Presence::Missing)]
@@ -454,7 +458,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows_by_bulk_key_look
     assert!(calls[0].sql.starts_with(&format!(
         "SELECT \"STREAM_NAME\", \"STREAM_SEQUENCE\", JSON_SERIALIZE(\"PAYLOAD_JSON\" RETURNING CLOB), \"PAYLOAD_SHA256\" FROM \"{table}\" WHERE (\"STREAM_NAME\", \"STREAM_SEQUENCE\") IN ((:1, :2), (:3, :4), "
     )));
-    let destination = s.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+    let destination = s.destination_of(&batch[16], &MessageOutcome::Committed).unwrap();
     assert_eq!(destination, DestinationRef::Row { table: table.clone(), key: "IT/17".into() });
 }
 
@@ -472,7 +476,9 @@ async fn reconcile_without_a_fingerprint_column_hashes_the_clob_and_follows_rout
         .map(|q| env(q, if q % 2 == 0 { "it.by-id" } else { "it.a" }, &format!(r#"{{"order":{q}}}"#)))
         .collect();
     assert!(classes(&write(&s, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
-    assert!(matches!(s.read_back(), ReadBack::Supported(ref what) if what.contains("SHA-256 of its payload CLOB")));
+    assert!(
+        matches!(s.read_back(), ReadBack::Supported(reads) if reads.checks().contains("SHA-256 of its payload CLOB"))
+    );
     assert_eq!(d.delete_committed(&other, "MESSAGE_ID", "id-8"), 1);
     // The same JSON value, other text: a CLOB keeps text, so this is an edit.
     let respelled = Value::Clob(Some(r#"{ "order": 9 }"#.into()));
@@ -480,7 +486,7 @@ async fn reconcile_without_a_fingerprint_column_hashes_the_clob_and_follows_rout
     let edited = Value::Clob(Some(r#"{"order":-20}"#.into()));
     assert_eq!(d.update_committed(&other, "MESSAGE_ID", "id-20", "PAYLOAD_JSON", edited), 1);
     d.clear_recorded();
-    let found = s.reconcile(&batch).await.unwrap();
+    let found = s.read_back_batch(&batch).await.unwrap();
     assert_eq!(
         not_equal(&batch, &found),
         [(8, Presence::Missing), (9, Presence::Different), (20, Presence::Different)]
@@ -507,10 +513,10 @@ async fn reconcile_in_append_mode_is_unsupported_and_a_failed_lookup_is_an_error
         error: ora(3113, "ORA-03113: end-of-file on communication channel"),
         times: 1,
     });
-    let err = s.reconcile(&batch).await.unwrap_err();
+    let err = s.read_back_batch(&batch).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Temporary, "{err}");
-    assert_eq!(s.reconcile(&batch).await.unwrap(), [Presence::Equal]);
+    assert_eq!(s.read_back_batch(&batch).await.unwrap(), [Presence::Equal]);
     // A message the sink cannot map (its payload the mode refuses) was never written.
     let (s, _) = ScriptedHarness::sink(&unique_table("it"), json!({"payload_mode": "json_only"})).await.unwrap();
-    assert_eq!(s.reconcile(&[env(2, "it.a", "not json")]).await.unwrap(), [Presence::Missing]);
+    assert_eq!(s.read_back_batch(&[env(2, "it.a", "not json")]).await.unwrap(), [Presence::Missing]);
 }

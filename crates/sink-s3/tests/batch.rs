@@ -5,6 +5,7 @@
 //! parts.
 #![allow(clippy::unwrap_used)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -53,16 +54,16 @@ async fn write_chunked(sink: &S3Sink, seqs: &[u64], chunk: usize) -> BTreeMap<u6
     let mut out = BTreeMap::new();
     let batch: Vec<Envelope> = seqs.iter().copied().map(msg).collect();
     for part in batch.chunks(chunk) {
-        for (e, o) in part.iter().zip(sink.write_batch(part).await.unwrap()) {
+        for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
             if !matches!(o, MessageOutcome::Pending) {
                 out.insert(e.jetstream().stream_sequence, o);
             }
         }
-        for Settled { sequence, outcome, .. } in sink.flush(FlushScope::Due).await {
+        for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::Due).await {
             out.insert(sequence, outcome);
         }
     }
-    for Settled { sequence, outcome, .. } in sink.flush(FlushScope::All).await {
+    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
         out.insert(sequence, outcome);
     }
     out
@@ -182,9 +183,15 @@ async fn an_object_larger_than_a_part_is_uploaded_in_parts() {
     let msgs: Vec<Envelope> =
         (1..=2500).map(|s| envelope("ORDERS", s, "orders.x", format!(r#"{{"seq":{s},"pad":"{pad}"}}"#))).collect();
     for chunk in msgs.chunks(500) {
-        assert!(sink.write_batch(chunk).await.unwrap().iter().all(|o| matches!(o, MessageOutcome::Pending)));
+        assert!(
+            sink.write(chunk, sinks_contract::DEFAULT_BUDGET)
+                .await
+                .unwrap()
+                .iter()
+                .all(|o| matches!(o, MessageOutcome::Pending))
+        );
     }
-    let settled = sink.flush(FlushScope::All).await;
+    let settled = sink.flush_held(FlushScope::All).await;
     assert_eq!(settled.len(), 2500);
     assert!(settled.iter().all(|s| matches!(s.outcome, MessageOutcome::Committed)), "{:?}", settled.first());
     let manifest = Manifest::from_bytes(&rb.body(&rb.manifest_keys().await.unwrap()[0]).await.unwrap()).unwrap();

@@ -82,7 +82,8 @@ async fn sixteen_concurrent_creates_of_one_key_leave_exactly_one_object() {
                     // SeaweedFS queues contending conditional puts on one key (about a second
                     // each), so a loser may time out: temporary, and redelivered, as here.
                     for _ in 0..5 {
-                        let outcome = s.write_batch(std::slice::from_ref(&e)).await.unwrap().remove(0);
+                        let outcome =
+                            s.write(std::slice::from_ref(&e), sinks_contract::DEFAULT_BUDGET).await.unwrap().remove(0);
                         if outcome.class() != OutcomeClass::FailedTemporary {
                             return (i, outcome);
                         }

@@ -31,7 +31,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Reconcile, Sink,
+    SinkError,
 };
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::encryption::{Cipher, Key, Keyring};
@@ -490,7 +491,7 @@ impl Sink for SpoolSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+        Capabilities::new().atomic_batch(false).reports_duplicates(true).detects_conflicts(true)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -512,7 +513,7 @@ impl Sink for SpoolSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -595,7 +596,14 @@ impl Sink for SpoolSink {
         blocking(move || inner.probe(&root)).await
     }
 
-    fn read_back(&self) -> ReadBack {
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+}
+
+#[async_trait]
+impl Reconcile for SpoolSink {
+    fn checks(&self) -> String {
         let absent = if self.inner.config.delete_after_replay {
             "a message without a record is unchecked: replay deletes what its target committed \
              (delete_after_replay), so replayed and never spooled cannot be told apart here; reconcile the \
@@ -603,9 +611,7 @@ impl Sink for SpoolSink {
         } else {
             "a message without a record is missing (delete_after_replay is off: replay keeps records)"
         };
-        ReadBack::Supported(format!(
-            "spool record by name (sha256 of the idempotency key), decrypted, payload compared; {absent}"
-        ))
+        format!("spool record by name (sha256 of the idempotency key), decrypted, payload compared; {absent}")
     }
 
     /// Reads each message's record (blocking tasks in parallel); never writes, never

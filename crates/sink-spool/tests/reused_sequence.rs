@@ -53,12 +53,15 @@ async fn a_different_payload_under_an_existing_key_by_policy_and_key() {
         let dir = tempfile::tempdir().unwrap();
         let s = spool(dir.path(), policy);
         s.open().await.unwrap();
-        assert_eq!(shape(&s.write_batch(&[event(sequenced, 1)]).await.unwrap()[0]), "Committed");
-        let outcomes = s.write_batch(&[event(sequenced, 2)]).await.unwrap();
+        assert_eq!(
+            shape(&s.write(&[event(sequenced, 1)], sinks_contract::DEFAULT_BUDGET).await.unwrap()[0]),
+            "Committed"
+        );
+        let outcomes = s.write(&[event(sequenced, 2)], sinks_contract::DEFAULT_BUDGET).await.unwrap();
         assert_eq!(shape(&outcomes[0]), want, "{policy:?} sequenced {sequenced}");
         assert_eq!(s.usage().records, 1, "{policy:?} sequenced {sequenced}: the stored record is kept alone");
         if policy == DuplicatePolicy::SkipExisting {
-            let again = s.write_batch(&[event(sequenced, 1)]).await.unwrap();
+            let again = s.write(&[event(sequenced, 1)], sinks_contract::DEFAULT_BUDGET).await.unwrap();
             assert_eq!(shape(&again[0]), "Duplicate", "the stored event again");
         }
     }
@@ -72,11 +75,13 @@ async fn a_later_epoch_spools_its_own_records_and_replays_them_with_their_epoch(
     let old: Vec<Envelope> = (1..=3).map(|seq| envelope("SP", seq, "sp.x", format!(r#"{{"v":{seq}}}"#))).collect();
     let reused: Vec<Envelope> =
         (1..=3).map(|seq| envelope("SP", seq, "sp.x", format!(r#"{{"v":{seq},"new":1}}"#))).collect();
-    assert!(s.write_batch(&old).await.unwrap().iter().all(|o| shape(o) == "Committed"));
-    assert!(s.write_batch(&reused).await.unwrap().iter().all(|o| shape(o) == "sequence_reused"));
+    assert!(s.write(&old, sinks_contract::DEFAULT_BUDGET).await.unwrap().iter().all(|o| shape(o) == "Committed"));
+    assert!(
+        s.write(&reused, sinks_contract::DEFAULT_BUDGET).await.unwrap().iter().all(|o| shape(o) == "sequence_reused")
+    );
     let later: Vec<Envelope> = reused.iter().map(|e| e.clone().with_stream_epoch(Some("e2".into()))).collect();
-    assert!(s.write_batch(&later).await.unwrap().iter().all(|o| shape(o) == "Committed"));
-    assert!(s.write_batch(&later).await.unwrap().iter().all(|o| shape(o) == "Duplicate"));
+    assert!(s.write(&later, sinks_contract::DEFAULT_BUDGET).await.unwrap().iter().all(|o| shape(o) == "Committed"));
+    assert!(s.write(&later, sinks_contract::DEFAULT_BUDGET).await.unwrap().iter().all(|o| shape(o) == "Duplicate"));
     assert_eq!(s.usage().records, 6);
 
     let target = MemorySink::new();

@@ -49,7 +49,7 @@ fn label(o: &MessageOutcome) -> String {
 }
 
 async fn write(sink: &dyn Sink, batch: &[Envelope]) -> Result<Vec<MessageOutcome>, String> {
-    match sink.write_batch(batch).await {
+    match sink.write(batch, sinks_contract::DEFAULT_BUDGET).await {
         Ok(outcomes) if outcomes.len() == batch.len() => Ok(outcomes),
         Ok(outcomes) => Err(format!("{} outcomes for {} envelopes", outcomes.len(), batch.len())),
         Err(e) => Err(format!("batch failed: {:?}: {}", e.class(), e.display_chain())),
@@ -126,7 +126,7 @@ pub async fn c3_empty_batch(h: &dyn Harness) -> Outcome {
         Ok(fx) => fx,
         Err(o) => return o,
     };
-    match fx.sink.write_batch(&[]).await {
+    match fx.sink.write(&[], sinks_contract::DEFAULT_BUDGET).await {
         Ok(o) if o.is_empty() => {}
         Ok(o) => fail!("{} outcomes for an empty batch", o.len()),
         Err(e) => fail!("empty batch failed: {}", e.display_chain()),
@@ -240,14 +240,14 @@ pub async fn c6_poison_is_isolated(h: &dyn Harness) -> Outcome {
     let base = poison.jetstream().stream_sequence + 1000;
     let good: Vec<Envelope> = (0..4).map(|i| env(base + i, json(base + i))).collect();
     let batch = vec![good[0].clone(), good[1].clone(), poison.clone(), good[2].clone(), good[3].clone()];
-    let outcomes = match fx.sink.write_batch(&batch).await {
+    let outcomes = match fx.sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await {
         Ok(o) if o.len() == batch.len() => o,
         Ok(o) => fail!("{} outcomes for {} envelopes", o.len(), batch.len()),
         Err(e) if e.is_permanent() => {
             // A batch-level permanent error: split to single messages, as the runner does.
             let mut singles = Vec::new();
             for e in &batch {
-                singles.push(match fx.sink.write_batch(std::slice::from_ref(e)).await {
+                singles.push(match fx.sink.write(std::slice::from_ref(e), sinks_contract::DEFAULT_BUDGET).await {
                     Ok(mut o) if o.len() == 1 => o.remove(0),
                     Ok(o) => fail!("{} outcomes for 1 envelope", o.len()),
                     Err(err) => MessageOutcome::Failed(err),
@@ -278,7 +278,7 @@ pub async fn c7_unreachable_is_temporary(h: &dyn Harness) -> Outcome {
         return Outcome::Fail("cannot run: the harness cannot make an unreachable destination".into());
     };
     let batch: Vec<Envelope> = (1..=3).map(|s| env(s, json(s))).collect();
-    match sink.write_batch(&batch).await {
+    match sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await {
         Err(e) if e.is_permanent() => {
             fail!("unreachable destination reported a permanent batch error: {}", e.display_chain())
         }
@@ -424,18 +424,18 @@ pub async fn c11_no_secrets_or_payloads_in_logs(h: &dyn Harness) -> Outcome {
         Ok(outcomes) => reported.extend(outcomes.iter().map(label)),
         Err(e) => reported.push(e.display_chain()),
     };
-    collect(fx.sink.write_batch(&marked).await);
-    collect(fx.sink.write_batch(&marked).await);
+    collect(fx.sink.write(&marked, sinks_contract::DEFAULT_BUDGET).await);
+    collect(fx.sink.write(&marked, sinks_contract::DEFAULT_BUDGET).await);
     let mut needles = vec![marker.clone()];
     if let Some((pfx, poison)) = h.poison().await {
         let text = String::from_utf8_lossy(poison.payload()).into_owned();
         if text.len() >= 8 {
             needles.push(text);
         }
-        collect(pfx.sink.write_batch(std::slice::from_ref(&poison)).await);
+        collect(pfx.sink.write(std::slice::from_ref(&poison), sinks_contract::DEFAULT_BUDGET).await);
     }
     if let Some(unreachable) = h.unreachable().await {
-        collect(unreachable.write_batch(&marked).await);
+        collect(unreachable.write(&marked, sinks_contract::DEFAULT_BUDGET).await);
     }
     needles.extend(h.secrets().into_iter().filter(|s| !s.is_empty()));
     let captured = String::from_utf8_lossy(&logs::since(mark)).into_owned();

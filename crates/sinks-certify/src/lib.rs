@@ -140,10 +140,12 @@ type CaseFn = for<'a> fn(&'a dyn Harness) -> futures::future::BoxFuture<'a, Outc
 pub async fn check_crash_target(target: &CrashTarget, sink: &dyn Sink) -> Result<(), String> {
     let batch: Vec<sinks_contract::Envelope> =
         (1..=5).map(|s| sinks_contract::testing::envelope("CRASH", s, "crash.x", format!("{{\"s\":{s}}}"))).collect();
-    let mut outcomes = sink.write_batch(&batch).await.map_err(|e| e.display_chain())?;
+    let mut outcomes = sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await.map_err(|e| e.display_chain())?;
     // A holding sink (batch mode) reports them pending: its flush commits them.
-    if outcomes.iter().any(|o| matches!(o, sinks_contract::MessageOutcome::Pending)) {
-        for settled in sink.flush(sinks_contract::FlushScope::All).await {
+    if outcomes.iter().any(|o| matches!(o, sinks_contract::MessageOutcome::Pending))
+        && let Some(holding) = sink.holding()
+    {
+        for settled in holding.flush(sinks_contract::FlushScope::All).await {
             if let Some(i) = batch.iter().position(|e| e.jetstream().stream_sequence == settled.sequence) {
                 outcomes[i] = settled.outcome;
             }

@@ -17,14 +17,14 @@ use sinks_toolkit::existing;
 /// Faults to inject into a [`MemorySink`].
 #[derive(Debug, Default)]
 pub struct FaultPlan {
-    /// Fail this many upcoming `write_batch` calls with a temporary batch error.
+    /// Fail this many upcoming `write` calls with a temporary batch error.
     pub fail_batches: AtomicUsize,
     /// Reject payloads equal to this as permanent, as a batch-level error that does not say
     /// which message was bad (forces the runner to bisect).
     pub poison_payload: Mutex<Option<Bytes>>,
     /// Act as if the destination were unreachable.
     pub unreachable: AtomicBool,
-    /// Make every `write_batch` take this many milliseconds.
+    /// Make every `write` take this many milliseconds.
     pub write_delay_ms: AtomicU64,
     /// Stream sequences whose first write attempt fails temporarily (each once); later
     /// messages of the same ordering key in that batch are held back, as the contract asks.
@@ -47,7 +47,7 @@ impl MemorySink {
         Self::default()
     }
 
-    /// The committed payload for `key`, read without going through `write_batch`.
+    /// The committed payload for `key`, read without going through `write`.
     pub fn get(&self, key: &str) -> Option<Bytes> {
         self.lock().get(key).cloned()
     }
@@ -81,7 +81,7 @@ impl MemorySink {
         self.commits.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
-    /// Number of `write_batch` calls so far.
+    /// Number of `write` calls so far.
     pub fn write_calls(&self) -> usize {
         self.writes.load(Ordering::Relaxed)
     }
@@ -98,10 +98,10 @@ impl Sink for MemorySink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+        Capabilities::new().atomic_batch(false).reports_duplicates(true).detects_conflicts(true)
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         self.writes.fetch_add(1, Ordering::Relaxed);
         let delay = self.faults.write_delay_ms.load(Ordering::Relaxed);
         if delay > 0 {

@@ -84,7 +84,7 @@ mod broken {
         fn name(&self) -> &str {
             "broken"
         }
-        async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
             if self.down {
                 return match self.flaw {
                     Flaw::PermanentWhenDown => Err(SinkError::permanent("down")),
@@ -102,9 +102,10 @@ mod broken {
                     outcomes.push(MessageOutcome::Committed);
                 } else if matches!(self.flaw, Flaw::IgnoresEpoch) {
                     let plain = e.clone().with_stream_epoch(None);
-                    outcomes.extend(self.inner.write_batch(std::slice::from_ref(&plain)).await?);
+                    outcomes
+                        .extend(self.inner.write(std::slice::from_ref(&plain), sinks_contract::DEFAULT_BUDGET).await?);
                 } else {
-                    let mut got = self.inner.write_batch(std::slice::from_ref(e)).await?;
+                    let mut got = self.inner.write(std::slice::from_ref(e), sinks_contract::DEFAULT_BUDGET).await?;
                     if matches!(self.flaw, Flaw::KeepsReusedSequence)
                         && matches!(&got[..], [MessageOutcome::Failed(e)] if e.is_permanent())
                     {

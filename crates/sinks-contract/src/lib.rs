@@ -31,6 +31,6 @@ pub use idempotency::{IdempotencyKey, IdempotencyStrategy};
 pub use ordering::OrderKey;
 pub use payload::{NormalizedPayload, PayloadMode};
 pub use sink::{
-    BatchResult, Capabilities, ConflictResolution, DestinationRef, FlushScope, Holding, MessageOutcome, OutcomeClass,
-    Presence, ReadBack, Settled, Sink, write_isolating,
+    BatchResult, Capabilities, ConflictResolution, DEFAULT_BUDGET, DestinationRef, Destinations, FlushScope, Holding,
+    HoldingSettings, MessageOutcome, OutcomeClass, Presence, ReadBack, Reconcile, Settled, Sink, write_isolating,
 };

@@ -184,6 +184,9 @@ pub fn settle(outcome: &MessageOutcome, delivered: u64, policy: &GatePolicy, sam
                 },
             }
         }
+        // An outcome added to the contract after this runtime was written: neither known
+        // durable nor known failed, so nothing is sent and AckWait brings it back.
+        _ => Settlement::LeaveUnacked,
     }
 }
 

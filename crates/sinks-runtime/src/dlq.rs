@@ -143,10 +143,9 @@ pub(crate) fn record_error(outcome: &MessageOutcome) -> Option<RecordError<'_>> 
         MessageOutcome::Failed(e) => Some(RecordError::Reported(e)),
         MessageOutcome::Conflict(ConflictResolution::Rejected) => Some(RecordError::Made(conflict_error())),
         MessageOutcome::HeldBack => Some(RecordError::Made(held_back_error())),
-        MessageOutcome::Committed
-        | MessageOutcome::Duplicate
-        | MessageOutcome::Conflict(_)
-        | MessageOutcome::Pending => None,
+        // Committed, duplicate, a kept or overwritten conflict, pending, and any outcome
+        // this runtime does not know: none of them is dead-lettered.
+        _ => None,
     }
 }
 

@@ -362,7 +362,7 @@ pub fn receipt_with(
     };
     let destination = match class {
         ReceiptOutcome::DeadLettered => None,
-        _ => sink.destination(envelope, outcome),
+        _ => sink.destinations().and_then(|d| d.destination(envelope, outcome)),
     };
     Some(Receipt {
         schema: RECEIPT_SCHEMA.to_owned(),

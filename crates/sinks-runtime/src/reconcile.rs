@@ -383,10 +383,7 @@ pub async fn reconcile(
     }
 
     let read_back = sink.read_back();
-    let (destination_checked, read_back_text) = match &read_back {
-        ReadBack::Supported(what) => (true, what.clone()),
-        ReadBack::Unsupported(why) => (false, why.clone()),
-    };
+    let (destination_checked, read_back_text) = (read_back.is_supported(), read_back.describe());
     let filters = config.consumer_management.effective_filters(&config.nats.subject);
     let mut summary = Summary {
         stream: config.nats.stream.clone(),
@@ -518,7 +515,7 @@ impl Classifier<'_> {
 
 async fn check_chunk(
     sink: &dyn Sink,
-    read_back: &ReadBack,
+    read_back: &ReadBack<'_>,
     batch: &[Envelope],
     ctx: &Classifier<'_>,
     summary: &mut Summary,
@@ -528,8 +525,8 @@ async fn check_chunk(
         return Ok(());
     }
     let presence: Vec<Option<Presence>> = match read_back {
-        ReadBack::Supported(_) => {
-            let found = sink
+        ReadBack::Supported(reads) => {
+            let found = reads
                 .reconcile(batch)
                 .await
                 .map_err(|e| failed(format!("reading the destination back failed: {}", e.display_chain())))?;
@@ -556,7 +553,9 @@ async fn check_chunk(
                 class,
                 subject: Some(envelope.subject().to_owned()),
                 idempotency_key: envelope.idempotency_key().ok().map(|k| k.to_string()),
-                destination: sink.destination(envelope, &sinks_contract::MessageOutcome::Committed),
+                destination: sink
+                    .destinations()
+                    .and_then(|d| d.destination(envelope, &sinks_contract::MessageOutcome::Committed)),
             });
         }
     }

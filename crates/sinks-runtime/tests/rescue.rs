@@ -45,12 +45,12 @@ impl Sink for LastChance {
     fn name(&self) -> &str {
         "last-chance"
     }
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         let mut outcomes = Vec::with_capacity(batch.len());
         for e in batch {
             let js = e.jetstream();
             if js.stream_sequence != TARGET || self.target == Target::Write {
-                outcomes.extend(self.inner.write_batch(std::slice::from_ref(e)).await?);
+                outcomes.extend(self.inner.write(std::slice::from_ref(e), sinks_contract::DEFAULT_BUDGET).await?);
                 continue;
             }
             if self.target == Target::BlockOnLast && js.delivered >= MAX_DELIVER {

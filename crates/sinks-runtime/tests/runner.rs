@@ -318,7 +318,11 @@ impl Sink for OrderSink {
     fn name(&self) -> &str {
         "order"
     }
-    async fn write_batch(&self, batch: &[sinks_contract::Envelope]) -> sinks_contract::BatchResult {
+    async fn write(
+        &self,
+        batch: &[sinks_contract::Envelope],
+        _budget: std::time::Duration,
+    ) -> sinks_contract::BatchResult {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
         // Earlier slow batches take longer than later ones: without ordering, a later batch of
@@ -634,10 +638,14 @@ impl Sink for SlowSink {
     fn name(&self) -> &str {
         "slow"
     }
-    async fn write_batch(&self, batch: &[sinks_contract::Envelope]) -> sinks_contract::BatchResult {
+    async fn write(
+        &self,
+        batch: &[sinks_contract::Envelope],
+        _budget: std::time::Duration,
+    ) -> sinks_contract::BatchResult {
         self.sizes.lock().unwrap().push(batch.len());
         tokio::time::sleep(Duration::from_millis(5) * batch.len() as u32).await;
-        self.inner.write_batch(batch).await
+        self.inner.write(batch, sinks_contract::DEFAULT_BUDGET).await
     }
     async fn health_check(&self) -> Result<(), sinks_contract::SinkError> {
         Ok(())
@@ -694,10 +702,14 @@ impl Sink for DoomedHolder {
     fn name(&self) -> &str {
         "doomed-holder"
     }
-    fn holding(&self) -> Option<sinks_contract::sink::Holding> {
-        Some(sinks_contract::sink::Holding { max_wait: Duration::from_millis(100), tick: Duration::from_millis(50) })
+    fn holding(&self) -> Option<&dyn sinks_contract::Holding> {
+        Some(self)
     }
-    async fn write_batch(&self, batch: &[sinks_contract::Envelope]) -> sinks_contract::BatchResult {
+    async fn write(
+        &self,
+        batch: &[sinks_contract::Envelope],
+        _budget: std::time::Duration,
+    ) -> sinks_contract::BatchResult {
         let mut held = self.held.lock().unwrap();
         let mut deliveries = self.deliveries.lock().unwrap();
         for e in batch {
@@ -707,20 +719,29 @@ impl Sink for DoomedHolder {
         }
         Ok(batch.iter().map(|_| sinks_contract::MessageOutcome::Pending).collect())
     }
+    async fn health_check(&self) -> Result<(), sinks_contract::SinkError> {
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl sinks_contract::Holding for DoomedHolder {
+    fn settings(&self) -> sinks_contract::HoldingSettings {
+        sinks_contract::HoldingSettings::new(Duration::from_millis(100), Duration::from_millis(50))
+    }
     async fn flush(&self, _scope: sinks_contract::sink::FlushScope) -> Vec<sinks_contract::sink::Settled> {
         std::mem::take(&mut *self.held.lock().unwrap())
             .into_iter()
-            .map(|(stream, sequence)| sinks_contract::sink::Settled {
-                stream,
-                sequence,
-                outcome: sinks_contract::MessageOutcome::Failed(sinks_contract::SinkError::permanent(
-                    "the object was refused for good",
-                )),
+            .map(|(stream, sequence)| {
+                sinks_contract::sink::Settled::new(
+                    stream,
+                    sequence,
+                    sinks_contract::MessageOutcome::Failed(sinks_contract::SinkError::permanent(
+                        "the object was refused for good",
+                    )),
+                )
             })
             .collect()
-    }
-    async fn health_check(&self) -> Result<(), sinks_contract::SinkError> {
-        Ok(())
     }
 }
 

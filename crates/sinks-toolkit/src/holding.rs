@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
 use sinks_contract::sink::{
-    BatchResult, Capabilities, DestinationRef, FlushScope, Holding, MessageOutcome, Presence, ReadBack, Settled, Sink,
+    BatchResult, Capabilities, Destinations, FlushScope, Holding, MessageOutcome, ReadBack, Settled, Sink,
 };
 
 /// What names a pending message: its stream and stream sequence.
@@ -174,6 +174,7 @@ impl Durable {
     }
 }
 
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Sink for Durable {
     fn name(&self) -> &str {
@@ -188,11 +189,7 @@ impl Sink for Durable {
         self.inner.open().await
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        self.write_batch_within(batch, Duration::from_secs(30)).await
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         // Every message has a waiter before the inner sink sees it. A message that is already
         // in an open record (a concurrent write carries it too) is pending for this write as
         // well, and the flush that closes that record may run and route before this write
@@ -214,7 +211,7 @@ impl Sink for Durable {
                 waits.push(rx);
             }
         }
-        let outcomes = match self.inner.write_batch_within(batch, budget).await {
+        let outcomes = match self.inner.write(batch, budget).await {
             Ok(outcomes) => outcomes,
             Err(e) => {
                 drop(waits);
@@ -231,8 +228,8 @@ impl Sink for Durable {
             }
         }
         self.release(batch);
-        if pending {
-            let settled = self.inner.flush(FlushScope::All).await;
+        if pending && let Some(holding) = self.inner.holding() {
+            let settled = holding.flush(FlushScope::All).await;
             self.route(settled);
         }
         for (slot, wait) in outcomes.iter_mut().zip(waits) {
@@ -252,38 +249,34 @@ impl Sink for Durable {
     }
 
     async fn close(&self) -> Result<(), SinkError> {
-        let settled = self.inner.flush(FlushScope::All).await;
-        self.route(settled);
+        if let Some(holding) = self.inner.holding() {
+            let settled = holding.flush(FlushScope::All).await;
+            self.route(settled);
+        }
         self.inner.close().await
     }
 
-    fn report_destinations(&self) {
-        self.inner.report_destinations();
+    /// None: behind this wrapper nothing is pending when a write returns.
+    fn holding(&self) -> Option<&dyn Holding> {
+        None
     }
 
-    fn destination(&self, envelope: &Envelope, outcome: &MessageOutcome) -> Option<DestinationRef> {
-        self.inner.destination(envelope, outcome)
-    }
-
-    fn read_back(&self) -> ReadBack {
+    fn read_back(&self) -> ReadBack<'_> {
         self.inner.read_back()
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
-        self.inner.reconcile(batch).await
-    }
-
-    fn holding(&self) -> Option<Holding> {
-        None
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        self.inner.destinations()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sinks_contract::HoldingSettings;
 
     fn settled(seq: u64, outcome: MessageOutcome) -> Settled {
-        Settled { stream: "S".into(), sequence: seq, outcome }
+        Settled::new("S", seq, outcome)
     }
 
     #[test]
@@ -335,7 +328,7 @@ mod tests {
         fn name(&self) -> &str {
             "holds"
         }
-        async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+        async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
             {
                 let mut open = self.open.lock().unwrap();
                 for key in batch.iter().map(key_of) {
@@ -353,13 +346,20 @@ mod tests {
         async fn health_check(&self) -> Result<(), SinkError> {
             Ok(())
         }
-        fn holding(&self) -> Option<Holding> {
-            Some(Holding { max_wait: Duration::from_secs(1), tick: Duration::from_millis(100) })
+        fn holding(&self) -> Option<&dyn Holding> {
+            Some(self)
+        }
+    }
+
+    #[async_trait]
+    impl Holding for Holds {
+        fn settings(&self) -> HoldingSettings {
+            HoldingSettings::new(Duration::from_secs(1), Duration::from_millis(100))
         }
         async fn flush(&self, _scope: FlushScope) -> Vec<Settled> {
             let open = std::mem::take(&mut *self.open.lock().unwrap());
             open.into_iter()
-                .map(|(stream, sequence)| Settled { stream, sequence, outcome: MessageOutcome::Committed })
+                .map(|(stream, sequence)| Settled::new(stream, sequence, MessageOutcome::Committed))
                 .collect()
         }
     }
@@ -376,7 +376,7 @@ mod tests {
                 tokio::spawn(async move {
                     let batch: Vec<Envelope> =
                         (0..25).map(|i| sinks_contract::testing::envelope("S", w * 25 + i + 1, "s.x", "{}")).collect();
-                    durable.write_batch(&batch).await.unwrap()
+                    durable.write(&batch, sinks_contract::DEFAULT_BUDGET).await.unwrap()
                 })
             })
             .collect();
@@ -400,7 +400,7 @@ mod tests {
         let shared = sinks_contract::testing::envelope("S", 1, "s.x", "{}");
         let write = |batch: Vec<Envelope>| {
             let durable = Arc::clone(&durable);
-            tokio::spawn(async move { durable.write_batch_within(&batch, Duration::from_secs(2)).await.unwrap() })
+            tokio::spawn(async move { durable.write(&batch, Duration::from_secs(2)).await.unwrap() })
         };
         let a = write(vec![shared.clone()]);
         while inner.calls.load(std::sync::atomic::Ordering::SeqCst) < 1 {

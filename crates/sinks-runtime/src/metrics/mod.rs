@@ -272,6 +272,7 @@ pub fn class_label(class: OutcomeClass) -> &'static str {
         OutcomeClass::FailedPermanent => "failed_permanent",
         OutcomeClass::HeldBack => "held_back",
         OutcomeClass::Pending => "pending",
+        _ => "other",
     }
 }
 

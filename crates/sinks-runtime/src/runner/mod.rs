@@ -316,7 +316,9 @@ async fn run_inner(
     }
     if config.ledger.enabled {
         // Receipts name each message's destination: the sink keeps what it needs for that.
-        sink.report_destinations();
+        if let Some(destinations) = sink.destinations() {
+            destinations.enable();
+        }
     }
     let destination = startup::destination(&config.sink);
     let servers = startup::servers(&config);
@@ -364,7 +366,7 @@ async fn run_inner(
         .into());
     }
 
-    let holding = sink.holding();
+    let holding = sink.holding().map(|h| h.settings());
     let max_ack_pending = usize::try_from(bound.consumer.cached_info().config.max_ack_pending).ok().filter(|m| *m > 0);
     if let Some(holding) = holding {
         pending::check(&config, holding, bound.ack_wait, max_ack_pending)?;

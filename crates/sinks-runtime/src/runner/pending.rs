@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::sink::{FlushScope, Holding, MessageOutcome, Settled};
+use sinks_contract::sink::{FlushScope, HoldingSettings, MessageOutcome, Settled, Sink};
 use sinks_toolkit::holding::{Hold, Pending, key_of};
 use tokio::sync::{oneshot, watch};
 
@@ -66,7 +66,7 @@ pub(super) type PendingSet = Pending<Holder>;
 /// keeps objects from filling up.
 pub(super) fn check(
     config: &Config,
-    holding: Holding,
+    holding: HoldingSettings,
     ack_wait: Duration,
     max_ack_pending: Option<usize>,
 ) -> Result<(), ConfigError> {
@@ -226,6 +226,15 @@ pub(super) async fn resolve(ctx: &Ctx, envelopes: &[Envelope], outcomes: Vec<Mes
 }
 
 /// Settles the pending messages `settled` names (the final outcomes a flush reported).
+/// The final outcomes a flush of `sink`'s held records `scope` names decides (none when the
+/// sink does not hold messages).
+async fn flush(sink: &dyn Sink, scope: FlushScope) -> Vec<Settled> {
+    match sink.holding() {
+        Some(holding) => holding.flush(scope).await,
+        None => Vec::new(),
+    }
+}
+
 async fn deliver(ctx: &Ctx, settled: Vec<Settled>) {
     if settled.is_empty() {
         return;
@@ -265,7 +274,7 @@ async fn settle_written(ctx: &Ctx, batch: Batch<AckHandle>, outcomes: Vec<Messag
 /// when the pending messages reach `pressure`, until a stop is requested.
 pub(super) async fn flusher(
     ctx: std::sync::Arc<Ctx>,
-    holding: Holding,
+    holding: HoldingSettings,
     pressure: Option<usize>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -277,7 +286,7 @@ pub(super) async fn flusher(
         }
         let held = ctx.lock_pending().len();
         let scope = if pressure.is_some_and(|p| held >= p) { FlushScope::All } else { FlushScope::Due };
-        let settled = ctx.sink.flush(scope).await;
+        let settled = flush(ctx.sink.as_ref(), scope).await;
         deliver(&ctx, settled).await;
     }
 }
@@ -321,7 +330,7 @@ pub(super) async fn finish(ctx: &Ctx) {
     if !held.is_empty() {
         tracing::info!(messages = held.len(), "committing the open objects before stopping");
     }
-    match hold_while(ctx, &held, tokio::time::timeout(drain, ctx.sink.flush(FlushScope::All))).await {
+    match hold_while(ctx, &held, tokio::time::timeout(drain, flush(ctx.sink.as_ref(), FlushScope::All))).await {
         Ok(settled) => deliver(ctx, settled).await,
         Err(_) => tracing::warn!(
             timeout_s = drain.as_secs(),
@@ -364,7 +373,7 @@ mod tests {
 
     #[test]
     fn start_up_refuses_a_max_age_the_heartbeats_cannot_cover() {
-        let holding = Holding { max_wait: Duration::from_secs(60), tick: Duration::from_secs(1) };
+        let holding = HoldingSettings::new(Duration::from_secs(60), Duration::from_secs(1));
         let s = Duration::from_secs;
         let off = config(serde_json::json!({"enabled": false}));
         assert!(

@@ -360,7 +360,9 @@ async fn settle_one(
             tracing::debug!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
         }
         // Refused by a policy step: logged when it was refused.
-        MessageOutcome::Failed(_) | MessageOutcome::HeldBack | MessageOutcome::Committed | MessageOutcome::Pending => {}
+        // Refused by a policy step (logged when it was refused), and the outcomes with
+        // nothing to log.
+        _ => {}
     }
     let kind = match settlement {
         Settlement::Ack => AckKind::Ack,

@@ -45,7 +45,7 @@ use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::payload::PayloadMode;
-use sinks_contract::sink::{DestinationRef, FlushScope, Holding, MessageOutcome, Presence, Settled};
+use sinks_contract::sink::{DestinationRef, FlushScope, Holding, HoldingSettings, MessageOutcome, Presence, Settled};
 
 /// Manifests read (or objects closed) at once.
 const PARALLEL: usize = 8;
@@ -176,11 +176,10 @@ impl State {
     /// Fails every message of `group` temporarily (its object cannot be committed).
     fn fail_group(&mut self, key: &PartKey, set: &SeqSet, error: &SinkError) {
         let stream = stream_of(&key.1);
-        self.done.extend(set.iter().map(|sequence| Settled {
-            stream: stream.clone(),
-            sequence,
-            outcome: MessageOutcome::Failed(error.duplicate()),
-        }));
+        self.done.extend(
+            set.iter()
+                .map(|sequence| Settled::new(stream.clone(), sequence, MessageOutcome::Failed(error.duplicate()))),
+        );
     }
 }
 
@@ -196,36 +195,16 @@ impl<L: ObjectLog> Clone for BatchWriter<L> {
     }
 }
 
-/// The batch mode's `Sink` methods for a sink that may run without it: the file and S3
-/// sinks keep an `Option<BatchWriter>` and forward `holding`, `flush` and `close` through
-/// this (`None`: nothing is held, nothing to flush).
+/// The batch mode is a sink's [`Holding`] capability: `Sink::holding` of the file and S3
+/// sinks returns their writer, when they run in batch mode.
 #[async_trait]
-pub trait OptionalBatch {
-    /// `Sink::holding`: the writer's, when there is one.
-    fn holding(&self) -> Option<Holding>;
-    /// `Sink::flush`: the writer's final outcomes, none without one.
-    async fn flush(&self, scope: FlushScope) -> Vec<Settled>;
-    /// `Sink::close`: discards the open objects, when there is a writer.
-    fn discard_open(&self);
-}
-
-#[async_trait]
-impl<L: ObjectLog> OptionalBatch for Option<BatchWriter<L>> {
-    fn holding(&self) -> Option<Holding> {
-        self.as_ref().map(BatchWriter::holding)
+impl<L: ObjectLog> Holding for BatchWriter<L> {
+    fn settings(&self) -> HoldingSettings {
+        self.holding_settings()
     }
 
     async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
-        match self {
-            Some(writer) => writer.flush(scope).await,
-            None => Vec::new(),
-        }
-    }
-
-    fn discard_open(&self) {
-        if let Some(writer) = self {
-            writer.discard_open();
-        }
+        Self::flush(self, scope).await
     }
 }
 
@@ -289,9 +268,9 @@ impl<L: ObjectLog> BatchWriter<L> {
     }
 
     /// What the runner needs to know to hold this writer's messages.
-    pub fn holding(&self) -> Holding {
+    pub fn holding_settings(&self) -> HoldingSettings {
         let max_wait = Duration::from_millis(self.inner.settings.batch.max_age_ms);
-        Holding { max_wait, tick: (max_wait / 10).clamp(Duration::from_millis(50), Duration::from_secs(1)) }
+        HoldingSettings::new(max_wait, (max_wait / 10).clamp(Duration::from_millis(50), Duration::from_secs(1)))
     }
 
     /// The partition `envelope` goes to.
@@ -721,10 +700,8 @@ impl<L: ObjectLog> Inner<L> {
                     "batch object not committed; its messages come back"
                 );
                 set.iter()
-                    .map(|sequence| Settled {
-                        stream: stream_of(&key.1),
-                        sequence,
-                        outcome: MessageOutcome::Failed(error.duplicate()),
+                    .map(|sequence| {
+                        Settled::new(stream_of(&key.1), sequence, MessageOutcome::Failed(error.duplicate()))
                     })
                     .collect()
             }
@@ -800,10 +777,7 @@ impl<L: ObjectLog> Inner<L> {
             state.remember(&key.1, &committed);
         }
         tracing::debug!(sink = s.sink, slot, rows, first, last, bytes = size, "batch object committed");
-        Ok(set
-            .iter()
-            .map(|sequence| Settled { stream: stream_of(&key.1), sequence, outcome: MessageOutcome::Committed })
-            .collect())
+        Ok(set.iter().map(|sequence| Settled::new(stream_of(&key.1), sequence, MessageOutcome::Committed)).collect())
     }
 
     /// Claims the next free slot of `key`'s manifest log for `manifest` (the caller holds
@@ -893,7 +867,7 @@ impl<L: ObjectLog> Inner<L> {
                 } else {
                     MessageOutcome::temporary("the batch object lost its manifest slot to another writer's object")
                 };
-                Settled { stream: stream_of(&key.1), sequence, outcome }
+                Settled::new(stream_of(&key.1), sequence, outcome)
             })
             .collect();
         tracing::info!(

@@ -25,4 +25,4 @@ pub mod row;
 pub mod seqset;
 
 pub use config::{BatchCompression, BatchConfig, ColumnConfig, ColumnType, Format, WriteMode};
-pub use engine::{BatchWriter, ObjectLog, OptionalBatch, Settings, TempObject};
+pub use engine::{BatchWriter, ObjectLog, Settings, TempObject};
