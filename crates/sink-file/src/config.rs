@@ -12,6 +12,7 @@ use sinks_contract::PayloadMode;
 use sinks_contract::config::{Issues, SinkSection};
 use sinks_toolkit::batch::BatchConfig;
 use sinks_toolkit::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
+use sinks_toolkit::files::FileMode;
 
 /// Extension used when none is configured and compression is off.
 pub(crate) const DEFAULT_EXTENSION: &str = ".json";
@@ -114,6 +115,23 @@ pub struct FileSinkConfig {
     /// Indent the JSON (the published payload itself is kept as published; default false).
     #[serde(default)]
     pub pretty: bool,
+    /// Mode of every file the sink writes, as an octal string (default `"0600"`: only the
+    /// sink's user can read them; `"0640"` lets its group read them too). Applied exactly,
+    /// whatever the umask; the owner keeps read and write.
+    #[serde(default = "default_file_mode")]
+    pub file_mode: FileMode,
+    /// Mode of every directory the sink creates, as an octal string (default `"0700"`;
+    /// `"0750"` lets its group in). Existing directories keep theirs; the owner keeps `rwx`.
+    #[serde(default = "default_dir_mode")]
+    pub dir_mode: FileMode,
+}
+
+fn default_file_mode() -> FileMode {
+    FileMode::PRIVATE_FILE
+}
+
+fn default_dir_mode() -> FileMode {
+    FileMode::PRIVATE_DIR
 }
 
 fn default_compression_level() -> u32 {
@@ -142,6 +160,8 @@ impl FileSinkConfig {
             create_directory: true,
             fsync: true,
             pretty: false,
+            file_mode: FileMode::PRIVATE_FILE,
+            dir_mode: FileMode::PRIVATE_DIR,
         }
     }
 
@@ -179,6 +199,7 @@ impl FileSinkConfig {
             issues.push("sink.extension", message);
         }
         issues.range("sink.compression_level", u64::from(self.compression_level), 1, 9);
+        sinks_toolkit::files::check_modes(self.file_mode, self.dir_mode, &mut issues);
         sinks_toolkit::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
         if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Overwrite {
             issues.push(

@@ -38,7 +38,7 @@ use sinks_contract::{
 use sinks_toolkit::batch::{BatchWriter, Settings};
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::existing::{self, OnExisting, Stored};
-use sinks_toolkit::files;
+use sinks_toolkit::files::{self, FileMode};
 use time::OffsetDateTime;
 
 use crate::batch::FileLog;
@@ -123,7 +123,7 @@ impl FileSink {
                 sink: "file",
                 record: "batch file",
             };
-            BatchWriter::new(FileLog::new(Arc::clone(&root), config.fsync), settings)
+            BatchWriter::new(FileLog::new(Arc::clone(&root), config.fsync, config.file_mode, config.dir_mode), settings)
         });
         Ok(Self { inner: Arc::new(Inner { config, extension, root, batch }) })
     }
@@ -312,7 +312,10 @@ impl Inner {
                     ))
                     .with_field("sink.directory"));
                 }
-                fs::create_dir_all(&dir).map_err(|e| open_error(e, &format!("cannot create `{shown}`")))?;
+                self.config
+                    .dir_mode
+                    .create_dir_all(&dir)
+                    .map_err(|e| open_error(e, &format!("cannot create `{shown}`")))?;
                 if self.config.fsync
                     && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
                     && let Err(e) = sync_dir(parent)
@@ -402,7 +405,7 @@ impl Inner {
         envelope: Envelope,
     ) -> Result<Step, SinkError> {
         let dir = match &rel.partition {
-            Some(partition) => ensure_partition(root, partition)?,
+            Some(partition) => ensure_partition(root, partition, self.config.dir_mode)?,
             None => root.to_path_buf(),
         };
         let final_path = dir.join(&rel.file_name);
@@ -428,6 +431,7 @@ impl Inner {
             .rand_bytes(8)
             .tempfile_in(&dir)
             .map_err(|e| classify(e, "cannot create temp file"))?;
+        self.config.file_mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set the temp file's mode"))?;
         temp.write_all(&record.bytes).map_err(|e| classify(e, "cannot write temp file"))?;
         Ok(Step::Staged(Staged {
             envelope: Box::new(envelope),
@@ -520,14 +524,14 @@ impl Inner {
 
 /// The partition directory `root/name`, created when missing. A symlink is refused, so no
 /// write ever follows a link out of the root.
-fn ensure_partition(root: &Path, name: &str) -> Result<PathBuf, SinkError> {
+fn ensure_partition(root: &Path, name: &str, mode: FileMode) -> Result<PathBuf, SinkError> {
     let dir = root.join(name);
     for _ in 0..3 {
         match fs::symlink_metadata(&dir) {
             Ok(meta) if meta.file_type().is_symlink() => return Err(SinkError::permanent("refusing symlinked path")),
             Ok(meta) if meta.is_dir() => return Ok(dir),
             Ok(_) => return Err(SinkError::config("partition path exists and is not a directory")),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match mode.create_dir(&dir) {
                 // New directory: the root is fsynced with the batch, making it durable.
                 Ok(()) => return Ok(dir),
                 // Another task created it meanwhile: inspect it again.

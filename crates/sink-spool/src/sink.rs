@@ -315,7 +315,10 @@ impl Inner {
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound && self.config.create_directory => {
-                fs::create_dir_all(&dir).map_err(|e| field(classify(e, &format!("cannot create `{shown}`"))))?;
+                self.config
+                    .dir_mode
+                    .create_dir_all(&dir)
+                    .map_err(|e| field(classify(e, &format!("cannot create `{shown}`"))))?;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(SinkError::config(format!(
@@ -371,6 +374,7 @@ impl Inner {
             .prefix(&format!(".{name}."))
             .suffix(".tmp")
             .tempfile_in(root)
+            .and_then(|temp| self.config.file_mode.apply(temp.as_file()).map(|()| temp))
             .and_then(|mut temp| temp.write_all(&bytes).map(|()| temp));
         match staged {
             Ok(temp) => Step::Staged(Staged { temp, final_path, size: bytes.len() as u64 }),
