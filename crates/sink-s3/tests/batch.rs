@@ -200,3 +200,52 @@ async fn an_object_larger_than_a_part_is_uploaded_in_parts() {
     assert_eq!(parts as u64, manifest.bytes.div_ceil(8 << 20), "8 MiB parts");
     assert_exactly_once(&rb, 1..=2500).await;
 }
+
+/// Writes 20 messages into one open object of a sink that reaches the bucket through a
+/// proxy, takes the endpoint down, and flushes everything while it is down for 4 s (longer
+/// than the in-place retries of one request last); the outcomes the flush reports.
+async fn flush_through_an_outage(commit_retry_seconds: u64) -> (Vec<MessageOutcome>, usize, BucketReadBack) {
+    let h = harness().await;
+    let bucket = h.bucket().await.unwrap();
+    let proxy = Arc::new(sinks_testkit::FaultProxy::start(h.endpoint(), 0, None).await.unwrap());
+    let mut config = h.config(&bucket);
+    config.endpoint_url = Some(proxy.url());
+    config.mode = WriteMode::Batch;
+    config.prefix = Some("lake".into());
+    config.batch = Some(BatchConfig { commit_retry_seconds, ..batch(1000) });
+    let sink = h.sink(config.clone()).unwrap();
+    sink.open().await.unwrap();
+    let batch: Vec<Envelope> = (1..=20).map(msg).collect();
+    let written = sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await.unwrap();
+    assert!(written.iter().all(|o| matches!(o, MessageOutcome::Pending)), "{written:?}");
+    proxy.set_down(true);
+    let up = {
+        let proxy = Arc::clone(&proxy);
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+            proxy.set_down(false);
+        })
+    };
+    let settled = sink.flush_held(FlushScope::All).await;
+    up.await.unwrap();
+    let mut direct = h.config(&bucket);
+    direct.prefix = Some("lake".into());
+    (settled.into_iter().map(|s| s.outcome).collect(), proxy.injected(), h.read_back(&direct, bucket).unwrap())
+}
+
+#[tokio::test]
+async fn an_outage_of_seconds_is_waited_out_with_the_messages_pending() {
+    let (outcomes, refused, rb) = flush_through_an_outage(60).await;
+    assert!(refused > 0, "the outage refused requests");
+    assert_eq!(outcomes.len(), 20);
+    assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Committed)), "{outcomes:?}");
+    assert_exactly_once(&rb, 1..=20).await;
+}
+
+#[tokio::test]
+async fn without_commit_retries_the_same_outage_sends_the_messages_back() {
+    let (outcomes, refused, _) = flush_through_an_outage(0).await;
+    assert!(refused > 0, "the outage refused requests");
+    assert_eq!(outcomes.len(), 20);
+    assert!(outcomes.iter().all(MessageOutcome::failed_temporarily), "{outcomes:?}");
+}

@@ -151,6 +151,13 @@ pub struct BatchConfig {
     /// Parquet only: typed columns taken from the payload, after the standard ones.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub columns: Vec<ColumnConfig>,
+    /// How long a finished object's commit is retried while the destination fails
+    /// temporarily, in seconds, 0–3,600 (default 300): its messages stay pending (kept
+    /// alive, not redelivered) and the commit is tried again with backoff, so an outage
+    /// of seconds or minutes is waited out instead of turning the object's messages into
+    /// redeliveries and dead letters. 0 gives up at once (the messages come back).
+    #[serde(default = "default_commit_retry_seconds")]
+    pub commit_retry_seconds: u64,
 }
 
 fn default_true() -> bool {
@@ -164,6 +171,9 @@ fn default_max_bytes() -> u64 {
 }
 fn default_max_age_ms() -> u64 {
     60_000
+}
+fn default_commit_retry_seconds() -> u64 {
+    300
 }
 fn default_template() -> String {
     "{stream}/{yyyy}/{mm}/{dd}/{hh}".into()
@@ -183,6 +193,7 @@ impl Default for BatchConfig {
             partition_template: default_template(),
             partition_fallback: default_fallback(),
             columns: Vec::new(),
+            commit_retry_seconds: default_commit_retry_seconds(),
         }
     }
 }
@@ -218,6 +229,7 @@ impl BatchConfig {
         issues.range(&at("max_messages"), self.max_messages, 1, MAX_MESSAGES_LIMIT);
         issues.range(&at("max_bytes"), self.max_bytes, MAX_BYTES_RANGE.0, MAX_BYTES_RANGE.1);
         issues.range(&at("max_age_ms"), self.max_age_ms, MAX_AGE_RANGE_MS.0, MAX_AGE_RANGE_MS.1);
+        issues.range(&at("commit_retry_seconds"), self.commit_retry_seconds, 0, 3_600);
         let compression = self.effective_compression();
         let allowed: &[BatchCompression] = match self.format {
             Format::Ndjson => &[BatchCompression::None, BatchCompression::Gzip, BatchCompression::Zstd],

@@ -685,10 +685,17 @@ impl<L: ObjectLog> Inner<L> {
     }
 
     /// Closes one object: finish, stage, claim a slot, complete. Returns its messages'
-    /// outcomes.
+    /// outcomes. A temporary failure is retried with backoff for `commit_retry_seconds`
+    /// (the messages stay pending meanwhile); a permanent one, or one past that time,
+    /// fails every message of the object.
     async fn close(&self, c: Closing) -> Vec<Settled> {
         let Closing { id, key, set, rows, encoder, path } = c;
-        let settled = match self.commit(&key, &set, rows, encoder, path).await {
+        let retry_for = Duration::from_secs(self.settings.batch.commit_retry_seconds);
+        let settled = match self.finish(encoder).await {
+            Ok(file) => self.commit_retrying(&key, &set, rows, file, path, retry_for).await,
+            Err(e) => Err(e),
+        };
+        let settled = match settled {
             Ok(outcomes) => outcomes,
             Err(error) => {
                 tracing::warn!(
@@ -710,23 +717,107 @@ impl<L: ObjectLog> Inner<L> {
         settled
     }
 
+    /// Writes out the object's last bytes: the finished file.
+    async fn finish(&self, encoder: Box<dyn Encoder>) -> Result<File, SinkError> {
+        crate::blocking::blocking(move || {
+            encoder.finish().map_err(|e| SinkError::temporary("cannot finish the batch object").with_source(e))
+        })
+        .await
+    }
+
+    /// [`Self::commit`], tried again while it fails temporarily and `retry_for` lasts, with
+    /// jittered backoff from 250 ms to 5 s. Each attempt stages from the same finished file.
+    async fn commit_retrying(
+        &self,
+        key: &PartKey,
+        set: &SeqSet,
+        rows: u64,
+        file: File,
+        mut path: Option<tempfile::TempPath>,
+        retry_for: Duration,
+    ) -> Result<Vec<Settled>, SinkError> {
+        let deadline = tokio::time::Instant::now() + retry_for;
+        let mut delay = Duration::from_millis(250);
+        let mut attempt = 1u32;
+        loop {
+            // The first attempt stages the finished file itself; a later one a fresh copy of
+            // it (a failed attempt may have consumed or removed its temp name).
+            let temp = match path.take() {
+                Some(path) => TempObject {
+                    file: file
+                        .try_clone()
+                        .map_err(|e| SinkError::temporary("cannot reopen a batch object").with_source(e))?,
+                    path: Some(path),
+                },
+                None if attempt == 1 => TempObject {
+                    file: file
+                        .try_clone()
+                        .map_err(|e| SinkError::temporary("cannot reopen a batch object").with_source(e))?,
+                    path: None,
+                },
+                None => self.copy_of(&file, &key.0).await?,
+            };
+            let error = match self.commit(key, set, rows, temp).await {
+                Ok(settled) => {
+                    if attempt > 1 {
+                        tracing::info!(
+                            sink = self.settings.sink,
+                            attempt,
+                            rows,
+                            "batch object committed after retries"
+                        );
+                    }
+                    return Ok(settled);
+                }
+                Err(e) => e,
+            };
+            let pause = delay.mul_f64(0.5 + rand::random::<f64>() / 2.0);
+            if error.is_permanent() || tokio::time::Instant::now() + pause >= deadline {
+                return Err(error);
+            }
+            tracing::warn!(
+                sink = self.settings.sink,
+                attempt,
+                retry_in_ms = u64::try_from(pause.as_millis()).unwrap_or(u64::MAX),
+                error = %error.display_chain(),
+                "batch object not committed yet; its messages stay pending and the commit is retried"
+            );
+            tokio::time::sleep(pause).await;
+            delay = (delay * 2).min(Duration::from_secs(5));
+            attempt += 1;
+        }
+    }
+
+    /// A new temp object of `partition` holding the bytes of `file`.
+    async fn copy_of(&self, file: &File, partition: &str) -> Result<TempObject, SinkError> {
+        let mut temp = self.log.temp(partition)?;
+        let mut source =
+            file.try_clone().map_err(|e| SinkError::temporary("cannot reopen a batch object").with_source(e))?;
+        crate::blocking::blocking(move || {
+            use std::io::{Seek, Write};
+            source
+                .rewind()
+                .and_then(|()| std::io::copy(&mut source, &mut temp.file))
+                .and_then(|_| temp.file.flush())
+                .map_err(|e| SinkError::temporary("cannot copy a batch object for another attempt").with_source(e))?;
+            Ok(temp)
+        })
+        .await
+    }
+
+    /// One attempt to commit the finished object `temp`: stage, claim a slot, complete.
     async fn commit(
         &self,
         key: &PartKey,
         set: &SeqSet,
         rows: u64,
-        encoder: Box<dyn Encoder>,
-        path: Option<tempfile::TempPath>,
+        temp: TempObject,
     ) -> Result<Vec<Settled>, SinkError> {
         let (Some(first), Some(last)) = (set.first(), set.last()) else { return Ok(Vec::new()) };
-        let file = crate::blocking::blocking(move || {
-            encoder.finish().map_err(|e| SinkError::temporary("cannot finish the batch object").with_source(e))
-        })
-        .await?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or_default();
+        let size = temp.file.metadata().map(|m| m.len()).unwrap_or_default();
         let s = &self.settings;
         let object = naming::join(&key.0, &naming::object_name(&key.1, first, last, s.batch.extension()));
-        let staging = self.log.stage(&object, TempObject { file, path }, size).await?;
+        let staging = self.log.stage(&object, temp, size).await?;
         let manifest = Manifest {
             schema: MANIFEST_SCHEMA.into(),
             stream: key.1.clone(),
