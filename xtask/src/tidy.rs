@@ -6,7 +6,8 @@
 //! reach neither async-nats, the runtime, the policy crate nor another sink; the contract,
 //! toolkit, certification and policy crates reach none of async-nats, figment and
 //! prometheus-client; the contract stays under its caps (dependencies, lines); the core
-//! crates name no sink kind; and no product source file is over 1,200 lines.
+//! crates and the CLI library name no sink kind; the runtime's and the CLI library's public
+//! API holds no async-nats type; and no product source file is over 1,200 lines.
 
 #[cfg(test)]
 mod tests {
@@ -80,9 +81,8 @@ mod tests {
             .collect();
         assert!(!sinks.is_empty());
         for sink in sinks {
-            for role in
-                ["src/lib.rs", "src/config.rs", "src/sink.rs", "src/error.rs", "src/certify.rs", "tests/certify.rs"]
-            {
+            let roles = ["src/lib.rs", "src/config.rs", "src/sink.rs", "src/error.rs", "src/factory.rs", "src/certify.rs"];
+            for role in roles.into_iter().chain(["tests/certify.rs"]) {
                 assert!(sink.join(role).is_file(), "{} lacks {role}", sink.display());
             }
         }
@@ -318,10 +318,12 @@ mod tests {
     /// Destination sink kinds, as a config's `type` names them.
     const SINK_KINDS: [&str; 8] = ["file", "mysql", "oracle", "http", "s3", "spool", "coherence", "oracle_nosql"];
 
-    /// `"kind"` literals outside test modules (everything from the first `#[cfg(test)]` on).
+    /// `"kind"` literals outside test modules (everything from the first `#[cfg(test)]` on),
+    /// except on a line that says it holds `not a sink kind` (JetStream's storage type `file`).
     fn kind_literals(text: &str) -> Vec<&'static str> {
         let product = text.split("#[cfg(test)]").next().unwrap_or_default();
-        SINK_KINDS.iter().copied().filter(|k| product.contains(&format!("\"{k}\""))).collect()
+        let lines: Vec<&str> = product.lines().filter(|l| !l.contains("not a sink kind")).collect();
+        SINK_KINDS.iter().copied().filter(|k| lines.iter().any(|l| l.contains(&format!("\"{k}\"")))).collect()
     }
 
     #[test]
@@ -330,7 +332,7 @@ mod tests {
         let mut bad = Vec::new();
         // (The policy crate is not checked: its URI profiles name schemes such as `file` and
         // `s3`, which are not sink kinds.)
-        for krate in ["sinks-contract", "sinks-toolkit", "sinks-certify", "sinks-runtime"] {
+        for krate in ["sinks-contract", "sinks-toolkit", "sinks-certify", "sinks-runtime", "sinks-cli"] {
             let mut files = Vec::new();
             rust_files(&root.join("crates").join(krate).join("src"), &mut files);
             assert!(!files.is_empty(), "no sources under {krate}");
@@ -341,10 +343,214 @@ mod tests {
                 }
             }
         }
-        assert!(bad.is_empty(), "only the registry in sinks-bin names sink kinds: {bad:?}");
+        assert!(bad.is_empty(), "only the sink crates and the registrations of sinks-bin name sink kinds: {bad:?}");
         // The checker catches what it is there for.
         assert_eq!(kind_literals("const D: [(&str, u64); 1] = [(\"mysql\", 5)];"), vec!["mysql"]);
         assert!(kind_literals("fn f() {}\n#[cfg(test)]\nmod tests { const T: &str = \"file\"; }").is_empty());
+        assert!(kind_literals("const S: &str = \"file\"; // JetStream's, not a sink kind").is_empty());
+    }
+
+    /// `text` with the contents of its string and character literals removed (raw strings
+    /// too) and its line comments cut off, so neither a message nor a comment counts as a
+    /// signature.
+    fn code_only(text: &str) -> String {
+        let chars: Vec<char> = text.chars().collect();
+        let mut out = String::with_capacity(text.len());
+        let mut i = 0;
+        let word = |c: char| c.is_alphanumeric() || c == '_';
+        while i < chars.len() {
+            let c = chars[i];
+            let next = chars.get(i + 1).copied();
+            if c == '/' && next == Some('/') {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            } else if c == 'r' && matches!(next, Some('#' | '"')) && !(i > 0 && word(chars[i - 1])) {
+                let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+                let close: String = std::iter::once('"').chain(std::iter::repeat_n('#', hashes)).collect();
+                let start = i + 2 + hashes;
+                let body: String = chars.get(start..).unwrap_or_default().iter().collect();
+                let len = body.find(&close).map_or(body.chars().count(), |at| body[..at].chars().count());
+                out.push_str("\"\"");
+                i = start + len + close.chars().count();
+            } else if c == '"' {
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    i += if chars[i] == '\\' { 2 } else { 1 };
+                }
+                out.push_str("\"\"");
+                i += 1;
+            } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
+                // A character literal ('"', '\n'); a lifetime has no closing quote.
+                i += 2;
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                out.push_str("' '");
+                i += 1;
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        }
+        out
+    }
+
+    /// The names `text` imports from async-nats (`use async_nats::…;`): each leaf, rename and
+    /// module named through `self`.
+    fn nats_imports(text: &str) -> Vec<String> {
+        let mut names = Vec::new();
+        for statement in text.split(';') {
+            let Some(tree) = statement.trim_start().strip_prefix("use async_nats") else { continue };
+            for part in tree.split(['{', '}', ',']) {
+                let part = part.trim();
+                if let Some((_, rename)) = part.split_once(" as ") {
+                    names.push(rename.trim().to_owned());
+                    continue;
+                }
+                let segments: Vec<&str> = part.split("::").map(str::trim).filter(|s| !s.is_empty()).collect();
+                match segments.as_slice() {
+                    [.., parent, "self"] => names.push((*parent).to_owned()),
+                    [.., leaf] if *leaf != "*" && *leaf != "self" => names.push((*leaf).to_owned()),
+                    _ => {}
+                }
+            }
+        }
+        names
+    }
+
+    /// True when `signature` names async-nats: a path through `async_nats` or `jetstream::`,
+    /// or a name `imports` brought in (not the name of a parameter or field, and not the last
+    /// segment of another path).
+    fn names_nats(signature: &str, imports: &[String]) -> bool {
+        if signature.contains("async_nats") || signature.contains("jetstream::") {
+            return true;
+        }
+        let word = |c: char| c.is_alphanumeric() || c == '_';
+        imports.iter().any(|name| {
+            signature.match_indices(name.as_str()).any(|(at, _)| {
+                let before = signature[..at].chars().next_back();
+                let rest = &signature[at + name.len()..];
+                let after = rest.chars().next();
+                let is_binding = rest.starts_with(':') && !rest.starts_with("::");
+                !before.is_some_and(|c| word(c) || c == ':') && !after.is_some_and(word) && !is_binding
+            })
+        })
+    }
+
+    /// The public items of `text` (outside test modules; with the workspace's
+    /// `unreachable_pub` lint every `pub` item is reachable) whose signature names an
+    /// async-nats type, each as its line number: functions and methods, types, fields,
+    /// constants, re-exports, whole enums and traits, and trait impls of this file's public
+    /// types. `pub(crate)` items are not public API.
+    fn nats_in_public_items(text: &str) -> Vec<usize> {
+        let product = code_only(text.split("#[cfg(test)]").next().unwrap_or_default());
+        let imports = nats_imports(&product);
+        let lines: Vec<&str> = product.lines().collect();
+        let public_types: Vec<&str> = lines
+            .iter()
+            .filter_map(|l| l.trim_start().strip_prefix("pub struct ").or(l.trim_start().strip_prefix("pub enum ")))
+            .map(|rest| rest.split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or_default())
+            .collect();
+        // The text from line `i` to the first line ending in one of `ends`.
+        let until = |i: usize, ends: &[char]| -> String {
+            let mut joined = String::new();
+            for line in &lines[i..] {
+                joined.push_str(line.trim());
+                joined.push(' ');
+                if ends.iter().any(|e| line.trim_end().ends_with(*e)) {
+                    break;
+                }
+            }
+            joined
+        };
+        let mut bad = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let item = line.trim_start();
+            let signature = if let Some(rest) = item.strip_prefix("pub ") {
+                let keyword = rest.split_whitespace().next().unwrap_or_default();
+                match keyword {
+                    "fn" | "async" | "const" | "unsafe" | "type" | "static" | "use" | "mod" => {
+                        until(i, &['{', ';']).split('{').next().unwrap_or_default().to_owned()
+                    }
+                    "enum" | "trait" => {
+                        let (mut depth, mut body) = (0i32, String::new());
+                        for line in &lines[i..] {
+                            depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
+                            body.push_str(line);
+                            body.push(' ');
+                            if depth == 0 && body.contains('{') || depth == 0 && line.trim_end().ends_with(';') {
+                                break;
+                            }
+                        }
+                        body
+                    }
+                    "struct" => {
+                        let header = until(i, &['{', ';']);
+                        match header.split_once('(') {
+                            // A tuple struct: only its `pub` fields are public.
+                            Some((name, fields)) => {
+                                let public: Vec<&str> =
+                                    fields.split(',').filter(|f| f.trim_start().starts_with("pub ")).collect();
+                                format!("{name} {}", public.join(","))
+                            }
+                            _ => header.split('{').next().unwrap_or_default().to_owned(),
+                        }
+                    }
+                    // A field: `pub name: Type,`.
+                    field if field.ends_with(':') => until(i, &[',', '{', ';']),
+                    _ => continue,
+                }
+            } else if item.starts_with("impl") && item.contains(" for ") {
+                let header = until(i, &['{']);
+                let target = header.split(" for ").nth(1).unwrap_or_default();
+                let name = target.trim().split(|c: char| !c.is_alphanumeric() && c != '_').next().unwrap_or_default();
+                if !public_types.contains(&name) {
+                    continue;
+                }
+                header.split('{').next().unwrap_or_default().to_owned()
+            } else {
+                continue;
+            };
+            if names_nats(&signature, &imports) {
+                bad.push(i + 1);
+            }
+        }
+        bad
+    }
+
+    /// The runtime and the CLI library keep async-nats out of their public API: a caller
+    /// names only their own types (`StartAt`, `inspect::Connection`), so the NATS client can
+    /// change without breaking a binary built on them.
+    #[test]
+    fn no_async_nats_type_in_the_public_api() {
+        let root = sinks_testkit::workspace_root();
+        let mut bad = Vec::new();
+        for krate in ["sinks-runtime", "sinks-cli"] {
+            let mut files = Vec::new();
+            rust_files(&root.join("crates").join(krate).join("src"), &mut files);
+            assert!(!files.is_empty(), "no sources under {krate}");
+            for file in files {
+                let lines = nats_in_public_items(&std::fs::read_to_string(&file).unwrap());
+                bad.extend(lines.into_iter().map(|l| format!("{}:{l}", file.strip_prefix(&root).unwrap().display())));
+            }
+        }
+        assert!(bad.is_empty(), "async-nats types in the public API (make them pub(crate) or wrap them): {bad:?}");
+        // The checker catches what it is there for: the run options as they were, a client
+        // returned, an imported context taken, a public field and an enum variant, but not
+        // private or crate-visible items, messages, comments or parameter names.
+        let old_options = "pub struct RunOptions {\n    /// Where.\n    pub start: Option<async_nats::jetstream::consumer::DeliverPolicy>,\n}\n";
+        assert_eq!(nats_in_public_items(old_options), vec![3]);
+        let client = "pub async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, ConnectError> {\n}";
+        assert_eq!(nats_in_public_items(client), vec![1]);
+        let imported = "use async_nats::jetstream::{self, Context};\npub fn open(\n    js: &Context,\n) -> Self {\n}\n";
+        assert_eq!(nats_in_public_items(imported), vec![2]);
+        let variant = "use async_nats::Subscriber;\npub enum E {\n    A(Subscriber),\n}\npub struct Bound {\n    pub consumer: PullConsumer,\n}\nuse async_nats::jetstream::consumer::PullConsumer;";
+        assert_eq!(nats_in_public_items(variant), vec![2, 6]);
+        let quiet = "use async_nats::jetstream::stream;\npub(crate) fn f(s: &stream::Stream) {}\npub struct Handle(jetstream::Context);\n\
+                     /// Reads async_nats answers.\npub fn g(stream: &str) -> String { \"jetstream::x\".into() }\n\
+                     fn h() -> async_nats::Client {}\npub fn q() -> char { '\"' }\npub const R: &str = r#\"async_nats::\"#;\n";
+        assert!(nats_in_public_items(quiet).is_empty(), "{:?}", nats_in_public_items(quiet));
     }
 
     #[test]

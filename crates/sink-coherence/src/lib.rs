@@ -42,8 +42,10 @@ mod client;
 mod config;
 mod entry;
 mod error;
+mod factory;
 mod sink;
 
 pub use config::{CoherenceSinkConfig, DuplicatePolicy, Durability, KeyStrategy, Protocol, Serializer, Storage};
 pub use entry::{StoredEvent, decode_stored};
 pub use sink::CoherenceSink;
+pub use factory::CoherenceFactory;

@@ -38,9 +38,11 @@ mod batch;
 pub mod certify;
 mod config;
 mod error;
+mod factory;
 mod path;
 mod record;
 mod sink;
 
 pub use config::{Compression, DuplicatePolicy, FileSinkConfig, FilenameStrategy, WriteMode};
 pub use sink::FileSink;
+pub use factory::FileFactory;

@@ -67,6 +67,7 @@ mod answers;
 pub mod certify;
 mod config;
 mod error;
+mod factory;
 mod request;
 mod sink;
 
@@ -74,3 +75,4 @@ pub use config::{
     BatchMode, BodyFormat, HttpMethod, HttpSinkConfig, HttpVersion, IdempotencyConfig, KeyStrategy, RetryConfig,
 };
 pub use sink::HttpSink;
+pub use factory::HttpFactory;

@@ -20,9 +20,11 @@
 pub mod certify;
 mod config;
 mod error;
+mod factory;
 mod row;
 mod sink;
 mod sql;
 
 pub use config::{ColumnMapping, ConflictPolicy, IdempotencyConfig, MySqlSinkConfig, TableRoute, WriteMode};
 pub use sink::{MySqlSink, quoted_table};
+pub use factory::MySqlFactory;

@@ -30,6 +30,7 @@ mod config;
 mod ddl;
 pub mod driver;
 mod error;
+mod factory;
 pub mod lineage;
 mod pool;
 mod row;
@@ -43,3 +44,4 @@ pub use config::{
     TableRoute, WriteMode,
 };
 pub use sink::OracleSink;
+pub use factory::OracleFactory;

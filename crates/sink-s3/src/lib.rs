@@ -55,6 +55,7 @@ mod batch;
 pub mod certify;
 mod config;
 mod error;
+mod factory;
 mod object;
 mod sink;
 mod store;
@@ -65,3 +66,4 @@ pub use config::{
 };
 pub use sink::S3Sink;
 pub use store::S3Credentials;
+pub use factory::S3Factory;

@@ -28,6 +28,7 @@
 pub mod certify;
 mod config;
 mod error;
+mod factory;
 pub mod record;
 pub mod replay;
 mod sink;
@@ -35,3 +36,4 @@ mod sink;
 pub use config::{DrainOrdering, DuplicatePolicy, SpoolSinkConfig};
 pub use replay::{ReplayOptions, ReplayReport, replay};
 pub use sink::{Entry, SpoolSink, Usage};
+pub use factory::SpoolFactory;

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use sink_oracle::lineage::{self, LineageRequest};
 use sink_oracle::{OracleSink, OracleSinkConfig};
+use sinks_cli::Registry;
 use sinks_contract::ConfigError;
 
 /// The options of one lookup.
@@ -44,8 +45,8 @@ pub(crate) enum Ended {
 /// Loads the config at `path`, builds the lookup and prints its plan (`--dry-run`) or its
 /// records.
 #[allow(clippy::print_stdout)]
-pub(crate) async fn run(path: &Path, options: Options) -> Ended {
-    let config = match crate::registry::load_config(path) {
+pub(crate) async fn run(registry: &Registry, path: &Path, options: Options) -> Ended {
+    let config = match registry.load_config(path) {
         Ok(c) => c,
         Err(e) => return Ended::Config(e),
     };
@@ -110,12 +111,12 @@ pub(crate) async fn run(path: &Path, options: Options) -> Ended {
 }
 
 /// The exit code of `ended`, reporting errors.
-pub(crate) fn exit(ended: Ended, report: impl Fn(&str), config_failure: impl Fn(&ConfigError) -> ExitCode) -> ExitCode {
+pub(crate) fn exit(ended: Ended) -> ExitCode {
     match ended {
         Ended::Done => ExitCode::SUCCESS,
-        Ended::Config(e) => config_failure(&e),
+        Ended::Config(e) => sinks_cli::exit::config_failure(&e),
         Ended::Failed(message, config) => {
-            report(&message);
+            sinks_cli::exit::report(&message);
             ExitCode::from(if config { 2 } else { 1 })
         }
     }

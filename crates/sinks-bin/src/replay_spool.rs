@@ -4,11 +4,11 @@
 //! progress bar on a terminal, one structured log line per batch otherwise.
 
 use std::path::Path;
+use std::process::ExitCode;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use sinks_cli::Registry;
 use sinks_contract::{ConfigError, ErrorClass};
-
-use crate::registry;
 
 /// How a replay ended.
 #[derive(Debug)]
@@ -23,20 +23,43 @@ pub(crate) enum Ended {
     Failed(String),
 }
 
-/// Runs the replay.
-pub(crate) async fn run(spool_path: &Path, target_path: &Path, max_records: Option<usize>, dry_run: bool) -> Ended {
-    match replay(spool_path, target_path, max_records, dry_run).await {
+/// Runs the replay; returns the exit code (1 while records are left in the spool).
+#[allow(clippy::print_stdout)]
+pub(crate) async fn run(
+    registry: &Registry,
+    spool_path: &Path,
+    target_path: &Path,
+    max_records: Option<usize>,
+    dry_run: bool,
+) -> ExitCode {
+    let ended = match replay(registry, spool_path, target_path, max_records, dry_run).await {
         Ok(ended) | Err(ended) => ended,
+    };
+    match ended {
+        Ended::Complete(summary) => {
+            println!("{summary}");
+            ExitCode::SUCCESS
+        }
+        Ended::Incomplete(summary) => {
+            println!("{summary}");
+            ExitCode::from(1)
+        }
+        Ended::Config(e) => sinks_cli::exit::config_failure(&e),
+        Ended::Failed(message) => {
+            sinks_cli::exit::report(&message);
+            ExitCode::from(1)
+        }
     }
 }
 
 async fn replay(
+    registry: &Registry,
     spool_path: &Path,
     target_path: &Path,
     max_records: Option<usize>,
     dry_run: bool,
 ) -> Result<Ended, Ended> {
-    let spool_config = crate::registry::load_config(spool_path).map_err(Ended::Config)?;
+    let spool_config = registry.load_config(spool_path).map_err(Ended::Config)?;
     if spool_config.sink.kind() != Some("spool") {
         return Err(Ended::Config(ConfigError::single(
             "sink.type",
@@ -47,15 +70,15 @@ async fn replay(
         sink_spool::SpoolSinkConfig::from_section(&spool_config.sink).map_err(Ended::Config)?,
     )
     .map_err(Ended::Config)?;
-    let target_config = crate::registry::load_config(target_path).map_err(Ended::Config)?;
+    let target_config = registry.load_config(target_path).map_err(Ended::Config)?;
     if target_config.sink.kind() == Some("spool") {
         return Err(Ended::Config(ConfigError::single("sink.type", "the target of a replay cannot be another spool")));
     }
-    let _ = crate::init_logging(&target_config, None);
+    let _ = sinks_cli::init_logging(&target_config, None);
     // A target in batch mode answers each batch with final outcomes (one object per batch):
     // a record is deleted only after its object committed.
     let target =
-        sinks_toolkit::holding::Durable::wrap(registry::build(&target_config.sink).map_err(Ended::Config)?.sink);
+        sinks_toolkit::holding::Durable::wrap(registry.build(&target_config.sink).map_err(Ended::Config)?.sink);
     let open = |e: sinks_contract::SinkError, what: &str| {
         if e.class() == ErrorClass::Config {
             Ended::Config(ConfigError::single(what, e.display_chain()))

@@ -9,13 +9,15 @@
 //! The contract is small on purpose, and stable: the trait and its outcomes ([`sink`]), the
 //! envelope ([`envelope`]), errors ([`error`]), idempotency keys ([`idempotency`]), payload
 //! modes ([`payload`]) with strict JSON ([`json`]), ordering keys ([`ordering`]) and the
-//! configuration types a sink parses its section with ([`config`]). The mechanics sinks
-//! share (the batch engine, relational rows, encryption, retries, …) are in `sinks-toolkit`,
-//! which a sink opts into; the certification suite is `sinks-certify`.
+//! configuration types a sink parses its section with ([`config`]), and the factory a binary
+//! builds the sinks of a kind with ([`factory`]). The mechanics sinks share (the batch
+//! engine, relational rows, encryption, retries, …) are in `sinks-toolkit`, which a sink opts
+//! into; the certification suite is `sinks-certify`.
 
 pub mod config;
 pub mod envelope;
 pub mod error;
+pub mod factory;
 pub mod idempotency;
 pub mod json;
 pub mod ordering;
@@ -27,6 +29,7 @@ pub mod testing;
 pub use config::{ConfigError, ConfigIssue, Issues, SinkSection};
 pub use envelope::{AppMetadata, Envelope, Headers, JetStreamInfo};
 pub use error::{BoxError, ErrorClass, SinkError};
+pub use factory::{BuiltSink, Creation, Reach, SinkFactory};
 pub use idempotency::{IdempotencyKey, IdempotencyStrategy};
 pub use ordering::OrderKey;
 pub use payload::{NormalizedPayload, PayloadMode};

@@ -217,7 +217,7 @@ fn permanent(policy: &GatePolicy) -> Settlement {
 /// How the original of a dead-lettered message is settled once its DLQ publish has answered:
 /// as `then` says when the stream `stored` the record, else a NAK with backoff, never an ack.
 /// `sample` is the jitter sample of that backoff.
-pub fn after_dead_letter(
+pub(crate) fn after_dead_letter(
     stored: bool,
     then: AfterDeadLetter,
     delivered: u64,

@@ -177,7 +177,7 @@ pub fn observe(config: &AdvisoriesConfig, metrics: &Metrics, subject: &str, payl
 /// Subscribes to the configured advisory subjects on `client` (before the consumer is set
 /// up, so its own creation is seen). Subscription failures are logged; they never stop the
 /// run.
-pub async fn subscribe(client: &async_nats::Client, config: &AdvisoriesConfig) -> Vec<async_nats::Subscriber> {
+pub(crate) async fn subscribe(client: &async_nats::Client, config: &AdvisoriesConfig) -> Vec<async_nats::Subscriber> {
     let mut subscriptions = Vec::new();
     for subject in &config.subjects {
         match client.subscribe(subject.clone()).await {
@@ -192,7 +192,7 @@ pub async fn subscribe(client: &async_nats::Client, config: &AdvisoriesConfig) -
 }
 
 /// Observes every advisory arriving on `subscriptions` until `stop` turns true.
-pub async fn monitor(
+pub(crate) async fn monitor(
     subscriptions: Vec<async_nats::Subscriber>,
     config: AdvisoriesConfig,
     metrics: Metrics,

@@ -1,6 +1,7 @@
 //! [`BlackholeSink`] (`sink.type = "blackhole"`): commits every message instantly and keeps
 //! nothing. It measures the framework's own overhead (`cargo xtask bench`) and lets a
 //! pipeline be exercised without a destination. Never use it where data matters.
+//! [`BlackholeFactory`] builds it from its section.
 
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::config::{ConfigError, SinkSection};
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
+use sinks_contract::factory::{BuiltSink, SinkFactory};
 use sinks_contract::sink::{BatchResult, Capabilities, MessageOutcome, Sink};
 
 /// Settings of the blackhole sink.
@@ -60,5 +62,21 @@ impl Sink for BlackholeSink {
 
     async fn health_check(&self) -> Result<(), SinkError> {
         Ok(())
+    }
+}
+
+/// Builds [`BlackholeSink`]s (`type = "blackhole"`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BlackholeFactory;
+
+impl SinkFactory for BlackholeFactory {
+    fn kind(&self) -> &'static str {
+        "blackhole"
+    }
+
+    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
+        let config = BlackholeConfig::from_section(section)?;
+        let effective = serde_json::to_value(&config).unwrap_or_default();
+        Ok(BuiltSink::new(BlackholeSink::new(config), effective))
     }
 }

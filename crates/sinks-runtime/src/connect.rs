@@ -34,11 +34,6 @@ fn env_secret(var: &str, path: &str) -> Result<String, ConfigError> {
     }
 }
 
-/// Builds connect options from the config, reading secrets from the environment.
-pub async fn options(cfg: &NatsConfig) -> Result<ConnectOptions, ConfigError> {
-    options_observed(cfg, None).await
-}
-
 /// Counts a connection event and keeps the connection state of `metrics`.
 fn record(metrics: &Metrics, event: &Event) {
     match event {
@@ -62,8 +57,9 @@ fn record(metrics: &Metrics, event: &Event) {
     }
 }
 
-/// [`options`], with connection events counted in `metrics` when given.
-pub async fn options_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<ConnectOptions, ConfigError> {
+/// Builds connect options from the config, reading secrets from the environment; with
+/// `metrics`, connection events are counted there.
+pub(crate) async fn options_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<ConnectOptions, ConfigError> {
     let mut opts = ConnectOptions::new();
     if let (Some(user), Some(var)) = (&cfg.user, &cfg.password_env) {
         opts = opts.user_and_password(user.clone(), env_secret(var, "nats.password_env")?);
@@ -140,12 +136,12 @@ fn reconnect_delay(attempt: usize, max_wait: Duration) -> Duration {
 }
 
 /// Connects once. Parses the server list and fails fast on configuration problems.
-pub async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, ConnectError> {
+pub(crate) async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, ConnectError> {
     connect_observed(cfg, None).await
 }
 
 /// [`connect`], with connection events counted in `metrics` when given.
-pub async fn connect_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<async_nats::Client, ConnectError> {
+pub(crate) async fn connect_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<async_nats::Client, ConnectError> {
     let mut servers: Vec<ServerAddr> = cfg
         .servers()
         .iter()

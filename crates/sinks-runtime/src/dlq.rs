@@ -258,7 +258,7 @@ pub struct DeadLetterPublisher {
 
 impl DeadLetterPublisher {
     /// A publisher for `config` (which must be enabled and have a subject).
-    pub fn new(context: jetstream::Context, config: DeadLetterConfig) -> Option<Self> {
+    pub(crate) fn new(context: jetstream::Context, config: DeadLetterConfig) -> Option<Self> {
         let subject = config.subject.clone().filter(|_| config.enabled)?;
         Some(Self { context, subject, config })
     }

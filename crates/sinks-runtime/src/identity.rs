@@ -286,7 +286,7 @@ pub fn record_key(stream: &str, consumer: &str) -> String {
 
 /// The bucket of identity records, and this consumer's key in it.
 #[derive(Clone)]
-pub struct Store {
+pub(crate) struct Store {
     kv: kv::Store,
     key: String,
     bucket: String,
@@ -304,13 +304,13 @@ fn unavailable(e: impl std::fmt::Display) -> SetupError {
 
 /// A record written meanwhile by another worker: read it again and decide on that.
 #[derive(Debug)]
-pub struct Raced;
+pub(crate) struct Raced;
 
 impl Store {
     /// Binds the bucket of `config.stream_guard` (creating it, with `replicas`, in the
     /// `create_if_missing` and `reconcile` consumer modes; in `bind_only` a missing bucket
     /// is a configuration error naming the fix).
-    pub async fn open(js: &Context, config: &Config, replicas: usize) -> Result<Self, SetupError> {
+    pub(crate) async fn open(js: &Context, config: &Config, replicas: usize) -> Result<Self, SetupError> {
         let bucket = config.stream_guard.bucket.clone();
         let key = record_key(&config.nats.stream, &config.nats.consumer);
         let kv = match js.get_key_value(&bucket).await {
@@ -346,12 +346,12 @@ impl Store {
     }
 
     /// The bucket's name.
-    pub fn bucket(&self) -> &str {
+    pub(crate) fn bucket(&self) -> &str {
         &self.bucket
     }
 
     /// The record and its revision, if there is one.
-    pub async fn load(&self) -> Result<Option<(Record, u64)>, SetupError> {
+    pub(crate) async fn load(&self) -> Result<Option<(Record, u64)>, SetupError> {
         let Some(entry) = self.kv.entry(self.key.clone()).await.map_err(unavailable)? else {
             return Ok(None);
         };
@@ -369,7 +369,7 @@ impl Store {
 
     /// Writes `record`: created when `revision` is `None`, else only over that revision.
     /// `Err(Ok(Raced))` when another worker wrote first.
-    pub async fn save(&self, record: &Record, revision: Option<u64>) -> Result<u64, Result<Raced, SetupError>> {
+    pub(crate) async fn save(&self, record: &Record, revision: Option<u64>) -> Result<u64, Result<Raced, SetupError>> {
         let value = Bytes::from(serde_json::to_vec(record).unwrap_or_default());
         match revision {
             None => match self.kv.create(&self.key, value).await {
@@ -389,7 +389,7 @@ impl Store {
 /// `nats-sink stream-identity`: what the record says and what the live stream is; with
 /// `decision`, applies it to the change waiting for one (or to a change found now). Returns
 /// the lines to print. Writes nothing without a decision.
-pub async fn operate(js: &Context, config: &Config, decision: Option<Decision>) -> Result<Vec<String>, SetupError> {
+pub(crate) async fn operate(js: &Context, config: &Config, decision: Option<Decision>) -> Result<Vec<String>, SetupError> {
     let (stream_name, consumer_name) = (&config.nats.stream, &config.nats.consumer);
     let stream = js.get_stream(stream_name).await.map_err(|e| {
         SetupError::Config(ConfigError::single("nats.stream", format!("cannot read stream `{stream_name}`: {e}")))

@@ -262,7 +262,7 @@ impl LedgerPublisher {
     }
 
     /// A publisher for `config`; `None` when the ledger is disabled.
-    pub fn new(context: jetstream::Context, config: LedgerConfig) -> Option<Self> {
+    pub(crate) fn new(context: jetstream::Context, config: LedgerConfig) -> Option<Self> {
         let subject = config.subject.clone().filter(|_| config.enabled)?;
         Some(Self { context, subject, config, stats: LedgerStats::default() })
     }

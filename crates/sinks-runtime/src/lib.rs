@@ -8,13 +8,18 @@
 //! ([`ledger`]) and acknowledging only after every required durable effect has committed
 //! ([`runner`]). It also reads a stream back against a destination ([`reconcile`]), composes
 //! named sinks into one ([`fanout`]), observes ([`metrics`], [`advisories`], [`freshness`])
-//! exports over OTLP ([`otel`]) and carries the `blackhole` sink, for overhead measurements.
+//! exports over OTLP ([`otel`]), lets the operator commands look at a stream ([`inspect`])
+//! and carries the `blackhole` sink, for overhead measurements.
+//!
+//! No async-nats type is part of this crate's public API (`xtask/src/tidy.rs` checks it): a
+//! caller starts a run at a [`StartAt`], looks at a stream through an opaque
+//! [`inspect::Connection`], and everything that holds a NATS client is private.
 //!
 //! Invariants (see `ARCHITECTURE.md`): a sink never sees an ack handle (`AckHandle` is
 //! private to this crate, and sink crates cannot depend on it); only the ACK gate decides a
 //! settlement; a DLQ record is acknowledged by its stream before the original is acked;
 //! transient NATS and DLQ failures are retried, never fatal; observability reads, never
-//! steers; this crate names no sink kind (the registry of `sinks-bin` does).
+//! steers; this crate names no sink kind (the binary's registrations do, see `sinks-cli`).
 
 pub mod ack;
 pub mod advisories;
@@ -26,6 +31,7 @@ pub mod durability;
 pub mod fanout;
 pub mod freshness;
 pub mod identity;
+pub mod inspect;
 pub mod ledger;
 pub mod metrics;
 pub mod otel;
@@ -36,4 +42,4 @@ mod source;
 mod wsrelay;
 
 pub use config::Config;
-pub use runner::{RunError, RunOptions, RunStats, run, run_observed, run_with};
+pub use runner::{RunError, RunOptions, RunStats, StartAt, run, run_observed, run_with};

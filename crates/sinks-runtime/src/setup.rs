@@ -14,6 +14,7 @@ use async_nats::jetstream::stream::{self, ConsumerCreateStrictErrorKind, Consume
 use async_nats::jetstream::{self, Context};
 
 use crate::config::{Config, ConfigError, ConfigIssue, ConsumerManagementConfig, ConsumerMode, StreamStorage};
+use crate::runner::StartAt;
 
 /// Why setup failed.
 #[derive(Debug, thiserror::Error)]
@@ -28,17 +29,17 @@ pub enum SetupError {
 
 /// The bound consumer and the effective settings the runner needs.
 #[derive(Debug)]
-pub struct BoundConsumer {
+pub(crate) struct BoundConsumer {
     /// The pull consumer.
-    pub consumer: PullConsumer,
+    pub(crate) consumer: PullConsumer,
     /// Effective `max_deliver` (`None` when unlimited).
-    pub max_deliver: Option<u64>,
+    pub(crate) max_deliver: Option<u64>,
     /// Effective AckWait.
-    pub ack_wait: Duration,
+    pub(crate) ack_wait: Duration,
     /// What setup did: `created`, `bound`, `reconciled` or `ephemeral`.
-    pub action: &'static str,
+    pub(crate) action: &'static str,
     /// The consumer's `max_ack_pending` (`None` or ≤ 0: the server's limit).
-    pub max_ack_pending: Option<i64>,
+    pub(crate) max_ack_pending: Option<i64>,
 }
 
 /// One field where the existing consumer differs from the config.
@@ -87,8 +88,20 @@ fn drift_error(drift: &[Drift], consumer: &str, cm: &ConsumerManagementConfig) -
     }
 }
 
+/// The consumer the settings ask for, as it serializes into the `config` of JetStream's
+/// consumer create request (`nats-sink stream-plan` prints it; `nats consumer add --config`
+/// reads it). Opaque otherwise.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(transparent)]
+pub struct ConsumerPlan(pull::Config);
+
+/// The consumer `config` asks for ([`ConsumerPlan`]), exactly as start-up creates it.
+pub fn consumer_plan(config: &Config) -> ConsumerPlan {
+    ConsumerPlan(desired_consumer(config))
+}
+
 /// The pull consumer config the settings ask for.
-pub fn desired_consumer(config: &Config) -> pull::Config {
+pub(crate) fn desired_consumer(config: &Config) -> pull::Config {
     let cm = &config.consumer_management;
     let filters = cm.effective_filters(&config.nats.subject);
     let (filter_subject, filter_subjects) =
@@ -127,7 +140,7 @@ pub fn desired_consumer(config: &Config) -> pull::Config {
 
 /// Compares an existing consumer with the config: always the pull shape, ack policy,
 /// deliver and replay policy and filters; optional fields only when the config sets them.
-pub fn detect_drift(existing: &consumer::Config, cm: &ConsumerManagementConfig, nats_subject: &str) -> Vec<Drift> {
+pub(crate) fn detect_drift(existing: &consumer::Config, cm: &ConsumerManagementConfig, nats_subject: &str) -> Vec<Drift> {
     let mut drift = Vec::new();
     let mut check = |field: &'static str, expected: String, actual: String, updatable: bool| {
         if expected != actual {
@@ -228,7 +241,7 @@ async fn stream_exists(js: &Context, name: &str) -> Result<bool, SetupError> {
 }
 
 /// Looks up (or, when opted in, creates) the source stream and the DLQ stream.
-pub async fn ensure_streams(js: &Context, config: &Config) -> Result<stream::Stream, SetupError> {
+pub(crate) async fn ensure_streams(js: &Context, config: &Config) -> Result<stream::Stream, SetupError> {
     let sm = &config.stream_management;
     let name = &config.nats.stream;
     if !stream_exists(js, name).await? {
@@ -260,7 +273,7 @@ pub async fn ensure_streams(js: &Context, config: &Config) -> Result<stream::Str
 /// drift, with the fix, is the error), a missing one would be created (or, with `bind_only`,
 /// is an error); the exhaustion capture stream likewise. Returns what start-up would do, as
 /// lines for the operator.
-pub async fn preflight(js: &Context, config: &Config) -> Result<Vec<String>, SetupError> {
+pub(crate) async fn preflight(js: &Context, config: &Config) -> Result<Vec<String>, SetupError> {
     let mut notes = Vec::new();
     let name = &config.nats.stream;
     let stream = match js.get_stream(name).await {
@@ -454,22 +467,26 @@ async fn check_dead_letter_stream(js: &Context, config: &Config) -> Result<(), S
 /// to it (or reports drift) like any later worker. Reconciling uses the update-only action,
 /// which never recreates a consumer (a consumer deleted meanwhile is created afresh on the
 /// next pass instead).
-pub async fn ensure_consumer(stream: &stream::Stream, config: &Config) -> Result<BoundConsumer, SetupError> {
+pub(crate) async fn ensure_consumer(stream: &stream::Stream, config: &Config) -> Result<BoundConsumer, SetupError> {
     ensure_consumer_from(stream, config, None, None).await
 }
 
 /// [`ensure_consumer`], with a start position that replaces the configured deliver policy
 /// and a name for an ephemeral consumer (`nats-sink replay` creates a temporary consumer
 /// at a sequence or a time).
-pub async fn ensure_consumer_from(
+pub(crate) async fn ensure_consumer_from(
     stream: &stream::Stream,
     config: &Config,
-    start: Option<consumer::DeliverPolicy>,
+    start: Option<StartAt>,
     ephemeral_name: Option<String>,
 ) -> Result<BoundConsumer, SetupError> {
     let mut desired = desired_consumer(config);
-    if let Some(start) = start {
-        desired.deliver_policy = start;
+    match start {
+        Some(StartAt::Sequence(start_sequence)) => {
+            desired.deliver_policy = consumer::DeliverPolicy::ByStartSequence { start_sequence };
+        }
+        Some(StartAt::Time(start_time)) => desired.deliver_policy = consumer::DeliverPolicy::ByStartTime { start_time },
+        None => {}
     }
     if !config.nats.durable && ephemeral_name.is_some() {
         desired.name = ephemeral_name;
@@ -538,13 +555,13 @@ pub async fn ensure_consumer_from(
 /// advisories, the rescue consumer reading it, and the source stream the rescued messages
 /// are read from.
 #[derive(Debug)]
-pub struct Capture {
+pub(crate) struct Capture {
     /// The capture stream's name.
-    pub stream: String,
+    pub(crate) stream: String,
     /// The durable pull consumer of the capture stream that the rescue task reads.
-    pub consumer: PullConsumer,
+    pub(crate) consumer: PullConsumer,
     /// The source stream (messages are read back by stream sequence).
-    pub source: stream::Stream,
+    pub(crate) source: stream::Stream,
 }
 
 /// Makes sure a stream captures the consumer's exhaustion advisories, and binds the rescue
@@ -553,7 +570,7 @@ pub struct Capture {
 /// `rescue.enabled` is false. `None` when there is nothing to capture: rescue off, no
 /// `max_deliver`, or an ephemeral consumer. An existing capture stream is never changed; one
 /// that does not capture the advisory subject is a configuration error naming it.
-pub async fn ensure_capture(
+pub(crate) async fn ensure_capture(
     js: &Context,
     source: &stream::Stream,
     config: &Config,
@@ -662,6 +679,9 @@ async fn finish(mut consumer: PullConsumer, action: &'static str) -> Result<Boun
         max_ack_pending: Some(info.config.max_ack_pending).filter(|m| *m > 0),
     })
 }
+
+#[cfg(test)]
+mod concurrent_tests;
 
 #[cfg(test)]
 mod tests {

@@ -202,7 +202,8 @@ async fn bind_only_without_the_capture_stream_is_refused_unless_rescue_is_turned
     let case = Case::new(&js).await;
     // An operator-made consumer with a max_deliver, and no capture stream.
     let stream = js.get_stream(&case.stream).await.unwrap();
-    let desired = sinks_runtime::setup::desired_consumer(&case.config(&server.url()));
+    let plan = serde_json::to_value(sinks_runtime::setup::consumer_plan(&case.config(&server.url()))).unwrap();
+    let desired: async_nats::jetstream::consumer::pull::Config = serde_json::from_value(plan).unwrap();
     stream.create_consumer(desired).await.unwrap();
     let with = |extra: serde_json::Value| {
         let mut config = case.config(&server.url());

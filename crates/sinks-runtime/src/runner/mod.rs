@@ -229,9 +229,19 @@ pub async fn run(
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
     /// Where a new (ephemeral) consumer starts, instead of `consumer_management.deliver_policy`.
-    pub start: Option<async_nats::jetstream::consumer::DeliverPolicy>,
+    pub start: Option<StartAt>,
     /// Name of an ephemeral consumer (the server picks one when `None`).
     pub consumer_name: Option<String>,
+}
+
+/// Where a new consumer starts reading its stream ([`RunOptions::start`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartAt {
+    /// At this stream sequence (1 is the first).
+    Sequence(u64),
+    /// At the first message stored at or after this time.
+    Time(time::OffsetDateTime),
 }
 
 /// [`run`] with [`RunOptions`].

@@ -10,9 +10,11 @@
 //! - [`row`]: a message as a row; [`encode`]: rows into files and back (NDJSON, and
 //!   [`parquet`] behind the cargo feature `parquet`);
 //! - [`index`]: the committed manifests a writer knows, bounded;
+//! - [`describe`]: what `nats-sink validate` says about a batch mode;
 //! - [`engine`]: the [`BatchWriter`] itself.
 
 pub mod config;
+pub mod describe;
 pub mod encode;
 pub mod engine;
 pub mod index;

@@ -1,13 +1,14 @@
 //! Consumer setup with many workers starting at once, against a private JetStream server:
 //! workers with the same config all end up on one consumer; workers with two different
 //! configs racing to create it never overwrite each other (the losers report the drift);
-//! reconciling updates the consumer in place instead of recreating it.
+//! reconciling updates the consumer in place instead of recreating it. (A unit test: setup
+//! is private to the runtime, whose public API holds no NATS client.)
 #![allow(clippy::unwrap_used)]
 
 use async_nats::jetstream::Context;
 use serde_json::json;
-use sinks_runtime::Config;
-use sinks_runtime::setup::{SetupError, ensure_consumer, ensure_streams};
+use super::{SetupError, ensure_consumer, ensure_streams};
+use crate::Config;
 use sinks_testkit::{NatsServer, stream_with_subjects, unique};
 
 struct Env {

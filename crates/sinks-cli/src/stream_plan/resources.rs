@@ -92,11 +92,11 @@ fn stream(
     }
 }
 
-/// The durable consumer `config` reads, as `setup::desired_consumer` makes it: only what the
-/// config sets is given, so the sink's drift check finds nothing to complain about.
+/// The durable consumer `config` reads, as start-up makes it (`setup::consumer_plan`): only
+/// what the config sets is given, so the sink's drift check finds nothing to complain about.
 fn consumer(config: &Config) -> Resource {
     let cm = &config.consumer_management;
-    let desired = sinks_runtime::setup::desired_consumer(config);
+    let desired = sinks_runtime::setup::consumer_plan(config);
     let (stream, name) = (&config.nats.stream, &config.nats.consumer);
     let deliver = match cm.deliver_policy {
         sinks_runtime::config::DeliverPolicy::All => "all",
@@ -200,8 +200,9 @@ fn rescue_consumer(capture: &str, name: &str) -> Resource {
 /// The stream guard's key-value bucket: the stream `KV_<bucket>` as natscli and async-nats
 /// make it.
 fn bucket(name: &str, replicas: u8) -> Resource {
-    let parts =
-        owned(&["nats", "kv", "add", name, "--history", "5", "--replicas", &replicas.to_string(), "--storage", "file"]);
+    let mut parts =
+        owned(&["nats", "kv", "add", name, "--history", "5", "--replicas", &replicas.to_string(), "--storage"]);
+    parts.push(super::STORAGE_TYPES[0].to_owned());
     let config = stream::Config {
         name: format!("KV_{name}"),
         subjects: vec![format!("$KV.{name}.>")],

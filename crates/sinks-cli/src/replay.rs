@@ -11,13 +11,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::DeliverPolicy;
 use async_trait::async_trait;
 use sinks_contract::{
     BatchResult, Capabilities, Destinations, Envelope, Holding, MessageOutcome, ReadBack, Sink, SinkError,
 };
-use sinks_runtime::{RunError, RunOptions};
+use sinks_runtime::inspect::Connection;
+use sinks_runtime::{RunError, RunOptions, StartAt};
 use time::OffsetDateTime;
+
+use crate::{Registry, exit};
 
 /// The range to replay.
 #[derive(Debug, Clone)]
@@ -108,25 +110,25 @@ impl Sink for Bounded {
 
 /// Runs the replay; returns the exit code.
 #[allow(clippy::print_stdout)]
-pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> std::process::ExitCode {
+pub(crate) async fn run(registry: &Registry, config_path: &std::path::Path, range: ReplayRange) -> std::process::ExitCode {
     use std::process::ExitCode;
-    let (mut config, built) = match crate::load(config_path) {
+    let (mut config, built) = match registry.load(config_path) {
         Ok(v) => v,
-        Err(e) => return crate::config_failure(&e),
+        Err(e) => return exit::config_failure(&e),
     };
     let _ = crate::init_logging(&config, None);
     let start = match (range.from_seq, range.since) {
-        (Some(seq), _) => DeliverPolicy::ByStartSequence { start_sequence: seq.max(1) },
-        (None, Some(t)) => DeliverPolicy::ByStartTime { start_time: t },
+        (Some(seq), _) => StartAt::Sequence(seq.max(1)),
+        (None, Some(t)) => StartAt::Time(t),
         (None, None) => {
-            crate::report("replay needs where to start: --from-seq N or --since RFC3339-TIME");
+            exit::report("replay needs where to start: --from-seq N or --since RFC3339-TIME");
             return ExitCode::from(2);
         }
     };
     if let (Some(from), Some(to)) = (range.from_seq, range.to_seq)
         && to < from
     {
-        crate::report("--to-seq is before --from-seq");
+        exit::report("--to-seq is before --from-seq");
         return ExitCode::from(2);
     }
     let name = format!("nats-sinks-replay-{}-{}", std::process::id(), OffsetDateTime::now_utc().unix_timestamp());
@@ -149,16 +151,16 @@ pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> st
                     tracing::info!(consumer = %name, "the replay range is settled; stopping");
                     finished.store(true, Ordering::Relaxed);
                 }
-                () = crate::shutdown_signal() => {}
+                () = crate::run::shutdown_signal() => {}
             }
         }
     };
     tracing::info!(consumer = %name, from_seq = ?range.from_seq, to_seq = ?range.to_seq, "replay starting");
     let stats = match sinks_runtime::run_with(config, bounded, options, done).await {
         Ok(stats) => stats,
-        Err(RunError::Config(e)) => return crate::config_failure(&e),
+        Err(RunError::Config(e)) => return exit::config_failure(&e),
         Err(e) => {
-            crate::report(&e.to_string());
+            exit::report(&e.to_string());
             return ExitCode::from(1);
         }
     };
@@ -184,25 +186,24 @@ pub(crate) async fn run(config_path: &std::path::Path, range: ReplayRange) -> st
 
 /// Resolves once every message of the range is settled on the temporary consumer.
 async fn replay_done(config: &sinks_runtime::Config, bounded: &Bounded, name: &str) {
-    let Ok(client) = sinks_runtime::connect::connect(&config.nats).await else {
+    let Ok(connection) = Connection::open(&config.nats).await else {
         return std::future::pending().await;
     };
-    let js = async_nats::jetstream::new(client);
     loop {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        let Ok(stream) = js.get_stream(&config.nats.stream).await else { continue };
-        let Ok(info) = stream.consumer_info(name).await else { continue };
+        let Some(progress) = connection.consumer_progress(&config.nats.stream, name).await else { continue };
+        let delivered = progress.delivered_consumer_sequence;
         // Everything delivered and settled (the range reaches past the end of the stream).
-        if info.num_pending == 0 && info.num_ack_pending == 0 && info.delivered.consumer_sequence > 0 {
+        if progress.pending == 0 && progress.ack_pending == 0 && delivered > 0 {
             return;
         }
         // A message past the range was delivered, so the whole range was; done once the
         // acks reach the highest sequence of the range.
         let highest = bounded.highest.load(Ordering::Relaxed);
-        if bounded.beyond.load(Ordering::Relaxed) && info.ack_floor.stream_sequence >= highest {
+        if bounded.beyond.load(Ordering::Relaxed) && progress.ack_floor_stream_sequence >= highest {
             return;
         }
-        if info.num_pending == 0 && info.num_ack_pending == 0 && info.delivered.consumer_sequence == 0 {
+        if progress.pending == 0 && progress.ack_pending == 0 && delivered == 0 {
             // Nothing in the range at all.
             return;
         }

@@ -14,7 +14,7 @@ pub(crate) fn emit(text: &str) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => {
-            crate::report(&format!("cannot write to standard output: {e}"));
+            crate::exit::report(&format!("cannot write to standard output: {e}"));
             ExitCode::from(1)
         }
     }

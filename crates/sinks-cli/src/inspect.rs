@@ -8,13 +8,11 @@ use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
-use async_nats::jetstream;
-use async_nats::jetstream::consumer::pull::OrderedConfig;
 use base64::Engine;
-use futures::StreamExt;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use sinks_runtime::config::{Config, ConfigError};
+use sinks_runtime::inspect::{Connection, StoredMessage};
 
 /// Options of the command, checked by [`Options::validate`].
 #[derive(Debug, Clone, clap::Args)]
@@ -85,31 +83,20 @@ pub(crate) async fn run(config: &Config, options: &Options) -> Result<usize, (bo
         Some(path) => Box::new(open_output(&options.output_root, path).map_err(|e| (false, e))?),
         None => Box::new(std::io::stdout()),
     };
-    let client = sinks_runtime::connect::connect(&config.nats)
-        .await
-        .map_err(|e| (false, format!("cannot connect to nats: {e}")))?;
-    let js = jetstream::new(client);
-    let stream = js
-        .get_stream(&config.nats.stream)
-        .await
-        .map_err(|e| (false, format!("cannot read stream `{}`: {e}", config.nats.stream)))?;
+    let connection =
+        Connection::open(&config.nats).await.map_err(|e| (false, format!("cannot connect to nats: {e}")))?;
     let filters = if config.consumer_management.filter_subjects.is_empty() {
         vec![config.nats.subject.clone()]
     } else {
         config.consumer_management.filter_subjects.clone()
     };
-    let ordered = OrderedConfig { filter_subjects: filters, ..OrderedConfig::default() };
-    let consumer = stream
-        .create_consumer(ordered)
-        .await
-        .map_err(|e| (false, format!("cannot create an ordered consumer (the server must support them): {e}")))?;
-    let mut messages = consumer.messages().await.map_err(|e| (false, format!("cannot read messages: {e}")))?;
+    let mut messages = connection.ordered(&config.nats.stream, filters).await.map_err(|e| (false, e))?;
     let idle = Duration::from_secs_f64(options.timeout_seconds);
     let mut shown = 0;
     while shown < options.max_messages {
         let message = match tokio::time::timeout(idle, messages.next()).await {
             Err(_) | Ok(None) => break,
-            Ok(Some(Err(e))) => return Err((false, format!("reading the stream failed: {e}"))),
+            Ok(Some(Err(e))) => return Err((false, e)),
             Ok(Some(Ok(m))) => m,
         };
         let record = describe(&message, options);
@@ -141,44 +128,33 @@ fn cut(s: &str, max: usize) -> (String, bool) {
 }
 
 /// One message as a JSON record: sequence, subject, time, headers (redacted), payload facts.
-fn describe(message: &jetstream::Message, options: &Options) -> Value {
-    let (sequence, published, delivered) = match message.info() {
-        Ok(info) => (
-            Some(info.stream_sequence),
-            info.published.format(&time::format_description::well_known::Rfc3339).ok(),
-            Some(info.delivered),
-        ),
-        Err(_) => (None, None, None),
-    };
+fn describe(message: &StoredMessage, options: &Options) -> Value {
+    let published = message.published.and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok());
     let mut headers = serde_json::Map::new();
     let mut omitted = 0usize;
-    if let Some(map) = &message.headers {
-        for (name, values) in map.iter() {
-            if headers.len() >= options.max_headers {
-                omitted += 1;
-                continue;
-            }
-            let name = name.to_string();
-            let shown: Vec<Value> = values
-                .iter()
-                .map(|v| {
-                    if sinks_runtime::config::redact::is_secret_key(&name) || name.eq_ignore_ascii_case("authorization")
-                    {
-                        Value::from("<redacted>")
-                    } else {
-                        Value::from(cut(v.as_str(), options.max_header_value_bytes).0)
-                    }
-                })
-                .collect();
-            headers.insert(name, Value::from(shown));
+    for (name, values) in &message.headers {
+        if headers.len() >= options.max_headers {
+            omitted += 1;
+            continue;
         }
+        let shown: Vec<Value> = values
+            .iter()
+            .map(|v| {
+                if sinks_runtime::config::redact::is_secret_key(name) || name.eq_ignore_ascii_case("authorization") {
+                    Value::from("<redacted>")
+                } else {
+                    Value::from(cut(v, options.max_header_value_bytes).0)
+                }
+            })
+            .collect();
+        headers.insert(name.clone(), Value::from(shown));
     }
     let payload = &message.payload;
     let mut record = json!({
-        "stream_sequence": sequence,
-        "subject": message.subject.as_str(),
+        "stream_sequence": message.stream_sequence,
+        "subject": message.subject,
         "published": published,
-        "delivered": delivered,
+        "delivered": message.delivered,
         "headers": headers,
         "headers_omitted": omitted,
         "payload_size": payload.len(),

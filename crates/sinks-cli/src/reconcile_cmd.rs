@@ -16,6 +16,8 @@ use sinks_runtime::reconcile::{self, Class, Finding, Range, ReconcileError};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+use crate::{Registry, exit};
+
 /// Output format of the report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub(crate) enum Format {
@@ -54,14 +56,14 @@ fn line(f: &Finding) -> String {
 
 /// Runs the command; returns the exit code.
 #[allow(clippy::print_stdout)]
-pub(crate) async fn run(request: Request) -> ExitCode {
-    let (config, built) = match crate::load(&request.config) {
+pub(crate) async fn run(registry: &Registry, request: Request) -> ExitCode {
+    let (config, built) = match registry.load(&request.config) {
         Ok(v) => v,
-        Err(e) => return crate::config_failure(&e),
+        Err(e) => return exit::config_failure(&e),
     };
     let _ = crate::init_logging(&config, Some("warn"));
     if let Err(e) = built.sink.open().await {
-        crate::report(&format!("cannot open the destination: {}", e.display_chain()));
+        exit::report(&format!("cannot open the destination: {}", e.display_chain()));
         return ExitCode::from(if e.class() == sinks_contract::ErrorClass::Config { 2 } else { 1 });
     }
     let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
@@ -111,11 +113,11 @@ pub(crate) async fn run(request: Request) -> ExitCode {
     let summary = match result {
         Ok(s) => s,
         Err(ReconcileError::Config(m)) => {
-            crate::report(&format!("configuration: {m}"));
+            exit::report(&format!("configuration: {m}"));
             return ExitCode::from(2);
         }
         Err(ReconcileError::Failed(m)) => {
-            crate::report(&m);
+            exit::report(&m);
             return ExitCode::from(1);
         }
     };
@@ -186,7 +188,7 @@ pub(crate) async fn run(request: Request) -> ExitCode {
     if let Some(target) = &request.repair
         && let Err(message) = write_repair(target.as_deref(), &commands, format)
     {
-        crate::report(&message);
+        exit::report(&message);
         return ExitCode::from(1);
     }
     if !summary.clean() {

@@ -27,6 +27,8 @@ const MAX_REPLICAS: u8 = 5;
 const MAX_DUPLICATE_WINDOW_SECONDS: u64 = 604_800;
 /// The usual duplicate window, seconds; a smaller one is warned about.
 pub(crate) const DEFAULT_DUPLICATE_WINDOW_SECONDS: u64 = 120;
+/// JetStream's storage types, the default first (`--storage`).
+pub(crate) const STORAGE_TYPES: [&str; 2] = ["file", "memory"]; // JetStream's words, not a sink kind
 
 /// Operator-chosen stream settings.
 #[derive(Debug, Clone, Serialize)]
@@ -109,7 +111,7 @@ impl StreamSettings {
         Ok(Self {
             retention: choice(retention, "retention", &["limits", "interest", "workqueue"])?,
             discard: choice(discard, "discard", &["old", "new"])?,
-            storage: choice(storage, "storage", &["file", "memory"])?,
+            storage: choice(storage, "storage", &STORAGE_TYPES)?,
             replicas,
             duplicate_window_seconds,
         })
@@ -272,7 +274,7 @@ fn warnings(stream: &str, settings: &StreamSettings) -> Vec<String> {
     let sync = sinks_runtime::durability::SyncSetting::Unknown(
         "stream-plan connects to nothing; `nats-sink validate --connect` with nats.monitoring_url reads it".into(),
     );
-    if settings.storage == "file"
+    if settings.storage == STORAGE_TYPES[0]
         && let Some(lint) = sinks_runtime::durability::lint(stream, usize::from(settings.replicas), &sync)
     {
         warnings.push(lint);

@@ -2,8 +2,9 @@
 //! prints the plaintext, with the keys the config names (read from the environment).
 //!
 //! Recognized inputs, in this order:
-//! - a spool file (`nats_sinks.spool.wrapper.v1`, keys from `sink.encryption` of a spool
-//!   config): prints the plain record;
+//! - a file in a stored format of a kind's own, registered as a [`StoredFormat`] (the spool's
+//!   files, `nats_sinks.spool.wrapper.v1`, keys from `sink.encryption` of a spool config):
+//!   prints the plain record;
 //! - a bare encryption envelope (`{"_nats_sinks_encryption": …}`): prints the payload
 //!   (version 2 needs `--subject`, `--stream` and `--sequence`, the record it belongs to);
 //! - a record whose `payload` is an envelope (file, HTTP and S3 records), or a DLQ record
@@ -22,6 +23,20 @@ use sinks_runtime::config::Config;
 use sinks_toolkit::encryption;
 use sinks_toolkit::encryption::{Binding, ENVELOPE_KEY, Keyring};
 
+use crate::Registry;
+
+/// A file format of a sink kind's own that `nats-sink decrypt` reads (the spool's record
+/// files), registered with [`Registry::stored_format`].
+pub trait StoredFormat: Send + Sync + std::fmt::Debug {
+    /// The keys `config` names for this format besides its `encryption` section (a spool's
+    /// `sink.encryption`); `None` when `config` is not one of this format's kind.
+    fn keyring(&self, config: &Config) -> Result<Option<Keyring>, ConfigError>;
+
+    /// The plaintext of `bytes` (whose JSON is `document`) when they are a file of this
+    /// format, decrypted with `keys`; `None` when they are not one. The error is a sentence.
+    fn decrypt(&self, bytes: &[u8], document: &serde_json::Value, keys: &Keyring) -> Option<Result<Vec<u8>, String>>;
+}
+
 /// Where a bare envelope belongs (for version 2).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Context {
@@ -37,25 +52,22 @@ pub(crate) enum Failure {
     Input(String),
 }
 
-/// Every key `config` names: the `encryption` section's and, for a spool, the spool's.
-fn keyring(config: &Config) -> Result<Keyring, ConfigError> {
-    let ring = Keyring::from_config(&config.encryption, "encryption")?;
-    #[cfg(feature = "spool")]
-    let ring = {
-        let mut ring = ring;
-        if config.sink.kind() == Some("spool") {
-            let spool = sink_spool::SpoolSinkConfig::from_section(&config.sink)?;
-            ring.extend(&Keyring::from_config(&spool.encryption, "sink.encryption")?);
+/// Every key `config` names: the `encryption` section's and those of the stored formats
+/// (a spool's).
+fn keyring(registry: &Registry, config: &Config) -> Result<Keyring, ConfigError> {
+    let mut ring = Keyring::from_config(&config.encryption, "encryption")?;
+    for format in registry.stored_formats() {
+        if let Some(keys) = format.keyring(config)? {
+            ring.extend(&keys);
         }
-        ring
-    };
+    }
     Ok(ring)
 }
 
 /// Decrypts `input` (a path, or `-` for stdin) and writes the plaintext to stdout.
-pub(crate) fn run(config_path: &Path, input: &Path, context: &Context) -> Result<(), Failure> {
-    let config = crate::registry::load_config(config_path).map_err(Failure::Config)?;
-    let ring = keyring(&config).map_err(Failure::Config)?;
+pub(crate) fn run(registry: &Registry, config_path: &Path, input: &Path, context: &Context) -> Result<(), Failure> {
+    let config = registry.load_config(config_path).map_err(Failure::Config)?;
+    let ring = keyring(registry, &config).map_err(Failure::Config)?;
     if ring.key_ids().next().is_none() {
         return Err(Failure::Config(ConfigError::single(
             "encryption.key_b64_env",
@@ -69,7 +81,7 @@ pub(crate) fn run(config_path: &Path, input: &Path, context: &Context) -> Result
         std::fs::File::open(input).and_then(|mut f| f.read_to_end(&mut bytes))
     };
     read.map_err(|e| Failure::Input(format!("cannot read {}: {e}", input.display())))?;
-    let plaintext = decrypt(&bytes, &ring, context).map_err(Failure::Input)?;
+    let plaintext = decrypt(registry, &bytes, &ring, context).map_err(Failure::Input)?;
     let mut out = std::io::stdout().lock();
     out.write_all(&plaintext).and_then(|()| out.flush()).map_err(|e| Failure::Input(format!("cannot write: {e}")))
 }
@@ -92,7 +104,7 @@ fn batch_rows(text: &str) -> Option<Vec<Result<serde_json::Value, String>>> {
 }
 
 /// The plaintext of `bytes` (see the module list).
-pub(crate) fn decrypt(bytes: &[u8], ring: &Keyring, context: &Context) -> Result<Vec<u8>, String> {
+pub(crate) fn decrypt(registry: &Registry, bytes: &[u8], ring: &Keyring, context: &Context) -> Result<Vec<u8>, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "input is not UTF-8 JSON".to_owned())?;
     if let Some(rows) = batch_rows(text) {
         let mut out = Vec::new();
@@ -109,12 +121,8 @@ pub(crate) fn decrypt(bytes: &[u8], ring: &Keyring, context: &Context) -> Result
         return Ok(out);
     }
     let doc = sinks_contract::json::parse_strict(text.trim_end()).map_err(|e| format!("input is not JSON: {e}"))?;
-    #[cfg(feature = "spool")]
-    if doc["schema"] == sink_spool::record::WRAPPER_SCHEMA {
-        let record = sink_spool::record::unwrap(bytes, ring).map_err(|e| e.to_string())?;
-        let mut out = serde_json::to_vec_pretty(&record).map_err(|e| e.to_string())?;
-        out.push(b'\n');
-        return Ok(out);
+    if let Some(plain) = registry.stored_formats().find_map(|f| f.decrypt(bytes, &doc, ring)) {
+        return plain;
     }
     if doc.get(ENVELOPE_KEY).is_some() {
         let binding = match (&context.subject, &context.stream, context.sequence) {

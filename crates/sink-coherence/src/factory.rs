@@ -1,0 +1,22 @@
+//! The factory of the Oracle Coherence CE sink (`type = "coherence"`): builds it from its
+//! `sink` section (its proxy is remote, the default for the waits as an optional target).
+
+use sinks_contract::{BuiltSink, ConfigError, SinkFactory, SinkSection};
+
+use crate::{CoherenceSinkConfig, CoherenceSink};
+
+/// Builds Oracle Coherence CE sinks; register it with `sinks_cli::Registry::with`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CoherenceFactory;
+
+impl SinkFactory for CoherenceFactory {
+    fn kind(&self) -> &'static str {
+        "coherence"
+    }
+
+    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
+        let config = CoherenceSinkConfig::from_section(section)?;
+        let effective = serde_json::to_value(&config).unwrap_or_default();
+        Ok(BuiltSink::new(CoherenceSink::new(config)?, effective))
+    }
+}

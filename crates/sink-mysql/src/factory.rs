@@ -1,0 +1,42 @@
+//! The factory of the MySQL / MariaDB sink (`type = "mysql"`): builds it from its `sink`
+//! section with the DDL of its tables, and tells the operator commands that `auto_create`
+//! creates missing tables (`test-sink` leaves that off unless `--create`) and which driver
+//! settings the process sets before its threads start.
+//!
+//! `mysql_async` keeps freed packet buffers for reuse: up to 128 of up to 4 MiB each. The
+//! sink's multi-row statements make buffers of about a megabyte, so the pool ends up holding
+//! tens of MiB for a handful of connections that use one buffer each at a time. A binary
+//! keeps 16 of at most 1 MiB ([`SinkFactory::process_defaults`], set before its threads
+//! start); `MYSQL_ASYNC_BUFFER_POOL_CAP` and `MYSQL_ASYNC_BUFFER_SIZE_CAP` override this.
+
+use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory, SinkSection};
+
+use crate::{MySqlSinkConfig, MySqlSink};
+
+/// Builds MySQL / MariaDB sinks; register it with `sinks_cli::Registry::with`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MySqlFactory;
+
+impl SinkFactory for MySqlFactory {
+    fn kind(&self) -> &'static str {
+        "mysql"
+    }
+
+    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
+        let config = MySqlSinkConfig::from_section(section)?;
+        let effective = serde_json::to_value(&config).unwrap_or_default();
+        let sink = MySqlSink::new(config)?;
+        let ddl = sink.ddl();
+        Ok(BuiltSink::new(sink, effective).with_ddl(ddl))
+    }
+
+    /// `auto_create` (default off) creates the tables that are missing.
+    fn creation(&self, section: &SinkSection) -> Option<Creation> {
+        Creation::when_on(section, "auto_create", false, "the mysql tables that are missing")
+    }
+
+    /// The driver's buffer pool, smaller (see the module docs).
+    fn process_defaults(&self) -> &'static [(&'static str, &'static str)] {
+        &[("MYSQL_ASYNC_BUFFER_POOL_CAP", "16"), ("MYSQL_ASYNC_BUFFER_SIZE_CAP", "1048576")]
+    }
+}

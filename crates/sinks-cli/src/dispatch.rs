@@ -1,0 +1,223 @@
+//! Runs the command the command line names: a binary's own subcommand
+//! ([`Registry::commands`]) or one of the built-in ones. The short commands are here; `run`,
+//! `test-sink`, `replay`, `reconcile`, `decrypt`, `inspect-ordered` and `stream-plan` have
+//! modules of their own.
+
+use std::process::ExitCode;
+
+use clap::FromArgMatches;
+use sinks_contract::ConfigError;
+use sinks_runtime::RunError;
+use sinks_runtime::config::redact;
+
+use crate::cli::{Accept, Cli, Command};
+use crate::{Registry, decrypt, exit, inspect, output, reconcile_cmd, replay, run, stream_plan, test_sink};
+
+/// Runs the command `matches` name; returns the exit code.
+pub(crate) async fn dispatch(matches: &clap::ArgMatches, registry: &Registry) -> ExitCode {
+    if let Some(own) = registry.run_extension(matches) {
+        return own.await;
+    }
+    match Cli::from_arg_matches(matches) {
+        Ok(cli) => builtin(cli.command, registry).await,
+        Err(e) => e.exit(),
+    }
+}
+
+#[allow(clippy::print_stdout)]
+async fn builtin(command: Command, registry: &Registry) -> ExitCode {
+    match command {
+        Command::Validate { config, connect } => match registry.load(&config).and_then(|loaded| {
+            // The variables the config names must be set now (run would fail on them), and
+            // the policy and encryption keys must read.
+            let unset = loaded.0.unset_secrets();
+            if !unset.is_empty() {
+                return Err(ConfigError { issues: unset });
+            }
+            sinks_policy::Pipeline::from_config(loaded.0.policy_sections())?;
+            Ok(loaded)
+        }) {
+            Ok((c, _)) => {
+                if connect {
+                    match sinks_runtime::runner::check_against_server(&c).await {
+                        Ok(notes) => {
+                            for note in notes {
+                                println!("{note}");
+                            }
+                        }
+                        Err(RunError::Config(e)) => return exit::config_failure(&e),
+                        Err(e) => {
+                            exit::report(&e.to_string());
+                            return ExitCode::from(1);
+                        }
+                    }
+                }
+                println!(
+                    "configuration is valid: sink={} stream={} consumer={} subject={} dead_letter={}",
+                    c.sink.kind().unwrap_or_default(),
+                    c.nats.stream,
+                    c.nats.consumer,
+                    c.nats.subject,
+                    if c.dead_letter.enabled {
+                        c.dead_letter.subject.as_deref().unwrap_or_default()
+                    } else {
+                        "disabled"
+                    },
+                );
+                for line in registry.describe(&c.sink, &c.nats.stream, &c.nats.subject) {
+                    println!("{line}");
+                }
+                let (routes, warnings) = c.routing.describe(c.sink.kind());
+                for line in routes {
+                    println!("{line}");
+                }
+                for warning in warnings.into_iter().chain(sinks_runtime::runner::config_warnings(&c)) {
+                    println!("warning: {warning}");
+                }
+                let policies = sinks_policy::describe(c.policy_sections());
+                if !policies.is_empty() {
+                    println!("message policies, in the order they run:");
+                    for line in policies {
+                        println!("  {line}");
+                    }
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => exit::config_failure(&e),
+        },
+        Command::ShowEffectiveConfig { config: path, format } => match registry.load(&path) {
+            Ok((c, built)) => {
+                let mut value = serde_json::to_value(&c).unwrap_or_default();
+                if let Some(sink) = value.get_mut("sink") {
+                    let mut effective = built.effective;
+                    if let Some(map) = effective.as_object_mut() {
+                        map.insert("type".into(), c.sink.kind().unwrap_or_default().into());
+                    }
+                    *sink = effective;
+                }
+                redact::redact(&mut value);
+                let format = format.unwrap_or_else(|| output::ConfigFormat::of(&path));
+                match output::render(&value, &output::section_order(&c), format) {
+                    Ok(text) => output::emit(&text),
+                    Err(e) => {
+                        exit::report(&e);
+                        ExitCode::from(1)
+                    }
+                }
+            }
+            Err(e) => exit::config_failure(&e),
+        },
+        Command::Ddl { config } => match registry.load(&config) {
+            Ok((c, built)) => match built.ddl {
+                Some(statements) => {
+                    for statement in statements {
+                        println!("{statement};\n");
+                    }
+                    ExitCode::SUCCESS
+                }
+                None => exit::config_failure(&ConfigError::single(
+                    "sink.type",
+                    format!("sink `{}` has no tables, so there is no DDL", c.sink.kind().unwrap_or_default()),
+                )),
+            },
+            Err(e) => exit::config_failure(&e),
+        },
+        Command::StreamPlan { config, retention, discard, storage, replicas, duplicate_window_seconds, format } => {
+            let planned = registry.load(&config).and_then(|(c, _)| {
+                let settings = stream_plan::StreamSettings::new(
+                    &retention,
+                    &discard,
+                    &storage,
+                    replicas,
+                    duplicate_window_seconds,
+                )?;
+                if format != "text" && format != "json" {
+                    return Err(ConfigError::single("--format", "must be text or json"));
+                }
+                stream_plan::plan(&c, settings)
+            });
+            match planned {
+                Ok(plan) if format == "json" => {
+                    output::emit(&format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()))
+                }
+                Ok(plan) => output::emit(&stream_plan::render_text(&plan)),
+                Err(e) => exit::config_failure(&e),
+            }
+        }
+        Command::StreamIdentity { config, accept } => match registry.load_config(&config) {
+            Ok(c) => {
+                let decision = accept.map(|a| match a {
+                    Accept::NewEpoch => sinks_runtime::identity::Decision::NewEpoch,
+                    Accept::Replay => sinks_runtime::identity::Decision::Replay,
+                });
+                match sinks_runtime::runner::stream_identity(&c, decision).await {
+                    Ok(lines) => {
+                        for line in lines {
+                            println!("{line}");
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    Err(RunError::Config(e)) => exit::config_failure(&e),
+                    Err(e) => {
+                        exit::report(&e.to_string());
+                        ExitCode::from(1)
+                    }
+                }
+            }
+            Err(e) => exit::config_failure(&e),
+        },
+        Command::InspectOrdered { config, options } => match registry.load_config(&config) {
+            Ok(c) => match inspect::run(&c, &options).await {
+                Ok(_) => ExitCode::SUCCESS,
+                Err((true, message)) => {
+                    exit::report(&format!("configuration: {message}"));
+                    ExitCode::from(2)
+                }
+                Err((false, message)) => {
+                    exit::report(&message);
+                    ExitCode::from(1)
+                }
+            },
+            Err(e) => exit::config_failure(&e),
+        },
+        Command::Completions { shell } => {
+            // Rendered whole first: clap_complete panics on a write error (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut registry.command(), "nats-sink", &mut script);
+            output::emit(&String::from_utf8_lossy(&script))
+        }
+        Command::Man => {
+            let mut page = Vec::new();
+            match clap_mangen::Man::new(registry.command()).render(&mut page) {
+                Ok(()) => output::emit(&String::from_utf8_lossy(&page)),
+                Err(e) => {
+                    exit::report(&format!("cannot render the man page: {e}"));
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Decrypt { config, file, subject, stream, sequence } => {
+            let context = decrypt::Context { subject, stream, sequence };
+            match decrypt::run(registry, &config, &file, &context) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(decrypt::Failure::Config(e)) => exit::config_failure(&e),
+                Err(decrypt::Failure::Input(message)) => {
+                    exit::report(&message);
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Reconcile { config, from_seq, to_seq, since, until, format, repair, chunk } => {
+            let range = sinks_runtime::reconcile::Range { from_seq, to_seq, since, until };
+            reconcile_cmd::run(registry, reconcile_cmd::Request { config, range, format, repair, chunk }).await
+        }
+        Command::Replay { config, from_seq, to_seq, since } => {
+            replay::run(registry, &config, replay::ReplayRange { from_seq, to_seq, since }).await
+        }
+        Command::Sinks { names } => output::emit(&registry.describe_kinds(names)),
+        Command::TestSink { config, create, sink_name, all_named_sinks } => {
+            test_sink::run(registry, test_sink::Request { config: &config, create, sink_name, all_named_sinks }).await
+        }
+        Command::Run { config, log_level } => run::run(registry, &config, log_level.as_deref()).await,
+    }
+}
