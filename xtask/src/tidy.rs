@@ -81,7 +81,8 @@ mod tests {
             .collect();
         assert!(!sinks.is_empty());
         for sink in sinks {
-            let roles = ["src/lib.rs", "src/config.rs", "src/sink.rs", "src/error.rs", "src/factory.rs", "src/certify.rs"];
+            let roles =
+                ["src/lib.rs", "src/config.rs", "src/sink.rs", "src/error.rs", "src/factory.rs", "src/certify.rs"];
             for role in roles.into_iter().chain(["tests/certify.rs"]) {
                 assert!(sink.join(role).is_file(), "{} lacks {role}", sink.display());
             }
@@ -479,7 +480,7 @@ mod tests {
                             depth += line.matches('{').count() as i32 - line.matches('}').count() as i32;
                             body.push_str(line);
                             body.push(' ');
-                            if depth == 0 && body.contains('{') || depth == 0 && line.trim_end().ends_with(';') {
+                            if depth == 0 && (body.contains('{') || line.trim_end().ends_with(';')) {
                                 break;
                             }
                         }

@@ -3,7 +3,7 @@
 
 use sinks_contract::{BuiltSink, ConfigError, SinkFactory, SinkSection};
 
-use crate::{CoherenceSinkConfig, CoherenceSink};
+use crate::{CoherenceSink, CoherenceSinkConfig};
 
 /// Builds Oracle Coherence CE sinks; register it with `sinks_cli::Registry::with`.
 #[derive(Debug, Clone, Copy, Default)]

@@ -47,5 +47,5 @@ mod sink;
 
 pub use config::{CoherenceSinkConfig, DuplicatePolicy, Durability, KeyStrategy, Protocol, Serializer, Storage};
 pub use entry::{StoredEvent, decode_stored};
-pub use sink::CoherenceSink;
 pub use factory::CoherenceFactory;
+pub use sink::CoherenceSink;

@@ -5,7 +5,7 @@
 
 use sinks_contract::{BuiltSink, ConfigError, Creation, Reach, SinkFactory, SinkSection};
 
-use crate::{FileSinkConfig, FileSink};
+use crate::{FileSink, FileSinkConfig};
 
 /// Builds file sinks; register it with `sinks_cli::Registry::with`.
 #[derive(Debug, Clone, Copy, Default)]

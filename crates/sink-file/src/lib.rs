@@ -44,5 +44,5 @@ mod record;
 mod sink;
 
 pub use config::{Compression, DuplicatePolicy, FileSinkConfig, FilenameStrategy, WriteMode};
-pub use sink::FileSink;
 pub use factory::FileFactory;
+pub use sink::FileSink;

@@ -3,7 +3,7 @@
 
 use sinks_contract::{BuiltSink, ConfigError, SinkFactory, SinkSection};
 
-use crate::{HttpSinkConfig, HttpSink};
+use crate::{HttpSink, HttpSinkConfig};
 
 /// Builds HTTP sinks; register it with `sinks_cli::Registry::with`.
 #[derive(Debug, Clone, Copy, Default)]

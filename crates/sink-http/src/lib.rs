@@ -74,5 +74,5 @@ mod sink;
 pub use config::{
     BatchMode, BodyFormat, HttpMethod, HttpSinkConfig, HttpVersion, IdempotencyConfig, KeyStrategy, RetryConfig,
 };
-pub use sink::HttpSink;
 pub use factory::HttpFactory;
+pub use sink::HttpSink;

@@ -11,7 +11,7 @@
 
 use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory, SinkSection};
 
-use crate::{MySqlSinkConfig, MySqlSink};
+use crate::{MySqlSink, MySqlSinkConfig};
 
 /// Builds MySQL / MariaDB sinks; register it with `sinks_cli::Registry::with`.
 #[derive(Debug, Clone, Copy, Default)]

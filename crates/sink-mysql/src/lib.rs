@@ -26,5 +26,5 @@ mod sink;
 mod sql;
 
 pub use config::{ColumnMapping, ConflictPolicy, IdempotencyConfig, MySqlSinkConfig, TableRoute, WriteMode};
-pub use sink::{MySqlSink, quoted_table};
 pub use factory::MySqlFactory;
+pub use sink::{MySqlSink, quoted_table};

@@ -4,7 +4,7 @@
 
 use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory, SinkSection};
 
-use crate::{NoSqlSinkConfig, NoSqlSink};
+use crate::{NoSqlSink, NoSqlSinkConfig};
 
 /// Builds Oracle NoSQL sinks; register it with `sinks_cli::Registry::with`.
 #[derive(Debug, Clone, Copy, Default)]

@@ -39,6 +39,6 @@ mod row;
 mod sink;
 
 pub use config::{AuthMode, DeploymentMode, DuplicatePolicy, Durability, KeyStrategy, NoSqlSinkConfig};
+pub use factory::NoSqlFactory;
 pub use row::{EVENT_SCHEMA, field_to_json, map_to_json, stored_payload};
 pub use sink::NoSqlSink;
-pub use factory::NoSqlFactory;

@@ -4,7 +4,7 @@
 
 use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory, SinkSection};
 
-use crate::{OracleSinkConfig, OracleSink};
+use crate::{OracleSink, OracleSinkConfig};
 
 /// Builds Oracle Database sinks; register it with `sinks_cli::Registry::with`.
 #[derive(Debug, Clone, Copy, Default)]

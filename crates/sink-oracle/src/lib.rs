@@ -43,5 +43,5 @@ pub use config::{
     ColumnMapping, ConflictPolicy, IdempotencyConfig, JsonColumnType, OracleSinkConfig, StagingCleanup, StagingConfig,
     TableRoute, WriteMode,
 };
-pub use sink::OracleSink;
 pub use factory::OracleFactory;
+pub use sink::OracleSink;

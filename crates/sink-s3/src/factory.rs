@@ -3,7 +3,7 @@
 
 use sinks_contract::{BuiltSink, ConfigError, SinkFactory, SinkSection};
 
-use crate::{S3SinkConfig, S3Sink};
+use crate::{S3Sink, S3SinkConfig};
 
 /// Builds S3-compatible object sinks; register it with `sinks_cli::Registry::with`.
 #[derive(Debug, Clone, Copy, Default)]

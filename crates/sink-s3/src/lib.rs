@@ -64,6 +64,6 @@ pub use config::{
     Compression, CredentialMode, DuplicatePolicy, Durability, KeyStrategy, MetadataMode, ObjectFormat, S3SinkConfig,
     ServerSideEncryption, WriteMode,
 };
+pub use factory::S3Factory;
 pub use sink::S3Sink;
 pub use store::S3Credentials;
-pub use factory::S3Factory;

@@ -5,7 +5,7 @@
 
 use sinks_contract::{BuiltSink, ConfigError, Creation, Reach, SinkFactory, SinkSection};
 
-use crate::{SpoolSinkConfig, SpoolSink};
+use crate::{SpoolSink, SpoolSinkConfig};
 
 /// Builds encrypted edge spools; register it with `sinks_cli::Registry::with`.
 #[derive(Debug, Clone, Copy, Default)]

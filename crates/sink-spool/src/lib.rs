@@ -34,6 +34,6 @@ pub mod replay;
 mod sink;
 
 pub use config::{DrainOrdering, DuplicatePolicy, SpoolSinkConfig};
+pub use factory::SpoolFactory;
 pub use replay::{ReplayOptions, ReplayReport, replay};
 pub use sink::{Entry, SpoolSink, Usage};
-pub use factory::SpoolFactory;

@@ -18,8 +18,7 @@ mod spool_files;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use sinks_cli::{CommandFuture, Known, Registry};
-use sinks_contract::Reach;
+use sinks_cli::{CommandFuture, Registry};
 
 /// Registers the kind built by `$factory` when cargo feature `$feature` is on, else names it
 /// as known (`$kind`, `$reach`).
@@ -28,7 +27,7 @@ macro_rules! kind {
         #[cfg(feature = $feature)]
         let $registry = $registry.with(Box::new($factory));
         #[cfg(not(feature = $feature))]
-        let $registry = $registry.known(Known::new($kind, $feature, Reach::$reach));
+        let $registry = $registry.known(sinks_cli::Known::new($kind, $feature, sinks_contract::Reach::$reach));
     };
 }
 

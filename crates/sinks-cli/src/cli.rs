@@ -194,7 +194,6 @@ pub(crate) enum Accept {
     Replay,
 }
 
-
 /// What `--help` adds: the sinks built into this binary and the environment override
 /// convention.
 pub(crate) fn after_help(registry: &crate::Registry) -> String {

@@ -99,7 +99,7 @@ impl Registry {
     /// `run` runs the one given. It reports through [`crate::exit`] and loads configs with
     /// [`Registry::load_config`] like the built-in commands.
     #[must_use]
-    pub fn commands<E>(mut self, run: for<'a> fn(E, &'a Registry) -> CommandFuture<'a>) -> Self
+    pub fn commands<E>(mut self, run: for<'a> fn(E, &'a Self) -> CommandFuture<'a>) -> Self
     where
         E: clap::Subcommand + std::fmt::Debug + Send + 'static,
     {
@@ -208,7 +208,9 @@ impl Registry {
     /// What `nats-sink validate` says about the active sink of `section` beyond its type (a
     /// batch mode's objects), for a sample message of `stream` on `subject`.
     pub(crate) fn describe(&self, section: &SinkSection, stream: &str, subject: &str) -> Vec<String> {
-        self.factory(section.kind().unwrap_or_default()).map(|f| f.describe(section, stream, subject)).unwrap_or_default()
+        self.factory(section.kind().unwrap_or_default())
+            .map(|f| f.describe(section, stream, subject))
+            .unwrap_or_default()
     }
 
     /// `config` with every sink section's creation switch off (`nats-sink test-sink` without
@@ -428,12 +430,16 @@ mod tests {
 
         fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
             let config = BlackholeConfig::from_section(section)?;
-            Ok(BuiltSink::new(BlackholeSink::new(config), json!({"there": true})).with_ddl(vec!["CREATE TABLE t".into()]))
+            Ok(BuiltSink::new(BlackholeSink::new(config), json!({"there": true}))
+                .with_ddl(vec!["CREATE TABLE t".into()]))
         }
     }
 
     fn registry() -> Registry {
-        Registry::new().with(Box::new(Here)).known(Known::new("far", "far-feature", Reach::Remote)).with(Box::new(There))
+        Registry::new()
+            .with(Box::new(Here))
+            .known(Known::new("far", "far-feature", Reach::Remote))
+            .with(Box::new(There))
     }
 
     fn config(value: serde_json::Value) -> Config {
@@ -502,10 +508,7 @@ mod tests {
         let (dry, notes) = r.without_creation(&c);
         assert_eq!(
             notes,
-            [
-                "sink: `run` creates the place /p (sink.make)",
-                "sinks.b: `run` creates the place /b (sinks.b.make)",
-            ]
+            ["sink: `run` creates the place /p (sink.make)", "sinks.b: `run` creates the place /b (sinks.b.make)",]
         );
         assert_eq!(dry.sink.0["make"], false);
         assert_eq!(dry.sinks["b"].0["make"], false);

@@ -110,7 +110,11 @@ impl Sink for Bounded {
 
 /// Runs the replay; returns the exit code.
 #[allow(clippy::print_stdout)]
-pub(crate) async fn run(registry: &Registry, config_path: &std::path::Path, range: ReplayRange) -> std::process::ExitCode {
+pub(crate) async fn run(
+    registry: &Registry,
+    config_path: &std::path::Path,
+    range: ReplayRange,
+) -> std::process::ExitCode {
     use std::process::ExitCode;
     let (mut config, built) = match registry.load(config_path) {
         Ok(v) => v,

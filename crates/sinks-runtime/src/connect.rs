@@ -59,7 +59,10 @@ fn record(metrics: &Metrics, event: &Event) {
 
 /// Builds connect options from the config, reading secrets from the environment; with
 /// `metrics`, connection events are counted there.
-pub(crate) async fn options_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<ConnectOptions, ConfigError> {
+pub(crate) async fn options_observed(
+    cfg: &NatsConfig,
+    metrics: Option<Metrics>,
+) -> Result<ConnectOptions, ConfigError> {
     let mut opts = ConnectOptions::new();
     if let (Some(user), Some(var)) = (&cfg.user, &cfg.password_env) {
         opts = opts.user_and_password(user.clone(), env_secret(var, "nats.password_env")?);
@@ -141,7 +144,10 @@ pub(crate) async fn connect(cfg: &NatsConfig) -> Result<async_nats::Client, Conn
 }
 
 /// [`connect`], with connection events counted in `metrics` when given.
-pub(crate) async fn connect_observed(cfg: &NatsConfig, metrics: Option<Metrics>) -> Result<async_nats::Client, ConnectError> {
+pub(crate) async fn connect_observed(
+    cfg: &NatsConfig,
+    metrics: Option<Metrics>,
+) -> Result<async_nats::Client, ConnectError> {
     let mut servers: Vec<ServerAddr> = cfg
         .servers()
         .iter()

@@ -389,7 +389,11 @@ impl Store {
 /// `nats-sink stream-identity`: what the record says and what the live stream is; with
 /// `decision`, applies it to the change waiting for one (or to a change found now). Returns
 /// the lines to print. Writes nothing without a decision.
-pub(crate) async fn operate(js: &Context, config: &Config, decision: Option<Decision>) -> Result<Vec<String>, SetupError> {
+pub(crate) async fn operate(
+    js: &Context,
+    config: &Config,
+    decision: Option<Decision>,
+) -> Result<Vec<String>, SetupError> {
     let (stream_name, consumer_name) = (&config.nats.stream, &config.nats.consumer);
     let stream = js.get_stream(stream_name).await.map_err(|e| {
         SetupError::Config(ConfigError::single("nats.stream", format!("cannot read stream `{stream_name}`: {e}")))

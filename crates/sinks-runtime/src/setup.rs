@@ -140,7 +140,11 @@ pub(crate) fn desired_consumer(config: &Config) -> pull::Config {
 
 /// Compares an existing consumer with the config: always the pull shape, ack policy,
 /// deliver and replay policy and filters; optional fields only when the config sets them.
-pub(crate) fn detect_drift(existing: &consumer::Config, cm: &ConsumerManagementConfig, nats_subject: &str) -> Vec<Drift> {
+pub(crate) fn detect_drift(
+    existing: &consumer::Config,
+    cm: &ConsumerManagementConfig,
+    nats_subject: &str,
+) -> Vec<Drift> {
     let mut drift = Vec::new();
     let mut check = |field: &'static str, expected: String, actual: String, updatable: bool| {
         if expected != actual {

@@ -5,10 +5,10 @@
 //! is private to the runtime, whose public API holds no NATS client.)
 #![allow(clippy::unwrap_used)]
 
-use async_nats::jetstream::Context;
-use serde_json::json;
 use super::{SetupError, ensure_consumer, ensure_streams};
 use crate::Config;
+use async_nats::jetstream::Context;
+use serde_json::json;
 use sinks_testkit::{NatsServer, stream_with_subjects, unique};
 
 struct Env {
