@@ -109,7 +109,8 @@ impl Holds {
         }
     }
 
-    fn enter(&self, ctx: &Ctx, messages: usize, pause: bool, first: &Envelope, reason: &str) {
+    fn enter(&self, ctx: &Ctx, batch: &[Envelope], pause: bool, reason: &str) {
+        let messages = batch.len();
         let now = Instant::now();
         let mut s = self.lock();
         s.batches += 1;
@@ -122,12 +123,14 @@ impl Holds {
             tracing::warn!(
                 sink = ctx.sink.name(),
                 messages,
-                first_sequence = first.jetstream().stream_sequence,
+                first_sequence = batch.first().map_or(0, |e| e.jetstream().stream_sequence),
+                last_sequence = batch.last().map_or(0, |e| e.jetstream().stream_sequence),
+                class = "temporary",
                 fetching = if pause { "paused" } else { "goes on for the other targets" },
                 hold_limit_s = ctx.config.delivery.outage_hold_seconds,
                 reason,
-                "destination outage: holding the batch unacknowledged (in-progress heartbeats, no delivery used) \
-                 and probing the destination"
+                "destination unavailable: holding the batch unacknowledged (in-progress heartbeats, no delivery \
+                 used) and probing the destination"
             );
         }
         ctx.metrics.set(GaugeId::DestinationOutage, 1.0);
@@ -157,7 +160,7 @@ impl Holds {
                 batches = s.batches,
                 messages = s.messages,
                 reason,
-                "destination outage goes on: messages held, fetching paused"
+                "destination still unavailable: messages held, fetching paused"
             );
         }
     }
@@ -188,7 +191,7 @@ impl Holds {
                 sink = ctx.sink.name(),
                 outage_seconds,
                 released = s.released,
-                "destination back: the held messages were written; fetching resumes"
+                "destination recovered: the held messages were written; fetching resumes"
             ),
             Ended::Released => tracing::warn!(
                 sink = ctx.sink.name(),
@@ -276,7 +279,7 @@ pub(super) async fn ride_out(
     let batch: Vec<Envelope> = held.iter().map(|&i| envelopes[i].clone()).collect();
     let acks: Vec<AckHandle> = held.iter().map(|&i| handles[i].clone()).collect();
     let pause = !fanout;
-    ctx.holds.enter(ctx, batch.len(), pause, &batch[0], &reason);
+    ctx.holds.enter(ctx, &batch, pause, &reason);
     let started = Instant::now();
     let mut latest: Option<Vec<MessageOutcome>> = None;
     let mut attempt = 0u32;
