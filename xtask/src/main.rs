@@ -311,7 +311,9 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     certified?;
     deployable.context("installing the deployment and docs tools")?;
     phases.run("quick start", || quickstart::run(quickstart::Args::default()))?;
-    phases.run("slim binary sizes", || ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() }))?;
+    phases.run("slim binary sizes", || {
+        ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() })
+    })?;
     phases.run("deploy check", ops::deploy_check)?;
     phases.run("package check", ops::package_check)?;
     phases.run("docs", || docs::run(&docs::Args::default()))?;

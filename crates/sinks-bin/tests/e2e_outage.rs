@@ -130,7 +130,11 @@ async fn through_an_http_outage(n: u64, workers: usize) -> Arc<HttpTestServer> {
         e.consumer_state().await,
         logs[0]
     );
-    assert!(logs.iter().any(|l| l.contains("destination unavailable: holding the batch")), "a worker held through the outage:\n{}", logs[0]);
+    assert!(
+        logs.iter().any(|l| l.contains("destination unavailable: holding the batch")),
+        "a worker held through the outage:\n{}",
+        logs[0]
+    );
     assert_eq!(dead_lettered(&e, &dlq_stream).await, Vec::<u64>::new(), "nothing dead-lettered");
     assert_exactly_once(&stored(&endpoint), n, &format!("{workers} workers"));
     endpoint
