@@ -38,6 +38,14 @@ impl Default for Args {
     }
 }
 
+impl Args {
+    /// Every sink, with the kill -9 phase's `messages` and `kills` and the graceful-stop
+    /// phase's `graceful_messages` (CI's size; the clauses are the same).
+    pub(crate) fn sized(messages: usize, kills: usize, graceful_messages: usize) -> Self {
+        Self { sink: None, messages, kills, graceful_messages }
+    }
+}
+
 /// Every certified sink's name. `oracle-scripted` is the Oracle sink over the scripted driver
 /// seam (always runs; its passes are labelled as scripted; its crash clauses are the
 /// allow-listed `oracle-database` skip); `oracle` is the live harness (every clause is that

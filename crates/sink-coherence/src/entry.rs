@@ -24,11 +24,14 @@ use serde_json::value::RawValue;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
 use sinks_contract::{Envelope, Presence};
-use sinks_toolkit::existing::KeyBasis;
 use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
-use crate::config::{CoherenceSinkConfig, KeyStrategy};
+use crate::config::CoherenceSinkConfig;
+
+/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// existing-key decision and the sink's capabilities.
+pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
 
 /// `schema` of stored documents.
 pub(crate) const EVENT_SCHEMA: &str = "nats_sinks.coherence.event.v1";
@@ -146,23 +149,6 @@ struct EventDoc<'a> {
     stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
-}
-
-/// What `envelope`'s entry key is made of under `strategy`: the stream sequence
-/// (`stream_sequence`, and `idempotency_key` for a message with one, which every JetStream
-/// message has), or the publisher's identity; a message without the identity the strategy
-/// needs gets no key at all (it fails before any write) and counts as the publisher's.
-pub(crate) fn key_basis(envelope: &Envelope, strategy: KeyStrategy) -> KeyBasis {
-    strategy.key_of(envelope).map_or(KeyBasis::Publisher, |key| KeyBasis::of_key(&key))
-}
-
-/// The key basis of `strategy` for a JetStream message (one with a stream sequence): what
-/// the sink's static capabilities assume.
-pub(crate) fn strategy_basis(strategy: KeyStrategy) -> KeyBasis {
-    match strategy {
-        KeyStrategy::StreamSequence | KeyStrategy::IdempotencyKey => KeyBasis::StreamSequence,
-        KeyStrategy::MessageId | KeyStrategy::PayloadSha256 => KeyBasis::Publisher,
-    }
 }
 
 /// Builds the entry written for `envelope`, stored at `stored_at`.
@@ -288,6 +274,7 @@ mod tests {
     use sinks_contract::{Headers, PayloadMode};
 
     use super::*;
+    use crate::config::KeyStrategy;
 
     fn config() -> CoherenceSinkConfig {
         CoherenceSinkConfig::default()
@@ -328,25 +315,6 @@ mod tests {
         let d = doc(&later);
         assert_eq!((&d["stream"], &d["stream_epoch"]), (&Value::from("ORDERS"), &Value::from("e17")));
         assert!(doc(&e).get("stream_epoch").is_none(), "the reference's document for a stream that never changed");
-    }
-
-    #[test]
-    fn the_key_basis_follows_the_strategy_and_the_message() {
-        let e = envelope_with("S", 7, "o", "{}", Headers::new().with("Nats-Msg-Id", "m-7"), 1);
-        let id_only = envelope_with("", 0, "o", "{}", Headers::new().with("Nats-Msg-Id", "m-7"), 1);
-        let rows = [
-            (KeyStrategy::IdempotencyKey, &e, KeyBasis::StreamSequence),
-            (KeyStrategy::IdempotencyKey, &id_only, KeyBasis::Publisher),
-            (KeyStrategy::StreamSequence, &e, KeyBasis::StreamSequence),
-            (KeyStrategy::MessageId, &e, KeyBasis::Publisher),
-            (KeyStrategy::PayloadSha256, &e, KeyBasis::Publisher),
-        ];
-        for (strategy, envelope, want) in rows {
-            assert_eq!(key_basis(envelope, strategy), want, "{strategy:?}");
-        }
-        for strategy in [KeyStrategy::IdempotencyKey, KeyStrategy::StreamSequence, KeyStrategy::MessageId] {
-            assert_eq!(strategy_basis(strategy), key_basis(&e, strategy), "{strategy:?}");
-        }
     }
 
     #[test]

@@ -3,14 +3,15 @@
 //! Identifiers (tables, columns) cannot be bound, so they pass an allow-list
 //! (`[A-Za-z_][A-Za-z0-9_$]{0,63}`, tables optionally `schema.table`) and are backtick-quoted.
 //! A [`TablePlan`] holds everything needed for one table: the column list in row order, the
-//! key columns, the columns an upsert updates, and the DDL generated from that mapping.
+//! key columns, the columns an upsert updates (the plan relational sinks share,
+//! `sinks_toolkit::relational`), and the DDL generated from that mapping.
 
 use std::fmt::Write as _;
+use std::ops::Deref;
 
-use sinks_contract::IdempotencyStrategy;
-use sinks_toolkit::existing::KeyBasis;
+use sinks_toolkit::relational::{self, PlanConfig, UpsertUpdateColumns};
 
-use crate::config::{IdempotencyConfig, MySqlSinkConfig, WriteMode};
+use crate::config::{MySqlSinkConfig, WriteMode};
 
 pub(crate) use sinks_toolkit::columns::Field;
 
@@ -68,104 +69,37 @@ pub(crate) enum OnDuplicate {
     Update,
 }
 
-/// Everything about writing one table.
+/// Everything about writing one table: the plan relational sinks share
+/// (`sinks_toolkit::relational::TablePlan`: columns in bind order, key, update columns,
+/// fingerprint; read through `Deref`) and MySQL's statements for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TablePlan {
-    /// Table name as configured.
-    pub(crate) table: String,
-    /// Fields bound per row, in order.
-    pub(crate) fields: Vec<Field>,
-    /// Column names, parallel to `fields`.
-    pub(crate) columns: Vec<String>,
-    /// Key columns (indexes into `fields`); empty for `append`.
-    pub(crate) key: Vec<usize>,
-    /// Columns an upsert updates (indexes into `fields`).
-    pub(crate) update: Vec<usize>,
-    /// Index of the fingerprint column, when conflicts are detected.
-    pub(crate) fingerprint: Option<usize>,
-    /// Key strategy.
-    pub(crate) idempotency: IdempotencyConfig,
+pub(crate) struct TablePlan(relational::TablePlan);
+
+impl Deref for TablePlan {
+    type Target = relational::TablePlan;
+
+    fn deref(&self) -> &relational::TablePlan {
+        &self.0
+    }
+}
+
+/// The table side of `config` as the shared plan reads it: names allow-listed and kept as
+/// configured, a key in every mode but `append`, update columns planned in every mode.
+fn plan_config(config: &MySqlSinkConfig) -> PlanConfig<'_, UpsertUpdateColumns> {
+    PlanConfig {
+        table: &config.table,
+        routes: &config.table_routes,
+        columns: &config.columns,
+        idempotency: &config.idempotency,
+        update_columns: config.upsert_update_columns.as_deref(),
+        keyed: config.mode != WriteMode::Append,
+        updates: true,
+        conflict_policy: config.conflict_policy.is_some(),
+        identifier: |name, qualified| valid_identifier(name, qualified).then(|| name.to_owned()),
+    }
 }
 
 impl TablePlan {
-    /// Builds the plan of `table` with the given key and update settings; `with_fp`: the
-    /// table has the fingerprint column (a conflict policy adds it; an existing table may
-    /// have it without one).
-    pub(crate) fn new(
-        config: &MySqlSinkConfig,
-        table: &str,
-        idempotency: &IdempotencyConfig,
-        update_columns: Option<&[String]>,
-        with_fp: bool,
-    ) -> Result<Self, (String, String)> {
-        if !valid_identifier(table, true) {
-            return Err(("sink.table".into(), format!("`{table}` is not a valid table name (table or schema.table)")));
-        }
-        let fields: Vec<Field> = Field::ALL.iter().copied().filter(|f| with_fp || *f != Field::PayloadSha256).collect();
-        let mut columns = Vec::new();
-        for f in &fields {
-            let (name, column) = f.column(&config.columns);
-            if !valid_identifier(column, false) {
-                return Err((format!("sink.columns.{name}"), format!("`{column}` is not a valid column name")));
-            }
-            if columns.iter().any(|c: &String| c.eq_ignore_ascii_case(column)) {
-                return Err(("sink.columns".into(), format!("column `{column}` is mapped twice")));
-            }
-            columns.push(column.to_owned());
-        }
-        let index_of = |name: &str| columns.iter().position(|c| c.eq_ignore_ascii_case(name));
-        let key = if config.mode == WriteMode::Append {
-            Vec::new()
-        } else {
-            let mut key = Vec::new();
-            for k in idempotency.key_columns(&config.columns) {
-                match index_of(&k) {
-                    Some(i) if !key.contains(&i) => key.push(i),
-                    Some(_) => return Err(("sink.idempotency.columns".into(), format!("`{k}` is listed twice"))),
-                    None => {
-                        return Err(("sink.idempotency.columns".into(), format!("`{k}` is not a mapped column")));
-                    }
-                }
-            }
-            if key.is_empty() {
-                return Err(("sink.idempotency.columns".into(), "at least one key column is required".into()));
-            }
-            key
-        };
-        let update = match update_columns {
-            None => (0..fields.len()).filter(|i| !key.contains(i)).collect(),
-            Some(list) => {
-                let mut update = Vec::new();
-                for c in list {
-                    match index_of(c) {
-                        Some(i) if key.contains(&i) => {
-                            return Err((
-                                "sink.upsert_update_columns".into(),
-                                format!("`{c}` is a key column and cannot be updated"),
-                            ));
-                        }
-                        Some(i) if !update.contains(&i) => update.push(i),
-                        Some(_) => return Err(("sink.upsert_update_columns".into(), format!("`{c}` is listed twice"))),
-                        None => {
-                            return Err(("sink.upsert_update_columns".into(), format!("`{c}` is not a mapped column")));
-                        }
-                    }
-                }
-                update
-            }
-        };
-        let fingerprint = fields.iter().position(|f| *f == Field::PayloadSha256);
-        Ok(Self {
-            table: table.to_owned(),
-            fields,
-            columns,
-            key,
-            update,
-            fingerprint,
-            idempotency: idempotency.clone(),
-        })
-    }
-
     /// Plans for the default table and every route (routes sharing a table must agree), as
     /// the configuration says: with the fingerprint column when `conflict_policy` is set.
     pub(crate) fn all(config: &MySqlSinkConfig) -> Result<Vec<Self>, (String, String)> {
@@ -179,57 +113,13 @@ impl TablePlan {
         config: &MySqlSinkConfig,
         has_fp: impl Fn(&str) -> bool,
     ) -> Result<Vec<Self>, (String, String)> {
-        let with_fp = |table: &str| config.conflict_policy.is_some() || has_fp(table);
-        let default_update = config.upsert_update_columns.as_deref();
-        let mut plans =
-            vec![Self::new(config, &config.table, &config.idempotency, default_update, with_fp(&config.table))?];
-        for (i, r) in config.table_routes.iter().enumerate() {
-            let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
-            let update = r.update_columns.as_deref().or(config.upsert_update_columns.as_deref());
-            let plan = Self::new(config, &r.table, idem, update, with_fp(&r.table)).map_err(|(path, m)| match path
-                .as_str()
-            {
-                "sink.table" => (format!("sink.table_routes[{i}].table"), m),
-                "sink.idempotency.columns" if r.idempotency.is_some() => {
-                    (format!("sink.table_routes[{i}].idempotency.columns"), m)
-                }
-                "sink.upsert_update_columns" if r.update_columns.is_some() => {
-                    (format!("sink.table_routes[{i}].upsert_update_columns"), m)
-                }
-                _ => (path, m),
-            })?;
-            match plans.iter().find(|p| p.table == plan.table) {
-                Some(existing) if *existing != plan => {
-                    return Err((
-                        format!("sink.table_routes[{i}]"),
-                        format!("table `{}` is used with a different key or update policy elsewhere", r.table),
-                    ));
-                }
-                Some(_) => {}
-                None => plans.push(plan),
-            }
-        }
-        Ok(plans)
+        let plans = relational::TablePlan::all_with(&plan_config(config), has_fp)?;
+        Ok(plans.into_iter().map(Self).collect())
     }
 
     /// Validation entry point for the config.
     pub(crate) fn validate_all(config: &MySqlSinkConfig) -> Result<(), (String, String)> {
-        if config.idempotency.strategy == IdempotencyStrategy::PayloadField
-            && config.idempotency.payload_field.is_none()
-        {
-            return Ok(()); // reported by the config itself
-        }
-        Self::all(config).map(drop)
-    }
-
-    /// What the keys are made of: the stream sequence when it is a key column (the default
-    /// pair), else the publisher's identity (`sinks_toolkit::existing`).
-    pub(crate) fn basis(&self) -> KeyBasis {
-        if self.key.iter().any(|i| self.fields[*i] == Field::StreamSequence) {
-            KeyBasis::StreamSequence
-        } else {
-            KeyBasis::Publisher
-        }
+        relational::TablePlan::validate_all(&plan_config(config))
     }
 
     /// The fingerprint column's name, whether or not the plan writes it.
@@ -332,6 +222,8 @@ impl TablePlan {
 
 #[cfg(test)]
 mod tests {
+    use sinks_toolkit::existing::KeyBasis;
+
     use super::*;
 
     fn config(extra: serde_json::Value) -> MySqlSinkConfig {

@@ -29,11 +29,14 @@ use serde_json::value::RawValue;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
 use sinks_contract::{Envelope, Presence};
-use sinks_toolkit::existing::KeyBasis;
 use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
-use crate::config::{KeyStrategy, NoSqlSinkConfig};
+use crate::config::NoSqlSinkConfig;
+
+/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// existing-key decision and the sink's capabilities.
+pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
 
 /// `schema` of every event document.
 pub const EVENT_SCHEMA: &str = "nats_sinks.oracle_nosql.event.v1";
@@ -89,23 +92,6 @@ impl PreparedRow {
         row.put_field_value(&config.value_field, json_to_field(&self.document).map_err(RowError::Encode)?);
         row.put_i64(&config.stored_at_field, self.stored_at_epoch_ns);
         Ok(row)
-    }
-}
-
-/// What `envelope`'s row key is made of under `strategy`: the stream sequence
-/// (`stream_sequence`, and `idempotency_key` for a message with one, which every JetStream
-/// message has), or the publisher's identity; a message without the identity the strategy
-/// needs gets no key at all (it fails before any write) and counts as the publisher's.
-pub(crate) fn key_basis(envelope: &Envelope, strategy: KeyStrategy) -> KeyBasis {
-    strategy.key_of(envelope).map_or(KeyBasis::Publisher, |key| KeyBasis::of_key(&key))
-}
-
-/// The key basis of `strategy` for a JetStream message (one with a stream sequence): what
-/// the sink's static capabilities assume.
-pub(crate) fn strategy_basis(strategy: KeyStrategy) -> KeyBasis {
-    match strategy {
-        KeyStrategy::StreamSequence | KeyStrategy::IdempotencyKey => KeyBasis::StreamSequence,
-        KeyStrategy::MessageId | KeyStrategy::PayloadSha256 => KeyBasis::Publisher,
     }
 }
 
@@ -481,6 +467,7 @@ mod tests {
     use sinks_contract::{Headers, PayloadMode};
 
     use super::*;
+    use crate::config::KeyStrategy;
 
     fn config() -> NoSqlSinkConfig {
         NoSqlSinkConfig::new("127.0.0.1:8080", "t")
@@ -524,26 +511,6 @@ mod tests {
         assert_eq!(d["metadata"]["jetstream"]["stream_epoch"], "e17");
         let first = doc(&prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap());
         assert!(first.get("stream_epoch").is_none());
-    }
-
-    #[test]
-    fn the_key_basis_follows_the_strategy_and_the_message() {
-        let e = envelope_with("S", 7, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "id-1"), 1);
-        let id_only =
-            envelope_with("", 0, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "id-1"), 1);
-        let rows = [
-            (KeyStrategy::IdempotencyKey, &e, KeyBasis::StreamSequence),
-            (KeyStrategy::IdempotencyKey, &id_only, KeyBasis::Publisher),
-            (KeyStrategy::StreamSequence, &e, KeyBasis::StreamSequence),
-            (KeyStrategy::MessageId, &e, KeyBasis::Publisher),
-            (KeyStrategy::PayloadSha256, &e, KeyBasis::Publisher),
-        ];
-        for (strategy, envelope, want) in rows {
-            assert_eq!(key_basis(envelope, strategy), want, "{strategy:?}");
-        }
-        for strategy in [KeyStrategy::IdempotencyKey, KeyStrategy::StreamSequence, KeyStrategy::MessageId] {
-            assert_eq!(strategy_basis(strategy), key_basis(&e, strategy), "{strategy:?}");
-        }
     }
 
     #[test]

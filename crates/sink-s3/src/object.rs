@@ -21,11 +21,15 @@ use sha2::{Digest, Sha256};
 use sinks_contract::Envelope;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_toolkit::existing::{self, KeyBasis};
+use sinks_toolkit::existing;
 use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{Compression, KeyStrategy, MetadataMode, ObjectFormat, S3SinkConfig};
+
+/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// existing-key decision and the sink's capabilities.
+pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
 
 /// `schema` of primary envelope objects.
 pub(crate) const OBJECT_SCHEMA: &str = "nats_sinks.s3.object.v1";
@@ -145,23 +149,6 @@ fn raw_key(envelope: &Envelope, strategy: KeyStrategy) -> Result<String, Idempot
             format!("payload-sha256/{}/{}", safe_part(envelope.subject()), sha256_hex(envelope.payload()))
         }
     })
-}
-
-/// What `envelope`'s key is made of under `strategy`: the stream sequence
-/// (`stream_sequence`, and `idempotency_key` for a message with one, which every JetStream
-/// message has), or the publisher's identity. A message without the identity the strategy
-/// needs gets no key at all (it fails before any write); it counts as the publisher's.
-pub(crate) fn key_basis(envelope: &Envelope, strategy: KeyStrategy) -> KeyBasis {
-    strategy.key_of(envelope).map_or(KeyBasis::Publisher, |key| KeyBasis::of_key(&key))
-}
-
-/// The key basis of `strategy` for a JetStream message (one with a stream sequence): what
-/// the sink's static capabilities assume.
-pub(crate) fn strategy_basis(strategy: KeyStrategy) -> KeyBasis {
-    match strategy {
-        KeyStrategy::StreamSequence | KeyStrategy::IdempotencyKey => KeyBasis::StreamSequence,
-        KeyStrategy::MessageId | KeyStrategy::PayloadSha256 => KeyBasis::Publisher,
-    }
 }
 
 /// The primary object key of `envelope`.
@@ -612,27 +599,6 @@ mod tests {
         assert_eq!(prepare(&e, &c, at()).unwrap().primary.metadata.len(), 1, "compared under stream-sequence keys");
         c.key_strategy = KeyStrategy::PayloadSha256;
         assert!(prepare(&e, &c, at()).unwrap().primary.metadata.is_empty(), "no fingerprint without a check");
-    }
-
-    #[test]
-    fn the_key_basis_follows_the_strategy_and_the_message() {
-        let with_id =
-            envelope_with("ORDERS", 42, "o", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "m-1"), 1);
-        let id_only =
-            envelope_with("", 0, "o", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "m-1"), 1);
-        let rows = [
-            (KeyStrategy::IdempotencyKey, &with_id, KeyBasis::StreamSequence),
-            (KeyStrategy::IdempotencyKey, &id_only, KeyBasis::Publisher),
-            (KeyStrategy::StreamSequence, &with_id, KeyBasis::StreamSequence),
-            (KeyStrategy::MessageId, &with_id, KeyBasis::Publisher),
-            (KeyStrategy::PayloadSha256, &with_id, KeyBasis::Publisher),
-        ];
-        for (strategy, e, want) in rows {
-            assert_eq!(key_basis(e, strategy), want, "{strategy:?} {:?}", e.jetstream().stream);
-        }
-        for strategy in [KeyStrategy::IdempotencyKey, KeyStrategy::StreamSequence, KeyStrategy::MessageId] {
-            assert_eq!(strategy_basis(strategy), key_basis(&with_id, strategy), "{strategy:?}");
-        }
     }
 
     #[test]

@@ -181,8 +181,12 @@ mod tests {
         let issues: Vec<(String, String)> =
             registry().load_config(&path).unwrap_err().issues.into_iter().map(|i| (i.path, i.message)).collect();
         let unknown = "must be one of coherence, file, http, mysql, oracle, oracle_nosql, s3, spool";
-        assert!(issues.contains(&("routing.target_sink_types.h".into(), unknown.into())), "{issues:?}");
+        // The message names the kinds, then where in the file the value is.
+        assert!(
+            issues.iter().any(|(path, message)| path == "routing.target_sink_types.h" && message.starts_with(unknown)),
+            "{issues:?}"
+        );
         let issues = Config::load(&path).unwrap_err().issues;
-        assert!(!issues.iter().any(|i| i.message == unknown), "{issues:?}");
+        assert!(!issues.iter().any(|i| i.message.starts_with(unknown)), "{issues:?}");
     }
 }

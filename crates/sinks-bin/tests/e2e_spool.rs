@@ -292,10 +292,10 @@ sink = SpoolSink.from_mapping({"type": "spool", "directory": sys.argv[1],
     "encryption": {"enabled": True, "key_id": "edge", "key_b64": sys.argv[2]}})
 async def main():
     await sink.start()
-    await sink.write([NatsEnvelope(subject=f"{sys.argv[3]}.orders.k0", data=f'{{"ref":{i}}}'.encode(),
+    await sink.write_batch([NatsEnvelope(subject=f"{sys.argv[3]}.orders.k0", data=f'{{"ref":{i}}}'.encode(),
         headers={"Nats-Msg-Id": f"ref-{i}"}, stream="REFSTREAM", consumer="c", stream_sequence=i + 1,
         consumer_sequence=i + 1, timestamp=datetime.now(UTC), message_id=f"ref-{i}", redelivered=False, pending=0,
-        priority="flash" if i == 4 else "routine") for i in range(5)], sinks_contract::DEFAULT_BUDGET)
+        priority="flash" if i == 4 else "routine") for i in range(5)])
 asyncio.run(main())
 "#;
     python(&py, script, &[theirs.to_str().unwrap(), &spool_key(), &e.subject_root]);

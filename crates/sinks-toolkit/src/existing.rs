@@ -49,7 +49,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer, de};
 
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
-use sinks_contract::idempotency::IdempotencyKey;
+use sinks_contract::idempotency::{IdempotencyKey, KeySource};
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
 
 /// The reason code of a message refused because its stream sequence was used before by a
@@ -98,6 +98,24 @@ impl KeyBasis {
     /// The basis of an idempotency key, from its text.
     pub fn of_key(key: &IdempotencyKey) -> Self {
         if key.as_str().starts_with("stream-sequence:") { Self::StreamSequence } else { Self::Publisher }
+    }
+}
+
+/// What `envelope`'s key is made of under `strategy`, for a sink whose keys are built from
+/// the key of a [`KeySource`] (S3, NoSQL, Coherence): the stream sequence (`stream_sequence`,
+/// and `idempotency_key` for a message with one, which every JetStream message has), or the
+/// publisher's identity. A message without the identity the strategy needs gets no key at
+/// all (it fails before any write) and counts as the publisher's.
+pub fn key_basis(envelope: &Envelope, strategy: KeySource) -> KeyBasis {
+    strategy.key_of(envelope).map_or(KeyBasis::Publisher, |key| KeyBasis::of_key(&key))
+}
+
+/// The key basis of `strategy` for a JetStream message (one with a stream sequence): what
+/// such a sink's static capabilities assume.
+pub fn strategy_basis(strategy: KeySource) -> KeyBasis {
+    match strategy {
+        KeySource::StreamSequence | KeySource::IdempotencyKey => KeyBasis::StreamSequence,
+        KeySource::MessageId | KeySource::PayloadSha256 => KeyBasis::Publisher,
     }
 }
 
@@ -454,6 +472,35 @@ mod tests {
         assert_eq!(KeyBasis::of_key(&e.idempotency_key().unwrap()), KeyBasis::StreamSequence);
         assert_eq!(KeyBasis::of_key(&IdempotencyKey::message_id("m")), KeyBasis::Publisher);
         assert_eq!(KeyBasis::of_key(&IdempotencyKey::payload_sha256("s", b"x")), KeyBasis::Publisher);
+    }
+
+    #[test]
+    fn the_key_basis_follows_the_strategy_and_the_message() {
+        use sinks_contract::Headers;
+        use sinks_contract::testing::envelope_with;
+        let id = || Headers::new().with("Nats-Msg-Id", "m-7");
+        let e = envelope_with("S", 7, "o", "{}", id(), 1);
+        let id_only = envelope_with("", 0, "o", "{}", id(), 1);
+        let anonymous = envelope_with("", 0, "o", "{}", Headers::new(), 1);
+        let rows = [
+            (KeySource::IdempotencyKey, &e, KeyBasis::StreamSequence),
+            (KeySource::IdempotencyKey, &id_only, KeyBasis::Publisher),
+            (KeySource::IdempotencyKey, &anonymous, KeyBasis::Publisher),
+            (KeySource::StreamSequence, &e, KeyBasis::StreamSequence),
+            // No stream sequence: no key at all, which counts as the publisher's.
+            (KeySource::StreamSequence, &id_only, KeyBasis::Publisher),
+            (KeySource::MessageId, &e, KeyBasis::Publisher),
+            (KeySource::PayloadSha256, &e, KeyBasis::Publisher),
+        ];
+        for (strategy, envelope, want) in rows {
+            assert_eq!(key_basis(envelope, strategy), want, "{strategy:?} {:?}", envelope.jetstream().stream);
+        }
+        // What the static capabilities assume is what a JetStream message gets.
+        for strategy in
+            [KeySource::IdempotencyKey, KeySource::StreamSequence, KeySource::MessageId, KeySource::PayloadSha256]
+        {
+            assert_eq!(strategy_basis(strategy), key_basis(&e, strategy), "{strategy:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,10 @@
 //! - [`existing`]: what to report when a key already holds a record (duplicate, conflict,
 //!   a reused stream sequence).
 //! - [`in_order`]: writing concurrently while keeping the contract's ordering rule.
-//! - [`retry`]: backoff and retries inside a write, within the write's budget.
+//! - [`retry`]: backoff and retries inside a write, within the write's budget, and the
+//!   retry fields of a sink section.
+//! - [`checks`]: checks of config values several sinks share (bounded text, tokens,
+//!   seconds).
 //! - [`metadata`]: the standard metadata document stored next to a payload.
 //! - [`encryption`]: payload encryption and its `encryption` section.
 //! - [`relational`] and [`columns`]: key settings, table routes, neutral row cells and the
@@ -18,6 +21,7 @@
 
 pub mod batch;
 pub mod blocking;
+pub mod checks;
 pub mod columns;
 pub mod compression;
 pub mod encryption;

@@ -183,6 +183,189 @@ impl<'de, U: UpdateColumnsField> Deserialize<'de> for TableRoute<U> {
     }
 }
 
+/// The table side of a relational sink's configuration, as its [`TablePlan`]s read it, with
+/// what the sink's SQL dialect and write modes decide. `U` names the update columns' field
+/// (`upsert_update_columns`, `merge_update_columns`) in the paths of problems.
+#[derive(Debug, Clone, Copy)]
+pub struct PlanConfig<'a, U> {
+    /// The default table (or `schema.table`), as configured.
+    pub table: &'a str,
+    /// The subject routes to other tables.
+    pub routes: &'a [TableRoute<U>],
+    /// The column mapping.
+    pub columns: &'a ColumnMapping,
+    /// The sink's key settings (a route may have its own).
+    pub idempotency: &'a IdempotencyConfig,
+    /// The sink's update columns (a route may have its own): `None` = every non-key column.
+    pub update_columns: Option<&'a [String]>,
+    /// The write mode has key columns (every mode but `append`).
+    pub keyed: bool,
+    /// The write mode plans update columns (MySQL plans them in every mode, Oracle in
+    /// `merge` only; otherwise a plan updates nothing).
+    pub updates: bool,
+    /// A conflict policy is set: every table has the fingerprint column.
+    pub conflict_policy: bool,
+    /// The dialect's identifier rule: `name` as the plan keeps it (Oracle upper-cases it),
+    /// or `None` when it fails the dialect's allow-list; `qualified` also allows
+    /// `schema.table`. Names compare without regard to ASCII case.
+    pub identifier: fn(&str, bool) -> Option<String>,
+}
+
+impl<U> PlanConfig<'_, U> {
+    /// False when the key strategy is `payload_field` without its path: the configuration
+    /// reports that itself, and its plans are not checked.
+    pub fn plannable(&self) -> bool {
+        !(self.idempotency.strategy == IdempotencyStrategy::PayloadField && self.idempotency.payload_field.is_none())
+    }
+}
+
+/// Everything a relational sink's statements need to know about one table: the fields and
+/// their columns in bind order, the key columns, the columns an upsert or merge updates,
+/// and the fingerprint column. Each sink builds its dialect's SQL from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TablePlan {
+    /// Table name, as the dialect keeps it (`schema.table` or `table`).
+    pub table: String,
+    /// Fields bound per row, in order.
+    pub fields: Vec<Field>,
+    /// Column names, as the dialect keeps them, parallel to `fields`.
+    pub columns: Vec<String>,
+    /// Key columns (indexes into `fields`); empty without a key (`append`).
+    pub key: Vec<usize>,
+    /// Columns an upsert or merge updates on an existing key (indexes into `fields`).
+    pub update: Vec<usize>,
+    /// Index of the fingerprint column, when the table has one.
+    pub fingerprint: Option<usize>,
+    /// Key strategy.
+    pub idempotency: IdempotencyConfig,
+}
+
+impl TablePlan {
+    /// Builds the plan of `table` with the given key and update settings; `with_fp`: the
+    /// table has the fingerprint column (a conflict policy adds it; an existing table may
+    /// have it without one). A problem is `(path, message)`, the path as a top-level
+    /// setting (`sink.table`, `sink.idempotency.columns`, …).
+    pub fn new<U: UpdateColumnsField>(
+        config: &PlanConfig<'_, U>,
+        table: &str,
+        idempotency: &IdempotencyConfig,
+        update_columns: Option<&[String]>,
+        with_fp: bool,
+    ) -> Result<Self, (String, String)> {
+        let identifier = config.identifier;
+        let Some(table) = identifier(table, true) else {
+            return Err(("sink.table".into(), format!("`{table}` is not a valid table name (table or schema.table)")));
+        };
+        let fields: Vec<Field> = Field::ALL.iter().copied().filter(|f| with_fp || *f != Field::PayloadSha256).collect();
+        let mut columns: Vec<String> = Vec::new();
+        for f in &fields {
+            let (name, column) = f.column(config.columns);
+            let Some(column) = identifier(column, false) else {
+                return Err((format!("sink.columns.{name}"), format!("`{column}` is not a valid column name")));
+            };
+            if columns.iter().any(|c| c.eq_ignore_ascii_case(&column)) {
+                return Err(("sink.columns".into(), format!("column `{column}` is mapped twice")));
+            }
+            columns.push(column);
+        }
+        let index_of =
+            |name: &str| identifier(name, false).and_then(|n| columns.iter().position(|c| c.eq_ignore_ascii_case(&n)));
+        let mut key = Vec::new();
+        if config.keyed {
+            let path = "sink.idempotency.columns";
+            for k in idempotency.key_columns(config.columns) {
+                match index_of(&k) {
+                    Some(i) if !key.contains(&i) => key.push(i),
+                    Some(_) => return Err((path.into(), format!("`{k}` is listed twice"))),
+                    None => return Err((path.into(), format!("`{k}` is not a mapped column"))),
+                }
+            }
+            if key.is_empty() {
+                return Err((path.into(), "at least one key column is required".into()));
+            }
+        }
+        let update = match (config.updates, update_columns) {
+            (false, _) => Vec::new(),
+            (true, None) => (0..fields.len()).filter(|i| !key.contains(i)).collect(),
+            (true, Some(list)) => {
+                let path = format!("sink.{}", U::NAME);
+                let mut update = Vec::new();
+                for c in list {
+                    match index_of(c) {
+                        Some(i) if key.contains(&i) => {
+                            return Err((path, format!("`{c}` is a key column and cannot be updated")));
+                        }
+                        Some(i) if !update.contains(&i) => update.push(i),
+                        Some(_) => return Err((path, format!("`{c}` is listed twice"))),
+                        None => return Err((path, format!("`{c}` is not a mapped column"))),
+                    }
+                }
+                update
+            }
+        };
+        let fingerprint = fields.iter().position(|f| *f == Field::PayloadSha256);
+        Ok(Self { table, fields, columns, key, update, fingerprint, idempotency: idempotency.clone() })
+    }
+
+    /// Plans for the default table and every route, once per table (routes sharing a table
+    /// must agree), with the fingerprint column when a conflict policy is set or `has_fp`
+    /// names the table (as the dialect keeps the name: an existing table that has the column
+    /// without a conflict policy; under stream-sequence keys its fingerprint is written and
+    /// compared, so a reused sequence is detected). A route's problem names the route.
+    pub fn all_with<U: UpdateColumnsField>(
+        config: &PlanConfig<'_, U>,
+        has_fp: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Self>, (String, String)> {
+        let with_fp =
+            |table: &str| config.conflict_policy || (config.identifier)(table, true).is_some_and(|t| has_fp(&t));
+        let mut plans =
+            vec![Self::new(config, config.table, config.idempotency, config.update_columns, with_fp(config.table))?];
+        let update_path = format!("sink.{}", U::NAME);
+        for (i, r) in config.routes.iter().enumerate() {
+            let idempotency = r.idempotency.as_ref().unwrap_or(config.idempotency);
+            let update = r.update_columns.as_deref().or(config.update_columns);
+            let plan = Self::new(config, &r.table, idempotency, update, with_fp(&r.table)).map_err(|(path, m)| {
+                let own = match path.as_str() {
+                    "sink.table" => true,
+                    "sink.idempotency.columns" => r.idempotency.is_some(),
+                    p => p == update_path && r.update_columns.is_some(),
+                };
+                if own { (format!("sink.table_routes[{i}].{}", &path["sink.".len()..]), m) } else { (path, m) }
+            })?;
+            match plans.iter().find(|p| p.table == plan.table) {
+                Some(existing) if *existing != plan => {
+                    return Err((
+                        format!("sink.table_routes[{i}]"),
+                        format!("table `{}` is used with a different key or update policy elsewhere", r.table),
+                    ));
+                }
+                Some(_) => {}
+                None => plans.push(plan),
+            }
+        }
+        Ok(plans)
+    }
+
+    /// Checks that the plans of `config` can be built, for the configuration's validation
+    /// (a `payload_field` strategy without its path is the configuration's own problem).
+    pub fn validate_all<U: UpdateColumnsField>(config: &PlanConfig<'_, U>) -> Result<(), (String, String)> {
+        if !config.plannable() {
+            return Ok(());
+        }
+        Self::all_with(config, |_| false).map(drop)
+    }
+
+    /// What the keys are made of: the stream sequence when it is a key column (the default
+    /// pair), else the publisher's identity ([`crate::existing`]).
+    pub fn basis(&self) -> KeyBasis {
+        if self.key.iter().any(|i| self.fields[*i] == Field::StreamSequence) {
+            KeyBasis::StreamSequence
+        } else {
+            KeyBasis::Publisher
+        }
+    }
+}
+
 /// One value of a row, independent of the driver that binds it; `None` is SQL NULL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Cell {
@@ -385,6 +568,219 @@ mod tests {
         assert_eq!(err(json!({"subject": "a"})), "missing field `table`");
         assert!(err(json!("x")).contains("expected struct TableRoute"));
         assert!(err(json!({"subject": 1, "table": "T"})).contains("invalid type"));
+    }
+
+    /// An Oracle-like dialect: letters first, then letters, digits and `_`; names kept in
+    /// upper case.
+    fn upper(name: &str, qualified: bool) -> Option<String> {
+        let part_ok = |p: &str| {
+            p.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        };
+        let ok = match name.split('.').collect::<Vec<_>>().as_slice() {
+            [one] => part_ok(one),
+            [schema, table] => qualified && part_ok(schema) && part_ok(table),
+            _ => false,
+        };
+        ok.then(|| name.to_ascii_uppercase())
+    }
+
+    /// The table side of a configuration, owned, for [`PlanConfig`] to borrow.
+    struct Tables {
+        table: String,
+        routes: Vec<Upsert>,
+        columns: ColumnMapping,
+        idempotency: IdempotencyConfig,
+        update_columns: Option<Vec<String>>,
+        keyed: bool,
+        updates: bool,
+        conflict_policy: bool,
+    }
+
+    impl Tables {
+        fn new() -> Self {
+            Self {
+                table: "events".into(),
+                routes: Vec::new(),
+                columns: ColumnMapping::default(),
+                idempotency: IdempotencyConfig::default(),
+                update_columns: None,
+                keyed: true,
+                updates: true,
+                conflict_policy: false,
+            }
+        }
+
+        fn config(&self) -> PlanConfig<'_, UpsertUpdateColumns> {
+            PlanConfig {
+                table: &self.table,
+                routes: &self.routes,
+                columns: &self.columns,
+                idempotency: &self.idempotency,
+                update_columns: self.update_columns.as_deref(),
+                keyed: self.keyed,
+                updates: self.updates,
+                conflict_policy: self.conflict_policy,
+                identifier: upper,
+            }
+        }
+
+        fn plans(&self) -> Result<Vec<TablePlan>, (String, String)> {
+            TablePlan::all_with(&self.config(), |_| false)
+        }
+
+        fn problem(&self) -> (String, String) {
+            self.plans().expect_err("a problem")
+        }
+    }
+
+    fn route(table: &str) -> Upsert {
+        serde_json::from_value(json!({"subject": "a.*", "table": table})).unwrap()
+    }
+
+    fn strings(names: &[&str]) -> Option<Vec<String>> {
+        Some(names.iter().map(|s| (*s).to_owned()).collect())
+    }
+
+    #[test]
+    fn a_plan_maps_every_field_to_its_column_in_the_dialects_spelling() {
+        let t = Tables::new();
+        let plan = t.plans().unwrap().remove(0);
+        assert_eq!(plan.table, "EVENTS");
+        assert_eq!(plan.fields, Field::ALL.iter().copied().filter(|f| *f != Field::PayloadSha256).collect::<Vec<_>>());
+        assert_eq!(plan.columns.len(), plan.fields.len());
+        let names = |indexes: &[usize]| indexes.iter().map(|i| plan.columns[*i].clone()).collect::<Vec<_>>();
+        assert_eq!(names(&plan.key), DEFAULT_KEY);
+        assert_eq!(plan.update.len(), plan.fields.len() - 2, "every non-key column");
+        assert!(plan.update.iter().all(|i| !plan.key.contains(i)));
+        assert_eq!((plan.fingerprint, plan.basis()), (None, KeyBasis::StreamSequence));
+        let conflict = Tables { conflict_policy: true, ..Tables::new() };
+        let plan = conflict.plans().unwrap().remove(0);
+        assert_eq!(plan.fingerprint.map(|i| plan.columns[i].as_str()), Some("PAYLOAD_SHA256"));
+    }
+
+    #[test]
+    fn the_mode_decides_keys_and_updates() {
+        let append = Tables { keyed: false, ..Tables::new() }.plans().unwrap().remove(0);
+        assert!(append.key.is_empty());
+        assert_eq!(append.update.len(), append.fields.len(), "no key: every column");
+        assert_eq!(append.basis(), KeyBasis::Publisher);
+        let no_updates = Tables { updates: false, update_columns: strings(&["nope"]), ..Tables::new() };
+        assert!(no_updates.plans().unwrap()[0].update.is_empty(), "not planned, not checked");
+        let some = Tables { update_columns: strings(&["payload_json", "Headers_Json"]), ..Tables::new() };
+        let plan = some.plans().unwrap().remove(0);
+        let updated: Vec<&str> = plan.update.iter().map(|i| plan.columns[*i].as_str()).collect();
+        assert_eq!(updated, ["PAYLOAD_JSON", "HEADERS_JSON"], "matched without regard to case");
+        let none = Tables { update_columns: strings(&[]), ..Tables::new() };
+        assert!(none.plans().unwrap()[0].update.is_empty());
+        let by_id = Tables {
+            idempotency: IdempotencyConfig { strategy: IdempotencyStrategy::MessageId, ..Default::default() },
+            ..Tables::new()
+        };
+        let plan = by_id.plans().unwrap().remove(0);
+        assert_eq!((plan.key.len(), plan.basis()), (1, KeyBasis::Publisher));
+    }
+
+    #[test]
+    fn every_problem_names_its_setting() {
+        let columns = ColumnMapping { subject: "a b".into(), ..Default::default() };
+        let twice = ColumnMapping { subject: "payload_json".into(), ..Default::default() };
+        let key = |names: &[&str]| IdempotencyConfig { columns: strings(names), ..Default::default() };
+        let rows: Vec<(Tables, (&str, &str))> = vec![
+            (
+                Tables { table: "bad table".into(), ..Tables::new() },
+                ("sink.table", "`bad table` is not a valid table name (table or schema.table)"),
+            ),
+            (Tables { columns, ..Tables::new() }, ("sink.columns.subject", "`a b` is not a valid column name")),
+            (Tables { columns: twice, ..Tables::new() }, ("sink.columns", "column `PAYLOAD_JSON` is mapped twice")),
+            (
+                Tables { idempotency: key(&["MESSAGE_ID", "message_id"]), ..Tables::new() },
+                ("sink.idempotency.columns", "`message_id` is listed twice"),
+            ),
+            (
+                Tables { idempotency: key(&["NOPE"]), ..Tables::new() },
+                ("sink.idempotency.columns", "`NOPE` is not a mapped column"),
+            ),
+            (
+                Tables { idempotency: key(&[]), ..Tables::new() },
+                ("sink.idempotency.columns", "at least one key column is required"),
+            ),
+            (
+                Tables { update_columns: strings(&["stream_name"]), ..Tables::new() },
+                ("sink.upsert_update_columns", "`stream_name` is a key column and cannot be updated"),
+            ),
+            (
+                Tables { update_columns: strings(&["SUBJECT", "subject"]), ..Tables::new() },
+                ("sink.upsert_update_columns", "`subject` is listed twice"),
+            ),
+            (
+                Tables { update_columns: strings(&["NOPE"]), ..Tables::new() },
+                ("sink.upsert_update_columns", "`NOPE` is not a mapped column"),
+            ),
+        ];
+        for (tables, (path, message)) in rows {
+            assert_eq!(tables.problem(), (path.to_owned(), message.to_owned()));
+        }
+    }
+
+    #[test]
+    fn a_routes_own_settings_are_named_as_the_routes() {
+        let mut bad_table = Tables::new();
+        bad_table.routes = vec![route("T2"), route("1x")];
+        assert_eq!(bad_table.problem().0, "sink.table_routes[1].table");
+        let mut own_key = Tables::new();
+        let mut r = route("T2");
+        r.idempotency = Some(IdempotencyConfig { columns: strings(&["NOPE"]), ..Default::default() });
+        own_key.routes = vec![r];
+        assert_eq!(own_key.problem().0, "sink.table_routes[0].idempotency.columns");
+        let mut own_update = Tables::new();
+        let mut r = route("T2");
+        r.update_columns = strings(&["NOPE"]);
+        own_update.routes = vec![r];
+        assert_eq!(own_update.problem().0, "sink.table_routes[0].upsert_update_columns");
+        // An inherited setting is the sink's own problem (found at the default table first).
+        let inherited = Tables {
+            idempotency: IdempotencyConfig { columns: strings(&["NOPE"]), ..Default::default() },
+            ..Tables::new()
+        };
+        assert_eq!(inherited.problem().0, "sink.idempotency.columns");
+        let mut disagree = Tables::new();
+        let mut r = route("Events");
+        r.update_columns = strings(&[]);
+        disagree.routes = vec![route("t2"), r];
+        assert_eq!(
+            disagree.problem(),
+            (
+                "sink.table_routes[1]".to_owned(),
+                "table `Events` is used with a different key or update policy elsewhere".to_owned()
+            )
+        );
+    }
+
+    #[test]
+    fn one_plan_per_table_and_the_fingerprint_where_a_table_has_it() {
+        let mut t = Tables::new();
+        t.routes = vec![route("t2"), route("T2"), route("events")];
+        let plans = t.plans().unwrap();
+        let tables: Vec<&str> = plans.iter().map(|p| p.table.as_str()).collect();
+        assert_eq!(tables, ["EVENTS", "T2"]);
+        let found = TablePlan::all_with(&t.config(), |table| table == "T2").unwrap();
+        assert_eq!((found[0].fingerprint, found[1].fingerprint.is_some()), (None, true), "asked by the kept name");
+    }
+
+    #[test]
+    fn validation_leaves_a_missing_payload_field_to_the_configuration() {
+        let idempotency = IdempotencyConfig {
+            strategy: IdempotencyStrategy::PayloadField,
+            columns: strings(&["NOPE"]),
+            payload_field: None,
+        };
+        let t = Tables { idempotency, ..Tables::new() };
+        assert_eq!(TablePlan::validate_all(&t.config()), Ok(()));
+        let mut with_path = t;
+        with_path.idempotency.payload_field = Some("order.id".into());
+        assert_eq!(TablePlan::validate_all(&with_path.config()).unwrap_err().0, "sink.idempotency.columns");
+        assert_eq!(TablePlan::validate_all(&Tables::new().config()), Ok(()));
     }
 
     #[test]

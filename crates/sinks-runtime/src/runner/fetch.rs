@@ -6,14 +6,17 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, watch};
 
-use super::RunStats;
-use super::batch::{self, Batch, Origin};
+use super::batch::Batch;
 use super::context::Ctx;
+use super::forward::{self, Origin};
+use super::guard::live_now;
+use super::handle::Handle;
 use super::heartbeat::hold_while;
 use super::ordering::{OrderingGate, batch_keys, with_order_key};
 use super::reconnect::{reconnect_backoff, sleep_or_stop};
+use super::stats::RunStats;
 use crate::metrics::{CounterId, GaugeId, TimingId};
-use crate::source::{AckHandle, Delivery, FetchError, Source};
+use crate::source::{Delivery, FetchError, Source};
 
 /// Resolves once a stop was requested while the connection is down (a fetch in progress
 /// then cannot bring anything, so it is abandoned instead of waiting for its timers).
@@ -89,11 +92,13 @@ pub(super) async fn fetch_loop(
         };
         ctx.metrics.observe(TimingId::NatsFetchSeconds, started.elapsed().as_secs_f64());
         ctx.metrics.status().progress();
-        let batch: Batch<AckHandle> = match fetched {
+        let batch: Batch<Handle> = match fetched {
             Ok(fetched) => {
                 // The runner owns the batch from here on; each message gets its ordering key.
-                let batch: Batch<AckHandle> =
-                    fetched.into_iter().map(|(e, handle)| (with_order_key(e, &ctx.config), handle)).collect();
+                let batch: Batch<Handle> = fetched
+                    .into_iter()
+                    .map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle)))
+                    .collect();
                 ctx.lock_parking().note_fetch(&batch.envelopes, started);
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
@@ -174,7 +179,7 @@ async fn rebind(ctx: &Ctx, source: &Source) -> bool {
             return false;
         }
     };
-    match super::guard::live_now(&stream, &bound.consumer).await {
+    match live_now(&stream, &bound.consumer).await {
         Ok(live) => {
             if let Err(e) = ctx.guard.check(&live).await {
                 tracing::error!(error = %e, "checking the stream's identity failed; not fetching from the new consumer yet");
@@ -204,7 +209,7 @@ async fn prefetch(source: Arc<Source>, size: usize, timeout: Duration) -> Result
 fn spawn(
     ctx: &Arc<Ctx>,
     gate: &mut OrderingGate,
-    batch: Batch<AckHandle>,
+    batch: Batch<Handle>,
     origin: Origin,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
@@ -212,7 +217,7 @@ fn spawn(
     let ctx = Arc::clone(ctx);
     ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
     tokio::spawn(async move {
-        batch::process(&ctx, batch, origin, waits, done).await;
+        forward::process(&ctx, batch, origin, waits, done).await;
         ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
         ctx.metrics.status().progress();
         drop(permit);

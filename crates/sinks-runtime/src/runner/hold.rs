@@ -7,9 +7,9 @@
 //! `max_deliver` deliveries until they are dead-lettered for nothing. Instead [`ride_out`]:
 //! - keeps the messages unacknowledged with in-progress heartbeats (`+WPI`: AckWait starts
 //!   again, no delivery is used);
-//! - stops the fetch loop from fetching anything new ([`Holds::paused`]), so what is still in
-//!   the stream is not delivered (and spends nothing) either; with a fan-out the other targets
-//!   go on, and only the messages that need the target that is down are held (their failures
+//! - stops the fetch loop from fetching anything new (`outage::Holds::paused`), so what is
+//!   still in the stream is not delivered (and spends nothing) either; with a fan-out the other
+//!   targets go on, and only the messages that need the target that is down are held (their failures
 //!   carry [`SinkError::is_outage`]); the consumer's `max_ack_pending` bounds how many;
 //! - probes the destination with backoff and jitter (its health check), and writes the held
 //!   messages again once it answers;
@@ -22,24 +22,23 @@
 //!   settles them at once, as a stop always did.
 //!
 //! One log line when the first batch starts holding (what is held, fetching paused), one per
-//! [`OUTAGE_LOG_INTERVAL`] while it lasts, one when the last held batch ends; the gauges
+//! `outage::OUTAGE_LOG_INTERVAL` while it lasts, one when the last held batch ends; the gauges
 //! `destination_outage` and `outage_held_messages`, the counter
-//! `destination_outage_paused_seconds`, and `/readyz` not ready meanwhile.
+//! `destination_outage_paused_seconds`, and `/readyz` not ready meanwhile. Those lines and
+//! gauges, and the pause, belong to the holds' state (`outage::Holds`), which the run's
+//! context keeps; this module is the task that holds a batch.
 //!
 //! [`SinkError::is_outage`]: sinks_contract::SinkError::is_outage
 
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sinks_contract::envelope::Envelope;
 use sinks_contract::sink::MessageOutcome;
-use tokio::sync::watch;
 
 use super::context::Ctx;
+use super::handle::Handle;
 use super::heartbeat::{hold_while, keep_alive};
-use super::outage::OUTAGE_LOG_INTERVAL;
-use crate::metrics::{CounterId, GaugeId};
-use crate::source::AckHandle;
+use super::outage::Ended;
 
 /// First delay between probes; it doubles up to [`PROBE_MAX`].
 const PROBE_BASE: Duration = Duration::from_millis(250);
@@ -48,172 +47,6 @@ const PROBE_MAX: Duration = Duration::from_secs(5);
 /// Writes that fail again although the destination answered its health check before each,
 /// after which the held messages are taken to fail on their own (no outage).
 const HEALTHY_FAILURES: u32 = 3;
-
-/// The holds of a run: how many batches and messages hold now, since when, and the pause the
-/// fetch loop waits on.
-#[derive(Debug)]
-pub(super) struct Holds {
-    state: Mutex<State>,
-    pause: watch::Sender<bool>,
-}
-
-#[derive(Debug, Default)]
-struct State {
-    batches: usize,
-    pausing: usize,
-    messages: usize,
-    since: Option<Instant>,
-    logged: Option<Instant>,
-    /// When the paused time was last added to its counter.
-    counted: Option<Instant>,
-    released: u64,
-}
-
-/// How a batch's hold ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Ended {
-    /// A write made the held messages durable (or failed them for another reason).
-    Recovered,
-    /// `delivery.outage_hold_seconds` passed.
-    Released,
-    /// The destination answered its health check, yet the held messages kept failing: they
-    /// fail on their own, not for an outage.
-    NotAnOutage,
-    /// A stop was requested.
-    Stopped,
-}
-
-impl Default for Holds {
-    fn default() -> Self {
-        Self { state: Mutex::default(), pause: watch::channel(false).0 }
-    }
-}
-
-impl Holds {
-    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// True while a held batch pauses fetching.
-    pub(super) fn paused(&self) -> bool {
-        *self.pause.borrow()
-    }
-
-    /// Waits until fetching is not paused; false when a stop came first.
-    pub(super) async fn wait_open(&self, stop: &watch::Receiver<bool>) -> bool {
-        let mut state = self.pause.subscribe();
-        let mut stop = stop.clone();
-        tokio::select! {
-            result = state.wait_for(|p| !*p) => result.is_ok(),
-            _ = stop.wait_for(|s| *s) => false,
-        }
-    }
-
-    fn enter(&self, ctx: &Ctx, messages: usize, pause: bool, first: &Envelope, reason: &str) {
-        let now = Instant::now();
-        let mut s = self.lock();
-        s.batches += 1;
-        s.messages += messages;
-        s.pausing += usize::from(pause);
-        if s.since.is_none() {
-            s.since = Some(now);
-            s.logged = Some(now);
-            s.counted = Some(now);
-            tracing::warn!(
-                sink = ctx.sink.name(),
-                messages,
-                first_sequence = first.jetstream().stream_sequence,
-                fetching = if pause { "paused" } else { "goes on for the other targets" },
-                hold_limit_s = ctx.config.delivery.outage_hold_seconds,
-                reason,
-                "destination outage: holding the batch unacknowledged (in-progress heartbeats, no delivery used) \
-                 and probing the destination"
-            );
-        }
-        ctx.metrics.set(GaugeId::DestinationOutage, 1.0);
-        ctx.metrics.set(GaugeId::OutageHeldMessages, s.messages as f64);
-        ctx.metrics.status().set_outage_paused(true);
-        if pause {
-            self.pause.send_if_modified(|p| !std::mem::replace(p, true));
-        }
-    }
-
-    /// The line per interval, and the paused seconds.
-    fn tick(&self, ctx: &Ctx, reason: &str) {
-        let now = Instant::now();
-        let mut s = self.lock();
-        if let Some(counted) = s.counted {
-            let whole = now.duration_since(counted).as_secs();
-            if whole > 0 && s.pausing > 0 {
-                ctx.metrics.inc(CounterId::DestinationOutagePausedSeconds, whole);
-                s.counted = Some(counted + Duration::from_secs(whole));
-            }
-        }
-        if s.logged.is_some_and(|at| now.duration_since(at) >= OUTAGE_LOG_INTERVAL) {
-            s.logged = Some(now);
-            tracing::warn!(
-                sink = ctx.sink.name(),
-                outage_seconds = s.since.map_or(0, |t| now.duration_since(t).as_secs()),
-                batches = s.batches,
-                messages = s.messages,
-                reason,
-                "destination outage goes on: messages held, fetching paused"
-            );
-        }
-    }
-
-    fn leave(&self, ctx: &Ctx, messages: usize, pause: bool, ended: Ended) {
-        let now = Instant::now();
-        let mut s = self.lock();
-        s.batches -= 1;
-        s.messages -= messages;
-        s.pausing -= usize::from(pause);
-        if ended == Ended::Released {
-            s.released += messages as u64;
-            ctx.metrics.inc(CounterId::MessagesReleasedAfterOutageHold, messages as u64);
-        }
-        ctx.metrics.set(GaugeId::OutageHeldMessages, s.messages as f64);
-        if s.pausing == 0 {
-            if let Some(counted) = s.counted {
-                ctx.metrics.inc(CounterId::DestinationOutagePausedSeconds, now.duration_since(counted).as_secs());
-            }
-            self.pause.send_if_modified(|p| std::mem::replace(p, false));
-        }
-        if s.batches > 0 {
-            return;
-        }
-        let outage_seconds = s.since.map_or(0, |t| now.duration_since(t).as_secs());
-        match ended {
-            Ended::Recovered => tracing::info!(
-                sink = ctx.sink.name(),
-                outage_seconds,
-                released = s.released,
-                "destination back: the held messages were written; fetching resumes"
-            ),
-            Ended::Released => tracing::warn!(
-                sink = ctx.sink.name(),
-                outage_seconds,
-                released = s.released,
-                "destination outage outlasted delivery.outage_hold_seconds: held messages released for redelivery \
-                 (NAKed with backoff); fetching resumes"
-            ),
-            Ended::Stopped => tracing::info!(
-                sink = ctx.sink.name(),
-                outage_seconds,
-                "stopping during a destination outage: held messages settled as usual (they come back)"
-            ),
-            Ended::NotAnOutage => tracing::warn!(
-                sink = ctx.sink.name(),
-                outage_seconds,
-                "the destination answers its health check but the held messages keep failing: they are settled as \
-                 usual (NAKed with backoff); fetching resumes"
-            ),
-        }
-        *s = State::default();
-        ctx.metrics.set(GaugeId::DestinationOutage, 0.0);
-        ctx.metrics.status().set_outage_paused(false);
-    }
-}
 
 /// Which messages of a write are held through an outage: every one, when each failed
 /// temporarily or was held back behind such a failure (the destination is down); with a
@@ -254,7 +87,7 @@ fn probe_delay(attempt: u32, sample: f64) -> Duration {
 pub(super) async fn ride_out(
     ctx: &Ctx,
     envelopes: &[Envelope],
-    handles: &[AckHandle],
+    handles: &[Handle],
     mut outcomes: Vec<MessageOutcome>,
 ) -> Vec<MessageOutcome> {
     let limit = Duration::from_secs(ctx.config.delivery.outage_hold_seconds);
@@ -274,9 +107,9 @@ pub(super) async fn ride_out(
         })
         .unwrap_or_default();
     let batch: Vec<Envelope> = held.iter().map(|&i| envelopes[i].clone()).collect();
-    let acks: Vec<AckHandle> = held.iter().map(|&i| handles[i].clone()).collect();
+    let acks: Vec<Handle> = held.iter().map(|&i| handles[i].clone()).collect();
     let pause = !fanout;
-    ctx.holds.enter(ctx, batch.len(), pause, &batch[0], &reason);
+    ctx.holds.enter(&batch, pause, &reason);
     let started = Instant::now();
     let mut latest: Option<Vec<MessageOutcome>> = None;
     let mut attempt = 0u32;
@@ -293,7 +126,7 @@ pub(super) async fn ride_out(
             }
         })
         .await;
-        ctx.holds.tick(ctx, &reason);
+        ctx.holds.tick(&reason);
         if stopped {
             break Ended::Stopped;
         }
@@ -316,7 +149,7 @@ pub(super) async fn ride_out(
             break Ended::NotAnOutage;
         }
     };
-    ctx.holds.leave(ctx, batch.len(), pause, ended);
+    ctx.holds.leave(batch.len(), pause, ended);
     if let Some(latest) = latest {
         for (i, outcome) in held.into_iter().zip(latest) {
             outcomes[i] = outcome;

@@ -17,22 +17,35 @@
 //! lines that matter per message (a dead letter, a conflict).
 //!
 //! Where things are: this file holds the entry points ([`run`], [`run_with`],
-//! [`run_observed`]), start-up and shutdown; `fetch` the fetch loop; `batch` the batch type
-//! and its one forward path; `ordering` the ordering keys and the gate between batches;
-//! `parking` the held-back messages; `pending` the messages a holding sink keeps in objects
-//! not committed yet; `settle` the settlement plan (the one call site of the
-//! ACK gate) and its application; `keeper` the task that heartbeats and releases held-back
-//! messages; `heartbeat` the in-progress heartbeats; `outage` the outage log; `tally` the
-//! policy step counts; `hold` riding out a destination outage (fetching paused, the batch
-//! held with heartbeats, the destination probed); `guard` the stream guard (the stream's identity, its epochs and the
-//! pause when it changed; lag and retention headroom); `health` the destination probe;
-//! `reconnect` the retries of start-up steps; `rescue` the last chance of messages the server
-//! stopped redelivering; `context` the per-run context the tasks share.
+//! [`run_observed`]), start-up and shutdown; `fetch` the fetch loop; `forward` a batch's one
+//! forward path (policies, parking, write, hold, pending, plan, settle), which fetched
+//! batches, parked chunks and rescued messages all take; `written` what a write's outcomes
+//! do (recorded, the outage log, planned); `settle` the settlement plan (the one call site of
+//! the ACK gate) and its application; `handle` what a message is settled through (its ack
+//! handle, or a rescued message's advisory) and the rescue's last-chance rule; `ordering` the
+//! ordering keys and the gate between batches; `parking` the held-back messages; `pending`
+//! the messages a holding sink keeps in objects not committed yet; `keeper` the task that
+//! heartbeats and releases held-back messages; `heartbeat` the in-progress heartbeats;
+//! `hold` riding out a destination outage (fetching paused, the batch held with heartbeats,
+//! the destination probed); `outage` the outage log and the holds' state; `tally` the policy
+//! step counts; `guard` the stream guard (the stream's identity, its epochs and the pause
+//! when it changed; lag and retention headroom); `health` the destination probe; `reconnect`
+//! the retries of start-up steps; `rescue` the intake of messages the server stopped
+//! redelivering; `context` the per-run context the tasks share; `batch` the batch type;
+//! `stats` the run's counters.
+//!
+//! The modules form layers, never a cycle (`tests/runner_modules.rs` checks it): the leaves
+//! (`batch`, `handle`, `stats`, `parking`, `outage`, `guard`, `ordering`, `tally`, …) know
+//! no task; `context` names only leaves; every task depends on `context` and the leaves, and
+//! on tasks below it (`forward` on `written`, `pending`, `hold` and `settle`; `rescue` and
+//! `fetch` on `forward`); this file wires them together and nothing depends on it.
 
 mod batch;
 mod context;
 mod fetch;
+mod forward;
 mod guard;
+mod handle;
 mod health;
 mod heartbeat;
 mod hold;
@@ -45,11 +58,12 @@ mod reconnect;
 mod rescue;
 mod settle;
 mod startup;
+mod stats;
 mod tally;
+mod written;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sinks_contract::error::ErrorClass;
@@ -63,9 +77,10 @@ pub(crate) use self::guard::GuardState;
 use self::guard::{Guard, live_now, watch_stream};
 use self::health::probe_sink;
 use self::keeper::keep_parking;
-use self::outage::Outage;
+use self::outage::{Holds, Outage};
 use self::parking::Parking;
 use self::reconnect::{Reaching, Retry, retry_until};
+pub use self::stats::RunStats;
 use crate::ack::{AfterDeadLetter, GatePolicy};
 use crate::config::{Config, ConfigError};
 use crate::connect::{self, ConnectError};
@@ -89,75 +104,6 @@ pub enum RunError {
     /// The NATS server could not be reached (`check_against_server`): exit code 1.
     #[error("{0}")]
     Unreachable(String),
-}
-
-/// Counters of what the runner did, for logs and tests.
-#[derive(Debug, Default)]
-pub struct RunStats {
-    /// Messages fetched.
-    pub fetched: AtomicU64,
-    /// Messages acked after a durable outcome.
-    pub acked: AtomicU64,
-    /// Messages NAKed.
-    pub nacked: AtomicU64,
-    /// Messages left for AckWait.
-    pub left_unacked: AtomicU64,
-    /// DLQ records stored.
-    pub dead_lettered: AtomicU64,
-    /// DLQ publishes that failed (original NAKed).
-    pub dead_letter_failures: AtomicU64,
-    /// Ack, nak or term sends that failed (message will be redelivered).
-    pub ack_failures: AtomicU64,
-    /// Fetches that failed.
-    pub fetch_failures: AtomicU64,
-    /// Conflicting redeliveries reported by the sink.
-    pub conflicts: AtomicU64,
-    /// Duplicates reported by the sink.
-    pub duplicates: AtomicU64,
-    /// Messages held back behind a temporary failure of their ordering key (released).
-    pub held_back: AtomicU64,
-    /// Messages refused by a policy step (authenticity, size, pre-sink, …) and
-    /// dead-lettered without reaching the sink.
-    pub rejected_by_policy: AtomicU64,
-    /// Exhausted messages the rescue made durable.
-    pub rescued: AtomicU64,
-    /// Exhausted messages the rescue dead-lettered (`max_deliver_exhausted`).
-    pub rescue_dead_lettered: AtomicU64,
-    /// Exhausted messages already gone from the stream when the rescue came.
-    pub rescue_gone: AtomicU64,
-    /// Rescue attempts that failed and will be retried.
-    pub rescue_failures: AtomicU64,
-}
-
-impl RunStats {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// A plain snapshot `(name, value)` of every counter.
-    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("fetched", &self.fetched),
-            ("acked", &self.acked),
-            ("nacked", &self.nacked),
-            ("left_unacked", &self.left_unacked),
-            ("dead_lettered", &self.dead_lettered),
-            ("dead_letter_failures", &self.dead_letter_failures),
-            ("ack_failures", &self.ack_failures),
-            ("fetch_failures", &self.fetch_failures),
-            ("conflicts", &self.conflicts),
-            ("duplicates", &self.duplicates),
-            ("held_back", &self.held_back),
-            ("rejected_by_policy", &self.rejected_by_policy),
-            ("rescued", &self.rescued),
-            ("rescue_dead_lettered", &self.rescue_dead_lettered),
-            ("rescue_gone", &self.rescue_gone),
-            ("rescue_failures", &self.rescue_failures),
-        ]
-        .into_iter()
-        .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
-        .collect()
-    }
 }
 
 /// The start-up warnings of `config` as far as it alone tells (`nats-sink validate`): the
@@ -424,7 +370,7 @@ async fn run_inner(
         flush_wake: tokio::sync::Notify::new(),
         guard: Arc::clone(&guard),
         js: js.clone(),
-        holds: hold::Holds::default(),
+        holds: Holds::new(metrics.clone(), sink.name(), config.delivery.outage_hold_seconds),
         stop: stop.clone(),
     });
     let lag = tokio::spawn(watch_stream(

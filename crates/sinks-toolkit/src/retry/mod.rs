@@ -1,10 +1,12 @@
-//! Backoff for redelivery delays and for the runner's own reconnect loops, and the one
-//! in-place retry loop of the sinks that retry inside a write ([`InPlace`]).
+//! Backoff for redelivery delays and for the runner's own reconnect loops, the one
+//! in-place retry loop of the sinks that retry inside a write ([`InPlace`]), and the retry
+//! fields those sinks' sections share ([`settings`]).
 //!
 //! For redelivery the attempt number is JetStream's delivery count, so a restart of the
 //! process does not reset the backoff of a message that keeps failing.
 
 mod in_place;
+pub mod settings;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -12,6 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 pub use in_place::{Attempt, Budget, InPlace, Retriable};
+pub use settings::RetrySettings;
 
 /// How the nominal delay grows with the attempt number.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
