@@ -31,9 +31,12 @@ macro_rules! kind {
     };
 }
 
+/// The line `nats-sink --help` opens with.
+const ABOUT: &str = "The nats-sink binary: runs one configured sink against a JetStream consumer";
+
 /// The kinds of this build, in the order `nats-sink sinks` lists them, and its own commands.
 fn registry() -> Registry {
-    let r = Registry::new();
+    let r = Registry::new().about(ABOUT).version(env!("CARGO_PKG_VERSION"));
     kind!(r, "file", "file", Local, sink_file::FileFactory);
     kind!(r, "mysql", "mysql", Remote, sink_mysql::MySqlFactory);
     kind!(r, "http", "http", Remote, sink_http::HttpFactory);

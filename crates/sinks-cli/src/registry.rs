@@ -60,6 +60,8 @@ pub struct Registry {
     known: Vec<Known>,
     extensions: Vec<Box<dyn Extension>>,
     formats: Vec<Box<dyn StoredFormat>>,
+    about: Option<&'static str>,
+    version: Option<&'static str>,
 }
 
 impl Default for Registry {
@@ -78,7 +80,24 @@ impl Registry {
             known: Vec::new(),
             extensions: Vec::new(),
             formats: Vec::new(),
+            about: None,
+            version: None,
         }
+    }
+
+    /// With the line `--help` opens with (by default, this library's description).
+    #[must_use]
+    pub fn about(mut self, about: &'static str) -> Self {
+        self.about = Some(about);
+        self
+    }
+
+    /// With the version `--version` prints (by default, this library's): pass the binary's
+    /// own, `env!("CARGO_PKG_VERSION")`.
+    #[must_use]
+    pub fn version(mut self, version: &'static str) -> Self {
+        self.version = Some(version);
+        self
     }
 
     /// With the sink kind `factory` builds (listed in registration order).
@@ -115,9 +134,25 @@ impl Registry {
     }
 
     /// The whole command line: the built-in subcommands, then the binary's own.
+    /// The binary's `about` and `version` win over the built-in ones, and over the doc
+    /// comment of a binary's subcommand enum (which clap would make the `about`).
     pub(crate) fn command(&self) -> clap::Command {
         let command = <crate::cli::Cli as clap::CommandFactory>::command();
-        self.extensions.iter().fold(command, |command, e| e.augment(command))
+        let about = command.get_about().cloned();
+        let long_about = command.get_long_about().cloned();
+        let command = self.extensions.iter().fold(command, |command, e| e.augment(command));
+        let command = match self.about.map(clap::builder::StyledStr::from).or(about) {
+            Some(about) => command.about(about),
+            None => command.about(None::<&'static str>),
+        };
+        let command = match long_about {
+            Some(long_about) => command.long_about(long_about),
+            None => command.long_about(None::<&'static str>),
+        };
+        match self.version {
+            Some(version) => command.version(version),
+            None => command,
+        }
     }
 
     /// Runs the binary's own subcommand `matches` names, if it is one.
@@ -558,6 +593,10 @@ mod tests {
         let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
         assert_eq!(names.first(), Some(&"run"));
         assert_eq!(names.last(), Some(&"hello"));
+        // The subcommand enum's doc comment does not become the binary's `about`.
+        assert_eq!(command.get_about(), <crate::cli::Cli as clap::CommandFactory>::command().get_about());
+        let named = registry().about("mine").version("9.9.9").commands(hello).command();
+        assert_eq!((named.get_about().unwrap().to_string().as_str(), named.get_version()), ("mine", Some("9.9.9")));
         let matches = r.command().try_get_matches_from(["nats-sink", "hello", "--code", "4"]).unwrap();
         assert_eq!(r.run_extension(&matches).unwrap().await, ExitCode::from(7));
         let builtin = r.command().try_get_matches_from(["nats-sink", "sinks"]).unwrap();
