@@ -17,6 +17,20 @@ use std::io::Write as _;
 
 use serde_json::Value;
 
+#[cfg(test)]
+pub(crate) mod arbitrary;
+mod ser;
+mod sink;
+#[cfg(test)]
+mod stream_tests;
+mod text;
+
+pub use ser::serialize_into;
+#[cfg(test)]
+pub(crate) use ser::stream_into;
+pub use sink::Sink;
+pub use text::{NotStrict, strict_text_into};
+
 /// A value the canonical form cannot represent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CanonicalError {
@@ -73,14 +87,19 @@ fn write(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
 /// `repr` of the float. With serde_json's `arbitrary_precision` (which another crate of a build
 /// may turn on) a number keeps the text it was parsed from (`1e16`, `1.50`); it is rendered
 /// from its value all the same.
-fn write_number<W: std::io::Write + ?Sized>(n: &serde_json::Number, out: &mut W) -> Result<(), CanonicalError> {
+pub(crate) fn write_number<W: std::io::Write + ?Sized>(
+    n: &serde_json::Number,
+    out: &mut W,
+) -> Result<(), CanonicalError> {
     // Writing into a Vec or a counter cannot fail.
     if let Some(i) = n.as_i64() {
         let _ = write!(out, "{i}");
     } else if let Some(u) = n.as_u64() {
         let _ = write!(out, "{u}");
     } else {
-        let _ = out.write_all(python_float(n.as_f64().unwrap_or(f64::NAN))?.as_bytes());
+        let mut text = Vec::with_capacity(24);
+        write_python_float(n.as_f64().unwrap_or(f64::NAN), &mut text)?;
+        let _ = out.write_all(&text);
     }
     Ok(())
 }
@@ -194,38 +213,150 @@ impl serde_json::ser::Formatter for Canonical {
     }
 }
 
+/// Buffers larger than this (a large document's rendering) are not kept for the next message.
+const KEPT_BUFFER_BYTES: usize = 256 * 1024;
+
+thread_local! {
+    /// This thread's rendering buffer, reused from message to message by the policy steps.
+    static SINK: std::cell::RefCell<Sink> = std::cell::RefCell::new(Sink::new());
+}
+
+/// Calls `f` with this thread's rendering buffer (cleared after; dropped when it grew past
+/// 256 KiB). Not for use inside `f`.
+pub(crate) fn with_sink<R>(f: impl FnOnce(&mut Sink) -> R) -> R {
+    SINK.with_borrow_mut(|sink| {
+        let result = f(sink);
+        sink.clear();
+        if sink.capacity() > KEPT_BUFFER_BYTES {
+            *sink = Sink::new();
+        }
+        result
+    })
+}
+
+/// Lowercase hex of `bytes` (a digest as the reference writes it), two table lookups a byte.
+pub(crate) fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
+}
+
 /// Python's `repr(float)`.
 pub fn python_float(x: f64) -> Result<String, CanonicalError> {
+    let mut out = Vec::with_capacity(24);
+    write_python_float(x, &mut out)?;
+    // Only ASCII digits, signs, `.` and `e` are written.
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+/// Appends Python's `repr(float)` of `x` to `out`, building no string on the way.
+pub(crate) fn write_python_float(x: f64, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
     if !x.is_finite() {
         return Err(CanonicalError::NonFinite);
     }
     if x == 0.0 {
-        return Ok(if x.is_sign_negative() { "-0.0" } else { "0.0" }.into());
+        out.extend_from_slice(if x.is_sign_negative() { b"-0.0" } else { b"0.0" });
+        return Ok(());
     }
-    // Shortest round-trip digits and the exponent, from Rust's own shortest formatting.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let sign = if x.is_sign_negative() { "-" } else { "" };
-    let body = if (-4..16).contains(&exp) {
+    // Shortest round-trip digits and the exponent, from Rust's own shortest formatting
+    // (`d.ddde±x`, at most 17 digits and a three-digit exponent).
+    let mut sci = Ascii::<32>::default();
+    let _ = std::fmt::Write::write_fmt(&mut sci, format_args!("{:e}", x.abs()));
+    let sci = sci.text();
+    let split = sci.iter().position(|&b| b == b'e').unwrap_or(sci.len());
+    let (mantissa, exp_text) = sci.split_at(split);
+    let exp = parse_exponent(exp_text.get(1..).unwrap_or_default());
+    let mut digits = Ascii::<24>::default();
+    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
+        digits.push(b);
+    }
+    let digits = digits.text();
+    if x.is_sign_negative() {
+        out.push(b'-');
+    }
+    if (-4..16).contains(&exp) {
         // Positional: the point goes after digit `exp + 1`.
         let point = exp + 1;
         if point <= 0 {
-            format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+            out.extend_from_slice(b"0.");
+            out.extend(std::iter::repeat_n(b'0', point.unsigned_abs() as usize));
+            out.extend_from_slice(digits);
         } else if point as usize >= digits.len() {
-            format!("{digits}{}.0", "0".repeat(point as usize - digits.len()))
+            out.extend_from_slice(digits);
+            out.extend(std::iter::repeat_n(b'0', point as usize - digits.len()));
+            out.extend_from_slice(b".0");
         } else {
             let (int, frac) = digits.split_at(point as usize);
-            format!("{int}.{frac}")
+            out.extend_from_slice(int);
+            out.push(b'.');
+            out.extend_from_slice(frac);
         }
     } else {
         let (first, rest) = digits.split_at(1);
-        let mantissa = if rest.is_empty() { first.to_owned() } else { format!("{first}.{rest}") };
-        let exp_sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{exp_sign}{:02}", exp.unsigned_abs())
+        out.extend_from_slice(first);
+        if !rest.is_empty() {
+            out.push(b'.');
+            out.extend_from_slice(rest);
+        }
+        out.push(b'e');
+        out.push(if exp < 0 { b'-' } else { b'+' });
+        let magnitude = exp.unsigned_abs();
+        if magnitude < 10 {
+            out.push(b'0');
+        }
+        let _ = write!(out, "{magnitude}");
+    }
+    Ok(())
+}
+
+/// The exponent of Rust's `{:e}` output (`-5`, `16`).
+fn parse_exponent(text: &[u8]) -> i32 {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
     };
-    Ok(format!("{sign}{body}"))
+    let magnitude = digits.iter().fold(0i32, |n, &d| n * 10 + i32::from(d - b'0'));
+    if negative { -magnitude } else { magnitude }
+}
+
+/// A few ASCII bytes on the stack (a float's text).
+struct Ascii<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for Ascii<N> {
+    fn default() -> Self {
+        Self { bytes: [0; N], len: 0 }
+    }
+}
+
+impl<const N: usize> Ascii<N> {
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.bytes.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+    fn text(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl<const N: usize> std::fmt::Write for Ascii<N> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.len + s.len() > N {
+            return Err(std::fmt::Error);
+        }
+        for &b in s.as_bytes() {
+            self.push(b);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,399 @@
+//! The output of the streaming canonical writers ([`super::ser`], [`super::text`]): canonical
+//! JSON written as it comes, objects put in key order as they close.
+//!
+//! Members are written as they come, each remembered as a span of the output with its decoded
+//! key; an object whose keys did not come in ascending order is put in order when it closes, by
+//! moving its spans (most documents come sorted, and only an object that was not is moved). A
+//! key given twice keeps its last value, as a [`serde_json::Value`] does, or (for text read
+//! strictly) refuses the document.
+
+/// Where a key's decoded text is: in the output (a key with nothing to escape is written as it
+/// is) or in the key arena (a key that was escaped).
+#[derive(Debug, Clone, Copy, Default)]
+struct KeyRef {
+    start: usize,
+    end: usize,
+    in_arena: bool,
+}
+
+/// One member of an open object: its key and where it sits in the output, from its key's
+/// opening quote to the end of its value (a comma before it is not part of it).
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    key: KeyRef,
+    start: usize,
+    end: usize,
+}
+
+/// An open array or object.
+#[derive(Debug, Clone, Copy)]
+struct Frame {
+    object: bool,
+    /// Some path left out goes through this object: its keys are checked against them.
+    omitting: bool,
+    /// Keys came in strictly ascending order so far.
+    sorted: bool,
+    /// Members or items written so far.
+    count: usize,
+    /// Where this object's members start in the entry stack and in the key arena.
+    entries: usize,
+    keys: usize,
+    /// The output position just after the `{`.
+    body: usize,
+    /// The member being written: its key, where it starts (after its comma) and where the
+    /// output stood before its comma (to take it back when it is left out).
+    key: KeyRef,
+    start: usize,
+    mark: usize,
+}
+
+/// What a repeated key does to a document.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Repeats {
+    /// The last value stays (a [`serde_json::Value`] map).
+    KeepLast,
+    /// The document is refused (strict JSON).
+    Refuse,
+}
+
+/// The output and the state of the objects open in it.
+#[derive(Debug, Default)]
+pub struct Sink {
+    pub(super) out: Vec<u8>,
+    keys: Vec<u8>,
+    entries: Vec<Entry>,
+    frames: Vec<Frame>,
+    scratch: Vec<u8>,
+}
+
+/// A repeated key in a document read strictly.
+#[derive(Debug)]
+pub(super) struct Repeated;
+
+/// Paths of members to leave out (keys from the root), with what rules most keys out at once:
+/// the deepest path and the lengths of the paths' last keys.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Omit<'p> {
+    paths: &'p [&'p [&'p str]],
+    deepest: usize,
+    /// Bit `n` (`n` below 128) set when some path ends with a key of `n` bytes; bit 127 also
+    /// stands for every longer key.
+    last_lengths: u128,
+}
+
+impl<'p> Omit<'p> {
+    pub(super) fn new(paths: &'p [&'p [&'p str]]) -> Self {
+        let deepest = paths.iter().map(|p| p.len()).max().unwrap_or(0);
+        let last_lengths = paths.iter().filter_map(|p| p.last()).fold(0u128, |bits, key| bits | length_bit(key.len()));
+        Self { paths, deepest, last_lengths }
+    }
+}
+
+/// `a < b` in byte order, compared in line (keys are short, and most differ early).
+fn ascending(a: &[u8], b: &[u8]) -> bool {
+    match a.iter().zip(b).find(|(x, y)| x != y) {
+        Some((x, y)) => x < y,
+        None => a.len() < b.len(),
+    }
+}
+
+fn length_bit(len: usize) -> u128 {
+    1u128 << len.min(127)
+}
+
+impl Sink {
+    /// An empty sink.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The canonical bytes written since the last [`Sink::clear`].
+    pub fn bytes(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// The memory held, in bytes of output and scratch space.
+    pub fn capacity(&self) -> usize {
+        self.out.capacity() + self.scratch.capacity()
+    }
+
+    /// Forgets what was written (keeping the memory).
+    pub fn clear(&mut self) {
+        self.out.clear();
+        self.keys.clear();
+        self.entries.clear();
+        self.frames.clear();
+    }
+
+    fn top(&mut self) -> &mut Frame {
+        // Every caller is inside an open array or object.
+        let last = self.frames.len() - 1;
+        &mut self.frames[last]
+    }
+
+    fn key_text(&self, key: KeyRef) -> &[u8] {
+        if key.in_arena { &self.keys[key.start..key.end] } else { &self.out[key.start..key.end] }
+    }
+
+    /// Opens an array (`object` false) or an object. An object's keys are checked against
+    /// `omit` only when a path of it leads there.
+    pub(super) fn begin(&mut self, object: bool, omit: Option<&Omit<'_>>) {
+        let omitting = object && omit.is_some_and(|omit| self.paths_lead_here(omit));
+        self.out.push(if object { b'{' } else { b'[' });
+        let (entries, keys, body) = (self.entries.len(), self.keys.len(), self.out.len());
+        self.frames.push(Frame {
+            object,
+            omitting,
+            sorted: true,
+            count: 0,
+            entries,
+            keys,
+            body,
+            key: KeyRef::default(),
+            start: body,
+            mark: body,
+        });
+    }
+
+    pub(super) fn item(&mut self) {
+        let frame = self.top();
+        frame.count += 1;
+        if frame.count > 1 {
+            self.out.push(b',');
+        }
+    }
+
+    pub(super) fn end_array(&mut self) {
+        self.frames.pop();
+        self.out.push(b']');
+    }
+
+    /// A member's key: its comma, then the key, quoted and escaped, then the colon.
+    pub(super) fn key(&mut self, key: &str) {
+        let mark = self.out.len();
+        let comma = self.top().count > 0;
+        if comma {
+            self.out.push(b',');
+        }
+        let start = self.out.len();
+        self.out.push(b'"');
+        let escaped = escape_into(key, &mut self.out);
+        let key = if escaped {
+            let at = self.keys.len();
+            self.keys.extend_from_slice(key.as_bytes());
+            KeyRef { start: at, end: self.keys.len(), in_arena: true }
+        } else {
+            KeyRef { start: start + 1, end: self.out.len(), in_arena: false }
+        };
+        self.out.extend_from_slice(b"\":");
+        let frame = self.top();
+        frame.mark = mark;
+        frame.start = start;
+        frame.key = key;
+    }
+
+    /// The member just written is complete.
+    pub(super) fn end_member(&mut self) {
+        let end = self.out.len();
+        let last = self.frames.len() - 1;
+        let Frame { sorted, count, key, start, .. } = self.frames[last];
+        if sorted && count > 0 {
+            let previous = self.entries[self.entries.len() - 1].key;
+            if !ascending(self.key_text(previous), self.key_text(key)) {
+                self.frames[last].sorted = false;
+            }
+        }
+        self.frames[last].count += 1;
+        self.entries.push(Entry { key, start, end });
+    }
+
+    /// Takes back the member being written (left out by path).
+    pub(super) fn drop_member(&mut self) {
+        let Frame { mark, key, .. } = *self.top();
+        self.out.truncate(mark);
+        if key.in_arena {
+            self.keys.truncate(key.start);
+        }
+    }
+
+    /// Closes an object, putting its members in key order if they did not come in it.
+    pub(super) fn end_object(&mut self, repeats: Repeats) -> Result<(), Repeated> {
+        let Some(frame) = self.frames.pop() else { return Ok(()) };
+        if !frame.sorted {
+            let (keys, out) = (&self.keys, &self.out);
+            let text = |k: KeyRef| if k.in_arena { &keys[k.start..k.end] } else { &out[k.start..k.end] };
+            let members = &mut self.entries[frame.entries..];
+            // Stable: of equal keys, the last written stays last.
+            members.sort_by(|a, b| text(a.key).cmp(text(b.key)));
+            self.scratch.clear();
+            self.scratch.extend_from_slice(&out[frame.body..]);
+            let mut kept = Vec::with_capacity(members.len());
+            for (i, member) in members.iter().enumerate() {
+                let repeated = members.get(i + 1).is_some_and(|next| text(next.key) == text(member.key));
+                if !repeated {
+                    kept.push((member.start - frame.body, member.end - frame.body));
+                } else if repeats == Repeats::Refuse {
+                    return Err(Repeated);
+                }
+            }
+            self.out.truncate(frame.body);
+            for (i, (start, end)) in kept.into_iter().enumerate() {
+                if i > 0 {
+                    self.out.push(b',');
+                }
+                self.out.extend_from_slice(&self.scratch[start..end]);
+            }
+        }
+        self.entries.truncate(frame.entries);
+        self.keys.truncate(frame.keys);
+        self.out.push(b'}');
+        Ok(())
+    }
+
+    /// Some path of `omit` goes through the member being written in every open frame (all
+    /// objects): an object opened now may hold a member left out.
+    fn paths_lead_here(&self, omit: &Omit<'_>) -> bool {
+        let depth = self.frames.len();
+        depth < omit.deepest
+            && self.frames.iter().all(|frame| frame.omitting)
+            && omit.paths.iter().any(|path| path.len() > depth && self.ancestors_are(&path[..depth]))
+    }
+
+    /// The keys of the members being written in the open frames are `keys`.
+    fn ancestors_are(&self, keys: &[&str]) -> bool {
+        self.frames.iter().zip(keys).all(|(frame, want)| frame.object && self.key_text(frame.key) == want.as_bytes())
+    }
+
+    /// The path of the key just written is one of `omit`'s (keys from the root, through
+    /// objects only).
+    pub(super) fn key_is_omitted(&self, omit: &Omit<'_>) -> bool {
+        let depth = self.frames.len();
+        let Some(top) = self.frames.last() else { return false };
+        if !top.omitting {
+            return false;
+        }
+        let key = self.key_text(top.key);
+        if omit.last_lengths & length_bit(key.len()) == 0 {
+            return false;
+        }
+        omit.paths.iter().any(|path| {
+            path.len() == depth && path[depth - 1].as_bytes() == key && self.ancestors_are(&path[..depth - 1])
+        })
+    }
+
+    /// A string value, quoted and escaped.
+    pub(super) fn string(&mut self, s: &str) {
+        self.out.push(b'"');
+        escape_into(s, &mut self.out);
+        self.out.push(b'"');
+    }
+}
+
+/// The escape of each byte: 0 for none, else the letter after the backslash (`u` for
+/// `\u00XX`). Only `"`, `\` and the ASCII controls are escaped, as `json.dumps` with
+/// `ensure_ascii=False` does; no byte of a multi-byte UTF-8 sequence is ASCII, so runs of other
+/// bytes are copied as they are.
+pub(super) static ESCAPES: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = b'u';
+        b += 1;
+    }
+    table[0x08] = b'b';
+    table[0x09] = b't';
+    table[0x0a] = b'n';
+    table[0x0c] = b'f';
+    table[0x0d] = b'r';
+    table[b'"' as usize] = b'"';
+    table[b'\\' as usize] = b'\\';
+    table
+};
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// The contents of a string (no quotes), escaped; true when anything was. A string with nothing
+/// to escape (most of any document) is checked without branching on each byte, then copied in
+/// one go.
+#[inline]
+pub(super) fn escape_into(s: &str, out: &mut Vec<u8>) -> bool {
+    let bytes = s.as_bytes();
+    if !needs_escape(bytes) {
+        out.extend_from_slice(bytes);
+        return false;
+    }
+    out.reserve(bytes.len() + 8);
+    let mut run = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape = ESCAPES[usize::from(b)];
+        if escape != 0 {
+            out.extend_from_slice(&bytes[run..i]);
+            run = i + 1;
+            push_escape(escape, b, out);
+        }
+    }
+    out.extend_from_slice(&bytes[run..]);
+    true
+}
+
+/// True when a byte of `bytes` is below 0x20, `"` or `\\`, looked at eight bytes at a time
+/// (the last word padded with a byte that needs no escape).
+fn needs_escape(bytes: &[u8]) -> bool {
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        if word_needs_escape(<[u8; 8]>::try_from(word).unwrap_or([b'a'; 8])) {
+            return true;
+        }
+    }
+    let rest = words.remainder();
+    let mut last = [b'a'; 8];
+    last[..rest.len()].copy_from_slice(rest);
+    word_needs_escape(last)
+}
+
+/// True when one of the eight bytes is below 0x20, `"` or `\\` (the classic "has a zero byte" and
+/// "has a byte below n" tests, exact for the question whether there is one).
+fn word_needs_escape(bytes: [u8; 8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let word = u64::from_le_bytes(bytes);
+    let zero_in = |x: u64| x.wrapping_sub(ONES) & !x & HIGH;
+    let below = word.wrapping_sub(ONES * 0x20) & !word & HIGH;
+    below | zero_in(word ^ (ONES * u64::from(b'"'))) | zero_in(word ^ (ONES * u64::from(b'\\'))) != 0
+}
+
+pub(super) fn push_escape(escape: u8, b: u8, out: &mut Vec<u8>) {
+    if escape == b'u' {
+        out.extend_from_slice(&[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]]);
+    } else {
+        out.extend_from_slice(&[b'\\', escape]);
+    }
+}
+
+/// Appends the decimal digits of `value`.
+pub(super) fn push_integer(value: impl Into<i128>, out: &mut Vec<u8>) {
+    let value: i128 = value.into();
+    if value < 0 {
+        out.push(b'-');
+    }
+    let magnitude = value.unsigned_abs();
+    match u64::try_from(magnitude) {
+        Ok(small) => push_digits(small, out),
+        Err(_) => out.extend_from_slice(magnitude.to_string().as_bytes()),
+    }
+}
+
+fn push_digits(mut n: u64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        // `n % 10` is below 10.
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
