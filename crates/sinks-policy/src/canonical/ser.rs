@@ -44,6 +44,9 @@ pub fn serialize_into<T: Serialize + ?Sized>(
 /// [`serialize_into`] without the value route: `Err` for what it leaves to that route.
 pub(crate) fn stream_into<T: Serialize + ?Sized>(value: &T, omit: &[&[&str]], sink: &mut Sink) -> Result<(), Fallback> {
     sink.clear();
+    if omit.len() > Omit::MAX_PATHS {
+        return Err(Fallback);
+    }
     value.serialize(&mut Ser { sink, omit: Omit::new(omit), number: false, skip_value: false })
 }
 

@@ -29,8 +29,10 @@ struct Entry {
 #[derive(Debug, Clone, Copy)]
 struct Frame {
     object: bool,
-    /// Some path left out goes through this object: its keys are checked against them.
-    omitting: bool,
+    /// The paths left out (bits: indexes into [`Omit`]'s paths) that lead into this object:
+    /// those that end at one of its keys, and those that go on through one.
+    ends_here: u64,
+    goes_through: u64,
     /// Keys came in strictly ascending order so far.
     sorted: bool,
     /// Members or items written so far.
@@ -70,35 +72,70 @@ pub struct Sink {
 #[derive(Debug)]
 pub(super) struct Repeated;
 
-/// Paths of members to leave out (keys from the root), with what rules most keys out at once:
-/// the deepest path and the lengths of the paths' last keys.
+/// Paths of members to leave out (keys from the root, through objects only). Each open object
+/// knows which paths lead into it, so a key is compared only with the last keys of the paths
+/// that end in its object (at most [`Omit::MAX_PATHS`] paths: more go the value route).
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Omit<'p> {
     paths: &'p [&'p [&'p str]],
-    deepest: usize,
-    /// Bit `n` (`n` below 128) set when some path ends with a key of `n` bytes; bit 127 also
-    /// stands for every longer key.
-    last_lengths: u128,
 }
 
 impl<'p> Omit<'p> {
+    /// The most paths one writer follows (a bit each).
+    pub(super) const MAX_PATHS: usize = 64;
+
     pub(super) fn new(paths: &'p [&'p [&'p str]]) -> Self {
-        let deepest = paths.iter().map(|p| p.len()).max().unwrap_or(0);
-        let last_lengths = paths.iter().filter_map(|p| p.last()).fold(0u128, |bits, key| bits | length_bit(key.len()));
-        Self { paths, deepest, last_lengths }
+        Self { paths }
+    }
+
+    /// The paths among `candidates` whose key at `depth` is `key`.
+    fn narrow(&self, candidates: u64, depth: usize, key: &[u8]) -> u64 {
+        let mut narrowed = 0;
+        for i in bits(candidates) {
+            if self.paths.get(i).and_then(|path| path.get(depth)).is_some_and(|k| k.as_bytes() == key) {
+                narrowed |= 1 << i;
+            }
+        }
+        narrowed
+    }
+
+    /// The paths among `candidates` longer than `depth`, split into those that end at `depth`
+    /// and those that go deeper.
+    fn split(&self, candidates: u64, depth: usize) -> (u64, u64) {
+        let (mut ends, mut through) = (0, 0);
+        for i in bits(candidates) {
+            match self.paths.get(i).map_or(0, |path| path.len()).cmp(&(depth + 1)) {
+                std::cmp::Ordering::Equal => ends |= 1 << i,
+                std::cmp::Ordering::Greater => through |= 1 << i,
+                std::cmp::Ordering::Less => {}
+            }
+        }
+        (ends, through)
     }
 }
 
-/// `a < b` in byte order, compared in line (keys are short, and most differ early).
+/// The indexes of the bits set in `set`, lowest first.
+fn bits(mut set: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        (set != 0).then(|| {
+            let i = set.trailing_zeros() as usize;
+            set &= set - 1;
+            i
+        })
+    })
+}
+
+/// The set of the first `n` paths (at most 64).
+fn every_path(n: usize) -> u64 {
+    if n >= 64 { u64::MAX } else { (1u64 << n) - 1 }
+}
+
+/// `a < b` in byte order, the first bytes compared in line (most keys differ there).
 fn ascending(a: &[u8], b: &[u8]) -> bool {
-    match a.iter().zip(b).find(|(x, y)| x != y) {
-        Some((x, y)) => x < y,
-        None => a.len() < b.len(),
+    match (a.first(), b.first()) {
+        (Some(x), Some(y)) if x != y => x < y,
+        _ => a < b,
     }
-}
-
-fn length_bit(len: usize) -> u128 {
-    1u128 << len.min(127)
 }
 
 impl Sink {
@@ -136,14 +173,22 @@ impl Sink {
     }
 
     /// Opens an array (`object` false) or an object. An object's keys are checked against
-    /// `omit` only when a path of it leads there.
+    /// the paths of `omit` that lead there.
     pub(super) fn begin(&mut self, object: bool, omit: Option<&Omit<'_>>) {
-        let omitting = object && omit.is_some_and(|omit| self.paths_lead_here(omit));
+        let (ends_here, goes_through) = match (object, omit, self.frames.last()) {
+            (true, Some(omit), None) => omit.split(every_path(omit.paths.len()), 0),
+            (true, Some(omit), Some(parent)) if parent.object && parent.goes_through != 0 => {
+                let depth = self.frames.len();
+                omit.split(omit.narrow(parent.goes_through, depth - 1, self.key_text(parent.key)), depth)
+            }
+            _ => (0, 0),
+        };
         self.out.push(if object { b'{' } else { b'[' });
         let (entries, keys, body) = (self.entries.len(), self.keys.len(), self.out.len());
         self.frames.push(Frame {
             object,
-            omitting,
+            ends_here,
+            goes_through,
             sorted: true,
             count: 0,
             entries,
@@ -196,7 +241,10 @@ impl Sink {
     pub(super) fn end_member(&mut self) {
         let end = self.out.len();
         let last = self.frames.len() - 1;
-        let Frame { sorted, count, key, start, .. } = self.frames[last];
+        let (sorted, count, key, start) = {
+            let frame = &self.frames[last];
+            (frame.sorted, frame.count, frame.key, frame.start)
+        };
         if sorted && count > 0 {
             let previous = self.entries[self.entries.len() - 1].key;
             if !ascending(self.key_text(previous), self.key_text(key)) {
@@ -250,35 +298,21 @@ impl Sink {
         Ok(())
     }
 
-    /// Some path of `omit` goes through the member being written in every open frame (all
-    /// objects): an object opened now may hold a member left out.
-    fn paths_lead_here(&self, omit: &Omit<'_>) -> bool {
-        let depth = self.frames.len();
-        depth < omit.deepest
-            && self.frames.iter().all(|frame| frame.omitting)
-            && omit.paths.iter().any(|path| path.len() > depth && self.ancestors_are(&path[..depth]))
-    }
-
-    /// The keys of the members being written in the open frames are `keys`.
-    fn ancestors_are(&self, keys: &[&str]) -> bool {
-        self.frames.iter().zip(keys).all(|(frame, want)| frame.object && self.key_text(frame.key) == want.as_bytes())
-    }
-
-    /// The path of the key just written is one of `omit`'s (keys from the root, through
-    /// objects only).
+    /// The path of the key just written is one of `omit`'s.
+    #[inline]
     pub(super) fn key_is_omitted(&self, omit: &Omit<'_>) -> bool {
-        let depth = self.frames.len();
+        match self.frames.last() {
+            Some(top) if top.ends_here != 0 => self.key_ends_a_path(omit),
+            _ => false,
+        }
+    }
+
+    fn key_ends_a_path(&self, omit: &Omit<'_>) -> bool {
         let Some(top) = self.frames.last() else { return false };
-        if !top.omitting {
-            return false;
-        }
         let key = self.key_text(top.key);
-        if omit.last_lengths & length_bit(key.len()) == 0 {
-            return false;
-        }
-        omit.paths.iter().any(|path| {
-            path.len() == depth && path[depth - 1].as_bytes() == key && self.ancestors_are(&path[..depth - 1])
-        })
+        let depth = self.frames.len() - 1;
+        bits(top.ends_here)
+            .any(|i| omit.paths.get(i).and_then(|path| path.get(depth)).is_some_and(|k| k.as_bytes() == key))
     }
 
     /// A string value, quoted and escaped.
@@ -318,10 +352,18 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 #[inline]
 pub(super) fn escape_into(s: &str, out: &mut Vec<u8>) -> bool {
     let bytes = s.as_bytes();
-    if !needs_escape(bytes) {
+    if needs_escape(bytes) {
+        escape_each(bytes, out);
+        true
+    } else {
         out.extend_from_slice(bytes);
-        return false;
+        false
     }
+}
+
+/// [`escape_into`] for a string with something to escape, byte by byte.
+#[inline(never)]
+fn escape_each(bytes: &[u8], out: &mut Vec<u8>) {
     out.reserve(bytes.len() + 8);
     let mut run = 0;
     for (i, &b) in bytes.iter().enumerate() {
@@ -333,11 +375,11 @@ pub(super) fn escape_into(s: &str, out: &mut Vec<u8>) -> bool {
         }
     }
     out.extend_from_slice(&bytes[run..]);
-    true
 }
 
 /// True when a byte of `bytes` is below 0x20, `"` or `\\`, looked at eight bytes at a time
 /// (the last word padded with a byte that needs no escape).
+#[inline]
 fn needs_escape(bytes: &[u8]) -> bool {
     let mut words = bytes.chunks_exact(8);
     for word in &mut words {
@@ -353,6 +395,7 @@ fn needs_escape(bytes: &[u8]) -> bool {
 
 /// True when one of the eight bytes is below 0x20, `"` or `\\` (the classic "has a zero byte" and
 /// "has a byte below n" tests, exact for the question whether there is one).
+#[inline]
 fn word_needs_escape(bytes: [u8; 8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
