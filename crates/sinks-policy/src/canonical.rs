@@ -137,79 +137,15 @@ fn write_str(s: &str, out: &mut Vec<u8>) {
 
 /// The length of the canonical bytes of `value` turned into a [`Value`] (what
 /// `to_vec(&serde_json::to_value(value)?)` would return), counted while `value` serializes:
-/// no tree is built and no byte is kept. serde_json's compact writer already writes what the
-/// canonical form writes except floats (Python's `repr` here) and key order (which changes no
-/// length), so `Canonical` swaps in the float rendering and `Count` counts the bytes. As in
-/// `to_value`, a NaN or infinite float counts as `null`. A map that repeats a key counts each
-/// entry (a [`Value`] keeps one); the documents measured here never repeat one. 128-bit
-/// integers, `RawValue` and float map keys are measured through a [`Value`].
+/// no tree is built and no byte is written (the serializer of [`serialize_into`] with a
+/// counter for its output; key order changes no length). As in `to_value`, a NaN or infinite
+/// float counts as `null`. A map that repeats a key counts each entry (a [`Value`] keeps one);
+/// the documents measured here never repeat one. 128-bit integers, `f32`, `RawValue` and float
+/// map keys are measured through a [`Value`].
 pub fn len_of<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
-    let mut count = Count(0);
-    let mut ser = serde_json::Serializer::with_formatter(&mut count, Canonical { in_key: false });
-    match value.serialize(&mut ser) {
-        Ok(()) => count.0,
+    match ser::count(value) {
+        Ok(len) => len,
         Err(_) => serde_json::to_value(value).ok().and_then(|v| to_vec(&v).ok()).map_or(u64::MAX, |b| b.len() as u64),
-    }
-}
-
-/// A writer that only counts what is written to it.
-struct Count(u64);
-
-impl std::io::Write for Count {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len() as u64;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// serde_json's compact formatting with floats as Python's `repr`; what it would render
-/// otherwise than a [`Value`] (128-bit integers, raw fragments, float map keys) it refuses, so
-/// [`len_of`] takes the [`Value`] route for them.
-struct Canonical {
-    in_key: bool,
-}
-
-/// The refusal that sends [`len_of`] to the [`Value`] route.
-fn not_counted() -> std::io::Error {
-    std::io::Error::other("not counted directly")
-}
-
-impl serde_json::ser::Formatter for Canonical {
-    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
-        self.in_key = true;
-        if first { Ok(()) } else { writer.write_all(b",") }
-    }
-    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        self.in_key = false;
-        Ok(())
-    }
-    fn write_f32<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: f32) -> std::io::Result<()> {
-        self.write_f64(writer, value.into())
-    }
-    fn write_f64<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: f64) -> std::io::Result<()> {
-        if self.in_key {
-            return Err(not_counted());
-        }
-        // serde_json writes a non-finite float as `null` without asking the formatter.
-        writer.write_all(python_float(value).map_err(|_| not_counted())?.as_bytes())
-    }
-    /// Called for a [`Value`]'s number only when serde_json's `arbitrary_precision` is on: the
-    /// number's own text, rendered as [`to_vec`] renders it.
-    fn write_number_str<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: &str) -> std::io::Result<()> {
-        let number: serde_json::Number = value.parse().map_err(|_| not_counted())?;
-        write_number(&number, writer).map_err(|_| not_counted())
-    }
-    fn write_i128<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: i128) -> std::io::Result<()> {
-        Err(not_counted())
-    }
-    fn write_u128<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: u128) -> std::io::Result<()> {
-        Err(not_counted())
-    }
-    fn write_raw_fragment<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: &str) -> std::io::Result<()> {
-        Err(not_counted())
     }
 }
 
@@ -361,8 +297,6 @@ impl<const N: usize> std::fmt::Write for Ascii<N> {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::ser::Formatter as _;
-
     use super::*;
 
     #[test]
@@ -486,11 +420,24 @@ mod tests {
         assert_eq!(len_of(&f64::NAN), 4, "to_value makes NaN null");
     }
 
+    /// A number as serde_json hands a [`Value`]'s number over under `arbitrary_precision`: a
+    /// struct of that name whose one field is the number's text.
+    struct PreciseNumber(&'static str);
+
+    impl serde::Serialize for PreciseNumber {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeStruct as _;
+            let mut number = s.serialize_struct("$serde_json::private::Number", 1)?;
+            number.serialize_field("$serde_json::private::Number", self.0)?;
+            number.end()
+        }
+    }
+
     #[test]
     fn a_numbers_own_text_renders_from_its_value() {
         // serde_json's `arbitrary_precision` (on in any build that links the NoSQL SDK) hands a
-        // Value's number to the formatter as the text it was parsed from; the count must be
-        // what `to_vec` renders, in builds with the feature and without it.
+        // Value's number over as the text it was parsed from; rendered and counted, it must be
+        // what `to_vec` renders of the number, in builds with the feature and without it.
         for text in [
             "1e16",
             "1.50",
@@ -503,13 +450,16 @@ mod tests {
             "-9223372036854775808",
             "7",
         ] {
-            let mut count = Count(0);
-            Canonical { in_key: false }.write_number_str(&mut count, text).unwrap();
+            let mut want = Vec::new();
+            write_number(&text.parse().unwrap(), &mut want).unwrap();
+            let mut sink = Sink::new();
+            assert!(stream_into(&PreciseNumber(text), &[], &mut sink).is_ok(), "{text}");
+            assert_eq!(sink.bytes(), want, "{text}");
+            assert_eq!(ser::count(&PreciseNumber(text)).ok(), Some(want.len() as u64), "{text}");
             let value: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(count.0, to_vec(&value).unwrap().len() as u64, "{text}");
+            assert_eq!(len_of(&value), to_vec(&value).unwrap().len() as u64, "{text}");
         }
-        let mut count = Count(0);
-        assert!(Canonical { in_key: false }.write_number_str(&mut count, "not a number").is_err());
+        assert!(stream_into(&PreciseNumber("not a number"), &[], &mut Sink::new()).is_err());
     }
 
     #[test]

@@ -13,9 +13,9 @@ use std::fmt;
 
 use serde::ser::{self, Impossible, Serialize};
 
-use super::sink::{Omit, Repeats, Sink, push_integer};
+use super::sink::{Counter, Omit, Out, Repeats, Sink, push_integer};
 use super::text::PRECISE_NUMBER_TOKEN;
-use super::{CanonicalError, write_number, write_python_float};
+use super::{CanonicalError, write_number};
 
 /// The struct name serde_json gives a `RawValue`.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
@@ -47,7 +47,17 @@ pub(crate) fn stream_into<T: Serialize + ?Sized>(value: &T, omit: &[&[&str]], si
     if omit.len() > Omit::MAX_PATHS {
         return Err(Fallback);
     }
-    value.serialize(&mut Ser { sink, omit: Omit::new(omit), number: false, skip_value: false })
+    value.serialize(&mut Ser { out: sink, omit: Omit::new(omit), number: false, skip_value: false })
+}
+
+/// The length of the canonical bytes of `value` (what [`serialize_into`] would write with
+/// nothing left out), counted as it serializes: nothing is written, and objects are not put in
+/// order (a length does not depend on it). A key repeated in one map counts each time (a
+/// [`serde_json::Value`] keeps one); `Err` for what the value route must measure.
+pub(crate) fn count<T: Serialize + ?Sized>(value: &T) -> Result<u64, Fallback> {
+    let mut counter = Counter::default();
+    value.serialize(&mut Ser { out: &mut counter, omit: Omit::new(&[]), number: false, skip_value: false })?;
+    Ok(counter.len())
 }
 
 /// Removes the member at `path` (keys from the root) from `value`, if it is there.
@@ -83,9 +93,9 @@ impl ser::Error for Fallback {
     }
 }
 
-/// The serializer: the sink, the paths left out, and two states of the value being written.
-struct Ser<'a, 'p> {
-    sink: &'a mut Sink,
+/// The serializer: the output, the paths left out, and two states of the value being written.
+struct Ser<'a, 'p, O: Out> {
+    out: &'a mut O,
     omit: Omit<'p>,
     /// Inside the struct serde_json makes of a [`serde_json::Value`]'s number under
     /// `arbitrary_precision`: its one field is the number's text.
@@ -94,35 +104,35 @@ struct Ser<'a, 'p> {
     skip_value: bool,
 }
 
-impl Ser<'_, '_> {
+impl<O: Out> Ser<'_, '_, O> {
     /// One member: its key, then its value, unless its path is left out.
     fn member<T: Serialize + ?Sized>(&mut self, key: &str, value: &T) -> Result<(), Fallback> {
-        self.sink.key(key);
-        if self.sink.key_is_omitted(&self.omit) {
-            self.sink.drop_member();
+        self.out.key(key);
+        if self.out.key_is_omitted(&self.omit) {
+            self.out.drop_member();
             return Ok(());
         }
         value.serialize(&mut *self)?;
-        self.sink.end_member();
+        self.out.end_member();
         Ok(())
     }
 
     /// The key of an enum variant's object (`{"Variant": ...}`); a path through a variant is
     /// left to the value route.
     fn variant_key(&mut self, variant: &str) -> Result<(), Fallback> {
-        self.sink.begin(true, Some(&self.omit));
-        self.sink.key(variant);
-        if self.sink.key_is_omitted(&self.omit) { Err(Fallback) } else { Ok(()) }
+        self.out.begin(true, Some(&self.omit));
+        self.out.key(variant);
+        if self.out.key_is_omitted(&self.omit) { Err(Fallback) } else { Ok(()) }
     }
 
     /// Closes an enum variant's object after its value.
     fn end_variant(&mut self) -> Result<(), Fallback> {
-        self.sink.end_member();
-        self.sink.end_object(Repeats::KeepLast).map_err(|_| Fallback)
+        self.out.end_member();
+        self.out.end_object(Repeats::KeepLast).map_err(|_| Fallback)
     }
 }
 
-impl ser::Serializer for &mut Ser<'_, '_> {
+impl<O: Out> ser::Serializer for &mut Ser<'_, '_, O> {
     type Ok = ();
     type Error = Fallback;
     type SerializeSeq = Self;
@@ -134,42 +144,42 @@ impl ser::Serializer for &mut Ser<'_, '_> {
     type SerializeStructVariant = Self;
 
     fn serialize_bool(self, v: bool) -> Result<(), Fallback> {
-        self.sink.out.extend_from_slice(if v { b"true" } else { b"false" });
+        self.out.raw(if v { b"true" } else { b"false" });
         Ok(())
     }
     fn serialize_i8(self, v: i8) -> Result<(), Fallback> {
-        push_integer(v, &mut self.sink.out);
+        self.out.integer(v);
         Ok(())
     }
     fn serialize_i16(self, v: i16) -> Result<(), Fallback> {
-        push_integer(v, &mut self.sink.out);
+        self.out.integer(v);
         Ok(())
     }
     fn serialize_i32(self, v: i32) -> Result<(), Fallback> {
-        push_integer(v, &mut self.sink.out);
+        self.out.integer(v);
         Ok(())
     }
     fn serialize_i64(self, v: i64) -> Result<(), Fallback> {
-        push_integer(v, &mut self.sink.out);
+        self.out.integer(v);
         Ok(())
     }
     fn serialize_i128(self, _: i128) -> Result<(), Fallback> {
         Err(Fallback)
     }
     fn serialize_u8(self, v: u8) -> Result<(), Fallback> {
-        push_integer(v, &mut self.sink.out);
+        self.out.integer(v);
         Ok(())
     }
     fn serialize_u16(self, v: u16) -> Result<(), Fallback> {
-        push_integer(v, &mut self.sink.out);
+        self.out.integer(v);
         Ok(())
     }
     fn serialize_u32(self, v: u32) -> Result<(), Fallback> {
-        push_integer(v, &mut self.sink.out);
+        self.out.integer(v);
         Ok(())
     }
     fn serialize_u64(self, v: u64) -> Result<(), Fallback> {
-        push_integer(v, &mut self.sink.out);
+        self.out.integer(v);
         Ok(())
     }
     fn serialize_u128(self, _: u128) -> Result<(), Fallback> {
@@ -182,27 +192,27 @@ impl ser::Serializer for &mut Ser<'_, '_> {
     }
     fn serialize_f64(self, v: f64) -> Result<(), Fallback> {
         if v.is_finite() {
-            write_python_float(v, &mut self.sink.out).map_err(|_| Fallback)
+            self.out.float(v).map_err(|_| Fallback)
         } else {
             // A value holds no NaN or infinity: `to_value` makes them null.
             self.serialize_unit()
         }
     }
     fn serialize_char(self, v: char) -> Result<(), Fallback> {
-        self.sink.string(v.encode_utf8(&mut [0; 4]));
+        self.out.string(v.encode_utf8(&mut [0; 4]));
         Ok(())
     }
     fn serialize_str(self, v: &str) -> Result<(), Fallback> {
-        self.sink.string(v);
+        self.out.string(v);
         Ok(())
     }
     fn serialize_bytes(self, v: &[u8]) -> Result<(), Fallback> {
-        self.sink.begin(false, None);
+        self.out.begin(false, None);
         for b in v {
-            self.sink.item();
-            push_integer(*b, &mut self.sink.out);
+            self.out.item();
+            self.out.integer(*b);
         }
-        self.sink.end_array();
+        self.out.end_array();
         Ok(())
     }
     fn serialize_none(self) -> Result<(), Fallback> {
@@ -212,7 +222,7 @@ impl ser::Serializer for &mut Ser<'_, '_> {
         value.serialize(self)
     }
     fn serialize_unit(self) -> Result<(), Fallback> {
-        self.sink.out.extend_from_slice(b"null");
+        self.out.raw(b"null");
         Ok(())
     }
     fn serialize_unit_struct(self, _: &'static str) -> Result<(), Fallback> {
@@ -236,7 +246,7 @@ impl ser::Serializer for &mut Ser<'_, '_> {
         self.end_variant()
     }
     fn serialize_seq(self, _: Option<usize>) -> Result<Self, Fallback> {
-        self.sink.begin(false, None);
+        self.out.begin(false, None);
         Ok(self)
     }
     fn serialize_tuple(self, len: usize) -> Result<Self, Fallback> {
@@ -253,18 +263,18 @@ impl ser::Serializer for &mut Ser<'_, '_> {
         _: usize,
     ) -> Result<Self, Fallback> {
         self.variant_key(variant)?;
-        self.sink.begin(false, None);
+        self.out.begin(false, None);
         Ok(self)
     }
     fn serialize_map(self, _: Option<usize>) -> Result<Self, Fallback> {
-        self.sink.begin(true, Some(&self.omit));
+        self.out.begin(true, Some(&self.omit));
         Ok(self)
     }
     fn serialize_struct(self, name: &'static str, _: usize) -> Result<Self, Fallback> {
         match name {
             PRECISE_NUMBER_TOKEN => self.number = true,
             RAW_VALUE_TOKEN => return Err(Fallback),
-            _ => self.sink.begin(true, Some(&self.omit)),
+            _ => self.out.begin(true, Some(&self.omit)),
         }
         Ok(self)
     }
@@ -276,7 +286,7 @@ impl ser::Serializer for &mut Ser<'_, '_> {
         _: usize,
     ) -> Result<Self, Fallback> {
         self.variant_key(variant)?;
-        self.sink.begin(true, Some(&self.omit));
+        self.out.begin(true, Some(&self.omit));
         Ok(self)
     }
     fn collect_str<T: fmt::Display + ?Sized>(self, value: &T) -> Result<(), Fallback> {
@@ -284,20 +294,20 @@ impl ser::Serializer for &mut Ser<'_, '_> {
     }
 }
 
-impl ser::SerializeSeq for &mut Ser<'_, '_> {
+impl<O: Out> ser::SerializeSeq for &mut Ser<'_, '_, O> {
     type Ok = ();
     type Error = Fallback;
     fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Fallback> {
-        self.sink.item();
+        self.out.item();
         value.serialize(&mut **self)
     }
     fn end(self) -> Result<(), Fallback> {
-        self.sink.end_array();
+        self.out.end_array();
         Ok(())
     }
 }
 
-impl ser::SerializeTuple for &mut Ser<'_, '_> {
+impl<O: Out> ser::SerializeTuple for &mut Ser<'_, '_, O> {
     type Ok = ();
     type Error = Fallback;
     fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Fallback> {
@@ -308,7 +318,7 @@ impl ser::SerializeTuple for &mut Ser<'_, '_> {
     }
 }
 
-impl ser::SerializeTupleStruct for &mut Ser<'_, '_> {
+impl<O: Out> ser::SerializeTupleStruct for &mut Ser<'_, '_, O> {
     type Ok = ();
     type Error = Fallback;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Fallback> {
@@ -319,26 +329,26 @@ impl ser::SerializeTupleStruct for &mut Ser<'_, '_> {
     }
 }
 
-impl ser::SerializeTupleVariant for &mut Ser<'_, '_> {
+impl<O: Out> ser::SerializeTupleVariant for &mut Ser<'_, '_, O> {
     type Ok = ();
     type Error = Fallback;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result<(), Fallback> {
         ser::SerializeSeq::serialize_element(self, value)
     }
     fn end(self) -> Result<(), Fallback> {
-        self.sink.end_array();
+        self.out.end_array();
         self.end_variant()
     }
 }
 
-impl ser::SerializeMap for &mut Ser<'_, '_> {
+impl<O: Out> ser::SerializeMap for &mut Ser<'_, '_, O> {
     type Ok = ();
     type Error = Fallback;
     fn serialize_key<T: Serialize + ?Sized>(&mut self, key: &T) -> Result<(), Fallback> {
-        key.serialize(KeySer { sink: self.sink })?;
-        self.skip_value = self.sink.key_is_omitted(&self.omit);
+        key.serialize(KeySer { out: &mut *self.out })?;
+        self.skip_value = self.out.key_is_omitted(&self.omit);
         if self.skip_value {
-            self.sink.drop_member();
+            self.out.drop_member();
         }
         Ok(())
     }
@@ -347,21 +357,21 @@ impl ser::SerializeMap for &mut Ser<'_, '_> {
             return Ok(());
         }
         value.serialize(&mut **self)?;
-        self.sink.end_member();
+        self.out.end_member();
         Ok(())
     }
     fn end(self) -> Result<(), Fallback> {
         // A value's map keeps the last of repeated keys.
-        self.sink.end_object(Repeats::KeepLast).map_err(|_| Fallback)
+        self.out.end_object(Repeats::KeepLast).map_err(|_| Fallback)
     }
 }
 
-impl ser::SerializeStruct for &mut Ser<'_, '_> {
+impl<O: Out> ser::SerializeStruct for &mut Ser<'_, '_, O> {
     type Ok = ();
     type Error = Fallback;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Fallback> {
         if self.number {
-            return value.serialize(NumberText { sink: self.sink });
+            return value.serialize(NumberText { out: &mut *self.out });
         }
         self.member(key, value)
     }
@@ -369,31 +379,31 @@ impl ser::SerializeStruct for &mut Ser<'_, '_> {
         if std::mem::take(&mut self.number) {
             return Ok(());
         }
-        self.sink.end_object(Repeats::KeepLast).map_err(|_| Fallback)
+        self.out.end_object(Repeats::KeepLast).map_err(|_| Fallback)
     }
 }
 
-impl ser::SerializeStructVariant for &mut Ser<'_, '_> {
+impl<O: Out> ser::SerializeStructVariant for &mut Ser<'_, '_, O> {
     type Ok = ();
     type Error = Fallback;
     fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result<(), Fallback> {
         self.member(key, value)
     }
     fn end(self) -> Result<(), Fallback> {
-        self.sink.end_object(Repeats::KeepLast).map_err(|_| Fallback)?;
+        self.out.end_object(Repeats::KeepLast).map_err(|_| Fallback)?;
         self.end_variant()
     }
 }
 
 /// Writes a map key as `to_value` turns it into a string: strings and characters as they are,
 /// integers and booleans in decimal or as `true`/`false`, a unit variant as its name.
-struct KeySer<'a> {
-    sink: &'a mut Sink,
+struct KeySer<'a, O: Out> {
+    out: &'a mut O,
 }
 
-impl KeySer<'_> {
+impl<O: Out> KeySer<'_, O> {
     fn text(self, text: &str) -> Result<(), Fallback> {
-        self.sink.key(text);
+        self.out.key(text);
         Ok(())
     }
     fn integer(self, value: impl Into<i128>) -> Result<(), Fallback> {
@@ -404,7 +414,7 @@ impl KeySer<'_> {
     }
 }
 
-impl ser::Serializer for KeySer<'_> {
+impl<O: Out> ser::Serializer for KeySer<'_, O> {
     type Ok = ();
     type Error = Fallback;
     type SerializeSeq = Impossible<(), Fallback>;
@@ -530,11 +540,11 @@ impl ser::Serializer for KeySer<'_> {
 
 /// The text of a [`serde_json::Value`]'s number under `arbitrary_precision`, rendered as
 /// [`super::to_vec`] renders the number.
-struct NumberText<'a> {
-    sink: &'a mut Sink,
+struct NumberText<'a, O: Out> {
+    out: &'a mut O,
 }
 
-impl ser::Serializer for NumberText<'_> {
+impl<O: Out> ser::Serializer for NumberText<'_, O> {
     type Ok = ();
     type Error = Fallback;
     type SerializeSeq = Impossible<(), Fallback>;
@@ -547,7 +557,10 @@ impl ser::Serializer for NumberText<'_> {
 
     fn serialize_str(self, v: &str) -> Result<(), Fallback> {
         let number: serde_json::Number = v.parse().map_err(|_| Fallback)?;
-        write_number(&number, &mut self.sink.out).map_err(|_| Fallback)
+        let mut text = Vec::with_capacity(24);
+        write_number(&number, &mut text).map_err(|_| Fallback)?;
+        self.out.raw(&text);
+        Ok(())
     }
     fn serialize_bool(self, _: bool) -> Result<(), Fallback> {
         Err(Fallback)

@@ -361,20 +361,17 @@ pub(super) fn escape_into(s: &str, out: &mut Vec<u8>) -> bool {
     }
 }
 
-/// [`escape_into`] for a string with something to escape, byte by byte.
+/// [`escape_into`] for a string with something to escape, byte by byte (pushed one at a time:
+/// the runs between escapes are short in the texts that have any, JSON in a header say).
 #[inline(never)]
 fn escape_each(bytes: &[u8], out: &mut Vec<u8>) {
-    out.reserve(bytes.len() + 8);
-    let mut run = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        let escape = ESCAPES[usize::from(b)];
-        if escape != 0 {
-            out.extend_from_slice(&bytes[run..i]);
-            run = i + 1;
-            push_escape(escape, b, out);
+    out.reserve(bytes.len() + bytes.len() / 2 + 8);
+    for &b in bytes {
+        match ESCAPES[usize::from(b)] {
+            0 => out.push(b),
+            escape => push_escape(escape, b, out),
         }
     }
-    out.extend_from_slice(&bytes[run..]);
 }
 
 /// True when a byte of `bytes` is below 0x20, `"` or `\\`, looked at eight bytes at a time
@@ -439,4 +436,158 @@ fn push_digits(mut n: u64, out: &mut Vec<u8>) {
         }
     }
     out.extend_from_slice(&digits[at..]);
+}
+
+/// Where [`super::ser`] writes: the canonical bytes ([`Sink`]) or only their length
+/// ([`Counter`]).
+pub(super) trait Out {
+    /// Bytes written as they are (`null`, `true`, digits).
+    fn raw(&mut self, bytes: &[u8]);
+    /// An integer in decimal.
+    fn integer(&mut self, value: impl Into<i128>);
+    /// A finite float as Python prints it.
+    fn float(&mut self, value: f64) -> Result<(), super::CanonicalError>;
+    /// A string value, quoted and escaped.
+    fn string(&mut self, s: &str);
+    /// Opens an array or an object (see [`Sink::begin`]).
+    fn begin(&mut self, object: bool, omit: Option<&Omit<'_>>);
+    /// Starts an array item.
+    fn item(&mut self);
+    /// Closes an array.
+    fn end_array(&mut self);
+    /// A member's comma, key and colon.
+    fn key(&mut self, key: &str);
+    /// The key just written is on a path left out.
+    fn key_is_omitted(&self, omit: &Omit<'_>) -> bool;
+    /// Takes back the member just begun.
+    fn drop_member(&mut self);
+    /// The member just written is complete.
+    fn end_member(&mut self);
+    /// Closes an object.
+    fn end_object(&mut self, repeats: Repeats) -> Result<(), Repeated>;
+}
+
+impl Out for Sink {
+    fn raw(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+    fn integer(&mut self, value: impl Into<i128>) {
+        push_integer(value, &mut self.out);
+    }
+    fn float(&mut self, value: f64) -> Result<(), super::CanonicalError> {
+        super::write_python_float(value, &mut self.out)
+    }
+    fn string(&mut self, s: &str) {
+        Self::string(self, s);
+    }
+    fn begin(&mut self, object: bool, omit: Option<&Omit<'_>>) {
+        Self::begin(self, object, omit);
+    }
+    fn item(&mut self) {
+        Self::item(self);
+    }
+    fn end_array(&mut self) {
+        Self::end_array(self);
+    }
+    fn key(&mut self, key: &str) {
+        Self::key(self, key);
+    }
+    fn key_is_omitted(&self, omit: &Omit<'_>) -> bool {
+        Self::key_is_omitted(self, omit)
+    }
+    fn drop_member(&mut self) {
+        Self::drop_member(self);
+    }
+    fn end_member(&mut self) {
+        Self::end_member(self);
+    }
+    fn end_object(&mut self, repeats: Repeats) -> Result<(), Repeated> {
+        Self::end_object(self, repeats)
+    }
+}
+
+/// The length of the canonical bytes, counted without writing them. Objects are not sorted
+/// (a length does not depend on the order) and no member is left out.
+#[derive(Debug, Default)]
+pub(super) struct Counter {
+    len: u64,
+    /// Items or members written in each open array or object.
+    counts: Vec<u64>,
+    scratch: Vec<u8>,
+}
+
+impl Counter {
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn comma(&mut self) {
+        if let Some(count) = self.counts.last_mut() {
+            if *count > 0 {
+                self.len += 1;
+            }
+            *count += 1;
+        }
+    }
+}
+
+/// The length of `s` escaped (no quotes).
+fn escaped_len(s: &str) -> u64 {
+    let bytes = s.as_bytes();
+    if !needs_escape(bytes) {
+        return bytes.len() as u64;
+    }
+    bytes
+        .iter()
+        .map(|&b| match ESCAPES[usize::from(b)] {
+            0 => 1,
+            b'u' => 6,
+            _ => 2,
+        })
+        .sum()
+}
+
+impl Out for Counter {
+    fn raw(&mut self, bytes: &[u8]) {
+        self.len += bytes.len() as u64;
+    }
+    fn integer(&mut self, value: impl Into<i128>) {
+        let value: i128 = value.into();
+        let digits = value.unsigned_abs().checked_ilog10().map_or(1, |d| d + 1);
+        self.len += u64::from(digits) + u64::from(value < 0);
+    }
+    fn float(&mut self, value: f64) -> Result<(), super::CanonicalError> {
+        self.scratch.clear();
+        super::write_python_float(value, &mut self.scratch)?;
+        self.len += self.scratch.len() as u64;
+        Ok(())
+    }
+    fn string(&mut self, s: &str) {
+        self.len += 2 + escaped_len(s);
+    }
+    fn begin(&mut self, _: bool, _: Option<&Omit<'_>>) {
+        self.len += 1;
+        self.counts.push(0);
+    }
+    fn item(&mut self) {
+        self.comma();
+    }
+    fn end_array(&mut self) {
+        self.counts.pop();
+        self.len += 1;
+    }
+    fn key(&mut self, key: &str) {
+        self.comma();
+        self.len += 3 + escaped_len(key);
+    }
+    fn key_is_omitted(&self, _: &Omit<'_>) -> bool {
+        false
+    }
+    fn drop_member(&mut self) {}
+    fn end_member(&mut self) {}
+    fn end_object(&mut self, _: Repeats) -> Result<(), Repeated> {
+        self.counts.pop();
+        self.len += 1;
+        Ok(())
+    }
 }

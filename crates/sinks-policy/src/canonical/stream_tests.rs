@@ -34,6 +34,18 @@ proptest! {
     }
 
     #[test]
+    fn any_value_counts_as_long_as_its_tree_renders(value in arbitrary::value()) {
+        prop_assert_eq!(super::len_of(&value), to_vec(&value).unwrap().len() as u64);
+    }
+
+    #[test]
+    fn any_metadata_document_counts_as_long_as_its_tree_renders(e in arbitrary::envelope()) {
+        let doc = sinks_contract::metadata::MetadataDoc::new(&e, e.received_at());
+        let tree = to_vec(&serde_json::to_value(&doc).unwrap()).unwrap();
+        prop_assert_eq!(super::len_of(&doc), tree.len() as u64);
+    }
+
+    #[test]
     fn unsorted_maps_with_repeated_keys_stream_as_their_trees_render(doc in arbitrary::doc()) {
         // Members come in document order; the tree keeps the last of repeated keys.
         let tree = serde_json::to_value(&doc).unwrap();
