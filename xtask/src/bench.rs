@@ -91,7 +91,9 @@ pub(crate) struct Args {
     /// and batches in flight, and on a four times longer backlog).
     #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql,oracle,policies")]
     suite: String,
-    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3).
+    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3);
+    /// in the `policies` suite, its own pipeline functions per step
+    /// (`crates/sinks-policy/tests/reference/time_policy_steps.py`).
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`, `features`
@@ -923,6 +925,26 @@ pub(crate) fn run(args: Args) -> Result<()> {
             for step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
                 eprintln!("policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
                 steps.push(step);
+            }
+            if let Some(cli) = &programs.reference {
+                // The reference's own pipeline functions on the same messages and sections, in
+                // its own process (a fifth of the messages: it is two orders slower).
+                let script = root.join("crates/sinks-policy/tests/reference/time_policy_steps.py");
+                let count = (args.policy_messages / 5).max(1_000);
+                let out = Command::new(cli.with_file_name("python"))
+                    .arg(&script)
+                    .arg(count.to_string())
+                    .env(BENCH_KEY_ENV, BENCH_KEY_B64)
+                    .stderr(std::fs::File::create(log("policy-steps-reference"))?)
+                    .output()?;
+                if !out.status.success() {
+                    bail!("{} failed ({}); log {}", script.display(), out.status, log("policy-steps-reference").display());
+                }
+                for mut step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
+                    eprintln!("reference policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
+                    step.step = format!("{}{}", features::REFERENCE_STEP, step.step);
+                    steps.push(step);
+                }
             }
         }
         if suites.contains(&"oracle") && wanted("oracle") {

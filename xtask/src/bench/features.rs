@@ -269,16 +269,35 @@ impl StepCost {
     }
 }
 
-/// The policies suite's section of the report.
+/// The prefix of the reference's steps among the policies suite's lines (`--reference`).
+pub(super) const REFERENCE_STEP: &str = "reference: ";
+
+/// The policies suite's section of the report: each run's CPU per message and what it adds to
+/// the pipeline with no step on (`none`), ours and, with `--reference`, the reference's.
 pub(super) fn render_steps(steps: &[StepCost]) -> String {
-    if steps.is_empty() {
+    let (reference, ours): (Vec<&StepCost>, Vec<&StepCost>) =
+        steps.iter().partition(|s| s.step.starts_with(REFERENCE_STEP));
+    if ours.is_empty() {
         return String::new();
     }
+    let none = |runs: &[&StepCost]| runs.iter().find(|s| s.step.ends_with("none")).map(|s| s.cpu_us);
+    let (our_none, their_none) = (none(&ours), none(&reference));
     let mut md = String::from(
-        "\n## Each message policy step alone (one process, no NATS, no sink)\n\n| step | messages | CPU µs/msg | wall µs/msg |\n|---|---:|---:|---:|\n",
+        "\n## Each message policy step alone (one process, no NATS, no sink)\n\n| step | messages | CPU µs/msg | over none | wall µs/msg | reference CPU µs/msg | reference over none |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
-    for s in steps {
-        md.push_str(&format!("| {} | {} | {:.2} | {:.2} |\n", s.step, s.messages, s.cpu_us, s.wall_us));
+    let over = |cpu: f64, base: Option<f64>| base.map_or_else(String::new, |b| format!("{:+.2}", cpu - b));
+    for s in ours {
+        let theirs = reference.iter().find(|r| r.step.strip_prefix(REFERENCE_STEP) == Some(s.step.as_str()));
+        md.push_str(&format!(
+            "| {} | {} | {:.2} | {} | {:.2} | {} | {} |\n",
+            s.step,
+            s.messages,
+            s.cpu_us,
+            over(s.cpu_us, our_none),
+            s.wall_us,
+            theirs.map_or_else(String::new, |r| format!("{:.1}", r.cpu_us)),
+            theirs.map_or_else(String::new, |r| over(r.cpu_us, their_none)),
+        ));
     }
     md
 }
@@ -333,8 +352,14 @@ mod tests {
         assert_eq!((step.step.as_str(), step.messages), ("custody", 1000));
         assert!((step.cpu_us - 12.5).abs() < 1e-9 && (step.wall_us - 13.0).abs() < 1e-9);
         assert!(StepCost::parse("policy_steps: building messages").is_none());
-        assert!(render_steps(&[step]).contains("| custody | 1000 | 12.50 | 13.00 |"));
+        assert!(render_steps(&[step.clone()]).contains("| custody | 1000 | 12.50 |  | 13.00 |  |  |"));
         assert_eq!(render_steps(&[]), "");
+        let line = |name: &str, cpu: f64| StepCost { step: name.into(), messages: 10, cpu_us: cpu, wall_us: cpu };
+        let md =
+            render_steps(&[line("none", 0.5), step, line("reference: none", 40.0), line("reference: custody", 170.0)]);
+        assert!(md.contains("| none | 10 | 0.50 | +0.00 | 0.50 | 40.0 | +0.00 |"), "{md}");
+        assert!(md.contains("| custody | 1000 | 12.50 | +12.00 | 13.00 | 170.0 | +130.00 |"), "{md}");
+        assert!(!md.contains("| reference: "), "the reference's runs are columns, not rows: {md}");
     }
 
     #[test]

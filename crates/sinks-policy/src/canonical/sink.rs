@@ -468,39 +468,51 @@ pub(super) trait Out {
 }
 
 impl Out for Sink {
+    #[inline]
     fn raw(&mut self, bytes: &[u8]) {
         self.out.extend_from_slice(bytes);
     }
+    #[inline]
     fn integer(&mut self, value: impl Into<i128>) {
         push_integer(value, &mut self.out);
     }
+    #[inline]
     fn float(&mut self, value: f64) -> Result<(), super::CanonicalError> {
         super::write_python_float(value, &mut self.out)
     }
+    #[inline]
     fn string(&mut self, s: &str) {
         Self::string(self, s);
     }
+    #[inline]
     fn begin(&mut self, object: bool, omit: Option<&Omit<'_>>) {
         Self::begin(self, object, omit);
     }
+    #[inline]
     fn item(&mut self) {
         Self::item(self);
     }
+    #[inline]
     fn end_array(&mut self) {
         Self::end_array(self);
     }
+    #[inline]
     fn key(&mut self, key: &str) {
         Self::key(self, key);
     }
+    #[inline]
     fn key_is_omitted(&self, omit: &Omit<'_>) -> bool {
         Self::key_is_omitted(self, omit)
     }
+    #[inline]
     fn drop_member(&mut self) {
         Self::drop_member(self);
     }
+    #[inline]
     fn end_member(&mut self) {
         Self::end_member(self);
     }
+    #[inline]
     fn end_object(&mut self, repeats: Repeats) -> Result<(), Repeated> {
         Self::end_object(self, repeats)
     }
