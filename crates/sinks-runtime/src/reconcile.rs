@@ -3,7 +3,7 @@
 //!
 //! The stream is read with an ephemeral ordered consumer (nothing is acked, the durable
 //! consumer is never touched) and checked in chunks through the sink's read-back capability
-//! ([`sinks_contract::Sink::reconcile`]); nothing is ever written to the destination. Memory is
+//! ([`sinks_contract::Reconcile::reconcile`]); nothing is ever written to the destination. Memory is
 //! bounded by the chunk size plus two bits per sequence of the range for the ledger and the
 //! DLQ lookups. Every message lands in one [`Class`]; only the ones worth a look are handed
 //! to the caller as [`Finding`]s, and the missing sequences are merged into ranges for
