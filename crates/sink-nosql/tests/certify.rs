@@ -4,22 +4,22 @@
 //! clause of `live` is an allow-listed skip, `oracle-nosql-proxy`).
 
 use sink_nosql::certify::NoSqlHarness;
-use sinks_contract::certify;
+use sinks_certify as certify;
 
 fn harness() -> NoSqlHarness {
     NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint())
 }
 
-sinks_contract::certify_tests!(harness());
+sinks_certify::certify_tests!(harness());
 
 mod live {
-    sinks_contract::certify_tests!(sink_nosql::certify::NoSqlHarness::live_from_env());
+    sinks_certify::certify_tests!(sink_nosql::certify::NoSqlHarness::live_from_env());
 }
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
+    use sinks_certify::Harness;
     use sinks_contract::Sink;
-    use sinks_contract::certify::Harness;
     let harness = harness();
     let target = harness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "oracle_nosql");

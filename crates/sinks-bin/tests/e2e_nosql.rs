@@ -13,8 +13,8 @@ use std::time::Duration;
 use serde_json::json;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{NoSqlSink, NoSqlSinkConfig};
+use sinks_certify::ReadBack;
 use sinks_contract::Sink as _;
-use sinks_contract::certify::ReadBack;
 use sinks_testkit::{NoSqlTestServer, wait_until};
 use support::{Sink, env, json};
 

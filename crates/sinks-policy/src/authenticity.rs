@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use super::{Rejection, Step};
 use sinks_contract::config::{ConfigError, Issues};
 use sinks_contract::envelope::Envelope;
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Schema name inside the signed document.
 pub const SCHEMA: &str = "nats_sinks.message_authenticity.v1";

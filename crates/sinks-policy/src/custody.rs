@@ -27,8 +27,8 @@ use super::{Rejection, Step};
 use crate::canonical::Sink;
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::metadata::MetadataDoc;
 use sinks_contract::payload::{self, PayloadMode};
+use sinks_toolkit::metadata::MetadataDoc;
 
 /// Schema of the custody object.
 pub const SCHEMA: &str = "nats_sinks.custody.v1";

@@ -57,7 +57,7 @@ use crate::strict_doc::{self, Json, Problem, has_control};
 use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::{AppMetadata, Headers};
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Every reason code a security label rejection can carry (see the module comment).
 pub const REASON_CODES: [&str; 21] = [

@@ -57,7 +57,7 @@ use crate::strict_doc::{self, Json, Problem};
 use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Headers;
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Every reason code a mission metadata rejection can carry (see the module comment).
 pub const REASON_CODES: [&str; 16] = [

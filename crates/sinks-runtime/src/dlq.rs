@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
-use sinks_contract::metadata::{payload_presence_json, rfc3339};
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
+use sinks_toolkit::metadata::{payload_presence_json, rfc3339};
 
 /// `dead_letter` config section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,10 +143,9 @@ pub(crate) fn record_error(outcome: &MessageOutcome) -> Option<RecordError<'_>> 
         MessageOutcome::Failed(e) => Some(RecordError::Reported(e)),
         MessageOutcome::Conflict(ConflictResolution::Rejected) => Some(RecordError::Made(conflict_error())),
         MessageOutcome::HeldBack => Some(RecordError::Made(held_back_error())),
-        MessageOutcome::Committed
-        | MessageOutcome::Duplicate
-        | MessageOutcome::Conflict(_)
-        | MessageOutcome::Pending => None,
+        // Committed, duplicate, a kept or overwritten conflict, pending, and any outcome
+        // this runtime does not know: none of them is dead-lettered.
+        _ => None,
     }
 }
 
@@ -200,6 +199,11 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
     if let Some(target) = error.target() {
         map.insert("target".into(), target.into());
     }
+    // Only in a later epoch of the stream, so that records of a stream that never changed
+    // are as before.
+    if let Some(epoch) = envelope.stream_epoch() {
+        map.insert("stream_epoch".into(), epoch.into());
+    }
     if let Some(ts) = js.timestamp {
         map.insert("timestamp".into(), rfc3339(ts).into());
     }
@@ -210,7 +214,7 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
         if envelope.presence().omitted {
             map.insert("payload_unavailable_reason".into(), "headers_only".into());
         } else if config.encrypted_payload == EncryptedPayload::Omit
-            && sinks_contract::encryption::is_encrypted(envelope.payload())
+            && sinks_toolkit::encryption::is_encrypted(envelope.payload())
         {
             map.insert("payload_unavailable_reason".into(), "encrypted_payload_omitted".into());
         } else {
@@ -221,9 +225,16 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
     body
 }
 
-/// The `Nats-Msg-Id` of the DLQ record of `envelope`: stable across redeliveries.
-pub fn record_msg_id(envelope: &Envelope) -> String {
+/// The `Nats-Msg-Id` of the DLQ record of `envelope` failing with `error`: stable across
+/// redeliveries. A reused stream sequence (`sequence_reused`) also names its payload: the
+/// key is the earlier event's too, and that event's own dead letter (or an earlier reuse)
+/// must not swallow this one's in the stream's duplicate window.
+pub fn record_msg_id(envelope: &Envelope, error: &SinkError) -> String {
     match envelope.idempotency_key() {
+        Ok(key) if error.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
+            let print = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(envelope.payload()));
+            format!("nats-sinks-dlq:{key}:reused:{}", &print[..32])
+        }
         Ok(key) => format!("nats-sinks-dlq:{key}"),
         Err(_) => {
             let js = envelope.jetstream();
@@ -265,7 +276,8 @@ impl DeadLetterPublisher {
         let mut headers = HeaderMap::new();
         headers.insert(ERROR_TYPE_HEADER, error.error_type());
         headers.insert(ORIGINAL_SUBJECT_HEADER, envelope.subject());
-        let publish = PublishMessage::build().payload(body.into()).headers(headers).message_id(record_msg_id(envelope));
+        let publish =
+            PublishMessage::build().payload(body.into()).headers(headers).message_id(record_msg_id(envelope, error));
         let ack = self
             .context
             .send_publish(self.subject.clone(), publish)
@@ -318,7 +330,13 @@ mod tests {
                 r#""stream":"ORDERS","stream_sequence":12,"subject":"orders.bad","timestamp":"2026-01-02T03:04:05Z"}"#
             )
         );
-        assert_eq!(record_msg_id(&e), "nats-sinks-dlq:stream-sequence:ORDERS:12");
+        assert_eq!(record_msg_id(&e, &err), "nats-sinks-dlq:stream-sequence:ORDERS:12");
+        let reused = sinks_toolkit::existing::sequence_reused("file");
+        let MessageOutcome::Failed(reused) = reused else { panic!("a failure") };
+        let id = record_msg_id(&e, &reused);
+        assert!(id.starts_with("nats-sinks-dlq:stream-sequence:ORDERS:12:reused:") && id.len() > 60, "{id}");
+        let other = envelope(Headers::new().with("Nats-Msg-Id", "m-1"), b"another event");
+        assert_ne!(record_msg_id(&other, &reused), id, "two events under one reused sequence keep two records");
     }
 
     #[test]
@@ -352,6 +370,16 @@ mod tests {
                      temporarily, and a redelivery would exceed the consumer's max_deliver",
                 )),
                 "held_back_last_delivery",
+            ),
+            (
+                sinks_toolkit::existing::sequence_reused("file"),
+                Some((
+                    "SequenceReusedError",
+                    ErrorClass::Permanent,
+                    "file already holds a different payload under this stream sequence: the sequence was used again \
+                     (the stream was deleted and re-created, restored or rewound); the stored record is kept",
+                )),
+                "sequence_reused",
             ),
             (MessageOutcome::Committed, None, "other"),
             (MessageOutcome::Duplicate, None, "other"),
