@@ -97,7 +97,7 @@ pub(crate) struct Args {
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`, `features`
-    /// (the blackhole's feature costs off and on), `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`,
+    /// (the blackhole's feature costs off and on; `features-policies` only the policy rows), `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`,
     /// `coherence`, `nosql`, `oracle`); the ceilings always run.
     #[arg(long)]
     only: Option<String>,
@@ -672,13 +672,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     let name = "nats-sink, blackhole sink, encrypted";
                     results.push(median_run(name, program, &alone_path, &js, stream, &log("blackhole-encrypted")).await?);
                 }
-                if wanted("blackhole-features") && !args.ceilings {
+                if features::any_wanted(wanted) && !args.ceilings {
                     // What each optional feature costs off and on (policies, ledger,
                     // encryption, OpenTelemetry), on a stream whose messages carry what the
                     // policies read.
                     features::publish(&js).await?;
                     let plain = config(&url, features::STREAM, &args, json!({"type": "blackhole"}));
-                    features::run(&programs.nats_sink, &plain, &js, &work, &mut results).await?;
+                    features::run(&programs.nats_sink, &plain, &js, &work, &mut results, wanted).await?;
                 }
             }
             if suites.contains(&"core") {

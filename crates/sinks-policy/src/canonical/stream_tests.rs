@@ -40,7 +40,7 @@ proptest! {
 
     #[test]
     fn any_metadata_document_counts_as_long_as_its_tree_renders(e in arbitrary::envelope()) {
-        let doc = sinks_contract::metadata::MetadataDoc::new(&e, e.received_at());
+        let doc = sinks_toolkit::metadata::MetadataDoc::new(&e, e.received_at());
         let tree = to_vec(&serde_json::to_value(&doc).unwrap()).unwrap();
         prop_assert_eq!(super::len_of(&doc), tree.len() as u64);
     }
