@@ -103,14 +103,19 @@ async fn redrive(config: &sinks_runtime::Config, options: &Options) -> Result<Ex
     })?;
     let js = async_nats::jetstream::new(client.clone());
     let read = records::read(&js, config).await.map_err(|e| {
-        if e.starts_with("dead_letter") { RunError::Config(sinks_contract::ConfigError::single("dead_letter", e)) } else { failed(e) }
+        if e.starts_with("dead_letter") {
+            RunError::Config(sinks_contract::ConfigError::single("dead_letter", e))
+        } else {
+            failed(e)
+        }
     })?;
     let Some((mut dlq, all)) = read else {
         println!("redrive: the dead-letter stream is empty; nothing to redrive");
         return Ok(ExitCode::SUCCESS);
     };
     let dlq_info = dlq.info().await.map_err(failed)?.clone();
-    let source = js.get_stream(&config.nats.stream).await.map_err(|e| failed(format!("stream {}: {e}", config.nats.stream)))?;
+    let source =
+        js.get_stream(&config.nats.stream).await.map_err(|e| failed(format!("stream {}: {e}", config.nats.stream)))?;
     let marks = Marks::open(&js, &options.bucket, &dlq_info, !options.dry_run).await.map_err(failed)?;
     let done = marks.done().await.map_err(failed)?;
     let filters = Filters {

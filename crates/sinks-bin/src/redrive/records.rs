@@ -127,8 +127,7 @@ impl Filters {
                 || self.subjects.iter().any(|p| sinks_toolkit::subject::matches(p, &record.subject)))
             && self.since.is_none_or(|since| at.is_some_and(|at| at >= since))
             && self.until.is_none_or(|until| at.is_some_and(|at| at <= until))
-            && (self.seqs.is_empty()
-                || self.seqs.iter().any(|(a, b)| (*a..=*b).contains(&record.stream_sequence)))
+            && (self.seqs.is_empty() || self.seqs.iter().any(|(a, b)| (*a..=*b).contains(&record.stream_sequence)))
     }
 }
 
@@ -295,7 +294,10 @@ pub(crate) async fn original(
 }
 
 /// Counts of `records` by a label, for the dry run.
-pub(crate) fn count_by<'a>(records: impl Iterator<Item = &'a Record>, label: impl Fn(&Record) -> String) -> BTreeMap<String, usize> {
+pub(crate) fn count_by<'a>(
+    records: impl Iterator<Item = &'a Record>,
+    label: impl Fn(&Record) -> String,
+) -> BTreeMap<String, usize> {
     let mut counts = BTreeMap::new();
     for r in records {
         *counts.entry(label(r)).or_insert(0) += 1;

@@ -247,7 +247,8 @@ fn record_settled(ctx: &Ctx, batch: &Batch<Handle>, settled: &[Settled], outcome
     let messages = batch.envelopes.iter().zip(&batch.handles).zip(settled).zip(outcomes);
     for (((envelope, handle), settled), outcome) in messages {
         match settled {
-            Settled::Acked | Settled::Terminated | Settled::Naked(_) | Settled::LeftUnacked if handle.out_of_band() => {}
+            Settled::Acked | Settled::Terminated | Settled::Naked(_) | Settled::LeftUnacked if handle.out_of_band() => {
+            }
             Settled::Acked => {
                 acked += 1;
                 if let (true, Some(now_ns), Some(ts)) = (outcome.is_durable(), now_ns, envelope.jetstream().timestamp) {

@@ -1,0 +1,182 @@
+//! `nats-sink redrive` end to end, through the binary against a private JetStream server:
+//! messages a destination refused are dead-lettered by `run`; the destination is fixed; the
+//! redrive brings back exactly those messages, each stored once, every record marked done in
+//! the redrive bucket, receipts written and `reconcile` clean afterwards. Also: a dry run
+//! writes and marks nothing; three kill -9 during a redrive and the same command again store
+//! each message once and leave nothing behind; a message that keeps failing is dead-lettered
+//! again with its redrive count until `--max-redrives`, then left for a person; a fan-out's
+//! failed target is redriven alone.
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use futures::StreamExt;
+use sinks_testkit::{read_stream, stream_with_subjects, unique, wait_until};
+use support::{Env, Sink, env, json, nats_sink, records, sequences, text};
+
+/// A DLQ stream for `e`; returns `(stream, subject)`.
+async fn dlq_stream(e: &Env) -> (String, String) {
+    let name = unique("DLQ");
+    let subject = format!("{}.dead", name.to_lowercase());
+    stream_with_subjects(&e.js, &name, &[&subject]).await;
+    (name, subject)
+}
+
+/// The file-sink record path of stream sequence `seq` (subjects `k{(seq-1)%3}`).
+fn record_path(e: &Env, seq: u64) -> PathBuf {
+    let subject = format!("{}.orders.k{}", e.subject_root, (seq - 1) % 3);
+    e.out().join(&subject).join(format!("{}-{seq:020}.json", e.stream))
+}
+
+/// Puts a directory where the file of `seq` goes: the file sink refuses that message for
+/// good (the "broken destination").
+fn block(e: &Env, seq: u64) {
+    std::fs::create_dir_all(record_path(e, seq)).unwrap();
+}
+
+/// Removes the directory again (the "fix").
+fn unblock(e: &Env, seq: u64) {
+    std::fs::remove_dir_all(record_path(e, seq)).unwrap();
+}
+
+/// `nats-sink redrive CONFIG ARGS…` to completion.
+fn redrive(e: &Env, config: &Path, bucket: &str, args: &[&str]) -> Output {
+    let mut all = vec!["redrive", config.to_str().unwrap(), "--bucket", bucket];
+    all.extend_from_slice(args);
+    nats_sink(&all, e.dir.path())
+}
+
+/// The DLQ records of the stream, parsed, with their redrive-count header.
+async fn dead_letters(e: &Env, dlq: &str) -> Vec<(serde_json::Value, Option<String>)> {
+    read_stream(&e.js, dlq)
+        .await
+        .into_iter()
+        .map(|(_, _, headers, body)| {
+            let count = headers.get("Nats-Sinks-Redrive-Count").map(|v| v.as_str().to_owned());
+            (serde_json::from_slice(&body).unwrap(), count)
+        })
+        .collect()
+}
+
+/// The done markers of `bucket`: DLQ sequence → how it ended (empty when no bucket).
+async fn marks(e: &Env, bucket: &str) -> BTreeMap<u64, String> {
+    let mut out = BTreeMap::new();
+    let Ok(kv) = e.js.get_key_value(bucket).await else { return out };
+    let Ok(mut keys) = kv.keys().await else { return out };
+    while let Some(Ok(key)) = keys.next().await {
+        let seq: u64 = key.rsplit('.').next().unwrap().parse().unwrap();
+        let value = kv.get(&key).await.unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&value).unwrap();
+        out.insert(seq, v["end"].as_str().unwrap().to_owned());
+    }
+    out
+}
+
+/// Runs the sink until `stored` files exist and the consumer settled everything, then stops.
+async fn run_until(e: &Env, config: &Path, stored: usize) {
+    let sink = Sink::start(config, e.dir.path(), &[]);
+    let done =
+        wait_until(Duration::from_secs(60), || async { records(&e.out()).len() == stored && e.settled().await }).await;
+    assert!(done, "{}", sink.logs());
+    assert_eq!(sink.terminate(), Some(0));
+}
+
+/// A file-sink config with a DLQ (and a ledger when `ledger` names its subject).
+fn file_config(e: &Env, dlq_subject: &str, ledger: Option<&str>, batch_size: usize) -> PathBuf {
+    let mut extra = serde_json::json!({
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+        "delivery": {"batch_size": batch_size},
+    });
+    if let Some(subject) = ledger {
+        extra["ledger"] = serde_json::json!({"enabled": true, "subject": subject});
+    }
+    e.write_config_json(serde_json::json!({"type": "file", "directory": e.out()}), extra)
+}
+
+/// The closing table's count for `row`.
+fn row(out: &Output, row: &str) -> u64 {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout.lines().find(|l| l.starts_with(row) && l[row.len()..].trim().parse::<u64>().is_ok());
+    let line = line.unwrap_or_else(|| panic!("no `{row}` row:\n{}", text(out)));
+    line[row.len()..].trim().parse().unwrap()
+}
+
+#[tokio::test]
+async fn file_sink_dead_letters_come_back_exactly_once_after_a_dry_run_that_changes_nothing() {
+    let e = env().await;
+    let (dlq, dlq_subject) = dlq_stream(&e).await;
+    let ledger = unique("LEDGER");
+    let ledger_subject = format!("{}.receipts", ledger.to_lowercase());
+    stream_with_subjects(&e.js, &ledger, &[&ledger_subject]).await;
+    let bad = [4u64, 9, 10, 23];
+    for seq in bad {
+        block(&e, seq);
+    }
+    e.publish(30, json).await;
+    let config = file_config(&e, &dlq_subject, Some(&ledger_subject), 10);
+    run_until(&e, &config, 30 - bad.len()).await;
+    let letters = dead_letters(&e, &dlq).await;
+    let dead: Vec<u64> = letters.iter().map(|(r, _)| r["stream_sequence"].as_u64().unwrap()).collect();
+    assert_eq!(dead, bad, "the refused messages, and only they, are dead-lettered: {letters:?}");
+    let bucket = unique("redrive");
+
+    // The dry run, before the fix: it says what it would do, writes and marks nothing.
+    let dry = redrive(&e, &config, &bucket, &["--dry-run"]);
+    assert_eq!(dry.status.code(), Some(0), "{}", text(&dry));
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert!(said.contains("would redrive 4, left for a person 0"), "{said}");
+    assert_eq!(said.matches("original in stream: would be redriven").count(), 4, "{said}");
+    assert!(said.contains("by error type:") && said.contains("by subject:"), "{said}");
+    assert!(said.contains(&format!("{}.orders.k0", e.subject_root)), "counts by subject: {said}");
+    assert!(e.js.get_key_value(&bucket).await.is_err(), "the dry run made no bucket");
+    for seq in bad {
+        assert!(record_path(&e, seq).is_dir(), "the dry run wrote nothing");
+    }
+    assert_eq!(dead_letters(&e, &dlq).await.len(), 4, "and dead-lettered nothing");
+
+    // The fix, then the redrive.
+    for seq in bad {
+        unblock(&e, seq);
+    }
+    let out = redrive(&e, &config, &bucket, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(
+        (row(&out, "redriven"), row(&out, "duplicates"), row(&out, "failed again")),
+        (4, 0, 0),
+        "{}",
+        text(&out)
+    );
+    assert_eq!((row(&out, "gone"), row(&out, "left for a person"), row(&out, "not done")), (0, 0, 0));
+    let seen = sequences(&e.out());
+    assert_eq!(seen.len(), 30, "every message is in the destination");
+    assert!(seen.values().all(|n| *n == 1), "each exactly once: {seen:?}");
+    let marked = marks(&e, &bucket).await;
+    assert_eq!(marked.len(), 4, "every record is marked done: {marked:?}");
+    assert!(marked.values().all(|end| end == "redriven"), "{marked:?}");
+    assert_eq!(dead_letters(&e, &dlq).await.len(), 4, "the DLQ stream is left as it was");
+
+    // Receipts for the redriven messages, and reconcile shows them stored.
+    let receipts: Vec<serde_json::Value> =
+        read_stream(&e.js, &ledger).await.iter().map(|(_, _, _, b)| serde_json::from_slice(b).unwrap()).collect();
+    for seq in bad {
+        assert!(
+            receipts.iter().any(|r| r["stream_sequence"] == seq && r["outcome"] == "committed"),
+            "a committed receipt for {seq}"
+        );
+    }
+    let reconciled = nats_sink(&["reconcile", config.to_str().unwrap(), "--format", "json"], e.dir.path());
+    let doc: serde_json::Value = serde_json::from_slice(&reconciled.stdout).unwrap();
+    assert_eq!(doc["summary"]["counts"]["present_equal"], 30, "{doc}");
+
+    // The same command again has nothing left to do.
+    let again = redrive(&e, &config, &bucket, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(row(&again, "redriven") + row(&again, "duplicates"), 0, "{}", text(&again));
+    assert!(String::from_utf8_lossy(&again.stdout).contains("4 selected, 4 of them done before"), "{}", text(&again));
+    assert_eq!(sequences(&e.out()).values().sum::<usize>(), 30);
+}
