@@ -12,7 +12,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -179,4 +179,99 @@ async fn file_sink_dead_letters_come_back_exactly_once_after_a_dry_run_that_chan
     assert_eq!(row(&again, "redriven") + row(&again, "duplicates"), 0, "{}", text(&again));
     assert!(String::from_utf8_lossy(&again.stdout).contains("4 selected, 4 of them done before"), "{}", text(&again));
     assert_eq!(sequences(&e.out()).values().sum::<usize>(), 30);
+}
+
+#[tokio::test]
+async fn three_kill_9_during_a_redrive_then_the_same_command_store_each_message_once() {
+    const TOTAL: u64 = 400;
+    let e = env().await;
+    let (dlq, dlq_subject) = dlq_stream(&e).await;
+    for seq in 1..=TOTAL {
+        block(&e, seq);
+    }
+    e.publish(TOTAL as usize, json).await;
+    // One message per write: the redrive takes long enough to be killed in the middle.
+    let config = file_config(&e, &dlq_subject, None, 1);
+    let sink = Sink::start(&config, e.dir.path(), &[]);
+    let all_dead = wait_until(Duration::from_secs(120), || async {
+        e.settled().await && e.js.get_stream(&dlq).await.unwrap().info().await.unwrap().state.messages == TOTAL
+    })
+    .await;
+    assert!(all_dead, "{}", sink.logs());
+    assert_eq!(sink.terminate(), Some(0));
+    for seq in 1..=TOTAL {
+        unblock(&e, seq);
+    }
+    let bucket = unique("redrive");
+    let mut killed_at = Vec::new();
+    for quarter in 1..=3u64 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
+            .args(["redrive", config.to_str().unwrap(), "--bucket", &bucket])
+            .current_dir(e.dir.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let reached = wait_until(Duration::from_secs(120), || async {
+            marks(&e, &bucket).await.len() as u64 >= TOTAL * quarter / 4
+        })
+        .await;
+        assert!(reached, "no progress to {quarter}/4");
+        assert!(child.try_wait().unwrap().is_none(), "the redrive was still running when killed");
+        child.kill().unwrap();
+        let _ = child.wait();
+        killed_at.push(marks(&e, &bucket).await.len());
+    }
+    assert!(killed_at.iter().all(|m| (*m as u64) < TOTAL), "killed before the end each time: {killed_at:?}");
+    let out = redrive(&e, &config, &bucket, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    eprintln!("killed after {killed_at:?} marks; the last run:\n{}", String::from_utf8_lossy(&out.stdout));
+    let seen = sequences(&e.out());
+    assert_eq!(seen.len() as u64, TOTAL, "every message is in the destination");
+    assert!(seen.values().all(|n| *n == 1), "each exactly once: {seen:?}");
+    let marked = marks(&e, &bucket).await;
+    assert_eq!(marked.len() as u64, TOTAL, "every record is marked done");
+    assert!(marked.values().all(|end| end == "redriven" || end == "duplicate"), "{marked:?}");
+    assert_eq!(dead_letters(&e, &dlq).await.len() as u64, TOTAL, "no new dead letter");
+    let again = redrive(&e, &config, &bucket, &[]);
+    assert_eq!(again.status.code(), Some(0), "{}", text(&again));
+    assert_eq!(row(&again, "redriven") + row(&again, "duplicates") + row(&again, "not done"), 0, "{}", text(&again));
+}
+
+#[tokio::test]
+async fn a_message_that_keeps_failing_is_dead_lettered_again_then_left_for_a_person() {
+    let e = env().await;
+    let (dlq, dlq_subject) = dlq_stream(&e).await;
+    block(&e, 5);
+    e.publish(8, json).await;
+    let config = file_config(&e, &dlq_subject, None, 10);
+    run_until(&e, &config, 7).await;
+    let bucket = unique("redrive");
+    // The destination stays broken for message 5.
+    for (run, count) in [(1, "1"), (2, "2")] {
+        let out = redrive(&e, &config, &bucket, &["--max-redrives", "2"]);
+        assert_eq!(out.status.code(), Some(0), "run {run}: {}", text(&out));
+        assert_eq!((row(&out, "failed again"), row(&out, "redriven")), (1, 0), "run {run}: {}", text(&out));
+        let letters = dead_letters(&e, &dlq).await;
+        assert_eq!(letters.len(), run + 1, "a new dead letter per failed redrive");
+        let (last, header) = letters.last().unwrap();
+        assert_eq!(last["stream_sequence"], 5);
+        assert_eq!(last["redrive_count"], run, "{last}");
+        assert_eq!(header.as_deref(), Some(count), "the redrive count header");
+    }
+    for _ in 0..2 {
+        let out = redrive(&e, &config, &bucket, &["--max-redrives", "2"]);
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!((row(&out, "failed again"), row(&out, "left for a person")), (0, 1), "{}", text(&out));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.contains("redriven 2 times already (--max-redrives 2)"), "with the reason: {said}");
+        assert!(said.contains("stream sequence 5"), "{said}");
+        assert_eq!(dead_letters(&e, &dlq).await.len(), 3, "no further dead letter");
+    }
+    assert_eq!(marks(&e, &bucket).await.values().filter(|e| *e == "dead_lettered_again").count(), 2);
+    // Fixed at last: the one record left is redriven.
+    unblock(&e, 5);
+    let out = redrive(&e, &config, &bucket, &["--max-redrives", "3"]);
+    assert_eq!(row(&out, "redriven"), 1, "{}", text(&out));
+    assert_eq!(sequences(&e.out()).get(&5), Some(&1));
 }
