@@ -16,7 +16,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use futures::StreamExt;
-use sinks_testkit::{read_stream, stream_with_subjects, unique, wait_until};
+use sinks_testkit::{HttpTestServer, read_stream, stream_with_subjects, unique, wait_until};
 use support::{Env, Sink, env, json, nats_sink, records, sequences, text};
 
 /// A DLQ stream for `e`; returns `(stream, subject)`.
@@ -44,11 +44,19 @@ fn unblock(e: &Env, seq: u64) {
     std::fs::remove_dir_all(record_path(e, seq)).unwrap();
 }
 
-/// `nats-sink redrive CONFIG ARGS…` to completion.
-fn redrive(e: &Env, config: &Path, bucket: &str, args: &[&str]) -> Output {
-    let mut all = vec!["redrive", config.to_str().unwrap(), "--bucket", bucket];
-    all.extend_from_slice(args);
-    nats_sink(&all, e.dir.path())
+/// `nats-sink redrive CONFIG ARGS…` to completion (off the test's runtime, which serves the
+/// HTTP endpoints meanwhile).
+async fn redrive(e: &Env, config: &Path, bucket: &str, args: &[&str]) -> Output {
+    let mut all: Vec<String> =
+        vec!["redrive".into(), config.to_str().unwrap().into(), "--bucket".into(), bucket.into()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    let cwd = e.dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = all.iter().map(String::as_str).collect();
+        nats_sink(&args, &cwd)
+    })
+    .await
+    .unwrap()
 }
 
 /// The DLQ records of the stream, parsed, with their redrive-count header.
@@ -126,7 +134,7 @@ async fn file_sink_dead_letters_come_back_exactly_once_after_a_dry_run_that_chan
     let bucket = unique("redrive");
 
     // The dry run, before the fix: it says what it would do, writes and marks nothing.
-    let dry = redrive(&e, &config, &bucket, &["--dry-run"]);
+    let dry = redrive(&e, &config, &bucket, &["--dry-run"]).await;
     assert_eq!(dry.status.code(), Some(0), "{}", text(&dry));
     let said = String::from_utf8_lossy(&dry.stdout);
     assert!(said.contains("would redrive 4, left for a person 0"), "{said}");
@@ -143,7 +151,7 @@ async fn file_sink_dead_letters_come_back_exactly_once_after_a_dry_run_that_chan
     for seq in bad {
         unblock(&e, seq);
     }
-    let out = redrive(&e, &config, &bucket, &[]);
+    let out = redrive(&e, &config, &bucket, &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(
         (row(&out, "redriven"), row(&out, "duplicates"), row(&out, "failed again")),
@@ -174,7 +182,7 @@ async fn file_sink_dead_letters_come_back_exactly_once_after_a_dry_run_that_chan
     assert_eq!(doc["summary"]["counts"]["present_equal"], 30, "{doc}");
 
     // The same command again has nothing left to do.
-    let again = redrive(&e, &config, &bucket, &[]);
+    let again = redrive(&e, &config, &bucket, &[]).await;
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
     assert_eq!(row(&again, "redriven") + row(&again, "duplicates"), 0, "{}", text(&again));
     assert!(String::from_utf8_lossy(&again.stdout).contains("4 selected, 4 of them done before"), "{}", text(&again));
@@ -183,28 +191,31 @@ async fn file_sink_dead_letters_come_back_exactly_once_after_a_dry_run_that_chan
 
 #[tokio::test]
 async fn three_kill_9_during_a_redrive_then_the_same_command_store_each_message_once() {
-    const TOTAL: u64 = 400;
+    const TOTAL: usize = 400;
     let e = env().await;
     let (dlq, dlq_subject) = dlq_stream(&e).await;
-    for seq in 1..=TOTAL {
-        block(&e, seq);
-    }
-    e.publish(TOTAL as usize, json).await;
-    // One message per write: the redrive takes long enough to be killed in the middle.
-    let config = file_config(&e, &dlq_subject, None, 1);
-    let sink = Sink::start(&config, e.dir.path(), &[]);
+    let endpoint = HttpTestServer::start().await.unwrap();
+    endpoint.set_request_log(false);
+    endpoint.set_reject_marker(Some(b"refuse-me"));
+    publish_marked(&e, TOTAL, |_| true).await;
+    // One message per write, each answered after 5 ms: the redrive takes seconds, long
+    // enough to be killed in the middle three times.
+    let sink = serde_json::json!({"type": "http", "url": endpoint.url(), "allow_http_for_local_testing": true});
+    let extra =
+        serde_json::json!({"dead_letter": {"enabled": true, "subject": dlq_subject}, "delivery": {"batch_size": 1}});
+    let config = e.write_config_json(sink, extra);
+    let run = Sink::start(&config, e.dir.path(), &[]);
     let all_dead = wait_until(Duration::from_secs(120), || async {
-        e.settled().await && e.js.get_stream(&dlq).await.unwrap().info().await.unwrap().state.messages == TOTAL
+        e.settled().await && e.js.get_stream(&dlq).await.unwrap().info().await.unwrap().state.messages == TOTAL as u64
     })
     .await;
-    assert!(all_dead, "{}", sink.logs());
-    assert_eq!(sink.terminate(), Some(0));
-    for seq in 1..=TOTAL {
-        unblock(&e, seq);
-    }
+    assert!(all_dead, "{}", run.logs());
+    assert_eq!(run.terminate(), Some(0));
+    endpoint.set_reject_marker(None);
+    endpoint.set_delay(Duration::from_millis(5));
     let bucket = unique("redrive");
     let mut killed_at = Vec::new();
-    for quarter in 1..=3u64 {
+    for quarter in 1..=3 {
         let mut child = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
             .args(["redrive", config.to_str().unwrap(), "--bucket", &bucket])
             .current_dir(e.dir.path())
@@ -212,30 +223,36 @@ async fn three_kill_9_during_a_redrive_then_the_same_command_store_each_message_
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let reached = wait_until(Duration::from_secs(120), || async {
-            marks(&e, &bucket).await.len() as u64 >= TOTAL * quarter / 4
-        })
-        .await;
+        let reached =
+            wait_until(Duration::from_secs(120), || async { mark_count(&e, &bucket).await >= TOTAL * quarter / 4 })
+                .await;
         assert!(reached, "no progress to {quarter}/4");
         assert!(child.try_wait().unwrap().is_none(), "the redrive was still running when killed");
         child.kill().unwrap();
         let _ = child.wait();
-        killed_at.push(marks(&e, &bucket).await.len());
+        killed_at.push((mark_count(&e, &bucket).await, endpoint.successes().len()));
     }
-    assert!(killed_at.iter().all(|m| (*m as u64) < TOTAL), "killed before the end each time: {killed_at:?}");
-    let out = redrive(&e, &config, &bucket, &[]);
+    assert!(killed_at.iter().all(|(m, _)| *m < TOTAL), "killed before the end each time: {killed_at:?}");
+    let out = redrive(&e, &config, &bucket, &[]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    eprintln!("killed after {killed_at:?} marks; the last run:\n{}", String::from_utf8_lossy(&out.stdout));
-    let seen = sequences(&e.out());
-    assert_eq!(seen.len() as u64, TOTAL, "every message is in the destination");
-    assert!(seen.values().all(|n| *n == 1), "each exactly once: {seen:?}");
+    eprintln!("killed at (marks, stored) {killed_at:?}; the last run:\n{}", String::from_utf8_lossy(&out.stdout));
+    let successes = endpoint.successes();
+    assert_eq!(successes.len(), TOTAL, "every message is in the destination");
+    assert!(successes.values().all(|n| *n == 1), "each committed exactly once: {successes:?}");
     let marked = marks(&e, &bucket).await;
-    assert_eq!(marked.len() as u64, TOTAL, "every record is marked done");
+    assert_eq!(marked.len(), TOTAL, "every record is marked done");
     assert!(marked.values().all(|end| end == "redriven" || end == "duplicate"), "{marked:?}");
-    assert_eq!(dead_letters(&e, &dlq).await.len() as u64, TOTAL, "no new dead letter");
-    let again = redrive(&e, &config, &bucket, &[]);
+    assert_eq!(dead_letters(&e, &dlq).await.len(), TOTAL, "no new dead letter");
+    let again = redrive(&e, &config, &bucket, &[]).await;
     assert_eq!(again.status.code(), Some(0), "{}", text(&again));
     assert_eq!(row(&again, "redriven") + row(&again, "duplicates") + row(&again, "not done"), 0, "{}", text(&again));
+}
+
+/// How many records `bucket` marks done (keys only).
+async fn mark_count(e: &Env, bucket: &str) -> usize {
+    let Ok(kv) = e.js.get_key_value(bucket).await else { return 0 };
+    let Ok(keys) = kv.keys().await else { return 0 };
+    keys.filter(|k| std::future::ready(k.is_ok())).count().await
 }
 
 #[tokio::test]
@@ -249,7 +266,7 @@ async fn a_message_that_keeps_failing_is_dead_lettered_again_then_left_for_a_per
     let bucket = unique("redrive");
     // The destination stays broken for message 5.
     for (run, count) in [(1, "1"), (2, "2")] {
-        let out = redrive(&e, &config, &bucket, &["--max-redrives", "2"]);
+        let out = redrive(&e, &config, &bucket, &["--max-redrives", "2"]).await;
         assert_eq!(out.status.code(), Some(0), "run {run}: {}", text(&out));
         assert_eq!((row(&out, "failed again"), row(&out, "redriven")), (1, 0), "run {run}: {}", text(&out));
         let letters = dead_letters(&e, &dlq).await;
@@ -260,7 +277,7 @@ async fn a_message_that_keeps_failing_is_dead_lettered_again_then_left_for_a_per
         assert_eq!(header.as_deref(), Some(count), "the redrive count header");
     }
     for _ in 0..2 {
-        let out = redrive(&e, &config, &bucket, &["--max-redrives", "2"]);
+        let out = redrive(&e, &config, &bucket, &["--max-redrives", "2"]).await;
         assert_eq!(out.status.code(), Some(0), "{}", text(&out));
         assert_eq!((row(&out, "failed again"), row(&out, "left for a person")), (0, 1), "{}", text(&out));
         let said = String::from_utf8_lossy(&out.stdout);
@@ -271,7 +288,116 @@ async fn a_message_that_keeps_failing_is_dead_lettered_again_then_left_for_a_per
     assert_eq!(marks(&e, &bucket).await.values().filter(|e| *e == "dead_lettered_again").count(), 2);
     // Fixed at last: the one record left is redriven.
     unblock(&e, 5);
-    let out = redrive(&e, &config, &bucket, &["--max-redrives", "3"]);
+    let out = redrive(&e, &config, &bucket, &["--max-redrives", "3"]).await;
     assert_eq!(row(&out, "redriven"), 1, "{}", text(&out));
     assert_eq!(sequences(&e.out()).get(&5), Some(&1));
+}
+
+/// `n` messages (ids `msg-{i}`, subjects `k{i % 3}`); those `poison` picks carry the text
+/// `"refuse-me"` that an endpoint refuses.
+async fn publish_marked(e: &Env, n: usize, poison: impl Fn(usize) -> bool) {
+    e.publish(n, |i| {
+        let tag = if poison(i) { "refuse-me" } else { "fine" };
+        bytes::Bytes::from(format!(r#"{{"order":{i},"tag":"{tag}"}}"#))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn http_sink_dead_letters_come_back_exactly_once_when_the_endpoint_accepts_them_again() {
+    let e = env().await;
+    let (dlq, dlq_subject) = dlq_stream(&e).await;
+    let endpoint = HttpTestServer::start().await.unwrap();
+    endpoint.set_reject_marker(Some(b"refuse-me"));
+    let poison = |i: usize| i % 7 == 3;
+    publish_marked(&e, 50, poison).await;
+    let refused = (0..50).filter(|i| poison(*i)).count();
+    let sink = serde_json::json!({"type": "http", "url": endpoint.url(), "allow_http_for_local_testing": true});
+    let config =
+        e.write_config_json(sink, serde_json::json!({"dead_letter": {"enabled": true, "subject": dlq_subject}}));
+    let run = Sink::start(&config, e.dir.path(), &[]);
+    let settled = wait_until(Duration::from_secs(60), || async {
+        e.settled().await && endpoint.successes().len() == 50 - refused
+    })
+    .await;
+    assert!(settled, "{}", run.logs());
+    assert_eq!(run.terminate(), Some(0));
+    assert_eq!(dead_letters(&e, &dlq).await.len(), refused, "the refused messages are dead-lettered");
+    // The endpoint accepts them now.
+    endpoint.set_reject_marker(None);
+    let bucket = unique("redrive");
+    let out = redrive(&e, &config, &bucket, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(row(&out, "redriven"), refused as u64, "{}", text(&out));
+    let successes = endpoint.successes();
+    assert_eq!(successes.len(), 50, "every message reached the endpoint");
+    assert!(successes.values().all(|n| *n == 1), "each committed exactly once: {successes:?}");
+    assert_eq!(marks(&e, &bucket).await.len(), refused, "every record marked done");
+    // Marks removed by hand (a bucket lost, say): the same records again are duplicates.
+    let other = unique("redrive");
+    let out = redrive(&e, &config, &other, &[]).await;
+    assert_eq!((row(&out, "duplicates"), row(&out, "redriven")), (refused as u64, 0), "{}", text(&out));
+    assert!(endpoint.successes().values().all(|n| *n == 1), "still once each");
+}
+
+#[tokio::test]
+async fn a_fanout_target_that_refused_is_redriven_alone() {
+    let e = env().await;
+    let (dlq, dlq_subject) = dlq_stream(&e).await;
+    let hook = HttpTestServer::start().await.unwrap();
+    hook.set_reject_marker(Some(b"refuse-me"));
+    let poison = |i: usize| i % 5 == 2;
+    publish_marked(&e, 40, poison).await;
+    let refused: Vec<u64> = (0..40).filter(|i| poison(*i)).map(|i| i as u64 + 1).collect();
+    let files = e.dir.path().join("files");
+    let extra = serde_json::json!({
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+        "sinks": {
+            "files": {"type": "file", "directory": files},
+            "hook": {"type": "http", "url": hook.url(), "allow_http_for_local_testing": true},
+        },
+        "routing": {"enabled": true, "routes": [{"name": "everything", "match": {"subject": ">"}, "targets": ["files", "hook"]}]},
+    });
+    let config = e.write_config_json(serde_json::json!({"type": "fanout"}), extra);
+    let run = Sink::start(&config, e.dir.path(), &[]);
+    let settled =
+        wait_until(Duration::from_secs(60), || async { e.settled().await && records(&files).len() == 40 }).await;
+    assert!(settled, "{}", run.logs());
+    assert_eq!(run.terminate(), Some(0));
+    let letters = dead_letters(&e, &dlq).await;
+    assert_eq!(letters.len(), refused.len(), "{letters:?}");
+    assert!(
+        letters.iter().all(|(r, _)| r["target"] == "hook"),
+        "each record names the target that refused: {letters:?}"
+    );
+    // The file target stored every message. Remove one refused message's file: a redrive
+    // that wrote to the file target too would put it back.
+    let probe = refused[0];
+    let probe_file =
+        walk(&files).into_iter().find(|p| p.to_string_lossy().ends_with(&format!("{probe:020}.json"))).unwrap();
+    std::fs::remove_file(&probe_file).unwrap();
+    hook.set_reject_marker(None);
+    let bucket = unique("redrive");
+    let out = redrive(&e, &config, &bucket, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(row(&out, "redriven"), refused.len() as u64, "{}", text(&out));
+    let successes = hook.successes();
+    assert_eq!(successes.len(), 40, "the refusing target has every message now");
+    assert!(successes.values().all(|n| *n == 1), "{successes:?}");
+    assert!(!probe_file.exists(), "the target that had stored the messages was not written again");
+    assert_eq!(records(&files).len(), 39);
+    assert_eq!(marks(&e, &bucket).await.len(), refused.len());
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() { stack.push(p) } else { out.push(p) }
+        }
+    }
+    out
 }
