@@ -401,3 +401,65 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[tokio::test]
+async fn mysql_sink_dead_letters_come_back_exactly_once_after_the_column_is_widened() {
+    use mysql_async::prelude::Queryable;
+    let test = "mysql_sink_dead_letters_come_back_exactly_once_after_the_column_is_widened";
+    let server = sinks_testkit::shared_mysql()
+        .map(|a| sink_mysql::certify::TestServer::new(a.host, a.port))
+        .unwrap_or_else(|reason| sinks_testkit::cannot_run(test, reason));
+    let mut db = server.admin().await.unwrap_or_else(|reason| sinks_testkit::cannot_run(test, reason));
+    let e = env().await;
+    let (dlq, dlq_subject) = dlq_stream(&e).await;
+    let table = sink_mysql::certify::unique_table("redrive");
+    let sink = serde_json::json!({"type": "mysql", "host": server.host, "port": server.port, "database": "test",
+        "user": "root", "table": table, "auto_create": true});
+    let config = e
+        .write_config_json(sink.clone(), serde_json::json!({"dead_letter": {"enabled": true, "subject": dlq_subject}}));
+    // A PRIORITY column too narrow for some messages' priority: the server refuses those rows.
+    let section = sinks_runtime::config::SinkSection(sink.as_object().unwrap().clone());
+    let ddl = sink_mysql::MySqlSink::new(sink_mysql::MySqlSinkConfig::from_section(&section).unwrap()).unwrap().ddl();
+    db.query_drop(&ddl[0]).await.unwrap();
+    db.query_drop(format!("ALTER TABLE `{table}` MODIFY `PRIORITY` varchar(8)")).await.unwrap();
+    let long = |i: usize| i % 6 == 1;
+    let msgs = (0..60)
+        .map(|i| {
+            let mut h = async_nats::HeaderMap::new();
+            h.insert("Nats-Msg-Id", format!("msg-{i}").as_str());
+            h.insert("Nats-Sinks-Priority", if long(i) { "much-too-long-for-the-column" } else { "high" });
+            (format!("{}.orders", e.subject_root), h, json(i))
+        })
+        .collect();
+    sinks_testkit::js_publish_all(&e.js, msgs).await;
+    let refused = (0..60).filter(|i| long(*i)).count();
+    let rows = || async { server.read_table(&table).await.unwrap_or_default() };
+    let run = Sink::start(&config, e.dir.path(), &[]);
+    let done =
+        wait_until(Duration::from_secs(60), || async { rows().await.len() == 60 - refused && e.settled().await }).await;
+    assert!(done, "{}", run.logs());
+    assert_eq!(run.terminate(), Some(0));
+    let letters = dead_letters(&e, &dlq).await;
+    assert_eq!(letters.len(), refused);
+    assert!(letters.iter().all(|(r, _)| r["error_type"] == "DataError"), "{letters:?}");
+    // The fix: the column is widened.
+    db.query_drop(format!("ALTER TABLE `{table}` MODIFY `PRIORITY` varchar(64)")).await.unwrap();
+    let bucket = unique("redrive");
+    let out = redrive(&e, &config, &bucket, &["--error-type", "DataError"]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(row(&out, "redriven"), refused as u64, "{}", text(&out));
+    let mut per: BTreeMap<String, usize> = BTreeMap::new();
+    for (key, _) in rows().await {
+        *per.entry(key).or_insert(0) += 1;
+    }
+    assert_eq!(per.len(), 60, "every message has its row");
+    assert!(per.values().all(|n| *n == 1), "each exactly once: {per:?}");
+    let long_rows: u64 = db
+        .query_first(format!("SELECT COUNT(*) FROM `{table}` WHERE PRIORITY = 'much-too-long-for-the-column'"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(long_rows, refused as u64, "the redriven rows are the refused messages, as published");
+    assert_eq!(marks(&e, &bucket).await.len(), refused, "every record marked done");
+    let _ = db.query_drop(format!("DROP TABLE IF EXISTS `{table}`")).await;
+}
