@@ -463,3 +463,44 @@ async fn mysql_sink_dead_letters_come_back_exactly_once_after_the_column_is_wide
     assert_eq!(marks(&e, &bucket).await.len(), refused, "every record marked done");
     let _ = db.query_drop(format!("DROP TABLE IF EXISTS `{table}`")).await;
 }
+
+#[tokio::test]
+async fn a_batch_mode_sink_commits_its_objects_before_the_records_are_marked() {
+    let e = env().await;
+    let (dlq, dlq_subject) = dlq_stream(&e).await;
+    let poison = |i: usize| i % 6 == 4;
+    e.publish(36, |i| if poison(i) { bytes::Bytes::from(format!("plain text {i}")) } else { json(i) }).await;
+    let refused = (0..36).filter(|i| poison(*i)).count();
+    let batch = serde_json::json!({"format": "ndjson", "max_messages": 100, "max_age_ms": 300});
+    let extra = serde_json::json!({"dead_letter": {"enabled": true, "subject": dlq_subject}});
+    let strict = serde_json::json!({"type": "file", "directory": e.out(), "payload_mode": "json_only", "mode": "batch", "batch": batch});
+    let config = e.write_config_json_as("strict.json", strict, extra.clone());
+    let rows = || -> BTreeMap<u64, usize> {
+        let mut per = BTreeMap::new();
+        for (path, format, compression) in sink_file::certify::batch_objects(&e.out()).unwrap() {
+            let file = std::fs::File::open(&path).unwrap();
+            sinks_toolkit::batch::encode::read_rows(file, format, compression, false, |r| {
+                *per.entry(r.stream_sequence).or_insert(0) += 1;
+            })
+            .unwrap();
+        }
+        per
+    };
+    let run = Sink::start(&config, e.dir.path(), &[]);
+    let done =
+        wait_until(Duration::from_secs(60), || async { e.settled().await && rows().len() == 36 - refused }).await;
+    assert!(done, "{}", run.logs());
+    assert_eq!(run.terminate(), Some(0));
+    assert_eq!(dead_letters(&e, &dlq).await.len(), refused);
+    // The fix is a schema change: text is stored wrapped from now on.
+    let lenient = serde_json::json!({"type": "file", "directory": e.out(), "payload_mode": "json_or_envelope", "mode": "batch", "batch": batch});
+    let fixed = e.write_config_json_as("lenient.json", lenient, extra);
+    let bucket = unique("redrive");
+    let out = redrive(&e, &fixed, &bucket, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(row(&out, "redriven"), refused as u64, "{}", text(&out));
+    let per = rows();
+    assert_eq!(per.len(), 36, "every message is in a committed object");
+    assert!(per.values().all(|n| *n == 1), "each exactly once: {per:?}");
+    assert_eq!(marks(&e, &bucket).await.len(), refused);
+}
