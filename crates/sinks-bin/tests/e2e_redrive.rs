@@ -504,3 +504,103 @@ async fn a_batch_mode_sink_commits_its_objects_before_the_records_are_marked() {
     assert!(per.values().all(|n| *n == 1), "each exactly once: {per:?}");
     assert_eq!(marks(&e, &bucket).await.len(), refused);
 }
+
+#[tokio::test]
+async fn an_original_the_stream_lost_is_taken_from_its_record_or_reported_gone() {
+    const KEY_ENV: &str = "E2E_REDRIVE_PAYLOAD_KEY";
+    let key = ("E2E_REDRIVE_PAYLOAD_KEY", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=".to_owned());
+    let e = env().await;
+    let (dlq, dlq_subject) = dlq_stream(&e).await;
+    for seq in [2, 5] {
+        block(&e, seq);
+    }
+    e.publish(6, json).await;
+    let mut extra = serde_json::json!({"dead_letter": {"enabled": true, "subject": dlq_subject}});
+    extra["encryption"] = serde_json::json!({"enabled": true, "key_id": "k1", "key_b64_env": KEY_ENV});
+    let config = e.write_config_json(serde_json::json!({"type": "file", "directory": e.out()}), extra);
+    let run = Sink::start(&config, e.dir.path(), &[key.clone()]);
+    assert!(wait_until(Duration::from_secs(60), || async { e.settled().await && records(&e.out()).len() == 4 }).await);
+    assert_eq!(run.terminate(), Some(0));
+    let letters = dead_letters(&e, &dlq).await;
+    let sealed: BTreeMap<u64, serde_json::Value> = letters
+        .iter()
+        .map(|(r, _)| {
+            let b64 = r["payload_base64"].as_str().unwrap();
+            let body = base64_decode(b64);
+            (r["stream_sequence"].as_u64().unwrap(), serde_json::from_slice(&body).unwrap())
+        })
+        .collect();
+    assert!(sealed.values().all(|p| p.get("_nats_sinks_encryption").is_some()), "records hold ciphertext: {sealed:?}");
+    // The stream is deleted and created again with other messages under the same sequences.
+    e.js.delete_stream(&e.stream).await.unwrap();
+    stream_with_subjects(&e.js, &e.stream, &[&format!("{}.>", e.subject_root)]).await;
+    e.publish_range(100, 106, json).await;
+    for seq in [2, 5] {
+        unblock(&e, seq);
+    }
+    let envs = [(key.0, key.1.as_str())];
+    let bucket = unique("redrive");
+    let dry = redrive_with(&e, &config, &bucket, &["--dry-run"], &envs).await;
+    let said = String::from_utf8_lossy(&dry.stdout);
+    assert_eq!(
+        said.matches("original from record: would be redriven").count(),
+        2,
+        "another message holds those sequences now: {said}"
+    );
+    let out = redrive_with(&e, &config, &bucket, &[], &envs).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(row(&out, "redriven"), 2, "{}", text(&out));
+    for (seq, envelope) in &sealed {
+        let stored: serde_json::Value = serde_json::from_slice(&std::fs::read(record_path(&e, *seq)).unwrap()).unwrap();
+        assert_eq!(&stored["payload"], envelope, "the record's ciphertext is stored as it was, never decrypted");
+    }
+    let all = text(&out) + &text(&dry);
+    for i in [1, 4] {
+        assert!(!all.contains(&format!("\"order\":{i},")), "no plaintext in the redrive's output or logs");
+    }
+    assert!(!all.contains("ünïcode"), "no plaintext in the redrive's output or logs");
+
+    // Without a payload in the record, an original the stream lost is gone.
+    let g = env().await;
+    let (_, g_dlq_subject) = dlq_stream(&g).await;
+    for seq in [3, 6] {
+        block(&g, seq);
+    }
+    g.publish(6, json).await;
+    let extra =
+        serde_json::json!({"dead_letter": {"enabled": true, "subject": g_dlq_subject, "include_payload": false}});
+    let config = g.write_config_json(serde_json::json!({"type": "file", "directory": g.out()}), extra);
+    run_until(&g, &config, 4).await;
+    g.js.get_stream(&g.stream).await.unwrap().delete_message(3).await.unwrap();
+    for seq in [3, 6] {
+        unblock(&g, seq);
+    }
+    let bucket = unique("redrive");
+    let out = redrive(&g, &config, &bucket, &[]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!((row(&out, "redriven"), row(&out, "gone")), (1, 1), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("gone: dead letter 1 (stream sequence 3"), "{}", text(&out));
+    assert_eq!(sequences(&g.out()).len(), 5);
+    assert_eq!(marks(&g, &bucket).await.len(), 1, "a gone record is not marked: it stays visible");
+}
+
+fn base64_decode(text: &str) -> Vec<u8> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.decode(text).unwrap()
+}
+
+/// [`redrive`] with `envs` added to the environment.
+async fn redrive_with(e: &Env, config: &Path, bucket: &str, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut all: Vec<String> =
+        vec!["redrive".into(), config.to_str().unwrap().into(), "--bucket".into(), bucket.into()];
+    all.extend(args.iter().map(|a| (*a).to_owned()));
+    let envs: Vec<(String, String)> = envs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+    let cwd = e.dir.path().to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = all.iter().map(String::as_str).collect();
+        let envs: Vec<(&str, &str)> = envs.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        support::nats_sink_with_env(&args, &cwd, &envs)
+    })
+    .await
+    .unwrap()
+}
