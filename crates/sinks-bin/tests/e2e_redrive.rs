@@ -518,7 +518,7 @@ async fn an_original_the_stream_lost_is_taken_from_its_record_or_reported_gone()
     let mut extra = serde_json::json!({"dead_letter": {"enabled": true, "subject": dlq_subject}});
     extra["encryption"] = serde_json::json!({"enabled": true, "key_id": "k1", "key_b64_env": KEY_ENV});
     let config = e.write_config_json(serde_json::json!({"type": "file", "directory": e.out()}), extra);
-    let run = Sink::start(&config, e.dir.path(), &[key.clone()]);
+    let run = Sink::start(&config, e.dir.path(), std::slice::from_ref(&key));
     assert!(wait_until(Duration::from_secs(60), || async { e.settled().await && records(&e.out()).len() == 4 }).await);
     assert_eq!(run.terminate(), Some(0));
     let letters = dead_letters(&e, &dlq).await;

@@ -122,7 +122,7 @@ impl Filters {
     /// True when `record` passes every filter given.
     pub(crate) fn matches(&self, record: &Record) -> bool {
         let at = record.dead_lettered_at;
-        (self.error_types.is_empty() || self.error_types.iter().any(|t| *t == record.error_type))
+        (self.error_types.is_empty() || self.error_types.contains(&record.error_type))
             && (self.subjects.is_empty()
                 || self.subjects.iter().any(|p| sinks_toolkit::subject::matches(p, &record.subject)))
             && self.since.is_none_or(|since| at.is_some_and(|at| at >= since))
