@@ -23,12 +23,16 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use futures::StreamExt;
 use sinks_runtime::RunError;
 use sinks_runtime::runner::RedriveItem;
 
 use self::marks::{Marker, Marks, Tally};
 use self::records::{Filters, Origin, Record};
 use crate::registry;
+
+/// Stream reads of originals in flight at once.
+const LOOKUPS_IN_FLIGHT: usize = 32;
 
 /// The options of `nats-sink redrive`.
 #[derive(Debug, Clone, clap::Args)]
@@ -127,12 +131,19 @@ async fn redrive(config: &sinks_runtime::Config, options: &Options) -> Result<Ex
     };
     let matching: Vec<&Record> = all.iter().filter(|r| filters.matches(r)).collect();
     let already = matching.iter().filter(|r| done.contains_key(&r.dlq_seq)).count();
+    let todo: Vec<&Record> = matching
+        .into_iter()
+        .filter(|r| !done.contains_key(&r.dlq_seq))
+        .take(options.limit.unwrap_or(usize::MAX))
+        .collect();
+    // The originals are looked up side by side (one stream read each), in record order.
+    let lookups = futures::stream::iter(todo.iter().map(|r| records::original(&source, config, r)))
+        .buffered(LOOKUPS_IN_FLIGHT)
+        .collect::<Vec<_>>()
+        .await;
     let mut selected = Vec::new();
-    for record in matching.into_iter().filter(|r| !done.contains_key(&r.dlq_seq)) {
-        if options.limit.is_some_and(|l| selected.len() >= l) {
-            break;
-        }
-        let found = records::original(&source, config, record).await.map_err(failed)?;
+    for (record, found) in todo.into_iter().zip(lookups) {
+        let found = found.map_err(failed)?;
         let over = record.redrive_count >= options.max_redrives;
         let left = if over {
             Some(format!(

@@ -312,7 +312,8 @@ async fn http_sink_dead_letters_come_back_exactly_once_when_the_endpoint_accepts
     let poison = |i: usize| i % 7 == 3;
     publish_marked(&e, 50, poison).await;
     let refused = (0..50).filter(|i| poison(*i)).count();
-    let sink = serde_json::json!({"type": "http", "url": endpoint.url(), "allow_http_for_local_testing": true});
+    let sink = serde_json::json!({"type": "http", "url": endpoint.url(), "allow_http_for_local_testing": true,
+        "inquiry_url": endpoint.inquiry_url(), "inquiry_fingerprint_header": sinks_testkit::FINGERPRINT_HEADER});
     let config =
         e.write_config_json(sink, serde_json::json!({"dead_letter": {"enabled": true, "subject": dlq_subject}}));
     let run = Sink::start(&config, e.dir.path(), &[]);
@@ -333,6 +334,13 @@ async fn http_sink_dead_letters_come_back_exactly_once_when_the_endpoint_accepts
     assert_eq!(successes.len(), 50, "every message reached the endpoint");
     assert!(successes.values().all(|n| *n == 1), "each committed exactly once: {successes:?}");
     assert_eq!(marks(&e, &bucket).await.len(), refused, "every record marked done");
+    // Reconcile asks the endpoint (inquiry_url) and finds every message stored.
+    let cwd = e.dir.path().to_path_buf();
+    let path = config.to_str().unwrap().to_owned();
+    let reconciled =
+        tokio::task::spawn_blocking(move || nats_sink(&["reconcile", &path, "--format", "json"], &cwd)).await.unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&reconciled.stdout).unwrap();
+    assert_eq!(doc["summary"]["counts"]["present_equal"], 50, "{doc}");
     // Marks removed by hand (a bucket lost, say): the same records again are duplicates.
     let other = unique("redrive");
     let out = redrive(&e, &config, &other, &[]).await;
