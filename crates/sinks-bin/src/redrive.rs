@@ -106,6 +106,7 @@ async fn redrive(config: &sinks_runtime::Config, options: &Options) -> Result<Ex
         sinks_runtime::connect::ConnectError::Unreachable(e) => failed(format!("cannot reach nats: {e}")),
     })?;
     let js = async_nats::jetstream::new(client.clone());
+    let started = std::time::Instant::now();
     let read = records::read(&js, config).await.map_err(|e| {
         if e.starts_with("dead_letter") {
             RunError::Config(sinks_contract::ConfigError::single("dead_letter", e))
@@ -117,6 +118,7 @@ async fn redrive(config: &sinks_runtime::Config, options: &Options) -> Result<Ex
         println!("redrive: the dead-letter stream is empty; nothing to redrive");
         return Ok(ExitCode::SUCCESS);
     };
+    tracing::info!(records = all.len(), took_ms = started.elapsed().as_millis() as u64, "dead-letter records read");
     let dlq_info = dlq.info().await.map_err(failed)?.clone();
     let source =
         js.get_stream(&config.nats.stream).await.map_err(|e| failed(format!("stream {}: {e}", config.nats.stream)))?;
@@ -141,6 +143,7 @@ async fn redrive(config: &sinks_runtime::Config, options: &Options) -> Result<Ex
         .buffered(LOOKUPS_IN_FLIGHT)
         .collect::<Vec<_>>()
         .await;
+    tracing::info!(selected = todo.len(), took_ms = started.elapsed().as_millis() as u64, "originals looked up");
     let mut selected = Vec::new();
     for (record, found) in todo.into_iter().zip(lookups) {
         let found = found.map_err(failed)?;

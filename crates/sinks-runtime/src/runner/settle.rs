@@ -192,8 +192,10 @@ pub(super) async fn apply(ctx: &Ctx, planned: Planned<Handle>) {
     // Without confirmations or receipts, an ack or a NAK waits for nothing but the
     // connection's queue: they are sent one after the other from this task (one future, not
     // one per message), and only dead letters, which wait for the DLQ stream, run side by
-    // side. Otherwise every settlement runs side by side.
-    let settled = if confirm_timeout.is_none() && ctx.ledger.is_none() {
+    // side. Otherwise every settlement runs side by side (a redriven message's too: its
+    // end waits for its mark in the redrive bucket).
+    let marks = batch.handles.iter().any(|h| h.redrive().is_some());
+    let settled = if confirm_timeout.is_none() && ctx.ledger.is_none() && !marks {
         let mut settled = Vec::with_capacity(planned.len());
         let mut letters = Vec::new();
         for (i, settlement) in settlements.iter().enumerate() {
