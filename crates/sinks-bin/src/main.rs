@@ -12,6 +12,7 @@ mod lineage;
 mod memory;
 mod output;
 mod reconcile_cmd;
+mod redrive;
 mod registry;
 mod replay;
 #[cfg(feature = "spool")]
@@ -205,6 +206,15 @@ enum Command {
         /// First message stored at or after this RFC 3339 time.
         #[arg(long, value_parser = reconcile_cmd::parse_time)]
         since: Option<time::OffsetDateTime>,
+    },
+    /// Bring back exactly the dead-lettered messages of this config's stream and consumer,
+    /// exactly once, through the same pipeline; each dead-letter record is marked done once
+    /// its message is stored (or dead-lettered again). The same command again resumes.
+    Redrive {
+        /// Config file.
+        config: PathBuf,
+        #[command(flatten)]
+        options: redrive::Options,
     },
     /// Replay a spool's records into the sink of another config, deleting each record
     /// only after the target committed it. [needs the `spool` feature]
@@ -552,6 +562,7 @@ async fn dispatch(command: Command) -> ExitCode {
             let range = sinks_runtime::reconcile::Range { from_seq, to_seq, since, until };
             reconcile_cmd::run(reconcile_cmd::Request { config, range, format, repair, chunk }).await
         }
+        Command::Redrive { config, options } => redrive::run(&config, options).await,
         Command::Replay { config, from_seq, to_seq, since } => {
             replay::run(&config, replay::ReplayRange { from_seq, to_seq, since }).await
         }

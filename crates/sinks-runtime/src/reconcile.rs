@@ -251,9 +251,10 @@ impl Reader {
     }
 }
 
-/// Reads `stream` from `start` (filtered to `filter` when not empty) and calls `each` until
-/// it returns `false` or the stream has nothing more.
-async fn scan(
+/// Reads `stream` from `start` (filtered to `filter` when not empty) through an ephemeral
+/// ordered consumer and calls `each` until it returns `false` or the stream has nothing more
+/// (`nats-sink redrive` reads the dead-letter stream with it too).
+pub async fn scan(
     stream: &jetstream::stream::Stream,
     start: DeliverPolicy,
     filter: &str,
@@ -269,7 +270,7 @@ async fn scan(
 }
 
 /// The stream that captures `subject`, if any and not empty.
-async fn stream_for(
+pub async fn stream_for(
     js: &jetstream::Context,
     subject: &str,
 ) -> Result<Option<jetstream::stream::Stream>, ReconcileError> {
