@@ -32,7 +32,9 @@ pub fn strict_text_into(text: &[u8], sink: &mut Sink) -> Result<(), NotStrict> {
 /// True when this build's serde_json keeps numbers as text (`arbitrary_precision`).
 fn precise_numbers() -> bool {
     static PRECISE: OnceLock<bool> = OnceLock::new();
-    *PRECISE.get_or_init(|| serde_json::from_str::<serde_json::Number>("1e2").is_ok_and(|n| n.to_string() == "1e2"))
+    // Without the feature, `1e2` is read into an `f64` and shown as `100.0`; with it, the text
+    // is kept (serde_json writes the exponent as `1e+2`).
+    *PRECISE.get_or_init(|| serde_json::from_str::<serde_json::Number>("1e2").is_ok_and(|n| n.to_string() != "100.0"))
 }
 
 struct TextSeed<'s> {
