@@ -144,11 +144,13 @@ async fn replace_overwrites_and_one_key_is_written_in_input_order() {
 
 #[tokio::test]
 async fn entries_expire_after_ttl_seconds() {
-    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(1)).await;
+    // 3 s of life: time enough to read the entry back on a loaded machine (with 1 s, a batch's
+    // entries expired between the write and the read-back in a busy run).
+    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(3)).await;
     assert_eq!(classes(&write(&sink, &[envelope("TTL", 1, "s", "{}")]).await), [OutcomeClass::Committed]);
     assert!(read_back.get(&key("TTL", 1)).await.unwrap().is_some());
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(read_back.get(&key("TTL", 1)).await.unwrap().is_none(), "expired after 1 s");
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert!(read_back.get(&key("TTL", 1)).await.unwrap().is_none(), "expired after 3 s");
 }
 
 #[tokio::test]
@@ -425,14 +427,14 @@ async fn an_entry_the_proxy_refuses_fails_alone_and_its_batch_mates_commit() {
 
 #[tokio::test]
 async fn entries_of_a_batch_expire_after_ttl_seconds() {
-    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(1)).await;
+    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(3)).await;
     let batch: Vec<_> = (1..=6).map(|s| envelope("TTLB", s, &format!("t.k{}", s % 2), "{}")).collect();
     assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
     for s in 1..=6 {
         assert!(read_back.get(&key("TTLB", s)).await.unwrap().is_some(), "entry {s} is there at first");
     }
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
     for s in 1..=6 {
-        assert!(read_back.get(&key("TTLB", s)).await.unwrap().is_none(), "entry {s} expired after 1 s");
+        assert!(read_back.get(&key("TTLB", s)).await.unwrap().is_none(), "entry {s} expired after 3 s");
     }
 }

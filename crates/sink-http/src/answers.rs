@@ -1,8 +1,8 @@
 //! The answers that settled recent messages (status and response id header), kept so the
 //! delivery ledger's receipt can name them as the message's destination reference
-//! (`Sink::destination` is asked after the write returned, with the outcome only).
+//! (`Destinations::destination` is asked after the write returned, with the outcome only).
 //!
-//! Kept only when the ledger will ask (`Sink::report_destinations`): without it a sink would
+//! Kept only when the ledger will ask (`Destinations::enable`): without it a sink would
 //! hold about 12 MiB of answers nobody reads and pay a map insert per message. Bounded: the
 //! oldest entries are forgotten past [`CAPACITY`] messages. An entry asked for after it was
 //! forgotten reports the URL alone.

@@ -65,8 +65,8 @@ struct Inner {
     statuses: StatusSets,
     /// In-place retries: temporary failures only (`retry.*`).
     retry: InPlace,
-    /// How recent messages were answered, for [`Sink::destination`]; kept only once
-    /// [`Sink::report_destinations`] was called (the delivery ledger is on).
+    /// How recent messages were answered, for [`sinks_contract::Destinations::destination`]; kept only once
+    /// [`sinks_contract::Destinations::enable`] was called (the delivery ledger is on).
     answers: Answers,
     reporting: AtomicBool,
 }
@@ -408,7 +408,7 @@ impl Destinations for HttpSink {
     /// The endpoint URL (validated to carry no credentials, query or fragment), with the
     /// status of the answer that settled the message and the `response_id_header` value,
     /// while the sink still remembers them (its last 65,536 messages, and only once
-    /// [`Sink::report_destinations`] was called).
+    /// [`sinks_contract::Destinations::enable`] was called).
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let settled = self.inner.answers.get(envelope);
         Some(DestinationRef::Http {
@@ -632,7 +632,7 @@ impl Inner {
         Ok(outcome)
     }
 
-    /// Keeps the answer that settled `envelope` for [`Sink::destination`], when it will be
+    /// Keeps the answer that settled `envelope` for [`sinks_contract::Destinations::destination`], when it will be
     /// asked.
     fn remember(&self, envelope: &Envelope, answer: &Answer) {
         if self.reporting.load(Ordering::Relaxed) {

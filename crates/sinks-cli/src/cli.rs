@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::{inspect, output, reconcile_cmd, stream_plan};
+use crate::{inspect, output, reconcile_cmd, redrive, stream_plan};
 
 /// Moves events from NATS JetStream into durable destinations, acking only after commit.
 #[derive(Debug, clap::Parser)]
@@ -182,6 +182,15 @@ pub(crate) enum Command {
         /// First message stored at or after this RFC 3339 time.
         #[arg(long, value_parser = reconcile_cmd::parse_time)]
         since: Option<time::OffsetDateTime>,
+    },
+    /// Bring back exactly the dead-lettered messages of this config's stream and consumer,
+    /// exactly once, through the same pipeline; each dead-letter record is marked done once
+    /// its message is stored (or dead-lettered again). The same command again resumes.
+    Redrive {
+        /// Config file.
+        config: PathBuf,
+        #[command(flatten)]
+        options: redrive::Options,
     },
 }
 

@@ -1,7 +1,7 @@
 //! Runs the command the command line names: a binary's own subcommand
 //! ([`Registry::commands`]) or one of the built-in ones. The short commands are here; `run`,
-//! `test-sink`, `replay`, `reconcile`, `decrypt`, `inspect-ordered` and `stream-plan` have
-//! modules of their own.
+//! `test-sink`, `replay`, `redrive`, `reconcile`, `decrypt`, `inspect-ordered` and
+//! `stream-plan` have modules of their own.
 
 use std::process::ExitCode;
 
@@ -11,7 +11,7 @@ use sinks_runtime::RunError;
 use sinks_runtime::config::redact;
 
 use crate::cli::{Accept, Cli, Command};
-use crate::{Registry, decrypt, exit, inspect, output, reconcile_cmd, replay, run, stream_plan, test_sink};
+use crate::{Registry, decrypt, exit, inspect, output, reconcile_cmd, redrive, replay, run, stream_plan, test_sink};
 
 /// Runs the command `matches` name; returns the exit code.
 pub(crate) async fn dispatch(matches: &clap::ArgMatches, registry: &Registry) -> ExitCode {
@@ -214,6 +214,7 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
         Command::Replay { config, from_seq, to_seq, since } => {
             replay::run(registry, &config, replay::ReplayRange { from_seq, to_seq, since }).await
         }
+        Command::Redrive { config, options } => redrive::run(registry, &config, options).await,
         Command::Sinks { names } => output::emit(&registry.describe_kinds(names)),
         Command::TestSink { config, create, sink_name, all_named_sinks } => {
             test_sink::run(registry, test_sink::Request { config: &config, create, sink_name, all_named_sinks }).await

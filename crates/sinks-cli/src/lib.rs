@@ -14,7 +14,7 @@
 //!
 //! [`main`] parses the command line and runs `run`, `validate`, `show-effective-config`,
 //! `test-sink`, `ddl`, `decrypt`, `stream-plan`, `inspect-ordered`, `sinks`, `completions`,
-//! `man`, `reconcile`, `stream-identity` and `replay` for the kinds of the [`Registry`]
+//! `man`, `reconcile`, `stream-identity`, `replay` and `redrive` for the kinds of the [`Registry`]
 //! (each a [`sinks_contract::SinkFactory`]; the runtime's `blackhole` and the `fanout` of
 //! named sinks are always there), plus the subcommands the binary adds
 //! ([`Registry::commands`]). `run` serves `/metrics`, `/healthz` and `/readyz` while it runs
@@ -37,6 +37,7 @@ mod logging;
 mod output;
 mod process;
 mod reconcile_cmd;
+mod redrive;
 mod registry;
 mod replay;
 mod run;

@@ -75,6 +75,10 @@ impl Default for DeadLetterConfig {
 pub const ERROR_TYPE_HEADER: &str = "Nats-Sinks-Error-Type";
 /// Header carrying the original subject of a DLQ record.
 pub const ORIGINAL_SUBJECT_HEADER: &str = "Nats-Sinks-Original-Subject";
+/// Header of a DLQ record made when a redriven message failed again: how many times the
+/// message was redriven (`nats-sink redrive`). Absent on a first dead letter. The record
+/// says it too (`redrive_count`).
+pub const REDRIVE_COUNT_HEADER: &str = "Nats-Sinks-Redrive-Count";
 
 /// What a conflicting redelivery the sink rejected is: the error of its DLQ record, and of a
 /// fan-out target's rejected conflict.
@@ -230,6 +234,18 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
 /// key is the earlier event's too, and that event's own dead letter (or an earlier reuse)
 /// must not swallow this one's in the stream's duplicate window.
 pub fn record_msg_id(envelope: &Envelope, error: &SinkError) -> String {
+    counted_msg_id(envelope, error, 0)
+}
+
+/// [`record_msg_id`] of a dead letter made on the `redrives`-th redrive of the message: a
+/// record of its own (the first record's id would be deduplicated by the stream), and the
+/// same one when a crashed redrive publishes it again.
+fn counted_msg_id(envelope: &Envelope, error: &SinkError, redrives: u32) -> String {
+    let id = uncounted_msg_id(envelope, error);
+    if redrives == 0 { id } else { format!("{id}:redrive:{redrives}") }
+}
+
+fn uncounted_msg_id(envelope: &Envelope, error: &SinkError) -> String {
     match envelope.idempotency_key() {
         Ok(key) if error.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
             let print = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(envelope.payload()));
@@ -267,7 +283,23 @@ impl DeadLetterPublisher {
     /// any error (no stream captures the subject, timeout, disconnect) is returned so the
     /// caller NAKs the original instead of acking it.
     pub async fn publish(&self, envelope: &Envelope, error: &SinkError, sink: &str) -> Result<(), DeadLetterError> {
+        self.publish_counted(envelope, error, sink, 0).await
+    }
+
+    /// [`DeadLetterPublisher::publish`] for a message that failed again on its `redrives`-th
+    /// redrive (`0`: a first dead letter, exactly as `publish`): the record says
+    /// `redrive_count`, carries the [`REDRIVE_COUNT_HEADER`] and a message id of its own.
+    pub async fn publish_counted(
+        &self,
+        envelope: &Envelope,
+        error: &SinkError,
+        sink: &str,
+        redrives: u32,
+    ) -> Result<(), DeadLetterError> {
         let mut record = record(envelope, error, sink, &self.config);
+        if let (true, Value::Object(map)) = (redrives > 0, &mut record) {
+            map.insert("redrive_count".into(), redrives.into());
+        }
         // The message's trace, when it is exported (traces on): `reconcile` can name it.
         if let (Some(trace_id), Value::Object(map)) = (crate::otel::current_trace_id(), &mut record) {
             map.insert("trace_id".into(), trace_id.into());
@@ -276,8 +308,13 @@ impl DeadLetterPublisher {
         let mut headers = HeaderMap::new();
         headers.insert(ERROR_TYPE_HEADER, error.error_type());
         headers.insert(ORIGINAL_SUBJECT_HEADER, envelope.subject());
-        let publish =
-            PublishMessage::build().payload(body.into()).headers(headers).message_id(record_msg_id(envelope, error));
+        if redrives > 0 {
+            headers.insert(REDRIVE_COUNT_HEADER, redrives.to_string().as_str());
+        }
+        let publish = PublishMessage::build()
+            .payload(body.into())
+            .headers(headers)
+            .message_id(counted_msg_id(envelope, error, redrives));
         let ack = self
             .context
             .send_publish(self.subject.clone(), publish)
@@ -331,6 +368,7 @@ mod tests {
             )
         );
         assert_eq!(record_msg_id(&e, &err), "nats-sinks-dlq:stream-sequence:ORDERS:12");
+        assert_eq!(counted_msg_id(&e, &err, 2), "nats-sinks-dlq:stream-sequence:ORDERS:12:redrive:2");
         let reused = sinks_toolkit::existing::sequence_reused("file");
         let MessageOutcome::Failed(reused) = reused else { panic!("a failure") };
         let id = record_msg_id(&e, &reused);

@@ -4,7 +4,7 @@
 //! A receipt says where a message went and how it came out: idempotency key, stream and
 //! sequence, message id, correlation id, delivery attempt, outcome (committed, duplicate,
 //! conflict kept, overwritten, dead-lettered with the reason), the destination reference the
-//! sink reported ([`sinks_contract::Sink::destination`]), the sink and target names and timestamps.
+//! sink reported ([`sinks_contract::Destinations::destination`]), the sink and target names and timestamps.
 //! Sinks never publish receipts; only [`LedgerPublisher`], called by the runner, does.
 //!
 //! Receipts carry `Nats-Msg-Id` = `nats-sinks-ledger:{key}:{outcome}`, so a redelivery that

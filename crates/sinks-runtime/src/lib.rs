@@ -6,7 +6,8 @@
 //! [`sinks_contract::Sink`], and settles every message from its own outcome through the pure
 //! ACK gate ([`ack::settle`]), publishing dead-letter records ([`dlq`]) and delivery receipts
 //! ([`ledger`]) and acknowledging only after every required durable effect has committed
-//! ([`runner`]). It also reads a stream back against a destination ([`reconcile`]), composes
+//! ([`runner`]). It also reads a stream back against a destination ([`reconcile`]), brings
+//! dead-lettered messages back through the same path ([`redrive`]), composes
 //! named sinks into one ([`fanout`]), observes ([`metrics`], [`advisories`], [`freshness`])
 //! exports over OTLP ([`otel`]), lets the operator commands look at a stream ([`inspect`])
 //! and carries the `blackhole` sink, for overhead measurements.
@@ -36,6 +37,7 @@ pub mod ledger;
 pub mod metrics;
 pub mod otel;
 pub mod reconcile;
+pub mod redrive;
 pub mod runner;
 pub mod setup;
 mod source;

@@ -3,7 +3,7 @@
 //!
 //! The stream is read with an ephemeral ordered consumer (nothing is acked, the durable
 //! consumer is never touched) and checked in chunks through the sink's read-back capability
-//! ([`sinks_contract::Sink::reconcile`]); nothing is ever written to the destination. Memory is
+//! ([`sinks_contract::Reconcile::reconcile`]); nothing is ever written to the destination. Memory is
 //! bounded by the chunk size plus two bits per sequence of the range for the ledger and the
 //! DLQ lookups. Every message lands in one [`Class`]; only the ones worth a look are handed
 //! to the caller as [`Finding`]s, and the missing sequences are merged into ranges for
@@ -251,9 +251,10 @@ impl Reader {
     }
 }
 
-/// Reads `stream` from `start` (filtered to `filter` when not empty) and calls `each` until
-/// it returns `false` or the stream has nothing more.
-async fn scan(
+/// Reads `stream` from `start` (filtered to `filter` when not empty) through an ephemeral
+/// ordered consumer and calls `each` until it returns `false` or the stream has nothing more
+/// ([`crate::redrive`] reads the dead-letter stream with it too).
+pub(crate) async fn scan(
     stream: &jetstream::stream::Stream,
     start: DeliverPolicy,
     filter: &str,
@@ -269,7 +270,7 @@ async fn scan(
 }
 
 /// The stream that captures `subject`, if any and not empty.
-async fn stream_for(
+pub(crate) async fn stream_for(
     js: &jetstream::Context,
     subject: &str,
 ) -> Result<Option<jetstream::stream::Stream>, ReconcileError> {

@@ -3,7 +3,7 @@
 //! only final outcomes.
 //!
 //! A holding sink (see [`Sink::holding`]) reports a message [`MessageOutcome::Pending`] when
-//! it takes it into an open record, and its final outcome later, from [`Sink::flush`], named
+//! it takes it into an open record, and its final outcome later, from [`Holding::flush`], named
 //! by stream and stream sequence ([`Settled`]). Whoever writes through it keeps something
 //! per pending message until then: the runner its ack handle (and the envelope, for the
 //! settlement), [`Durable`] a channel to the write that waits. [`Pending`] is that

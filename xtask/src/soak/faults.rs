@@ -176,11 +176,15 @@ impl Destination {
     pub(crate) async fn start(sink: &str, dir: &Path) -> Result<Self> {
         Ok(match sink {
             "file" => {
-                // A real tmpfs, so that the disk can really be full.
+                // A real tmpfs, so that the disk can really be full. Large enough for every
+                // record of a long phase (a record takes a 4 KiB page: 128 MiB held only 32,768
+                // of them, which a 30-minute run's file phase, dead-lettering nothing through
+                // its outages, outgrew: the disk stayed full after the fault and nothing
+                // drained); tmpfs takes memory only as it fills, and the fault fills it all.
                 let mount = dir.join("out");
                 std::fs::create_dir_all(&mount)?;
                 let mounted = std::process::Command::new("mount")
-                    .args(["-t", "tmpfs", "-o", "size=128m,mode=0755", "tmpfs"])
+                    .args(["-t", "tmpfs", "-o", "size=1g,mode=0755", "tmpfs"])
                     .arg(&mount)
                     .status()
                     .is_ok_and(|s| s.success());

@@ -145,7 +145,7 @@ const MAX_ISSUES: usize = 32;
 ///
 /// serde stops at the first problem; to report them all at once, the offending value is taken
 /// out (an unknown field, or a value of the wrong type, which then takes its default) and the
-/// rest is read again, up to [`MAX_ISSUES`] problems. A missing required field ends the search.
+/// rest is read again, up to `MAX_ISSUES` (32) problems. A missing required field ends the search.
 pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, mut value: serde_json::Value) -> Result<T, ConfigError> {
     let mut issues = Vec::new();
     loop {

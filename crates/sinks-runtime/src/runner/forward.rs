@@ -1,6 +1,7 @@
 //! A batch's one forward path: every message the runner settles takes it, fetched, released
-//! from parking in chunks, or read back by the rescue (with its advisory as its handle, see
-//! `handle`). [`process`] is a batch's task, and every step hands the batch on to the next
+//! from parking in chunks, read back by the rescue (with its advisory as its handle, see
+//! `handle`), or brought back from its dead letter by `nats-sink redrive` (with its record's
+//! ticket as its handle). [`process`] is a batch's task, and every step hands the batch on to the next
 //! one, never back:
 //!
 //! 1. wait (heartbeated) until earlier batches sharing one of its ordering keys have written;
@@ -46,6 +47,11 @@ pub(super) enum Origin {
     /// steps run on each message, and none keeps an ordering key (its last chance must not
     /// wait behind anything).
     Rescued,
+    /// Brought back from its dead letter by `nats-sink redrive` (the original, read from its
+    /// stream or from a plain record payload): the policy steps run on each message, none
+    /// keeps an ordering key. A record payload that is already an encryption envelope went
+    /// through the steps before and comes as [`Origin::Parked`].
+    Redriven,
 }
 
 /// One batch's task (see the module documentation for its steps). `waits` are the writes of
@@ -71,7 +77,7 @@ pub(super) async fn process(
     // see only what the policies let through, encrypted when encryption is on. A refused
     // message is dead-lettered alone, while its batch-mates are written.
     let (batch, refused, rejections) = match origin {
-        Origin::Fetched | Origin::Rescued => apply_policies(ctx, batch, origin == Origin::Rescued),
+        Origin::Fetched | Origin::Rescued | Origin::Redriven => apply_policies(ctx, batch, origin != Origin::Fetched),
         Origin::Parked => (batch, Batch::default(), Vec::new()),
     };
     // Messages of a key waiting for its failed message join that key's lot; a failed

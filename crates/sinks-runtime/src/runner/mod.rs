@@ -31,14 +31,15 @@
 //! step counts; `guard` the stream guard (the stream's identity, its epochs and the pause
 //! when it changed; lag and retention headroom); `health` the destination probe; `reconnect`
 //! the retries of start-up steps; `rescue` the intake of messages the server stopped
-//! redelivering; `context` the per-run context the tasks share; `batch` the batch type;
+//! redelivering; `redrive` the run of `nats-sink redrive` (dead-lettered messages brought
+//! back, each settled through its record's ticket); `context` the per-run context the tasks share; `batch` the batch type;
 //! `stats` the run's counters.
 //!
 //! The modules form layers, never a cycle (`tests/runner_modules.rs` checks it): the leaves
 //! (`batch`, `handle`, `stats`, `parking`, `outage`, `guard`, `ordering`, `tally`, …) know
 //! no task; `context` names only leaves; every task depends on `context` and the leaves, and
-//! on tasks below it (`forward` on `written`, `pending`, `hold` and `settle`; `rescue` and
-//! `fetch` on `forward`); this file wires them together and nothing depends on it.
+//! on tasks below it (`forward` on `written`, `pending`, `hold` and `settle`; `rescue`,
+//! `redrive` and `fetch` on `forward`); this file wires them together and nothing depends on it.
 
 mod batch;
 mod context;
@@ -55,6 +56,7 @@ mod outage;
 mod parking;
 mod pending;
 mod reconnect;
+mod redrive;
 mod rescue;
 mod settle;
 mod startup;
@@ -75,11 +77,13 @@ use self::context::{Ctx, write_budget};
 use self::fetch::fetch_loop;
 pub(crate) use self::guard::GuardState;
 use self::guard::{Guard, live_now, watch_stream};
+pub use self::handle::{RedriveEnd, RedriveMarker};
 use self::health::probe_sink;
 use self::keeper::keep_parking;
 use self::outage::{Holds, Outage};
 use self::parking::Parking;
 use self::reconnect::{Reaching, Retry, retry_until};
+pub use self::redrive::RedriveItem;
 pub use self::stats::RunStats;
 use crate::ack::{AfterDeadLetter, GatePolicy};
 use crate::config::{Config, ConfigError};
@@ -439,6 +443,98 @@ async fn run_inner(
     let counts: Vec<String> = stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
     tracing::info!(counts = %counts.join(" "), "stopped");
     Ok(())
+}
+
+/// `nats-sink redrive`: writes dead-lettered messages the caller brought back (`items`)
+/// through `sink` with the run's whole discipline (policies, write, ACK gate, receipts, a new
+/// dead letter with the redrive count when one fails again), and tells `marker` how each
+/// ended once that end is durable. No consumer is bound: the messages come from the caller,
+/// and what is not done stays for another run. A destination outage is not ridden out
+/// (`delivery.outage_hold_seconds` is 0 here): its messages end `NotDone` at once. Returns
+/// how many messages were handed to the write (fewer when `shutdown` came first).
+pub async fn redrive(
+    mut config: Config,
+    sink: Arc<dyn Sink>,
+    items: Vec<RedriveItem>,
+    marker: Arc<dyn RedriveMarker>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<usize, RunError> {
+    config.delivery.outage_hold_seconds = 0;
+    let metrics = Metrics::new(&config.metrics);
+    let pipeline = Pipeline::from_config(config.policy_sections())?;
+    if config.ledger.enabled
+        && let Some(destinations) = sink.destinations()
+    {
+        destinations.enable();
+    }
+    let client = match connect::connect(&config.nats).await {
+        Ok(c) => c,
+        Err(ConnectError::Config(e)) => return Err(e.into()),
+        Err(ConnectError::Unreachable(e)) => {
+            return Err(RunError::Unreachable(format!("cannot reach nats at {}: {e}", startup::servers(&config))));
+        }
+    };
+    match sink.open().await {
+        Ok(()) => {}
+        Err(e) if e.class() == ErrorClass::Config => {
+            return Err(ConfigError::single(e.field().unwrap_or("sink"), e.display_chain()).into());
+        }
+        Err(e) => return Err(RunError::SinkOpen(e.display_chain())),
+    }
+    let js = async_nats::jetstream::new(client.clone());
+    let ack_wait = Duration::from_secs_f64(config.consumer_management.ack_wait_seconds.unwrap_or(30.0).max(1.0));
+    let policy = GatePolicy {
+        backoff: config.delivery.backoff(),
+        max_retries: config.delivery.max_retries,
+        temporary_action: config.delivery.temporary_failure_action,
+        dead_letter: config.dead_letter.enabled.then_some(AfterDeadLetter::Ack),
+        max_deliver: None,
+    };
+    let (stop_tx, stop) = watch::channel(false);
+    let stats = Arc::clone(metrics.stats());
+    let ctx = Ctx {
+        sink: Arc::clone(&sink),
+        policy,
+        dlq: DeadLetterPublisher::new(js.clone(), config.dead_letter.clone()),
+        stats,
+        outcomes: metrics.outcome_counters(sink.name()),
+        freshness: Freshness::new(&config.metrics),
+        metrics: metrics.clone(),
+        policy_steps: pipeline.steps(),
+        outage: std::sync::Mutex::new(Outage::default()),
+        parking: std::sync::Mutex::new(Parking::default()),
+        ack_wait,
+        write_budget: write_budget(&config, ack_wait),
+        pipeline,
+        ledger: LedgerPublisher::new(js.clone(), config.ledger.clone()),
+        rescue: false,
+        traces: None,
+        pending: std::sync::Mutex::new(Default::default()),
+        flush_wake: tokio::sync::Notify::new(),
+        guard: Arc::new(Guard::off(&config, metrics.clone())),
+        js,
+        holds: Holds::new(metrics.clone(), sink.name(), 0),
+        stop,
+        config,
+    };
+    let work = redrive::drive(&ctx, items, &marker);
+    tokio::pin!(work);
+    let signal = async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    };
+    let handed = tokio::select! {
+        handed = &mut work => handed,
+        () = signal => work.await,
+    };
+    if let Err(e) = client.flush().await {
+        tracing::warn!(error = %e, "flushing the nats connection failed");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(ctx.config.nats.drain_timeout_seconds), client.drain()).await;
+    if let Err(e) = sink.close().await {
+        tracing::warn!(error = %e.display_chain(), "closing the sink failed");
+    }
+    Ok(handed)
 }
 
 /// Opens the sink, retrying what a retry can fix; `None` when a stop came first.

@@ -118,8 +118,9 @@ pub(super) fn hold(
             }
             held.push(envelope.jetstream().stream_sequence);
             let key = key_of(&envelope);
-            // A rescued message's exhaustion is dead-lettered whatever its delivery count.
-            let whole = keep_payloads || handle.rescued() || ctx.is_last_delivery(&envelope);
+            // A rescued message's exhaustion is dead-lettered whatever its delivery count, and so
+            // is a redriven message that fails again.
+            let whole = keep_payloads || handle.out_of_band() || ctx.is_last_delivery(&envelope);
             let envelope = if whole { envelope } else { slim(ctx, envelope) };
             let holder = Holder { envelope: Box::new(envelope), handle, slim: !whole };
             match pending.hold(key, holder) {

@@ -27,7 +27,7 @@ use time::OffsetDateTime;
 
 use super::batch::Batch;
 use super::context::Ctx;
-use super::handle::{Handle, count_rescue_failure};
+use super::handle::{Handle, count_rescue_failure, redrive_end};
 use super::outage::Failures;
 use super::parking::{HELD_BACK_MARGIN, Parking};
 use super::stats::RunStats;
@@ -192,8 +192,10 @@ pub(super) async fn apply(ctx: &Ctx, planned: Planned<Handle>) {
     // Without confirmations or receipts, an ack or a NAK waits for nothing but the
     // connection's queue: they are sent one after the other from this task (one future, not
     // one per message), and only dead letters, which wait for the DLQ stream, run side by
-    // side. Otherwise every settlement runs side by side.
-    let settled = if confirm_timeout.is_none() && ctx.ledger.is_none() {
+    // side. Otherwise every settlement runs side by side (a redriven message's too: its
+    // end waits for its mark in the redrive bucket).
+    let marks = batch.handles.iter().any(|h| h.redrive().is_some());
+    let settled = if confirm_timeout.is_none() && ctx.ledger.is_none() && !marks {
         let mut settled = Vec::with_capacity(planned.len());
         let mut letters = Vec::new();
         for (i, settlement) in settlements.iter().enumerate() {
@@ -247,7 +249,8 @@ fn record_settled(ctx: &Ctx, batch: &Batch<Handle>, settled: &[Settled], outcome
     let messages = batch.envelopes.iter().zip(&batch.handles).zip(settled).zip(outcomes);
     for (((envelope, handle), settled), outcome) in messages {
         match settled {
-            Settled::Acked | Settled::Terminated | Settled::Naked(_) | Settled::LeftUnacked if handle.rescued() => {}
+            Settled::Acked | Settled::Terminated | Settled::Naked(_) | Settled::LeftUnacked if handle.out_of_band() => {
+            }
             Settled::Acked => {
                 acked += 1;
                 if let (true, Some(now_ns), Some(ts)) = (outcome.is_durable(), now_ns, envelope.jetstream().timestamp) {
@@ -383,12 +386,18 @@ async fn settle_one(
         Settlement::Ack => AckKind::Ack,
         Settlement::Nak(d) => AckKind::Nak(Some(d)),
         Settlement::LeaveUnacked => {
+            if let Some(ticket) = handle.redrive() {
+                return match ticket.end(redrive_end(None, settlement, outcome)).await {
+                    Ok(()) => Settled::LeftUnacked,
+                    Err(e) => Settled::NotSent { term: false, error: e.to_string() },
+                };
+            }
             if !rescued {
                 RunStats::add(&ctx.stats.left_unacked, 1);
             }
             return Settled::LeftUnacked;
         }
-        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, rescued).await,
+        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, handle).await,
     };
     // A NAK is not final. Otherwise the settlement is final and its durable effects are
     // committed (the DLQ record among them): the receipt goes out before the ack (or after
@@ -402,7 +411,7 @@ async fn settle_one(
             .and_then(|l| l.receipt(envelope, outcome, &settlement, ctx.sink.as_ref()).map(|r| (l, r))),
     };
     let after_ack = match receipt {
-        Some((ledger, receipt)) if rescued || ledger.mode() == LedgerMode::BeforeAck => {
+        Some((ledger, receipt)) if handle.out_of_band() || ledger.mode() == LedgerMode::BeforeAck => {
             ledger.record(&receipt).await;
             None
         }
@@ -435,8 +444,10 @@ async fn settle_one(
     let timed = matches!(kind, AckKind::Term) || (confirm.is_some() && matches!(kind, AckKind::Ack));
     let started = (timed && ctx.metrics.enabled()).then(Instant::now);
     let seconds = |started: Option<Instant>| started.map_or(0.0, |s| s.elapsed().as_secs_f64());
-    let result = match (confirm, &kind) {
-        (Some(t), AckKind::Ack) => {
+    let result = match (confirm, &kind, handle.redrive()) {
+        // A redriven message's end goes to its ticket, once durable (the receipt is out).
+        (_, _, Some(ticket)) => ticket.end(redrive_end(Some(&kind), settlement, outcome)).await,
+        (Some(t), AckKind::Ack, None) => {
             ctx.metrics.inc(CounterId::AckConfirmationAttempts, 1);
             let result = handle.send_confirmed(kind, t).await;
             ctx.metrics.observe(TimingId::AckConfirmationSeconds, seconds(started));
@@ -506,28 +517,45 @@ fn note_rescue(ctx: &Ctx, envelope: &Envelope, outcome: &MessageOutcome, settlem
     }
 }
 
-/// Publishes the DLQ record of a message the gate dead-letters (`rescued`: a rescued
-/// message, whose dead letter is also the rescue's). Returns the ack kind that settles the
-/// original: `then` once the DLQ stream stored the record, a NAK when it did not (or when no
-/// DLQ is configured), never an ack.
+/// Publishes the DLQ record of a message the gate dead-letters (a rescued message's dead
+/// letter is also the rescue's; a redriven message's carries its redrive count and the
+/// fan-out target its earlier record named). Returns the ack kind that settles the original:
+/// `then` once the DLQ stream stored the record, a NAK when it did not (or when no DLQ is
+/// configured), never an ack.
 async fn dead_letter(
     ctx: &Ctx,
     envelope: &Envelope,
     outcome: &MessageOutcome,
     then: AfterDeadLetter,
-    rescued: bool,
+    handle: &Handle,
 ) -> AckKind {
+    let rescued = handle.rescued();
     let Some(error) = dlq::record_error(outcome) else { return AckKind::Ack };
+    let redrive = handle.redrive();
+    let error = match redrive.and_then(|t| t.target()) {
+        Some(target) if error.target().is_none() => dlq::RecordError::Made(error.duplicate().with_target(target)),
+        _ => error,
+    };
     let seq = envelope.jetstream().stream_sequence;
+    let count = redrive.map_or(0, super::handle::RedriveTicket::next_count);
     let stored = match &ctx.dlq {
         None => false,
-        Some(dlq) => match dlq.publish(envelope, &error, ctx.sink.name()).await {
+        Some(dlq) => match dlq.publish_counted(envelope, &error, ctx.sink.name(), count).await {
             Ok(()) => {
                 RunStats::add(&ctx.stats.dead_lettered, 1);
                 let reason = dlq::reason(outcome);
                 ctx.metrics.inc(CounterId::MessagesDlq, 1);
                 ctx.metrics.dlq_record(reason);
-                if rescued {
+                if count > 0 {
+                    tracing::warn!(
+                        stream_sequence = seq,
+                        subject = envelope.subject(),
+                        redrive_count = count,
+                        error_type = error.error_type(),
+                        error = %error.display_chain(),
+                        "redriven message failed again; dead-lettered again"
+                    );
+                } else if rescued {
                     RunStats::add(&ctx.stats.rescue_dead_lettered, 1);
                     ctx.metrics.inc(CounterId::MessagesRescuedDeadLettered, 1);
                     tracing::warn!(

@@ -33,7 +33,7 @@ pub(super) fn plan_written(ctx: &Ctx, batch: Batch<Handle>, outcomes: Vec<Messag
         .zip(outcomes)
         .map(|((handle, envelope), outcome)| match handle {
             Handle::Rescue(_) => last_chance(outcome, envelope.jetstream().delivered),
-            Handle::Delivery(_) => outcome,
+            Handle::Delivery(_) | Handle::Redrive(_) => outcome,
         })
         .collect();
     let mut parking = ctx.lock_parking();
