@@ -26,7 +26,7 @@
 //! | optional targets: any result, a timeout or a dropped copy | never change the outcome (counted) |
 //!
 //! A dead-letter settlement acks (or terms) the original only after the DLQ stream has
-//! acknowledged the record: [`after_dead_letter`] turns the publish's result into the ack
+//! acknowledged the record: `after_dead_letter` turns the publish's result into the ack
 //! kind that settles the original, which is a `Nak` whenever the record was not stored.
 #![deny(missing_docs)]
 

@@ -120,7 +120,7 @@ pub fn config_warnings(config: &Config) -> Vec<String> {
 
 /// Checks `config` against the NATS server it names without consuming or changing
 /// anything (`nats-sink validate --connect`): connects (one attempt), then
-/// [`setup::preflight`]. Returns what start-up would do, as lines.
+/// `setup::preflight`. Returns what start-up would do, as lines.
 pub async fn check_against_server(config: &Config) -> Result<Vec<String>, RunError> {
     let servers = startup::servers(config);
     let client = match connect::connect(&config.nats).await {
@@ -142,7 +142,7 @@ pub async fn check_against_server(config: &Config) -> Result<Vec<String>, RunErr
 
 /// `nats-sink stream-identity`: the stream's identity record and the live stream, and, with a
 /// decision, the decision applied to a change that waits for one (see
-/// [`crate::identity::operate`]).
+/// `identity::operate`).
 pub async fn stream_identity(
     config: &Config,
     decision: Option<crate::identity::Decision>,
