@@ -553,13 +553,23 @@ mod tests {
     #[test]
     fn a_fanout_gathers_its_named_sinks() {
         let r = registry();
-        let c = config(json!({"sink": {"type": "fanout"}, "sinks": {"a": {"type": "here"}, "b": {"type": "there"}}}));
+        // A fan-out takes its targets from the routes (the config is refused without them).
+        let routes = |targets: &[&str]| {
+            let targets: Vec<serde_json::Value> = targets.iter().map(|t| json!({"sink": t})).collect();
+            json!({"enabled": true, "routes": [{"name": "r", "match": {"subject": ">"}, "targets": targets}]})
+        };
+        let c = config(json!({"sink": {"type": "fanout"}, "sinks": {"a": {"type": "here"}, "b": {"type": "there"}},
+            "routing": routes(&["a", "b"])}));
         let built = r.build_active(&c).unwrap();
         assert_eq!(built.effective, json!({"sinks": {"a": {"here": true}, "b": {"there": true}}}));
         assert_eq!(built.ddl, Some(vec!["CREATE TABLE t".to_owned()]));
-        let extra = config(json!({"sink": {"type": "fanout", "x": 1}, "sinks": {"a": {"type": "here"}}}));
+        let extra = config(
+            json!({"sink": {"type": "fanout", "x": 1}, "sinks": {"a": {"type": "here"}}, "routing": routes(&["a"])}),
+        );
         assert_eq!(messages(r.build_active(&extra).unwrap_err())[0].0, "sink.x");
-        let nested = config(json!({"sink": {"type": "here"}, "sinks": {"a": {"type": "fanout"}}}));
+        // Config validation refuses a named fan-out already; the registry refuses it on its own.
+        let mut nested = config(json!({"sink": {"type": "here"}}));
+        nested.sinks.insert("a".into(), section(json!({"type": "fanout"})));
         assert_eq!(
             messages(r.build_active(&nested).unwrap_err()),
             [("sinks.a.type".to_owned(), "fanout can only be the active sink".to_owned())]
