@@ -398,11 +398,16 @@ mod tests {
     }
 
     /// The names `text` imports from async-nats (`use async_nats::…;`): each leaf, rename and
-    /// module named through `self`.
+    /// module named through `self`. A `use` can follow an item in the text between two `;`
+    /// (`}` then `use …`), so it is looked for anywhere in it, not only at its start.
     fn nats_imports(text: &str) -> Vec<String> {
         let mut names = Vec::new();
         for statement in text.split(';') {
-            let Some(tree) = statement.trim_start().strip_prefix("use async_nats") else { continue };
+            let Some(at) = statement.find("use async_nats") else { continue };
+            if statement[..at].chars().next_back().is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                continue;
+            }
+            let tree = &statement[at + "use async_nats".len()..];
             for part in tree.split(['{', '}', ',']) {
                 let part = part.trim();
                 if let Some((_, rename)) = part.split_once(" as ") {
