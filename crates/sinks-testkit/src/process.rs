@@ -100,6 +100,31 @@ pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
 }
 
+/// A temporary directory named `{prefix}{pid}-…` after this process's id, made once the
+/// directories of the same prefix whose process has ended are removed: a server shared by a
+/// whole test process lives in a static that is never dropped (its processes die with their
+/// watchdog, its directory stays), so the next test process cleans up after it.
+pub(crate) fn owned_tempdir(prefix: &str) -> Result<tempfile::TempDir, String> {
+    remove_ended_owners(&std::env::temp_dir(), prefix);
+    tempfile::Builder::new().prefix(&format!("{prefix}{}-", std::process::id())).tempdir().map_err(|e| e.to_string())
+}
+
+/// Removes the directories `{prefix}{pid}-…` in `parent` whose process `pid` has ended.
+fn remove_ended_owners(parent: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Kills `child` (SIGKILL) if there is one and waits for it to exit.
 pub(crate) fn kill_child(child: &mut Option<Child>) {
     if let Some(mut c) = child.take() {
@@ -148,5 +173,25 @@ mod tests {
             assert!(other.try_lock().is_err(), "port {port} is not locked while reserved");
             assert!(TcpListener::bind(("127.0.0.1", port)).is_ok(), "port {port} is not free");
         }
+    }
+
+    #[test]
+    fn directories_of_ended_processes_are_removed_and_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let ours = parent.path().join(format!("srv-{}-abc", std::process::id()));
+        // Above the kernel's largest pid (4,194,304): no such process.
+        let ended = parent.path().join("srv-4294967-abc");
+        let other_prefix = parent.path().join("other-4294967-abc");
+        let not_a_pid = parent.path().join("srv-x-abc");
+        for dir in [&ours, &ended, &other_prefix, &not_a_pid] {
+            std::fs::create_dir_all(dir.join("data")).unwrap();
+        }
+        remove_ended_owners(parent.path(), "srv-");
+        assert!(ours.exists(), "this process's directory was removed");
+        assert!(!ended.exists(), "an ended process's directory was kept");
+        assert!(other_prefix.exists() && not_a_pid.exists(), "a directory of another prefix or no pid was removed");
+        let made = owned_tempdir("sinks-testkit-owned-").unwrap();
+        let name = made.path().file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(name.starts_with(&format!("sinks-testkit-owned-{}-", std::process::id())), "{name}");
     }
 }
