@@ -9,7 +9,7 @@ use crate::handle::Handle;
 use crate::handle::SendOptions;
 use crate::nson::*;
 use crate::reader::Reader;
-use crate::types::{Capacity, FieldValue, MapValue, NoSQLRow, OpCode};
+use crate::types::{Capacity, Durability, FieldValue, MapValue, NoSQLRow, OpCode};
 use crate::writer::Writer;
 use crate::NoSQLErrorCode::IllegalArgument;
 use crate::Version;
@@ -41,7 +41,8 @@ pub struct PutRequest {
     pub(crate) return_row: bool,
     if_present: bool,
     if_absent: bool,
-    // TODO durability: Option<Version>
+    // nats-sinks patch: per-request durability (see PATCH.md).
+    durability: Option<Durability>,
     pub(crate) ttl: Duration,
     pub(crate) use_table_ttl: bool,
     pub(crate) exact_match: bool,
@@ -327,6 +328,14 @@ impl PutRequest {
         self
     }
 
+    /// Set the durability of this write (on-premises stores only; the cloud service
+    /// ignores it). Without one, the proxy's `-kvDurability` applies.
+    // nats-sinks patch: per-request durability (see PATCH.md).
+    pub fn durability(mut self, durability: Durability) -> PutRequest {
+        self.durability = Some(durability);
+        self
+    }
+
     /// Succeed only of the given row already exists.
     pub fn if_present(mut self) -> PutRequest {
         self.if_present = true;
@@ -393,7 +402,10 @@ impl PutRequest {
             ns.write_header(opcode, timeout, &self.table_name);
             ns.end_header();
             ns.start_payload();
-            //ns.write_i32_field(DURABILITY, 0); // TODO
+            // nats-sinks patch: per-request durability (see PATCH.md).
+            if let Some(durability) = &self.durability {
+                ns.write_i32_field(DURABILITY, durability.encoded());
+            }
         }
 
         ns.write_true_bool_field(RETURN_ROW, self.return_row);

@@ -1017,6 +1017,74 @@ pub enum Consistency {
     Eventual = 2,
 }
 
+/// Sync policy of a write, on the master or on the replicas (on-premises stores only).
+// nats-sinks patch: per-request durability (see PATCH.md).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[repr(u8)]
+pub enum SyncPolicy {
+    /// Write and synchronously flush the log on commit.
+    Sync = 1,
+    /// Neither write nor flush the log on commit.
+    NoSync = 2,
+    /// Write but do not flush the log on commit.
+    WriteNoSync = 3,
+}
+
+/// Which replicas must acknowledge a write (on-premises stores only).
+// nats-sinks patch: per-request durability (see PATCH.md).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+#[repr(u8)]
+pub enum ReplicaAckPolicy {
+    /// All replicas must acknowledge.
+    All = 1,
+    /// No replica needs to acknowledge.
+    None = 2,
+    /// A simple majority of the replicas must acknowledge.
+    SimpleMajority = 3,
+}
+
+/// Durability of a write operation: the sync policies of the master and of the replicas
+/// and the replica acknowledgement policy. Only on-premises stores (behind the HTTP proxy)
+/// use it; the cloud service ignores it. Without one, the proxy's `-kvDurability` applies.
+// nats-sinks patch: per-request durability (see PATCH.md).
+#[derive(Clone, Copy, Debug, Eq, PartialEq)]
+pub struct Durability {
+    /// Sync policy on the master.
+    pub master_sync: SyncPolicy,
+    /// Sync policy on the replicas.
+    pub replica_sync: SyncPolicy,
+    /// Replica acknowledgement policy.
+    pub replica_ack: ReplicaAckPolicy,
+}
+
+impl Durability {
+    /// The master flushes its log to disk before acknowledging; replicas write without
+    /// sync; a simple majority acknowledges.
+    pub const COMMIT_SYNC: Durability = Durability {
+        master_sync: SyncPolicy::Sync,
+        replica_sync: SyncPolicy::NoSync,
+        replica_ack: ReplicaAckPolicy::SimpleMajority,
+    };
+    /// The master writes its log (to the OS) without flushing; a simple majority acknowledges.
+    pub const COMMIT_WRITE_NO_SYNC: Durability = Durability {
+        master_sync: SyncPolicy::WriteNoSync,
+        replica_sync: SyncPolicy::NoSync,
+        replica_ack: ReplicaAckPolicy::SimpleMajority,
+    };
+    /// Nothing is written or flushed at commit; a simple majority acknowledges.
+    pub const COMMIT_NO_SYNC: Durability = Durability {
+        master_sync: SyncPolicy::NoSync,
+        replica_sync: SyncPolicy::NoSync,
+        replica_ack: ReplicaAckPolicy::SimpleMajority,
+    };
+
+    /// The protocol's encoding: master sync in bits 0-1, replica sync in bits 2-3,
+    /// replica ack in bits 4-5 (0 would mean "the server default").
+    pub fn encoded(&self) -> i32 {
+        (self.master_sync as i32) | ((self.replica_sync as i32) << 2) | ((self.replica_ack as i32) << 4)
+    }
+}
+
 #[derive(Clone, Copy, Debug, Eq, PartialEq)]
 #[repr(u8)]
 #[allow(dead_code)]
