@@ -2,8 +2,8 @@
 //! `payload_info`: written by another writer), per `duplicate_policy`, through the contract's
 //! one existing-key decision (`sinks_contract::existing`): a duplicate under `skip_existing`
 //! and `replace` (the key is derived from the message's identity, so the row is most likely
-//! an earlier delivery), a permanent failure under `fail_existing`. Against the testkit's
-//! NoSQL test server.
+//! an earlier delivery), a permanent failure under `fail_existing`. Against the real store
+//! (KVLite + proxy: the run's, or one started for this test process).
 #![allow(clippy::unwrap_used)]
 
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
@@ -12,7 +12,10 @@ use sinks_contract::testing::{classes, envelope, error_of, opened, write};
 use sinks_contract::{ErrorClass, OutcomeClass};
 
 async fn fixture(policy: DuplicatePolicy) -> (NoSqlSink, TableReadBack) {
-    let h = NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint());
+    let endpoint = sinks_testkit::shared_kvlite()
+        .await
+        .unwrap_or_else(|reason| sinks_testkit::cannot_run("existing_rows", reason));
+    let h = NoSqlHarness::live(endpoint);
     let config = NoSqlSinkConfig { duplicate_policy: policy, ..h.config(&unique_table("ex")) };
     let read_back = h.read_back(&config);
     (opened(h.sink(config).unwrap()).await, read_back)
