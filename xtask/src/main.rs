@@ -5,7 +5,7 @@
 //! - `quickstart`: the main job on a machine with nothing running (private nats-server, the
 //!   file sink, demo messages, the files written, a clean stop).
 //! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB,
-//!   SeaweedFS and Coherence member, `certify` and the quick start. This is the command CI runs.
+//!   SeaweedFS, Coherence member and KVLite store, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
 //!   docs/certification.md).
 //! - `soak`: the chaos soak (faults at seeded random moments; every message in the
@@ -190,11 +190,15 @@ fn test() -> Result<()> {
     cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
     let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
     let collector = collector.context("building the OpenTelemetry Collector")?;
-    // One SeaweedFS, one MariaDB and one Coherence member for every S3, MySQL and Coherence
-    // test of the run (each test makes its own buckets, tables and caches); outage tests
+    // One SeaweedFS, one MariaDB, one Coherence member and one KVLite store for every S3,
+    // MySQL, Coherence and NoSQL test of the run (each test makes its own buckets, tables and caches); outage tests
     // start private ones they can kill.
     let rt = tokio::runtime::Runtime::new()?;
-    let (s3_server, s3_env) = rt.block_on(sinks_testkit::start_for_run()).map_err(anyhow::Error::msg)?;
+    // KVLite + its proxy (about 6 s) start while SeaweedFS does.
+    let (s3, kvlite) =
+        rt.block_on(async { tokio::join!(sinks_testkit::start_for_run(), sinks_testkit::start_kvlite_for_run()) });
+    let ((s3_server, s3_env), (kvlite, kvlite_env)) =
+        (s3.map_err(anyhow::Error::msg)?, kvlite.map_err(anyhow::Error::msg)?);
     let (coherence_member, coherence_env) =
         rt.block_on(sinks_testkit::start_coherence_for_run()).map_err(anyhow::Error::msg)?;
     let (mysql_server, mysql_env) = sinks_testkit::start_mysql_for_run().map_err(anyhow::Error::msg)?;
@@ -207,6 +211,7 @@ fn test() -> Result<()> {
     env.extend(s3_env);
     env.extend(mysql_env);
     env.extend(coherence_env);
+    env.extend(kvlite_env);
     // Every allowed skip of the run is appended here and listed at the end; anything else
     // that cannot run fails its test.
     let skip_log = target_dir().join("skips.log");
@@ -217,6 +222,7 @@ fn test() -> Result<()> {
         s3: s3_server.endpoint(),
         mysql: mysql_server.addr(),
         coherence: coherence_member.address(),
+        nosql: kvlite.endpoint(),
     };
     let certified = tested.and_then(|()| certify::run(certify::Args::default(), Some(servers))).and_then(|()| {
         // A short seeded chaos soak (docs/reliability.md has a long one).
@@ -225,6 +231,7 @@ fn test() -> Result<()> {
     drop(s3_server);
     drop(mysql_server);
     drop(coherence_member);
+    drop(kvlite);
     drop(rt);
     let deployable =
         deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment and docs tools panicked"))?;
