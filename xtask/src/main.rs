@@ -191,8 +191,8 @@ fn test() -> Result<()> {
     let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
     let collector = collector.context("building the OpenTelemetry Collector")?;
     // One SeaweedFS, one MariaDB, one Coherence member and one KVLite store for every S3,
-    // MySQL, Coherence and NoSQL test of the run (each test makes its own buckets, tables and caches); outage tests
-    // start private ones they can kill.
+    // MySQL, Coherence and NoSQL test of the run (each test makes its own buckets, tables and
+    // caches); outage tests start private ones they can kill.
     let rt = tokio::runtime::Runtime::new()?;
     // KVLite + its proxy (about 6 s) start while SeaweedFS does.
     let (s3, kvlite) =

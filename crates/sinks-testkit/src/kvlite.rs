@@ -86,20 +86,54 @@ pub struct KvLite {
     http_port: u16,
     store: Option<Child>,
     proxy: Option<Child>,
+    /// JVM options after the defaults and [`KVLITE_JAVA_OPTS_ENV`]'s.
+    java_opts: Vec<String>,
 }
 
 impl KvLite {
     /// Creates a new store and starts the proxy; returns once the proxy answers.
     pub async fn start() -> Result<Self, String> {
+        Self::start_with(&[]).await
+    }
+
+    /// [`KvLite::start`] with extra JVM options for both processes (after the defaults, so
+    /// they override them: the benchmark asks for the server JIT).
+    pub async fn start_with(java_opts: &[&str]) -> Result<Self, String> {
         let java = crate::coherence::find_java()?;
         let lib = oracle_nosql_dir()?.join("lib");
-        let root = tempfile::Builder::new().prefix("kvlite-").tempdir().map_err(|e| e.to_string())?;
+        remove_stale_roots();
+        let root = tempfile::Builder::new()
+            .prefix(&format!("{ROOT_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .map_err(|e| e.to_string())?;
         let kv_port = free_port_range(3);
         let http_port = free_port();
-        let mut kv = Self { root, java, lib, kv_port, http_port, store: None, proxy: None };
-        kv.start_store().await?;
-        kv.start_proxy().await?;
-        Ok(kv)
+        let java_opts = java_opts.iter().map(|o| (*o).to_owned()).collect();
+        let mut kv = Self { root, java, lib, kv_port, http_port, store: None, proxy: None, java_opts };
+        let started = match kv.start_store().await {
+            Ok(()) => kv.start_proxy().await,
+            Err(e) => Err(e),
+        };
+        match started {
+            Ok(()) => Ok(kv),
+            Err(e) => {
+                // Keep the store's directory and logs for a look; the processes die on drop.
+                kv.kill();
+                let failed = std::env::temp_dir().join(format!("kvlite-failed-{}", rand::random::<u32>()));
+                let logs = std::fs::create_dir_all(&failed).and_then(|()| {
+                    for log in ["kvlite.log", "proxy.log"] {
+                        if kv.log(log).exists() {
+                            std::fs::copy(kv.log(log), failed.join(log))?;
+                        }
+                    }
+                    Ok(())
+                });
+                Err(format!(
+                    "{e}\n(logs {})",
+                    if logs.is_ok() { format!("kept in {}", failed.display()) } else { "lost".into() }
+                ))
+            }
+        }
     }
 
     /// The proxy's endpoint, `http://127.0.0.1:PORT` (stable across restarts).
@@ -131,11 +165,11 @@ impl KvLite {
         self.root.path().join(name)
     }
 
-    /// The last lines of both logs, for failure messages.
+    /// The last lines of both logs (stack frames left out), for failure messages.
     pub fn log_tail(&self) -> String {
         let tail = |name: &str| {
             let text = std::fs::read_to_string(self.log(name)).unwrap_or_default();
-            let lines: Vec<&str> = text.lines().rev().take(12).collect();
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim_start().starts_with("at ")).rev().take(15).collect();
             format!("--- {name}\n{}", lines.into_iter().rev().collect::<Vec<_>>().join("\n"))
         };
         format!("{}\n{}", tail("kvlite.log"), tail("proxy.log"))
@@ -148,6 +182,7 @@ impl KvLite {
             .args(JVM)
             // Extra JVM options, last so that they override the ones above.
             .args(std::env::var(KVLITE_JAVA_OPTS_ENV).unwrap_or_default().split_whitespace())
+            .args(&self.java_opts)
             .stdin(Stdio::null());
         command
     }
@@ -290,6 +325,27 @@ impl KvLite {
 impl Drop for KvLite {
     fn drop(&mut self) {
         self.kill();
+    }
+}
+
+/// The name prefix of a store's directory under the temporary directory, followed by the
+/// owning process's id.
+const ROOT_PREFIX: &str = "kvlite-";
+
+/// Removes the store directories of processes that have ended: a store shared by a whole
+/// test process is never dropped (its processes die with a watchdog, its directory stays).
+fn remove_stale_roots() {
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(ROOT_PREFIX)).and_then(|r| r.split('-').next())
+        else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
