@@ -92,11 +92,13 @@ pub(crate) struct Args {
     /// and batches in flight, and on a four times longer backlog).
     #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql,oracle,policies")]
     suite: String,
-    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3).
+    /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3);
+    /// in the `policies` suite, its own pipeline functions per step
+    /// (`crates/sinks-policy/tests/reference/time_policy_steps.py`).
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`, `features`
-    /// (the blackhole's feature costs off and on), `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`,
+    /// (the blackhole's feature costs off and on; `features-policies` only the policy rows), `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`,
     /// `coherence`, `nosql`, `oracle`); the ceilings always run.
     #[arg(long)]
     only: Option<String>,
@@ -673,13 +675,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     let name = "nats-sink, blackhole sink, encrypted";
                     results.push(median_run(name, program, &alone_path, &js, stream, &log("blackhole-encrypted")).await?);
                 }
-                if wanted("blackhole-features") && !args.ceilings {
+                if features::any_wanted(wanted) && !args.ceilings {
                     // What each optional feature costs off and on (policies, ledger,
                     // encryption, OpenTelemetry), on a stream whose messages carry what the
                     // policies read.
                     features::publish(&js).await?;
                     let plain = config(&url, features::STREAM, &args, json!({"type": "blackhole"}));
-                    features::run(&programs.nats_sink, &plain, &js, &work, &mut results).await?;
+                    features::run(&programs.nats_sink, &plain, &js, &work, &mut results, wanted).await?;
                 }
             }
             if suites.contains(&"core") {
@@ -891,6 +893,26 @@ pub(crate) fn run(args: Args) -> Result<()> {
             for step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
                 eprintln!("policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
                 steps.push(step);
+            }
+            if let Some(cli) = &programs.reference {
+                // The reference's own pipeline functions on the same messages and sections, in
+                // its own process (a fifth of the messages: it is two orders slower).
+                let script = root.join("crates/sinks-policy/tests/reference/time_policy_steps.py");
+                let count = (args.policy_messages / 5).max(1_000);
+                let out = Command::new(cli.with_file_name("python"))
+                    .arg(&script)
+                    .arg(count.to_string())
+                    .env(BENCH_KEY_ENV, BENCH_KEY_B64)
+                    .stderr(std::fs::File::create(log("policy-steps-reference"))?)
+                    .output()?;
+                if !out.status.success() {
+                    bail!("{} failed ({}); log {}", script.display(), out.status, log("policy-steps-reference").display());
+                }
+                for mut step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
+                    eprintln!("reference policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
+                    step.step = format!("{}{}", features::REFERENCE_STEP, step.step);
+                    steps.push(step);
+                }
             }
         }
         if suites.contains(&"oracle") && wanted("oracle") {

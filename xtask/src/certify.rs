@@ -3,7 +3,7 @@
 //! binary, killed and restarted). Prints a sink × clause matrix, writes
 //! `target/certify/report.json` and `report.md`, and fails on any FAIL (a clause that could
 //! not run included). A SKIP is only ever an entry of the allow-list
-//! (`sinks_contract::certify::skips`): shown with its reason, never counted as a pass, and
+//! (`sinks_certify::skips`): shown with its reason, never counted as a pass, and
 //! the allow-list is printed at the end with what used it. A clause that held against a scripted backend
 //! rather than the real destination (`oracle-scripted`: the Oracle sink over its scripted
 //! driver seam) is shown as `SCR`, never as PASS. A sink may have clauses of its own after
@@ -13,7 +13,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Result, bail};
-use sinks_contract::certify::{self, Harness, Outcome, SinkReport};
+use sinks_certify::{self as certify, Harness, Outcome, SinkReport};
 
 use crate::crash::{self, Plan};
 
@@ -39,6 +39,14 @@ pub(crate) struct Args {
 impl Default for Args {
     fn default() -> Self {
         Self { sink: None, messages: 20_000, kills: 5, graceful_messages: 5_000 }
+    }
+}
+
+impl Args {
+    /// Every sink, with the kill -9 phase's `messages` and `kills` and the graceful-stop
+    /// phase's `graceful_messages` (CI's size; the clauses are the same).
+    pub(crate) fn sized(messages: usize, kills: usize, graceful_messages: usize) -> Self {
+        Self { sink: None, messages, kills, graceful_messages }
     }
 }
 

@@ -18,8 +18,8 @@ use async_nats::jetstream::Context as Js;
 use bytes::Bytes;
 use rand::Rng;
 use serde_json::json;
-use sinks_contract::certify::crash::{mixed_payload, verify};
-use sinks_contract::certify::{self, CaseResult, CrashTarget, Harness, Outcome};
+use sinks_certify::crash::{mixed_payload, verify};
+use sinks_certify::{self as certify, CaseResult, CrashTarget, Harness, Outcome};
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 /// Knobs of one crash certification.

@@ -1,15 +1,12 @@
-//! Runs `docs/getting-started.md` as a newcomer would (`cargo xtask docs` runs it; CI too):
-//! in a fresh directory beside the workspace, every `toml` block is written under the name in
-//! its first line (`# orders.toml`), then every `sh` block is run in page order with
-//! `bash -e`, with the installed `nats-sink` first on `PATH`. A block that fails fails the
-//! check, with the block and its output. The page is run, not copied: a command edited there
-//! is the command that runs here.
-//!
-//! Two adaptations, both to reuse what CI has already built rather than change what runs:
-//! `cargo install` gets `--debug` (the workspace's debug build, not a second release build of
-//! every dependency) and installs under the scratch directory (`CARGO_INSTALL_ROOT`); and the
-//! directory links the workspace's `Cargo.toml`, `Cargo.lock`, `.cargo`, `crates` and `xtask`,
-//! so that commands written for the repository's root work there.
+//! Runs `docs/getting-started.md` as a newcomer with a release binary would (`cargo xtask
+//! docs` runs it; CI too): in a fresh directory beside the workspace, every `toml` block is
+//! written under the name in its first line (`# orders.toml`), then the `sh` blocks are run
+//! in page order in one `bash -e` session (as typed into one terminal: an `export` carries
+//! over), with a slim `nats-sink` (the file, HTTP, S3 and spool sinks, as a release binary of
+//! the kinds a newcomer picked) and the official NATS CLI (natscli) first on `PATH`, and no
+//! Rust toolchain (the page must not need one: a `cargo` command in a run block fails the
+//! check). A block that fails fails the check, with the block and the session's output. The
+//! page is run, not copied: a command edited there is the command that runs here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -52,18 +49,21 @@ fn file_name(block: &Block) -> Option<&str> {
     (first.ends_with(".toml") && !first.contains('/')).then_some(first)
 }
 
-/// `block`'s commands with `cargo install` made to reuse the debug build.
-fn adapted(block: &Block) -> String {
-    block
-        .text
-        .lines()
-        .map(|line| match line.trim_start().strip_prefix("cargo install ") {
-            Some(rest) => format!("cargo install --debug {rest}"),
-            None => line.to_owned(),
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+/// The features of the slim binary the page runs with.
+const FEATURES: &str = "file,http,s3,spool";
+
+/// The session's script: every block after a marker naming it on standard error, so that a
+/// failure names its block.
+fn session(blocks: &[&Block]) -> String {
+    let mut script = String::new();
+    for (i, block) in blocks.iter().enumerate() {
+        script.push_str(&format!("echo '{MARKER}{i}' >&2\n{}\n", block.text));
+    }
+    script
 }
+
+/// What marks the start of a block in the session's standard error.
+const MARKER: &str = "### getting-started block ";
 
 /// Runs the page (see the module documentation).
 pub(crate) fn run() -> Result<()> {
@@ -72,9 +72,6 @@ pub(crate) fn run() -> Result<()> {
     let blocks = blocks(&page);
     let scratch = tempfile::Builder::new().prefix("getting-started-").tempdir_in(crate::target_dir())?;
     let dir = scratch.path();
-    for name in ["Cargo.toml", "Cargo.lock", ".cargo", "crates", "xtask"] {
-        std::os::unix::fs::symlink(root.join(name), dir.join(name)).with_context(|| format!("linking {name}"))?;
-    }
     let mut files = 0;
     for block in blocks.iter().filter(|b| b.lang == "toml") {
         let name = file_name(block).with_context(|| {
@@ -83,32 +80,41 @@ pub(crate) fn run() -> Result<()> {
         std::fs::write(dir.join(name), &block.text)?;
         files += 1;
     }
-    let install = dir.join("install");
-    let path = format!("{}:{}", install.join("bin").display(), std::env::var("PATH").unwrap_or_default());
-    let mut ran = 0;
-    for block in blocks.iter().filter(|b| b.lang == "sh") {
-        let script = adapted(block);
-        let out = Command::new("bash")
-            .args(["-e", "-c", &script])
-            .current_dir(dir)
-            .env("PATH", &path)
-            .env("CARGO_INSTALL_ROOT", &install)
-            .env("CARGO_TARGET_DIR", crate::target_dir())
-            .env_remove("NATS_SINKS_NATS_URL")
-            .output()
-            .context("running bash")?;
-        if !out.status.success() {
-            stop_servers(dir);
-            bail!(
-                "a block of {PAGE} failed ({}):\n{script}\n--- stdout:\n{}\n--- stderr:\n{}",
-                out.status,
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        ran += 1;
+    let shell: Vec<&Block> = blocks.iter().filter(|b| b.lang == "sh").collect();
+    if let Some(block) = shell.iter().find(|b| b.text.lines().any(|l| l.trim_start().starts_with("cargo "))) {
+        bail!(
+            "a run block of {PAGE} needs a Rust toolchain (`cargo`); the page must work with a release binary:\n{}",
+            block.text
+        );
     }
+    // The binaries a newcomer has: a slim nats-sink and natscli, in a directory of their own.
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin)?;
+    crate::cargo(&["build", "--quiet", "-p", "sinks-bin", "--no-default-features", "--features", FEATURES], &[])?;
+    std::fs::copy(crate::debug_nats_sink(), bin.join("nats-sink")).context("copying the slim nats-sink")?;
+    std::os::unix::fs::symlink(crate::setup::natscli()?, bin.join("nats")).context("linking natscli")?;
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let out = Command::new("bash")
+        .args(["-e", "-c", &session(&shell)])
+        .current_dir(dir)
+        .env("PATH", &path)
+        .env_remove("NATS_SINKS_NATS_URL")
+        .env_remove("NATS_URL")
+        .output()
+        .context("running bash")?;
+    let ran = shell.len();
     stop_servers(dir);
+    if !out.status.success() {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let failed =
+            stderr.rfind(MARKER).and_then(|at| stderr[at + MARKER.len()..].lines().next()?.parse::<usize>().ok());
+        let block = failed.and_then(|i| shell.get(i)).map_or("?", |b| b.text.as_str());
+        bail!(
+            "a block of {PAGE} failed ({}):\n{block}\n--- stdout:\n{}\n--- stderr:\n{stderr}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
     if files == 0 || ran == 0 {
         bail!("{PAGE} has {files} config files and {ran} command blocks: nothing was checked");
     }
@@ -121,7 +127,7 @@ pub(crate) fn run() -> Result<()> {
 fn stop_servers(dir: &Path) {
     let pid: PathBuf = dir.join("nats-server.pid");
     if let Ok(pid) = std::fs::read_to_string(pid) {
-        let _ = Command::new("kill").arg(pid.trim()).status();
+        let _ = Command::new("kill").arg(pid.trim()).stderr(std::process::Stdio::null()).status();
     }
 }
 
@@ -135,7 +141,8 @@ mod tests {
         let b = blocks(md);
         assert_eq!(b.len(), 3);
         assert_eq!(b[0], Block { lang: "sh".into(), text: "echo a\ncargo install --path x\n".into() });
-        assert_eq!(adapted(&b[0]), "echo a\ncargo install --debug --path x");
+        let script = session(&[&b[0]]);
+        assert!(script.starts_with(&format!("echo '{MARKER}0' >&2\necho a")), "{script}");
         assert_eq!(file_name(&b[1]), Some("a.toml"));
         assert_eq!(file_name(&Block { lang: "toml".into(), text: "[x]\n".into() }), None);
     }
@@ -146,5 +153,10 @@ mod tests {
         let b = blocks(&page);
         assert!(b.iter().filter(|b| b.lang == "toml").all(|b| file_name(b).is_some()), "every config names its file");
         assert!(b.iter().any(|b| b.lang == "sh" && b.text.contains("nats-sink run")), "the page runs the sink");
+        assert!(
+            b.iter().filter(|b| b.lang == "sh").all(|b| !b.text.lines().any(|l| l.trim_start().starts_with("cargo "))),
+            "no run block needs a Rust toolchain"
+        );
+        assert!(b.iter().any(|b| b.lang == "sh" && b.text.contains("nats pub")), "events are published with natscli");
     }
 }

@@ -4,6 +4,8 @@
 //!   MariaDB binaries, Coherence CE jars, the Python Coherence client, borneo, cargo-nextest); the other commands run the part they need themselves.
 //! - `quickstart`: the main job on a machine with nothing running (private nats-server, the
 //!   file sink, demo messages, the files written, a clean stop).
+//! - `deny`: the supply-chain check (cargo-deny against `deny.toml`: advisories from the
+//!   offline RustSec snapshot, licences, sources, duplicate versions); runs first in `test`.
 //! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB,
 //!   SeaweedFS, Coherence member and KVLite store, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
@@ -29,10 +31,12 @@ mod bench;
 mod certify;
 mod config_ref;
 mod crash;
+mod deny;
 mod doc_run;
 mod docs;
 mod fuzz;
 mod ops;
+mod phases;
 mod publish;
 mod quickstart;
 mod setup;
@@ -57,8 +61,8 @@ enum Cmd {
     Setup,
     /// The main job with nothing running: private NATS, the file sink, demo messages.
     Quickstart(quickstart::Args),
-    /// Everything CI checks: setup, fmt, clippy, nextest, certification, a short soak, quick start.
-    Test,
+    /// Everything CI checks: the supply chain, setup, fmt, clippy, nextest, certification, a short soak, quick start.
+    Test(TestArgs),
     /// Certify sinks: contract clauses and crash certification.
     Certify(certify::Args),
     /// Measure throughput against the raw ceiling (and, optionally, the Python reference).
@@ -82,13 +86,16 @@ enum Cmd {
     Docs(docs::Args),
     /// Package every publishable crate offline and check the release workflow's publish order.
     PackageCheck,
+    /// The supply-chain check: cargo-deny against deny.toml (advisories, licences, sources, bans).
+    Deny,
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Cmd::Setup => setup::ensure(setup::Need::ALL).map(drop),
         Cmd::Quickstart(args) => quickstart::run(args),
-        Cmd::Test => test(),
+        Cmd::Test(args) if args.quick => test_quick(),
+        Cmd::Test(args) => test(&args),
         Cmd::Certify(args) => certify::run(args, None),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Publish(args) => publish::run(args),
@@ -99,6 +106,7 @@ fn main() -> ExitCode {
         Cmd::Man => ops::man(),
         Cmd::Docs(args) => docs::run(&args),
         Cmd::PackageCheck => ops::package_check(),
+        Cmd::Deny => deny::run(),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -141,53 +149,116 @@ pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
 /// Each slim binary and the end-to-end test of its sink: `nats-sink` built with only that
 /// sink's feature (cargo builds the test's binary with the test's features) runs the sink's
 /// end-to-end suite against the run's servers. The spool's tests replay into the file and
-/// HTTP sinks, which a spool binary must then also carry.
-const SLIM_E2E: &[(&str, &str)] = &[
-    ("file", "e2e_file"),
-    ("mysql", "e2e_mysql"),
-    ("http", "e2e_http"),
-    ("s3", "e2e_s3"),
-    ("spool,file,http", "e2e_spool"),
-    ("coherence", "e2e_coherence"),
-    ("nosql", "e2e_nosql"),
-    ("oracle", "cli_oracle"),
+/// HTTP sinks, which a spool binary must then also carry. The file binary also runs the
+/// message policies' suite: it is the one build whose serde_json has no `arbitrary_precision`
+/// (the NoSQL SDK turns it on in the workspace build), and custody's canonical JSON reads
+/// numbers differently with and without it.
+const SLIM_E2E: &[(&str, &[&str])] = &[
+    ("file", &["e2e_file", "e2e_policies"]),
+    ("mysql", &["e2e_mysql"]),
+    ("http", &["e2e_http"]),
+    ("s3", &["e2e_s3"]),
+    ("spool,file,http", &["e2e_spool"]),
+    ("coherence", &["e2e_coherence"]),
+    ("nosql", &["e2e_nosql"]),
+    ("oracle", &["cli_oracle"]),
 ];
 
-fn slim_e2e(env: &[(&str, String)]) -> Result<()> {
-    for (features, test) in SLIM_E2E {
-        eprintln!("slim binary `{features}`: {test}");
-        cargo(
-            &[
-                "nextest",
-                "run",
-                "--no-fail-fast",
-                "-p",
-                "sinks-bin",
-                "--no-default-features",
-                "--features",
-                features,
-                "--test",
-                test,
-            ],
-            env,
-        )?;
+fn slim_e2e(env: &[(&str, String)], full: bool) -> Result<()> {
+    let filter = if full { "all()".to_owned() } else { format!("not {CI_SLIM_SKIP}") };
+    for (features, tests) in SLIM_E2E {
+        eprintln!("slim binary `{features}`: {}", tests.join(", "));
+        let mut args = vec![
+            "nextest",
+            "run",
+            "--no-fail-fast",
+            "-p",
+            "sinks-bin",
+            "--no-default-features",
+            "--features",
+            features,
+        ];
+        for test in *tests {
+            args.extend(["--test", test]);
+        }
+        args.extend(["-E", &filter]);
+        cargo(&args, env)?;
     }
     Ok(())
 }
 
-fn test() -> Result<()> {
+/// Options of `cargo xtask test`.
+#[derive(Debug, clap::Args)]
+struct TestArgs {
+    /// The fast loop: fmt, then the unit tests and the contract tests, which need no server
+    /// (under 3 minutes on a warm build); nothing else.
+    #[arg(long, conflicts_with = "full")]
+    quick: bool,
+    /// The heavy runs at their full size: the crash certification with 20,000 messages and 5
+    /// kills per sink, a 10-minute soak, and every slim binary's whole end-to-end suite. CI
+    /// runs them sized for CI (docs/testing.md).
+    #[arg(long)]
+    full: bool,
+}
+
+/// The crash certification's size in a CI run: a fifth of the messages and three kills per
+/// sink (the clauses are the same; `--full`, and `cargo xtask certify`, run the full size).
+const CI_CERTIFY: (usize, usize, usize) = (4_000, 3, 2_000);
+/// The soak's minutes in a CI run (`--full`: 10).
+const CI_SOAK_MINUTES: f64 = 2.0;
+/// The slim binaries' end-to-end tests left out of a CI run: the outage and kill tests, which
+/// prove the runtime (the same code in every feature set) and already ran in nextest with the
+/// full binary; each slim binary still runs the rest of its sink's suite.
+const CI_SLIM_SKIP: &str = "test(/killed|down_for|stopped_mid_run|restarted|outage/)";
+
+/// `cargo xtask test --quick`: fmt, and the tests that need no server (the unit tests of every
+/// crate, the contract tests and the certification suite on the in-memory sink).
+fn test_quick() -> Result<()> {
+    let mut phases = phases::Phases::start();
+    let result = phases.run("fmt", || cargo(&["fmt", "--all", "--check"], &[])).and_then(|()| {
+        phases.run("unit and contract tests", || {
+            cargo(
+                &[
+                    "nextest",
+                    "run",
+                    "--workspace",
+                    "--no-fail-fast",
+                    "-E",
+                    "kind(lib) | kind(bin) | package(sinks-contract) | package(sinks-certify)",
+                ],
+                &[],
+            )
+        })
+    });
+    eprintln!("{}", phases.table());
+    result
+}
+
+fn test(args: &TestArgs) -> Result<()> {
+    let mut phases = phases::Phases::start();
+    let result = test_phases(args, &mut phases);
+    eprintln!("{}", phases.table());
+    result
+}
+
+fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
+    // The supply-chain check builds nothing and takes seconds: first.
+    phases.run("cargo deny", deny::run)?;
     // The deployment tools are Go builds (helm takes minutes from cold caches) and mdBook a
     // cargo install: they are built in the background while clippy and the test build
     // compile, not while timing-sensitive tests run.
     // The Collector of the OTLP tests is a Go build too, needed before the tests: it builds
     // while clippy compiles.
-    const LATER: [setup::Need; 3] = [setup::Need::Deploy, setup::Need::Docs, setup::Need::Collector];
+    const LATER: [setup::Need; 4] =
+        [setup::Need::Deploy, setup::Need::Docs, setup::Need::Collector, setup::Need::Natscli];
     let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
-    let tools = setup::ensure(&now)?;
-    let collector = std::thread::spawn(setup::collector);
+    let tools = phases.run("setup (pinned tools)", || setup::ensure(&now))?;
+    // The Collector and natscli are Go builds the tests need: they build while clippy compiles.
+    let collector = std::thread::spawn(|| setup::natscli().and_then(|_| setup::collector()));
     let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER[..2]));
-    cargo(&["fmt", "--all", "--check"], &[])?;
-    cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[])?;
+    phases.run("fmt", || cargo(&["fmt", "--all", "--check"], &[]))?;
+    phases.run("clippy", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[]))?;
+    phases.run("test build", || cargo(&["nextest", "run", "--workspace", "--no-run"], &[]))?;
     let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
     let collector = collector.context("building the OpenTelemetry Collector")?;
     // One SeaweedFS, one MariaDB, one Coherence member and one KVLite store for every S3,
@@ -216,18 +287,38 @@ fn test() -> Result<()> {
     // that cannot run fails its test.
     let skip_log = target_dir().join("skips.log");
     let _ = std::fs::remove_file(&skip_log);
-    env.push((sinks_contract::certify::skips::SKIP_LOG_ENV, skip_log.display().to_string()));
-    let tested = cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env).and_then(|()| slim_e2e(&env));
+    env.push((sinks_certify::skips::SKIP_LOG_ENV, skip_log.display().to_string()));
+    let tested =
+        phases.run("nextest (every test)", || cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env));
     let servers = certify::Servers {
         s3: s3_server.endpoint(),
         mysql: mysql_server.addr(),
         coherence: coherence_member.address(),
         nosql: kvlite.endpoint(),
     };
-    let certified = tested.and_then(|()| certify::run(certify::Args::default(), Some(servers))).and_then(|()| {
-        // A short seeded chaos soak (docs/reliability.md has a long one).
-        soak::run(soak::Args { minutes: 3.0, seed: 1, sinks: "file,http".into(), rate: 200 })
+    let certify_args = if args.full {
+        certify::Args::default()
+    } else {
+        let (messages, kills, graceful) = CI_CERTIFY;
+        certify::Args::sized(messages, kills, graceful)
+    };
+    // The crash certification and the soak wait on kills, restarts and AckWaits far more
+    // than they compute (a third of two cores over a whole run): they run side by side, both
+    // on the full debug binary, before the slim builds replace it.
+    let certified = tested.and_then(|()| {
+        let minutes = if args.full { 10.0 } else { CI_SOAK_MINUTES };
+        let soak = std::thread::spawn(move || {
+            let began = std::time::Instant::now();
+            // A short seeded chaos soak (docs/reliability.md has a long one).
+            let result = soak::run(soak::Args { minutes, seed: 1, sinks: "file,http".into(), rate: 200 });
+            (result, began.elapsed())
+        });
+        let certified = phases.run("certify (the soak alongside)", || certify::run(certify_args, Some(servers)));
+        let (soaked, took) = soak.join().map_err(|_| anyhow::anyhow!("the soak panicked"))?;
+        phases.record("soak (alongside certify)", took, soaked.is_ok());
+        certified.and(soaked)
     });
+    let certified = certified.and_then(|()| phases.run("slim binaries end to end", || slim_e2e(&env, args.full)));
     drop(s3_server);
     drop(mysql_server);
     drop(coherence_member);
@@ -237,12 +328,14 @@ fn test() -> Result<()> {
         deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment and docs tools panicked"))?;
     certified?;
     deployable.context("installing the deployment and docs tools")?;
-    quickstart::run(quickstart::Args::default())?;
-    ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() })?;
-    ops::deploy_check()?;
-    ops::package_check()?;
-    docs::run(&docs::Args::default())?;
-    for line in sinks_contract::certify::skips::summary(&sinks_contract::certify::skips::read_skip_log(&skip_log)) {
+    phases.run("quick start", || quickstart::run(quickstart::Args::default()))?;
+    phases.run("slim binary sizes", || {
+        ops::sizes(&ops::SizesArgs { check: true, counts_only: false, only: Vec::new() })
+    })?;
+    phases.run("deploy check", ops::deploy_check)?;
+    phases.run("package check", ops::package_check)?;
+    phases.run("docs", || docs::run(&docs::Args::default()))?;
+    for line in sinks_certify::skips::summary(&sinks_certify::skips::read_skip_log(&skip_log)) {
         eprintln!("{line}");
     }
     eprintln!("all checks passed");
@@ -257,7 +350,7 @@ mod tests {
     fn every_sink_feature_has_its_slim_end_to_end_run() {
         let covered: Vec<&str> = SLIM_E2E.iter().filter_map(|(features, _)| features.split(',').next()).collect();
         assert_eq!(covered, ops::SINK_FEATURES, "SLIM_E2E must list every sink feature of sinks-bin, in order");
-        for (_, test) in SLIM_E2E {
+        for test in SLIM_E2E.iter().flat_map(|(_, tests)| tests.iter()) {
             let file = sinks_testkit::workspace_root().join(format!("crates/sinks-bin/tests/{test}.rs"));
             assert!(file.is_file(), "{} does not exist", file.display());
         }

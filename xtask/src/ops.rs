@@ -234,6 +234,19 @@ pub(crate) fn deploy_check() -> Result<()> {
 
     helm_check(&root, &tools, &nats_sink, scratch.path())?;
 
+    // Prometheus: the alert rules load, and their unit tests (each alert fires on the series
+    // that should raise it, and only on those) pass.
+    let rules = root.join("deploy/prometheus");
+    run(
+        Command::new("promtool").arg("check").arg("rules").arg(rules.join("nats-sink-alerts.yaml")),
+        "promtool check rules",
+    )?;
+    run(
+        Command::new("promtool").arg("test").arg("rules").arg("nats-sink-alerts.test.yaml").current_dir(&rules),
+        "promtool test rules",
+    )?;
+    eprintln!("deploy-check: the Prometheus alert rules load and pass their unit tests");
+
     // The GitHub workflows.
     run(Command::new(&tools.actionlint).current_dir(&root), "actionlint")?;
     eprintln!("deploy-check: workflows pass actionlint");

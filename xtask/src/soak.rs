@@ -6,7 +6,10 @@
 //! sink and SIGTERM (each followed by a restart), the nats-server (or one cluster node)
 //! killed and restarted, and the sink's destination failing (HTTP 503 bursts and stalled
 //! answers, MariaDB killed and restarted, SeaweedFS stopped and started, the file sink's disk
-//! full). The consumer has `max_deliver: 3`, so exhaustion really happens, and the DLQ is on.
+//! full). Once per phase the nats-server is killed while the sink is idle (it must consume
+//! again when traffic resumes), and once the source stream is deleted and created again
+//! under the running sink, after which the operator's decision (a new epoch) is applied. The
+//! consumer has `max_deliver: 3`, so exhaustion really happens, and the DLQ is on.
 //! When the time is up the faults stop, everything heals, the publisher stops and the sink
 //! drains. The checker then compares the stream with the destination (read back without the
 //! sink) and the DLQ: every message in the destination exactly once or dead-lettered with a
@@ -101,6 +104,13 @@ pub(crate) struct PhaseReport {
     pub(crate) longest_outage: Duration,
     pub(crate) drain: Duration,
     pub(crate) violations: Vec<String>,
+    /// Dead-lettered after temporary failures (their deliveries ran out while the
+    /// destination was down), stored or not: what riding out outages is to keep near zero.
+    pub(crate) dead_lettered_temporary: u64,
+    /// Dead-lettered for a permanent reason.
+    pub(crate) dead_lettered_permanent: u64,
+    /// Epochs of the source stream (1 + times it was re-created).
+    pub(crate) epochs: usize,
     /// Findings that are not violations (the dead letters of ambiguous commits), listed under
     /// the table.
     pub(crate) notes: Vec<String>,
@@ -157,10 +167,12 @@ pub(crate) fn run(args: Args) -> Result<()> {
 fn verdict(r: &PhaseReport) -> String {
     if r.violations.is_empty() {
         format!(
-            "{} messages: {} delivered, {} dead-lettered ({} rescued), {} dead-lettered though stored (ambiguous commit), {} faults, drained in {:.1} s",
+            "{} messages in {} epoch(s): {} delivered, {} dead-lettered ({} after temporary failures; {} rescued), {} dead-lettered though stored (ambiguous commit), {} faults, drained in {:.1} s",
             r.messages,
+            r.epochs,
             r.delivered,
             r.dead_lettered,
+            r.dead_lettered_temporary,
             r.rescued,
             r.stored_though_dead_lettered,
             r.faults.values().sum::<u32>(),
@@ -189,12 +201,18 @@ fn write_config(dir: &Path, urls: &[String], sink: &serde_json::Value) -> Result
 
 /// Publishes `rate` messages per second until `stop`, each with a unique `Nats-Msg-Id`;
 /// retries a publish until the stream has it (through outages: the duplicate window makes a
-/// retried publish one message). Returns how many distinct messages it published.
-async fn publisher(js: Js, rate: u64, stop: Arc<AtomicBool>, published: Arc<AtomicU64>) {
+/// retried publish one message). Returns how many distinct messages it published. While
+/// `held` is set it publishes nothing (a fault that needs a quiet stream).
+async fn publisher(js: Js, rate: u64, stop: Arc<AtomicBool>, held: Arc<AtomicBool>, published: Arc<AtomicU64>) {
     let every = Duration::from_secs_f64(1.0 / rate.max(1) as f64);
     let mut next = Instant::now();
     let mut i = 0u64;
     while !stop.load(Ordering::SeqCst) {
+        if held.load(Ordering::SeqCst) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            next = Instant::now();
+            continue;
+        }
         let mut headers = HeaderMap::new();
         headers.insert("Nats-Msg-Id", format!("soak-{i}").as_str());
         let payload = Bytes::from(format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat((i % 64) as usize)));
@@ -243,20 +261,34 @@ async fn soak(bin: &Path, sink: &str, topology: Topology, time: Duration, seed: 
     };
     let mut running = Some(Running::start(&launch, next_log())?);
     let stop = Arc::new(AtomicBool::new(false));
+    let held = Arc::new(AtomicBool::new(false));
     let published = Arc::new(AtomicU64::new(0));
-    let publishing = tokio::spawn(publisher(js.clone(), rate, Arc::clone(&stop), Arc::clone(&published)));
+    let publishing =
+        tokio::spawn(publisher(js.clone(), rate, Arc::clone(&stop), Arc::clone(&held), Arc::clone(&published)));
     let mut report = PhaseReport { sink: sink.to_owned(), topology: topology.as_str(), ..Default::default() };
+    // The earlier epochs of the stream (each one's messages, read before it was deleted),
+    // and how many messages were published before the current one.
+    let mut epochs: Vec<Vec<(u64, Bytes)>> = Vec::new();
+    let mut published_before = 0u64;
     let started = Instant::now();
     let mut last_fault = Instant::now();
+    // The two faults that need a quiet stream come once each, at fixed points of the phase.
+    let mut scheduled = vec![(time.mul_f64(0.5), Fault::StreamRecreate), (time.mul_f64(0.25), Fault::NatsIdleKill)];
     while started.elapsed() < time {
         tokio::time::sleep(Duration::from_millis(rng.random_range(2000..6000))).await;
         if started.elapsed() >= time {
             break;
         }
-        let fault = Fault::pick(&mut rng, sink);
+        let due = scheduled.iter().position(|(at, _)| started.elapsed() >= *at);
+        let fault = match due {
+            Some(i) => scheduled.remove(i).1,
+            None => Fault::pick(&mut rng, sink),
+        };
         let outage = Duration::from_millis(rng.random_range(300..6000));
         *report.faults.entry(fault.name()).or_default() += 1;
-        report.longest_outage = report.longest_outage.max(outage);
+        if !matches!(fault, Fault::StreamRecreate) {
+            report.longest_outage = report.longest_outage.max(outage);
+        }
         match fault {
             Fault::SinkKill => {
                 if let Some(r) = running.take() {
@@ -275,6 +307,49 @@ async fn soak(bin: &Path, sink: &str, topology: Topology, time: Duration, seed: 
                 running = Some(Running::start(&launch, next_log())?);
             }
             Fault::NatsKill => nats.outage(&mut rng, outage).await,
+            Fault::NatsIdleKill => {
+                held.store(true, Ordering::SeqCst);
+                let quiet = published.load(Ordering::SeqCst) - published_before;
+                if !check::drained(&js, quiet, Duration::from_secs(60)).await {
+                    report.notes.push("nats kill while idle: the sink did not drain within 60 s first".into());
+                }
+                nats.outage(&mut rng, outage).await;
+                let before = check::consumer_state(&js).await.0.map_or(0, |(_, _, d)| d);
+                held.store(false, Ordering::SeqCst);
+                // Traffic resumes: the sink must take it (a consumer that never resumes after an
+                // idle server restart is a known failure of other NATS consumers).
+                let resumed = sinks_testkit::wait_until(Duration::from_secs(60), || async {
+                    check::consumer_state(&js).await.0.is_some_and(|(_, _, d)| d > before)
+                })
+                .await;
+                if !resumed {
+                    report.violations.push(format!(
+                        "after the nats-server was killed while idle, the sink consumed nothing for 60 s (consumer {:?})",
+                        check::consumer_state(&js).await
+                    ));
+                }
+            }
+            Fault::StreamRecreate => {
+                held.store(true, Ordering::SeqCst);
+                let quiet = published.load(Ordering::SeqCst) - published_before;
+                if check::drained(&js, quiet, Duration::from_secs(120)).await {
+                    // The operator drained the sink, deletes the stream and creates it again.
+                    let old: Vec<(u64, Bytes)> = sinks_testkit::read_stream(&js, STREAM)
+                        .await
+                        .into_iter()
+                        .map(|(seq, _, _, payload)| (seq, payload))
+                        .collect();
+                    js.delete_stream(STREAM).await.context("deleting the source stream")?;
+                    nats.create_stream(&js, STREAM, "soak.>").await;
+                    epochs.push(old);
+                    published_before = published.load(Ordering::SeqCst);
+                    held.store(false, Ordering::SeqCst);
+                    decide_new_epoch(bin, &config, &env, &mut report).await;
+                } else {
+                    held.store(false, Ordering::SeqCst);
+                    report.notes.push("stream re-created: skipped, the sink did not drain within 120 s first".into());
+                }
+            }
             other => destination.outage(other, outage).await?,
         }
         last_fault = Instant::now();
@@ -290,7 +365,7 @@ async fn soak(bin: &Path, sink: &str, topology: Topology, time: Duration, seed: 
     stop.store(true, Ordering::SeqCst);
     let _ = publishing.await;
     report.messages = published.load(Ordering::SeqCst);
-    let drained = check::drained(&js, report.messages, Duration::from_secs(300)).await;
+    let drained = check::drained(&js, report.messages - published_before, Duration::from_secs(300)).await;
     report.drain = last_fault.elapsed();
     if !drained {
         report.violations.push(format!(
@@ -304,13 +379,36 @@ async fn soak(bin: &Path, sink: &str, topology: Topology, time: Duration, seed: 
             report.violations.push(format!("the final SIGTERM: exit {code:?}"));
         }
     }
-    check::verify(&js, &destination, &config, &logs, &mut report).await.context("checking the soak")?;
+    report.epochs = epochs.len() + 1;
+    check::verify(&js, &destination, &config, &logs, &epochs, &mut report).await.context("checking the soak")?;
     if !report.violations.is_empty() || report.stored_though_dead_lettered > 0 {
         keep_logs(&logs, sink, topology);
     }
     drop(destination);
     drop(nats);
     Ok(report)
+}
+
+/// The operator's decision after the stream was created again: `nats-sink stream-identity
+/// CONFIG --accept new-epoch`, tried until the change is decided (the sink may not have
+/// bound the new stream yet; the command finds the change itself).
+async fn decide_new_epoch(bin: &Path, config: &Path, env: &[(String, String)], report: &mut PhaseReport) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = String::new();
+    while Instant::now() < deadline {
+        let out = std::process::Command::new(bin)
+            .args(["stream-identity", config.to_str().unwrap_or_default(), "--accept", "new-epoch"])
+            .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .output();
+        if let Ok(out) = out {
+            last = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            if out.status.success() && last.contains("decided new-epoch") {
+                return;
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    report.violations.push(format!("the new epoch could not be decided within 60 s: {}", last.trim()));
 }
 
 /// Copies the sink's logs of a phase that found a violation or an ambiguous commit to `target/soak/logs/<sink>-<topology>/`
@@ -339,21 +437,25 @@ fn render(args: &Args, reports: &[PhaseReport]) -> String {
         "# Chaos soak\n\n{} minutes, seed {}, {} messages/s, sinks {}; `max_deliver: 3`, AckWait 4 s, DLQ on.\n\n",
         args.minutes, args.seed, args.rate, args.sinks
     );
-    out.push_str("| sink | NATS | faults by kind | messages | delivered | duplicates absorbed | rescued | dead-lettered (by rescue) | dead-lettered though stored (ambiguous commit) | longest outage s | drain s | verdict |\n");
-    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    out.push_str("| sink | NATS | faults by kind | messages | epochs | delivered | duplicates absorbed | rescued | dead-lettered (by rescue) | dead-lettered after temporary failures (share) | dead-lettered permanently | dead-lettered though stored (ambiguous commit) | longest outage s | drain s | verdict |\n");
+    out.push_str("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for r in reports {
         let faults: Vec<String> = r.faults.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let share = if r.messages == 0 { 0.0 } else { r.dead_lettered_temporary as f64 * 100.0 / r.messages as f64 };
         out.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {:.1} | {:.1} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} ({share:.2} %) | {} | {} | {:.1} | {:.1} | {} |\n",
             r.sink,
             r.topology,
             faults.join(", "),
             r.messages,
+            r.epochs,
             r.delivered,
             r.redeliveries,
             r.rescued,
             r.dead_lettered,
             r.rescue_dead_lettered,
+            r.dead_lettered_temporary,
+            r.dead_lettered_permanent,
             r.stored_though_dead_lettered,
             r.longest_outage.as_secs_f64(),
             r.drain.as_secs_f64(),

@@ -3,9 +3,10 @@
 //! uses the workspace lints, every sink crate has the same file roles (including its
 //! certification harness and `tests/certify.rs`), every publishable crate has complete
 //! crates.io metadata, and the crate boundaries hold: a sink crate's normal dependencies
-//! reach neither async-nats, the runtime, the policy crate nor another sink; the contract
-//! and policy crates reach none of async-nats, figment and prometheus-client; the contract
-//! and runtime crates name no sink kind; and no product source file is over 1,200 lines.
+//! reach neither async-nats, the runtime, the policy crate nor another sink; the contract,
+//! toolkit, certification and policy crates reach none of async-nats, figment and
+//! prometheus-client; the contract stays under its caps (dependencies, lines); the core
+//! crates name no sink kind; and no product source file is over 1,200 lines.
 
 #[cfg(test)]
 mod tests {
@@ -205,11 +206,113 @@ mod tests {
         let meta = metadata();
         let forbidden = ["async-nats", "figment", "prometheus-client", "sinks-runtime", "sinks-testkit"];
         let mut bad = reaches(&meta, "sinks-contract", &forbidden);
-        bad.extend(reaches(&meta, "sinks-contract", &["sinks-policy"]));
+        bad.extend(reaches(&meta, "sinks-contract", &["sinks-policy", "sinks-toolkit", "sinks-certify"]));
+        bad.extend(reaches(&meta, "sinks-toolkit", &forbidden));
+        bad.extend(reaches(&meta, "sinks-toolkit", &["sinks-policy", "sinks-certify"]));
+        bad.extend(reaches(&meta, "sinks-certify", &forbidden));
         bad.extend(reaches(&meta, "sinks-policy", &forbidden));
         assert!(bad.is_empty(), "crate boundaries broken: {bad:?}");
         // The checker catches what it is there for: the runtime does reach async-nats.
         assert!(!reaches(&meta, "sinks-runtime", &["async-nats"]).is_empty());
+    }
+
+    /// Most normal dependencies the contract may declare: every one is also a dependency of
+    /// every sink author.
+    const CONTRACT_MAX_DEPENDENCIES: usize = 11;
+    /// Most lines of the contract's sources (tests included): the trait, the envelope, the
+    /// outcomes, errors, keys, payload modes, ordering keys and the config section fit.
+    const CONTRACT_MAX_LINES: usize = 3_000;
+
+    /// The normal (non-dev, non-build) dependencies `package` declares, optional ones included.
+    fn declared_dependencies(meta: &serde_json::Value, package: &str) -> Vec<String> {
+        let p = meta["packages"].as_array().unwrap().iter().find(|p| p["name"] == package).expect("package");
+        p["dependencies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["kind"].is_null())
+            .map(|d| d["name"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Lines of every Rust file below `crates/<package>/src`.
+    fn source_lines(package: &str) -> usize {
+        let mut files = Vec::new();
+        rust_files(&sinks_testkit::workspace_root().join("crates").join(package).join("src"), &mut files);
+        files.iter().map(|f| std::fs::read_to_string(f).unwrap().lines().count()).sum()
+    }
+
+    #[test]
+    fn the_contract_stays_small() {
+        let meta = metadata();
+        let deps = declared_dependencies(&meta, "sinks-contract");
+        assert!(
+            deps.len() <= CONTRACT_MAX_DEPENDENCIES,
+            "sinks-contract declares {} dependencies (cap {CONTRACT_MAX_DEPENDENCIES}): {deps:?}; a mechanic belongs in sinks-toolkit",
+            deps.len()
+        );
+        let lines = source_lines("sinks-contract");
+        assert!(
+            lines <= CONTRACT_MAX_LINES,
+            "sinks-contract has {lines} lines (cap {CONTRACT_MAX_LINES}); a mechanic belongs in sinks-toolkit"
+        );
+        // The checker catches what it is there for: the toolkit is over both caps.
+        assert!(declared_dependencies(&meta, "sinks-toolkit").len() > CONTRACT_MAX_DEPENDENCIES);
+        assert!(source_lines("sinks-toolkit") > CONTRACT_MAX_LINES);
+    }
+
+    /// Files whose `impl Sink` is a destination of its own, not a wrapper of another sink.
+    const LEAF_SINKS: [&str; 3] =
+        ["crates/sinks-runtime/src/blackhole.rs", "crates/sinks-certify/src/memory_sink.rs", "src/sink.rs"];
+
+    /// The `impl … Sink for …` lines of `text` outside test modules that lack the lint which
+    /// makes a forgotten method an error, each as its line number.
+    fn unchecked_sink_impls(text: &str) -> Vec<usize> {
+        let product = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let lines: Vec<&str> = product.lines().collect();
+        let mut bad = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let l = line.trim_start();
+            if l.starts_with("impl") && (l.contains(" Sink for ") || l.contains("::Sink for ")) {
+                let above = &lines[i.saturating_sub(4)..i];
+                if !above.iter().any(|a| a.contains("#[deny(clippy::missing_trait_methods)]")) {
+                    bad.push(i + 1);
+                }
+            }
+        }
+        bad
+    }
+
+    #[test]
+    fn every_sink_wrapper_forwards_every_method() {
+        let root = sinks_testkit::workspace_root();
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+            rust_files(&entry.path().join("src"), &mut files);
+        }
+        let mut bad = Vec::new();
+        let mut wrappers = 0;
+        for file in files {
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            let is_leaf = LEAF_SINKS.iter().any(|leaf| {
+                rel == *leaf || (leaf.starts_with("src/") && rel.starts_with("crates/sink-") && rel.ends_with(leaf))
+            });
+            let text = std::fs::read_to_string(&file).unwrap();
+            if text.contains("#[deny(clippy::missing_trait_methods)]") {
+                wrappers += 1;
+            }
+            if !is_leaf {
+                bad.extend(unchecked_sink_impls(&text).into_iter().map(|line| format!("{rel}:{line}")));
+            }
+        }
+        assert!(bad.is_empty(), "wrappers of a sink must deny clippy::missing_trait_methods: {bad:?}");
+        // Arc and Box (contract), Durable (toolkit), fan-out (runtime), the replay bound (bin).
+        assert!(wrappers >= 4, "found only {wrappers} files with checked wrappers");
+        // The checker catches what it is there for.
+        let unchecked = "struct W;\n#[async_trait]\nimpl Sink for W {\n}\n";
+        assert_eq!(unchecked_sink_impls(unchecked), vec![3]);
+        let checked = "#[deny(clippy::missing_trait_methods)]\n#[async_trait]\nimpl Sink for W {\n}\n";
+        assert!(unchecked_sink_impls(checked).is_empty());
     }
 
     /// Destination sink kinds, as a config's `type` names them.
@@ -227,7 +330,7 @@ mod tests {
         let mut bad = Vec::new();
         // (The policy crate is not checked: its URI profiles name schemes such as `file` and
         // `s3`, which are not sink kinds.)
-        for krate in ["sinks-contract", "sinks-runtime"] {
+        for krate in ["sinks-contract", "sinks-toolkit", "sinks-certify", "sinks-runtime"] {
             let mut files = Vec::new();
             rust_files(&root.join("crates").join(krate).join("src"), &mut files);
             assert!(!files.is_empty(), "no sources under {krate}");

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_contract::{Envelope, Sink};
 
 use crate::client::Client;

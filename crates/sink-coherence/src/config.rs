@@ -13,9 +13,13 @@
 
 use serde::{Deserialize, Serialize};
 use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
-use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
 use sinks_contract::{ConfigError, PayloadMode};
+use sinks_toolkit::checks::{check_seconds, check_text, check_token};
+use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::retry::settings::{
+    default_backoff_mode, default_backoff_multiplier, default_jitter, default_max_retries,
+};
+use sinks_toolkit::retry::{BackoffMode, InPlace, Jitter, RetrySettings};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -49,7 +53,7 @@ pub enum Serializer {
 /// logged; the default), `replace` (`put`: the newest delivery replaces the entry) or
 /// `fail_existing` (`putIfAbsent`: same payload → duplicate; a different payload fails the
 /// message permanently, dead-letter). The contract's one policy type, in this sink's words;
-/// what each answer means is `sinks_contract::existing`.
+/// what each answer means is `sinks_toolkit::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// The only durability statement the reference knows: the operator confirms the cluster's
@@ -221,23 +225,13 @@ fn default_session_disconnect() -> f64 {
 fn default_max_concurrent_requests() -> usize {
     128
 }
-fn default_max_retries() -> u32 {
-    3
-}
+/// This sink's first retry delay (50 ms; the other sinks' default is 10 ms).
 fn default_retry_backoff_ms() -> u64 {
     50
 }
+/// This sink's longest wait in place (1000 ms; the other sinks' default is 250 ms).
 fn default_retry_max_backoff_ms() -> u64 {
     1000
-}
-fn default_backoff_mode() -> BackoffMode {
-    BackoffMode::Exponential
-}
-fn default_backoff_multiplier() -> f64 {
-    2.0
-}
-fn default_jitter() -> Jitter {
-    Jitter::Full
 }
 
 impl Default for CoherenceSinkConfig {
@@ -259,17 +253,22 @@ impl CoherenceSinkConfig {
         Ok(config)
     }
 
-    /// The in-place retries of a write: the `retry_*` backoff, `max_retries`, and the
-    /// request timeout.
-    pub(crate) fn in_place(&self) -> InPlace {
-        let backoff = Backoff {
-            base: std::time::Duration::from_millis(self.retry_backoff_ms),
-            max: std::time::Duration::from_millis(self.retry_max_backoff_ms),
+    /// The values of the `retry_*` fields and `max_retries`.
+    pub(crate) fn retry(&self) -> RetrySettings {
+        RetrySettings {
+            max_retries: self.max_retries,
+            backoff_ms: self.retry_backoff_ms,
+            max_backoff_ms: self.retry_max_backoff_ms,
             mode: self.retry_backoff_mode,
             multiplier: self.retry_backoff_multiplier,
             jitter: self.retry_jitter,
-        };
-        InPlace::new(backoff, self.max_retries, std::time::Duration::from_secs_f64(self.request_timeout_seconds))
+        }
+    }
+
+    /// The in-place retries of a write: the `retry_*` backoff, `max_retries`, and the
+    /// request timeout.
+    pub(crate) fn in_place(&self) -> InPlace {
+        self.retry().in_place(std::time::Duration::from_secs_f64(self.request_timeout_seconds))
     }
 
     /// The host part of `address`.
@@ -316,24 +315,13 @@ impl CoherenceSinkConfig {
             ("sink.session_disconnect_seconds", self.session_disconnect_seconds, true),
         ];
         for (field, value, zero_ok) in seconds {
-            let low_ok = if zero_ok { value >= 0.0 } else { value > 0.0 };
-            if !(value.is_finite() && low_ok && value <= 300.0) {
-                let low = if zero_ok { "≥ 0" } else { "> 0" };
-                issues.push(field, format!("must be {low} and ≤ 300 (got {value})"));
+            if let Err(m) = check_seconds(value, zero_ok, 300.0) {
+                issues.push(field, m);
             }
         }
         self.validate_tls(&mut issues);
         issues.range("sink.max_concurrent_requests", self.max_concurrent_requests as u64, 1, 1024);
-        issues.range("sink.max_retries", u64::from(self.max_retries), 0, 10);
-        issues.range("sink.retry_backoff_ms", self.retry_backoff_ms, 0, 60_000);
-        issues.range("sink.retry_max_backoff_ms", self.retry_max_backoff_ms, 0, 300_000);
-        if self.retry_max_backoff_ms < self.retry_backoff_ms {
-            issues.push("sink.retry_max_backoff_ms", "must not be less than sink.retry_backoff_ms");
-        }
-        let multiplier = self.retry_backoff_multiplier;
-        if !(multiplier.is_finite() && (1.0..=10.0).contains(&multiplier)) {
-            issues.push("sink.retry_backoff_multiplier", format!("must be in 1.0..=10.0 (got {multiplier})"));
-        }
+        self.retry().validate(&mut issues);
         issues.finish()
     }
 
@@ -365,33 +353,6 @@ impl CoherenceSinkConfig {
             _ => {}
         }
     }
-}
-
-/// Bounded, unpadded text without control characters.
-fn check_text(value: &str, max: usize) -> Result<(), String> {
-    if value.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if value.trim() != value {
-        return Err("must not have surrounding whitespace".into());
-    }
-    if value.chars().count() > max {
-        return Err(format!("must be at most {max} characters"));
-    }
-    if value.chars().any(char::is_control) {
-        return Err("must not contain control characters".into());
-    }
-    Ok(())
-}
-
-/// Text whose first character is a letter or digit and whose others satisfy `allowed`.
-fn check_token(value: &str, max: usize, allowed: impl Fn(char) -> bool) -> Result<(), String> {
-    check_text(value, max)?;
-    let first_ok = value.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
-    if !first_ok || !value.chars().all(allowed) {
-        return Err("contains unsupported characters".into());
-    }
-    Ok(())
 }
 
 /// `host:port`: no scheme or userinfo, a host of `[A-Za-z0-9_.-]` (at most 254 characters,

@@ -1,8 +1,9 @@
 //! Pure: what is written for a message, in Coherence's JSON wire format. No I/O here.
 //!
 //! - The **key**: `[key_prefix:]<raw>`, `<raw>` per `key_strategy` (the reference's strings:
-//!   `stream-sequence:S:N`, `message-id:ID`, `payload-sha256:SUBJ:HEX`), sent as a JSON
-//!   string. Different identities never share a key (the strings are not sanitized).
+//!   `stream-sequence:S:N`, `message-id:ID`, `payload-sha256:SUBJ:HEX`; `stream-sequence:S.EPOCH:N`
+//!   in a later epoch of the stream, whose documents also carry `stream_epoch`), sent as a
+//!   JSON string. Different identities never share a key (the strings are not sanitized).
 //! - The **value**: the reference's `nats_sinks.coherence.event.v1` document (sorted keys,
 //!   compact UTF-8): identity, timestamps, headers, the standard metadata document, the
 //!   normalized payload and `payload_info`. The proxy re-encodes the JSON it stores (no
@@ -22,10 +23,15 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_contract::{Envelope, Presence, metadata};
+use sinks_contract::{Envelope, Presence};
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::CoherenceSinkConfig;
+
+/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// existing-key decision and the sink's capabilities.
+pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
 
 /// `schema` of stored documents.
 pub(crate) const EVENT_SCHEMA: &str = "nats_sinks.coherence.event.v1";
@@ -137,6 +143,10 @@ struct EventDoc<'a> {
     security_labels: Value,
     stored_at_epoch_ns: i64,
     stream: &'a str,
+    /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
+    /// stream that never changed is the reference's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
 }
@@ -188,6 +198,7 @@ pub(crate) fn document(
         security_labels: Value::Null,
         stored_at_epoch_ns: doc.stored_at_epoch_ns(),
         stream: &js.stream,
+        stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
         subject: envelope.subject(),
     };
@@ -287,6 +298,23 @@ mod tests {
         c.max_key_bytes = 64;
         let long = envelope_with("S", 1, "s", "{}", Headers::new().with("Nats-Msg-Id", "x".repeat(80)), 1);
         assert!(matches!(entry_key(&long, &c), Err(EntryError::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn a_later_epoch_keys_its_entries_apart_and_says_so() {
+        let e = envelope_with("ORDERS", 7, "o", "{}", Headers::new().with("Nats-Msg-Id", "m-7"), 1);
+        let later = e.clone().with_stream_epoch(Some("e17".into()));
+        let key = |e: &Envelope, key_strategy| entry_key(e, &CoherenceSinkConfig { key_strategy, ..config() }).unwrap();
+        assert_eq!(key(&later, KeyStrategy::IdempotencyKey), "stream-sequence:ORDERS.e17:7");
+        assert_eq!(key(&later, KeyStrategy::StreamSequence), "stream-sequence:ORDERS.e17:7");
+        assert_eq!(key(&later, KeyStrategy::MessageId), key(&e, KeyStrategy::MessageId));
+        let doc = |e: &Envelope| -> Value {
+            let p = prepare(e, &config(), OffsetDateTime::now_utc()).unwrap();
+            serde_json::from_slice(from_wire(&p.wire_value).unwrap()).unwrap()
+        };
+        let d = doc(&later);
+        assert_eq!((&d["stream"], &d["stream_epoch"]), (&Value::from("ORDERS"), &Value::from("e17")));
+        assert!(doc(&e).get("stream_epoch").is_none(), "the reference's document for a stream that never changed");
     }
 
     #[test]

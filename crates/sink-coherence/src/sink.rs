@@ -32,13 +32,14 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
-use sinks_contract::existing;
-use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::InPlace;
+use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
+    Reconcile, Sink, SinkError,
 };
+use sinks_toolkit::existing;
+use sinks_toolkit::in_order;
+use sinks_toolkit::retry::InPlace;
 use time::OffsetDateTime;
 
 use crate::client::Client;
@@ -46,9 +47,6 @@ use crate::config::CoherenceSinkConfig;
 use crate::entry::{self, Prepared};
 use crate::error::{CohError, Stage, classify, classify_at_open};
 
-/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
-/// the consumer's AckWait).
-const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
 /// Wait between start-up attempts while `ready_timeout_seconds` lasts.
 const READY_POLL: Duration = Duration::from_millis(500);
 
@@ -101,8 +99,10 @@ impl Sink for CoherenceSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let conditional = self.inner.config.duplicate_policy.is_conditional();
-        Capabilities { atomic_batch: false, reports_duplicates: conditional, detects_conflicts: conditional }
+        let config = &self.inner.config;
+        let basis = entry::strategy_basis(config.key_strategy);
+        let conditional = existing::conditional(config.duplicate_policy.on_existing(), basis);
+        Capabilities::new().atomic_batch(false).reports_duplicates(conditional).detects_conflicts(conditional)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -140,11 +140,7 @@ impl Sink for CoherenceSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        self.write_batch_within(batch, DEFAULT_BUDGET).await
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -157,7 +153,7 @@ impl Sink for CoherenceSink {
         };
         let write = |envelope, prepared| async move { inner.write_one(envelope, prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
-        let outcomes = ordering::write_each("coherence entry", batch, limit, prepare, write).await;
+        let outcomes = in_order::write_each("coherence entry", batch, limit, prepare, write).await;
         sinks_contract::sink::log_outcomes("coherence", &outcomes);
         Ok(outcomes)
     }
@@ -167,17 +163,32 @@ impl Sink for CoherenceSink {
         client.size().await.map(drop).map_err(|e| classify(Stage::Read, &e))
     }
 
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for CoherenceSink {
+    fn enable(&self) {}
+
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let key = entry::entry_key(envelope, &self.inner.config).ok()?;
         Some(DestinationRef::Cache { cache: self.inner.config.cache_name.clone(), key })
     }
+}
 
-    fn read_back(&self) -> ReadBack {
-        ReadBack::Supported(format!(
+#[async_trait]
+impl Reconcile for CoherenceSink {
+    fn checks(&self) -> String {
+        format!(
             "get of each entry key ({} in flight): missing, or the stored document's payload_info.sha256 and the \
              payload it holds (payload_exact, or the decoded envelope) compared with the message's",
             self.inner.config.max_concurrent_requests
-        ))
+        )
     }
 
     /// One `get` per envelope, up to `max_concurrent_requests` in flight, answers in input
@@ -216,28 +227,32 @@ impl Inner {
     /// One message, retried in place after temporary failures while the wait is short
     /// (≤ `retry_max_backoff_ms`, the proxy's wait included), the attempts last
     /// (`max_retries`) and the write's budget allows; otherwise the failure goes back with the
-    /// wait it needs as `retry_after` (`sinks_contract::retry::InPlace`).
+    /// wait it needs as `retry_after` (`sinks_toolkit::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: Prepared, deadline: Instant) -> MessageOutcome {
         self.retry.write("coherence write", envelope, deadline, |_| self.attempt(envelope, &prepared)).await
     }
 
     /// One put, and what the entry it found (or replaced) means for this message
-    /// (`sinks_contract::existing`).
+    /// (`sinks_toolkit::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
         let client = self.client().map_err(|e| classify(Stage::Write, &e))?;
-        let policy = self.config.duplicate_policy;
+        let policy = self.config.duplicate_policy.on_existing();
+        let basis = entry::key_basis(envelope, self.config.key_strategy);
+        // A replacing policy puts only if absent under stream-sequence keys: it must not
+        // overwrite an earlier event before it was compared.
+        let conditional = existing::conditional(policy, basis);
         let found = client
-            .put(prepared.wire_key.clone(), prepared.wire_value.clone(), policy.is_conditional(), self.ttl_ms())
+            .put(prepared.wire_key.clone(), prepared.wire_value.clone(), conditional, self.ttl_ms())
             .await
             .map_err(|e| classify(Stage::Write, &e))?;
         let Some(found) = found else {
-            if policy.is_conditional() && self.config.ttl_seconds.is_some() {
+            if conditional && self.config.ttl_seconds.is_some() {
                 self.apply_expiry(client, prepared).await;
             }
             return Ok(MessageOutcome::Committed);
         };
         let stored = existing::compare(entry::stored_fingerprint(&found).as_deref(), &prepared.fingerprint);
-        Ok(existing::resolve(envelope, policy.on_existing(), stored, "coherence key"))
+        Ok(existing::resolve(envelope, policy, basis, stored, "coherence key"))
     }
 }
 
@@ -260,7 +275,7 @@ impl Inner {
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use sinks_contract::retry::{Budget, Jitter};
+    use sinks_toolkit::retry::{Budget, Jitter};
 
     use super::*;
 

@@ -4,24 +4,24 @@
 //! legacy gRPC protocol.
 
 use sink_coherence::certify::CoherenceHarness;
-use sinks_contract::certify;
+use sinks_certify as certify;
 
 async fn harness() -> CoherenceHarness {
     let address = sinks_testkit::shared_coherence().await.unwrap_or_else(|e| panic!("no Coherence member: {e}"));
     CoherenceHarness::new(address)
 }
 
-sinks_contract::certify_tests!(harness().await);
+sinks_certify::certify_tests!(harness().await);
 
 /// Every clause again over the legacy gRPC protocol, one test per clause.
 mod legacy {
-    sinks_contract::certify_tests!(super::harness().await.with_protocol(sink_coherence::Protocol::Legacy));
+    sinks_certify::certify_tests!(super::harness().await.with_protocol(sink_coherence::Protocol::Legacy));
 }
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
+    use sinks_certify::Harness;
     use sinks_contract::Sink;
-    use sinks_contract::certify::Harness;
     let harness = harness().await;
     let target = harness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "coherence");

@@ -8,6 +8,7 @@
 //! same format is a duplicate to the sink.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -33,6 +34,16 @@ async fn fixture(adjust: impl FnOnce(&mut CoherenceSinkConfig)) -> (CoherenceSin
 
 fn key(stream: &str, seq: u64) -> String {
     format!("stream-sequence:{stream}:{seq}")
+}
+
+/// True for the refusal of a different event under a stream-sequence key.
+fn reused(o: &MessageOutcome) -> bool {
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+}
+
+/// Version `v` of the event with message id `id`, at stream sequence `seq`.
+fn by_id(stream: &str, seq: u64, id: &str, v: u32) -> sinks_contract::Envelope {
+    envelope_with(stream, seq, "s", format!("{{\"v\":{v}}}"), Headers::new().with("Nats-Msg-Id", id), 1)
 }
 
 #[tokio::test]
@@ -68,27 +79,44 @@ async fn the_legacy_protocol_writes_the_same_entries() {
     assert_eq!(read_back.size().await.unwrap(), 20);
 }
 
+/// Under stream-sequence keys (the default) a different payload is a reused sequence,
+/// refused whatever the policy, and the first version stays; a redelivery is a duplicate.
 #[tokio::test]
-async fn skip_existing_reports_duplicates_and_keeps_the_first_version() {
-    let (sink, read_back, _) = fixture(|_| {}).await;
-    let first = envelope("SK", 1, "s", r#"{"v":1}"#);
-    let again = envelope("SK", 1, "s", r#"{"v":1}"#);
-    let changed = envelope("SK", 1, "s", r#"{"v":2}"#);
-    assert_eq!(classes(&write(&sink, &[first]).await), [OutcomeClass::Committed]);
-    assert_eq!(classes(&write(&sink, &[again]).await), [OutcomeClass::Duplicate]);
-    let outcomes = write(&sink, &[changed]).await;
-    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
-    assert_eq!(read_back.document(&key("SK", 1)).await.unwrap().unwrap()["payload"]["v"], 1);
+async fn a_different_payload_under_a_stream_sequence_key_is_refused_whatever_the_policy() {
+    for policy in [DuplicatePolicy::SkipExisting, DuplicatePolicy::FailExisting, DuplicatePolicy::Replace] {
+        let (sink, read_back, _) = fixture(|c| c.duplicate_policy = policy).await;
+        assert!(sink.capabilities().detects_conflicts, "{policy:?}");
+        assert_eq!(classes(&write(&sink, &[envelope("SK", 1, "s", r#"{"v":1}"#)]).await), [OutcomeClass::Committed]);
+        assert_eq!(classes(&write(&sink, &[envelope("SK", 1, "s", r#"{"v":1}"#)]).await), [OutcomeClass::Duplicate]);
+        let outcomes = write(&sink, &[envelope("SK", 1, "s", r#"{"v":2}"#)]).await;
+        assert!(reused(&outcomes[0]), "{policy:?}: {outcomes:?}");
+        assert_eq!(read_back.document(&key("SK", 1)).await.unwrap().unwrap()["payload"]["v"], 1, "{policy:?}");
+        // In a later epoch the same sequence is an entry of its own.
+        let later = envelope("SK", 1, "s", r#"{"v":2}"#).with_stream_epoch(Some("e2".into()));
+        assert_eq!(classes(&write(&sink, std::slice::from_ref(&later)).await), [OutcomeClass::Committed]);
+        assert_eq!(classes(&write(&sink, &[later]).await), [OutcomeClass::Duplicate]);
+        let doc = read_back.document("stream-sequence:SK.e2:1").await.unwrap().unwrap();
+        assert_eq!((doc["payload"]["v"].as_u64(), doc["stream_epoch"].as_str()), (Some(2), Some("e2")), "{policy:?}");
+    }
 }
 
+/// Under message id keys the policies keep their meaning: the first version kept, or the
+/// message rejected.
 #[tokio::test]
-async fn fail_existing_rejects_a_different_payload_and_accepts_the_same() {
-    let (sink, read_back, _) = fixture(|c| c.duplicate_policy = DuplicatePolicy::FailExisting).await;
-    assert_eq!(classes(&write(&sink, &[envelope("FE", 1, "s", r#"{"v":1}"#)]).await), [OutcomeClass::Committed]);
-    assert_eq!(classes(&write(&sink, &[envelope("FE", 1, "s", r#"{"v":1}"#)]).await), [OutcomeClass::Duplicate]);
-    let outcomes = write(&sink, &[envelope("FE", 1, "s", r#"{"v":2}"#)]).await;
-    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::Rejected)), "{outcomes:?}");
-    assert_eq!(read_back.document(&key("FE", 1)).await.unwrap().unwrap()["payload"]["v"], 1);
+async fn under_message_id_keys_skip_keeps_and_fail_existing_rejects() {
+    for (policy, kept) in [(DuplicatePolicy::SkipExisting, true), (DuplicatePolicy::FailExisting, false)] {
+        let (sink, read_back, _) = fixture(|c| {
+            c.duplicate_policy = policy;
+            c.key_strategy = KeyStrategy::MessageId;
+        })
+        .await;
+        assert_eq!(classes(&write(&sink, &[by_id("FE", 1, "fe-1", 1)]).await), [OutcomeClass::Committed]);
+        assert_eq!(classes(&write(&sink, &[by_id("FE", 2, "fe-1", 1)]).await), [OutcomeClass::Duplicate]);
+        let outcomes = write(&sink, &[by_id("FE", 3, "fe-1", 2)]).await;
+        let want = if kept { ConflictResolution::KeptExisting } else { ConflictResolution::Rejected };
+        assert!(matches!(&outcomes[0], MessageOutcome::Conflict(r) if *r == want), "{policy:?}: {outcomes:?}");
+        assert_eq!(read_back.document("message-id:fe-1").await.unwrap().unwrap()["payload"]["v"], 1);
+    }
 }
 
 #[tokio::test]
@@ -116,11 +144,13 @@ async fn replace_overwrites_and_one_key_is_written_in_input_order() {
 
 #[tokio::test]
 async fn entries_expire_after_ttl_seconds() {
-    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(1)).await;
+    // 3 s of life: time enough to read the entry back on a loaded machine (with 1 s, a batch's
+    // entries expired between the write and the read-back in a busy run).
+    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(3)).await;
     assert_eq!(classes(&write(&sink, &[envelope("TTL", 1, "s", "{}")]).await), [OutcomeClass::Committed]);
     assert!(read_back.get(&key("TTL", 1)).await.unwrap().is_some());
-    tokio::time::sleep(Duration::from_millis(2500)).await;
-    assert!(read_back.get(&key("TTL", 1)).await.unwrap().is_none(), "expired after 1 s");
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert!(read_back.get(&key("TTL", 1)).await.unwrap().is_none(), "expired after 3 s");
 }
 
 #[tokio::test]
@@ -265,7 +295,7 @@ async fn an_entry_the_python_client_wrote_in_the_same_format_is_a_duplicate() {
     let outcomes = write(&sink, &[envelope("PY", 1, "py.subject", payload)]).await;
     assert!(matches!(outcomes[0], MessageOutcome::Duplicate), "{outcomes:?}");
     let outcomes = write(&sink, &[envelope("PY", 1, "py.subject", r#"{"order":8}"#)]).await;
-    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+    assert!(reused(&outcomes[0]), "another event under the stored stream sequence: {outcomes:?}");
     assert_eq!(read_back.document(&key("PY", 1)).await.unwrap().unwrap()["subject"], "py.subject", "kept");
 }
 
@@ -285,7 +315,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
         .collect();
     assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
     assert!(matches!(sink.read_back(), sinks_contract::ReadBack::Supported(_)));
-    let clean = sink.reconcile(&batch).await.unwrap();
+    let clean = sink.read_back_batch(&batch).await.unwrap();
     assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
 
     assert!(read_back.remove(&key(stream, 17)).await.unwrap());
@@ -296,7 +326,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
     doc["payload_exact"] = r#"{"order":151,"amount":3}"#.into();
     read_back.overwrite(&key(stream, 151), serde_json::to_string(&doc).unwrap().as_bytes()).await.unwrap();
 
-    let found = sink.reconcile(&batch).await.unwrap();
+    let found = sink.read_back_batch(&batch).await.unwrap();
     assert_eq!(found.len(), batch.len());
     let reported: Vec<(u64, Presence)> = batch
         .iter()
@@ -307,7 +337,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
     assert_eq!(reported, [(17, Presence::Missing), (120, Presence::Missing), (151, Presence::Different)]);
     assert_eq!(read_back.size().await.unwrap(), 198, "reconcile wrote nothing");
     // Where the report says to look.
-    let destination = sink.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+    let destination = sink.destination_of(&batch[16], &MessageOutcome::Committed).unwrap();
     assert_eq!(
         destination,
         sinks_contract::DestinationRef::Cache { cache: sink.config().cache_name.clone(), key: key(stream, 17) }
@@ -325,8 +355,9 @@ async fn reconcile_reports_exactly_the_removed_and_altered_entries_over_legacy()
 }
 
 /// A batch over several subjects: every message gets its own outcome: new keys are
-/// committed, a key already holding the same payload is a duplicate, a different payload a
-/// conflict, and a message repeated inside the batch a duplicate of its first copy.
+/// committed, a key already holding the same payload is a duplicate, a different payload
+/// (under these stream-sequence keys) a reused sequence, refused alone, and a message
+/// repeated inside the batch a duplicate of its first copy.
 async fn a_batch_keeps_per_message_outcomes(protocol: sink_coherence::Protocol) {
     let (sink, read_back, _) = fixture(|c| c.protocol = protocol).await;
     let payload = |s: u64| format!("{{\"s\":{s}}}");
@@ -340,12 +371,12 @@ async fn a_batch_keeps_per_message_outcomes(protocol: sink_coherence::Protocol) 
     for (i, o) in outcomes.iter().enumerate() {
         let expected = match i + 1 {
             3 | 41 => OutcomeClass::Duplicate,
-            5 => OutcomeClass::Conflict,
+            5 => OutcomeClass::FailedPermanent,
             _ => OutcomeClass::Committed,
         };
         assert_eq!(o.class(), expected, "message {} of the batch: {o:?}", i + 1);
     }
-    assert!(matches!(outcomes[4], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+    assert!(reused(&outcomes[4]), "{outcomes:?}");
     assert_eq!(read_back.size().await.unwrap(), 40);
     for s in (1..=40).filter(|s| *s != 5) {
         let doc = read_back.document(&key("RND", s)).await.unwrap().unwrap();
@@ -353,7 +384,7 @@ async fn a_batch_keeps_per_message_outcomes(protocol: sink_coherence::Protocol) 
         assert_eq!(doc["subject"], format!("rnd.k{}", s % 4));
     }
     assert_eq!(read_back.document(&key("RND", 5)).await.unwrap().unwrap()["payload"]["s"], "other");
-    // The whole batch again: all duplicates except the conflict.
+    // The whole batch again: all duplicates except the refused one.
     let again = classes(&write(&sink, &batch).await);
     assert_eq!(again.iter().filter(|c| **c == OutcomeClass::Duplicate).count(), 40, "{again:?}");
 }
@@ -396,14 +427,14 @@ async fn an_entry_the_proxy_refuses_fails_alone_and_its_batch_mates_commit() {
 
 #[tokio::test]
 async fn entries_of_a_batch_expire_after_ttl_seconds() {
-    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(1)).await;
+    let (sink, read_back, _) = fixture(|c| c.ttl_seconds = Some(3)).await;
     let batch: Vec<_> = (1..=6).map(|s| envelope("TTLB", s, &format!("t.k{}", s % 2), "{}")).collect();
     assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
     for s in 1..=6 {
         assert!(read_back.get(&key("TTLB", s)).await.unwrap().is_some(), "entry {s} is there at first");
     }
-    tokio::time::sleep(Duration::from_millis(2500)).await;
+    tokio::time::sleep(Duration::from_millis(4500)).await;
     for s in 1..=6 {
-        assert!(read_back.get(&key("TTLB", s)).await.unwrap().is_none(), "entry {s} expired after 1 s");
+        assert!(read_back.get(&key("TTLB", s)).await.unwrap().is_none(), "entry {s} expired after 3 s");
     }
 }

@@ -1,12 +1,12 @@
 //! [`FileLog`]: the batch mode's I/O below the sink's root directory (the
-//! `sinks_contract::batch::ObjectLog` of the file sink).
+//! `sinks_toolkit::batch::ObjectLog` of the file sink).
 //!
 //! - an object is written into a dot-named temporary file in its partition directory
 //!   (`.nats-sinks-<random>.tmp`, mode 0600, invisible to `*.ndjson` and `*.parquet` globs);
 //! - **stage**: the temporary file and its directory are fsynced (with `fsync`), and kept:
 //!   the manifest names it, so whoever reads the manifest can complete the object;
 //! - **create** (a manifest): written to a temporary file, fsynced, then moved to its name
-//!   by a rename that fails when the name exists (`sinks_contract::files`): an atomic
+//!   by a rename that fails when the name exists (`sinks_toolkit::files`): an atomic
 //!   create-if-absent; the directory is fsynced;
 //! - **complete**: the temporary file is `link`ed to the object's final name (never
 //!   replacing a file), the directory fsynced, the temporary name removed.
@@ -22,10 +22,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use sinks_contract::batch::{ObjectLog, TempObject};
-use sinks_contract::blocking::blocking;
-use sinks_contract::files;
 use sinks_contract::{DestinationRef, SinkError};
+use sinks_toolkit::batch::{ObjectLog, TempObject};
+use sinks_toolkit::blocking::blocking;
+use sinks_toolkit::files::{self, FileMode};
 
 use crate::error::classify;
 
@@ -37,12 +37,15 @@ const TEMP_PREFIX: &str = ".nats-sinks-";
 pub(crate) struct FileLog {
     root: Arc<OnceLock<PathBuf>>,
     fsync: bool,
+    file_mode: FileMode,
+    dir_mode: FileMode,
 }
 
 impl FileLog {
-    /// Below `root` (resolved by the sink's `open`), fsyncing when `fsync`.
-    pub(crate) fn new(root: Arc<OnceLock<PathBuf>>, fsync: bool) -> Self {
-        Self { root, fsync }
+    /// Below `root` (resolved by the sink's `open`), fsyncing when `fsync`, creating files
+    /// and directories with the sink's modes.
+    pub(crate) fn new(root: Arc<OnceLock<PathBuf>>, fsync: bool, file_mode: FileMode, dir_mode: FileMode) -> Self {
+        Self { root, fsync, file_mode, dir_mode }
     }
 
     fn root(&self) -> Result<PathBuf, SinkError> {
@@ -56,7 +59,7 @@ impl FileLog {
 
 /// The directory `root/rel`, created level by level (never the root itself), refusing a
 /// symlink at any level.
-fn ensure_dirs(root: &Path, rel: &str) -> Result<PathBuf, SinkError> {
+fn ensure_dirs(root: &Path, rel: &str, mode: FileMode) -> Result<PathBuf, SinkError> {
     fs::metadata(root).map_err(|e| classify(e, "file sink root is not accessible"))?;
     let mut dir = root.to_path_buf();
     for part in rel.split('/').filter(|p| !p.is_empty()) {
@@ -68,7 +71,7 @@ fn ensure_dirs(root: &Path, rel: &str) -> Result<PathBuf, SinkError> {
             Ok(meta) if meta.file_type().is_symlink() => return Err(SinkError::permanent("refusing symlinked path")),
             Ok(meta) if meta.is_dir() => {}
             Ok(_) => return Err(SinkError::config("partition path exists and is not a directory")),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match mode.create_dir(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                 Err(e) => return Err(classify(e, "cannot create partition directory")),
@@ -124,13 +127,15 @@ impl ObjectLog for FileLog {
         let root = self.root()?;
         let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
         let (dir, name, fsync) = (dir.to_owned(), name.to_owned(), self.fsync);
+        let (file_mode, dir_mode) = (self.file_mode, self.dir_mode);
         blocking(move || {
-            let dir = ensure_dirs(&root, &dir)?;
+            let dir = ensure_dirs(&root, &dir, dir_mode)?;
             let mut temp = tempfile::Builder::new()
                 .prefix(TEMP_PREFIX)
                 .suffix(".tmp")
                 .tempfile_in(&dir)
                 .map_err(|e| classify(e, "cannot create a manifest's temp file"))?;
+            file_mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set a manifest's mode"))?;
             temp.write_all(&body).map_err(|e| classify(e, "cannot write a manifest"))?;
             if fsync {
                 temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a manifest"))?;
@@ -149,12 +154,13 @@ impl ObjectLog for FileLog {
     }
 
     fn temp(&self, partition: &str) -> Result<TempObject, SinkError> {
-        let dir = ensure_dirs(&self.root()?, partition)?;
+        let dir = ensure_dirs(&self.root()?, partition, self.dir_mode)?;
         let temp = tempfile::Builder::new()
             .prefix(TEMP_PREFIX)
             .suffix(".tmp")
             .tempfile_in(&dir)
             .map_err(|e| classify(e, "cannot create a batch file's temp file"))?;
+        self.file_mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set a batch file's mode"))?;
         let (file, path) = temp.into_parts();
         Ok(TempObject { file, path: Some(path) })
     }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, PayloadMode, Sink};
 
@@ -35,6 +35,9 @@ impl ReadBack for DirReadBack {
 #[derive(Deserialize)]
 struct StoredRecord<'a> {
     stream: String,
+    /// Only in a later epoch of the stream.
+    #[serde(default)]
+    stream_epoch: Option<String>,
     stream_sequence: u64,
     #[serde(borrow)]
     payload: &'a RawValue,
@@ -46,7 +49,8 @@ struct PayloadInfo {
     wrapped: bool,
 }
 
-/// Every record below `root` (dot files skipped), as `(stream-sequence key, payload bytes)`.
+/// Every record below `root` (dot files skipped), as `(stream-sequence key, payload bytes)`:
+/// the key of the record's keyed stream (`{stream}.{epoch}` when it has a `stream_epoch`).
 /// A JSON payload comes back exactly as stored; a wrapped one is unwrapped to its bytes.
 pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
@@ -70,7 +74,11 @@ pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
             let text = std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
             let record: StoredRecord<'_> =
                 serde_json::from_slice(&text).map_err(|e| format!("{} is not a record: {e}", path.display()))?;
-            let key = format!("stream-sequence:{}:{}", record.stream, record.stream_sequence);
+            let stream = match &record.stream_epoch {
+                Some(epoch) => format!("{}.{epoch}", record.stream),
+                None => record.stream,
+            };
+            let key = format!("stream-sequence:{stream}:{}", record.stream_sequence);
             let payload = if record.payload_info.wrapped {
                 Bytes::from(sinks_contract::payload::decode_stored(record.payload.get()))
             } else {
@@ -103,7 +111,7 @@ impl Harness for FileHarness {
 
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
         let fx = fixture(PayloadMode::JsonOnly).await.ok()?;
-        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+        Some((fx, envelope(sinks_certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
@@ -127,7 +135,7 @@ impl Harness for FileHarness {
 }
 
 /// Harness for the batch mode (`mode: batch`, NDJSON): the sink behind
-/// `sinks_contract::holding::Durable` (each write flushes its objects and returns final
+/// `sinks_toolkit::holding::Durable` (each write flushes its objects and returns final
 /// outcomes), read back by parsing every object file below the directory.
 #[derive(Debug, Default)]
 pub struct FileBatchHarness;
@@ -146,12 +154,13 @@ impl ReadBack for BatchDirReadBack {
 }
 
 /// Every row of every batch object below `root` (dot files and the `_nats-sinks` manifest
-/// directories skipped), as `(stream-sequence key, payload bytes)`.
+/// directories skipped), as `(stream-sequence key, payload bytes)`; a row's `stream` is
+/// already its keyed stream (`{stream}.{epoch}` in a later epoch).
 pub fn read_batch_records(root: &Path) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     for (path, format, compression) in batch_objects(root)? {
         let file = std::fs::File::open(&path).map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-        sinks_contract::batch::encode::read_rows(file, format, compression, true, |row| {
+        sinks_toolkit::batch::encode::read_rows(file, format, compression, true, |row| {
             let key = format!("stream-sequence:{}:{}", row.stream, row.stream_sequence);
             out.push((key, Bytes::from(sinks_contract::payload::decode_stored(&row.payload))));
         })
@@ -163,8 +172,8 @@ pub fn read_batch_records(root: &Path) -> Result<Vec<Record>, String> {
 /// Every batch object file below `root`, with the format and compression its extension says.
 pub fn batch_objects(
     root: &Path,
-) -> Result<Vec<(PathBuf, sinks_contract::batch::Format, sinks_contract::batch::BatchCompression)>, String> {
-    use sinks_contract::batch::{BatchCompression, Format};
+) -> Result<Vec<(PathBuf, sinks_toolkit::batch::Format, sinks_toolkit::batch::BatchCompression)>, String> {
+    use sinks_toolkit::batch::{BatchCompression, Format};
     let mut out = Vec::new();
     let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -177,7 +186,7 @@ pub fn batch_objects(
             let entry = entry.map_err(|e| e.to_string())?;
             let name = entry.file_name().to_string_lossy().into_owned();
             let path = entry.path();
-            if name.starts_with('.') || name == sinks_contract::batch::naming::MANIFEST_DIR {
+            if name.starts_with('.') || name == sinks_toolkit::batch::naming::MANIFEST_DIR {
                 continue;
             }
             if path.is_dir() {
@@ -208,7 +217,7 @@ async fn batch_fixture(mode: PayloadMode) -> Result<Fixture, String> {
     config.mode = crate::WriteMode::Batch;
     let sink = FileSink::new(config).map_err(|e| e.to_string())?;
     sink.open().await.map_err(|e| e.display_chain())?;
-    let sink = sinks_contract::holding::Durable::wrap(Arc::new(sink));
+    let sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
     Ok(Fixture { sink, read_back: Box::new(BatchDirReadBack { dir }) })
 }
 
@@ -224,7 +233,7 @@ impl Harness for FileBatchHarness {
 
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
         let fx = batch_fixture(PayloadMode::JsonOnly).await.ok()?;
-        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+        Some((fx, envelope(sinks_certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
@@ -234,7 +243,7 @@ impl Harness for FileBatchHarness {
         let sink = FileSink::new(config).ok()?;
         sink.open().await.ok()?;
         drop(dir);
-        Some(sinks_contract::holding::Durable::wrap(Arc::new(sink)))
+        Some(sinks_toolkit::holding::Durable::wrap(Arc::new(sink)))
     }
 
     async fn crash_target(&self) -> Result<CrashTarget, String> {

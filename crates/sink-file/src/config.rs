@@ -9,9 +9,10 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
-use sinks_contract::batch::BatchConfig;
 use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipOverwriteFail};
+use sinks_toolkit::batch::BatchConfig;
+use sinks_toolkit::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
+use sinks_toolkit::files::FileMode;
 
 /// Extension used when none is configured and compression is off.
 pub(crate) const DEFAULT_EXTENSION: &str = ".json";
@@ -22,14 +23,15 @@ pub(crate) const MAX_EXTENSION_LEN: usize = 64;
 
 /// How messages are laid out on disk: `one_file_per_message` (the default, the
 /// reference's) or `batch` (many messages per file, NDJSON or Parquet; see
-/// `sinks_contract::batch`).
-pub use sinks_contract::batch::WriteMode;
+/// `sinks_toolkit::batch`).
+pub use sinks_toolkit::batch::WriteMode;
 
 /// What the file name of a message is derived from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FilenameStrategy {
-    /// `{stream}-{stream_sequence:020}`: stable across redeliveries of one stream.
+    /// `{stream}-{stream_sequence:020}`: stable across redeliveries of one stream
+    /// (`{stream}.{epoch}-…` in a later epoch of it, `Envelope::keyed_stream`).
     #[default]
     StreamSequence,
     /// `{message_id}-{sha256(message_id)[:16]}`: the publisher's `Nats-Msg-Id`.
@@ -38,15 +40,29 @@ pub enum FilenameStrategy {
     PayloadSha256,
 }
 
+impl FilenameStrategy {
+    /// What the names are made of, for the existing-key decision: the stream sequence
+    /// (a different payload under such a name is a reused sequence, refused whatever the
+    /// `duplicate_policy`), or the publisher's identity (the policy decides).
+    pub fn key_basis(self) -> KeyBasis {
+        match self {
+            Self::StreamSequence => KeyBasis::StreamSequence,
+            Self::MessageId | Self::PayloadSha256 => KeyBasis::Publisher,
+        }
+    }
+}
+
 /// What happens when the target file already exists: `skip_existing` (keep the existing
 /// file; the message is a duplicate, or a conflict when its payload differs from the stored
 /// one), `overwrite` (atomically replace it) or `fail` (refuse the message as a permanent
 /// failure). The contract's one policy type, in this sink's words; what each answer means is
-/// `sinks_contract::existing`.
+/// `sinks_toolkit::existing`. Under `filename_strategy: stream_sequence` a different
+/// payload is a reused stream sequence, refused (`sequence_reused`) whatever the policy, and
+/// `overwrite` never replaces a file (it creates conditionally, like `skip_existing`).
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipOverwriteFail>;
 
 /// Compression applied to each file: `none` or deterministic `gzip`.
-pub use sinks_contract::compression::Compression;
+pub use sinks_toolkit::compression::Compression;
 
 /// Settings of the file sink (`sink.type = "file"`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -65,6 +81,7 @@ pub struct FileSinkConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchConfig>,
     /// How file names are derived: `stream_sequence` (default), `message_id` or `payload_sha256`.
+    /// In a later epoch of the stream a `stream_sequence` name is `{stream}.{epoch}-{seq}`.
     #[serde(default)]
     pub filename_strategy: FilenameStrategy,
     /// What to do when the file already exists: `skip_existing` (default), `overwrite` or `fail`.
@@ -98,6 +115,23 @@ pub struct FileSinkConfig {
     /// Indent the JSON (the published payload itself is kept as published; default false).
     #[serde(default)]
     pub pretty: bool,
+    /// Mode of every file the sink writes, as an octal string (default `"0600"`: only the
+    /// sink's user can read them; `"0640"` lets its group read them too). Applied exactly,
+    /// whatever the umask; the owner keeps read and write.
+    #[serde(default = "default_file_mode")]
+    pub file_mode: FileMode,
+    /// Mode of every directory the sink creates, as an octal string (default `"0700"`;
+    /// `"0750"` lets its group in). Existing directories keep theirs; the owner keeps `rwx`.
+    #[serde(default = "default_dir_mode")]
+    pub dir_mode: FileMode,
+}
+
+fn default_file_mode() -> FileMode {
+    FileMode::PRIVATE_FILE
+}
+
+fn default_dir_mode() -> FileMode {
+    FileMode::PRIVATE_DIR
 }
 
 fn default_compression_level() -> u32 {
@@ -126,6 +160,8 @@ impl FileSinkConfig {
             create_directory: true,
             fsync: true,
             pretty: false,
+            file_mode: FileMode::PRIVATE_FILE,
+            dir_mode: FileMode::PRIVATE_DIR,
         }
     }
 
@@ -163,7 +199,8 @@ impl FileSinkConfig {
             issues.push("sink.extension", message);
         }
         issues.range("sink.compression_level", u64::from(self.compression_level), 1, 9);
-        sinks_contract::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
+        sinks_toolkit::files::check_modes(self.file_mode, self.dir_mode, &mut issues);
+        sinks_toolkit::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
         if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Overwrite {
             issues.push(
                 "sink.duplicate_policy",

@@ -22,7 +22,7 @@
 //! directories or final names are refused. Files are created owner-only (mode 0600), as the
 //! reference's `mkstemp` does; temp and probe names start with `.`, which no final name does.
 //!
-//! **Batch mode** (`mode: batch`, see `sinks_contract::batch`): many messages per file,
+//! **Batch mode** (`mode: batch`, see `sinks_toolkit::batch`): many messages per file,
 //! NDJSON (optionally gzip or zstd) or Parquet (cargo feature `parquet`), at
 //! `<root>/<partition>/<stream>-<first>-<last>.<ext>`. Each file is written into a dot-named
 //! temporary file next to its final name, fsynced, committed by linking its manifest into

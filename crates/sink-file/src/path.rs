@@ -76,7 +76,8 @@ pub(crate) fn file_stem(envelope: &Envelope, strategy: FilenameStrategy) -> Resu
             if js.stream.is_empty() || js.stream_sequence == 0 {
                 return Err(IdempotencyError::MissingStreamSequence);
             }
-            Ok(format!("{}-{:020}", safe_component(&js.stream, "stream"), js.stream_sequence))
+            // `{stream}.{epoch}` in a later epoch: `.` is kept, and no stream name has one.
+            Ok(format!("{}-{:020}", safe_component(&envelope.keyed_stream(), "stream"), js.stream_sequence))
         }
         FilenameStrategy::MessageId => {
             let id = envelope.message_id().ok_or(IdempotencyError::MissingMessageId)?;
@@ -220,6 +221,16 @@ mod tests {
             file_stem(&e, FilenameStrategy::PayloadSha256).expect("sha"),
             format!("orders.created-{}", sha256_hex(b"{\"a\":1}"))
         );
+        // A later epoch of the stream names its files apart; the message id and payload
+        // names do not depend on the stream.
+        let later = e.clone().with_stream_epoch(Some("e17".into()));
+        assert_eq!(
+            file_stem(&later, FilenameStrategy::StreamSequence).expect("seq"),
+            "ORDERS.e17-00000000000000000042"
+        );
+        for other in [FilenameStrategy::MessageId, FilenameStrategy::PayloadSha256] {
+            assert_eq!(file_stem(&later, other), file_stem(&e, other), "{other:?}");
+        }
         let id_200 = "z".repeat(200);
         let long = envelope_with("S", 1, "s", "{}", Headers::new().with("Nats-Msg-Id", id_200.as_str()), 1);
         let stem = file_stem(&long, FilenameStrategy::MessageId).expect("long id");

@@ -1,7 +1,7 @@
 //! Pure: the JSON record stored for one envelope, and its optional gzip encoding.
 //!
 //! The record has exactly the reference's keys, sorted, compact (or indented with `pretty`),
-//! followed by a newline. The payload is embedded as the normalized raw JSON text, so a
+//! followed by a newline; in a later epoch of the stream it also has `stream_epoch`. The payload is embedded as the normalized raw JSON text, so a
 //! published JSON payload is stored byte for byte (big integers and decimal spellings survive).
 //! Gzip output has mtime 0 and no file name, so the same record always compresses to the same
 //! bytes.
@@ -11,8 +11,9 @@ use std::io::Read;
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
+use sinks_contract::Envelope;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_contract::{Envelope, metadata};
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{Compression, FileSinkConfig};
@@ -45,6 +46,10 @@ struct Record<'a> {
     schema_version: u32,
     security_labels: Option<&'a Value>,
     stream: &'a str,
+    /// The stream's epoch, only in a later epoch of it (`Envelope::stream_epoch`): a record
+    /// of a stream that never changed has exactly the reference's keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
 }
@@ -96,6 +101,7 @@ pub(crate) fn record_json(
         schema_version: SCHEMA_VERSION,
         security_labels: envelope.security_labels(),
         stream: &js.stream,
+        stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
         subject: envelope.subject(),
     };
@@ -122,7 +128,7 @@ pub(crate) fn encode(
 /// is not a readable record (foreign file, truncated, wrong compression, too large).
 pub(crate) fn stored_payload_sha256(reader: impl Read, compression: Compression) -> Option<String> {
     let raw =
-        sinks_contract::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)?;
+        sinks_toolkit::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)?;
     payload::stored_payload_sha256(&raw)
 }
 
@@ -143,7 +149,7 @@ pub(crate) fn stored_matches(
         payload: &'a RawValue,
     }
     let Some(raw) =
-        sinks_contract::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)
+        sinks_toolkit::compression::read_decoded(reader, compression == Compression::Gzip, MAX_STORED_RECORD_BYTES)
     else {
         return false;
     };
@@ -267,6 +273,23 @@ mod tests {
         let value: Value = serde_json::from_str(&json_of(&e, false, false)).expect("json");
         assert!(value.get("metadata").is_none());
         assert_eq!(value.as_object().map(serde_json::Map::len), Some(17));
+    }
+
+    #[test]
+    fn a_later_epoch_adds_its_epoch_and_nothing_else() {
+        let e = envelope("ORDERS", 1, "orders.created", "{}");
+        let first: Value = serde_json::from_str(&json_of(&e, true, false)).expect("json");
+        assert!(first.get("stream_epoch").is_none(), "a stream that never changed keeps the reference's keys");
+        let text = json_of(&e.with_stream_epoch(Some("e17".into())), true, false);
+        let later: Value = serde_json::from_str(&text).expect("json");
+        assert_eq!(later["stream"], "ORDERS");
+        assert_eq!(later["stream_epoch"], "e17");
+        assert_eq!(later["metadata"]["jetstream"]["stream_epoch"], "e17");
+        assert_eq!(later.as_object().map(serde_json::Map::len), Some(19));
+        let top = keys_of(text.trim_end());
+        let mut sorted = top.clone();
+        sorted.sort();
+        assert_eq!(top, sorted, "keys stay sorted");
     }
 
     #[test]

@@ -8,8 +8,10 @@
 //! 2. **fsync** (when `fsync`): every staged temp file is fsynced, up to
 //!    [`MAX_PARALLEL_FSYNCS`] at once, so the filesystem commits them together and a batch
 //!    costs about one fsync latency instead of one per message;
-//! 3. **place**: a rename that never replaces (create-if-absent, `sinks_contract::files`)
-//!    for `skip_existing` and `fail`, a plain rename for `overwrite`. Files become visible
+//! 3. **place**: a rename that never replaces (create-if-absent, `sinks_toolkit::files`)
+//!    for `skip_existing` and `fail`, a plain rename for `overwrite` (but under
+//!    `stream_sequence` names, where a different payload is a reused stream sequence and
+//!    is refused as `sequence_reused`, `overwrite` never replaces either). Files become visible
 //!    here, so this phase keeps the one ordering rule (`sinks_contract::ordering`): messages
 //!    sharing an ordering key are placed one after another in stream order, and one behind a
 //!    temporary failure of its key (in any phase) is held back, its temp file discarded;
@@ -19,7 +21,7 @@
 //!
 //! With `mode: batch` none of this runs: the contract's `BatchWriter` appends each message
 //! to its partition's open file and reports it pending, and commits files through
-//! [`crate::batch::FileLog`] when they are full or old (see `sinks_contract::batch`).
+//! [`crate::batch::FileLog`] when they are full or old (see `sinks_toolkit::batch`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fs::{self, File, OpenOptions};
@@ -29,14 +31,14 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
-use sinks_contract::batch::{BatchWriter, OptionalBatch, Settings};
-use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
-use sinks_contract::existing::{self, OnExisting, Stored};
-use sinks_contract::files;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, ErrorClass, FlushScope, Holding, MessageOutcome,
-    OrderKey, Presence, ReadBack, Settled, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, ErrorClass, Holding,
+    MessageOutcome, OrderKey, Presence, ReadBack, Reconcile, Sink, SinkError,
 };
+use sinks_toolkit::batch::{BatchWriter, Settings};
+use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
+use sinks_toolkit::existing::{self, OnExisting, Stored};
+use sinks_toolkit::files::{self, FileMode};
 use time::OffsetDateTime;
 
 use crate::batch::FileLog;
@@ -53,6 +55,8 @@ pub(crate) const MAX_PARALLEL_FSYNCS: usize = 64;
 
 /// Prefix of the probe file written by `open` and `health_check`.
 const PROBE_PREFIX: &str = ".nats-sinks-healthcheck.";
+/// Bytes the health check writes: as much as a small record, so a full disk fails it.
+const PROBE_BYTES: usize = 4096;
 
 /// Durable local-file destination: one JSON document per message below a root directory.
 #[derive(Debug, Clone)]
@@ -86,6 +90,8 @@ impl Placed {
 /// A record written to its temp file, waiting for fsync and placement.
 #[derive(Debug)]
 struct Staged {
+    /// The message (what an existing file is compared with, and logged as).
+    envelope: Box<Envelope>,
     temp: tempfile::NamedTempFile,
     final_path: PathBuf,
     payload_sha256: String,
@@ -117,7 +123,7 @@ impl FileSink {
                 sink: "file",
                 record: "batch file",
             };
-            BatchWriter::new(FileLog::new(Arc::clone(&root), config.fsync), settings)
+            BatchWriter::new(FileLog::new(Arc::clone(&root), config.fsync, config.file_mode, config.dir_mode), settings)
         });
         Ok(Self { inner: Arc::new(Inner { config, extension, root, batch }) })
     }
@@ -149,7 +155,7 @@ impl Sink for FileSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+        Capabilities::new().atomic_batch(false).reports_duplicates(true).detects_conflicts(true)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -158,7 +164,7 @@ impl Sink for FileSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -171,7 +177,7 @@ impl Sink for FileSink {
         let fsync = self.inner.config.fsync;
         let stage = {
             let inner = Arc::clone(&self.inner);
-            move |envelope: Envelope| inner.stage(&root, &envelope)
+            move |envelope: Envelope| inner.stage(&root, envelope)
         };
         let steps = run_parallel(batch.to_vec(), MAX_PARALLEL_TASKS, stage).await;
         let steps = if fsync { run_parallel(steps, MAX_PARALLEL_FSYNCS, fsync_staged).await } else { steps };
@@ -190,18 +196,28 @@ impl Sink for FileSink {
         blocking(move || inner.probe()).await
     }
 
-    fn holding(&self) -> Option<Holding> {
-        self.inner.batch.holding()
-    }
-
-    async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
-        self.inner.batch.flush(scope).await
-    }
-
     async fn close(&self) -> Result<(), SinkError> {
-        self.inner.batch.discard_open();
+        if let Some(writer) = &self.inner.batch {
+            writer.discard_open();
+        }
         Ok(())
     }
+
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+
+    fn holding(&self) -> Option<&dyn Holding> {
+        self.inner.batch.as_ref().map(|writer| writer as &dyn Holding)
+    }
+}
+
+impl Destinations for FileSink {
+    fn enable(&self) {}
 
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         if let Some(writer) = &self.inner.batch {
@@ -214,17 +230,18 @@ impl Sink for FileSink {
         let rel = self.inner.relative(envelope).ok()?;
         Some(DestinationRef::File { path: root.join(rel.to_path_buf()).display().to_string() })
     }
+}
 
-    fn read_back(&self) -> ReadBack {
+#[async_trait]
+impl Reconcile for FileSink {
+    fn checks(&self) -> String {
         if self.inner.batch.is_some() {
-            return ReadBack::Supported(
-                "the partition's manifests name the file holding the stream sequence, and that file's row carries the payload's SHA-256"
-                    .into(),
+            return String::from(
+                "the partition's manifests name the file holding the stream sequence, and that file's row carries the payload's SHA-256",
             );
         }
-        ReadBack::Supported(
-            "file exists, and both its recorded fingerprint (payload_info.sha256) and the SHA-256 of the payload it holds match"
-                .into(),
+        String::from(
+            "file exists, and both its recorded fingerprint (payload_info.sha256) and the SHA-256 of the payload it holds match",
         )
     }
 
@@ -295,7 +312,10 @@ impl Inner {
                     ))
                     .with_field("sink.directory"));
                 }
-                fs::create_dir_all(&dir).map_err(|e| open_error(e, &format!("cannot create `{shown}`")))?;
+                self.config
+                    .dir_mode
+                    .create_dir_all(&dir)
+                    .map_err(|e| open_error(e, &format!("cannot create `{shown}`")))?;
                 if self.config.fsync
                     && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
                     && let Err(e) = sync_dir(parent)
@@ -317,7 +337,8 @@ impl Inner {
         Ok(root)
     }
 
-    /// Creates, fsyncs (when configured) and removes a probe file in the root.
+    /// Checks that the root takes a record: a probe file written (and fsynced, with
+    /// `fsync`) and removed.
     fn probe(&self) -> Result<(), SinkError> {
         let unhealthy = |e: io::Error, what: &str| SinkError::temporary(what.to_owned()).with_source(e);
         let root = match self.root.get() {
@@ -325,11 +346,15 @@ impl Inner {
             None => fs::canonicalize(expand_home(&self.config.directory))
                 .map_err(|e| unhealthy(e, "file sink root is not accessible"))?,
         };
-        let probe = tempfile::Builder::new()
+        let mut probe = tempfile::Builder::new()
             .prefix(PROBE_PREFIX)
             .suffix(".tmp")
             .tempfile_in(&root)
             .map_err(|e| unhealthy(e, "cannot create a probe file in the file sink root"))?;
+        // A record's worth of bytes: an empty file can still be made on a full disk (it needs
+        // an inode, no block), so only a write tells that records cannot be placed.
+        std::io::Write::write_all(probe.as_file_mut(), &[0u8; PROBE_BYTES])
+            .map_err(|e| unhealthy(e, "cannot write a probe file in the file sink root (disk full?)"))?;
         if self.config.fsync {
             probe.as_file().sync_all().map_err(|e| unhealthy(e, "cannot fsync the probe file"))?;
         }
@@ -338,9 +363,9 @@ impl Inner {
 
     /// Stages one envelope: derives its path and record, settles a redelivery whose file
     /// exists, else writes the record to a temp file next to the final path (blocking).
-    fn stage(&self, root: &Path, envelope: &Envelope) -> Step {
+    fn stage(&self, root: &Path, envelope: Envelope) -> Step {
         let rel = match path::relative_path(
-            envelope,
+            &envelope,
             self.config.filename_strategy,
             &self.extension,
             self.config.partition_by_subject,
@@ -353,7 +378,7 @@ impl Inner {
         if !path::is_confined(&rel.to_path_buf()) {
             return Step::Done(Placed::failed(SinkError::permanent("refusing a path outside sink.directory")));
         }
-        let record = match record::encode(envelope, &self.config, OffsetDateTime::now_utc()) {
+        let record = match record::encode(&envelope, &self.config, OffsetDateTime::now_utc()) {
             Ok(record) => record,
             Err(e) => {
                 return Step::Done(Placed::failed(
@@ -362,8 +387,14 @@ impl Inner {
                 ));
             }
         };
-        let redelivered = envelope.jetstream().delivered > 1;
-        self.stage_file(root, &rel, &record, redelivered).unwrap_or_else(|e| Step::Done(Placed::failed(e)))
+        self.stage_file(root, &rel, &record, envelope).unwrap_or_else(|e| Step::Done(Placed::failed(e)))
+    }
+
+    /// True when placing must never replace an existing file: every policy but
+    /// `overwrite`, and `overwrite` too under stream-sequence names (a replacement could
+    /// destroy an earlier event's record before it was compared).
+    fn conditional(&self) -> bool {
+        existing::conditional(self.config.duplicate_policy.on_existing(), self.config.filename_strategy.key_basis())
     }
 
     fn stage_file(
@@ -371,10 +402,10 @@ impl Inner {
         root: &Path,
         rel: &RelativePath,
         record: &record::EncodedRecord,
-        redelivered: bool,
+        envelope: Envelope,
     ) -> Result<Step, SinkError> {
         let dir = match &rel.partition {
-            Some(partition) => ensure_partition(root, partition)?,
+            Some(partition) => ensure_partition(root, partition, self.config.dir_mode)?,
             None => root.to_path_buf(),
         };
         let final_path = dir.join(&rel.file_name);
@@ -387,8 +418,9 @@ impl Inner {
         // temp file first. A first delivery is not looked up: the lookup costs every new
         // file a directory search under the directory's lock, and `place` decides anyway
         // (a rename that never replaces), for a first delivery whose name exists too.
-        if redelivered && self.config.duplicate_policy.is_conditional() && fs::symlink_metadata(&final_path).is_ok() {
-            let outcome = self.existing_file(&final_path, &record.payload_sha256);
+        let redelivered = envelope.jetstream().delivered > 1;
+        if redelivered && self.conditional() && fs::symlink_metadata(&final_path).is_ok() {
+            let outcome = self.existing_file(&envelope, &final_path, &record.payload_sha256);
             let sync_dirs = if matches!(outcome, MessageOutcome::Failed(_)) { Vec::new() } else { sync_dirs };
             return Ok(Step::Done(Placed { outcome, sync_dirs }));
         }
@@ -399,23 +431,33 @@ impl Inner {
             .rand_bytes(8)
             .tempfile_in(&dir)
             .map_err(|e| classify(e, "cannot create temp file"))?;
+        self.config.file_mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set the temp file's mode"))?;
         temp.write_all(&record.bytes).map_err(|e| classify(e, "cannot write temp file"))?;
-        Ok(Step::Staged(Staged { temp, final_path, payload_sha256: record.payload_sha256.clone(), sync_dirs }))
+        Ok(Step::Staged(Staged {
+            envelope: Box::new(envelope),
+            temp,
+            final_path,
+            payload_sha256: record.payload_sha256.clone(),
+            sync_dirs,
+        }))
     }
 
     /// Places a staged (and, when configured, fsynced) temp file at its final path.
     fn place(&self, staged: Staged) -> Placed {
-        let Staged { temp, final_path, payload_sha256, mut sync_dirs } = staged;
-        let outcome = match self.config.duplicate_policy.on_existing() {
-            OnExisting::Replace => match temp.persist(&final_path) {
+        let Staged { envelope, temp, final_path, payload_sha256, mut sync_dirs } = staged;
+        let outcome = if self.conditional() {
+            match files::place_new(temp, &final_path) {
+                Ok(()) => MessageOutcome::Committed,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    self.existing_file(&envelope, &final_path, &payload_sha256)
+                }
+                Err(e) => MessageOutcome::Failed(classify(e, "cannot move temp file into place")),
+            }
+        } else {
+            match temp.persist(&final_path) {
                 Ok(_) => MessageOutcome::Committed,
                 Err(e) => MessageOutcome::Failed(classify(e.error, "cannot rename temp file into place")),
-            },
-            OnExisting::Keep | OnExisting::Refuse => match files::place_new(temp, &final_path) {
-                Ok(()) => MessageOutcome::Committed,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => self.existing_file(&final_path, &payload_sha256),
-                Err(e) => MessageOutcome::Failed(classify(e, "cannot move temp file into place")),
-            },
+            }
         };
         if matches!(outcome, MessageOutcome::Failed(_)) {
             sync_dirs.clear();
@@ -423,15 +465,18 @@ impl Inner {
         Placed { outcome, sync_dirs }
     }
 
-    /// The outcome when the final file already exists (`sinks_contract::existing`): under
-    /// `fail` a permanent failure without reading it, else what [`Self::stored`] finds.
-    fn existing_file(&self, final_path: &Path, payload_sha256: &str) -> MessageOutcome {
+    /// The outcome when `envelope`'s final file already exists (`sinks_toolkit::existing`,
+    /// logged): under `fail` a permanent failure without reading it, else what
+    /// [`Self::stored`] finds, judged by the policy and the names' key basis (under
+    /// stream-sequence names a different payload is a reused sequence, whatever the policy).
+    fn existing_file(&self, envelope: &Envelope, final_path: &Path, payload_sha256: &str) -> MessageOutcome {
         let policy = self.config.duplicate_policy.on_existing();
         let stored = match policy {
             OnExisting::Refuse => Ok(Stored::Unchecked),
             _ => self.stored(final_path, payload_sha256),
         };
-        stored.map_or_else(|outcome| outcome, |stored| existing::outcome(policy, stored, "file"))
+        let basis = self.config.filename_strategy.key_basis();
+        stored.map_or_else(|outcome| outcome, |stored| existing::resolve(envelope, policy, basis, stored, "file"))
     }
 
     /// What the existing final file holds, compared by stored payload hash: a file that
@@ -479,14 +524,14 @@ impl Inner {
 
 /// The partition directory `root/name`, created when missing. A symlink is refused, so no
 /// write ever follows a link out of the root.
-fn ensure_partition(root: &Path, name: &str) -> Result<PathBuf, SinkError> {
+fn ensure_partition(root: &Path, name: &str, mode: FileMode) -> Result<PathBuf, SinkError> {
     let dir = root.join(name);
     for _ in 0..3 {
         match fs::symlink_metadata(&dir) {
             Ok(meta) if meta.file_type().is_symlink() => return Err(SinkError::permanent("refusing symlinked path")),
             Ok(meta) if meta.is_dir() => return Ok(dir),
             Ok(_) => return Err(SinkError::config("partition path exists and is not a directory")),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => match fs::create_dir(&dir) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => match mode.create_dir(&dir) {
                 // New directory: the root is fsynced with the batch, making it durable.
                 Ok(()) => return Ok(dir),
                 // Another task created it meanwhile: inspect it again.
@@ -663,7 +708,7 @@ mod tests {
             .into_iter()
             .map(|(seq, subject)| sinks_contract::testing::envelope("S", seq, subject, "{}"))
             .collect();
-        let mut steps: Vec<Step> = batch.iter().map(|e| sink.inner.stage(&root, e)).collect();
+        let mut steps: Vec<Step> = batch.iter().map(|e| sink.inner.stage(&root, e.clone())).collect();
         assert!(steps.iter().all(|s| matches!(s, Step::Staged(_))));
         // Message 1 failed temporarily before placing (say its fsync did).
         steps[0] = Step::Done(Placed::failed(SinkError::temporary("injected")));

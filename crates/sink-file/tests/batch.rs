@@ -4,6 +4,7 @@
 //! size, reconcile, and Parquet objects read back.
 #![allow(clippy::unwrap_used)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,10 +12,10 @@ use std::time::Duration;
 
 use sink_file::certify::{batch_objects, read_batch_records};
 use sink_file::{FileSink, FileSinkConfig};
-use sinks_contract::batch::manifest::Manifest;
-use sinks_contract::batch::naming;
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, FlushScope, MessageOutcome, OutcomeClass, Presence, Settled, Sink};
+use sinks_toolkit::batch::manifest::Manifest;
+use sinks_toolkit::batch::naming;
 
 fn sink(root: &Path, batch: serde_json::Value) -> FileSink {
     sink_with(root, batch, serde_json::json!({}))
@@ -76,14 +77,14 @@ fn temp_files(root: &Path) -> Vec<PathBuf> {
 
 /// The final outcome of every message: written, then flushed with `All`.
 async fn write_all(sink: &FileSink, batch: &[Envelope]) -> BTreeMap<u64, MessageOutcome> {
-    let outcomes = sink.write_batch(batch).await.unwrap();
+    let outcomes = sink.write(batch, sinks_contract::DEFAULT_BUDGET).await.unwrap();
     let mut out = BTreeMap::new();
     for (e, o) in batch.iter().zip(outcomes) {
         if !matches!(o, MessageOutcome::Pending) {
             out.insert(e.jetstream().stream_sequence, o);
         }
     }
-    for Settled { sequence, outcome, .. } in sink.flush(FlushScope::All).await {
+    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
         out.insert(sequence, outcome);
     }
     out
@@ -93,16 +94,16 @@ async fn write_all(sink: &FileSink, batch: &[Envelope]) -> BTreeMap<u64, Message
 async fn write_chunked(sink: &FileSink, batch: &[Envelope], chunk: usize) -> BTreeMap<u64, MessageOutcome> {
     let mut out = BTreeMap::new();
     for part in batch.chunks(chunk) {
-        for (e, o) in part.iter().zip(sink.write_batch(part).await.unwrap()) {
+        for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
             if !matches!(o, MessageOutcome::Pending) {
                 out.insert(e.jetstream().stream_sequence, o);
             }
         }
-        for Settled { sequence, outcome, .. } in sink.flush(FlushScope::Due).await {
+        for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::Due).await {
             out.insert(sequence, outcome);
         }
     }
-    for Settled { sequence, outcome, .. } in sink.flush(FlushScope::All).await {
+    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
         out.insert(sequence, outcome);
     }
     out
@@ -140,18 +141,18 @@ async fn objects_are_named_by_their_sequences_and_hold_each_message_once() {
     let msgs: Vec<Envelope> = (1..=50).map(msg).collect();
     let mut committed = 0;
     for chunk in msgs.chunks(7) {
-        let outcomes = s.write_batch(chunk).await.unwrap();
+        let outcomes = s.write(chunk, sinks_contract::DEFAULT_BUDGET).await.unwrap();
         assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Pending)), "{outcomes:?}");
     }
     // Five objects of ten per subject are full; the due flush commits exactly those.
-    for settled in s.flush(FlushScope::Due).await {
+    for settled in s.flush_held(FlushScope::Due).await {
         assert!(matches!(settled.outcome, MessageOutcome::Committed));
         committed += 1;
     }
     assert_eq!(committed, 40, "four full objects of ten");
-    let rest = s.flush(FlushScope::All).await;
+    let rest = s.flush_held(FlushScope::All).await;
     assert_eq!(rest.len(), 10);
-    assert!(s.flush(FlushScope::All).await.is_empty(), "each outcome is reported once");
+    assert!(s.flush_held(FlushScope::All).await.is_empty(), "each outcome is reported once");
     assert_exactly_once(dir.path(), 1..=50);
     let names: Vec<String> = batch_objects(dir.path())
         .unwrap()
@@ -169,7 +170,7 @@ async fn objects_are_named_by_their_sequences_and_hold_each_message_once() {
     let slots: Vec<(String, u64)> = manifests(dir.path()).into_iter().map(|m| (m.partition, m.slot)).collect();
     assert_eq!(slots.iter().filter(|(p, _)| p == "ORDERS/k0").map(|(_, s)| *s).collect::<Vec<_>>(), [0, 1, 2]);
     let e = msg(3);
-    let Some(sinks_contract::DestinationRef::File { path }) = s.destination(&e, &MessageOutcome::Committed) else {
+    let Some(sinks_contract::DestinationRef::File { path }) = s.destination_of(&e, &MessageOutcome::Committed) else {
         panic!("a destination")
     };
     assert!(path.ends_with("ORDERS/k1/ORDERS-00000000000000000001-00000000000000000019.ndjson"), "{path}");
@@ -182,9 +183,9 @@ async fn a_redelivery_is_a_duplicate_however_it_is_grouped() {
     first.open().await.unwrap();
     let msgs: Vec<Envelope> = (1..=40).map(msg).collect();
     for chunk in msgs.chunks(9) {
-        first.write_batch(chunk).await.unwrap();
+        first.write(chunk, sinks_contract::DEFAULT_BUDGET).await.unwrap();
     }
-    let settled = first.flush(FlushScope::All).await;
+    let settled = first.flush_held(FlushScope::All).await;
     assert_eq!(settled.len(), 40);
     // A restart with another object size: the redeliveries come mixed with new messages.
     drop(first);
@@ -198,6 +199,62 @@ async fn a_redelivery_is_a_duplicate_however_it_is_grouped() {
         assert_eq!(outcome.class(), want, "sequence {seq}");
     }
     assert_exactly_once(dir.path(), 1..=60);
+}
+
+/// A different event under a committed sequence (the stream was re-created) is refused as
+/// `sequence_reused`, by the writer that committed it and by a restarted one; in a later
+/// epoch the same sequences go into objects and a manifest log of their own, their
+/// outcomes name the stream as the runner does, and their redeliveries are duplicates.
+#[tokio::test]
+async fn a_reused_sequence_is_refused_and_a_later_epoch_has_objects_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let old: Vec<Envelope> = (1..=10).map(msg).collect();
+    let reused: Vec<Envelope> = (1..=10)
+        .map(|seq| envelope("ORDERS", seq, &format!("orders.k{}", seq % 2), format!(r#"{{"seq":{seq},"new":true}}"#)))
+        .collect();
+    let first = sink(dir.path(), serde_json::json!({"max_messages": 4}));
+    first.open().await.unwrap();
+    assert!(write_all(&first, &old).await.values().all(|o| o.class() == OutcomeClass::Committed));
+    let refused = |outcomes: &BTreeMap<u64, MessageOutcome>| {
+        assert_eq!(outcomes.len(), 10);
+        for (seq, o) in outcomes {
+            let MessageOutcome::Failed(e) = o else { panic!("sequence {seq}: {o:?}") };
+            assert!(e.is_permanent() && e.reason() == Some("sequence_reused"), "sequence {seq}: {e:?}");
+        }
+    };
+    refused(&write_all(&first, &reused).await);
+    let restarted = sink(dir.path(), serde_json::json!({"max_messages": 3}));
+    restarted.open().await.unwrap();
+    refused(&write_all(&restarted, &reused).await);
+    assert_exactly_once(dir.path(), 1..=10);
+
+    let epoch: Vec<Envelope> = reused.iter().map(|e| e.clone().with_stream_epoch(Some("e2".into()))).collect();
+    let written = restarted.write(&epoch, sinks_contract::DEFAULT_BUDGET).await.unwrap();
+    assert!(written.iter().all(|o| matches!(o, MessageOutcome::Pending)), "{written:?}");
+    let settled = restarted.flush_held(FlushScope::All).await;
+    assert_eq!(settled.len(), 10);
+    for s in &settled {
+        assert_eq!((s.stream.as_str(), s.outcome.class()), ("ORDERS", OutcomeClass::Committed), "{s:?}");
+    }
+    assert!(write_all(&restarted, &epoch).await.values().all(|o| o.class() == OutcomeClass::Duplicate));
+    let mut keys: Vec<String> = read_batch_records(dir.path()).unwrap().into_iter().map(|(k, _)| k).collect();
+    keys.sort();
+    let mut want: Vec<String> = (1..=10)
+        .flat_map(|seq| [format!("stream-sequence:ORDERS:{seq}"), format!("stream-sequence:ORDERS.e2:{seq}")])
+        .collect();
+    want.sort();
+    assert_eq!(keys, want, "both epochs' events, each once");
+    let later: Vec<Manifest> = manifests(dir.path()).into_iter().filter(|m| m.stream == "ORDERS.e2").collect();
+    assert!(!later.is_empty(), "the later epoch has a manifest log of its own");
+    for m in later {
+        let name = m.object.rsplit('/').next().unwrap();
+        assert!(name.starts_with("ORDERS.e2-") && m.partition.starts_with("ORDERS.e2"), "{m:?}");
+    }
+    let fresh = sink(dir.path(), serde_json::json!({}));
+    assert_eq!(
+        fresh.read_back_batch(&[old[0].clone(), epoch[0].clone()]).await.unwrap(),
+        [Presence::Equal, Presence::Equal]
+    );
 }
 
 /// The object of slot 0 in `root`, moved back to the temporary name its manifest names: the
@@ -306,11 +363,11 @@ async fn objects_close_by_age_and_never_grow_past_max_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let s = sink(dir.path(), serde_json::json!({"max_age_ms": 300, "max_bytes": 2048}));
     s.open().await.unwrap();
-    let out = s.write_batch(&(1..=3).map(msg).collect::<Vec<_>>()).await.unwrap();
+    let out = s.write(&(1..=3).map(msg).collect::<Vec<_>>(), sinks_contract::DEFAULT_BUDGET).await.unwrap();
     assert!(out.iter().all(|o| matches!(o, MessageOutcome::Pending)));
-    assert!(s.flush(FlushScope::Due).await.is_empty(), "younger than max_age_ms");
+    assert!(s.flush_held(FlushScope::Due).await.is_empty(), "younger than max_age_ms");
     tokio::time::sleep(Duration::from_millis(350)).await;
-    assert_eq!(s.flush(FlushScope::Due).await.len(), 3, "old enough");
+    assert_eq!(s.flush_held(FlushScope::Due).await.len(), 3, "old enough");
     // Rows of about 300 bytes: a 2 KiB object holds six of them, never seven.
     let big =
         |seq: u64| envelope("ORDERS", seq, "orders.k0", format!(r#"{{"seq":{seq},"pad":"{}"}}"#, "y".repeat(150)));
@@ -330,10 +387,10 @@ async fn reconcile_finds_each_message_in_its_object() {
     write_all(&s, &(1..=8).map(msg).collect::<Vec<_>>()).await;
     let fresh = sink(dir.path(), serde_json::json!({"compression": "gzip"}));
     let changed = envelope("ORDERS", 2, "orders.k0", r#"{"seq":"changed"}"#);
-    let found = fresh.reconcile(&[msg(1), changed, msg(9)]).await.unwrap();
+    let found = fresh.read_back_batch(&[msg(1), changed, msg(9)]).await.unwrap();
     assert_eq!(found, [Presence::Equal, Presence::Different, Presence::Missing]);
     let gone = sink(&dir.path().join("nowhere"), serde_json::json!({}));
-    assert_eq!(gone.reconcile(&[msg(1)]).await.unwrap(), [Presence::Missing], "a missing root holds nothing");
+    assert_eq!(gone.read_back_batch(&[msg(1)]).await.unwrap(), [Presence::Missing], "a missing root holds nothing");
 }
 
 #[tokio::test]
@@ -343,7 +400,7 @@ async fn a_vanished_root_fails_temporarily_and_is_not_recreated() {
     let s = sink(&root, serde_json::json!({}));
     s.open().await.unwrap();
     std::fs::remove_dir_all(&root).unwrap();
-    let outcomes = s.write_batch(&(1..=3).map(msg).collect::<Vec<_>>()).await.unwrap();
+    let outcomes = s.write(&(1..=3).map(msg).collect::<Vec<_>>(), sinks_contract::DEFAULT_BUDGET).await.unwrap();
     let classes: Vec<OutcomeClass> = outcomes.iter().map(MessageOutcome::class).collect();
     // The first fails; the others of its subject are held back behind it (ordering).
     use OutcomeClass::{FailedTemporary, HeldBack};
@@ -368,7 +425,7 @@ async fn parquet_objects_hold_the_standard_and_typed_columns() {
         objects
             .iter()
             .all(|(p, f, _)| p.extension().is_some_and(|e| e == "parquet")
-                && *f == sinks_contract::batch::Format::Parquet)
+                && *f == sinks_toolkit::batch::Format::Parquet)
     );
     assert_exactly_once(dir.path(), (1..=20).filter(|s| *s != 5));
 }

@@ -3,10 +3,10 @@
 
 use sink_file::certify::{FileBatchHarness, FileHarness};
 
-sinks_contract::certify_tests!(FileHarness);
+sinks_certify::certify_tests!(FileHarness);
 
 mod batch {
     use super::FileBatchHarness;
 
-    sinks_contract::certify_tests!(FileBatchHarness);
+    sinks_certify::certify_tests!(FileBatchHarness);
 }

@@ -2,6 +2,7 @@
 //! conflicts, duplicate policies, per-message failures, symlink refusal, gzip and health.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -55,7 +56,7 @@ async fn n_envelopes_become_n_files_with_their_records() {
     assert_eq!(sink.name(), "file");
     assert_eq!(
         sink.capabilities(),
-        sinks_contract::Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+        sinks_contract::Capabilities::new().reports_duplicates(true).detects_conflicts(true)
     );
     let batch: Vec<Envelope> =
         (1..=20).map(|seq| envelope("ORDERS", seq, "orders.created", format!("{{\"n\":{seq}}}"))).collect();
@@ -119,17 +120,98 @@ async fn redelivery_is_a_duplicate_and_leaves_the_file_unchanged() {
     assert_eq!(std::fs::read(&path).expect("file"), before, "the stored file is not rewritten");
 }
 
+/// What an outcome is, in one word a table can hold.
+fn shape(outcome: &MessageOutcome) -> String {
+    match outcome {
+        MessageOutcome::Failed(e) if e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
+            assert!(e.is_permanent(), "a reused sequence is refused for good: {e:?}");
+            "sequence_reused".into()
+        }
+        MessageOutcome::Failed(e) if e.is_permanent() => format!("permanent: {}", e.message()),
+        MessageOutcome::Conflict(ConflictResolution::KeptExisting) => "kept".into(),
+        other => format!("{:?}", other.class()),
+    }
+}
+
+/// A second event under the name of a stored one, for every policy and name strategy, as a
+/// first delivery and as a redelivery (which is settled before staging): under stream
+/// sequence names a different payload is a reused sequence whatever the policy, and the
+/// stored file is never replaced; under message id names the policy decides.
 #[tokio::test]
-async fn same_key_with_a_different_payload_is_a_conflict_that_keeps_the_first() {
+async fn a_different_payload_under_an_existing_name_by_policy_and_strategy() {
+    use DuplicatePolicy as P;
+    use FilenameStrategy::{MessageId, StreamSequence};
+    let exists = "permanent: file already exists";
+    // (names, policy, a different event, the file's event after it, that event again)
+    let rows = [
+        (StreamSequence, P::SkipExisting, "sequence_reused", 1, "Duplicate"),
+        (StreamSequence, P::Overwrite, "sequence_reused", 1, "Duplicate"),
+        (StreamSequence, P::Fail, exists, 1, exists),
+        (MessageId, P::SkipExisting, "kept", 1, "Duplicate"),
+        (MessageId, P::Overwrite, "Committed", 2, "Committed"),
+        (MessageId, P::Fail, exists, 1, exists),
+    ];
+    for (strategy, policy, want, stored_v, again) in rows {
+        for delivered in [1, 2] {
+            let dir = tempfile::tempdir().expect("tempdir");
+            let mut c = config(dir.path());
+            c.filename_strategy = strategy;
+            c.duplicate_policy = policy;
+            let sink = opened(c).await;
+            let event = |v: u32, delivered: u64| {
+                let headers = Headers::new().with("Nats-Msg-Id", "order-7");
+                envelope_with("ORDERS", 7, "orders.created", format!("{{\"v\":{v}}}"), headers, delivered)
+            };
+            assert_eq!(classes(&write(&sink, &[event(1, 1)]).await), [OutcomeClass::Committed]);
+            let what = format!("{strategy:?} {policy:?} delivered {delivered}");
+            let outcomes = write(&sink, &[event(2, delivered)]).await;
+            assert_eq!(shape(&outcomes[0]), want, "{what}");
+            let root = sink.root().expect("root");
+            let files: Vec<String> = tree(root).into_iter().filter(|f| f.ends_with(".json")).collect();
+            assert_eq!(files.len(), 1, "{what}: one record, no temp file: {files:?}");
+            assert_eq!(read_json(&root.join(&files[0]))["payload"]["v"], stored_v, "{what}");
+            // The stored event again: `overwrite` rewrites it only under message id names.
+            let same = write(&sink, &[event(stored_v, 2)]).await;
+            assert_eq!(shape(&same[0]), again, "{what}: a redelivery of the stored event");
+        }
+    }
+}
+
+/// A sealed (encrypted) payload differs on every delivery: it cannot be compared, so a
+/// redelivery under a stream-sequence name is a duplicate, never a reused sequence.
+#[tokio::test]
+async fn a_sealed_payload_is_not_taken_for_a_reused_sequence() {
     let dir = tempfile::tempdir().expect("tempdir");
     let sink = opened(config(dir.path())).await;
-    write(&sink, &[envelope("ORDERS", 7, "orders.created", "{\"v\":1}")]).await;
-    let path = seq_file(sink.root().expect("root"), "orders.created", "ORDERS", 7, ".json");
-    let before = std::fs::read(&path).expect("file");
+    let sealed = |body: &'static str| {
+        envelope("ORDERS", 3, "orders.created", "{}").with_sealed_payload(bytes::Bytes::from_static(body.as_bytes()))
+    };
+    assert_eq!(classes(&write(&sink, &[sealed("{\"ciphertext\":\"a\"}")]).await), [OutcomeClass::Committed]);
+    let again = write(&sink, &[sealed("{\"ciphertext\":\"b\"}")]).await;
+    assert_eq!(shape(&again[0]), "Duplicate");
+}
 
-    let outcomes = write(&sink, &[envelope("ORDERS", 7, "orders.created", "{\"v\":2}")]).await;
-    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
-    assert_eq!(std::fs::read(&path).expect("file"), before);
+/// In a later epoch of the stream the same sequence names a file of its own, next to the
+/// earlier event's; its redelivery is a duplicate.
+#[tokio::test]
+async fn a_later_epoch_writes_its_own_file_next_to_the_old_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sink = opened(config(dir.path())).await;
+    let old = envelope("ORDERS", 7, "orders.created", "{\"v\":1}");
+    assert_eq!(classes(&write(&sink, &[old]).await), [OutcomeClass::Committed]);
+    let reused = envelope("ORDERS", 7, "orders.created", "{\"v\":2}");
+    assert_eq!(shape(&write(&sink, std::slice::from_ref(&reused)).await[0]), "sequence_reused");
+    let later = reused.with_stream_epoch(Some("e17".into()));
+    assert_eq!(classes(&write(&sink, std::slice::from_ref(&later)).await), [OutcomeClass::Committed]);
+    assert_eq!(classes(&write(&sink, &[later]).await), [OutcomeClass::Duplicate]);
+    let root = sink.root().expect("root");
+    assert_eq!(read_json(&seq_file(root, "orders.created", "ORDERS", 7, ".json"))["payload"]["v"], 1);
+    let new = read_json(&seq_file(root, "orders.created", "ORDERS.e17", 7, ".json"));
+    assert_eq!(
+        (new["payload"]["v"].as_u64(), new["stream"].as_str(), new["stream_epoch"].as_str()),
+        (Some(2), Some("ORDERS"), Some("e17"))
+    );
+    assert_eq!(tree(root).len(), 3, "the partition and two records");
 }
 
 #[tokio::test]
@@ -143,17 +225,29 @@ async fn duplicate_keys_inside_one_batch_are_committed_once() {
 }
 
 #[tokio::test]
-async fn overwrite_replaces_the_file() {
+async fn overwrite_replaces_the_file_under_message_id_names() {
     let dir = tempfile::tempdir().expect("tempdir");
     let mut c = config(dir.path());
     c.duplicate_policy = DuplicatePolicy::Overwrite;
+    c.filename_strategy = FilenameStrategy::MessageId;
     let sink = opened(c).await;
-    write(&sink, &[envelope("ORDERS", 1, "orders.created", "{\"v\":1}")]).await;
-    let outcomes = write(&sink, &[envelope("ORDERS", 1, "orders.created", "{\"v\":2}")]).await;
+    let event = |v: u32| {
+        envelope_with(
+            "ORDERS",
+            u64::from(v),
+            "orders.created",
+            format!("{{\"v\":{v}}}"),
+            Headers::new().with("Nats-Msg-Id", "m-1"),
+            1,
+        )
+    };
+    write(&sink, &[event(1)]).await;
+    let outcomes = write(&sink, &[event(2)]).await;
     assert_eq!(classes(&outcomes), [OutcomeClass::Committed]);
     let root = sink.root().expect("root");
-    assert_eq!(read_json(&seq_file(root, "orders.created", "ORDERS", 1, ".json"))["payload"]["v"], 2);
-    assert_eq!(tree(root).len(), 2, "no temp file left behind");
+    let files = tree(root);
+    assert_eq!(files.len(), 2, "the partition and one record, no temp file left behind: {files:?}");
+    assert_eq!(read_json(&root.join(&files[1]))["payload"]["v"], 2);
 }
 
 #[tokio::test]
@@ -262,7 +356,7 @@ async fn gzip_round_trip_and_redelivery() {
     let outcomes = write(&sink, &[e]).await;
     assert!(matches!(outcomes[0], MessageOutcome::Duplicate), "{outcomes:?}");
     let outcomes = write(&sink, &[envelope("ORDERS", 5, "orders.created", "{}")]).await;
-    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+    assert_eq!(shape(&outcomes[0]), "sequence_reused", "a different event under the stored file's sequence");
 }
 
 #[tokio::test]
@@ -355,12 +449,51 @@ async fn reconcile_finds_every_payload_kind_equal_and_an_edit_different() {
         .map(|(i, p)| envelope("ORDERS", i as u64 + 1, "orders.created", p.clone()))
         .collect();
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 4]);
-    assert_eq!(sink.reconcile(&batch).await.unwrap(), vec![sinks_contract::Presence::Equal; 4]);
+    assert_eq!(sink.read_back_batch(&batch).await.unwrap(), vec![sinks_contract::Presence::Equal; 4]);
     // An edit of the stored payload that keeps the recorded fingerprint is still found.
     let path = seq_file(dir.path(), "orders.created", "ORDERS", 1, ".json");
     let text = std::fs::read_to_string(&path).unwrap().replace("\"n\":1", "\"n\":9").replace("\"n\": 1", "\"n\": 9");
     std::fs::write(&path, text).unwrap();
-    let found = sink.reconcile(&batch).await.unwrap();
+    let found = sink.read_back_batch(&batch).await.unwrap();
     assert_eq!(found[0], sinks_contract::Presence::Different);
     assert_eq!(found[1..], [sinks_contract::Presence::Equal; 3]);
+}
+
+/// The health check writes a record's worth of bytes: on a full disk it fails (temporarily),
+/// as the writes do, where an empty probe file would still be made (it needs an inode, no
+/// block). On a real full filesystem: a private 1 MiB tmpfs (the tests run as root, as the
+/// soak's disk-full fault does).
+#[tokio::test]
+async fn the_health_check_fails_on_a_full_disk_and_recovers_when_space_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let mount = dir.path().join("out");
+    std::fs::create_dir_all(&mount).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=1m,mode=0755", "tmpfs"])
+        .arg(&mount)
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(mounted, "mounting a tmpfs needs root (the tests and the soak run as root)");
+    struct Unmount(PathBuf);
+    impl Drop for Unmount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+        }
+    }
+    let _unmount = Unmount(mount.clone());
+    let sink = opened(config(&mount)).await;
+    sink.health_check().await.unwrap();
+    let ballast = mount.join(".ballast");
+    {
+        use std::io::Write as _;
+        let mut file = std::fs::File::create(&ballast).unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        while file.write_all(&chunk).is_ok() {}
+        let _ = file.sync_all();
+    }
+    let failed = sink.health_check().await.unwrap_err();
+    assert_eq!(failed.class(), ErrorClass::Temporary, "{}", failed.display_chain());
+    assert!(failed.display_chain().contains("disk full"), "{}", failed.display_chain());
+    std::fs::remove_file(&ballast).unwrap();
+    sink.health_check().await.unwrap();
 }

@@ -1,8 +1,8 @@
 //! The answers that settled recent messages (status and response id header), kept so the
 //! delivery ledger's receipt can name them as the message's destination reference
-//! (`Sink::destination` is asked after the write returned, with the outcome only).
+//! (`Destinations::destination` is asked after the write returned, with the outcome only).
 //!
-//! Kept only when the ledger will ask (`Sink::report_destinations`): without it a sink would
+//! Kept only when the ledger will ask (`Destinations::enable`): without it a sink would
 //! hold about 12 MiB of answers nobody reads and pay a map insert per message. Bounded: the
 //! oldest entries are forgotten past [`CAPACITY`] messages. An entry asked for after it was
 //! forgotten reports the URL alone.
@@ -26,7 +26,9 @@ pub(crate) struct Settled {
     pub(crate) response_id: Option<String>,
 }
 
-/// `(stream, stream sequence)` → answer, oldest forgotten first.
+/// `(keyed stream, stream sequence)` → answer, oldest forgotten first. The keyed stream
+/// (`{stream}.{epoch}` in a later epoch, `Envelope::keyed_stream`) keeps a later epoch's
+/// message from being given an earlier event's answer.
 #[derive(Debug, Default)]
 pub(crate) struct Answers {
     log: Mutex<Log>,
@@ -39,8 +41,7 @@ struct Log {
 }
 
 fn id_of(envelope: &Envelope) -> (String, u64) {
-    let js = envelope.jetstream();
-    (js.stream.clone(), js.stream_sequence)
+    (envelope.keyed_stream().into_owned(), envelope.jetstream().stream_sequence)
 }
 
 impl Answers {
@@ -98,6 +99,12 @@ mod tests {
         assert_eq!(answers.get(&first), None, "the oldest is forgotten");
         assert!(answers.get(&envelope("S", 2, "a", "{}")).is_some());
         assert!(answers.get(&envelope("OTHER", 2, "a", "{}")).is_none(), "per stream");
+        let last = CAPACITY as u64 + 1;
+        let later = envelope("S", last, "a", "{}").with_stream_epoch(Some("e9".into()));
+        assert!(answers.get(&later).is_none(), "per epoch of the stream");
+        answers.record(&later, Settled { status: 202, response_id: None });
+        assert_eq!(answers.get(&later).map(|s| s.status), Some(202));
+        assert_eq!(answers.get(&envelope("S", last, "a", "{}")).map(|s| s.status), Some(201), "the earlier one kept");
     }
 
     #[test]

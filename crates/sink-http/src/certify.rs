@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use sinks_contract::certify::{CERT_STREAM, CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CERT_STREAM, CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
 use tokio::net::TcpListener;

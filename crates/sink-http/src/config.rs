@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{EnvName, Issues, SinkSection, is_env_name};
-use sinks_contract::retry::{BackoffMode, Jitter};
+use sinks_toolkit::retry::{BackoffMode, Jitter};
 
 /// Hosts that `allow_http_for_local_testing` accepts for `http://` URLs.
 pub(crate) const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];

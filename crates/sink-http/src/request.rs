@@ -17,7 +17,8 @@ use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, PayloadError};
-use sinks_contract::{Envelope, IdempotencyKey, Presence, metadata};
+use sinks_contract::{Envelope, IdempotencyKey, Presence};
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{BatchMode, BodyFormat, HttpSinkConfig, IdempotencyConfig, KEY_PLACEHOLDER};
@@ -62,6 +63,10 @@ struct EnvelopeBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     security_labels: Option<Option<&'a Value>>,
     stream: &'a str,
+    /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
+    /// stream that never changed is the reference's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
 }
@@ -135,6 +140,7 @@ pub(crate) fn message_body(
                 schema_version: SCHEMA_VERSION,
                 security_labels: config.include_security_labels.then(|| envelope.security_labels()),
                 stream: &js.stream,
+                stream_epoch: envelope.stream_epoch(),
                 stream_sequence: js.stream_sequence,
                 subject: envelope.subject(),
             };

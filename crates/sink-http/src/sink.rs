@@ -27,22 +27,19 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
-use sinks_contract::ordering::{self, Finished, Ran};
-use sinks_contract::retry::{Attempt, Backoff, Budget, InPlace, Retriable};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, ConflictResolution, DestinationRef, Envelope, IdempotencyKey,
-    MessageOutcome, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, IdempotencyKey, MessageOutcome,
+    Presence, ReadBack, Reconcile, Sink, SinkError,
 };
+use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
+use sinks_toolkit::in_order::{self, Finished, Ran};
+use sinks_toolkit::retry::{Attempt, Backoff, Budget, InPlace, Retriable};
 use time::OffsetDateTime;
 
 use crate::answers::{self, Answers, Settled};
 use crate::config::{BatchMode, HttpSinkConfig, HttpVersion};
 use crate::error::{classify, error_of_class, kind_of, status_error};
 use crate::request::{self, StatusClass, StatusSets};
-
-/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
-/// the consumer's AckWait).
-const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
 
 /// Delivers envelopes to one HTTP endpoint, idempotently.
 #[derive(Debug, Clone)]
@@ -68,8 +65,8 @@ struct Inner {
     statuses: StatusSets,
     /// In-place retries: temporary failures only (`retry.*`).
     retry: InPlace,
-    /// How recent messages were answered, for [`Sink::destination`]; kept only once
-    /// [`Sink::report_destinations`] was called (the delivery ledger is on).
+    /// How recent messages were answered, for [`sinks_contract::Destinations::destination`]; kept only once
+    /// [`sinks_contract::Destinations::enable`] was called (the delivery ledger is on).
     answers: Answers,
     reporting: AtomicBool,
 }
@@ -118,6 +115,22 @@ impl UnitResult {
 /// The same outcome for every message of a request.
 fn all(items: &[Ready], outcome: &dyn Fn() -> MessageOutcome) -> UnitResult {
     UnitResult::PerItem(items.iter().map(|r| (r.index, outcome())).collect())
+}
+
+/// What a message's idempotency key is made of (no key: the publisher's, as nothing is
+/// compared without one).
+fn basis_of(key: Option<&IdempotencyKey>) -> KeyBasis {
+    key.map_or(KeyBasis::Publisher, KeyBasis::of_key)
+}
+
+/// The outcome of a conflict status (the endpoint holds other content under the message's
+/// key) for `envelope`, whose key is made of `basis` (`sinks_toolkit::existing`, logged):
+/// under stream-sequence keys the sequence was used again by another event, which is
+/// refused (`sequence_reused`, never acknowledged); under message id or payload keys the
+/// endpoint's record is kept and the message acknowledged as a conflict.
+fn conflict(envelope: &Envelope, basis: KeyBasis, status: u16) -> MessageOutcome {
+    tracing::debug!(subject = envelope.subject(), status, "the endpoint answered a conflict status");
+    existing::resolve(envelope, OnExisting::Keep, basis, Stored::Different, "http endpoint key")
 }
 
 /// The answer to one request: status, the delay `Retry-After` asked for, and the response
@@ -281,66 +294,14 @@ impl Sink for HttpSink {
         "http"
     }
 
-    fn report_destinations(&self) {
-        self.inner.reporting.store(true, Ordering::Relaxed);
-    }
-
-    /// The endpoint URL (validated to carry no credentials, query or fragment), with the
-    /// status of the answer that settled the message and the `response_id_header` value,
-    /// while the sink still remembers them (its last 65,536 messages, and only once
-    /// [`Sink::report_destinations`] was called).
-    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
-        let settled = self.inner.answers.get(envelope);
-        Some(DestinationRef::Http {
-            url: self.inner.config.url.clone(),
-            status: settled.as_ref().map(|s| s.status),
-            response_id: settled.and_then(|s| s.response_id),
-        })
-    }
-
-    fn read_back(&self) -> ReadBack {
-        let c = &self.inner.config;
-        match (&c.inquiry_url, c.idempotency.enabled) {
-            (Some(_), true) => ReadBack::Supported(format!(
-                "GET sink.inquiry_url per idempotency key ({} in parallel): 404 is missing, a 2xx is compared by \
-                 payload fingerprint ({})",
-                c.max_concurrent_requests,
-                match &c.inquiry_fingerprint_header {
-                    Some(h) => format!("the `{h}` header, else the returned document's payload"),
-                    None => "the returned document's payload".to_owned(),
-                }
-            )),
-            _ => ReadBack::Unsupported(
-                "the http sink can read its endpoint back only through sink.inquiry_url (with idempotency keys)"
-                    .to_owned(),
-            ),
-        }
-    }
-
-    /// One inquiry per envelope, up to `max_concurrent_requests` in flight, in input order.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
-        let inner = &self.inner;
-        let Some(template) = inner.config.inquiry_url.as_deref() else {
-            return Err(SinkError::config("the http sink needs sink.inquiry_url to read its endpoint back"));
-        };
-        let mut checks = Vec::with_capacity(batch.len());
-        for envelope in batch {
-            let check: std::pin::Pin<Box<dyn Future<Output = Result<Presence, SinkError>> + Send + '_>> =
-                Box::pin(inner.presence(template, envelope));
-            checks.push(check);
-        }
-        futures::stream::iter(checks).buffered(inner.config.max_concurrent_requests.max(1)).try_collect().await
-    }
-
     fn capabilities(&self) -> Capabilities {
         let c = &self.inner.config;
         let single = c.batch_mode == BatchMode::Off;
         let keyed = c.idempotency.enabled;
-        Capabilities {
-            atomic_batch: !single,
-            reports_duplicates: single && keyed && !c.duplicate_statuses.is_empty(),
-            detects_conflicts: single && keyed && !c.conflict_statuses.is_empty(),
-        }
+        Capabilities::new()
+            .atomic_batch(!single)
+            .reports_duplicates(single && keyed && !c.duplicate_statuses.is_empty())
+            .detects_conflicts(single && keyed && !c.conflict_statuses.is_empty())
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -350,11 +311,7 @@ impl Sink for HttpSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        self.write_batch_within(batch, DEFAULT_BUDGET).await
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -426,6 +383,71 @@ impl Sink for HttpSink {
         };
         if healthy { Ok(()) } else { Err(SinkError::temporary(format!("health check answered {}", answer.status))) }
     }
+
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        let c = &self.inner.config;
+        if c.inquiry_url.is_none() || !c.idempotency.enabled {
+            return ReadBack::Unsupported(
+                "the http sink can read its endpoint back only through sink.inquiry_url (with idempotency keys)"
+                    .to_owned(),
+            );
+        }
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for HttpSink {
+    fn enable(&self) {
+        self.inner.reporting.store(true, Ordering::Relaxed);
+    }
+
+    /// The endpoint URL (validated to carry no credentials, query or fragment), with the
+    /// status of the answer that settled the message and the `response_id_header` value,
+    /// while the sink still remembers them (its last 65,536 messages, and only once
+    /// [`sinks_contract::Destinations::enable`] was called).
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let settled = self.inner.answers.get(envelope);
+        Some(DestinationRef::Http {
+            url: self.inner.config.url.clone(),
+            status: settled.as_ref().map(|s| s.status),
+            response_id: settled.and_then(|s| s.response_id),
+        })
+    }
+}
+
+#[async_trait]
+impl Reconcile for HttpSink {
+    fn checks(&self) -> String {
+        let c = &self.inner.config;
+        format!(
+            "GET sink.inquiry_url per idempotency key ({} in parallel): 404 is missing, a 2xx is compared by \
+             payload fingerprint ({})",
+            c.max_concurrent_requests,
+            match &c.inquiry_fingerprint_header {
+                Some(h) => format!("the `{h}` header, else the returned document's payload"),
+                None => "the returned document's payload".to_owned(),
+            }
+        )
+    }
+
+    /// One inquiry per envelope, up to `max_concurrent_requests` in flight, in input order.
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let Some(template) = inner.config.inquiry_url.as_deref() else {
+            return Err(SinkError::config("the http sink needs sink.inquiry_url to read its endpoint back"));
+        };
+        let mut checks = Vec::with_capacity(batch.len());
+        for envelope in batch {
+            let check: std::pin::Pin<Box<dyn Future<Output = Result<Presence, SinkError>> + Send + '_>> =
+                Box::pin(inner.presence(template, envelope));
+            checks.push(check);
+        }
+        futures::stream::iter(checks).buffered(inner.config.max_concurrent_requests.max(1)).try_collect().await
+    }
 }
 
 impl Inner {
@@ -491,7 +513,7 @@ impl Inner {
                 (keys, items)
             })
             .collect();
-        let ran = ordering::run_in_order(keyed, self.config.max_concurrent_requests, |items: Vec<Ready>| async move {
+        let ran = in_order::run_in_order(keyed, self.config.max_concurrent_requests, |items: Vec<Ready>| async move {
             let result = if items.len() == 1 && self.config.batch_mode == BatchMode::Off {
                 match items.into_iter().next() {
                     Some(r) => UnitResult::PerItem(vec![(
@@ -517,7 +539,7 @@ impl Inner {
             .collect()
     }
 
-    /// One message, with in-place retries (`sinks_contract::retry::InPlace`: temporary
+    /// One message, with in-place retries (`sinks_toolkit::retry::InPlace`: temporary
     /// failures only, the same idempotency key, each retry's timeout within the write's
     /// budget) and the inquiry after an ambiguous timeout.
     async fn send_message(
@@ -528,10 +550,11 @@ impl Inner {
         deadline: Instant,
     ) -> MessageOutcome {
         let body = Bytes::from(body);
+        let basis = basis_of(key.as_ref());
         let key = key.as_ref().map(IdempotencyKey::as_str);
         // One inquiry per message, whichever attempt timed out first.
         let inquired = AtomicBool::new(false);
-        let attempt = |attempt| self.attempt_message(envelope, key, &body, attempt, &inquired);
+        let attempt = |attempt| self.attempt_message(envelope, (key, basis), &body, attempt, &inquired);
         self.retry.write("http request", envelope, deadline, attempt).await
     }
 
@@ -541,7 +564,7 @@ impl Inner {
     async fn attempt_message(
         &self,
         envelope: &Envelope,
-        key: Option<&str>,
+        (key, basis): (Option<&str>, KeyBasis),
         body: &Bytes,
         attempt: Attempt,
         inquired: &AtomicBool,
@@ -558,7 +581,7 @@ impl Inner {
                 )
                 .await;
             let err = match sent {
-                Ok(answer) => return self.answered(envelope, key, &answer),
+                Ok(answer) => return self.answered(envelope, (key, basis), &answer),
                 Err(SendError::Setup(e)) => return Err(e),
                 Err(SendError::Http(err)) => err,
             };
@@ -587,20 +610,18 @@ impl Inner {
         }
     }
 
-    /// What the endpoint's answer to one message means.
-    fn answered(&self, envelope: &Envelope, key: Option<&str>, answer: &Answer) -> Result<MessageOutcome, SinkError> {
+    /// What the endpoint's answer to one message (its key, and what that key is made of)
+    /// means.
+    fn answered(
+        &self,
+        envelope: &Envelope,
+        (key, basis): (Option<&str>, KeyBasis),
+        answer: &Answer,
+    ) -> Result<MessageOutcome, SinkError> {
         let outcome = match request::classify_status(answer.status, &self.statuses, key.is_some()) {
             StatusClass::Success => MessageOutcome::Committed,
             StatusClass::Duplicate => MessageOutcome::Duplicate,
-            StatusClass::Conflict => {
-                tracing::warn!(
-                    subject = envelope.subject(),
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    status = answer.status,
-                    "endpoint holds different content for this key; keeping it"
-                );
-                MessageOutcome::Conflict(ConflictResolution::KeptExisting)
-            }
+            StatusClass::Conflict => conflict(envelope, basis, answer.status),
             class => match status_error(class, answer.status, answer.retry_after) {
                 // A refusal is logged with the failure it becomes (`InPlace::write`).
                 Some(e) => return Err(e),
@@ -611,7 +632,7 @@ impl Inner {
         Ok(outcome)
     }
 
-    /// Keeps the answer that settled `envelope` for [`Sink::destination`], when it will be
+    /// Keeps the answer that settled `envelope` for [`sinks_contract::Destinations::destination`], when it will be
     /// asked.
     fn remember(&self, envelope: &Envelope, answer: &Answer) {
         if self.reporting.load(Ordering::Relaxed) {
@@ -660,7 +681,18 @@ impl Inner {
             match request::classify_status(answer.status, &self.statuses, key.is_some()) {
                 StatusClass::Success => || MessageOutcome::Committed,
                 StatusClass::Duplicate => || MessageOutcome::Duplicate,
-                StatusClass::Conflict => || MessageOutcome::Conflict(ConflictResolution::KeptExisting),
+                StatusClass::Conflict => {
+                    // The batch key holds other content: every item is judged by its own key
+                    // (under stream-sequence keys, a reused sequence is never acknowledged).
+                    for r in items {
+                        self.remember(&batch[r.index], &answer);
+                    }
+                    let judged = items
+                        .iter()
+                        .map(|r| (r.index, conflict(&batch[r.index], basis_of(r.key.as_ref()), answer.status)))
+                        .collect();
+                    return Ok(UnitResult::PerItem(judged));
+                }
                 class => match status_error(class, answer.status, answer.retry_after) {
                     // Nothing says which envelope was bad: the whole write fails and the runner
                     // bisects (one envelope alone is that envelope's failure).

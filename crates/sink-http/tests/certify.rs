@@ -2,18 +2,18 @@
 //! against a fresh namespace of the test process's HTTP test server.
 
 use sink_http::certify::HttpHarness;
-use sinks_contract::certify;
+use sinks_certify as certify;
 
 fn harness() -> HttpHarness {
     HttpHarness::new(sinks_testkit::shared_http().base_url())
 }
 
-sinks_contract::certify_tests!(harness());
+sinks_certify::certify_tests!(harness());
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
+    use sinks_certify::Harness;
     use sinks_contract::Sink;
-    use sinks_contract::certify::Harness;
     let target = harness().crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "http");
     let section: sinks_contract::config::SinkSection =

@@ -71,7 +71,7 @@ async fn every_message_is_one_keyed_request_and_one_record() {
     assert_eq!(sink.name(), "http");
     assert_eq!(
         sink.capabilities(),
-        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: false }
+        Capabilities::new().atomic_batch(false).reports_duplicates(true).detects_conflicts(false)
     );
     let batch = distinct(1, 10);
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 10]);
@@ -256,8 +256,7 @@ async fn retries_stop_in_time_for_the_write_budget() {
     c.request_timeout_seconds = 0.3;
     let sink = opened(c).await;
     // A budget of 0.5 s leaves room for one request of 0.3 s, not for a retry.
-    let outcomes =
-        sink.write_batch_within(&[envelope("S", 1, "s", json(1))], Duration::from_millis(500)).await.unwrap();
+    let outcomes = sink.write(&[envelope("S", 1, "s", json(1))], Duration::from_millis(500)).await.unwrap();
     assert_eq!(error_of(&outcomes[0]).class(), ErrorClass::Temporary);
     assert_eq!(srv.writes().len(), 1, "no retry that would overrun the budget");
 }
@@ -300,6 +299,11 @@ async fn a_refused_message_fails_alone_while_its_batch_mates_commit() {
     assert_eq!(srv.read_records().unwrap().len(), 4);
 }
 
+/// True for the refusal of a different event under a stream-sequence key.
+fn reused(o: &MessageOutcome) -> bool {
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+}
+
 #[tokio::test]
 async fn a_repeated_key_is_a_duplicate_and_other_content_a_conflict() {
     let srv = server().await;
@@ -311,9 +315,29 @@ async fn a_repeated_key_is_a_duplicate_and_other_content_a_conflict() {
     write(&sink, std::slice::from_ref(&first)).await;
     let again = envelope_with("S", 1, "s", "{\"v\":1}", Headers::new(), 2);
     assert!(matches!(write(&sink, &[again]).await[0], MessageOutcome::Duplicate));
+    // Under the default stream-sequence keys other content is a reused sequence: refused.
     let changed = envelope("S", 1, "s", "{\"v\":2}");
-    assert!(matches!(write(&sink, &[changed]).await[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)));
+    let outcomes = write(&sink, &[changed]).await;
+    assert!(reused(&outcomes[0]), "{outcomes:?}");
     assert_eq!(srv.read_records().unwrap(), [("stream-sequence:S:1".to_owned(), bytes::Bytes::from("{\"v\":1}"))]);
+    // Under message id keys the endpoint's record is kept and the conflict acknowledged.
+    let mut by_id = config(&srv);
+    by_id.conflict_statuses = vec![422];
+    by_id.idempotency.strategy = KeyStrategy::MessageId;
+    let by_id = opened(by_id).await;
+    let with_id = |seq: u64, v: u32| {
+        envelope_with("S", seq, "s", format!("{{\"v\":{v}}}"), Headers::new().with("Nats-Msg-Id", "m-9"), 1)
+    };
+    assert_eq!(classes(&write(&by_id, &[with_id(5, 1)]).await), [OutcomeClass::Committed]);
+    let outcomes = write(&by_id, &[with_id(6, 2)]).await;
+    assert!(matches!(outcomes[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+    // A later epoch of the stream keys the same sequence apart: stored next to the old one.
+    let later = envelope("S", 1, "s", "{\"v\":2}").with_stream_epoch(Some("e2".into()));
+    assert_eq!(classes(&write(&sink, std::slice::from_ref(&later)).await), [OutcomeClass::Committed]);
+    let sent: serde_json::Value = serde_json::from_slice(&srv.writes().last().unwrap().body).unwrap();
+    assert_eq!((&sent["stream"], &sent["stream_epoch"]), (&serde_json::json!("S"), &serde_json::json!("e2")));
+    assert_eq!(sent["idempotency_key"], "stream-sequence:S.e2:1");
+    assert_eq!(classes(&write(&sink, &[later]).await), [OutcomeClass::Duplicate]);
 
     // 412 is a duplicate status too; without conflict statuses a 422 is a refusal.
     srv.set_duplicate_status(412);
@@ -445,7 +469,7 @@ async fn batch_mode_json_array_sends_chunks_all_or_nothing() {
     let sink = opened(c).await;
     assert_eq!(
         sink.capabilities(),
-        Capabilities { atomic_batch: true, reports_duplicates: false, detects_conflicts: false }
+        Capabilities::new().atomic_batch(true).reports_duplicates(false).detects_conflicts(false)
     );
     let batch = distinct(1, 10);
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 10]);
@@ -470,6 +494,35 @@ async fn batch_mode_json_array_sends_chunks_all_or_nothing() {
     assert_eq!(classes(&outcomes), vec![OutcomeClass::FailedTemporary; 2]);
 }
 
+/// A conflict status on a batch request: each envelope is judged by its own key, so under
+/// stream-sequence keys none is acknowledged, and under message id keys all are conflicts.
+#[tokio::test]
+async fn a_conflict_answer_to_a_batch_request_is_judged_per_envelope() {
+    let srv = server().await;
+    for (strategy, want_reused) in [(KeyStrategy::StreamSequence, true), (KeyStrategy::MessageId, false)] {
+        let mut c = config(&srv);
+        c.batch_mode = BatchMode::JsonArray;
+        c.conflict_statuses = vec![422];
+        c.idempotency.strategy = strategy;
+        let sink = opened(c).await;
+        let batch: Vec<Envelope> = (1..=3)
+            .map(|seq| {
+                let headers = Headers::new().with("Nats-Msg-Id", format!("{strategy:?}-{seq}"));
+                envelope_with("B", seq, "b", json(seq), headers, 1)
+            })
+            .collect();
+        srv.push(HttpFault::Status(422));
+        let outcomes = write(&sink, &batch).await;
+        for o in &outcomes {
+            if want_reused {
+                assert!(reused(o), "{strategy:?}: {o:?}");
+            } else {
+                assert!(matches!(o, MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{strategy:?}: {o:?}");
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn batch_mode_refusal_is_a_batch_error_that_bisects_to_the_culprit() {
     let srv = server().await;
@@ -479,12 +532,13 @@ async fn batch_mode_refusal_is_a_batch_error_that_bisects_to_the_culprit() {
     let sink = opened(c).await;
     let mut batch = distinct(1, 4);
     batch[1] = envelope("S", 2, "subject.2", "REFUSE-ME");
-    let err = sink.write_batch(&batch).await.expect_err("a refused batch request fails the write");
+    let err =
+        sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await.expect_err("a refused batch request fails the write");
     assert!(err.is_permanent());
     assert!(srv.records().is_empty(), "all or nothing");
     // What the runner does next: split until the refused envelope stands alone.
     let halves = [&batch[..2], &batch[2..]];
-    assert!(sink.write_batch(halves[0]).await.is_err());
+    assert!(sink.write(halves[0], sinks_contract::DEFAULT_BUDGET).await.is_err());
     assert_eq!(classes(&write(&sink, halves[1]).await), vec![OutcomeClass::Committed; 2]);
     assert_eq!(classes(&write(&sink, &batch[..1]).await), [OutcomeClass::Committed]);
     assert_eq!(classes(&write(&sink, &batch[1..2]).await), [OutcomeClass::FailedPermanent]);
@@ -798,7 +852,10 @@ async fn benchmark_knobs_keep_memory_small_and_still_deduplicate() {
 async fn answers_are_kept_for_the_ledger_only_once_it_will_ask() {
     use sinks_contract::DestinationRef;
     let srv = server().await;
-    let status_of = |sink: &HttpSink, e: &Envelope| match sink.destination(e, &MessageOutcome::Committed) {
+    let status_of = |sink: &HttpSink, e: &Envelope| match sink
+        .destinations()
+        .and_then(|d| d.destination(e, &MessageOutcome::Committed))
+    {
         Some(DestinationRef::Http { url, status, .. }) => {
             assert_eq!(url, srv.url());
             status
@@ -812,7 +869,7 @@ async fn answers_are_kept_for_the_ledger_only_once_it_will_ask() {
     assert!(first.iter().all(|e| status_of(&quiet, e).is_none()));
     // Told before open, as the runner does with the ledger on: each answer's status.
     let told = HttpSink::new(config(&srv)).unwrap();
-    told.report_destinations();
+    told.destinations().expect("the http sink reports destinations").enable();
     let told = testing::opened(told).await;
     let second = distinct(4, 6);
     assert_eq!(classes(&write(&told, &second).await), vec![OutcomeClass::Committed; 3]);

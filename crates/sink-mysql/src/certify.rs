@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_contract::config::SinkSection;
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
@@ -201,7 +201,7 @@ impl Harness for MySqlHarness {
         let alter = format!("ALTER TABLE {} MODIFY `SUBJECT` varchar(24) NOT NULL", quoted_table(&table));
         c.query_drop(alter).await.ok()?;
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
-        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+        Some((fx, envelope(sinks_certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -7,8 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 use sinks_contract::config::{ConfigError, EnvName, Issues, SinkSection, is_env_name};
-use sinks_contract::relational::UpsertUpdateColumns;
 use sinks_contract::{IdempotencyStrategy, PayloadMode};
+use sinks_toolkit::relational::UpsertUpdateColumns;
 
 use crate::sql;
 
@@ -27,16 +27,16 @@ pub enum WriteMode {
     Append,
 }
 
-pub use sinks_contract::columns::ColumnMapping;
+pub use sinks_toolkit::columns::ColumnMapping;
 /// What to do when a redelivered key arrives with different content (`keep_first`,
 /// `overwrite`, `dead_letter`; needs the fingerprint column, which `conflict_policy` adds).
-pub use sinks_contract::relational::ConflictPolicy;
+pub use sinks_toolkit::relational::ConflictPolicy;
 /// How each row's key is derived, and which columns hold it.
-pub use sinks_contract::relational::IdempotencyConfig;
+pub use sinks_toolkit::relational::IdempotencyConfig;
 
 /// Route messages whose subject matches to another table (`subject`, `table`, `idempotency`,
 /// `upsert_update_columns`).
-pub type TableRoute = sinks_contract::relational::TableRoute<UpsertUpdateColumns>;
+pub type TableRoute = sinks_toolkit::relational::TableRoute<UpsertUpdateColumns>;
 
 /// Settings of the MySQL sink (`sink.type = "mysql"`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -207,7 +207,7 @@ impl MySqlSinkConfig {
             issues.push(&path, message);
         }
         for (i, route) in self.table_routes.iter().enumerate() {
-            if let Err(e) = sinks_contract::subject::validate_pattern(&route.subject) {
+            if let Err(e) = sinks_toolkit::subject::validate_pattern(&route.subject) {
                 issues.push(&format!("sink.table_routes[{i}].subject"), e.to_string());
             }
             if route.update_columns.is_some() && self.mode != WriteMode::Upsert {

@@ -2,8 +2,8 @@
 
 use mysql_async::Value;
 use sinks_contract::payload::PayloadMode;
-use sinks_contract::relational::{self, Cell, Cells};
 use sinks_contract::{Envelope, SinkError};
+use sinks_toolkit::relational::{self, Cell, Cells};
 use time::OffsetDateTime;
 
 use crate::sql::TablePlan;
@@ -48,7 +48,7 @@ fn value(cell: Cell) -> Value {
     }
 }
 
-/// Maps `envelope` to a row of `plan` (`sinks_contract::relational::map_row`, with MariaDB's
+/// Maps `envelope` to a row of `plan` (`sinks_toolkit::relational::map_row`, with MariaDB's
 /// JSON depth). Errors are permanent for that message (bad payload under the mode, missing
 /// key material).
 pub(crate) fn map(

@@ -7,7 +7,10 @@
 //! redelivery in the batch, or a key that already existed) the slow path runs: the existing
 //! keys (and fingerprints) are read `FOR UPDATE`, each row is classified as new, duplicate or
 //! conflicting, new rows are inserted and updates applied per mode and conflict policy, then
-//! one commit. A data error (a value the server rejects) rolls the transaction back and the
+//! one commit. Under stream-sequence keys (the default key pair) a different fingerprint is
+//! a reused stream sequence: refused (`sequence_reused`) and never updated, whatever the
+//! policy; a table that has the fingerprint column gets it written and compared even
+//! without a conflict policy (found at `open`), one without it cannot tell. A data error (a value the server rejects) rolls the transaction back and the
 //! batch is replayed row by row behind savepoints, so only the bad rows fail (permanently)
 //! while their batch-mates commit in the same transaction.
 
@@ -19,10 +22,12 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, SslOpts, TxOpts, Value};
 use sinks_contract::config::ConfigError;
-use sinks_contract::relational::{self, RowWrite};
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
+    Sink, SinkError,
 };
+use sinks_toolkit::existing::{KeyBasis, Stored};
+use sinks_toolkit::relational::{self, RowWrite};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
@@ -54,7 +59,11 @@ pub struct MySqlSink {
 #[derive(Debug)]
 struct Inner {
     config: MySqlSinkConfig,
-    plans: Vec<TablePlan>,
+    /// The plans as the configuration says ([`TablePlan::all`]).
+    configured: Vec<TablePlan>,
+    /// The plans `open` settled on: the fingerprint column added for tables that have it
+    /// under stream-sequence keys without a conflict policy.
+    opened: std::sync::OnceLock<Vec<TablePlan>>,
     pool: OnceCell<Pool>,
     password: Option<Secret>,
 }
@@ -75,8 +84,10 @@ impl MySqlSink {
     /// A sink for a validated `config`. Connects nothing until [`Sink::open`].
     pub fn new(config: MySqlSinkConfig) -> Result<Self, ConfigError> {
         config.validate()?;
-        let plans = TablePlan::all(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
-        Ok(Self { inner: Arc::new(Inner { config, plans, pool: OnceCell::new(), password: None }) })
+        let configured = TablePlan::all(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
+        let inner =
+            Inner { config, configured, opened: std::sync::OnceLock::new(), pool: OnceCell::new(), password: None };
+        Ok(Self { inner: Arc::new(inner) })
     }
 
     /// Uses `password` instead of `password_env` (for programs that hold the secret
@@ -85,7 +96,8 @@ impl MySqlSink {
     pub fn with_password(self, password: &str) -> Self {
         let inner = Inner {
             config: self.inner.config.clone(),
-            plans: self.inner.plans.clone(),
+            configured: self.inner.configured.clone(),
+            opened: std::sync::OnceLock::new(),
             pool: OnceCell::new(),
             password: Some(Secret(password.to_owned())),
         };
@@ -95,7 +107,7 @@ impl MySqlSink {
     /// The `CREATE TABLE IF NOT EXISTS` statements for the default table and every route
     /// table, generated from the column mapping and key columns (what `auto_create` runs).
     pub fn ddl(&self) -> Vec<String> {
-        self.inner.plans.iter().map(TablePlan::ddl).collect()
+        self.inner.configured.iter().map(TablePlan::ddl).collect()
     }
 
     /// The configuration in effect.
@@ -158,9 +170,63 @@ impl Inner {
         }
     }
 
+    /// The plans in effect: as `open` settled them, or as configured before it.
+    fn plans(&self) -> &[TablePlan] {
+        self.opened.get().unwrap_or(&self.configured)
+    }
+
     fn plan_for(&self, subject: &str) -> usize {
-        let route = self.config.table_routes.iter().find(|r| sinks_contract::subject::matches(&r.subject, subject));
-        route.and_then(|r| self.plans.iter().position(|p| p.table == r.table)).unwrap_or(0)
+        let route = self.config.table_routes.iter().find(|r| sinks_toolkit::subject::matches(&r.subject, subject));
+        route.and_then(|r| self.plans().iter().position(|p| p.table == r.table)).unwrap_or(0)
+    }
+
+    /// Whether `plan`'s table has the fingerprint column (`information_schema.COLUMNS`).
+    async fn has_fingerprint_column(&self, conn: &mut Conn, plan: &TablePlan) -> Result<bool, SinkError> {
+        let (schema, table) = self.schema_and_table(plan);
+        let columns: Vec<String> = conn
+            .exec(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?",
+                (schema, table),
+            )
+            .await
+            .map_err(|e| classify(&e, "reading table columns"))?;
+        let wanted = TablePlan::fingerprint_column(&self.config);
+        Ok(columns.iter().any(|c| c.eq_ignore_ascii_case(wanted)))
+    }
+
+    /// The plans to write with: under stream-sequence keys without a conflict policy, a
+    /// table that has the fingerprint column gets it written and compared (a different
+    /// payload under a stored key is then refused as a reused sequence); one without it
+    /// cannot tell, and says so once.
+    async fn settle_plans(&self, conn: &mut Conn) -> Result<Vec<TablePlan>, SinkError> {
+        let mut with_fp = Vec::new();
+        for plan in self.configured.iter().filter(|p| p.fingerprint.is_none() && !p.key.is_empty()) {
+            if plan.basis() != KeyBasis::StreamSequence {
+                continue;
+            }
+            if self.has_fingerprint_column(conn, plan).await? {
+                tracing::info!(table = %plan.table, "the table has the fingerprint column: a reused stream sequence is detected at the row");
+                with_fp.push(plan.table.clone());
+            } else {
+                tracing::info!(
+                    table = %plan.table,
+                    "the table has no fingerprint column: a reused stream sequence cannot be detected at the row (the stream guard is the protection; a conflict_policy adds the column)"
+                );
+            }
+        }
+        if with_fp.is_empty() {
+            return Ok(self.configured.clone());
+        }
+        TablePlan::all_with(&self.config, |t| with_fp.iter().any(|w| w == t))
+            .map_err(|(path, m)| SinkError::config(m).with_field(path))
+    }
+
+    /// `(schema, table)` of `plan`'s table.
+    fn schema_and_table(&self, plan: &TablePlan) -> (String, String) {
+        match plan.table.split_once('.') {
+            Some((s, t)) => (s.to_owned(), t.to_owned()),
+            None => (self.config.database.clone(), plan.table.clone()),
+        }
     }
 
     /// Checks a table exists and its key columns are unique (a PRIMARY KEY or UNIQUE index).
@@ -179,10 +245,7 @@ impl Inner {
         if plan.key.is_empty() {
             return Ok(());
         }
-        let (schema, table) = match plan.table.split_once('.') {
-            Some((s, t)) => (s.to_owned(), t.to_owned()),
-            None => (self.config.database.clone(), plan.table.clone()),
-        };
+        let (schema, table) = self.schema_and_table(plan);
         let indexes: Vec<(String, String)> = conn
             .exec(
                 "SELECT INDEX_NAME, GROUP_CONCAT(COLUMN_NAME ORDER BY SEQ_IN_INDEX SEPARATOR ',') \
@@ -293,10 +356,17 @@ impl Inner {
                 }
                 Some(fp) => {
                     // Without a fingerprint the content cannot be compared: an upsert
-                    // applies its update columns, as the reference does.
+                    // applies its update columns, as the reference does. With one, under
+                    // stream-sequence keys a different payload is a reused sequence (never
+                    // updated), conflict policy or not.
                     let policy = self.config.conflict_policy.filter(|_| plan.fingerprint.is_some());
-                    let matches = fp.as_deref() == Some(row.fingerprint.as_str());
-                    let (outcome, write) = relational::existing_row(policy, matches, mode == WriteMode::Upsert);
+                    let stored = match fp.as_deref() {
+                        Some(f) if f == row.fingerprint.as_str() => Stored::Same,
+                        Some(_) => Stored::Different,
+                        None => Stored::Unchecked,
+                    };
+                    let (outcome, write) =
+                        relational::existing_row(policy, plan.basis(), stored, mode == WriteMode::Upsert);
                     if write != RowWrite::Nothing {
                         updates.push(row);
                     }
@@ -329,7 +399,7 @@ impl Inner {
         };
         if self.config.mode == WriteMode::Append {
             let mut tx = conn.start_transaction(TxOpts::default()).await?;
-            for (plan, group) in self.plans.iter().zip(groups).filter(|(_, g)| !g.is_empty()) {
+            for (plan, group) in self.plans().iter().zip(groups).filter(|(_, g)| !g.is_empty()) {
                 let rows: Vec<&Row> = group.iter().map(|(_, r)| r).collect();
                 insert_rows(&mut tx, plan, &rows, OnDuplicate::Fail).await?;
             }
@@ -339,7 +409,7 @@ impl Inner {
         if !redelivery {
             let mut tx = conn.start_transaction(TxOpts::default()).await?;
             let mut all_new = true;
-            for (plan, group) in self.plans.iter().zip(groups).filter(|(_, g)| !g.is_empty()) {
+            for (plan, group) in self.plans().iter().zip(groups).filter(|(_, g)| !g.is_empty()) {
                 let rows: Vec<&Row> = group.iter().map(|(_, r)| r).collect();
                 if insert_rows(&mut tx, plan, &rows, OnDuplicate::Keep).await? != rows.len() as u64 {
                     all_new = false;
@@ -354,7 +424,7 @@ impl Inner {
         }
         let mut tx = conn.start_transaction(TxOpts::default()).await?;
         let mut outcomes = Vec::new();
-        for (plan, group) in self.plans.iter().zip(groups).filter(|(_, g)| !g.is_empty()) {
+        for (plan, group) in self.plans().iter().zip(groups).filter(|(_, g)| !g.is_empty()) {
             outcomes.extend(self.write_group_slow(&mut tx, plan, group).await?);
         }
         tx.commit().await?;
@@ -365,7 +435,7 @@ impl Inner {
     async fn write_isolated(&self, conn: &mut Conn, groups: &Groups) -> Result<Outcomes, mysql_async::Error> {
         let mut tx = conn.start_transaction(TxOpts::default()).await?;
         let mut outcomes = Vec::new();
-        for (plan, group) in self.plans.iter().zip(groups) {
+        for (plan, group) in self.plans().iter().zip(groups) {
             for (i, row) in group {
                 tx.query_drop("SAVEPOINT nats_sinks_row").await?;
                 let single = [(*i, row.clone())];
@@ -401,11 +471,14 @@ impl Sink for MySqlSink {
 
     fn capabilities(&self) -> Capabilities {
         let keyed = self.inner.config.mode != WriteMode::Append;
-        Capabilities {
-            atomic_batch: true,
-            reports_duplicates: keyed,
-            detects_conflicts: keyed && self.inner.config.conflict_policy.is_some(),
-        }
+        // A fingerprint column under stream-sequence keys tells a reused sequence apart
+        // without a conflict policy (in every table the sink writes).
+        let compared =
+            self.inner.plans().iter().all(|p| p.fingerprint.is_some() && p.basis() == KeyBasis::StreamSequence);
+        Capabilities::new()
+            .atomic_batch(true)
+            .reports_duplicates(keyed)
+            .detects_conflicts(keyed && (self.inner.config.conflict_policy.is_some() || compared))
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -419,30 +492,34 @@ impl Sink for MySqlSink {
             Err(_) => return Err(SinkError::temporary("connecting to mysql timed out")),
         };
         if inner.config.auto_create {
-            for plan in &inner.plans {
+            for plan in &inner.configured {
                 conn.query_drop(plan.ddl())
                     .await
                     .map_err(|e| classify(&e, &format!("creating table {}", plan.table)))?;
                 tracing::info!(table = %plan.table, "table ready (auto_create)");
             }
         }
-        for plan in &inner.plans {
+        for plan in &inner.configured {
             inner.check_table(&mut conn, plan).await?;
         }
-        tracing::info!(host = %inner.config.host, database = %inner.config.database, tables = inner.plans.len(), "mysql sink ready");
+        let plans = inner.settle_plans(&mut conn).await?;
+        if inner.opened.set(plans).is_err() {
+            tracing::debug!("mysql sink opened again: the plans of the first open stay");
+        }
+        tracing::info!(host = %inner.config.host, database = %inner.config.database, tables = inner.configured.len(), "mysql sink ready");
         let _ = conn.disconnect().await;
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         let inner = &self.inner;
         let started = std::time::Instant::now();
         let stored_at = OffsetDateTime::now_utc();
         let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
-        let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
+        let mut groups: Groups = vec![Vec::new(); inner.plans().len()];
         for (i, e) in batch.iter().enumerate() {
             let p = inner.plan_for(e.subject());
-            match row::map(e, &inner.plans[p], inner.config.payload_mode, stored_at) {
+            match row::map(e, &inner.plans()[p], inner.config.payload_mode, stored_at) {
                 Ok(r) => groups[p].push((i, r)),
                 Err(err) => outcomes[i] = Some(MessageOutcome::Failed(err)),
             }
@@ -484,8 +561,35 @@ impl Sink for MySqlSink {
             .collect())
     }
 
+    async fn health_check(&self) -> Result<(), SinkError> {
+        let mut conn = self.inner.conn().await?;
+        conn.query_drop("SELECT 1").await.map_err(|e| classify(&e, "health check"))
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        if let Some(pool) = self.inner.pool.get() {
+            pool.clone().disconnect().await.map_err(|e| classify(&e, "closing the pool"))?;
+        }
+        Ok(())
+    }
+
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        if self.inner.config.mode == WriteMode::Append {
+            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
+        }
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for MySqlSink {
+    fn enable(&self) {}
+
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
-        let plan = &self.inner.plans[self.inner.plan_for(envelope.subject())];
+        let plan = &self.inner.plans()[self.inner.plan_for(envelope.subject())];
         let row = row::map(envelope, plan, self.inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
         let key = if plan.key.is_empty() {
             envelope.idempotency_key().ok()?.to_string()
@@ -494,31 +598,31 @@ impl Sink for MySqlSink {
         };
         Some(DestinationRef::Row { table: plan.table.clone(), key })
     }
+}
 
-    fn read_back(&self) -> ReadBack {
-        if self.inner.config.mode == WriteMode::Append {
-            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
-        }
+#[async_trait]
+impl Reconcile for MySqlSink {
+    fn checks(&self) -> String {
         let what = if self.inner.config.conflict_policy.is_some() {
             "row exists (bulk key lookup) and its payload_sha256 column matches"
         } else {
             "row exists (bulk key lookup) and its payload column hashes to the same fingerprint"
         };
-        ReadBack::Supported(what.into())
+        what.to_owned()
     }
 
     async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let stored_at = OffsetDateTime::now_utc();
-        let mut groups: Vec<Vec<(usize, Row)>> = vec![Vec::new(); inner.plans.len()];
+        let mut groups: Vec<Vec<(usize, Row)>> = vec![Vec::new(); inner.plans().len()];
         for (i, e) in batch.iter().enumerate() {
             let p = inner.plan_for(e.subject());
-            let r = row::map(e, &inner.plans[p], inner.config.payload_mode, stored_at)?;
+            let r = row::map(e, &inner.plans()[p], inner.config.payload_mode, stored_at)?;
             groups[p].push((i, r));
         }
         let mut found = vec![Presence::Missing; batch.len()];
         let mut conn = inner.conn().await?;
-        for (plan, group) in inner.plans.iter().zip(&groups).filter(|(_, g)| !g.is_empty()) {
+        for (plan, group) in inner.plans().iter().zip(&groups).filter(|(_, g)| !g.is_empty()) {
             let rows: Vec<&Row> = group.iter().map(|(_, r)| r).collect();
             let stored = stored_content(&mut conn, plan, &rows)
                 .await
@@ -532,18 +636,6 @@ impl Sink for MySqlSink {
             }
         }
         Ok(found)
-    }
-
-    async fn health_check(&self) -> Result<(), SinkError> {
-        let mut conn = self.inner.conn().await?;
-        conn.query_drop("SELECT 1").await.map_err(|e| classify(&e, "health check"))
-    }
-
-    async fn close(&self) -> Result<(), SinkError> {
-        if let Some(pool) = self.inner.pool.get() {
-            pool.clone().disconnect().await.map_err(|e| classify(&e, "closing the pool"))?;
-        }
-        Ok(())
     }
 }
 

@@ -3,15 +3,17 @@
 //! Identifiers (tables, columns) cannot be bound, so they pass an allow-list
 //! (`[A-Za-z_][A-Za-z0-9_$]{0,63}`, tables optionally `schema.table`) and are backtick-quoted.
 //! A [`TablePlan`] holds everything needed for one table: the column list in row order, the
-//! key columns, the columns an upsert updates, and the DDL generated from that mapping.
+//! key columns, the columns an upsert updates (the plan relational sinks share,
+//! `sinks_toolkit::relational`), and the DDL generated from that mapping.
 
 use std::fmt::Write as _;
+use std::ops::Deref;
 
-use sinks_contract::IdempotencyStrategy;
+use sinks_toolkit::relational::{self, PlanConfig, UpsertUpdateColumns};
 
-use crate::config::{IdempotencyConfig, MySqlSinkConfig, WriteMode};
+use crate::config::{MySqlSinkConfig, WriteMode};
 
-pub(crate) use sinks_contract::columns::Field;
+pub(crate) use sinks_toolkit::columns::Field;
 
 /// Column type of `field` in generated DDL; `key` columns must be indexable and not null.
 fn ddl_type(field: Field, key: bool) -> &'static str {
@@ -67,141 +69,62 @@ pub(crate) enum OnDuplicate {
     Update,
 }
 
-/// Everything about writing one table.
+/// Everything about writing one table: the plan relational sinks share
+/// (`sinks_toolkit::relational::TablePlan`: columns in bind order, key, update columns,
+/// fingerprint; read through `Deref`) and MySQL's statements for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TablePlan {
-    /// Table name as configured.
-    pub(crate) table: String,
-    /// Fields bound per row, in order.
-    pub(crate) fields: Vec<Field>,
-    /// Column names, parallel to `fields`.
-    pub(crate) columns: Vec<String>,
-    /// Key columns (indexes into `fields`); empty for `append`.
-    pub(crate) key: Vec<usize>,
-    /// Columns an upsert updates (indexes into `fields`).
-    pub(crate) update: Vec<usize>,
-    /// Index of the fingerprint column, when conflicts are detected.
-    pub(crate) fingerprint: Option<usize>,
-    /// Key strategy.
-    pub(crate) idempotency: IdempotencyConfig,
+pub(crate) struct TablePlan(relational::TablePlan);
+
+impl Deref for TablePlan {
+    type Target = relational::TablePlan;
+
+    fn deref(&self) -> &relational::TablePlan {
+        &self.0
+    }
+}
+
+/// The table side of `config` as the shared plan reads it: names allow-listed and kept as
+/// configured, a key in every mode but `append`, update columns planned in every mode.
+fn plan_config(config: &MySqlSinkConfig) -> PlanConfig<'_, UpsertUpdateColumns> {
+    PlanConfig {
+        table: &config.table,
+        routes: &config.table_routes,
+        columns: &config.columns,
+        idempotency: &config.idempotency,
+        update_columns: config.upsert_update_columns.as_deref(),
+        keyed: config.mode != WriteMode::Append,
+        updates: true,
+        conflict_policy: config.conflict_policy.is_some(),
+        identifier: |name, qualified| valid_identifier(name, qualified).then(|| name.to_owned()),
+    }
 }
 
 impl TablePlan {
-    /// Builds the plan of `table` with the given key and update settings.
-    pub(crate) fn new(
-        config: &MySqlSinkConfig,
-        table: &str,
-        idempotency: &IdempotencyConfig,
-        update_columns: Option<&[String]>,
-    ) -> Result<Self, (String, String)> {
-        if !valid_identifier(table, true) {
-            return Err(("sink.table".into(), format!("`{table}` is not a valid table name (table or schema.table)")));
-        }
-        let with_fp = config.conflict_policy.is_some();
-        let fields: Vec<Field> = Field::ALL.iter().copied().filter(|f| with_fp || *f != Field::PayloadSha256).collect();
-        let mut columns = Vec::new();
-        for f in &fields {
-            let (name, column) = f.column(&config.columns);
-            if !valid_identifier(column, false) {
-                return Err((format!("sink.columns.{name}"), format!("`{column}` is not a valid column name")));
-            }
-            if columns.iter().any(|c: &String| c.eq_ignore_ascii_case(column)) {
-                return Err(("sink.columns".into(), format!("column `{column}` is mapped twice")));
-            }
-            columns.push(column.to_owned());
-        }
-        let index_of = |name: &str| columns.iter().position(|c| c.eq_ignore_ascii_case(name));
-        let key = if config.mode == WriteMode::Append {
-            Vec::new()
-        } else {
-            let mut key = Vec::new();
-            for k in idempotency.key_columns(&config.columns) {
-                match index_of(&k) {
-                    Some(i) if !key.contains(&i) => key.push(i),
-                    Some(_) => return Err(("sink.idempotency.columns".into(), format!("`{k}` is listed twice"))),
-                    None => {
-                        return Err(("sink.idempotency.columns".into(), format!("`{k}` is not a mapped column")));
-                    }
-                }
-            }
-            if key.is_empty() {
-                return Err(("sink.idempotency.columns".into(), "at least one key column is required".into()));
-            }
-            key
-        };
-        let update = match update_columns {
-            None => (0..fields.len()).filter(|i| !key.contains(i)).collect(),
-            Some(list) => {
-                let mut update = Vec::new();
-                for c in list {
-                    match index_of(c) {
-                        Some(i) if key.contains(&i) => {
-                            return Err((
-                                "sink.upsert_update_columns".into(),
-                                format!("`{c}` is a key column and cannot be updated"),
-                            ));
-                        }
-                        Some(i) if !update.contains(&i) => update.push(i),
-                        Some(_) => return Err(("sink.upsert_update_columns".into(), format!("`{c}` is listed twice"))),
-                        None => {
-                            return Err(("sink.upsert_update_columns".into(), format!("`{c}` is not a mapped column")));
-                        }
-                    }
-                }
-                update
-            }
-        };
-        let fingerprint = fields.iter().position(|f| *f == Field::PayloadSha256);
-        Ok(Self {
-            table: table.to_owned(),
-            fields,
-            columns,
-            key,
-            update,
-            fingerprint,
-            idempotency: idempotency.clone(),
-        })
+    /// Plans for the default table and every route (routes sharing a table must agree), as
+    /// the configuration says: with the fingerprint column when `conflict_policy` is set.
+    pub(crate) fn all(config: &MySqlSinkConfig) -> Result<Vec<Self>, (String, String)> {
+        Self::all_with(config, |_| false)
     }
 
-    /// Plans for the default table and every route (routes sharing a table must agree).
-    pub(crate) fn all(config: &MySqlSinkConfig) -> Result<Vec<Self>, (String, String)> {
-        let mut plans =
-            vec![Self::new(config, &config.table, &config.idempotency, config.upsert_update_columns.as_deref())?];
-        for (i, r) in config.table_routes.iter().enumerate() {
-            let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
-            let update = r.update_columns.as_deref().or(config.upsert_update_columns.as_deref());
-            let plan = Self::new(config, &r.table, idem, update).map_err(|(path, m)| match path.as_str() {
-                "sink.table" => (format!("sink.table_routes[{i}].table"), m),
-                "sink.idempotency.columns" if r.idempotency.is_some() => {
-                    (format!("sink.table_routes[{i}].idempotency.columns"), m)
-                }
-                "sink.upsert_update_columns" if r.update_columns.is_some() => {
-                    (format!("sink.table_routes[{i}].upsert_update_columns"), m)
-                }
-                _ => (path, m),
-            })?;
-            match plans.iter().find(|p| p.table == plan.table) {
-                Some(existing) if *existing != plan => {
-                    return Err((
-                        format!("sink.table_routes[{i}]"),
-                        format!("table `{}` is used with a different key or update policy elsewhere", r.table),
-                    ));
-                }
-                Some(_) => {}
-                None => plans.push(plan),
-            }
-        }
-        Ok(plans)
+    /// [`Self::all`], with the fingerprint column also in the tables `has_fp` names (an
+    /// existing table that has the column without a conflict policy: under stream-sequence
+    /// keys its fingerprint is written and compared, so a reused sequence is detected).
+    pub(crate) fn all_with(
+        config: &MySqlSinkConfig,
+        has_fp: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Self>, (String, String)> {
+        let plans = relational::TablePlan::all_with(&plan_config(config), has_fp)?;
+        Ok(plans.into_iter().map(Self).collect())
     }
 
     /// Validation entry point for the config.
     pub(crate) fn validate_all(config: &MySqlSinkConfig) -> Result<(), (String, String)> {
-        if config.idempotency.strategy == IdempotencyStrategy::PayloadField
-            && config.idempotency.payload_field.is_none()
-        {
-            return Ok(()); // reported by the config itself
-        }
-        Self::all(config).map(drop)
+        relational::TablePlan::validate_all(&plan_config(config))
+    }
+
+    /// The fingerprint column's name, whether or not the plan writes it.
+    pub(crate) fn fingerprint_column(config: &MySqlSinkConfig) -> &str {
+        Field::PayloadSha256.column(&config.columns).1
     }
 
     /// `INSERT INTO t (cols) VALUES (?, …), … [ON DUPLICATE KEY UPDATE …]` for `rows` rows.
@@ -299,6 +222,8 @@ impl TablePlan {
 
 #[cfg(test)]
 mod tests {
+    use sinks_toolkit::existing::KeyBasis;
+
     use super::*;
 
     fn config(extra: serde_json::Value) -> MySqlSinkConfig {
@@ -382,6 +307,23 @@ mod tests {
         assert!(ddl.contains("  `PAYLOAD_SHA256` char(64),"));
         assert!(ddl.contains("  PRIMARY KEY (`MESSAGE_ID`)"));
         assert!(ddl.ends_with("COLLATE=utf8mb4_bin"));
+    }
+
+    #[test]
+    fn a_table_with_the_fingerprint_column_gets_it_in_the_plan_without_a_conflict_policy() {
+        let c = config(serde_json::json!({"table_routes": [{"subject": "a.*", "table": "T2"}]}));
+        let plain = TablePlan::all(&c).unwrap();
+        assert!(plain.iter().all(|p| p.fingerprint.is_none()));
+        assert!(plain.iter().all(|p| p.basis() == KeyBasis::StreamSequence), "the default key pair");
+        let found = TablePlan::all_with(&c, |t| t == "T2").unwrap();
+        assert_eq!(found[0].fingerprint, None);
+        let fp = found[1].fingerprint.expect("T2 has the column");
+        assert_eq!(found[1].columns[fp], "PAYLOAD_SHA256");
+        assert!(found[1].select_existing(1).contains("`PAYLOAD_SHA256`"), "it is read back and compared");
+        assert!(found[1].insert(1, OnDuplicate::Fail).contains("`PAYLOAD_SHA256`"), "and written");
+        assert_eq!(TablePlan::fingerprint_column(&c), "PAYLOAD_SHA256");
+        let by_id = config(serde_json::json!({"idempotency": {"strategy": "message_id"}}));
+        assert_eq!(TablePlan::all(&by_id).unwrap()[0].basis(), KeyBasis::Publisher);
     }
 
     #[test]

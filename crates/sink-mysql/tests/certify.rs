@@ -11,4 +11,4 @@ fn harness() -> MySqlHarness {
     }
 }
 
-sinks_contract::certify_tests!(harness());
+sinks_certify::certify_tests!(harness());

@@ -92,6 +92,12 @@ async fn insert_mode_treats_a_redelivery_as_a_duplicate_and_append_keeps_every_d
     drop(&mut c, &[&table, &log]).await;
 }
 
+/// True for the refusal of a different event under a stream-sequence key.
+fn reused(o: &MessageOutcome) -> bool {
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+}
+
+/// Under message id keys the conflict policies decide what a different payload does.
 #[tokio::test]
 async fn conflict_policies_keep_overwrite_or_reject() {
     let (mut c, base) = setup("conflict_policies_keep_overwrite_or_reject").await;
@@ -101,7 +107,7 @@ async fn conflict_policies_keep_overwrite_or_reject() {
         ("dead_letter", ConflictResolution::Rejected, r#"{"v":"first"}"#),
     ] {
         let table = format!("{base}_{policy}");
-        let s = sink(&table, json!({"conflict_policy": policy})).await;
+        let s = sink(&table, json!({"conflict_policy": policy, "idempotency": {"strategy": "message_id"}})).await;
         write(&s, &[env(1, "it.a", r#"{"v":"first"}"#)]).await;
         let same = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":"first"}"#))]).await;
         assert_eq!(classes(&same), [OutcomeClass::Duplicate], "{policy}: same content is a duplicate");
@@ -110,6 +116,73 @@ async fn conflict_policies_keep_overwrite_or_reject() {
         assert_eq!(payloads(&mut c, &table).await, [(1, stored.to_owned())], "{policy}");
         drop(&mut c, &[&table]).await;
     }
+}
+
+/// Under the default stream-sequence keys a different payload is a reused sequence: refused
+/// and never written over, whatever the conflict policy and mode; a later epoch of the
+/// stream keys its rows apart (`IT.e2` in the stream column).
+#[tokio::test]
+async fn a_reused_stream_sequence_is_refused_whatever_the_policy() {
+    let (mut c, base) = setup("a_reused_stream_sequence_is_refused_whatever_the_policy").await;
+    for (i, extra) in [
+        json!({"conflict_policy": "keep_first"}),
+        json!({"conflict_policy": "overwrite"}),
+        json!({"conflict_policy": "dead_letter", "mode": "insert"}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let table = format!("{base}_{i}");
+        let s = sink(&table, extra.clone()).await;
+        assert!(s.capabilities().detects_conflicts);
+        write(&s, &[env(1, "it.a", r#"{"v":"first"}"#)]).await;
+        let same = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":"first"}"#))]).await;
+        assert_eq!(classes(&same), [OutcomeClass::Duplicate], "{extra}");
+        // First delivery (fast path) and redelivery (slow path) of another event.
+        for other in [env(1, "it.a", r#"{"v":"second"}"#), redelivered(&env(1, "it.a", r#"{"v":"second"}"#))] {
+            let outcomes = write(&s, &[other, env(2, "it.a", r#"{"v":2}"#)]).await;
+            assert!(reused(&outcomes[0]), "{extra}: {outcomes:?}");
+        }
+        assert_eq!(payloads(&mut c, &table).await, [(1, r#"{"v":"first"}"#.to_owned()), (2, r#"{"v":2}"#.to_owned())]);
+        let later = env(1, "it.a", r#"{"v":"second"}"#).with_stream_epoch(Some("e2".into()));
+        assert_eq!(classes(&write(&s, std::slice::from_ref(&later)).await), [OutcomeClass::Committed], "{extra}");
+        assert_eq!(
+            classes(&write(&s, &[redelivered(&later).with_stream_epoch(Some("e2".into()))]).await),
+            [OutcomeClass::Duplicate]
+        );
+        let streams: Vec<(String, u64)> = c
+            .query(format!(
+                "SELECT STREAM_NAME, STREAM_SEQUENCE FROM {} ORDER BY STREAM_NAME, STREAM_SEQUENCE",
+                quoted_table(&table)
+            ))
+            .await
+            .unwrap();
+        assert_eq!(streams, [("IT".to_owned(), 1), ("IT".to_owned(), 2), ("IT.e2".to_owned(), 1)], "{extra}");
+        drop(&mut c, &[&table]).await;
+    }
+}
+
+/// Without a conflict policy, a table that has the fingerprint column gets it written and
+/// compared under stream-sequence keys: a reused sequence is refused and the upsert does not
+/// update the row; a redelivery of the stored event is a duplicate. Without the column the
+/// row cannot tell (the next test).
+#[tokio::test]
+async fn a_fingerprint_column_detects_a_reused_sequence_without_a_conflict_policy() {
+    let (mut c, table) = setup("a_fingerprint_column_detects_a_reused_sequence_without_a_conflict_policy").await;
+    let plain = sink(&table, json!({})).await;
+    assert!(!plain.capabilities().detects_conflicts, "no fingerprint column yet");
+    c.query_drop(format!("ALTER TABLE {} ADD COLUMN `PAYLOAD_SHA256` char(64)", quoted_table(&table))).await.unwrap();
+    let s = sink(&table, json!({})).await;
+    assert!(s.capabilities().detects_conflicts, "the column was found at open");
+    assert_eq!(classes(&write(&s, &[env(1, "it.a", r#"{"v":1}"#)]).await), [OutcomeClass::Committed]);
+    let fp: Vec<Option<String>> =
+        c.query(format!("SELECT PAYLOAD_SHA256 FROM {}", quoted_table(&table))).await.unwrap();
+    assert!(matches!(&fp[..], [Some(f)] if f.len() == 64), "the fingerprint is written: {fp:?}");
+    assert_eq!(classes(&write(&s, &[redelivered(&env(1, "it.a", r#"{"v":1}"#))]).await), [OutcomeClass::Duplicate]);
+    let outcomes = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":2}"#))]).await;
+    assert!(reused(&outcomes[0]), "{outcomes:?}");
+    assert_eq!(payloads(&mut c, &table).await, [(1, r#"{"v":1}"#.to_owned())], "never updated");
+    drop(&mut c, &[&table]).await;
 }
 
 #[tokio::test]
@@ -146,6 +219,9 @@ async fn payload_field_keys_identify_business_events() {
     drop(&mut c, &[&table]).await;
 }
 
+/// Without a fingerprint column the row cannot tell a redelivery from a reused sequence:
+/// the upsert applies its update columns, as the reference does (the stream guard is the
+/// protection, docs/mysql-sink.md).
 #[tokio::test]
 async fn upsert_without_a_fingerprint_applies_its_update_columns() {
     let (mut c, table) = setup("upsert_without_a_fingerprint_applies_its_update_columns").await;

@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oracle_nosql_rust_sdk::types::MapValue;
 use oracle_nosql_rust_sdk::{DeleteRequest, Handle, HandleMode, PutRequest, QueryRequest, TableRequest};
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_contract::{Envelope, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -18,8 +18,13 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{EnvName, Issues, SinkSection, check_uppercase_env_name, is_env_name};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
-use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
+use sinks_toolkit::checks::{check_seconds, check_text, check_token};
+use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::retry::settings::{
+    default_backoff_mode, default_backoff_ms, default_backoff_multiplier, default_jitter, default_max_backoff_ms,
+    default_max_retries,
+};
+use sinks_toolkit::retry::{BackoffMode, InPlace, Jitter, RetrySettings};
 
 const MIB: u64 = 1024 * 1024;
 
@@ -101,7 +106,7 @@ pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 /// whose stored row is kept, acknowledged and logged), `replace` (plain put: the newest
 /// delivery replaces the row) or `fail_existing` (put if absent: the same payload is a
 /// duplicate, a different one is rejected, dead-lettered). The contract's one policy type,
-/// in this sink's words; what each answer means is `sinks_contract::existing`.
+/// in this sink's words; what each answer means is `sinks_toolkit::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// What each put asks of an on-premises store before it counts as committed.
@@ -245,17 +250,17 @@ pub struct NoSqlSinkConfig {
     #[serde(default = "default_max_retries")]
     pub max_retries: u32,
     /// First retry delay, ms, 0–60,000 (default 10).
-    #[serde(default = "default_retry_backoff_ms")]
+    #[serde(default = "default_backoff_ms")]
     pub retry_backoff_ms: u64,
     /// Longest wait spent in place, ms, 0–300,000 (default 250); a longer one hands the
     /// message back with that delay instead.
-    #[serde(default = "default_retry_max_backoff_ms")]
+    #[serde(default = "default_max_backoff_ms")]
     pub retry_max_backoff_ms: u64,
     /// `fixed`, `linear` or `exponential` (default).
     #[serde(default = "default_backoff_mode")]
     pub retry_backoff_mode: BackoffMode,
     /// Growth factor of exponential backoff, 1.0–10.0 (default 2.0).
-    #[serde(default = "default_multiplier")]
+    #[serde(default = "default_backoff_multiplier")]
     pub retry_backoff_multiplier: f64,
     /// `none`, `full` (default) or `equal`.
     #[serde(default = "default_jitter")]
@@ -314,24 +319,6 @@ fn default_true() -> bool {
 fn default_max_concurrent_requests() -> usize {
     16
 }
-fn default_max_retries() -> u32 {
-    3
-}
-fn default_retry_backoff_ms() -> u64 {
-    10
-}
-fn default_retry_max_backoff_ms() -> u64 {
-    250
-}
-fn default_backoff_mode() -> BackoffMode {
-    BackoffMode::Exponential
-}
-fn default_multiplier() -> f64 {
-    2.0
-}
-fn default_jitter() -> Jitter {
-    Jitter::Full
-}
 
 impl Default for NoSqlSinkConfig {
     fn default() -> Self {
@@ -365,10 +352,10 @@ impl Default for NoSqlSinkConfig {
             store_payload_text: true,
             max_concurrent_requests: default_max_concurrent_requests(),
             max_retries: default_max_retries(),
-            retry_backoff_ms: default_retry_backoff_ms(),
-            retry_max_backoff_ms: default_retry_max_backoff_ms(),
+            retry_backoff_ms: default_backoff_ms(),
+            retry_max_backoff_ms: default_max_backoff_ms(),
             retry_backoff_mode: default_backoff_mode(),
-            retry_backoff_multiplier: default_multiplier(),
+            retry_backoff_multiplier: default_backoff_multiplier(),
             retry_jitter: default_jitter(),
             durability: Durability::default(),
         }
@@ -424,17 +411,22 @@ impl NoSqlSinkConfig {
         )
     }
 
-    /// The in-place retries of a write (and of a read-back): the `retry_*` backoff,
-    /// `max_retries`, and the request timeout.
-    pub(crate) fn in_place(&self) -> InPlace {
-        let backoff = Backoff {
-            base: std::time::Duration::from_millis(self.retry_backoff_ms),
-            max: std::time::Duration::from_millis(self.retry_max_backoff_ms),
+    /// The values of the `retry_*` fields and `max_retries`.
+    pub(crate) fn retry(&self) -> RetrySettings {
+        RetrySettings {
+            max_retries: self.max_retries,
+            backoff_ms: self.retry_backoff_ms,
+            max_backoff_ms: self.retry_max_backoff_ms,
             mode: self.retry_backoff_mode,
             multiplier: self.retry_backoff_multiplier,
             jitter: self.retry_jitter,
-        };
-        InPlace::new(backoff, self.max_retries, std::time::Duration::from_secs_f64(self.request_timeout_seconds))
+        }
+    }
+
+    /// The in-place retries of a write (and of a read-back): the `retry_*` backoff,
+    /// `max_retries`, and the request timeout.
+    pub(crate) fn in_place(&self) -> InPlace {
+        self.retry().in_place(std::time::Duration::from_secs_f64(self.request_timeout_seconds))
     }
 
     /// Checks every field; each problem is reported as `sink.<field>`.
@@ -466,21 +458,11 @@ impl NoSqlSinkConfig {
         issues.range("sink.table_poll_interval_ms", self.table_poll_interval_ms, 1, 600_000);
         issues.range("sink.max_key_bytes", self.max_key_bytes, 1, 65_536);
         issues.range("sink.max_value_bytes", self.max_value_bytes, 1, 64 * MIB);
-        let timeout = self.request_timeout_seconds;
-        if !(timeout.is_finite() && timeout > 0.0 && timeout <= 300.0) {
-            issues.push("sink.request_timeout_seconds", format!("must be > 0 and ≤ 300 (got {timeout})"));
+        if let Err(m) = check_seconds(self.request_timeout_seconds, false, 300.0) {
+            issues.push("sink.request_timeout_seconds", m);
         }
         issues.range("sink.max_concurrent_requests", self.max_concurrent_requests as u64, 1, 256);
-        issues.range("sink.max_retries", u64::from(self.max_retries), 0, 10);
-        issues.range("sink.retry_backoff_ms", self.retry_backoff_ms, 0, 60_000);
-        issues.range("sink.retry_max_backoff_ms", self.retry_max_backoff_ms, 0, 300_000);
-        if self.retry_max_backoff_ms < self.retry_backoff_ms {
-            issues.push("sink.retry_max_backoff_ms", "must not be less than sink.retry_backoff_ms");
-        }
-        let multiplier = self.retry_backoff_multiplier;
-        if !(multiplier.is_finite() && (1.0..=10.0).contains(&multiplier)) {
-            issues.push("sink.retry_backoff_multiplier", format!("must be in 1.0..=10.0 (got {multiplier})"));
-        }
+        self.retry().validate(&mut issues);
         issues.finish()
     }
 
@@ -553,33 +535,6 @@ impl NoSqlSinkConfig {
             }
         }
     }
-}
-
-/// Bounded, unpadded text without control characters.
-fn check_text(value: &str, max: usize) -> Result<(), String> {
-    if value.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if value.trim() != value {
-        return Err("must not have surrounding whitespace".into());
-    }
-    if value.chars().count() > max {
-        return Err(format!("must be at most {max} characters"));
-    }
-    if value.chars().any(char::is_control) {
-        return Err("must not contain control characters".into());
-    }
-    Ok(())
-}
-
-/// Text whose first character is a letter or digit and whose others satisfy `allowed`.
-fn check_token(value: &str, max: usize, allowed: impl Fn(char) -> bool) -> Result<(), String> {
-    check_text(value, max)?;
-    let first_ok = value.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
-    if !first_ok || !value.chars().all(allowed) {
-        return Err("contains unsupported characters".into());
-    }
-    Ok(())
 }
 
 /// A NoSQL identifier: a letter, then letters, digits and `_`; at most 64 characters.

@@ -2,7 +2,9 @@
 //!
 //! - The **row key**: `[key_prefix:]<raw>`, where `<raw>` is the key string of
 //!   `key_strategy` (`stream-sequence:S:N`, `message-id:ID`, `payload-sha256:SUBJECT:HEX`),
-//!   exactly the reference's; a key over `max_key_bytes` fails its message permanently.
+//!   exactly the reference's (`stream-sequence:S.EPOCH:N` in a later epoch of the stream,
+//!   whose event documents also carry `stream_epoch`); a key over `max_key_bytes` fails its
+//!   message permanently.
 //! - The **event document** stored in the JSON column: the reference's
 //!   `nats_sinks.oracle_nosql.event.v1` fields (identity, timestamps, headers, the standard
 //!   metadata document, the payload as a JSON value or wrapped per `payload_mode`, and
@@ -26,10 +28,15 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_contract::{Envelope, Presence, metadata};
+use sinks_contract::{Envelope, Presence};
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::NoSqlSinkConfig;
+
+/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// existing-key decision and the sink's capabilities.
+pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
 
 /// `schema` of every event document.
 pub const EVENT_SCHEMA: &str = "nats_sinks.oracle_nosql.event.v1";
@@ -129,6 +136,10 @@ struct EventDoc<'a> {
     security_labels: Value,
     stored_at_epoch_ns: i64,
     stream: &'a str,
+    /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
+    /// stream that never changed is the reference's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
 }
@@ -186,6 +197,7 @@ fn event_json(
         security_labels: Value::Null,
         stored_at_epoch_ns: doc.stored_at_epoch_ns(),
         stream: &js.stream,
+        stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
         subject: envelope.subject(),
     };
@@ -455,6 +467,7 @@ mod tests {
     use sinks_contract::{Headers, PayloadMode};
 
     use super::*;
+    use crate::config::KeyStrategy;
 
     fn config() -> NoSqlSinkConfig {
         NoSqlSinkConfig::new("127.0.0.1:8080", "t")
@@ -480,6 +493,24 @@ mod tests {
         assert!(matches!(row_key(&no_id, &c), Err(RowError::Key(_))));
         let c = NoSqlSinkConfig { max_key_bytes: 10, ..config() };
         assert!(matches!(row_key(&e, &c), Err(RowError::KeyTooLong { .. })));
+    }
+
+    #[test]
+    fn a_later_epoch_keys_its_rows_apart_and_says_so() {
+        let e = envelope_with("S", 7, "a.b", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "id-1"), 1);
+        let later = e.clone().with_stream_epoch(Some("e17".into()));
+        let key = |e: &Envelope, strategy| row_key(e, &NoSqlSinkConfig { key_strategy: strategy, ..config() }).unwrap();
+        assert_eq!(key(&later, KeyStrategy::IdempotencyKey), "stream-sequence:S.e17:7");
+        assert_eq!(key(&later, KeyStrategy::StreamSequence), "stream-sequence:S.e17:7");
+        assert_eq!(key(&later, KeyStrategy::MessageId), key(&e, KeyStrategy::MessageId));
+        let d = doc(&prepare(&later, &config(), OffsetDateTime::now_utc()).unwrap());
+        assert_eq!(
+            (&d["stream"], &d["stream_epoch"], &d["idempotency_key"]),
+            (&Value::from("S"), &Value::from("e17"), &Value::from("stream-sequence:S.e17:7"))
+        );
+        assert_eq!(d["metadata"]["jetstream"]["stream_epoch"], "e17");
+        let first = doc(&prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap());
+        assert!(first.get("stream_epoch").is_none());
     }
 
     #[test]

@@ -40,23 +40,20 @@ use oracle_nosql_rust_sdk::types::{Consistency, Durability as SdkDurability, Map
 use oracle_nosql_rust_sdk::{
     GetRequest, GetResult, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest,
 };
-use sinks_contract::existing;
-use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::{Budget, InPlace};
+use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
+    Reconcile, Sink, SinkError,
 };
+use sinks_toolkit::existing;
+use sinks_toolkit::in_order;
+use sinks_toolkit::retry::{Budget, InPlace};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
 use crate::config::{AuthMode, DeploymentMode, Durability, NoSqlSinkConfig};
 use crate::error::{classify, classify_at_open};
 use crate::row::{self, PreparedRow};
-
-/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
-/// the consumer's AckWait).
-const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
 
 /// Delivers envelopes to an Oracle NoSQL table, one row per message.
 #[derive(Debug, Clone)]
@@ -122,8 +119,10 @@ impl Sink for NoSqlSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        let conditional = self.inner.config.duplicate_policy.is_conditional();
-        Capabilities { atomic_batch: false, reports_duplicates: conditional, detects_conflicts: conditional }
+        let config = &self.inner.config;
+        let basis = row::strategy_basis(config.key_strategy);
+        let conditional = existing::conditional(config.duplicate_policy.on_existing(), basis);
+        Capabilities::new().atomic_batch(false).reports_duplicates(conditional).detects_conflicts(conditional)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -164,11 +163,7 @@ impl Sink for NoSqlSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        self.write_batch_within(batch, DEFAULT_BUDGET).await
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -181,7 +176,7 @@ impl Sink for NoSqlSink {
         };
         let write = |envelope, prepared| async move { inner.write_one(envelope, &prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
-        let outcomes = ordering::write_each("nosql row", batch, limit, prepare, write).await;
+        let outcomes = in_order::write_each("nosql row", batch, limit, prepare, write).await;
         sinks_contract::sink::log_outcomes("oracle_nosql", &outcomes);
         Ok(outcomes)
     }
@@ -197,18 +192,33 @@ impl Sink for NoSqlSink {
             .map_err(|e| classify("health check", &e))
     }
 
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for NoSqlSink {
+    fn enable(&self) {}
+
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let key = row::row_key(envelope, &self.inner.config).ok()?;
         Some(DestinationRef::Row { table: self.inner.table.clone(), key })
     }
+}
 
-    fn read_back(&self) -> ReadBack {
-        ReadBack::Supported(format!(
+#[async_trait]
+impl Reconcile for NoSqlSink {
+    fn checks(&self) -> String {
+        format!(
             "get of each row by primary key ({} in flight, absolute consistency): missing, or the event document's \
              payload_info.sha256 and the payload it holds (value, and payload_text when stored) compared with the \
              message's",
             self.inner.config.max_concurrent_requests
-        ))
+        )
     }
 
     /// One `GET` per envelope, up to `max_concurrent_requests` in flight, answers in input
@@ -301,16 +311,19 @@ impl Inner {
     /// One message, retried in place after temporary failures while the wait is short
     /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
     /// allows; otherwise the failure goes back with the wait it needs as `retry_after`
-    /// (`sinks_contract::retry::InPlace`).
+    /// (`sinks_toolkit::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: &PreparedRow, deadline: Instant) -> MessageOutcome {
         self.retry.write("nosql write", envelope, deadline, |_| self.attempt(envelope, prepared)).await
     }
 
     /// One put, and what the row it found (or replaced) means for this message
-    /// (`sinks_contract::existing`).
+    /// (`sinks_toolkit::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &PreparedRow) -> Result<MessageOutcome, SinkError> {
-        let policy = self.config.duplicate_policy;
-        let found = match self.put(prepared, policy.is_conditional()).await? {
+        let policy = self.config.duplicate_policy.on_existing();
+        let basis = row::key_basis(envelope, self.config.key_strategy);
+        // A replacing policy puts only if absent under stream-sequence keys: it must not
+        // overwrite an earlier event before it was compared.
+        let found = match self.put(prepared, existing::conditional(policy, basis)).await? {
             Put::Written => return Ok(MessageOutcome::Committed),
             Put::Replaced(previous) => previous,
             Put::Exists(Some(row)) => row,
@@ -321,7 +334,7 @@ impl Inner {
             },
         };
         let stored = existing::compare(found.as_deref(), &prepared.fingerprint);
-        Ok(existing::resolve(envelope, policy.on_existing(), stored, "nosql row key"))
+        Ok(existing::resolve(envelope, policy, basis, stored, "nosql row key"))
     }
 
     /// Puts the row: if absent when `conditional`, else plainly; the previous or existing

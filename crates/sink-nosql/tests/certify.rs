@@ -4,7 +4,7 @@
 //! started for this test process. Never skipped: without the store the clauses fail.
 
 use sink_nosql::certify::NoSqlHarness;
-use sinks_contract::certify;
+use sinks_certify as certify;
 
 /// The harness over the run's (or this process's) KVLite + proxy.
 async fn harness() -> NoSqlHarness {
@@ -14,12 +14,12 @@ async fn harness() -> NoSqlHarness {
     NoSqlHarness::live(endpoint)
 }
 
-sinks_contract::certify_tests!(harness().await);
+sinks_certify::certify_tests!(harness().await);
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
+    use sinks_certify::Harness;
     use sinks_contract::Sink;
-    use sinks_contract::certify::Harness;
     let harness = harness().await;
     assert!(harness.is_live(), "the crash target is a real store");
     let target = harness.crash_target().await.expect("crash target");

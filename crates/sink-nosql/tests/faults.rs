@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{Durability, NoSqlSink, NoSqlSinkConfig};
-use sinks_contract::certify::ReadBack;
+use sinks_certify::ReadBack;
+use sinks_contract::testing::SinkExt as _;
 use sinks_contract::testing::{classes, envelope, error_of, opened, write};
-use sinks_contract::{ErrorClass, OutcomeClass, Presence, Sink};
+use sinks_contract::{ErrorClass, OutcomeClass, Presence};
 use sinks_testkit::NoSqlTestServer;
 
 fn at(seq: u64, payload: &'static str) -> sinks_contract::Envelope {
@@ -88,11 +89,11 @@ async fn reconcile_retries_throttled_reads() {
     assert_eq!(classes(&write(&sink, &batch).await), [OutcomeClass::Committed]);
     let before = server.requests();
     server.fail_next(50, 2); // READ_LIMIT_EXCEEDED twice
-    assert_eq!(sink.reconcile(&batch).await.unwrap(), [Presence::Equal]);
+    assert_eq!(sink.read_back_batch(&batch).await.unwrap(), [Presence::Equal]);
     assert_eq!(server.requests() - before, 3, "two throttled gets, then the one that answered");
     // Past max_retries the read-back fails (reconcile then stops with exit 1), never guesses.
     server.fail_next(50, 10);
-    let err = sink.reconcile(&batch).await.unwrap_err();
+    let err = sink.read_back_batch(&batch).await.unwrap_err();
     assert!(!err.is_permanent(), "{err}");
 }
 

@@ -6,10 +6,12 @@
 //! the store and proxy killed under the sink in `store_killed.rs`.
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+use sinks_contract::testing::SinkExt as _;
+
 use bytes::Bytes;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{DuplicatePolicy, KeyStrategy, NoSqlSink, NoSqlSinkConfig};
-use sinks_contract::certify::ReadBack;
+use sinks_certify::ReadBack;
 use sinks_contract::testing::{classes, envelope, envelope_with, error_of, opened, write};
 use sinks_contract::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
 
@@ -33,40 +35,85 @@ fn at(seq: u64, payload: &'static str) -> sinks_contract::Envelope {
     envelope("NQ", seq, "nq.x", payload)
 }
 
+/// Event `id` (its message id) published at stream sequence `seq` with `payload`.
+fn by_id(seq: u64, id: &str, payload: &'static str) -> sinks_contract::Envelope {
+    envelope_with("NQ", seq, "nq.x", payload, Headers::new().with("Nats-Msg-Id", id), 1)
+}
+
+/// What an outcome is, in one word a table can hold.
+fn shape(o: &MessageOutcome) -> &'static str {
+    match o {
+        MessageOutcome::Failed(e)
+            if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) =>
+        {
+            "sequence_reused"
+        }
+        MessageOutcome::Conflict(ConflictResolution::KeptExisting) => "kept",
+        MessageOutcome::Conflict(ConflictResolution::Rejected) => "rejected",
+        MessageOutcome::Conflict(ConflictResolution::Overwritten) => "overwritten",
+        MessageOutcome::Duplicate => "duplicate",
+        MessageOutcome::Committed => "committed",
+        _ => "other",
+    }
+}
+
+/// A second event under a stored row's key, by policy and key strategy: under
+/// stream-sequence keys (the default `idempotency_key` for a JetStream message, and
+/// `stream_sequence`) it is a reused sequence whatever the policy, and the row is kept;
+/// under message id keys the policy decides. A redelivery of the stored event is a
+/// duplicate either way.
 #[tokio::test]
-async fn skip_existing_tells_duplicates_from_conflicts_and_keeps_the_first() {
+async fn a_different_payload_under_a_stored_key_by_policy_and_strategy() {
+    use DuplicatePolicy as P;
+    use KeyStrategy::{IdempotencyKey, MessageId, StreamSequence};
+    let rows = [
+        (IdempotencyKey, P::SkipExisting, "sequence_reused", r#"{"v":1}"#),
+        (StreamSequence, P::Replace, "sequence_reused", r#"{"v":1}"#),
+        (IdempotencyKey, P::Replace, "sequence_reused", r#"{"v":1}"#),
+        (IdempotencyKey, P::FailExisting, "sequence_reused", r#"{"v":1}"#),
+        (MessageId, P::SkipExisting, "kept", r#"{"v":1}"#),
+        (MessageId, P::FailExisting, "rejected", r#"{"v":1}"#),
+        (MessageId, P::Replace, "overwritten", r#"{"v":2}"#),
+    ];
+    let h = live().await;
+    for (strategy, policy, want, stored) in rows {
+        let (sink, rb) = fixture(&h, |c| {
+            c.duplicate_policy = policy;
+            c.key_strategy = strategy;
+        })
+        .await;
+        let what = format!("{strategy:?} {policy:?}");
+        assert!(sink.capabilities().detects_conflicts || policy == P::Replace, "{what}");
+        assert_eq!(shape(&write(&sink, &[by_id(1, "n-1", r#"{"v":1}"#)]).await[0]), "committed", "{what}");
+        assert_eq!(shape(&write(&sink, &[by_id(1, "n-1", r#"{"v":1}"#)]).await[0]), "duplicate", "{what}");
+        // Stream sequence 2 with message id n-1, or sequence 1 again: the same key.
+        let seq = if strategy == MessageId { 2 } else { 1 };
+        assert_eq!(shape(&write(&sink, &[by_id(seq, "n-1", r#"{"v":2}"#)]).await[0]), want, "{what}");
+        let records = rb.read_all().await.unwrap();
+        assert_eq!(records.len(), 1, "{what}");
+        assert_eq!(records[0].1, Bytes::from_static(stored.as_bytes()), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn a_later_epoch_stores_its_own_row_next_to_the_old_one() {
     let h = live().await;
     let (sink, rb) = fixture(&h, |_| {}).await;
-    assert!(sink.capabilities().detects_conflicts);
     assert_eq!(classes(&write(&sink, &[at(1, r#"{"v":1}"#)]).await), [OutcomeClass::Committed]);
-    assert_eq!(classes(&write(&sink, &[at(1, r#"{"v":1}"#)]).await), [OutcomeClass::Duplicate]);
-    let changed = write(&sink, &[at(1, r#"{"v":2}"#)]).await;
-    assert!(matches!(changed[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{changed:?}");
-    let records = rb.read_all().await.unwrap();
-    assert_eq!(records, vec![("stream-sequence:NQ:1".to_owned(), Bytes::from_static(br#"{"v":1}"#))]);
-}
-
-#[tokio::test]
-async fn fail_existing_dead_letters_conflicts_and_accepts_true_redeliveries() {
-    let h = live().await;
-    let (sink, rb) = fixture(&h, |c| c.duplicate_policy = DuplicatePolicy::FailExisting).await;
-    write(&sink, &[at(1, r#"{"v":1}"#)]).await;
-    assert_eq!(classes(&write(&sink, &[at(1, r#"{"v":1}"#)]).await), [OutcomeClass::Duplicate]);
-    let changed = write(&sink, &[at(1, r#"{"v":2}"#)]).await;
-    assert!(matches!(changed[0], MessageOutcome::Conflict(ConflictResolution::Rejected)), "{changed:?}");
-    assert_eq!(rb.read_all().await.unwrap()[0].1, Bytes::from_static(br#"{"v":1}"#));
-}
-
-#[tokio::test]
-async fn replace_overwrites_and_still_reports_redeliveries() {
-    let h = live().await;
-    let (sink, rb) = fixture(&h, |c| c.duplicate_policy = DuplicatePolicy::Replace).await;
-    assert!(!sink.capabilities().reports_duplicates);
-    assert_eq!(classes(&write(&sink, &[at(1, r#"{"v":1}"#)]).await), [OutcomeClass::Committed]);
-    assert_eq!(classes(&write(&sink, &[at(1, r#"{"v":1}"#)]).await), [OutcomeClass::Duplicate]);
-    let changed = write(&sink, &[at(1, r#"{"v":2}"#)]).await;
-    assert!(matches!(changed[0], MessageOutcome::Conflict(ConflictResolution::Overwritten)), "{changed:?}");
-    assert_eq!(rb.read_all().await.unwrap()[0].1, Bytes::from_static(br#"{"v":2}"#));
+    let later = at(1, r#"{"v":2}"#).with_stream_epoch(Some("e2".into()));
+    assert_eq!(classes(&write(&sink, std::slice::from_ref(&later)).await), [OutcomeClass::Committed]);
+    assert_eq!(classes(&write(&sink, &[later]).await), [OutcomeClass::Duplicate]);
+    let mut records = rb.read_all().await.unwrap();
+    records.sort();
+    assert_eq!(
+        records,
+        vec![
+            ("stream-sequence:NQ.e2:1".to_owned(), Bytes::from_static(br#"{"v":2}"#)),
+            ("stream-sequence:NQ:1".to_owned(), Bytes::from_static(br#"{"v":1}"#)),
+        ]
+    );
+    let doc = rb.document("stream-sequence:NQ.e2:1").await.unwrap().expect("row");
+    assert_eq!((doc["stream"].as_str(), doc["stream_epoch"].as_str()), (Some("NQ"), Some("e2")));
 }
 
 #[tokio::test]
@@ -195,7 +242,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
         .collect();
     assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
     assert!(matches!(sink.read_back(), sinks_contract::ReadBack::Supported(_)));
-    let clean = sink.reconcile(&batch).await.unwrap();
+    let clean = sink.read_back_batch(&batch).await.unwrap();
     assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
 
     let key = |s: u64| format!("stream-sequence:RC:{s}");
@@ -208,7 +255,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
     document["payload_text"] = r#"{"order":151,"amount":3}"#.into();
     rb.overwrite(&key(151), &document).await.unwrap();
 
-    let found = sink.reconcile(&batch).await.unwrap();
+    let found = sink.read_back_batch(&batch).await.unwrap();
     assert_eq!(found.len(), batch.len());
     let reported: Vec<(u64, Presence)> = batch
         .iter()
@@ -218,7 +265,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows() {
         .collect();
     assert_eq!(reported, [(17, Presence::Missing), (120, Presence::Missing), (151, Presence::Different)]);
     assert_eq!(rb.rows().await.unwrap().len(), 198, "reconcile wrote nothing");
-    let destination = sink.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+    let destination = sink.destination_of(&batch[16], &MessageOutcome::Committed).unwrap();
     assert_eq!(
         destination,
         sinks_contract::DestinationRef::Row { table: sink.config().qualified_table(), key: key(17) }

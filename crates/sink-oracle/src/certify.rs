@@ -16,8 +16,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use sinks_contract::certify::skips::ORACLE_DATABASE;
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record, Unavailable};
+use sinks_certify::skips::ORACLE_DATABASE;
+use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record, Unavailable};
 use sinks_contract::config::SinkSection;
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
@@ -124,7 +124,7 @@ impl Harness for ScriptedHarness {
         let (fx, driver, table) = self.fixture().await.ok()?;
         driver.reject_rows(RowRule::too_large(Some(&table), "SUBJECT", 24));
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
-        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+        Some((fx, envelope(sinks_certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
@@ -261,7 +261,7 @@ impl LiveHarness {
     pub fn runs(&self, test: &str) -> bool {
         match (&self.unset, &self.live) {
             (Some(unset), _) => {
-                sinks_contract::certify::skips::record_allowed_skip(ORACLE_DATABASE, test, unset);
+                sinks_certify::skips::record_allowed_skip(ORACLE_DATABASE, test, unset);
                 false
             }
             (None, Err(reason)) => panic!("{test}: the live Oracle database is named but cannot be used: {reason}"),
@@ -383,7 +383,7 @@ impl Harness for LiveHarness {
         );
         self.live().ok()?.run(sql, false).await.ok()?;
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
-        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+        Some((fx, envelope(sinks_certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -258,7 +258,7 @@ impl OracleSinkConfig {
             issues.push(&path, message);
         }
         for (i, route) in self.table_routes.iter().enumerate() {
-            if let Err(e) = sinks_contract::subject::validate_pattern(&route.subject) {
+            if let Err(e) = sinks_toolkit::subject::validate_pattern(&route.subject) {
                 issues.push(&format!("sink.table_routes[{i}].subject"), e.to_string());
             }
             if route.update_columns.is_some() && self.mode != WriteMode::Merge {

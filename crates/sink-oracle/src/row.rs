@@ -10,8 +10,8 @@
 
 use sha2::{Digest, Sha256};
 use sinks_contract::payload::PayloadMode;
-use sinks_contract::relational::{self, Cell, Cells};
 use sinks_contract::{Envelope, Presence, SinkError};
+use sinks_toolkit::relational::{self, Cell, Cells};
 use time::OffsetDateTime;
 
 use crate::config::JsonColumnType;
@@ -55,7 +55,7 @@ fn bind(cell: Cell) -> Value {
     }
 }
 
-/// Maps `envelope` to a row of `plan` (`sinks_contract::relational::map_row`, with Oracle's
+/// Maps `envelope` to a row of `plan` (`sinks_toolkit::relational::map_row`, with Oracle's
 /// JSON depth). Errors are permanent for that message (bad payload under the mode, missing
 /// key material). An empty key value is refused like a null one (Oracle stores `''` as NULL).
 pub(crate) fn map(

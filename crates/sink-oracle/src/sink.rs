@@ -17,8 +17,10 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use sinks_contract::config::ConfigError;
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
+    Sink, SinkError,
 };
+use sinks_toolkit::existing::KeyBasis;
 use time::OffsetDateTime;
 
 use crate::config::OracleSinkConfig;
@@ -60,10 +62,17 @@ enum Source {
     Given(Arc<dyn Driver>),
 }
 
+/// Key constraint names per table.
+type KeyConstraints = HashMap<String, Vec<String>>;
+
 #[derive(Debug)]
 struct Inner {
     config: OracleSinkConfig,
+    /// The plans as the configuration says ([`TablePlan::all`]).
     plans: Vec<TablePlan>,
+    /// The plans `open` settled on: the fingerprint column added for tables that have it
+    /// under stream-sequence keys without a conflict policy.
+    opened: OnceLock<Vec<TablePlan>>,
     staging: Option<StagingPlan>,
     io: IoPool,
     source: Source,
@@ -88,8 +97,16 @@ impl OracleSink {
         let plans = TablePlan::all(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
         let staging = StagingPlan::of(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
         let io = IoPool::new("oracle-io", config.pool_max as usize);
-        let inner =
-            Inner { config, plans, staging, io, source, driver: OnceLock::new(), key_constraints: OnceLock::new() };
+        let inner = Inner {
+            config,
+            plans,
+            opened: OnceLock::new(),
+            staging,
+            io,
+            source,
+            driver: OnceLock::new(),
+            key_constraints: OnceLock::new(),
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -131,6 +148,13 @@ impl OracleSink {
             let t = &plan.table;
             out.push((format!("{t}: probe"), plan.probe().sql));
             out.push((format!("{t}: key constraints"), sql::key_constraints(t).0.sql));
+            let sent_at_open = inner.staging.is_none() && plan.fingerprint.is_none() && !plan.key.is_empty();
+            if sent_at_open
+                && plan.basis() == KeyBasis::StreamSequence
+                && let Some(probe) = plan.fingerprint_probe(&inner.config)
+            {
+                out.push((format!("{t}: fingerprint column probe"), probe.sql));
+            }
             match inner.config.mode {
                 crate::WriteMode::Append => out.push((format!("{t}: append"), plan.insert(true).sql)),
                 mode => {
@@ -251,12 +275,51 @@ impl Inner {
         self.driver()?.connect().map_err(|e| classify(&e, "connecting to oracle"))
     }
 
+    /// The plans in effect: as `open` settled them, or as configured before it.
+    fn write_plans(&self) -> &[TablePlan] {
+        self.opened.get().unwrap_or(&self.plans)
+    }
+
     fn plan_for(&self, subject: &str) -> usize {
-        let route = self.config.table_routes.iter().find(|r| sinks_contract::subject::matches(&r.subject, subject));
+        let route = self.config.table_routes.iter().find(|r| sinks_toolkit::subject::matches(&r.subject, subject));
         route
             .and_then(|r| sql::normalize(&r.table, true))
             .and_then(|t| self.plans.iter().position(|p| p.table == t))
             .unwrap_or(0)
+    }
+
+    /// The plans to write with (blocking; on `conn`): under stream-sequence keys without a
+    /// conflict policy and without staging (whose table mirrors the configured columns), a
+    /// table that has the fingerprint column gets it written and compared, so a different
+    /// payload under a stored key is refused as a reused sequence; one without it cannot
+    /// tell, and says so once.
+    fn settle_plans(&self, conn: &mut dyn Connection) -> Result<Vec<TablePlan>, SinkError> {
+        if self.staging.is_some() {
+            return Ok(self.plans.clone());
+        }
+        let mut with_fp = Vec::new();
+        for plan in self.plans.iter().filter(|p| p.fingerprint.is_none() && !p.key.is_empty()) {
+            if plan.basis() != KeyBasis::StreamSequence {
+                continue;
+            }
+            let Some(probe) = plan.fingerprint_probe(&self.config) else { continue };
+            match conn.query(&probe, &[]) {
+                Ok(_) => {
+                    tracing::info!(table = %plan.table, "the table has the fingerprint column: a reused stream sequence is detected at the row");
+                    with_fp.push(plan.table.clone());
+                }
+                Err(e) if e.ora_code() == Some(904) => tracing::info!(
+                    table = %plan.table,
+                    "the table has no fingerprint column: a reused stream sequence cannot be detected at the row (the stream guard is the protection; a conflict_policy adds the column)"
+                ),
+                Err(e) => return Err(classify(&e, &format!("checking the columns of {}", plan.table))),
+            }
+        }
+        if with_fp.is_empty() {
+            return Ok(self.plans.clone());
+        }
+        TablePlan::all_with(&self.config, |t| with_fp.iter().any(|w| w == t))
+            .map_err(|(path, m)| SinkError::config(m).with_field(path))
     }
 
     /// Reads every group's rows back by key (blocking) and compares them; `total` is the
@@ -265,7 +328,7 @@ impl Inner {
         let json = self.config.json_column_type;
         let mut found = vec![Presence::Missing; total];
         let mut conn: Option<Box<dyn Connection>> = None;
-        for (plan, group) in self.plans.iter().zip(groups).filter(|(p, g)| !g.is_empty() && !p.key.is_empty()) {
+        for (plan, group) in self.write_plans().iter().zip(groups).filter(|(p, g)| !g.is_empty() && !p.key.is_empty()) {
             for chunk in group.chunks(RECONCILE_CHUNK) {
                 let Some(statement) = plan.select_stored(chunk.len(), json) else { continue };
                 let binds: Vec<_> =
@@ -295,9 +358,9 @@ impl Inner {
         Ok(found)
     }
 
-    /// Start-up work on one connection: DDL, probes, key checks. Returns the key constraint
-    /// names per table.
-    fn prepare(&self) -> Result<HashMap<String, Vec<String>>, SinkError> {
+    /// Start-up work on one connection: DDL, probes, key checks, the plans to write with.
+    /// Returns the key constraint names per table, and the plans.
+    fn prepare(&self) -> Result<(KeyConstraints, Vec<TablePlan>), SinkError> {
         let mut conn = self.connect()?;
         if self.config.auto_create {
             for statement in self.ddl_statements() {
@@ -319,7 +382,8 @@ impl Inner {
                     .map_err(|e| classify(&e, &format!("checking staging table {}", staging.table)))?;
             }
         }
-        Ok(constraints)
+        let plans = self.settle_plans(conn.as_mut())?;
+        Ok((constraints, plans))
     }
 }
 
@@ -368,17 +432,23 @@ impl Sink for OracleSink {
 
     fn capabilities(&self) -> Capabilities {
         let keyed = self.inner.config.mode.keyed();
-        Capabilities {
-            atomic_batch: true,
-            reports_duplicates: keyed,
-            detects_conflicts: keyed && self.inner.config.conflict_policy.is_some(),
-        }
+        // A fingerprint column under stream-sequence keys tells a reused sequence apart
+        // without a conflict policy (in every table the sink writes).
+        let compared =
+            self.inner.write_plans().iter().all(|p| p.fingerprint.is_some() && p.basis() == KeyBasis::StreamSequence);
+        Capabilities::new()
+            .atomic_batch(true)
+            .reports_duplicates(keyed)
+            .detects_conflicts(keyed && (self.inner.config.conflict_policy.is_some() || compared))
     }
 
     async fn open(&self) -> Result<(), SinkError> {
         let inner = Arc::clone(&self.inner);
-        let constraints = self.inner.io.run(move || inner.prepare()).await?;
+        let (constraints, plans) = self.inner.io.run(move || inner.prepare()).await?;
         let _ = self.inner.key_constraints.set(constraints);
+        if self.inner.opened.set(plans).is_err() {
+            tracing::debug!("oracle sink opened again: the plans of the first open stay");
+        }
         tracing::info!(
             tables = self.inner.plans.len(),
             mode = ?self.inner.config.mode,
@@ -389,14 +459,14 @@ impl Sink for OracleSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         let inner = &self.inner;
         let stored_at = OffsetDateTime::now_utc();
         let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
         let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
         for (i, e) in batch.iter().enumerate() {
             let p = inner.plan_for(e.subject());
-            match row::map(e, &inner.plans[p], inner.config.payload_mode, stored_at) {
+            match row::map(e, &inner.write_plans()[p], inner.config.payload_mode, stored_at) {
                 Ok(r) => groups[p].push((i, r)),
                 Err(err) => outcomes[i] = Some(MessageOutcome::Failed(err)),
             }
@@ -410,9 +480,10 @@ impl Sink for OracleSink {
                     let ctx = Ctx {
                         mode: shared.config.mode,
                         conflict_policy: shared.config.conflict_policy,
-                        plans: &shared.plans,
+                        plans: shared.write_plans(),
                         key_constraints: shared.key_constraints.get().unwrap_or(&empty),
                         staging: shared.staging.as_ref(),
+                        json: shared.config.json_column_type,
                     };
                     let mut conn = shared.connect()?;
                     write::write_batch(&ctx, conn.as_mut(), &groups)
@@ -428,50 +499,6 @@ impl Sink for OracleSink {
             .collect();
         sinks_contract::sink::log_outcomes("oracle", &outcomes);
         Ok(outcomes)
-    }
-
-    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
-        let inner = &self.inner;
-        let plan = &inner.plans[inner.plan_for(envelope.subject())];
-        if plan.key.is_empty() {
-            return None;
-        }
-        let r = row::map(envelope, plan, inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
-        Some(DestinationRef::Row { table: plan.table.clone(), key: r.key.replace('\u{1f}', "/") })
-    }
-
-    fn read_back(&self) -> ReadBack {
-        let inner = &self.inner;
-        if !inner.config.mode.keyed() {
-            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
-        }
-        let payload = match inner.config.json_column_type {
-            crate::JsonColumnType::Clob => "the SHA-256 of its payload CLOB",
-            crate::JsonColumnType::Json => "its payload (JSON_SERIALIZE of the JSON column) by JSON value",
-        };
-        let what = if inner.config.conflict_policy.is_some() {
-            format!("row exists (bulk key lookup) and both its payload_sha256 column and {payload} match")
-        } else {
-            format!("row exists (bulk key lookup) and {payload} matches")
-        };
-        ReadBack::Supported(what)
-    }
-
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
-        let inner = &self.inner;
-        let stored_at = OffsetDateTime::now_utc();
-        let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
-        for (i, e) in batch.iter().enumerate() {
-            let p = inner.plan_for(e.subject());
-            // A message the sink cannot map (no key, a payload the mode refuses) was never
-            // written: it stays missing (reconcile then looks for it in the DLQ).
-            if let Ok(r) = row::map(e, &inner.plans[p], inner.config.payload_mode, stored_at) {
-                groups[p].push((i, r));
-            }
-        }
-        let shared = Arc::clone(inner);
-        let total = batch.len();
-        inner.io.run(move || shared.reconcile(&groups, total)).await
     }
 
     async fn health_check(&self) -> Result<(), SinkError> {
@@ -494,5 +521,63 @@ impl Sink for OracleSink {
                 None => Ok(()),
             })
             .await
+    }
+
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        if !self.inner.config.mode.keyed() {
+            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
+        }
+        ReadBack::Supported(self)
+    }
+}
+
+impl Destinations for OracleSink {
+    fn enable(&self) {}
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        let inner = &self.inner;
+        let plan = &inner.write_plans()[inner.plan_for(envelope.subject())];
+        if plan.key.is_empty() {
+            return None;
+        }
+        let r = row::map(envelope, plan, inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
+        Some(DestinationRef::Row { table: plan.table.clone(), key: r.key.replace('\u{1f}', "/") })
+    }
+}
+
+#[async_trait]
+impl Reconcile for OracleSink {
+    fn checks(&self) -> String {
+        let inner = &self.inner;
+        let payload = match inner.config.json_column_type {
+            crate::JsonColumnType::Clob => "the SHA-256 of its payload CLOB",
+            crate::JsonColumnType::Json => "its payload (JSON_SERIALIZE of the JSON column) by JSON value",
+        };
+        if inner.config.conflict_policy.is_some() {
+            format!("row exists (bulk key lookup) and both its payload_sha256 column and {payload} match")
+        } else {
+            format!("row exists (bulk key lookup) and {payload} matches")
+        }
+    }
+
+    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        let inner = &self.inner;
+        let stored_at = OffsetDateTime::now_utc();
+        let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
+        for (i, e) in batch.iter().enumerate() {
+            let p = inner.plan_for(e.subject());
+            // A message the sink cannot map (no key, a payload the mode refuses) was never
+            // written: it stays missing (reconcile then looks for it in the DLQ).
+            if let Ok(r) = row::map(e, &inner.write_plans()[p], inner.config.payload_mode, stored_at) {
+                groups[p].push((i, r));
+            }
+        }
+        let shared = Arc::clone(inner);
+        let total = batch.len();
+        inner.io.run(move || shared.reconcile(&groups, total)).await
     }
 }

@@ -5,8 +5,9 @@
 //! (`[A-Za-z][A-Za-z0-9_$#]{0,127}`, tables optionally `schema.table`), are upper-cased (what
 //! Oracle does with unquoted names) and double-quoted (so a column named like a reserved word
 //! still works). A [`TablePlan`] holds everything about one table: the column list in bind
-//! order, the key columns, the columns a merge updates; each statement comes with its
-//! [`Op`], the structured description the scripted driver executes.
+//! order, the key columns, the columns a merge updates (the plan relational sinks share,
+//! `sinks_toolkit::relational`); each statement comes with its [`Op`], the structured
+//! description the scripted driver executes.
 //!
 //! The write path (see `write.rs`) uses these statements:
 //! - [`TablePlan::insert_if_absent`]: `MERGE … WHEN NOT MATCHED THEN INSERT`, one row per
@@ -21,12 +22,14 @@
 //! `nats-sink reconcile` reads rows back with [`TablePlan::select_stored`], a bulk key
 //! lookup (`SELECT keys, payload, fingerprint … WHERE keys IN (…)`).
 
-use sinks_contract::IdempotencyStrategy;
+use std::ops::Deref;
 
-use crate::config::{IdempotencyConfig, JsonColumnType, OracleSinkConfig, WriteMode};
+use sinks_toolkit::relational::{self, MergeUpdateColumns, PlanConfig};
+
+use crate::config::{JsonColumnType, OracleSinkConfig, WriteMode};
 use crate::driver::{Op, Statement};
 
-pub(crate) use sinks_contract::columns::Field;
+pub(crate) use sinks_toolkit::columns::Field;
 
 /// Normalizes an identifier (optionally `schema.table` when `qualified`) to upper case, or
 /// `None` when it fails the allow-list.
@@ -56,118 +59,52 @@ fn binds(first: usize, n: usize) -> Vec<String> {
     (first..first + n).map(|i| format!(":{i}")).collect()
 }
 
-/// Everything about writing one table.
+/// Everything about writing one table: the plan relational sinks share
+/// (`sinks_toolkit::relational::TablePlan`: normalized names, columns in bind order, key,
+/// update columns, fingerprint; read through `Deref`) and Oracle's statements for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TablePlan {
-    /// Table name, normalized (upper case, `SCHEMA.TABLE` or `TABLE`).
-    pub(crate) table: String,
-    /// Fields bound per row, in order.
-    pub(crate) fields: Vec<Field>,
-    /// Column names (normalized), parallel to `fields`.
-    pub(crate) columns: Vec<String>,
-    /// Key columns (indexes into `fields`); empty for `append`.
-    pub(crate) key: Vec<usize>,
-    /// Columns a merge updates on an existing key (indexes into `fields`); empty unless
-    /// the mode is `merge`.
-    pub(crate) update: Vec<usize>,
-    /// Index of the fingerprint column, when conflicts are detected.
-    pub(crate) fingerprint: Option<usize>,
-    /// Key strategy.
-    pub(crate) idempotency: IdempotencyConfig,
+pub(crate) struct TablePlan(relational::TablePlan);
+
+impl Deref for TablePlan {
+    type Target = relational::TablePlan;
+
+    fn deref(&self) -> &relational::TablePlan {
+        &self.0
+    }
+}
+
+/// The table side of `config` as the shared plan reads it: names allow-listed and
+/// upper-cased, a key in the keyed modes, update columns only with `merge`.
+fn plan_config(config: &OracleSinkConfig) -> PlanConfig<'_, MergeUpdateColumns> {
+    PlanConfig {
+        table: &config.table,
+        routes: &config.table_routes,
+        columns: &config.columns,
+        idempotency: &config.idempotency,
+        update_columns: config.merge_update_columns.as_deref(),
+        keyed: config.mode.keyed(),
+        updates: config.mode == WriteMode::Merge,
+        conflict_policy: config.conflict_policy.is_some(),
+        identifier: normalize,
+    }
 }
 
 impl TablePlan {
-    /// Builds the plan of `table` with the given key and update settings.
-    pub(crate) fn new(
-        config: &OracleSinkConfig,
-        table: &str,
-        idempotency: &IdempotencyConfig,
-        update_columns: Option<&[String]>,
-    ) -> Result<Self, (String, String)> {
-        let Some(table) = normalize(table, true) else {
-            return Err(("sink.table".into(), format!("`{table}` is not a valid table name (table or schema.table)")));
-        };
-        let with_fp = config.conflict_policy.is_some();
-        let fields: Vec<Field> = Field::ALL.iter().copied().filter(|f| with_fp || *f != Field::PayloadSha256).collect();
-        let mut columns: Vec<String> = Vec::new();
-        for f in &fields {
-            let (name, column) = f.column(&config.columns);
-            let Some(column) = normalize(column, false) else {
-                return Err((format!("sink.columns.{name}"), format!("`{column}` is not a valid column name")));
-            };
-            if columns.contains(&column) {
-                return Err(("sink.columns".into(), format!("column `{column}` is mapped twice")));
-            }
-            columns.push(column);
-        }
-        let index_of = |name: &str| normalize(name, false).and_then(|n| columns.iter().position(|c| *c == n));
-        let key = if config.mode.keyed() {
-            let mut key = Vec::new();
-            for k in idempotency.key_columns(&config.columns) {
-                match index_of(&k) {
-                    Some(i) if !key.contains(&i) => key.push(i),
-                    Some(_) => return Err(("sink.idempotency.columns".into(), format!("`{k}` is listed twice"))),
-                    None => return Err(("sink.idempotency.columns".into(), format!("`{k}` is not a mapped column"))),
-                }
-            }
-            if key.is_empty() {
-                return Err(("sink.idempotency.columns".into(), "at least one key column is required".into()));
-            }
-            key
-        } else {
-            Vec::new()
-        };
-        let update = match (config.mode, update_columns) {
-            (WriteMode::Merge, None) => (0..fields.len()).filter(|i| !key.contains(i)).collect(),
-            (WriteMode::Merge, Some(list)) => {
-                let mut update = Vec::new();
-                for c in list {
-                    let path = "sink.merge_update_columns".to_owned();
-                    match index_of(c) {
-                        Some(i) if key.contains(&i) => {
-                            return Err((path, format!("`{c}` is a key column and cannot be updated")));
-                        }
-                        Some(i) if !update.contains(&i) => update.push(i),
-                        Some(_) => return Err((path, format!("`{c}` is listed twice"))),
-                        None => return Err((path, format!("`{c}` is not a mapped column"))),
-                    }
-                }
-                update
-            }
-            _ => Vec::new(),
-        };
-        let fingerprint = fields.iter().position(|f| *f == Field::PayloadSha256);
-        Ok(Self { table, fields, columns, key, update, fingerprint, idempotency: idempotency.clone() })
+    /// Plans for the default table and every route (routes sharing a table must agree), as
+    /// the configuration says: with the fingerprint column when `conflict_policy` is set.
+    pub(crate) fn all(config: &OracleSinkConfig) -> Result<Vec<Self>, (String, String)> {
+        Self::all_with(config, |_| false)
     }
 
-    /// Plans for the default table and every route (routes sharing a table must agree).
-    pub(crate) fn all(config: &OracleSinkConfig) -> Result<Vec<Self>, (String, String)> {
-        let mut plans =
-            vec![Self::new(config, &config.table, &config.idempotency, config.merge_update_columns.as_deref())?];
-        for (i, r) in config.table_routes.iter().enumerate() {
-            let idem = r.idempotency.as_ref().unwrap_or(&config.idempotency);
-            let update = r.update_columns.as_deref().or(config.merge_update_columns.as_deref());
-            let plan = Self::new(config, &r.table, idem, update).map_err(|(path, m)| match path.as_str() {
-                "sink.table" => (format!("sink.table_routes[{i}].table"), m),
-                "sink.idempotency.columns" if r.idempotency.is_some() => {
-                    (format!("sink.table_routes[{i}].idempotency.columns"), m)
-                }
-                "sink.merge_update_columns" if r.update_columns.is_some() => {
-                    (format!("sink.table_routes[{i}].merge_update_columns"), m)
-                }
-                _ => (path, m),
-            })?;
-            match plans.iter().find(|p| p.table == plan.table) {
-                Some(existing) if *existing != plan => {
-                    return Err((
-                        format!("sink.table_routes[{i}]"),
-                        format!("table `{}` is used with a different key or update policy elsewhere", r.table),
-                    ));
-                }
-                Some(_) => {}
-                None => plans.push(plan),
-            }
-        }
+    /// [`Self::all`], with the fingerprint column also in the tables `has_fp` names
+    /// (normalized names: an existing table that has the column without a conflict policy;
+    /// under stream-sequence keys its fingerprint is written and compared, so a reused
+    /// sequence is detected). The staging table must not be one of the targets.
+    pub(crate) fn all_with(
+        config: &OracleSinkConfig,
+        has_fp: impl Fn(&str) -> bool,
+    ) -> Result<Vec<Self>, (String, String)> {
+        let plans = relational::TablePlan::all_with(&plan_config(config), has_fp)?;
         if let Some(staging) = StagingPlan::table(config) {
             match staging {
                 Ok(name) if plans.iter().any(|p| p.table == name) => {
@@ -177,17 +114,23 @@ impl TablePlan {
                 Err(e) => return Err(e),
             }
         }
-        Ok(plans)
+        Ok(plans.into_iter().map(Self).collect())
     }
 
-    /// Validation entry point for the config.
+    /// Validation entry point for the config (the shared checks, and the staging table's).
     pub(crate) fn validate_all(config: &OracleSinkConfig) -> Result<(), (String, String)> {
-        if config.idempotency.strategy == IdempotencyStrategy::PayloadField
-            && config.idempotency.payload_field.is_none()
-        {
+        if !plan_config(config).plannable() {
             return Ok(()); // reported by the config itself
         }
         Self::all(config).map(drop)
+    }
+
+    /// `SELECT "<fingerprint column>" FROM t WHERE 1 = 0`: succeeds when the table has the
+    /// fingerprint column (ORA-00904 when it does not). `None` when the column name is not
+    /// a valid identifier (the configuration refuses it before).
+    pub(crate) fn fingerprint_probe(&self, config: &OracleSinkConfig) -> Option<Statement> {
+        let column = normalize(Field::PayloadSha256.column(&config.columns).1, false)?;
+        Some(probe(&self.table, &[column]))
     }
 
     fn quoted(&self, indexes: &[usize]) -> Vec<String> {

@@ -14,7 +14,11 @@
 //! 3. existing keys: with `conflict_policy`, a fingerprint comparison (array `UPDATE … WHERE
 //!    fingerprint = :fp`) tells a duplicate from a conflict, which is kept, overwritten or
 //!    dead-lettered; without it, `merge` applies its update columns (array `UPDATE`) and the
-//!    row is a duplicate, the other modes leave it and report a duplicate.
+//!    row is a duplicate, the other modes leave it and report a duplicate. Under
+//!    stream-sequence keys the fingerprint is compared whenever the table has the column
+//!    (policy or not), and a different one is a reused sequence: refused (`sequence_reused`)
+//!    and never updated; a row whose fingerprint is null (read back to tell) cannot be
+//!    compared and counts as a duplicate.
 //!
 //! **Staging path** (`staging.enabled`): the first occurrence of each key is array-inserted
 //! into the staging table with the batch id (a rejected row fails alone), the staged keys
@@ -31,10 +35,11 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use sinks_contract::relational::{self, RowWrite};
 use sinks_contract::{MessageOutcome, SinkError};
+use sinks_toolkit::existing::{KeyBasis, Stored};
+use sinks_toolkit::relational::{self, RowWrite};
 
-use crate::config::{ConflictPolicy, WriteMode};
+use crate::config::{ConflictPolicy, JsonColumnType, WriteMode};
 use crate::driver::{Connection, DbError, DriverError, Value};
 use crate::error::{classify, classify_db, is_data_error, is_lock_retry, named_object};
 use crate::row::Row;
@@ -58,6 +63,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) key_constraints: &'a HashMap<String, Vec<String>>,
     /// The staging plan, when staging is on.
     pub(crate) staging: Option<&'a StagingPlan>,
+    /// The JSON column type (how stored rows are read back).
+    pub(crate) json: JsonColumnType,
 }
 
 /// Rows of one batch grouped per table: `(position in the batch, row)`.
@@ -269,8 +276,13 @@ fn resolve_existing<'r>(
     let action = format!("writing to {}", plan.table);
     // (row, what the existing key means for it: outcome, and what to write)
     let mut decided: Vec<(usize, &Row, (MessageOutcome, RowWrite))> = Vec::new();
-    match (ctx.conflict_policy, plan.same_fingerprint(), plan.fingerprint) {
-        (Some(policy), Some(check), Some(fp)) => {
+    let basis = plan.basis();
+    let updates_duplicates = ctx.mode == WriteMode::Merge && !plan.update.is_empty();
+    // The fingerprint is compared with a conflict policy, and under stream-sequence keys
+    // whenever the table has the column (a different one is a reused sequence).
+    let compared = ctx.conflict_policy.is_some() || basis == KeyBasis::StreamSequence;
+    match (plan.same_fingerprint(), plan.fingerprint) {
+        (Some(check), Some(fp)) if compared => {
             let binds: Vec<Vec<Value>> = existing
                 .iter()
                 .map(|(_, r)| {
@@ -281,22 +293,29 @@ fn resolve_existing<'r>(
                 .collect();
             let result = conn.execute_array(&check, &binds).map_err(|e| Stop::driver(&e, &action))?;
             let failed: HashMap<usize, &DbError> = result.row_errors.iter().map(|e| (e.offset, e)).collect();
+            let mut judged: Vec<(usize, &Row, Stored)> = Vec::with_capacity(existing.len());
             for (offset, (i, row)) in existing.iter().enumerate() {
                 if let Some(e) = failed.get(&offset) {
                     outcomes.push((*i, row_failure(plan, e)?));
                     continue;
                 }
                 let matches = result.row_counts.get(offset).copied().unwrap_or(0) > 0;
-                if !matches {
-                    tracing::info!(table = %plan.table, ?policy, "conflicting redelivery: same key, different content");
+                judged.push((*i, row, if matches { Stored::Same } else { Stored::Different }));
+            }
+            if basis == KeyBasis::StreamSequence {
+                unset_fingerprints(ctx, conn, plan, &mut judged)?;
+            }
+            for (i, row, stored) in judged {
+                if stored != Stored::Same {
+                    tracing::info!(table = %plan.table, policy = ?ctx.conflict_policy, ?stored, "an existing key holds other content");
                 }
-                decided.push((*i, row, relational::existing_row(Some(policy), matches, false)));
+                let updates = updates_duplicates && ctx.conflict_policy.is_none();
+                decided.push((i, row, relational::existing_row(ctx.conflict_policy, basis, stored, updates)));
             }
         }
         _ => {
-            let updates_duplicates = ctx.mode == WriteMode::Merge && !plan.update.is_empty();
             for (i, row) in existing {
-                decided.push((*i, row, relational::existing_row(None, false, updates_duplicates)));
+                decided.push((*i, row, relational::existing_row(None, basis, Stored::Unchecked, updates_duplicates)));
             }
         }
     }
@@ -430,4 +449,38 @@ fn write_staged(
         outcomes.extend(write_direct(ctx, conn, plan, &repeats)?);
     }
     Ok(outcomes)
+}
+
+/// Tells, among `judged` rows whose fingerprint check did not match, those whose stored
+/// fingerprint is null (a row written without one: it cannot be compared, most likely an
+/// earlier delivery) from those holding another one: the array check cannot (`fp = :fp` is
+/// never true for null), so their stored fingerprints are read back (rare: only rows whose
+/// key exists with other content).
+fn unset_fingerprints(
+    ctx: &Ctx<'_>,
+    conn: &mut dyn Connection,
+    plan: &TablePlan,
+    judged: &mut [(usize, &Row, Stored)],
+) -> Result<(), Stop> {
+    if plan.fingerprint.is_none() || !judged.iter().any(|(_, _, s)| *s == Stored::Different) {
+        return Ok(());
+    }
+    let action = format!("reading fingerprints of {}", plan.table);
+    let differing: Vec<&Row> = judged.iter().filter(|(_, _, s)| *s == Stored::Different).map(|(_, r, _)| *r).collect();
+    let Some(statement) = plan.select_stored(differing.len(), ctx.json) else { return Ok(()) };
+    let binds: Vec<Value> = differing.iter().flat_map(|r| values_of(r, &plan.key)).collect();
+    let rows = conn.query(&statement, &binds).map_err(|e| Stop::driver(&e, &action))?;
+    let width = plan.key.len();
+    // Selected: the key columns, the payload, the fingerprint.
+    let unset: HashSet<String> = rows
+        .iter()
+        .filter(|r| r.get(width + 1).is_some_and(Option::is_none))
+        .map(|r| crate::row::key_of(r[..width].iter().map(Option::as_deref)))
+        .collect();
+    for (_, row, stored) in judged.iter_mut() {
+        if *stored == Stored::Different && unset.contains(&row.key) {
+            *stored = Stored::Unchecked;
+        }
+    }
+    Ok(())
 }

@@ -6,9 +6,9 @@
 //! clause fails).
 
 mod scripted {
-    sinks_contract::certify_tests!(sink_oracle::certify::ScriptedHarness);
+    sinks_certify::certify_tests!(sink_oracle::certify::ScriptedHarness);
 }
 
 mod live {
-    sinks_contract::certify_tests!(sink_oracle::certify::LiveHarness::from_env().await);
+    sinks_certify::certify_tests!(sink_oracle::certify::LiveHarness::from_env().await);
 }

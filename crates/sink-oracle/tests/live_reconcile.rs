@@ -7,6 +7,7 @@
 
 use serde_json::json;
 use sink_oracle::certify::LiveHarness;
+use sinks_contract::testing::SinkExt as _;
 use sinks_contract::testing::{classes, envelope};
 use sinks_contract::{Envelope, OutcomeClass, Presence, ReadBack, Sink};
 
@@ -21,10 +22,14 @@ async fn live_reconcile_reports_exactly_the_deleted_and_edited_rows() {
     let batch: Vec<Envelope> =
         (1..=1200u64).map(|q| envelope("LIVE", q, "live.a", format!(r#"{{"order":{q},"amount":2.50}}"#))).collect();
     for chunk in batch.chunks(300) {
-        assert!(classes(&sink.write_batch(chunk).await.unwrap()).iter().all(|c| *c == OutcomeClass::Committed));
+        assert!(
+            classes(&sink.write(chunk, sinks_contract::DEFAULT_BUDGET).await.unwrap())
+                .iter()
+                .all(|c| *c == OutcomeClass::Committed)
+        );
     }
     assert!(matches!(sink.read_back(), ReadBack::Supported(_)));
-    assert!(sink.reconcile(&batch).await.unwrap().iter().all(|p| *p == Presence::Equal));
+    assert!(sink.read_back_batch(&batch).await.unwrap().iter().all(|p| *p == Presence::Equal));
 
     let name = table.name();
     let deleted = table.change(&format!("DELETE FROM \"{name}\" WHERE \"STREAM_SEQUENCE\" IN (17, 1100)")).await;
@@ -33,7 +38,7 @@ async fn live_reconcile_reports_exactly_the_deleted_and_edited_rows() {
         "UPDATE \"{name}\" SET \"PAYLOAD_JSON\" = '{{\"order\":651,\"amount\":3}}' WHERE \"STREAM_SEQUENCE\" = 651"
     );
     assert_eq!(table.change(&edit).await.unwrap(), 1);
-    let found = sink.reconcile(&batch).await.unwrap();
+    let found = sink.read_back_batch(&batch).await.unwrap();
     let reported: Vec<(u64, Presence)> = batch
         .iter()
         .zip(&found)

@@ -176,7 +176,11 @@ async fn a_lost_connection_at_commit_is_retried_and_nothing_is_lost() {
     let driver = ScriptedDriver::new();
     let lost = DriverError::Db(DbError::new(3113, 0, "ORA-03113: end-of-file on communication channel"));
     driver.fail(Fault { point: FaultPoint::Commit, error: lost, times: 2 });
-    let run = start(s.config("c", json!({})), sink_over(&s, &driver));
+    // The NAK path: without the outage hold (delivery.outage_hold_seconds, which would keep a
+    // batch whose every message failed and write it again without a NAK).
+    let mut config = s.config("c", json!({}));
+    config.delivery.outage_hold_seconds = 0;
+    let run = start(config, sink_over(&s, &driver));
     assert!(wait_until(Duration::from_secs(60), || async { s.settled("c").await }).await);
     let stats = run.stop().await;
     let expected: Vec<(u64, String)> = (0..150).map(|i| (i as u64 + 1, format!(r#"{{"n":{i}}}"#))).collect();

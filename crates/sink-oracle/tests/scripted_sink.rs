@@ -5,6 +5,7 @@
 //! real driver's DPI-1047 (no Instant Client on this machine).
 #![allow(clippy::unwrap_used, clippy::print_stderr)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::sync::Arc;
 
 use serde_json::json;
@@ -28,7 +29,7 @@ fn redelivered(e: &Envelope) -> Envelope {
 }
 
 async fn write(s: &OracleSink, batch: &[Envelope]) -> Vec<MessageOutcome> {
-    s.write_batch(batch).await.unwrap()
+    s.write(batch, sinks_contract::DEFAULT_BUDGET).await.unwrap()
 }
 
 fn payloads(d: &ScriptedDriver, table: &str) -> Vec<(u64, String)> {
@@ -102,6 +103,12 @@ async fn append_keeps_every_delivery_and_reports_no_duplicates() {
     assert!(d.recorded().iter().any(|r| r.sql.starts_with("INSERT /*+ append */ INTO")));
 }
 
+/// True for the refusal of a different event under a stream-sequence key.
+fn reused(o: &MessageOutcome) -> bool {
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+}
+
+/// Under message id keys the conflict policies decide what a different payload does.
 #[tokio::test]
 async fn conflict_policies_keep_overwrite_or_reject() {
     for (policy, expected, stored) in [
@@ -110,7 +117,9 @@ async fn conflict_policies_keep_overwrite_or_reject() {
         ("dead_letter", ConflictResolution::Rejected, r#"{"v":"first"}"#),
     ] {
         let table = unique_table("it");
-        let (s, d) = ScriptedHarness::sink(&table, json!({"conflict_policy": policy})).await.unwrap();
+        let by_id =
+            json!({"conflict_policy": policy, "idempotency": {"strategy": "message_id", "columns": ["MESSAGE_ID"]}});
+        let (s, d) = ScriptedHarness::sink(&table, by_id).await.unwrap();
         write(&s, &[env(1, "it.a", r#"{"v":"first"}"#)]).await;
         let same = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":"first"}"#))]).await;
         assert_eq!(classes(&same), [OutcomeClass::Duplicate], "{policy}: same content is a duplicate");
@@ -118,6 +127,62 @@ async fn conflict_policies_keep_overwrite_or_reject() {
         assert!(matches!(changed[0], MessageOutcome::Conflict(r) if r == expected), "{policy}: {:?}", changed[0]);
         assert_eq!(payloads(&d, &table), [(1, stored.to_owned())], "{policy}");
     }
+}
+
+/// Under the default stream-sequence keys a different payload is a reused sequence: refused
+/// and never written over, whatever the policy; a row whose fingerprint is null cannot be
+/// compared and is a duplicate (not a reused sequence); a later epoch keys its rows apart.
+#[tokio::test]
+async fn a_reused_stream_sequence_is_refused_whatever_the_policy() {
+    for policy in ["keep_first", "overwrite", "dead_letter"] {
+        let table = unique_table("it");
+        let (s, d) = ScriptedHarness::sink(&table, json!({"conflict_policy": policy})).await.unwrap();
+        write(&s, &[env(1, "it.a", r#"{"v":"first"}"#), env(2, "it.a", r#"{"v":2}"#)]).await;
+        for other in [env(1, "it.a", r#"{"v":"second"}"#), redelivered(&env(1, "it.a", r#"{"v":"second"}"#))] {
+            let outcomes = write(&s, &[other]).await;
+            assert!(reused(&outcomes[0]), "{policy}: {outcomes:?}");
+        }
+        assert_eq!(payloads(&d, &table), [(1, r#"{"v":"first"}"#.to_owned()), (2, r#"{"v":2}"#.to_owned())]);
+        // A row written without a fingerprint (null) cannot be compared.
+        assert_eq!(d.update_committed(&table, "STREAM_SEQUENCE", "2", "PAYLOAD_SHA256", Value::Text(None)), 1);
+        let outcomes = write(&s, &[redelivered(&env(2, "it.a", r#"{"v":"other"}"#))]).await;
+        let want = if policy == "dead_letter" { OutcomeClass::FailedPermanent } else { OutcomeClass::Duplicate };
+        assert_eq!(classes(&outcomes), [want], "{policy}: {outcomes:?}");
+        assert!(!reused(&outcomes[0]), "{policy}: a null fingerprint is not a reused sequence");
+        let later = env(1, "it.a", r#"{"v":"second"}"#).with_stream_epoch(Some("e2".into()));
+        assert_eq!(classes(&write(&s, std::slice::from_ref(&later)).await), [OutcomeClass::Committed], "{policy}");
+        let streams: Vec<Option<String>> = d.committed(&table).into_iter().map(|r| r["STREAM_NAME"].clone()).collect();
+        assert!(streams.contains(&Some("IT.e2".to_owned())), "{policy}: {streams:?}");
+    }
+}
+
+/// Without a conflict policy, a table that has the fingerprint column (here made by a sink
+/// with one) gets it written and compared under stream-sequence keys: a reused sequence is
+/// refused and the merge does not update the row. A table without it cannot tell.
+#[tokio::test]
+async fn a_fingerprint_column_detects_a_reused_sequence_without_a_conflict_policy() {
+    let table = unique_table("it");
+    let (with_policy, d) = ScriptedHarness::sink(&table, json!({})).await.unwrap();
+    drop(with_policy);
+    let config = ScriptedHarness::config(&table, json!({"conflict_policy": null, "auto_create": false})).unwrap();
+    let s = OracleSink::with_driver(config, Arc::new(d.clone())).unwrap();
+    assert!(!s.capabilities().detects_conflicts, "not known before open");
+    s.open().await.unwrap();
+    assert!(s.capabilities().detects_conflicts, "the column was found at open");
+    assert_eq!(classes(&write(&s, &[env(1, "it.a", r#"{"v":1}"#)]).await), [OutcomeClass::Committed]);
+    assert!(d.committed(&table)[0]["PAYLOAD_SHA256"].as_ref().is_some_and(|f| f.len() == 64), "written");
+    assert_eq!(classes(&write(&s, &[redelivered(&env(1, "it.a", r#"{"v":1}"#))]).await), [OutcomeClass::Duplicate]);
+    let outcomes = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":2}"#))]).await;
+    assert!(reused(&outcomes[0]), "{outcomes:?}");
+    assert_eq!(payloads(&d, &table), [(1, r#"{"v":1}"#.to_owned())], "never updated");
+
+    let plain = unique_table("it");
+    let (s, d) = ScriptedHarness::sink(&plain, json!({"conflict_policy": null})).await.unwrap();
+    assert!(!s.capabilities().detects_conflicts);
+    write(&s, &[env(1, "it.a", r#"{"v":1}"#)]).await;
+    let outcomes = write(&s, &[redelivered(&env(1, "it.a", r#"{"v":2}"#))]).await;
+    assert_eq!(classes(&outcomes), [OutcomeClass::Duplicate], "no fingerprint: the row cannot tell");
+    assert_eq!(payloads(&d, &plain), [(1, r#"{"v":2}"#.to_owned())], "the merge applies its update columns");
 }
 
 #[tokio::test]
@@ -165,7 +230,10 @@ async fn routed_tables_are_written_in_one_transaction() {
         error: ora(3113, "ORA-03113: end-of-file on communication channel"),
         times: 1,
     });
-    let err = s.write_batch(&[env(6, "it.a", "{}"), env(7, "it.special.y", "{}")]).await.unwrap_err();
+    let err = s
+        .write(&[env(6, "it.a", "{}"), env(7, "it.special.y", "{}")], sinks_contract::DEFAULT_BUDGET)
+        .await
+        .unwrap_err();
     assert_eq!(err.class(), ErrorClass::Temporary);
     assert!(!payloads(&d, &table).iter().any(|(seq, _)| *seq == 6), "rolled back with its batch");
 }
@@ -212,7 +280,7 @@ async fn deadlocks_are_retried_in_place_and_commit_failures_are_temporary() {
         error: ora(3113, "ORA-03113: end-of-file on communication channel"),
         times: 1,
     });
-    let err = s.write_batch(&[env(2, "it.a", "{}")]).await.unwrap_err();
+    let err = s.write(&[env(2, "it.a", "{}")], sinks_contract::DEFAULT_BUDGET).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Temporary);
     assert_eq!(payloads(&d, &table).len(), 1);
     // At run time a configuration error (the table was dropped) is never permanent.
@@ -221,7 +289,7 @@ async fn deadlocks_are_retried_in_place_and_commit_failures_are_temporary() {
         error: ora(942, "ORA-00942: table or view does not exist"),
         times: 1,
     });
-    let err = s.write_batch(&[env(3, "it.a", "{}")]).await.unwrap_err();
+    let err = s.write(&[env(3, "it.a", "{}")], sinks_contract::DEFAULT_BUDGET).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Config);
     assert!(err.message().contains("ORA-00942"));
 }
@@ -368,8 +436,8 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows_by_bulk_key_look
     for chunk in batch.chunks(300) {
         assert!(classes(&write(&s, chunk).await).iter().all(|c| *c == OutcomeClass::Committed));
     }
-    assert!(matches!(s.read_back(), ReadBack::Supported(ref what) if what.contains("payload_sha256")));
-    assert!(s.reconcile(&batch).await.unwrap().iter().all(|p| *p == Presence::Equal));
+    assert!(matches!(s.read_back(), ReadBack::Supported(reads) if reads.checks().contains("payload_sha256")));
+    assert!(s.read_back_batch(&batch).await.unwrap().iter().all(|p| *p == Presence::Equal));
 
     assert_eq!(d.delete_committed(&table, "STREAM_SEQUENCE", "17"), 1);
     assert_eq!(d.delete_committed(&table, "STREAM_SEQUENCE", "1100"), 1);
@@ -377,7 +445,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows_by_bulk_key_look
     let edited = Value::Clob(Some(r#"{"order":651,"amount":3}"#.into()));
     assert_eq!(d.update_committed(&table, "STREAM_SEQUENCE", "651", "PAYLOAD_JSON", edited), 1);
     d.clear_recorded();
-    let found = s.reconcile(&batch).await.unwrap();
+    let found = s.read_back_batch(&batch).await.unwrap();
     assert_eq!(
         not_equal(&batch, &found),
         [(17, Presence::Missing), (651, Presence::Different), (1100, Presence::Missing)]
@@ -390,7 +458,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows_by_bulk_key_look
     assert!(calls[0].sql.starts_with(&format!(
         "SELECT \"STREAM_NAME\", \"STREAM_SEQUENCE\", JSON_SERIALIZE(\"PAYLOAD_JSON\" RETURNING CLOB), \"PAYLOAD_SHA256\" FROM \"{table}\" WHERE (\"STREAM_NAME\", \"STREAM_SEQUENCE\") IN ((:1, :2), (:3, :4), "
     )));
-    let destination = s.destination(&batch[16], &MessageOutcome::Committed).unwrap();
+    let destination = s.destination_of(&batch[16], &MessageOutcome::Committed).unwrap();
     assert_eq!(destination, DestinationRef::Row { table: table.clone(), key: "IT/17".into() });
 }
 
@@ -408,7 +476,9 @@ async fn reconcile_without_a_fingerprint_column_hashes_the_clob_and_follows_rout
         .map(|q| env(q, if q % 2 == 0 { "it.by-id" } else { "it.a" }, &format!(r#"{{"order":{q}}}"#)))
         .collect();
     assert!(classes(&write(&s, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
-    assert!(matches!(s.read_back(), ReadBack::Supported(ref what) if what.contains("SHA-256 of its payload CLOB")));
+    assert!(
+        matches!(s.read_back(), ReadBack::Supported(reads) if reads.checks().contains("SHA-256 of its payload CLOB"))
+    );
     assert_eq!(d.delete_committed(&other, "MESSAGE_ID", "id-8"), 1);
     // The same JSON value, other text: a CLOB keeps text, so this is an edit.
     let respelled = Value::Clob(Some(r#"{ "order": 9 }"#.into()));
@@ -416,7 +486,7 @@ async fn reconcile_without_a_fingerprint_column_hashes_the_clob_and_follows_rout
     let edited = Value::Clob(Some(r#"{"order":-20}"#.into()));
     assert_eq!(d.update_committed(&other, "MESSAGE_ID", "id-20", "PAYLOAD_JSON", edited), 1);
     d.clear_recorded();
-    let found = s.reconcile(&batch).await.unwrap();
+    let found = s.read_back_batch(&batch).await.unwrap();
     assert_eq!(
         not_equal(&batch, &found),
         [(8, Presence::Missing), (9, Presence::Different), (20, Presence::Different)]
@@ -443,10 +513,10 @@ async fn reconcile_in_append_mode_is_unsupported_and_a_failed_lookup_is_an_error
         error: ora(3113, "ORA-03113: end-of-file on communication channel"),
         times: 1,
     });
-    let err = s.reconcile(&batch).await.unwrap_err();
+    let err = s.read_back_batch(&batch).await.unwrap_err();
     assert_eq!(err.class(), ErrorClass::Temporary, "{err}");
-    assert_eq!(s.reconcile(&batch).await.unwrap(), [Presence::Equal]);
+    assert_eq!(s.read_back_batch(&batch).await.unwrap(), [Presence::Equal]);
     // A message the sink cannot map (its payload the mode refuses) was never written.
     let (s, _) = ScriptedHarness::sink(&unique_table("it"), json!({"payload_mode": "json_only"})).await.unwrap();
-    assert_eq!(s.reconcile(&[env(2, "it.a", "not json")]).await.unwrap(), [Presence::Missing]);
+    assert_eq!(s.read_back_batch(&[env(2, "it.a", "not json")]).await.unwrap(), [Presence::Missing]);
 }

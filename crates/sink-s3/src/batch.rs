@@ -1,4 +1,4 @@
-//! [`S3Log`]: the batch mode's I/O in the bucket (the `sinks_contract::batch::ObjectLog` of
+//! [`S3Log`]: the batch mode's I/O in the bucket (the `sinks_toolkit::batch::ObjectLog` of
 //! the S3 sink).
 //!
 //! - an object is built in an unnamed temporary file (`spill_directory`, default the
@@ -27,10 +27,10 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload,
 };
-use sinks_contract::batch::{ObjectLog, TempObject};
-use sinks_contract::blocking::blocking;
-use sinks_contract::retry::Budget;
 use sinks_contract::{DestinationRef, SinkError};
+use sinks_toolkit::batch::{ObjectLog, TempObject};
+use sinks_toolkit::blocking::blocking;
+use sinks_toolkit::retry::Budget;
 
 use crate::error::{Failure, classify, failure_of};
 use crate::store::Client;
@@ -68,7 +68,7 @@ impl S3Log {
 
     async fn retried<T, F, Fut>(&self, what: &str, attempt: F) -> Result<T, SinkError>
     where
-        F: FnMut(sinks_contract::retry::Attempt) -> Fut,
+        F: FnMut(sinks_toolkit::retry::Attempt) -> Fut,
         Fut: Future<Output = Result<T, SinkError>>,
     {
         self.client.config().in_place().run(what, Budget::Unbounded, attempt).await
@@ -134,7 +134,7 @@ impl ObjectLog for S3Log {
         attributes.insert(Attribute::ContentType, AttributeValue::from(Self::content_type(key)));
         attributes.insert(
             Attribute::Metadata("nats-sinks-schema".into()),
-            AttributeValue::from(sinks_contract::batch::row::ROW_SCHEMA),
+            AttributeValue::from(sinks_toolkit::batch::row::ROW_SCHEMA),
         );
         let id = self
             .retried("s3 multipart start", |_| async {

@@ -16,7 +16,7 @@ use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::value::RawValue;
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_contract::{Envelope, Sink};
 
 use crate::config::S3SinkConfig;
@@ -225,6 +225,9 @@ impl BucketReadBack {
 #[derive(serde::Deserialize)]
 struct StoredObject<'a> {
     stream: String,
+    /// Only in a later epoch of the stream.
+    #[serde(default)]
+    stream_epoch: Option<String>,
     stream_sequence: u64,
     #[serde(borrow)]
     payload: &'a RawValue,
@@ -236,10 +239,15 @@ struct StoredInfo {
     wrapped: bool,
 }
 
-/// `(stream-sequence key, original payload)` of an envelope-format object body.
+/// `(stream-sequence key, original payload)` of an envelope-format object body: the key of
+/// its keyed stream (`{stream}.{epoch}` when it has a `stream_epoch`).
 pub fn decode_object(body: &[u8]) -> Result<Record, String> {
     let doc: StoredObject<'_> = serde_json::from_slice(body).map_err(|e| format!("not an object document: {e}"))?;
-    let key = format!("stream-sequence:{}:{}", doc.stream, doc.stream_sequence);
+    let stream = match &doc.stream_epoch {
+        Some(epoch) => format!("{}.{epoch}", doc.stream),
+        None => doc.stream,
+    };
+    let key = format!("stream-sequence:{stream}:{}", doc.stream_sequence);
     let payload = if doc.payload_info.wrapped {
         Bytes::from(sinks_contract::payload::decode_stored(doc.payload.get()))
     } else {
@@ -256,13 +264,13 @@ impl BucketReadBack {
 
     /// Keys of batch objects (the manifests under `_nats-sinks/` left out).
     pub async fn batch_object_keys(&self) -> Result<Vec<String>, String> {
-        let manifests = format!("/{}/", sinks_contract::batch::naming::MANIFEST_DIR);
+        let manifests = format!("/{}/", sinks_toolkit::batch::naming::MANIFEST_DIR);
         Ok(self.keys().await?.into_iter().filter(|k| !k.contains(&manifests)).collect())
     }
 
     /// Keys of the manifests of batch objects.
     pub async fn manifest_keys(&self) -> Result<Vec<String>, String> {
-        let manifests = format!("/{}/", sinks_contract::batch::naming::MANIFEST_DIR);
+        let manifests = format!("/{}/", sinks_toolkit::batch::naming::MANIFEST_DIR);
         Ok(self.keys().await?.into_iter().filter(|k| k.contains(&manifests)).collect())
     }
 
@@ -283,9 +291,10 @@ impl BucketReadBack {
         Ok(file)
     }
 
-    /// Every row of every batch object, as `(stream-sequence key, payload bytes)`.
+    /// Every row of every batch object, as `(stream-sequence key, payload bytes)` (a row's
+    /// `stream` is its keyed stream, `{stream}.{epoch}` in a later epoch).
     pub async fn batch_records(&self) -> Result<Vec<Record>, String> {
-        use sinks_contract::batch::{BatchCompression, Format};
+        use sinks_toolkit::batch::{BatchCompression, Format};
         let mut out = Vec::new();
         for key in self.batch_object_keys().await? {
             let (format, compression) = if key.ends_with(".parquet") {
@@ -302,7 +311,7 @@ impl BucketReadBack {
             let file = self.download(&key).await?;
             let rows = tokio::task::spawn_blocking(move || {
                 let mut rows = Vec::new();
-                sinks_contract::batch::encode::read_rows(file, format, compression, true, |row| {
+                sinks_toolkit::batch::encode::read_rows(file, format, compression, true, |row| {
                     let key = format!("stream-sequence:{}:{}", row.stream, row.stream_sequence);
                     rows.push((key, Bytes::from(sinks_contract::payload::decode_stored(&row.payload))));
                 })
@@ -392,7 +401,7 @@ impl S3Harness {
 }
 
 /// The batch mode (`mode: batch`, NDJSON) of [`S3Harness`]'s buckets: the sink behind
-/// `sinks_contract::holding::Durable` (each write flushes its objects and returns final
+/// `sinks_toolkit::holding::Durable` (each write flushes its objects and returns final
 /// outcomes), read back by downloading and parsing every object.
 #[derive(Debug, Clone)]
 pub struct S3BatchHarness(pub S3Harness);
@@ -409,7 +418,7 @@ impl Harness for S3BatchHarness {
 
     async fn fresh(&self) -> Result<Fixture, String> {
         let mut fx = self.0.fixture(batch_mode).await?;
-        fx.sink = sinks_contract::holding::Durable::wrap(fx.sink);
+        fx.sink = sinks_toolkit::holding::Durable::wrap(fx.sink);
         Ok(fx)
     }
 
@@ -422,7 +431,7 @@ impl Harness for S3BatchHarness {
         config.max_object_bytes = 4096;
         let sink = self.0.sink(config.clone()).ok()?;
         sink.open().await.ok()?;
-        fx.sink = sinks_contract::holding::Durable::wrap(Arc::new(sink));
+        fx.sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
         fx.read_back = Box::new(self.0.read_back(&config, bucket).ok()?);
         Some((fx, poison))
     }
@@ -434,7 +443,7 @@ impl Harness for S3BatchHarness {
         config.allow_http_for_local_testing = true;
         config.request_timeout_seconds = 2.0;
         batch_mode(&mut config);
-        Some(sinks_contract::holding::Durable::wrap(Arc::new(self.0.sink(config).ok()?)))
+        Some(sinks_toolkit::holding::Durable::wrap(Arc::new(self.0.sink(config).ok()?)))
     }
 
     fn secrets(&self) -> Vec<String> {
@@ -445,7 +454,7 @@ impl Harness for S3BatchHarness {
         self.0
             .crash_target_with(|c| {
                 batch_mode(c);
-                c.batch = Some(sinks_contract::batch::BatchConfig {
+                c.batch = Some(sinks_toolkit::batch::BatchConfig {
                     max_messages: 500,
                     max_age_ms: 1000,
                     ..Default::default()

@@ -19,14 +19,19 @@ use std::net::IpAddr;
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
-use sinks_contract::batch::BatchConfig;
 use sinks_contract::config::{Issues, SinkSection, check_uppercase_env_name};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
-use sinks_contract::retry::{Backoff, BackoffMode, InPlace, Jitter};
+use sinks_toolkit::batch::BatchConfig;
+use sinks_toolkit::checks::{check_seconds, check_text, check_token};
+use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::retry::settings::{
+    default_backoff_mode, default_backoff_ms, default_backoff_multiplier, default_jitter, default_max_backoff_ms,
+    default_max_retries,
+};
+use sinks_toolkit::retry::{BackoffMode, InPlace, Jitter, RetrySettings};
 
 /// How messages are laid out: `one_file_per_message` (the default, the reference's) or
-/// `batch` (many messages per object, NDJSON or Parquet; see `sinks_contract::batch`).
-pub use sinks_contract::batch::WriteMode;
+/// `batch` (many messages per object, NDJSON or Parquet; see `sinks_toolkit::batch`).
+pub use sinks_toolkit::batch::WriteMode;
 
 const MIB: u64 = 1024 * 1024;
 /// Smallest part S3 accepts in a multipart upload (all parts but the last).
@@ -63,7 +68,7 @@ pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 /// (unconditional put: the newest delivery replaces the object) or `fail_existing`
 /// (conditional create; an existing object fails the message permanently, except, with
 /// `content_check`, when it holds the same payload). The contract's one policy type, in this
-/// sink's words; what each answer means is `sinks_contract::existing`.
+/// sink's words; what each answer means is `sinks_toolkit::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// What the primary object holds.
@@ -93,7 +98,7 @@ pub enum MetadataMode {
 }
 
 /// Body compression: `none` or deterministic `gzip` (`Content-Encoding: gzip`).
-pub use sinks_contract::compression::Compression;
+pub use sinks_toolkit::compression::Compression;
 
 /// Server-side encryption requested on every put.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -214,12 +219,12 @@ pub struct S3SinkConfig {
     #[serde(default = "default_max_retries")]
     pub max_retries: u32,
     /// Delay before the first in-write retry, milliseconds, 0–60,000 (default 10).
-    #[serde(default = "default_retry_backoff_ms")]
+    #[serde(default = "default_backoff_ms")]
     pub retry_backoff_ms: u64,
     /// Longest wait in place, milliseconds, 0–300,000, ≥ `retry_backoff_ms` (default 250).
     /// A longer wait (backoff or `Retry-After`), or a retry that would not finish within the
     /// write's budget, hands the message back for a redelivery after that wait instead.
-    #[serde(default = "default_retry_max_backoff_ms")]
+    #[serde(default = "default_max_backoff_ms")]
     pub retry_max_backoff_ms: u64,
     /// `fixed`, `linear` or `exponential` (default).
     #[serde(default = "default_backoff_mode")]
@@ -291,24 +296,6 @@ fn default_max_metadata_bytes() -> u64 {
 fn default_request_timeout() -> f64 {
     10.0
 }
-fn default_max_retries() -> u32 {
-    3
-}
-fn default_retry_backoff_ms() -> u64 {
-    10
-}
-fn default_retry_max_backoff_ms() -> u64 {
-    250
-}
-fn default_backoff_mode() -> BackoffMode {
-    BackoffMode::Exponential
-}
-fn default_backoff_multiplier() -> f64 {
-    2.0
-}
-fn default_jitter() -> Jitter {
-    Jitter::Full
-}
 fn default_max_concurrent_requests() -> usize {
     64
 }
@@ -343,17 +330,22 @@ impl S3SinkConfig {
         (self.mode == WriteMode::Batch).then(|| self.batch.clone().unwrap_or_default())
     }
 
-    /// The in-place retries of a write: the `retry_*` backoff, `max_retries`, and the
-    /// request timeout.
-    pub(crate) fn in_place(&self) -> InPlace {
-        let backoff = Backoff {
-            base: std::time::Duration::from_millis(self.retry_backoff_ms),
-            max: std::time::Duration::from_millis(self.retry_max_backoff_ms),
+    /// The values of the `retry_*` fields and `max_retries`.
+    pub(crate) fn retry(&self) -> RetrySettings {
+        RetrySettings {
+            max_retries: self.max_retries,
+            backoff_ms: self.retry_backoff_ms,
+            max_backoff_ms: self.retry_max_backoff_ms,
             mode: self.retry_backoff_mode,
             multiplier: self.retry_backoff_multiplier,
             jitter: self.retry_jitter,
-        };
-        InPlace::new(backoff, self.max_retries, std::time::Duration::from_secs_f64(self.request_timeout_seconds))
+        }
+    }
+
+    /// The in-place retries of a write: the `retry_*` backoff, `max_retries`, and the
+    /// request timeout.
+    pub(crate) fn in_place(&self) -> InPlace {
+        self.retry().in_place(std::time::Duration::from_secs_f64(self.request_timeout_seconds))
     }
 
     /// Checks every field; each problem is reported as `sink.<field>`.
@@ -402,20 +394,10 @@ impl S3SinkConfig {
         issues.range("sink.max_key_bytes", self.max_key_bytes, 64, 1024);
         issues.range("sink.max_object_bytes", self.max_object_bytes, 1, 1024 * MIB);
         issues.range("sink.max_metadata_bytes", self.max_metadata_bytes, 128, 65_536);
-        let timeout = self.request_timeout_seconds;
-        if !(timeout.is_finite() && timeout > 0.0 && timeout <= 300.0) {
-            issues.push("sink.request_timeout_seconds", format!("must be > 0 and ≤ 300 (got {timeout})"));
+        if let Err(m) = check_seconds(self.request_timeout_seconds, false, 300.0) {
+            issues.push("sink.request_timeout_seconds", m);
         }
-        issues.range("sink.max_retries", u64::from(self.max_retries), 0, 10);
-        issues.range("sink.retry_backoff_ms", self.retry_backoff_ms, 0, 60_000);
-        issues.range("sink.retry_max_backoff_ms", self.retry_max_backoff_ms, 0, 300_000);
-        if self.retry_max_backoff_ms < self.retry_backoff_ms {
-            issues.push("sink.retry_max_backoff_ms", "must not be less than sink.retry_backoff_ms");
-        }
-        let multiplier = self.retry_backoff_multiplier;
-        if !(multiplier.is_finite() && (1.0..=10.0).contains(&multiplier)) {
-            issues.push("sink.retry_backoff_multiplier", format!("must be in 1.0..=10.0 (got {multiplier})"));
-        }
+        self.retry().validate(&mut issues);
         issues.range("sink.max_concurrent_requests", self.max_concurrent_requests as u64, 1, 256);
         issues.range("sink.multipart_threshold_bytes", self.multipart_threshold_bytes, MIN_PART_BYTES, 5 * 1024 * MIB);
         issues.range("sink.multipart_part_bytes", self.multipart_part_bytes, MIN_PART_BYTES, 512 * MIB);
@@ -431,7 +413,7 @@ impl S3SinkConfig {
                 );
             }
         }
-        sinks_contract::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
+        sinks_toolkit::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
         if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Replace {
             issues.push(
                 "sink.duplicate_policy",
@@ -511,33 +493,6 @@ impl S3SinkConfig {
             }
         }
     }
-}
-
-/// Bounded, unpadded text without control characters.
-fn check_text(value: &str, max: usize) -> Result<(), String> {
-    if value.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if value.trim() != value {
-        return Err("must not have surrounding whitespace".into());
-    }
-    if value.chars().count() > max {
-        return Err(format!("must be at most {max} characters"));
-    }
-    if value.chars().any(char::is_control) {
-        return Err("must not contain control characters".into());
-    }
-    Ok(())
-}
-
-/// Text whose first character is a letter or digit and whose others satisfy `allowed`.
-fn check_token(value: &str, max: usize, allowed: impl Fn(char) -> bool) -> Result<(), String> {
-    check_text(value, max)?;
-    let first_ok = value.chars().next().is_some_and(|c| c.is_ascii_alphanumeric());
-    if !first_ok || !value.chars().all(allowed) {
-        return Err("contains unsupported characters".into());
-    }
-    Ok(())
 }
 
 fn check_bucket(bucket: &str) -> Result<(), String> {

@@ -31,7 +31,7 @@
 //! outcome. Bodies from `multipart_threshold_bytes` up go as multipart uploads (a conditional
 //! create stages the upload and copies it into place with a conditional `CopyObject`).
 //!
-//! **Batch mode** (`mode: batch`, see `sinks_contract::batch`): many messages per object,
+//! **Batch mode** (`mode: batch`, see `sinks_toolkit::batch`): many messages per object,
 //! NDJSON (optionally gzip or zstd) or Parquet (cargo feature `parquet`), at
 //! `[prefix/]<partition>/<stream>-<first>-<last>.<ext>`. An object is built in an unnamed
 //! local spill file, uploaded as a multipart upload to its final key (invisible until

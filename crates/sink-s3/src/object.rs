@@ -3,7 +3,9 @@
 //! - The **object key**: `[prefix/][key_prefix:]<raw><object_suffix>`, where `<raw>` is
 //!   `idempotency-key/<k>`, `stream-sequence/<stream>/<seq>`, `message-id/<id>` or
 //!   `payload-sha256/<subject>/<hex>` with every external value passed through
-//!   [`safe_part`]. Unlike the reference (W3), two different values never share a key.
+//!   [`safe_part`]. Unlike the reference (W3), two different values never share a key. In a
+//!   later epoch of the stream `<stream>` (and the stream in `<k>`) is `<stream>.<epoch>`
+//!   (`Envelope::keyed_stream`), and the documents carry `stream_epoch`.
 //! - The **body**: the `nats_sinks.s3.object.v1` document (sorted keys, compact UTF-8, the
 //!   payload embedded as its normalized raw JSON text) or the normalized payload alone;
 //!   optionally gzip with mtime 0 (deterministic).
@@ -16,12 +18,18 @@ use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
+use sinks_contract::Envelope;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_contract::{Envelope, metadata};
+use sinks_toolkit::existing;
+use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{Compression, KeyStrategy, MetadataMode, ObjectFormat, S3SinkConfig};
+
+/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// existing-key decision and the sink's capabilities.
+pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
 
 /// `schema` of primary envelope objects.
 pub(crate) const OBJECT_SCHEMA: &str = "nats_sinks.s3.object.v1";
@@ -133,7 +141,9 @@ fn raw_key(envelope: &Envelope, strategy: KeyStrategy) -> Result<String, Idempot
     let js = envelope.jetstream();
     Ok(match strategy {
         KeyStrategy::IdempotencyKey => format!("idempotency-key/{}", safe_part(key.as_str())),
-        KeyStrategy::StreamSequence => format!("stream-sequence/{}/{}", safe_part(&js.stream), js.stream_sequence),
+        KeyStrategy::StreamSequence => {
+            format!("stream-sequence/{}/{}", safe_part(&envelope.keyed_stream()), js.stream_sequence)
+        }
         KeyStrategy::MessageId => format!("message-id/{}", safe_part(envelope.message_id().unwrap_or_default())),
         KeyStrategy::PayloadSha256 => {
             format!("payload-sha256/{}/{}", safe_part(envelope.subject()), sha256_hex(envelope.payload()))
@@ -196,6 +206,9 @@ struct ObjectDoc<'a> {
     security_labels: Option<&'a Value>,
     stored_at_epoch_ns: i64,
     stream: &'a str,
+    /// Only in a later epoch of the stream (`Envelope::stream_epoch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
 }
@@ -222,6 +235,9 @@ struct SidecarDoc<'a> {
     security_labels: Option<&'a Value>,
     stored_at_epoch_ns: i64,
     stream: &'a str,
+    /// Only in a later epoch of the stream (`Envelope::stream_epoch`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
 }
@@ -249,7 +265,9 @@ pub(crate) fn prepare(
             meta.push(("nats-sinks-message-id-sha256".into(), sha256_hex(id.as_bytes())));
         }
     }
-    if config.content_check && config.duplicate_policy.is_conditional() {
+    if config.content_check
+        && existing::conditional(config.duplicate_policy.on_existing(), key_basis(envelope, config.key_strategy))
+    {
         meta.push((FINGERPRINT_METADATA.into(), fingerprint.clone()));
     }
     check_metadata(&meta, config.max_metadata_bytes)?;
@@ -301,6 +319,7 @@ fn object_json(
         security_labels: envelope.security_labels(),
         stored_at_epoch_ns: doc.stored_at_epoch_ns(),
         stream: &js.stream,
+        stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
         subject: envelope.subject(),
     };
@@ -336,6 +355,7 @@ fn sidecar_json(
         security_labels: envelope.security_labels(),
         stored_at_epoch_ns: doc.stored_at_epoch_ns(),
         stream: &js.stream,
+        stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
         subject: envelope.subject(),
     };
@@ -371,7 +391,7 @@ fn check_metadata(meta: &[(String, String)], max: u64) -> Result<(), ObjectError
 /// The uncompressed body of a stored object (gzip recognized by its magic bytes), at most
 /// `max` bytes of output; `None` when it cannot be decoded.
 pub(crate) fn decompress(body: &[u8], max: u64) -> Option<Vec<u8>> {
-    sinks_contract::compression::read_decoded(body, body.starts_with(&[0x1f, 0x8b]), max)
+    sinks_toolkit::compression::read_decoded(body, body.starts_with(&[0x1f, 0x8b]), max)
 }
 
 /// The fingerprint (SHA-256 of the original payload) of a stored, uncompressed body written
@@ -575,7 +595,34 @@ mod tests {
         c.duplicate_policy = DuplicatePolicy::Replace;
         c.content_check = true;
         c.metadata_mode = MetadataMode::None;
+        // Replace writes conditionally under stream-sequence keys, and compares.
+        assert_eq!(prepare(&e, &c, at()).unwrap().primary.metadata.len(), 1, "compared under stream-sequence keys");
+        c.key_strategy = KeyStrategy::PayloadSha256;
         assert!(prepare(&e, &c, at()).unwrap().primary.metadata.is_empty(), "no fingerprint without a check");
+    }
+
+    #[test]
+    fn a_later_epoch_has_keys_of_its_own_and_says_so_in_its_documents() {
+        let e =
+            envelope_with("ORDERS", 42, "o", Bytes::from_static(b"{}"), Headers::new().with("Nats-Msg-Id", "m-1"), 1);
+        let later = e.clone().with_stream_epoch(Some("e17".into()));
+        let mut c = config();
+        c.metadata_mode = MetadataMode::Sidecar;
+        for strategy in [KeyStrategy::IdempotencyKey, KeyStrategy::StreamSequence] {
+            c.key_strategy = strategy;
+            assert_ne!(object_key(&e, &c).unwrap(), object_key(&later, &c).unwrap(), "{strategy:?}");
+        }
+        c.key_strategy = KeyStrategy::StreamSequence;
+        assert_eq!(object_key(&later, &c).unwrap(), "stream-sequence/ORDERS.e17/42.json");
+        c.key_strategy = KeyStrategy::MessageId;
+        assert_eq!(object_key(&e, &c).unwrap(), object_key(&later, &c).unwrap(), "publisher keys do not change");
+        let p = prepare(&later, &c, at()).unwrap();
+        let doc: Value = serde_json::from_slice(&p.primary.body).unwrap();
+        assert_eq!((&doc["stream"], &doc["stream_epoch"]), (&Value::from("ORDERS"), &Value::from("e17")));
+        let sidecar: Value = serde_json::from_slice(&p.sidecar.unwrap().body).unwrap();
+        assert_eq!(sidecar["stream_epoch"], "e17");
+        let first: Value = serde_json::from_slice(&prepare(&e, &c, at()).unwrap().primary.body).unwrap();
+        assert!(first.get("stream_epoch").is_none(), "the reference's document for a stream that never changed");
     }
 
     #[test]

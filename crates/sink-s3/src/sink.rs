@@ -34,14 +34,15 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload, WriteMultipart,
 };
-use sinks_contract::batch::{BatchWriter, OptionalBatch, Settings};
-use sinks_contract::existing::{self, Stored};
-use sinks_contract::ordering::{self, OrderKey};
-use sinks_contract::retry::InPlace;
+use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Envelope, FlushScope, Holding, MessageOutcome, Presence,
-    ReadBack, Settled, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, Holding, MessageOutcome, Presence,
+    ReadBack, Reconcile, Sink, SinkError,
 };
+use sinks_toolkit::batch::{BatchWriter, Settings};
+use sinks_toolkit::existing::{self, Stored};
+use sinks_toolkit::in_order;
+use sinks_toolkit::retry::InPlace;
 use time::OffsetDateTime;
 
 use crate::batch::S3Log;
@@ -58,10 +59,6 @@ const PROBE_PREFIX: &str = "_nats-sinks-probe";
 const MULTIPART_CONCURRENCY: usize = 4;
 /// Largest stored object read back for a content check (decompressed).
 const MAX_CHECK_BYTES: u64 = 1024 * 1024 * 1024;
-/// The write budget of a plain [`Sink::write_batch`] call (the runner passes its own, from
-/// the consumer's AckWait).
-const DEFAULT_BUDGET: Duration = Duration::from_secs(24);
-
 /// Delivers envelopes to an S3-compatible bucket, one object per message.
 #[derive(Debug, Clone)]
 pub struct S3Sink {
@@ -139,28 +136,20 @@ impl Sink for S3Sink {
         "s3"
     }
 
-    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
-        if let Some(writer) = &self.inner.batch {
-            return writer.destination(envelope);
-        }
-        let key = crate::object::object_key(envelope, &self.inner.config).ok()?;
-        Some(DestinationRef::Object { bucket: self.inner.config.bucket.clone(), key })
-    }
-
     fn capabilities(&self) -> Capabilities {
         if self.inner.batch.is_some() {
-            return Capabilities {
-                atomic_batch: false,
-                reports_duplicates: true,
-                detects_conflicts: self.inner.config.content_check,
-            };
+            return Capabilities::new()
+                .atomic_batch(false)
+                .reports_duplicates(true)
+                .detects_conflicts(self.inner.config.content_check);
         }
-        let conditional = self.inner.config.duplicate_policy.is_conditional();
-        Capabilities {
-            atomic_batch: false,
-            reports_duplicates: conditional,
-            detects_conflicts: conditional && self.inner.config.content_check,
-        }
+        let config = &self.inner.config;
+        let conditional =
+            existing::conditional(config.duplicate_policy.on_existing(), object::strategy_basis(config.key_strategy));
+        Capabilities::new()
+            .atomic_batch(false)
+            .reports_duplicates(conditional)
+            .detects_conflicts(conditional && self.inner.config.content_check)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -175,11 +164,7 @@ impl Sink for S3Sink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        self.write_batch_within(batch, DEFAULT_BUDGET).await
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -197,7 +182,7 @@ impl Sink for S3Sink {
         };
         let write = |envelope, prepared| async move { inner.write_one(envelope, &prepared, deadline).await };
         let limit = inner.config.max_concurrent_requests;
-        let outcomes = ordering::write_each("s3 object", batch, limit, prepare, write).await;
+        let outcomes = in_order::write_each("s3 object", batch, limit, prepare, write).await;
         sinks_contract::sink::log_outcomes("s3", &outcomes);
         Ok(outcomes)
     }
@@ -206,31 +191,51 @@ impl Sink for S3Sink {
         self.inner.probe(|e| classify("health check", e)).await
     }
 
-    fn holding(&self) -> Option<Holding> {
-        self.inner.batch.holding()
-    }
-
-    async fn flush(&self, scope: FlushScope) -> Vec<Settled> {
-        self.inner.batch.flush(scope).await
-    }
-
     async fn close(&self) -> Result<(), SinkError> {
-        self.inner.batch.discard_open();
+        if let Some(writer) = &self.inner.batch {
+            writer.discard_open();
+        }
         Ok(())
     }
 
-    fn read_back(&self) -> ReadBack {
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        Some(self)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+
+    fn holding(&self) -> Option<&dyn Holding> {
+        self.inner.batch.as_ref().map(|writer| writer as &dyn Holding)
+    }
+}
+
+impl Destinations for S3Sink {
+    fn enable(&self) {}
+
+    fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
+        if let Some(writer) = &self.inner.batch {
+            return writer.destination(envelope);
+        }
+        let key = crate::object::object_key(envelope, &self.inner.config).ok()?;
+        Some(DestinationRef::Object { bucket: self.inner.config.bucket.clone(), key })
+    }
+}
+
+#[async_trait]
+impl Reconcile for S3Sink {
+    fn checks(&self) -> String {
         if self.inner.batch.is_some() {
-            return ReadBack::Supported(
-                "the partition's manifests name the object holding the stream sequence, and that object's row carries the payload's SHA-256"
-                    .into(),
+            return String::from(
+                "the partition's manifests name the object holding the stream sequence, and that object's row carries the payload's SHA-256",
             );
         }
-        ReadBack::Supported(format!(
+        format!(
             "HEAD of each object key ({} in parallel): missing, or its `{FINGERPRINT_METADATA}` metadata compared \
              with the payload's SHA-256 (objects without it are downloaded and their payload fingerprint compared)",
             self.inner.config.max_concurrent_requests
-        ))
+        )
     }
 
     /// One `HEAD` per envelope, up to `max_concurrent_requests` in flight, in input order.
@@ -279,25 +284,29 @@ impl Inner {
     /// One message, retried in place after temporary failures while the wait is short
     /// (≤ `retry_max_backoff_ms`), the attempts last (`max_retries`) and the write's budget
     /// allows; otherwise the failure goes back with the wait it needs as `retry_after`
-    /// (`sinks_contract::retry::InPlace`).
+    /// (`sinks_toolkit::retry::InPlace`).
     async fn write_one(&self, envelope: &Envelope, prepared: &Prepared, deadline: Instant) -> MessageOutcome {
         self.retry.write("s3 write", envelope, deadline, |_| self.attempt(envelope, prepared)).await
     }
 
     async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
-        let policy = self.config.duplicate_policy;
-        let outcome = match self.put(&prepared.primary, policy.is_conditional()).await? {
+        let policy = self.config.duplicate_policy.on_existing();
+        let basis = object::key_basis(envelope, self.config.key_strategy);
+        // A replacing policy writes conditionally under stream-sequence keys: it must not
+        // overwrite an earlier event before it was compared.
+        let conditional = existing::conditional(policy, basis);
+        let outcome = match self.put(&prepared.primary, conditional).await? {
             Put::Written => MessageOutcome::Committed,
             Put::Exists => {
                 let stored = self.stored(prepared).await?;
-                existing::resolve(envelope, policy.on_existing(), stored, "s3 object key")
+                existing::resolve(envelope, policy, basis, stored, "s3 object key")
             }
         };
         // The sidecar follows only a primary that is (now or already) this message's.
         if let Some(sidecar) = &prepared.sidecar
             && matches!(outcome, MessageOutcome::Committed | MessageOutcome::Duplicate)
         {
-            self.put(sidecar, policy.is_conditional()).await?;
+            self.put(sidecar, conditional).await?;
         }
         Ok(outcome)
     }

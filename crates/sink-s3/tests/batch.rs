@@ -5,6 +5,7 @@
 //! parts.
 #![allow(clippy::unwrap_used)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -13,11 +14,11 @@ use object_store::path::Path;
 use object_store::{ObjectStoreExt, PutPayload};
 use sink_s3::certify::{BucketReadBack, S3Harness};
 use sink_s3::{S3Sink, S3SinkConfig, WriteMode};
-use sinks_contract::batch::manifest::{MANIFEST_SCHEMA, Manifest};
-use sinks_contract::batch::row::Row;
-use sinks_contract::batch::{BatchCompression, BatchConfig, Format, naming};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, FlushScope, MessageOutcome, OutcomeClass, PayloadMode, Settled, Sink};
+use sinks_toolkit::batch::manifest::{MANIFEST_SCHEMA, Manifest};
+use sinks_toolkit::batch::row::Row;
+use sinks_toolkit::batch::{BatchCompression, BatchConfig, Format, naming};
 
 async fn harness() -> S3Harness {
     let server = sinks_testkit::shared_s3().await.unwrap_or_else(|e| panic!("no S3 server: {e}"));
@@ -53,16 +54,16 @@ async fn write_chunked(sink: &S3Sink, seqs: &[u64], chunk: usize) -> BTreeMap<u6
     let mut out = BTreeMap::new();
     let batch: Vec<Envelope> = seqs.iter().copied().map(msg).collect();
     for part in batch.chunks(chunk) {
-        for (e, o) in part.iter().zip(sink.write_batch(part).await.unwrap()) {
+        for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
             if !matches!(o, MessageOutcome::Pending) {
                 out.insert(e.jetstream().stream_sequence, o);
             }
         }
-        for Settled { sequence, outcome, .. } in sink.flush(FlushScope::Due).await {
+        for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::Due).await {
             out.insert(sequence, outcome);
         }
     }
-    for Settled { sequence, outcome, .. } in sink.flush(FlushScope::All).await {
+    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
         out.insert(sequence, outcome);
     }
     out
@@ -104,7 +105,7 @@ async fn objects_are_named_by_their_sequences_next_to_their_manifests() {
     assert_eq!(manifests.len(), 3);
     assert!(manifests[0].ends_with("lake/ORDERS/_nats-sinks/ORDERS/0000000000.manifest"), "{manifests:?}");
     let meta = rb.metadata(&objects[0]).await.unwrap();
-    assert!(meta.contains(&("nats-sinks-schema".into(), sinks_contract::batch::row::ROW_SCHEMA.into())), "{meta:?}");
+    assert!(meta.contains(&("nats-sinks-schema".into(), sinks_toolkit::batch::row::ROW_SCHEMA.into())), "{meta:?}");
     assert_exactly_once(&rb, 1..=25).await;
     let again = write_chunked(&a, &[3, 12, 26], 3).await;
     let classes: Vec<OutcomeClass> = again.values().map(MessageOutcome::class).collect();
@@ -182,9 +183,15 @@ async fn an_object_larger_than_a_part_is_uploaded_in_parts() {
     let msgs: Vec<Envelope> =
         (1..=2500).map(|s| envelope("ORDERS", s, "orders.x", format!(r#"{{"seq":{s},"pad":"{pad}"}}"#))).collect();
     for chunk in msgs.chunks(500) {
-        assert!(sink.write_batch(chunk).await.unwrap().iter().all(|o| matches!(o, MessageOutcome::Pending)));
+        assert!(
+            sink.write(chunk, sinks_contract::DEFAULT_BUDGET)
+                .await
+                .unwrap()
+                .iter()
+                .all(|o| matches!(o, MessageOutcome::Pending))
+        );
     }
-    let settled = sink.flush(FlushScope::All).await;
+    let settled = sink.flush_held(FlushScope::All).await;
     assert_eq!(settled.len(), 2500);
     assert!(settled.iter().all(|s| matches!(s.outcome, MessageOutcome::Committed)), "{:?}", settled.first());
     let manifest = Manifest::from_bytes(&rb.body(&rb.manifest_keys().await.unwrap()[0]).await.unwrap()).unwrap();
@@ -192,4 +199,53 @@ async fn an_object_larger_than_a_part_is_uploaded_in_parts() {
     assert!(manifest.bytes > 15 << 20, "about 15 MB of rows: {}", manifest.bytes);
     assert_eq!(parts as u64, manifest.bytes.div_ceil(8 << 20), "8 MiB parts");
     assert_exactly_once(&rb, 1..=2500).await;
+}
+
+/// Writes 20 messages into one open object of a sink that reaches the bucket through a
+/// proxy, takes the endpoint down, and flushes everything while it is down for 4 s (longer
+/// than the in-place retries of one request last); the outcomes the flush reports.
+async fn flush_through_an_outage(commit_retry_seconds: u64) -> (Vec<MessageOutcome>, usize, BucketReadBack) {
+    let h = harness().await;
+    let bucket = h.bucket().await.unwrap();
+    let proxy = Arc::new(sinks_testkit::FaultProxy::start(h.endpoint(), 0, None).await.unwrap());
+    let mut config = h.config(&bucket);
+    config.endpoint_url = Some(proxy.url());
+    config.mode = WriteMode::Batch;
+    config.prefix = Some("lake".into());
+    config.batch = Some(BatchConfig { commit_retry_seconds, ..batch(1000) });
+    let sink = h.sink(config.clone()).unwrap();
+    sink.open().await.unwrap();
+    let batch: Vec<Envelope> = (1..=20).map(msg).collect();
+    let written = sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await.unwrap();
+    assert!(written.iter().all(|o| matches!(o, MessageOutcome::Pending)), "{written:?}");
+    proxy.set_down(true);
+    let up = {
+        let proxy = Arc::clone(&proxy);
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+            proxy.set_down(false);
+        })
+    };
+    let settled = sink.flush_held(FlushScope::All).await;
+    up.await.unwrap();
+    let mut direct = h.config(&bucket);
+    direct.prefix = Some("lake".into());
+    (settled.into_iter().map(|s| s.outcome).collect(), proxy.injected(), h.read_back(&direct, bucket).unwrap())
+}
+
+#[tokio::test]
+async fn an_outage_of_seconds_is_waited_out_with_the_messages_pending() {
+    let (outcomes, refused, rb) = flush_through_an_outage(60).await;
+    assert!(refused > 0, "the outage refused requests");
+    assert_eq!(outcomes.len(), 20);
+    assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Committed)), "{outcomes:?}");
+    assert_exactly_once(&rb, 1..=20).await;
+}
+
+#[tokio::test]
+async fn without_commit_retries_the_same_outage_sends_the_messages_back() {
+    let (outcomes, refused, _) = flush_through_an_outage(0).await;
+    assert!(refused > 0, "the outage refused requests");
+    assert_eq!(outcomes.len(), 20);
+    assert!(outcomes.iter().all(MessageOutcome::failed_temporarily), "{outcomes:?}");
 }

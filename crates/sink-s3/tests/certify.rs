@@ -4,19 +4,19 @@
 //! mode (NDJSON objects behind `Durable`).
 
 use sink_s3::certify::{S3BatchHarness, S3Harness};
-use sinks_contract::certify;
+use sinks_certify as certify;
 
 async fn harness() -> S3Harness {
     let server = sinks_testkit::shared_s3().await.unwrap_or_else(|e| panic!("no S3 server: {e}"));
     S3Harness::new(server.endpoint, server.filer, sinks_testkit::S3_ACCESS_KEY_ID, sinks_testkit::S3_SECRET_ACCESS_KEY)
 }
 
-sinks_contract::certify_tests!(harness().await);
+sinks_certify::certify_tests!(harness().await);
 
 mod batch {
     use super::{S3BatchHarness, harness};
 
-    sinks_contract::certify_tests!(S3BatchHarness(harness().await));
+    sinks_certify::certify_tests!(S3BatchHarness(harness().await));
 }
 
 #[tokio::test]
@@ -31,7 +31,7 @@ async fn batch_crash_target_is_a_valid_sink_section_that_reads_back() {
     check_crash_target(&S3BatchHarness(h.clone()), h.credentials()).await;
 }
 
-async fn check_crash_target(harness: &dyn sinks_contract::certify::Harness, credentials: sink_s3::S3Credentials) {
+async fn check_crash_target(harness: &dyn sinks_certify::Harness, credentials: sink_s3::S3Credentials) {
     use sinks_contract::Sink;
     let target = harness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "s3");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sink_s3::certify::{BucketReadBack, S3Harness, decode_object};
 use sink_s3::{Compression, DuplicatePolicy, KeyStrategy, MetadataMode, ObjectFormat, S3Sink, S3SinkConfig};
-use sinks_contract::certify::ReadBack;
+use sinks_certify::ReadBack;
 use sinks_contract::testing::{classes, envelope, envelope_with, error_of, opened, write};
 use sinks_contract::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
 
@@ -27,6 +27,11 @@ async fn fixture(adjust: impl FnOnce(&mut S3SinkConfig)) -> (S3Sink, BucketReadB
     let sink = opened(h.sink(config.clone()).unwrap()).await;
     let read_back = h.read_back(&config, bucket).unwrap();
     (sink, read_back, h)
+}
+
+/// True for the refusal of a different event under a stream-sequence key.
+fn reused(o: &MessageOutcome) -> bool {
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
 }
 
 fn with_id(seq: u64, id: &str, payload: &'static str) -> sinks_contract::Envelope {
@@ -77,7 +82,8 @@ async fn sixteen_concurrent_creates_of_one_key_leave_exactly_one_object() {
                     // SeaweedFS queues contending conditional puts on one key (about a second
                     // each), so a loser may time out: temporary, and redelivered, as here.
                     for _ in 0..5 {
-                        let outcome = s.write_batch(std::slice::from_ref(&e)).await.unwrap().remove(0);
+                        let outcome =
+                            s.write(std::slice::from_ref(&e), sinks_contract::DEFAULT_BUDGET).await.unwrap().remove(0);
                         if outcome.class() != OutcomeClass::FailedTemporary {
                             return (i, outcome);
                         }
@@ -89,9 +95,10 @@ async fn sixteen_concurrent_creates_of_one_key_leave_exactly_one_object() {
         let mut winners = Vec::new();
         for t in tasks {
             let (i, outcome) = t.await.unwrap();
+            // The losers hold other events under the winner's stream sequence: refused.
             match outcome {
                 MessageOutcome::Committed => winners.push(i),
-                MessageOutcome::Conflict(ConflictResolution::KeptExisting) => {}
+                o if reused(&o) => {}
                 other => panic!("round {round} writer {i}: {other:?}"),
             }
         }
@@ -105,17 +112,45 @@ async fn sixteen_concurrent_creates_of_one_key_leave_exactly_one_object() {
 }
 
 #[tokio::test]
-async fn replace_overwrites_with_the_newest_delivery() {
-    let (sink, rb, _h) = fixture(|c| c.duplicate_policy = DuplicatePolicy::Replace).await;
+async fn replace_overwrites_with_the_newest_delivery_under_message_id_keys() {
+    let (sink, rb, _h) = fixture(|c| {
+        c.duplicate_policy = DuplicatePolicy::Replace;
+        c.key_strategy = KeyStrategy::MessageId;
+    })
+    .await;
     assert!(!sink.capabilities().reports_duplicates);
-    let first = write(&sink, &[envelope("R", 1, "r.x", r#"{"v":1}"#)]).await;
-    let second = write(&sink, &[envelope("R", 1, "r.x", r#"{"v":2}"#)]).await;
+    let first = write(&sink, &[with_id(1, "r-1", r#"{"v":1}"#)]).await;
+    let second = write(&sink, &[with_id(2, "r-1", r#"{"v":2}"#)]).await;
     assert_eq!(classes(&first), [OutcomeClass::Committed]);
     assert_eq!(classes(&second), [OutcomeClass::Committed]);
     let records = rb.read_all().await.unwrap();
-    assert_eq!(records, vec![("stream-sequence:R:1".to_owned(), Bytes::from_static(br#"{"v":2}"#))]);
+    assert_eq!(records, vec![("stream-sequence:S3T:2".to_owned(), Bytes::from_static(br#"{"v":2}"#))]);
     let meta = rb.metadata(&rb.object_keys().await.unwrap()[0]).await.unwrap();
     assert!(!meta.iter().any(|(k, _)| k == "nats-sinks-payload-sha256"), "no fingerprint without a check: {meta:?}");
+}
+
+/// Under stream-sequence keys (`idempotency_key` for a JetStream message, and
+/// `stream_sequence`) `replace` creates conditionally and compares: a different event under
+/// a stored sequence is refused and the stored object kept; a redelivery is a duplicate.
+#[tokio::test]
+async fn replace_never_overwrites_an_earlier_event_under_stream_sequence_keys() {
+    for strategy in [KeyStrategy::IdempotencyKey, KeyStrategy::StreamSequence] {
+        let (sink, rb, _h) = fixture(|c| {
+            c.duplicate_policy = DuplicatePolicy::Replace;
+            c.key_strategy = strategy;
+        })
+        .await;
+        assert!(sink.capabilities().reports_duplicates && sink.capabilities().detects_conflicts, "{strategy:?}");
+        assert_eq!(classes(&write(&sink, &[envelope("R", 1, "r.x", r#"{"v":1}"#)]).await), [OutcomeClass::Committed]);
+        let second = write(&sink, &[envelope("R", 1, "r.x", r#"{"v":2}"#)]).await;
+        assert!(reused(&second[0]), "{strategy:?}: {second:?}");
+        let again = write(&sink, &[envelope("R", 1, "r.x", r#"{"v":1}"#)]).await;
+        assert_eq!(classes(&again), [OutcomeClass::Duplicate], "{strategy:?}");
+        let records = rb.read_all().await.unwrap();
+        assert_eq!(records, vec![("stream-sequence:R:1".to_owned(), Bytes::from_static(br#"{"v":1}"#))]);
+        let meta = rb.metadata(&rb.object_keys().await.unwrap()[0]).await.unwrap();
+        assert!(meta.iter().any(|(k, _)| k == "nats-sinks-payload-sha256"), "{strategy:?}: compared: {meta:?}");
+    }
 }
 
 #[tokio::test]
@@ -125,6 +160,18 @@ async fn fail_existing_dead_letters_conflicts_and_accepts_true_redeliveries() {
     let same = write(&sink, &[envelope("F", 1, "f.x", r#"{"v":1}"#)]).await;
     assert_eq!(classes(&same), [OutcomeClass::Duplicate], "a crash-after-put redelivery is harmless");
     let changed = write(&sink, &[envelope("F", 1, "f.x", r#"{"v":2}"#)]).await;
+    assert!(reused(&changed[0]), "under a stream-sequence key: a reused sequence, {changed:?}");
+    assert_eq!(rb.read_all().await.unwrap()[0].1, Bytes::from_static(br#"{"v":1}"#));
+
+    // Under message id keys the policy decides: rejected.
+    let (sink, rb, _h) = fixture(|c| {
+        c.duplicate_policy = DuplicatePolicy::FailExisting;
+        c.key_strategy = KeyStrategy::MessageId;
+    })
+    .await;
+    write(&sink, &[with_id(1, "f-1", r#"{"v":1}"#)]).await;
+    assert_eq!(classes(&write(&sink, &[with_id(1, "f-1", r#"{"v":1}"#)]).await), [OutcomeClass::Duplicate]);
+    let changed = write(&sink, &[with_id(2, "f-1", r#"{"v":2}"#)]).await;
     assert!(matches!(changed[0], MessageOutcome::Conflict(ConflictResolution::Rejected)), "{changed:?}");
     assert_eq!(rb.read_all().await.unwrap()[0].1, Bytes::from_static(br#"{"v":1}"#));
 
@@ -161,7 +208,7 @@ async fn content_check_reads_bodies_of_objects_written_without_a_fingerprint() {
     )
     .await;
     assert!(matches!(outcomes[0], MessageOutcome::Duplicate), "{outcomes:?}");
-    assert!(matches!(outcomes[1], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{outcomes:?}");
+    assert!(reused(&outcomes[1]), "other text under a stored stream sequence: {outcomes:?}");
     assert!(matches!(outcomes[2], MessageOutcome::Committed), "{outcomes:?}");
 }
 
@@ -245,27 +292,33 @@ fn big_payload(fill: char) -> String {
 
 #[tokio::test]
 async fn bodies_over_the_threshold_go_multipart_and_stay_exactly_once() {
+    // Replace under payload-hash keys would name the changed payload's object apart; under
+    // message id keys it replaces. Skip under stream-sequence keys refuses a changed payload.
     for policy in [DuplicatePolicy::SkipExisting, DuplicatePolicy::Replace] {
         let (sink, rb, _h) = fixture(|c| {
             c.duplicate_policy = policy;
             c.multipart_threshold_bytes = 5 * 1024 * 1024;
             c.multipart_part_bytes = 5 * 1024 * 1024;
+            if policy == DuplicatePolicy::Replace {
+                c.key_strategy = KeyStrategy::MessageId;
+            }
         })
         .await;
-        let big = envelope("M", 1, "m.x", big_payload('a'));
-        let outcomes = write(&sink, &[big.clone(), envelope("M", 2, "m.x", "{}")]).await;
+        let event = |seq: u64, payload: String| {
+            envelope_with("M", seq, "m.x", payload, Headers::new().with("Nats-Msg-Id", format!("m-{seq}")), 1)
+        };
+        let big = event(1, big_payload('a'));
+        let outcomes = write(&sink, &[big.clone(), event(2, "{}".into())]).await;
         assert_eq!(classes(&outcomes), [OutcomeClass::Committed, OutcomeClass::Committed], "{policy:?}");
         let keys = rb.keys().await.unwrap();
         assert_eq!(keys.len(), 2, "{policy:?}: no staging object left behind: {keys:?}");
         let mut records = rb.read_all().await.unwrap();
         records.sort();
         assert_eq!(records[0].1, Bytes::from(big_payload('a')), "{policy:?}");
-        let changed = write(&sink, &[envelope("M", 1, "m.x", big_payload('b'))]).await;
+        let changed = write(&sink, &[event(1, big_payload('b'))]).await;
         match policy {
             DuplicatePolicy::Replace => assert_eq!(classes(&changed), [OutcomeClass::Committed]),
-            _ => {
-                assert!(matches!(changed[0], MessageOutcome::Conflict(ConflictResolution::KeptExisting)), "{changed:?}")
-            }
+            _ => assert!(reused(&changed[0]), "{changed:?}"),
         }
         let again = write(&sink, &[big]).await;
         let expected =
@@ -357,7 +410,7 @@ async fn envelope_objects_carry_the_reference_document() {
 
 #[tokio::test]
 async fn an_unreachable_endpoint_is_a_temporary_transport_failure_without_open() {
-    use sinks_contract::certify::Harness;
+    use sinks_certify::Harness;
     // The certification's unreachable sink is never opened: its writes must still reach the
     // (closed) endpoint and fail there, not short-cut on a missing client.
     let sink = harness().await.unreachable().await.unwrap();

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use base64::Engine;
 use bytes::Bytes;
-use sinks_contract::certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
-use sinks_contract::encryption::{Key, Keyring};
+use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, PayloadMode, Sink};
+use sinks_toolkit::encryption::{Key, Keyring};
 
 use crate::{SpoolSink, SpoolSinkConfig, record};
 
@@ -100,7 +100,7 @@ impl Harness for SpoolHarness {
 
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
         let fx = fixture(PayloadMode::JsonOnly).await.ok()?;
-        Some((fx, envelope(sinks_contract::certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+        Some((fx, envelope(sinks_certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

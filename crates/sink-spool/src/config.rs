@@ -9,15 +9,16 @@
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use sinks_contract::config::encryption::EncryptionConfig;
 use sinks_contract::config::{Issues, SinkSection};
-use sinks_contract::existing::{ExistingKeyPolicy, SkipOrFail};
 use sinks_contract::{ConfigError, PayloadMode};
+use sinks_toolkit::encryption::config::EncryptionConfig;
+use sinks_toolkit::existing::{ExistingKeyPolicy, SkipOrFail};
+use sinks_toolkit::files::FileMode;
 
 /// What happens when a message's spool file already exists: `skip_existing` (keep the
 /// existing file: a duplicate, a conflict when its payload differs) or `fail` (refuse the
 /// message as a permanent failure); a spooled record is never replaced. The contract's one
-/// policy type, in this sink's words; what each answer means is `sinks_contract::existing`.
+/// policy type, in this sink's words; what each answer means is `sinks_toolkit::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipOrFail>;
 
 /// The order replay reads spool records in.
@@ -78,6 +79,15 @@ pub struct SpoolSinkConfig {
     /// Allow plaintext records (development only; default false).
     #[serde(default)]
     pub allow_unencrypted: bool,
+    /// Mode of every spool record file, as an octal string (default `"0600"`: only the
+    /// sink's user can read them). Applied exactly, whatever the umask; the owner keeps read
+    /// and write.
+    #[serde(default = "default_file_mode")]
+    pub file_mode: FileMode,
+    /// Mode of the spool directory when the sink creates it, as an octal string (default
+    /// `"0700"`). An existing directory keeps its own; the owner keeps `rwx`.
+    #[serde(default = "default_dir_mode")]
+    pub dir_mode: FileMode,
 }
 
 fn default_max_records() -> u64 {
@@ -88,6 +98,12 @@ fn default_max_bytes() -> u64 {
 }
 fn default_true() -> bool {
     true
+}
+fn default_file_mode() -> FileMode {
+    FileMode::PRIVATE_FILE
+}
+fn default_dir_mode() -> FileMode {
+    FileMode::PRIVATE_DIR
 }
 
 impl SpoolSinkConfig {
@@ -114,6 +130,8 @@ impl SpoolSinkConfig {
             delete_after_replay: true,
             encryption: EncryptionConfig::default(),
             allow_unencrypted: true,
+            file_mode: FileMode::PRIVATE_FILE,
+            dir_mode: FileMode::PRIVATE_DIR,
         }
     }
 
@@ -126,6 +144,7 @@ impl SpoolSinkConfig {
         issues.range("sink.max_records", self.max_records, 1, 10_000_000);
         issues.range("sink.max_bytes", self.max_bytes, 1024 * 1024, 1024 * 1024 * 1024 * 1024);
         self.encryption.validate_at("sink.encryption", &mut issues);
+        sinks_toolkit::files::check_modes(self.file_mode, self.dir_mode, &mut issues);
         if !self.encryption.rules.is_empty() {
             issues.push("sink.encryption.rules", "a spool record is encrypted whole with one key: rules do not apply");
         }

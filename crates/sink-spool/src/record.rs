@@ -13,7 +13,9 @@
 //!   priority, classification, labels, timestamps), a `payload_preview` normalized per
 //!   `payload_mode`, and the standard metadata document. Headers with several values are
 //!   joined with `,` in `headers` (the reference's single-valued map) and kept exactly in
-//!   `headers_values` (nats-sinks extension, ignored by the reference).
+//!   `headers_values` (nats-sinks extension, ignored by the reference). In a later epoch of
+//!   the stream the envelope also has `stream_epoch` (nats-sinks extension): the idempotency
+//!   key, and so the file name, is `{stream}.{epoch}`'s, and replay restores the epoch.
 //!
 //! Documents are written with sorted keys and a trailing newline, compact unless `pretty`.
 
@@ -22,9 +24,9 @@ use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use sinks_contract::encryption::{Binding, Cipher, DecryptError, Keyring};
-use sinks_contract::metadata::MetadataDoc;
 use sinks_contract::{AppMetadata, Envelope, Headers, JetStreamInfo, payload};
+use sinks_toolkit::encryption::{Binding, Cipher, DecryptError, Keyring};
+use sinks_toolkit::metadata::MetadataDoc;
 use time::OffsetDateTime;
 
 use crate::config::SpoolSinkConfig;
@@ -74,7 +76,7 @@ pub fn priority_rank(priority: Option<&str>) -> u8 {
 }
 
 fn epoch_ns(t: OffsetDateTime) -> i128 {
-    sinks_contract::metadata::epoch_ns(t)
+    sinks_toolkit::metadata::epoch_ns(t)
 }
 
 /// The plain record of `envelope`, spooled at `spooled_at`.
@@ -119,10 +121,15 @@ pub fn plain_record(
         "domain": js.domain,
         "received_at_epoch_ns": epoch_ns(envelope.received_at()) as i64,
     });
-    if !multi.is_empty()
-        && let Some(map) = env.as_object_mut()
-    {
-        map.insert("headers_values".into(), Value::Object(multi));
+    if let Some(map) = env.as_object_mut() {
+        if !multi.is_empty() {
+            map.insert("headers_values".into(), Value::Object(multi));
+        }
+        // Only in a later epoch of the stream: replay restores it, so the target keys the
+        // message as the spool did (`{stream}.{epoch}`), never under an earlier event's key.
+        if let Some(epoch) = envelope.stream_epoch() {
+            map.insert("stream_epoch".into(), epoch.into());
+        }
     }
     let preview_value: Value = serde_json::from_str(normalized.value.get()).unwrap_or(Value::Null);
     let metadata = if config.include_metadata {
@@ -330,16 +337,18 @@ pub fn envelope_of(record: &Value) -> Result<Envelope, RecordError> {
         labels,
     };
     let received = time_of(&e["received_at_epoch_ns"], "received_at_epoch_ns")?.unwrap_or_else(OffsetDateTime::now_utc);
+    let epoch = opt_str(&e["stream_epoch"], "stream_epoch")?;
     Ok(Envelope::new(subject, Bytes::from(payload_bytes(record)?), headers, jetstream)
         .with_app_metadata(app)
-        .with_received_at(received))
+        .with_received_at(received)
+        .with_stream_epoch(epoch.map(Into::into)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sinks_contract::config::encryption::{Algorithm, Policy};
-    use sinks_contract::encryption::Key;
+    use sinks_toolkit::encryption::Key;
+    use sinks_toolkit::encryption::config::{Algorithm, Policy};
 
     fn envelope() -> Envelope {
         let headers = Headers::new().with("Nats-Msg-Id", "m-1").with("X-Multi", "a").with("X-Multi", "b");
@@ -396,6 +405,30 @@ mod tests {
     fn file_names_hide_the_message_and_are_stable() {
         let name = file_name(&envelope()).unwrap();
         assert_eq!(name, format!("{}.spool.json", hex::encode(Sha256::digest(b"stream-sequence:S:42"))));
+        let later = envelope().with_stream_epoch(Some("e17".into()));
+        let name = file_name(&later).unwrap();
+        assert_eq!(name, format!("{}.spool.json", hex::encode(Sha256::digest(b"stream-sequence:S.e17:42"))));
+    }
+
+    #[test]
+    fn a_later_epoch_is_kept_and_restored_and_absent_otherwise() {
+        let config = SpoolSinkConfig::plaintext("/x");
+        let first = plain_record(&envelope(), &config, OffsetDateTime::now_utc()).unwrap();
+        assert!(
+            first["envelope"].get("stream_epoch").is_none(),
+            "the reference's shape for a stream that never changed"
+        );
+        assert_eq!(envelope_of(&first).unwrap().stream_epoch(), None);
+        let later = envelope().with_stream_epoch(Some("e17".into()));
+        let plain = plain_record(&later, &config, OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(plain["envelope"]["stream_epoch"], "e17");
+        assert_eq!(plain["idempotency_key"], "stream-sequence:S.e17:42");
+        let back = envelope_of(&unwrap(&encode(&wrapper(&plain, None), false), &Keyring::new()).unwrap()).unwrap();
+        assert_eq!(back.stream_epoch(), Some("e17"));
+        assert_eq!(back.idempotency_key().unwrap(), later.idempotency_key().unwrap());
+        let mut wrong = plain;
+        wrong["envelope"]["stream_epoch"] = 17.into();
+        assert!(matches!(envelope_of(&wrong), Err(RecordError::Format(_))));
     }
 
     #[test]

@@ -4,10 +4,11 @@
 //! A batch goes through the file sink's phases, adapted:
 //! 1. **stage** (parallel): the record is built and encrypted, and written to a temp file
 //!    next to its final name; a message whose file exists is settled here (a duplicate, or a
-//!    conflict when the stored payload differs; a permanent failure under `fail`);
+//!    conflict when the stored payload differs, which under stream-sequence keys is a reused
+//!    sequence, refused as `sequence_reused`; a permanent failure under `fail`);
 //! 2. **fsync** (parallel, when `fsync`) of every staged temp file;
 //! 3. **place** (one lane per ordering key, lanes in parallel): capacity is reserved, then
-//!    the temp file is moved to its final name (create-if-absent, `sinks_contract::files`); a full spool is a
+//!    the temp file is moved to its final name (create-if-absent, `sinks_toolkit::files`); a full spool is a
 //!    temporary failure and holds back the rest of its key;
 //! 4. **directory fsync**, once per batch, before any outcome is reported.
 //!
@@ -29,13 +30,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
-use sinks_contract::blocking::{TaskFailed, blocking, run_parallel};
-use sinks_contract::encryption::{Cipher, Key, Keyring};
-use sinks_contract::existing::{self, OnExisting, Stored};
-use sinks_contract::files;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Reconcile, Sink,
+    SinkError,
 };
+use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
+use sinks_toolkit::encryption::{Cipher, Key, Keyring};
+use sinks_toolkit::existing::{self, OnExisting, Stored};
+use sinks_toolkit::files;
 use time::OffsetDateTime;
 
 use crate::config::{DrainOrdering, SpoolSinkConfig};
@@ -313,7 +315,10 @@ impl Inner {
             }
             Ok(_) => {}
             Err(e) if e.kind() == io::ErrorKind::NotFound && self.config.create_directory => {
-                fs::create_dir_all(&dir).map_err(|e| field(classify(e, &format!("cannot create `{shown}`"))))?;
+                self.config
+                    .dir_mode
+                    .create_dir_all(&dir)
+                    .map_err(|e| field(classify(e, &format!("cannot create `{shown}`"))))?;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(SinkError::config(format!(
@@ -369,6 +374,7 @@ impl Inner {
             .prefix(&format!(".{name}."))
             .suffix(".tmp")
             .tempfile_in(root)
+            .and_then(|temp| self.config.file_mode.apply(temp.as_file()).map(|()| temp))
             .and_then(|mut temp| temp.write_all(&bytes).map(|()| temp));
         match staged {
             Ok(temp) => Step::Staged(Staged { temp, final_path, size: bytes.len() as u64 }),
@@ -376,9 +382,11 @@ impl Inner {
         }
     }
 
-    /// The outcome for a message whose file exists (`sinks_contract::existing`): a duplicate
-    /// when the stored payload is the same (or cannot be read), a conflict when it differs;
-    /// under `fail`, permanent without reading it.
+    /// The outcome for a message whose file exists (`sinks_toolkit::existing`): a duplicate
+    /// when the stored payload is the same (or cannot be read), a conflict when it differs
+    /// under a message id or payload key, and a reused sequence (refused, `sequence_reused`)
+    /// when it differs under a stream-sequence key; under `fail`, permanent without reading
+    /// it.
     fn existing(&self, keys: &Keys, path: &Path, envelope: &Envelope) -> MessageOutcome {
         let policy = self.config.duplicate_policy.on_existing();
         let stored = if policy == OnExisting::Refuse {
@@ -397,7 +405,9 @@ impl Inner {
                 }
             }
         };
-        existing::resolve(envelope, policy, stored, "spool record")
+        let basis =
+            envelope.idempotency_key().map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
+        existing::resolve(envelope, policy, basis, stored, "spool record")
     }
 
     /// Reserves room for `size` more bytes and one more record (rescanning once when the
@@ -485,7 +495,7 @@ impl Sink for SpoolSink {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities { atomic_batch: false, reports_duplicates: true, detects_conflicts: true }
+        Capabilities::new().atomic_batch(false).reports_duplicates(true).detects_conflicts(true)
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -507,7 +517,7 @@ impl Sink for SpoolSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
@@ -590,7 +600,14 @@ impl Sink for SpoolSink {
         blocking(move || inner.probe(&root)).await
     }
 
-    fn read_back(&self) -> ReadBack {
+    fn read_back(&self) -> ReadBack<'_> {
+        ReadBack::Supported(self)
+    }
+}
+
+#[async_trait]
+impl Reconcile for SpoolSink {
+    fn checks(&self) -> String {
         let absent = if self.inner.config.delete_after_replay {
             "a message without a record is unchecked: replay deletes what its target committed \
              (delete_after_replay), so replayed and never spooled cannot be told apart here; reconcile the \
@@ -598,9 +615,7 @@ impl Sink for SpoolSink {
         } else {
             "a message without a record is missing (delete_after_replay is off: replay keeps records)"
         };
-        ReadBack::Supported(format!(
-            "spool record by name (sha256 of the idempotency key), decrypted, payload compared; {absent}"
-        ))
+        format!("spool record by name (sha256 of the idempotency key), decrypted, payload compared; {absent}")
     }
 
     /// Reads each message's record (blocking tasks in parallel); never writes, never

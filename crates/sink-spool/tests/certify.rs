@@ -3,4 +3,4 @@
 
 use sink_spool::certify::SpoolHarness;
 
-sinks_contract::certify_tests!(SpoolHarness);
+sinks_certify::certify_tests!(SpoolHarness);

@@ -4,13 +4,15 @@
 //! apart from the spool), and missing when `delete_after_replay` is off.
 #![allow(clippy::unwrap_used)]
 
+use sinks_contract::testing::SinkExt as _;
 use std::path::{Path, PathBuf};
 
 use sink_spool::certify::{config, key_b64};
 use sink_spool::{ReplayOptions, SpoolSink, record, replay};
-use sinks_contract::encryption::Key;
-use sinks_contract::testing::{MemorySink, classes, envelope};
+use sinks_certify::MemorySink;
+use sinks_contract::testing::{classes, envelope};
 use sinks_contract::{Envelope, OutcomeClass, Presence, ReadBack, Sink};
+use sinks_toolkit::encryption::Key;
 
 fn spool(dir: &Path, delete_after_replay: bool) -> SpoolSink {
     let mut c = config(dir.to_path_buf());
@@ -34,7 +36,11 @@ fn files(dir: &Path) -> usize {
 /// the sequences replayed.
 async fn spooled_and_partly_replayed(s: &SpoolSink, batch: &[Envelope], replayed: usize) -> Vec<u64> {
     s.open().await.unwrap();
-    assert!(classes(&s.write_batch(batch).await.unwrap()).iter().all(|c| *c == OutcomeClass::Committed));
+    assert!(
+        classes(&s.write(batch, sinks_contract::DEFAULT_BUDGET).await.unwrap())
+            .iter()
+            .all(|c| *c == OutcomeClass::Committed)
+    );
     let target = MemorySink::new();
     let options = ReplayOptions { max_records: Some(replayed), ..ReplayOptions::default() };
     let report = replay(s, &target, &options, |_| {}).await.unwrap();
@@ -51,7 +57,8 @@ async fn records_are_compared_and_an_absent_one_is_unchecked_while_replay_delete
     let s = spool(dir.path(), true);
     let batch = batch();
     let replayed = spooled_and_partly_replayed(&s, &batch, 3).await;
-    let ReadBack::Supported(what) = s.read_back() else { panic!("{:?}", s.read_back()) };
+    let ReadBack::Supported(reads) = s.read_back() else { panic!("{:?}", s.read_back()) };
+    let what = reads.checks();
     assert!(what.contains("unchecked") && what.contains("replay target"), "{what}");
 
     let others: Vec<&Envelope> = batch.iter().filter(|e| !replayed.contains(&e.jetstream().stream_sequence)).collect();
@@ -69,11 +76,11 @@ async fn records_are_compared_and_an_absent_one_is_unchecked_while_replay_delete
     other.open().await.unwrap();
     let js = swapped.jetstream();
     let impostor = envelope(&js.stream, js.stream_sequence, swapped.subject(), r#"{"order":-1}"#);
-    other.write_batch(std::slice::from_ref(&impostor)).await.unwrap();
+    other.write(std::slice::from_ref(&impostor), sinks_contract::DEFAULT_BUDGET).await.unwrap();
     std::fs::copy(file_of(other_dir.path(), &impostor), file_of(dir.path(), swapped)).unwrap();
 
     let before = files(dir.path());
-    let found = s.reconcile(&batch).await.unwrap();
+    let found = s.read_back_batch(&batch).await.unwrap();
     assert_eq!(files(dir.path()), before, "reconcile writes nothing");
     for (e, presence) in batch.iter().zip(&found) {
         let seq = e.jetstream().stream_sequence;
@@ -94,9 +101,9 @@ async fn without_delete_after_replay_an_absent_record_is_missing() {
     let s = spool(dir.path(), false);
     let batch = batch();
     let replayed = spooled_and_partly_replayed(&s, &batch, 4).await;
-    assert!(matches!(s.read_back(), ReadBack::Supported(ref what) if what.contains("missing")));
+    assert!(matches!(s.read_back(), ReadBack::Supported(reads) if reads.checks().contains("missing")));
     std::fs::remove_file(file_of(dir.path(), &batch[11])).unwrap();
-    let found = s.reconcile(&batch).await.unwrap();
+    let found = s.read_back_batch(&batch).await.unwrap();
     let want: Vec<Presence> =
         (1..=12u64).map(|seq| if seq == 12 { Presence::Missing } else { Presence::Equal }).collect();
     assert_eq!(found, want, "replayed records are kept ({replayed:?}) and still equal");
@@ -104,6 +111,6 @@ async fn without_delete_after_replay_an_absent_record_is_missing() {
     // A spool directory that does not exist holds nothing, and is not created.
     let gone = dir.path().join("never-created");
     let s = spool(&gone, false);
-    assert_eq!(s.reconcile(&batch[..2]).await.unwrap(), [Presence::Missing; 2]);
+    assert_eq!(s.read_back_batch(&batch[..2]).await.unwrap(), [Presence::Missing; 2]);
     assert!(!gone.exists());
 }

@@ -17,9 +17,10 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
-use sinks_contract::encryption::{Binding, ENVELOPE_KEY, Keyring};
-use sinks_contract::{ConfigError, encryption};
+use sinks_contract::ConfigError;
 use sinks_runtime::config::Config;
+use sinks_toolkit::encryption;
+use sinks_toolkit::encryption::{Binding, ENVELOPE_KEY, Keyring};
 
 /// Where a bare envelope belongs (for version 2).
 #[derive(Debug, Clone, Default)]
@@ -86,7 +87,7 @@ fn record_binding(doc: &serde_json::Value) -> Binding<'_> {
 fn batch_rows(text: &str) -> Option<Vec<Result<serde_json::Value, String>>> {
     let mut lines = text.lines().filter(|l| !l.trim().is_empty()).peekable();
     let first: serde_json::Value = serde_json::from_str(lines.peek()?).ok()?;
-    (first["schema"] == sinks_contract::batch::row::ROW_SCHEMA)
+    (first["schema"] == sinks_toolkit::batch::row::ROW_SCHEMA)
         .then(|| lines.map(|l| sinks_contract::json::parse_strict(l).map_err(|e| format!("not a row: {e}"))).collect())
 }
 

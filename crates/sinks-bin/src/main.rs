@@ -10,7 +10,9 @@ mod inspect;
 #[cfg(feature = "oracle")]
 mod lineage;
 mod memory;
+mod output;
 mod reconcile_cmd;
+mod redrive;
 mod registry;
 mod replay;
 #[cfg(feature = "spool")]
@@ -57,15 +59,24 @@ enum Command {
         #[arg(long)]
         connect: bool,
     },
-    /// Print the config with defaults filled in and secrets redacted.
+    /// Print the config with defaults filled in and secrets redacted, in the input's format
+    /// (or `--format`), sections in the order of the docs.
     ShowEffectiveConfig {
         /// Config file.
         config: PathBuf,
+        /// `json`, `toml` or `yaml`; default: the config file's own format.
+        #[arg(long, value_enum)]
+        format: Option<output::ConfigFormat>,
     },
     /// Open the destination, run its health check and close it (NATS is not contacted).
+    /// Changes nothing unless `--create` is given: what `run` would create (a missing
+    /// directory, missing tables) is named instead.
     TestSink {
         /// Config file.
         config: PathBuf,
+        /// Also create what `run` would create (the directory, the tables).
+        #[arg(long)]
+        create: bool,
         /// Test this named sink (from `sinks`) instead of the active sink.
         #[arg(long, conflicts_with = "all_named_sinks")]
         sink_name: Option<String>,
@@ -127,6 +138,13 @@ enum Command {
         #[command(flatten)]
         options: inspect::Options,
     },
+    /// The sink kinds this binary has, and for every other one which cargo feature (or release
+    /// binary) brings it.
+    Sinks {
+        /// Print only the names of the kinds built in, one per line.
+        #[arg(long)]
+        names: bool,
+    },
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions {
         /// The shell.
@@ -162,6 +180,18 @@ enum Command {
         #[arg(long, default_value_t = 1000)]
         chunk: usize,
     },
+    /// Show the identity the consumer pinned for its stream (creation time, epoch, sequences,
+    /// earlier identities) against the live stream; with `--accept`, decide a change that
+    /// paused the workers: `new-epoch` (the new stream's events get keys of their own) or
+    /// `replay` (the same data was restored: keys as before, stored events come back as
+    /// duplicates).
+    StreamIdentity {
+        /// Config file.
+        config: PathBuf,
+        /// Decide the pending change.
+        #[arg(long, value_enum)]
+        accept: Option<Accept>,
+    },
     /// Re-deliver a range of the stream to the configured sink through a temporary consumer
     /// (the production consumer is untouched; what is already there comes back as duplicates).
     Replay {
@@ -177,9 +207,17 @@ enum Command {
         #[arg(long, value_parser = reconcile_cmd::parse_time)]
         since: Option<time::OffsetDateTime>,
     },
+    /// Bring back exactly the dead-lettered messages of this config's stream and consumer,
+    /// exactly once, through the same pipeline; each dead-letter record is marked done once
+    /// its message is stored (or dead-lettered again). The same command again resumes.
+    Redrive {
+        /// Config file.
+        config: PathBuf,
+        #[command(flatten)]
+        options: redrive::Options,
+    },
     /// Replay a spool's records into the sink of another config, deleting each record
-    /// only after the target committed it.
-    #[cfg(feature = "spool")]
+    /// only after the target committed it. [needs the `spool` feature]
     ReplaySpool {
         /// Config of the spool (`sink.type = "spool"`).
         spool_config: PathBuf,
@@ -193,8 +231,7 @@ enum Command {
         dry_run: bool,
     },
     /// Read-only lookup of rows the Oracle sink wrote, by an allow-listed identifier (value
-    /// bound, limit bounded, payload omitted unless asked for).
-    #[cfg(feature = "oracle")]
+    /// bound, limit bounded, payload omitted unless asked for). [needs the `oracle` feature]
     QueryLineage {
         /// Config file (`sink.type = "oracle"`).
         config: PathBuf,
@@ -221,6 +258,15 @@ enum Command {
         #[arg(long)]
         dry_run: bool,
     },
+}
+
+/// A decision about a changed stream (`nats-sink stream-identity --accept`).
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum Accept {
+    /// A new epoch: keys and names of the new stream's events carry its epoch.
+    NewEpoch,
+    /// A replay of the same data: keys as before.
+    Replay,
 }
 
 /// What `--help` adds: the sinks built into this binary and the environment override
@@ -261,6 +307,16 @@ fn report(message: &str) {
     eprintln!("error: {message}");
 }
 
+/// A command this build lacks: which feature (and release binary) brings it. Exit 2.
+#[allow(dead_code, reason = "used only by builds without one of the features")]
+fn missing_feature(command: &str, feature: &str) -> ExitCode {
+    report(&format!(
+        "`nats-sink {command}` is not in this build: it needs the `{feature}` cargo feature (the full nats-sink, or the \
+         nats-sink-{feature} release binary, has it)"
+    ));
+    ExitCode::from(2)
+}
+
 fn config_failure(e: &ConfigError) -> ExitCode {
     for issue in &e.issues {
         report(&format!("configuration: {issue}"));
@@ -268,11 +324,35 @@ fn config_failure(e: &ConfigError) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Loads the core config and the sink config; both are fully validated.
+/// Loads the core config and the sink config; both are fully validated, and every problem of
+/// both is reported at once, each with where its value came from (the file's line and column,
+/// or the environment variable).
 fn load(path: &Path) -> Result<(Config, registry::Built), ConfigError> {
-    let config = registry::load_config(path)?;
-    let built = registry::build_active(&config)?;
-    Ok((config, built))
+    match registry::load_config(path) {
+        Ok(config) => {
+            let built =
+                registry::build_active(&config).map_err(|e| sinks_runtime::config::source::annotate(e, path))?;
+            Ok((config, built))
+        }
+        Err(mut core) => {
+            // The sink's own section is checked on its own, so its problems come with the
+            // rest instead of after the next attempt.
+            let section = sinks_runtime::config::raw_tree(path)
+                .ok()
+                .and_then(|tree| tree.get("sink").cloned())
+                .and_then(|sink| serde_json::from_value::<sinks_runtime::config::SinkSection>(sink).ok());
+            if let Some(section) = section.filter(|s| s.kind().is_some_and(|k| k != "fanout"))
+                && let Err(e) = registry::build(&section)
+            {
+                for issue in sinks_runtime::config::source::annotate(e, path).issues {
+                    if !core.issues.iter().any(|known| known.path == issue.path) {
+                        core.issues.push(issue);
+                    }
+                }
+            }
+            Err(core)
+        }
+    }
 }
 
 #[allow(clippy::print_stdout)]
@@ -336,7 +416,7 @@ async fn dispatch(command: Command) -> ExitCode {
             }
             Err(e) => config_failure(&e),
         },
-        Command::ShowEffectiveConfig { config } => match load(&config) {
+        Command::ShowEffectiveConfig { config: path, format } => match load(&path) {
             Ok((c, built)) => {
                 let mut value = serde_json::to_value(&c).unwrap_or_default();
                 if let Some(sink) = value.get_mut("sink") {
@@ -347,8 +427,14 @@ async fn dispatch(command: Command) -> ExitCode {
                     *sink = effective;
                 }
                 redact::redact(&mut value);
-                println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
-                ExitCode::SUCCESS
+                let format = format.unwrap_or_else(|| output::ConfigFormat::of(&path));
+                match output::render(&value, &output::section_order(&c), format) {
+                    Ok(text) => output::emit(&text),
+                    Err(e) => {
+                        report(&e);
+                        ExitCode::from(1)
+                    }
+                }
             }
             Err(e) => config_failure(&e),
         },
@@ -383,16 +469,34 @@ async fn dispatch(command: Command) -> ExitCode {
             });
             match planned {
                 Ok(plan) if format == "json" => {
-                    println!("{}", serde_json::to_string_pretty(&plan).unwrap_or_default());
-                    ExitCode::SUCCESS
+                    output::emit(&format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()))
                 }
-                Ok(plan) => {
-                    print!("{}", stream_plan::render_text(&plan));
-                    ExitCode::SUCCESS
-                }
+                Ok(plan) => output::emit(&stream_plan::render_text(&plan)),
                 Err(e) => config_failure(&e),
             }
         }
+        Command::StreamIdentity { config, accept } => match registry::load_config(&config) {
+            Ok(c) => {
+                let decision = accept.map(|a| match a {
+                    Accept::NewEpoch => sinks_runtime::identity::Decision::NewEpoch,
+                    Accept::Replay => sinks_runtime::identity::Decision::Replay,
+                });
+                match sinks_runtime::runner::stream_identity(&c, decision).await {
+                    Ok(lines) => {
+                        for line in lines {
+                            println!("{line}");
+                        }
+                        ExitCode::SUCCESS
+                    }
+                    Err(RunError::Config(e)) => config_failure(&e),
+                    Err(e) => {
+                        report(&e.to_string());
+                        ExitCode::from(1)
+                    }
+                }
+            }
+            Err(e) => config_failure(&e),
+        },
         Command::InspectOrdered { config, options } => match registry::load_config(&config) {
             Ok(c) => match inspect::run(&c, &options).await {
                 Ok(_) => ExitCode::SUCCESS,
@@ -408,16 +512,21 @@ async fn dispatch(command: Command) -> ExitCode {
             Err(e) => config_failure(&e),
         },
         Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "nats-sink", &mut std::io::stdout());
-            ExitCode::SUCCESS
+            // Rendered whole first: clap_complete panics on a write error (a closed pipe).
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "nats-sink", &mut script);
+            output::emit(&String::from_utf8_lossy(&script))
         }
-        Command::Man => match clap_mangen::Man::new(Cli::command()).render(&mut std::io::stdout()) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                report(&format!("cannot write the man page: {e}"));
-                ExitCode::from(1)
+        Command::Man => {
+            let mut page = Vec::new();
+            match clap_mangen::Man::new(Cli::command()).render(&mut page) {
+                Ok(()) => output::emit(&String::from_utf8_lossy(&page)),
+                Err(e) => {
+                    report(&format!("cannot render the man page: {e}"));
+                    ExitCode::from(1)
+                }
             }
-        },
+        }
         Command::Decrypt { config, file, subject, stream, sequence } => {
             let context = decrypt::Context { subject, stream, sequence };
             match decrypt::run(&config, &file, &context) {
@@ -429,6 +538,8 @@ async fn dispatch(command: Command) -> ExitCode {
                 }
             }
         }
+        #[cfg(not(feature = "spool"))]
+        Command::ReplaySpool { .. } => missing_feature("replay-spool", "spool"),
         #[cfg(feature = "spool")]
         Command::ReplaySpool { spool_config, target_config, max_records, dry_run } => {
             match replay_spool::run(&spool_config, &target_config, max_records, dry_run).await {
@@ -451,20 +562,31 @@ async fn dispatch(command: Command) -> ExitCode {
             let range = sinks_runtime::reconcile::Range { from_seq, to_seq, since, until };
             reconcile_cmd::run(reconcile_cmd::Request { config, range, format, repair, chunk }).await
         }
+        Command::Redrive { config, options } => redrive::run(&config, options).await,
         Command::Replay { config, from_seq, to_seq, since } => {
             replay::run(&config, replay::ReplayRange { from_seq, to_seq, since }).await
         }
+        #[cfg(not(feature = "oracle"))]
+        Command::QueryLineage { .. } => missing_feature("query-lineage", "oracle"),
+        Command::Sinks { names } => output::emit(&registry::describe_kinds(names)),
         #[cfg(feature = "oracle")]
         Command::QueryLineage { config, field, value, table, limit, format, include_payload, dry_run } => {
             let options = lineage::Options { field, value, table, limit, format, include_payload, dry_run };
             lineage::exit(lineage::run(&config, options).await, report, config_failure)
         }
-        Command::TestSink { config, sink_name, all_named_sinks } => {
-            let (c, built) = match load(&config) {
+        Command::TestSink { config, create, sink_name, all_named_sinks } => {
+            let (c, _) = match load(&config) {
                 Ok(v) => v,
                 Err(e) => return config_failure(&e),
             };
             let _ = init_logging(&c, None);
+            // Without --create nothing is created: the sinks are opened with their creation
+            // switched off, and what `run` would create is said.
+            let (c, would) = if create { (c, Vec::new()) } else { registry::without_creation(&c) };
+            let built = match registry::build_active(&c) {
+                Ok(b) => b,
+                Err(e) => return config_failure(&e),
+            };
             let targets: Vec<(String, std::sync::Arc<dyn sinks_contract::Sink>)> = match (sink_name, all_named_sinks) {
                 (Some(name), _) => match c.sinks.get(&name).map(|s| registry::build_named(&name, s)) {
                     Some(Ok(b)) => vec![(name, b.sink)],
@@ -492,6 +614,9 @@ async fn dispatch(command: Command) -> ExitCode {
                 }
                 (None, false) => vec![(built.sink.name().to_owned(), built.sink)],
             };
+            for note in &would {
+                println!("would create: {note}; `nats-sink test-sink --create` creates it now");
+            }
             let mut code = ExitCode::SUCCESS;
             for (label, sink) in targets {
                 let result = async {
@@ -502,6 +627,14 @@ async fn dispatch(command: Command) -> ExitCode {
                 .await;
                 match result {
                     Ok(()) => println!("sink `{label}` is reachable and healthy"),
+                    // What is missing is what run would create: not a failure of the config.
+                    Err(e)
+                        if !would.is_empty()
+                            && e.class() == sinks_contract::ErrorClass::Config
+                            && e.display_chain().contains("exist") =>
+                    {
+                        println!("sink `{label}`: {} (test-sink changes nothing without --create)", e.display_chain());
+                    }
                     Err(e) if e.class() == sinks_contract::ErrorClass::Config => {
                         report(&format!("sink `{label}` configuration: {}", e.display_chain()));
                         code = ExitCode::from(2);

@@ -154,7 +154,28 @@ pub(crate) async fn run(request: Request) -> ExitCode {
                 Class::Gone,
                 Class::GoneRecorded,
                 Class::Unchecked,
+                Class::Reused,
             ];
+            // Epoch by epoch: the earlier ones are no longer in the stream.
+            for past in &summary.earlier_epochs {
+                println!(
+                    "epoch {} (stream created {}): sequences 1..={} no longer in the stream, settled through {}; ended {} \
+                     ({}), decided {}",
+                    past.epoch.as_deref().unwrap_or("first"),
+                    past.created,
+                    past.last_sequence,
+                    past.settled,
+                    past.ended_at,
+                    past.ended_by.as_words(),
+                    past.decision.as_str()
+                );
+            }
+            if !summary.earlier_epochs.is_empty() || summary.epoch.is_some() {
+                println!("epoch {} (the stream now):", summary.epoch.as_deref().unwrap_or("first"));
+            }
+            if let Some(undecided) = &summary.undecided {
+                println!("{undecided}: a sequence an earlier event used counts as reused (nats-sink stream-identity)");
+            }
             let counts: Vec<String> = classes.iter().map(|c| format!("{}={}", c.as_str(), summary.count(*c))).collect();
             println!("{}", counts.join(" "));
             if summary.other_subjects > 0 {

@@ -55,7 +55,7 @@ async fn replay(
     // A target in batch mode answers each batch with final outcomes (one object per batch):
     // a record is deleted only after its object committed.
     let target =
-        sinks_contract::holding::Durable::wrap(registry::build(&target_config.sink).map_err(Ended::Config)?.sink);
+        sinks_toolkit::holding::Durable::wrap(registry::build(&target_config.sink).map_err(Ended::Config)?.sink);
     let open = |e: sinks_contract::SinkError, what: &str| {
         if e.class() == ErrorClass::Config {
             Ended::Config(ConfigError::single(what, e.display_chain()))

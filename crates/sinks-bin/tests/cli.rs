@@ -99,9 +99,19 @@ fn version_is_printed() {
 fn test_sink_opens_and_checks_the_destination() {
     let dir = tempfile::tempdir().unwrap();
     let path = write(dir.path(), "c.json", &config(dir.path(), NATS_OK, ""));
+    // Without --create, nothing is created: what run would create is named.
     let out = nats_sink(&["test-sink", path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert!(dir.path().join("out").is_dir(), "the sink created its directory");
+    let said = text(&out.stdout);
+    assert!(said.contains("would create: sink: `run` creates the directory") && said.contains("--create"), "{said}");
+    assert!(!dir.path().join("out").exists(), "test-sink changed nothing");
+    let out = nats_sink(&["test-sink", "--create", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("is reachable and healthy"), "{}", text(&out.stdout));
+    assert!(dir.path().join("out").is_dir(), "--create made the directory");
+    // Once it exists, test-sink opens it and checks its health, still creating nothing new.
+    let out = nats_sink(&["test-sink", path.to_str().unwrap()]);
+    assert!(text(&out.stdout).contains("is reachable and healthy"), "{}", text(&out.stdout));
 
     let missing = format!(
         r#"{{"nats": {{{NATS_OK}}}, "sink": {{"type": "file", "directory": "{}", "create_directory": false}}}}"#,

@@ -20,11 +20,11 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use serde_json::json;
 use sink_s3::certify::S3Harness;
-use sinks_contract::batch::naming;
 use sinks_testkit::{
     S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, cannot_run, js_publish_all, read_stream, stream_with_subjects, unique,
     wait_until,
 };
+use sinks_toolkit::batch::naming;
 use support::{Env, Sink, acked, env, nats_sink, text};
 
 const TOTAL: usize = 20_000;
@@ -195,10 +195,8 @@ fn file_objects(root: &Path) -> Objects {
         .map(|(path, format, compression)| {
             let mut seqs = Vec::new();
             let file = std::fs::File::open(&path).unwrap();
-            sinks_contract::batch::encode::read_rows(file, format, compression, false, |r| {
-                seqs.push(r.stream_sequence)
-            })
-            .unwrap();
+            sinks_toolkit::batch::encode::read_rows(file, format, compression, false, |r| seqs.push(r.stream_sequence))
+                .unwrap();
             (path.strip_prefix(root).unwrap().display().to_string(), seqs)
         })
         .collect()
@@ -304,10 +302,10 @@ async fn s3_batch_mode_writes_parquet_exactly_once_through_five_kill_9() {
         std::io::copy(&mut file, &mut std::fs::File::create(&path).unwrap()).unwrap();
         let mut seqs = Vec::new();
         let opened = std::fs::File::open(&path).unwrap();
-        sinks_contract::batch::encode::read_rows(
+        sinks_toolkit::batch::encode::read_rows(
             opened,
-            sinks_contract::batch::Format::Parquet,
-            sinks_contract::batch::BatchCompression::Zstd,
+            sinks_toolkit::batch::Format::Parquet,
+            sinks_toolkit::batch::BatchCompression::Zstd,
             false,
             |r| seqs.push(r.stream_sequence),
         )

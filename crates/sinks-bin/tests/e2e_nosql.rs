@@ -16,8 +16,8 @@ use bytes::Bytes;
 use serde_json::json;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{NoSqlSink, NoSqlSinkConfig};
+use sinks_certify::ReadBack;
 use sinks_contract::Sink as _;
-use sinks_contract::certify::ReadBack;
 use sinks_testkit::{KvLite, wait_until};
 use support::{Sink, env, json};
 

@@ -164,7 +164,7 @@ async fn payloads_are_encrypted_before_any_sink_and_dead_letters_never_carry_pla
         match dlq_payload {
             "ciphertext" => {
                 let payload = B64.decode(dead["payload_base64"].as_str().unwrap()).unwrap();
-                assert!(sinks_contract::encryption::is_encrypted(&payload), "the DLQ carries the ciphertext envelope");
+                assert!(sinks_toolkit::encryption::is_encrypted(&payload), "the DLQ carries the ciphertext envelope");
             }
             _ => {
                 assert!(dead.get("payload_base64").is_none());

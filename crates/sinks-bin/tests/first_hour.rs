@@ -40,13 +40,13 @@ async fn permanent_mistakes_exit_2_at_once_naming_the_field() {
     // A subject the stream does not capture.
     let c = config(&e, file_sink(&e), json!({"nats": {"subject": "payments.>"}}));
     let out = run_exits(&e, &c, 2);
-    assert!(out.contains("`nats.subject`") && out.contains("does not capture `payments.>`"), "{out}");
+    assert!(out.contains("`nats.subject`") && out.contains("overlaps `payments.>`"), "{out}");
     assert!(out.contains(&format!("`{}.>`", e.subject_root)), "names the stream's subjects: {out}");
-    assert_eq!(out.matches("does not capture").count(), 1, "printed once: {out}");
+    assert_eq!(out.matches("overlaps `payments.>`").count(), 1, "printed once: {out}");
     // validate --connect says the same without consuming.
     let v = nats_sink(&["validate", "--connect", c.to_str().unwrap()], e.dir.path());
     assert_eq!(v.status.code(), Some(2), "{}", text(&v));
-    assert!(text(&v).contains("does not capture `payments.>`"), "{}", text(&v));
+    assert!(text(&v).contains("overlaps `payments.>`"), "{}", text(&v));
 
     // A directory below a regular file.
     let afile = e.dir.path().join("afile");

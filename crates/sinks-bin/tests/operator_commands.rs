@@ -89,3 +89,116 @@ fn stream_plan_and_completions_work_offline() {
     let script = String::from_utf8(out.stdout).unwrap();
     assert!(script.contains("stream-plan") && script.contains("inspect-ordered"), "{script}");
 }
+
+/// The printing commands end quietly when their reader goes away (`| head -1`): the read end
+/// of the pipe is closed before they write, and they must exit 0, never panic.
+#[test]
+fn printing_commands_end_quietly_on_a_closed_pipe() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("c.json");
+    std::fs::write(
+        &config,
+        r#"{"nats": {"url": "nats://127.0.0.1:4222", "stream": "S", "consumer": "c", "subject": "s.>"},
+            "sink": {"type": "blackhole"}}"#,
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    for args in [
+        vec!["completions", "bash"],
+        vec!["man"],
+        vec!["show-effective-config", config],
+        vec!["stream-plan", config],
+        vec!["stream-plan", config, "--format", "json"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
+            .args(&args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The reader goes away before the command writes.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
+    }
+}
+
+/// `validate --connect` and `run` agree on every example config (the quick start, the
+/// getting-started page's, the deployment overlays', the reference's own): against a fresh
+/// server, a config `validate --connect` accepts starts (it keeps running, consuming or
+/// waiting for its destination), and one it refuses makes `run` exit 2 too.
+#[tokio::test]
+async fn validate_connect_and_run_agree_on_every_example_config() {
+    let server = sinks_testkit::NatsServer::start();
+    let root = sinks_testkit::workspace_root();
+    let mut configs: Vec<std::path::PathBuf> = vec![root.join("examples/quickstart.toml")];
+    let mut dirs = vec![root.join("crates/sinks-bin/tests/fixtures/reference")];
+    dirs.extend(std::fs::read_dir(root.join("deploy/kubernetes/overlays")).unwrap().flatten().map(|e| e.path()));
+    for dir in dirs {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.extension().is_some_and(|x| x == "json") {
+                configs.push(path);
+            }
+        }
+    }
+    assert!(configs.len() > 20, "{configs:?}");
+    let work = tempfile::tempdir().unwrap();
+    let mut checked = 0;
+    for config in &configs {
+        // Every variable a config names, set to a placeholder (a deployment sets them from its
+        // secret store); the server is this test's.
+        let text = std::fs::read_to_string(config).unwrap();
+        let mut vars: Vec<String> = Vec::new();
+        for (i, _) in text.match_indices("_env\"") {
+            let rest = &text[i..];
+            if let Some(value) = rest.split('"').nth(2) {
+                vars.push(value.to_owned());
+            }
+        }
+        let command = |verb: &[&str]| {
+            let mut c = Command::new(env!("CARGO_BIN_EXE_nats-sink"));
+            c.args(verb)
+                .arg(config)
+                .current_dir(work.path())
+                .env("NATS_SINKS__NATS__URL", server.url())
+                .env_remove("NATS_SINKS__NATS__URLS");
+            for var in &vars {
+                c.env(var, "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=");
+            }
+            c
+        };
+        let validated = command(&["validate", "--connect"]).output().unwrap();
+        let verdict = validated.status.code();
+        if verdict == Some(2) && String::from_utf8_lossy(&validated.stderr).contains("nats.urls") {
+            continue;
+        }
+        let mut run =
+            command(&["run"]).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(4);
+        let ran = loop {
+            if let Some(status) = run.try_wait().unwrap() {
+                break status.code();
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = run.kill();
+                let _ = run.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let refused = |code: Option<i32>| code == Some(2);
+        assert_eq!(
+            refused(verdict),
+            refused(ran),
+            "{}: validate --connect exited {verdict:?}, run {ran:?} (still running: None)\n--- validate:\n{}{}",
+            config.display(),
+            String::from_utf8_lossy(&validated.stdout),
+            String::from_utf8_lossy(&validated.stderr)
+        );
+        checked += 1;
+    }
+    assert!(checked > 20, "{checked} configs compared");
+}

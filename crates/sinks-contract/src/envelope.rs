@@ -199,6 +199,8 @@ pub struct Envelope {
     mission_metadata: Option<Arc<serde_json::Value>>,
     security_labels: Option<Arc<serde_json::Value>>,
     custody: Option<Arc<serde_json::Value>>,
+    epoch: Option<Arc<str>>,
+    sealed: bool,
 }
 
 impl Envelope {
@@ -232,6 +234,8 @@ impl Envelope {
             mission_metadata: None,
             security_labels: None,
             custody: None,
+            epoch: None,
+            sealed: false,
         }
     }
 
@@ -251,6 +255,21 @@ impl Envelope {
     pub fn with_payload(mut self, payload: Bytes) -> Self {
         self.payload = payload;
         self
+    }
+
+    /// Replaces the body with its encryption envelope (payload encryption does). A sealed
+    /// body differs on every delivery of the same message (a fresh nonce each time), so sinks
+    /// cannot compare it with a stored one (`sinks_toolkit::existing::resolve`).
+    #[must_use]
+    pub fn with_sealed_payload(mut self, payload: Bytes) -> Self {
+        self.payload = payload;
+        self.sealed = true;
+        self
+    }
+
+    /// True when the body is an encryption envelope made for this delivery.
+    pub fn is_sealed(&self) -> bool {
+        self.sealed
     }
 
     /// Replaces the ordering key (the runner sets it from `delivery.ordering_key`; `None`
@@ -302,6 +321,32 @@ impl Envelope {
     pub fn with_custody(mut self, object: Option<serde_json::Value>) -> Self {
         self.custody = object.map(Arc::new);
         self
+    }
+
+    /// Sets the epoch of the message's stream (`None`: the stream's first identity). The
+    /// runner sets it when the stream was deleted and re-created, or moved back, under the
+    /// consumer and the operator chose epoch-scoped keys, so that a reused stream sequence
+    /// never names an earlier event's record (see [`Envelope::keyed_stream`]).
+    #[must_use]
+    pub fn with_stream_epoch(mut self, epoch: Option<Arc<str>>) -> Self {
+        self.epoch = epoch;
+        self
+    }
+
+    /// The epoch of the message's stream, when it is not the stream's first identity.
+    pub fn stream_epoch(&self) -> Option<&str> {
+        self.epoch.as_deref()
+    }
+
+    /// The stream name that keys and names derived from the stream sequence use: the stream's
+    /// name, or `{stream}.{epoch}` in a later epoch. A stream name cannot contain `.`, so an
+    /// epoch-scoped name never equals another stream's name, and a stream that never changed
+    /// keeps exactly the names and keys it always had.
+    pub fn keyed_stream(&self) -> std::borrow::Cow<'_, str> {
+        match &self.epoch {
+            None => std::borrow::Cow::Borrowed(&self.jetstream.stream),
+            Some(epoch) => std::borrow::Cow::Owned(format!("{}.{epoch}", self.jetstream.stream)),
+        }
     }
 
     /// Mission metadata resolved by the core (`mission_metadata` section), if any.

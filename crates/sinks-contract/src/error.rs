@@ -49,6 +49,9 @@ struct Extra {
     target: Option<String>,
     /// The configuration field the error is about.
     field: Option<String>,
+    /// The destination as a whole failed (every message of its write failed temporarily),
+    /// not this message.
+    outage: bool,
 }
 
 impl SinkError {
@@ -111,6 +114,20 @@ impl SinkError {
     /// The fan-out target that failed, if any.
     pub fn target(&self) -> Option<&str> {
         self.extra.as_ref().and_then(|x| x.target.as_deref())
+    }
+
+    /// Marks a temporary failure as the destination's, not the message's: every message of
+    /// the write failed temporarily (a fan-out target down, say). The runner may then hold the
+    /// message through the outage instead of redelivering it.
+    #[must_use]
+    pub fn with_outage(mut self) -> Self {
+        self.extra.get_or_insert_default().outage = true;
+        self
+    }
+
+    /// True when the failure was marked as the destination's ([`SinkError::with_outage`]).
+    pub fn is_outage(&self) -> bool {
+        self.extra.as_ref().is_some_and(|x| x.outage)
     }
 
     /// Names the configuration field (`sink.directory`, `sink.table`, …) a configuration

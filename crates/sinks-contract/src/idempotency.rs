@@ -30,7 +30,7 @@ impl IdempotencyKey {
 
     /// Lowercase hex SHA-256 of the key text (used where the key itself must not leak).
     pub fn sha256_hex(&self) -> String {
-        hex::encode(Sha256::digest(self.0.as_bytes()))
+        format!("{:x}", Sha256::digest(self.0.as_bytes()))
     }
 
     /// `stream-sequence:{stream}:{seq}`.
@@ -45,14 +45,14 @@ impl IdempotencyKey {
 
     /// `payload-sha256:{subject}:{hex}`.
     pub fn payload_sha256(subject: &str, payload: &[u8]) -> Self {
-        Self(format!("payload-sha256:{subject}:{}", hex::encode(Sha256::digest(payload))))
+        Self(format!("payload-sha256:{subject}:{:x}", Sha256::digest(payload)))
     }
 
     /// The reference precedence: stream sequence, then message id, then payload hash.
     pub(crate) fn default_for(envelope: &Envelope) -> Result<Self, IdempotencyError> {
         let js = envelope.jetstream();
         if !js.stream.is_empty() && js.stream_sequence > 0 {
-            return Ok(Self::stream_sequence(&js.stream, js.stream_sequence));
+            return Ok(Self::stream_sequence(&envelope.keyed_stream(), js.stream_sequence));
         }
         if let Some(id) = envelope.message_id() {
             return Ok(Self::message_id(id));
@@ -141,7 +141,7 @@ impl KeySource {
             Self::StreamSequence if js.stream.is_empty() || js.stream_sequence == 0 => {
                 Err(IdempotencyError::MissingStreamSequence)
             }
-            Self::StreamSequence => Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence)),
+            Self::StreamSequence => Ok(IdempotencyKey::stream_sequence(&envelope.keyed_stream(), js.stream_sequence)),
             Self::MessageId => {
                 envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)
             }
@@ -179,7 +179,7 @@ impl IdempotencyStrategy {
                 if js.stream.is_empty() || js.stream_sequence == 0 {
                     return Err(IdempotencyError::MissingStreamSequence);
                 }
-                Ok(IdempotencyKey::stream_sequence(&js.stream, js.stream_sequence))
+                Ok(IdempotencyKey::stream_sequence(&envelope.keyed_stream(), js.stream_sequence))
             }
             Self::MessageId => {
                 envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)

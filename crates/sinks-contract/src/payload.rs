@@ -95,7 +95,7 @@ pub enum PayloadError {
 
 /// Normalizes `data` under `mode`. Errors never contain payload content.
 pub fn normalize(data: &[u8], mode: PayloadMode) -> Result<NormalizedPayload, PayloadError> {
-    let sha256 = hex::encode(Sha256::digest(data));
+    let sha256 = format!("{:x}", Sha256::digest(data));
     let size_bytes = data.len() as u64;
     let wrap = |format: OriginalFormat, encoding: &str, text: String| NormalizedPayload {
         value: envelope_raw(format, encoding, &sha256, size_bytes, text),

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use super::{Rejection, Step};
 use sinks_contract::config::{ConfigError, Issues};
 use sinks_contract::envelope::Envelope;
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Schema name inside the signed document.
 pub const SCHEMA: &str = "nats_sinks.message_authenticity.v1";
@@ -134,12 +134,18 @@ impl Algorithm {
         }
     }
 
+    /// The algorithm `text` names: trimmed, any case, `_` for `-`. (Only ASCII letters lowercase
+    /// to the letters of these names, so the comparison is ASCII's, made in place.)
     fn parse(text: &str) -> Option<Self> {
-        match text.trim().to_lowercase().replace('_', "-").as_str() {
-            "hmac-sha256" => Some(Self::HmacSha256),
-            "ed25519" => Some(Self::Ed25519),
-            _ => None,
-        }
+        let spelled = |name: &str| {
+            let text = text.trim();
+            text.len() == name.len()
+                && text
+                    .bytes()
+                    .zip(name.bytes())
+                    .all(|(t, n)| (if t == b'_' { b'-' } else { t.to_ascii_lowercase() }) == n)
+        };
+        [Self::HmacSha256, Self::Ed25519].into_iter().find(|algorithm| spelled(algorithm.as_str()))
     }
 }
 
@@ -337,7 +343,69 @@ pub fn signed_bytes(
     key_id: &str,
     fields: &[SignedField],
 ) -> Option<Vec<u8>> {
-    crate::canonical::to_vec(&signed_document(envelope, algorithm, key_id, fields)).ok()
+    with_signed_bytes(envelope, algorithm, key_id, fields, <[u8]>::to_vec)
+}
+
+/// Calls `f` with the signed bytes of `envelope`, written straight from the envelope's fields
+/// into this thread's rendering buffer (the bytes of `canonical::to_vec(&signed_document(..))`,
+/// with no document built).
+fn with_signed_bytes<R>(
+    envelope: &Envelope,
+    algorithm: Algorithm,
+    key_id: &str,
+    fields: &[SignedField],
+    f: impl FnOnce(&[u8]) -> R,
+) -> Option<R> {
+    let payload_sha256 = crate::canonical::lower_hex(&Sha256::digest(envelope.payload()));
+    let document = SignedDocument {
+        algorithm: algorithm.as_str(),
+        key_id,
+        metadata: SignedMetadata { envelope, fields },
+        payload_sha256: &payload_sha256,
+        schema: SCHEMA,
+        version: 1,
+    };
+    crate::canonical::with_sink(|sink| {
+        crate::canonical::serialize_into(&document, &[], sink).ok().map(|()| f(sink.bytes()))
+    })
+}
+
+/// [`signed_document`], borrowed from the envelope (fields in key order).
+#[derive(Serialize)]
+struct SignedDocument<'a> {
+    algorithm: &'a str,
+    key_id: &'a str,
+    metadata: SignedMetadata<'a>,
+    payload_sha256: &'a str,
+    schema: &'a str,
+    version: u32,
+}
+
+/// The signed fields of an envelope, as a map of field name to value.
+struct SignedMetadata<'a> {
+    envelope: &'a Envelope,
+    fields: &'a [SignedField],
+}
+
+impl Serialize for SignedMetadata<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let (envelope, app) = (self.envelope, self.envelope.app());
+        let mut map = s.serialize_map(Some(self.fields.len()))?;
+        for field in self.fields {
+            let name = field.name();
+            match field {
+                SignedField::Subject => map.serialize_entry(name, envelope.subject())?,
+                SignedField::MessageId => map.serialize_entry(name, &envelope.message_id())?,
+                SignedField::Priority => map.serialize_entry(name, &app.priority)?,
+                SignedField::Classification => map.serialize_entry(name, &app.classification)?,
+                SignedField::Labels => map.serialize_entry(name, &app.labels)?,
+                SignedField::MissionMetadata => map.serialize_entry(name, &envelope.mission_metadata())?,
+                SignedField::SecurityLabels => map.serialize_entry(name, &envelope.security_labels())?,
+            }
+        }
+        map.end()
+    }
 }
 
 /// The base64 HMAC-SHA256 signature a producer puts in the signature header (for
@@ -437,8 +505,10 @@ impl Authenticator {
             return reject("signature_header_missing", &rule.subject);
         };
         let signature = decode_signature(signature);
-        let valid = signed_bytes(envelope, rule.algorithm, key_id, &rule.signed_fields)
-            .is_some_and(|bytes| verify(key, &bytes, &signature));
+        let valid = with_signed_bytes(envelope, rule.algorithm, key_id, &rule.signed_fields, |bytes| {
+            verify(key, bytes, &signature)
+        })
+        .unwrap_or(false);
         if valid { Ok(()) } else { reject("signature_invalid", &rule.subject) }
     }
 }
@@ -660,5 +730,53 @@ mod tests {
         );
         let r: AuthenticityRule = serde_json::from_value(json!({"subject": ">", "algorithm": "ED25519"})).unwrap();
         assert_eq!(r.algorithm, Algorithm::Ed25519);
+    }
+
+    fn fields() -> impl proptest::prelude::Strategy<Value = Vec<SignedField>> {
+        use SignedField::*;
+        proptest::collection::vec(
+            proptest::sample::select(vec![
+                Subject,
+                MessageId,
+                Priority,
+                Classification,
+                Labels,
+                MissionMetadata,
+                SecurityLabels,
+            ]),
+            0..9,
+        )
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn streamed_signed_bytes_are_the_rendered_signed_document(
+            e in crate::canonical::arbitrary::envelope(),
+            fields in fields(),
+            ed in proptest::prelude::any::<bool>(),
+            key_id in "[ -~]{0,12}",
+        ) {
+            let algorithm = if ed { Algorithm::Ed25519 } else { Algorithm::HmacSha256 };
+            let tree = crate::canonical::to_vec(&signed_document(&e, algorithm, &key_id, &fields)).ok();
+            proptest::prop_assert_eq!(signed_bytes(&e, algorithm, &key_id, &fields), tree);
+        }
+
+        #[test]
+        fn algorithm_names_parse_as_by_a_lowercased_copy(
+            text in proptest::prelude::prop_oneof![
+                "[ \t]{0,2}(?i)(hmac[-_]sha256|ed25519|hmac[-_]sha25|ed2551)[ \t]{0,2}",
+                proptest::prelude::any::<String>(),
+                "[\u{212a}\u{130}hHmMaAcC_-]{0,12}",
+            ]
+        ) {
+            let by_copy = match text.trim().to_lowercase().replace('_', "-").as_str() {
+                "hmac-sha256" => Some(Algorithm::HmacSha256),
+                "ed25519" => Some(Algorithm::Ed25519),
+                _ => None,
+            };
+            proptest::prop_assert_eq!(Algorithm::parse(&text), by_copy, "{:?}", text);
+        }
     }
 }

@@ -17,6 +17,20 @@ use std::io::Write as _;
 
 use serde_json::Value;
 
+#[cfg(test)]
+pub(crate) mod arbitrary;
+mod ser;
+mod sink;
+#[cfg(test)]
+mod stream_tests;
+mod text;
+
+pub use ser::serialize_into;
+#[cfg(test)]
+pub(crate) use ser::stream_into;
+pub use sink::Sink;
+pub use text::{NotStrict, strict_text_into};
+
 /// A value the canonical form cannot represent.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CanonicalError {
@@ -73,14 +87,19 @@ fn write(value: &Value, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
 /// `repr` of the float. With serde_json's `arbitrary_precision` (which another crate of a build
 /// may turn on) a number keeps the text it was parsed from (`1e16`, `1.50`); it is rendered
 /// from its value all the same.
-fn write_number<W: std::io::Write + ?Sized>(n: &serde_json::Number, out: &mut W) -> Result<(), CanonicalError> {
+pub(crate) fn write_number<W: std::io::Write + ?Sized>(
+    n: &serde_json::Number,
+    out: &mut W,
+) -> Result<(), CanonicalError> {
     // Writing into a Vec or a counter cannot fail.
     if let Some(i) = n.as_i64() {
         let _ = write!(out, "{i}");
     } else if let Some(u) = n.as_u64() {
         let _ = write!(out, "{u}");
     } else {
-        let _ = out.write_all(python_float(n.as_f64().unwrap_or(f64::NAN))?.as_bytes());
+        let mut text = Vec::with_capacity(24);
+        write_python_float(n.as_f64().unwrap_or(f64::NAN), &mut text)?;
+        let _ = out.write_all(&text);
     }
     Ok(())
 }
@@ -118,120 +137,166 @@ fn write_str(s: &str, out: &mut Vec<u8>) {
 
 /// The length of the canonical bytes of `value` turned into a [`Value`] (what
 /// `to_vec(&serde_json::to_value(value)?)` would return), counted while `value` serializes:
-/// no tree is built and no byte is kept. serde_json's compact writer already writes what the
-/// canonical form writes except floats (Python's `repr` here) and key order (which changes no
-/// length), so `Canonical` swaps in the float rendering and `Count` counts the bytes. As in
-/// `to_value`, a NaN or infinite float counts as `null`. A map that repeats a key counts each
-/// entry (a [`Value`] keeps one); the documents measured here never repeat one. 128-bit
-/// integers, `RawValue` and float map keys are measured through a [`Value`].
+/// no tree is built and no byte is written (the serializer of [`serialize_into`] with a
+/// counter for its output; key order changes no length). As in `to_value`, a NaN or infinite
+/// float counts as `null`. A map that repeats a key counts each entry (a [`Value`] keeps one);
+/// the documents measured here never repeat one. 128-bit integers, `f32`, `RawValue` and float
+/// map keys are measured through a [`Value`].
 pub fn len_of<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
-    let mut count = Count(0);
-    let mut ser = serde_json::Serializer::with_formatter(&mut count, Canonical { in_key: false });
-    match value.serialize(&mut ser) {
-        Ok(()) => count.0,
+    match ser::count(value) {
+        Ok(len) => len,
         Err(_) => serde_json::to_value(value).ok().and_then(|v| to_vec(&v).ok()).map_or(u64::MAX, |b| b.len() as u64),
     }
 }
 
-/// A writer that only counts what is written to it.
-struct Count(u64);
+/// Buffers larger than this (a large document's rendering) are not kept for the next message.
+const KEPT_BUFFER_BYTES: usize = 256 * 1024;
 
-impl std::io::Write for Count {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0 += buf.len() as u64;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
+thread_local! {
+    /// This thread's rendering buffer, reused from message to message by the policy steps.
+    static SINK: std::cell::RefCell<Sink> = std::cell::RefCell::new(Sink::new());
 }
 
-/// serde_json's compact formatting with floats as Python's `repr`; what it would render
-/// otherwise than a [`Value`] (128-bit integers, raw fragments, float map keys) it refuses, so
-/// [`len_of`] takes the [`Value`] route for them.
-struct Canonical {
-    in_key: bool,
-}
-
-/// The refusal that sends [`len_of`] to the [`Value`] route.
-fn not_counted() -> std::io::Error {
-    std::io::Error::other("not counted directly")
-}
-
-impl serde_json::ser::Formatter for Canonical {
-    fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
-        self.in_key = true;
-        if first { Ok(()) } else { writer.write_all(b",") }
-    }
-    fn end_object_key<W: ?Sized + std::io::Write>(&mut self, _: &mut W) -> std::io::Result<()> {
-        self.in_key = false;
-        Ok(())
-    }
-    fn write_f32<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: f32) -> std::io::Result<()> {
-        self.write_f64(writer, value.into())
-    }
-    fn write_f64<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: f64) -> std::io::Result<()> {
-        if self.in_key {
-            return Err(not_counted());
+/// Calls `f` with this thread's rendering buffer (cleared after; dropped when it grew past
+/// 256 KiB). Not for use inside `f`.
+pub(crate) fn with_sink<R>(f: impl FnOnce(&mut Sink) -> R) -> R {
+    SINK.with_borrow_mut(|sink| {
+        let result = f(sink);
+        sink.clear();
+        if sink.capacity() > KEPT_BUFFER_BYTES {
+            *sink = Sink::new();
         }
-        // serde_json writes a non-finite float as `null` without asking the formatter.
-        writer.write_all(python_float(value).map_err(|_| not_counted())?.as_bytes())
+        result
+    })
+}
+
+/// Lowercase hex of `bytes` (a digest as the reference writes it), two table lookups a byte.
+pub(crate) fn lower_hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for &b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
     }
-    /// Called for a [`Value`]'s number only when serde_json's `arbitrary_precision` is on: the
-    /// number's own text, rendered as [`to_vec`] renders it.
-    fn write_number_str<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, value: &str) -> std::io::Result<()> {
-        let number: serde_json::Number = value.parse().map_err(|_| not_counted())?;
-        write_number(&number, writer).map_err(|_| not_counted())
-    }
-    fn write_i128<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: i128) -> std::io::Result<()> {
-        Err(not_counted())
-    }
-    fn write_u128<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: u128) -> std::io::Result<()> {
-        Err(not_counted())
-    }
-    fn write_raw_fragment<W: ?Sized + std::io::Write>(&mut self, _: &mut W, _: &str) -> std::io::Result<()> {
-        Err(not_counted())
-    }
+    out
 }
 
 /// Python's `repr(float)`.
 pub fn python_float(x: f64) -> Result<String, CanonicalError> {
+    let mut out = Vec::with_capacity(24);
+    write_python_float(x, &mut out)?;
+    // Only ASCII digits, signs, `.` and `e` are written.
+    Ok(String::from_utf8(out).unwrap_or_default())
+}
+
+/// Appends Python's `repr(float)` of `x` to `out`, building no string on the way.
+pub(crate) fn write_python_float(x: f64, out: &mut Vec<u8>) -> Result<(), CanonicalError> {
     if !x.is_finite() {
         return Err(CanonicalError::NonFinite);
     }
     if x == 0.0 {
-        return Ok(if x.is_sign_negative() { "-0.0" } else { "0.0" }.into());
+        out.extend_from_slice(if x.is_sign_negative() { b"-0.0" } else { b"0.0" });
+        return Ok(());
     }
-    // Shortest round-trip digits and the exponent, from Rust's own shortest formatting.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let sign = if x.is_sign_negative() { "-" } else { "" };
-    let body = if (-4..16).contains(&exp) {
+    // Shortest round-trip digits and the exponent, from Rust's own shortest formatting
+    // (`d.ddde±x`, at most 17 digits and a three-digit exponent).
+    let mut sci = Ascii::<32>::default();
+    let _ = std::fmt::Write::write_fmt(&mut sci, format_args!("{:e}", x.abs()));
+    let sci = sci.text();
+    let split = sci.iter().position(|&b| b == b'e').unwrap_or(sci.len());
+    let (mantissa, exp_text) = sci.split_at(split);
+    let exp = parse_exponent(exp_text.get(1..).unwrap_or_default());
+    let mut digits = Ascii::<24>::default();
+    for &b in mantissa.iter().filter(|b| b.is_ascii_digit()) {
+        digits.push(b);
+    }
+    let digits = digits.text();
+    if x.is_sign_negative() {
+        out.push(b'-');
+    }
+    if (-4..16).contains(&exp) {
         // Positional: the point goes after digit `exp + 1`.
         let point = exp + 1;
         if point <= 0 {
-            format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+            out.extend_from_slice(b"0.");
+            out.extend(std::iter::repeat_n(b'0', point.unsigned_abs() as usize));
+            out.extend_from_slice(digits);
         } else if point as usize >= digits.len() {
-            format!("{digits}{}.0", "0".repeat(point as usize - digits.len()))
+            out.extend_from_slice(digits);
+            out.extend(std::iter::repeat_n(b'0', point as usize - digits.len()));
+            out.extend_from_slice(b".0");
         } else {
             let (int, frac) = digits.split_at(point as usize);
-            format!("{int}.{frac}")
+            out.extend_from_slice(int);
+            out.push(b'.');
+            out.extend_from_slice(frac);
         }
     } else {
         let (first, rest) = digits.split_at(1);
-        let mantissa = if rest.is_empty() { first.to_owned() } else { format!("{first}.{rest}") };
-        let exp_sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{exp_sign}{:02}", exp.unsigned_abs())
+        out.extend_from_slice(first);
+        if !rest.is_empty() {
+            out.push(b'.');
+            out.extend_from_slice(rest);
+        }
+        out.push(b'e');
+        out.push(if exp < 0 { b'-' } else { b'+' });
+        let magnitude = exp.unsigned_abs();
+        if magnitude < 10 {
+            out.push(b'0');
+        }
+        let _ = write!(out, "{magnitude}");
+    }
+    Ok(())
+}
+
+/// The exponent of Rust's `{:e}` output (`-5`, `16`).
+fn parse_exponent(text: &[u8]) -> i32 {
+    let (negative, digits) = match text.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text),
     };
-    Ok(format!("{sign}{body}"))
+    let magnitude = digits.iter().fold(0i32, |n, &d| n * 10 + i32::from(d - b'0'));
+    if negative { -magnitude } else { magnitude }
+}
+
+/// A few ASCII bytes on the stack (a float's text).
+struct Ascii<const N: usize> {
+    bytes: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for Ascii<N> {
+    fn default() -> Self {
+        Self { bytes: [0; N], len: 0 }
+    }
+}
+
+impl<const N: usize> Ascii<N> {
+    fn push(&mut self, b: u8) {
+        if let Some(slot) = self.bytes.get_mut(self.len) {
+            *slot = b;
+            self.len += 1;
+        }
+    }
+    fn text(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl<const N: usize> std::fmt::Write for Ascii<N> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.len + s.len() > N {
+            return Err(std::fmt::Error);
+        }
+        for &b in s.as_bytes() {
+            self.push(b);
+        }
+        Ok(())
+    }
 }
 
 #[cfg(test)]
 mod tests {
-    use serde_json::ser::Formatter as _;
-
     use super::*;
 
     #[test]
@@ -355,11 +420,24 @@ mod tests {
         assert_eq!(len_of(&f64::NAN), 4, "to_value makes NaN null");
     }
 
+    /// A number as serde_json hands a [`Value`]'s number over under `arbitrary_precision`: a
+    /// struct of that name whose one field is the number's text.
+    struct PreciseNumber(&'static str);
+
+    impl serde::Serialize for PreciseNumber {
+        fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            use serde::ser::SerializeStruct as _;
+            let mut number = s.serialize_struct("$serde_json::private::Number", 1)?;
+            number.serialize_field("$serde_json::private::Number", self.0)?;
+            number.end()
+        }
+    }
+
     #[test]
     fn a_numbers_own_text_renders_from_its_value() {
         // serde_json's `arbitrary_precision` (on in any build that links the NoSQL SDK) hands a
-        // Value's number to the formatter as the text it was parsed from; the count must be
-        // what `to_vec` renders, in builds with the feature and without it.
+        // Value's number over as the text it was parsed from; rendered and counted, it must be
+        // what `to_vec` renders of the number, in builds with the feature and without it.
         for text in [
             "1e16",
             "1.50",
@@ -372,13 +450,16 @@ mod tests {
             "-9223372036854775808",
             "7",
         ] {
-            let mut count = Count(0);
-            Canonical { in_key: false }.write_number_str(&mut count, text).unwrap();
+            let mut want = Vec::new();
+            write_number(&text.parse().unwrap(), &mut want).unwrap();
+            let mut sink = Sink::new();
+            assert!(stream_into(&PreciseNumber(text), &[], &mut sink).is_ok(), "{text}");
+            assert_eq!(sink.bytes(), want, "{text}");
+            assert_eq!(ser::count(&PreciseNumber(text)).ok(), Some(want.len() as u64), "{text}");
             let value: Value = serde_json::from_str(text).unwrap();
-            assert_eq!(count.0, to_vec(&value).unwrap().len() as u64, "{text}");
+            assert_eq!(len_of(&value), to_vec(&value).unwrap().len() as u64, "{text}");
         }
-        let mut count = Count(0);
-        assert!(Canonical { in_key: false }.write_number_str(&mut count, "not a number").is_err());
+        assert!(stream_into(&PreciseNumber("not a number"), &[], &mut Sink::new()).is_err());
     }
 
     #[test]

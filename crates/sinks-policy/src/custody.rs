@@ -20,14 +20,15 @@
 //! `custody_input_not_canonical` (a value JSON cannot hold).
 
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 use sha2::{Digest, Sha256, Sha512};
 
 use super::{Rejection, Step};
+use crate::canonical::Sink;
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::metadata::MetadataDoc;
 use sinks_contract::payload::{self, PayloadMode};
+use sinks_toolkit::metadata::MetadataDoc;
 
 /// Schema of the custody object.
 pub const SCHEMA: &str = "nats_sinks.custody.v1";
@@ -116,8 +117,8 @@ impl HashAlgorithm {
 
     fn hex(self, data: &[u8]) -> String {
         match self {
-            Self::Sha256 => hex::encode(Sha256::digest(data)),
-            Self::Sha512 => hex::encode(Sha512::digest(data)),
+            Self::Sha256 => crate::canonical::lower_hex(&Sha256::digest(data)),
+            Self::Sha512 => crate::canonical::lower_hex(&Sha512::digest(data)),
         }
     }
 }
@@ -181,65 +182,153 @@ impl CustodyConfig {
     }
 
     /// The custody object of `envelope`.
+    ///
+    /// Each hashed document is rendered once, straight into a reused buffer, and hashed:
+    /// the payload from its bytes ([`canonical_payload`]), the metadata document from the
+    /// envelope with the left-out fields skipped as it is written ([`canonical_metadata`]),
+    /// the record material from borrowed fields. No value tree is built; the bytes are those
+    /// of the value-tree route ([`payload_value`], [`metadata_input`]).
     pub fn compute(&self, envelope: &Envelope) -> Result<Value, Rejection> {
+        crate::canonical::with_sink(|sink| self.compute_with(envelope, sink))
+    }
+
+    fn compute_with(&self, envelope: &Envelope, sink: &mut Sink) -> Result<Value, Rejection> {
         let algorithm = self.algorithm;
-        let hash = |value: &Value, what: &str| -> Result<String, Rejection> {
-            let bytes = crate::canonical::to_vec(value).map_err(|_| {
-                Rejection::new(Step::Custody, "custody_input_not_canonical", format!("{what} holds NaN or infinity"))
-            })?;
-            if bytes.len() as u64 > self.max_hash_input_bytes {
-                return Err(Rejection::new(
-                    Step::Custody,
-                    "custody_hash_input_too_large",
-                    format!("{what} is {} bytes, limit {}", bytes.len(), self.max_hash_input_bytes),
-                ));
-            }
-            Ok(algorithm.hex(&bytes))
+        let payload_hash = if self.hash_payload {
+            canonical_payload(envelope.payload(), sink);
+            Some(self.digest(sink.bytes(), "payload")?)
+        } else {
+            None
         };
-        let payload_hash = if self.hash_payload { Some(hash(&payload_value(envelope), "payload")?) } else { None };
         let metadata_hash = if self.hash_metadata {
-            Some(hash(&metadata_input(envelope, self.metadata_hash_scope), "metadata")?)
+            canonical_metadata(envelope, self.metadata_hash_scope, sink).map_err(not_canonical("metadata"))?;
+            Some(self.digest(sink.bytes(), "metadata")?)
         } else {
             None
         };
         let previous =
             if self.include_previous_hash { previous_hash(envelope, &self.previous_hash_header)? } else { None };
         let js = envelope.jetstream();
-        let material = json!({
-            "schema": SCHEMA,
-            "schema_version": 1,
-            "algorithm": algorithm.name(),
-            "key_id": self.key_id(),
-            "payload_hash": payload_hash,
-            "metadata_hash": metadata_hash,
-            "previous_record_hash": previous,
-            "subject": envelope.subject(),
-            "stream": js.stream,
-            "stream_sequence": js.stream_sequence,
-            "message_id": envelope.message_id(),
-        });
-        let record_hash = hash(&material, "record")?;
-        let mut object = json!({
-            "schema": SCHEMA,
-            "schema_version": 1,
-            "algorithm": algorithm.name(),
-            "hash_input_format": "canonical-json",
-            "key_id": self.key_id(),
-            "payload_hash": payload_hash,
-            "metadata_hash": metadata_hash,
-            "record_hash": record_hash,
-            "previous_record_hash": previous,
-            "hash_payload": self.hash_payload,
-            "hash_metadata": self.hash_metadata,
-            "privacy": "hashes_are_not_encryption",
-        });
-        if self.metadata_hash_scope == HashScope::Message
-            && let Value::Object(map) = &mut object
-        {
-            map.insert("metadata_hash_scope".into(), "message".into());
-        }
-        Ok(object)
+        let material = RecordMaterial {
+            algorithm: algorithm.name(),
+            key_id: self.key_id(),
+            message_id: envelope.message_id(),
+            metadata_hash: metadata_hash.as_deref(),
+            payload_hash: payload_hash.as_deref(),
+            previous_record_hash: previous.as_deref(),
+            schema: SCHEMA,
+            schema_version: 1,
+            stream: &js.stream,
+            stream_sequence: js.stream_sequence,
+            subject: envelope.subject(),
+        };
+        crate::canonical::serialize_into(&material, &[], sink).map_err(not_canonical("record"))?;
+        let record_hash = self.digest(sink.bytes(), "record")?;
+        // The object, built from its members in key order (a map without `preserve_order`
+        // then builds its tree in one go, rather than member by member).
+        let text = |s: Option<String>| s.map_or(Value::Null, Value::String);
+        let scope = (self.metadata_hash_scope == HashScope::Message).then(|| "message".into());
+        let members = [
+            ("algorithm", Some(algorithm.name().into())),
+            ("hash_input_format", Some("canonical-json".into())),
+            ("hash_metadata", Some(self.hash_metadata.into())),
+            ("hash_payload", Some(self.hash_payload.into())),
+            ("key_id", Some(self.key_id().into())),
+            ("metadata_hash", Some(text(metadata_hash))),
+            ("metadata_hash_scope", scope),
+            ("payload_hash", Some(text(payload_hash))),
+            ("previous_record_hash", Some(text(previous))),
+            ("privacy", Some("hashes_are_not_encryption".into())),
+            ("record_hash", Some(record_hash.into())),
+            ("schema", Some(SCHEMA.into())),
+            ("schema_version", Some(1.into())),
+        ];
+        let object: serde_json::Map<String, Value> =
+            members.into_iter().filter_map(|(key, value)| value.map(|v| (key.to_owned(), v))).collect();
+        Ok(Value::Object(object))
     }
+
+    /// The hex digest of one canonical input, or the rejection of an input over
+    /// `max_hash_input_bytes`.
+    fn digest(&self, bytes: &[u8], what: &str) -> Result<String, Rejection> {
+        if bytes.len() as u64 > self.max_hash_input_bytes {
+            return Err(Rejection::new(
+                Step::Custody,
+                "custody_hash_input_too_large",
+                format!("{what} is {} bytes, limit {}", bytes.len(), self.max_hash_input_bytes),
+            ));
+        }
+        Ok(self.algorithm.hex(bytes))
+    }
+}
+
+fn not_canonical(what: &'static str) -> impl Fn(crate::canonical::CanonicalError) -> Rejection {
+    move |_| Rejection::new(Step::Custody, "custody_input_not_canonical", format!("{what} holds NaN or infinity"))
+}
+
+/// The record hash's input, fields in key order.
+#[derive(Serialize)]
+struct RecordMaterial<'a> {
+    algorithm: &'a str,
+    key_id: Option<&'a str>,
+    message_id: Option<&'a str>,
+    metadata_hash: Option<&'a str>,
+    payload_hash: Option<&'a str>,
+    previous_record_hash: Option<&'a str>,
+    schema: &'a str,
+    schema_version: u32,
+    stream: &'a str,
+    stream_sequence: u64,
+    subject: &'a str,
+}
+
+/// Fields of the metadata document never hashed (the sink's own storage time, the custody
+/// object itself).
+const ALWAYS_LEFT_OUT: [&[&str]; 3] =
+    [&["custody"], &["timestamps", "stored_at"], &["timestamps", "stored_at_epoch_ns"]];
+
+/// [`ALWAYS_LEFT_OUT`] and, under `metadata_hash_scope: "message"`, `freshness` and the
+/// [`PER_DELIVERY_FIELDS`].
+const MESSAGE_LEFT_OUT: [&[&str]; 10] = [
+    &["custody"],
+    &["timestamps", "stored_at"],
+    &["timestamps", "stored_at_epoch_ns"],
+    &["freshness"],
+    &["timestamps", "received_at"],
+    &["timestamps", "received_at_epoch_ns"],
+    &["jetstream", "consumer_sequence"],
+    &["jetstream", "delivered"],
+    &["jetstream", "redelivered"],
+    &["jetstream", "pending"],
+];
+
+/// The canonical bytes of the payload as sinks store it under `json_or_envelope` (those of
+/// [`payload_value`]), into `sink`: strict JSON is read once, straight into its canonical
+/// form; anything else is wrapped as the sinks wrap it, then rendered.
+pub fn canonical_payload(payload: &[u8], sink: &mut Sink) {
+    if crate::canonical::strict_text_into(payload, sink).is_ok() {
+        return;
+    }
+    // Not strict JSON: the text or bytes envelope, which is strict JSON itself.
+    let wrapped = payload::normalize(payload, PayloadMode::JsonOrEnvelope);
+    let text = wrapped.as_ref().map_or("null", |w| w.value.get());
+    if crate::canonical::strict_text_into(text.as_bytes(), sink).is_err() {
+        sink.clear();
+    }
+}
+
+/// The canonical bytes of the metadata document hashed for `envelope` under `scope` (those of
+/// [`metadata_input`]), into `sink`.
+pub fn canonical_metadata(
+    envelope: &Envelope,
+    scope: HashScope,
+    sink: &mut Sink,
+) -> Result<(), crate::canonical::CanonicalError> {
+    let omit: &[&[&str]] = match scope {
+        HashScope::Message => &MESSAGE_LEFT_OUT,
+        HashScope::Delivery => &ALWAYS_LEFT_OUT,
+    };
+    crate::canonical::serialize_into(&MetadataDoc::new(envelope, envelope.received_at()), omit, sink)
 }
 
 /// The payload as sinks store it under `json_or_envelope`, parsed.
@@ -288,12 +377,118 @@ fn previous_hash(envelope: &Envelope, header: &str) -> Result<Option<String>, Re
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+    use serde_json::json;
+
     use super::*;
     use sinks_contract::envelope::Headers;
     use sinks_contract::testing::envelope_with;
 
     fn enabled() -> CustodyConfig {
         CustodyConfig { enabled: true, ..CustodyConfig::default() }
+    }
+
+    /// The custody object as it was computed before the streaming writers: every input built as
+    /// a value tree ([`payload_value`], [`metadata_input`], `json!`), then rendered.
+    fn compute_by_value_tree(c: &CustodyConfig, envelope: &Envelope) -> Result<Value, Rejection> {
+        let hash = |value: &Value, what: &str| -> Result<String, Rejection> {
+            let bytes = crate::canonical::to_vec(value).map_err(|_| {
+                Rejection::new(Step::Custody, "custody_input_not_canonical", format!("{what} holds NaN or infinity"))
+            })?;
+            c.digest(&bytes, what)
+        };
+        let payload_hash = if c.hash_payload { Some(hash(&payload_value(envelope), "payload")?) } else { None };
+        let metadata_hash = if c.hash_metadata {
+            Some(hash(&metadata_input(envelope, c.metadata_hash_scope), "metadata")?)
+        } else {
+            None
+        };
+        let previous = if c.include_previous_hash { previous_hash(envelope, &c.previous_hash_header)? } else { None };
+        let js = envelope.jetstream();
+        let material = json!({
+            "schema": SCHEMA, "schema_version": 1, "algorithm": c.algorithm.name(), "key_id": c.key_id(),
+            "payload_hash": payload_hash, "metadata_hash": metadata_hash, "previous_record_hash": previous,
+            "subject": envelope.subject(), "stream": js.stream, "stream_sequence": js.stream_sequence,
+            "message_id": envelope.message_id(),
+        });
+        let record_hash = hash(&material, "record")?;
+        let mut object = json!({
+            "schema": SCHEMA, "schema_version": 1, "algorithm": c.algorithm.name(),
+            "hash_input_format": "canonical-json", "key_id": c.key_id(), "payload_hash": payload_hash,
+            "metadata_hash": metadata_hash, "record_hash": record_hash, "previous_record_hash": previous,
+            "hash_payload": c.hash_payload, "hash_metadata": c.hash_metadata, "privacy": "hashes_are_not_encryption",
+        });
+        if c.metadata_hash_scope == HashScope::Message {
+            object["metadata_hash_scope"] = "message".into();
+        }
+        Ok(object)
+    }
+
+    fn config() -> impl Strategy<Value = CustodyConfig> {
+        (
+            prop::sample::select(vec![HashAlgorithm::Sha256, HashAlgorithm::Sha512]),
+            prop::sample::select(vec![(true, true), (true, false), (false, true)]),
+            any::<bool>(),
+            prop::option::of(prop::sample::select(vec!["k", " policy-1 ", "", "ä"])),
+            prop::sample::select(vec![HashScope::Message, HashScope::Delivery]),
+            prop::sample::select(vec![1024u64, 16 * 1024 * 1024]),
+        )
+            .prop_map(
+                |(algorithm, (hash_payload, hash_metadata), include_previous_hash, key_id, scope, max)| CustodyConfig {
+                    enabled: true,
+                    algorithm,
+                    hash_payload,
+                    hash_metadata,
+                    include_previous_hash,
+                    key_id: key_id.map(str::to_owned),
+                    max_hash_input_bytes: max,
+                    metadata_hash_scope: scope,
+                    ..CustodyConfig::default()
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn streamed_custody_is_the_value_tree_custody(c in config(), e in crate::canonical::arbitrary::envelope()) {
+            prop_assert_eq!(c.compute(&e), compute_by_value_tree(&c, &e));
+        }
+
+        #[test]
+        fn streamed_inputs_are_the_value_tree_inputs(e in crate::canonical::arbitrary::envelope()) {
+            let mut sink = Sink::new();
+            canonical_payload(e.payload(), &mut sink);
+            prop_assert_eq!(sink.bytes(), &crate::canonical::to_vec(&payload_value(&e)).unwrap()[..]);
+            for scope in [HashScope::Message, HashScope::Delivery] {
+                canonical_metadata(&e, scope, &mut sink).unwrap();
+                let tree = crate::canonical::to_vec(&metadata_input(&e, scope)).unwrap();
+                prop_assert_eq!(sink.bytes(), &tree[..], "{:?}", scope);
+            }
+        }
+    }
+
+    #[test]
+    fn the_metadata_document_streams_without_the_value_route() {
+        let e =
+            envelope_with("S", 9, "a.b", &b"{}"[..], Headers::new().with("Nats-Time-Stamp", "2026-01-01T00:00:00Z"), 2)
+                .with_mission_metadata(Some(json!({"phase": "find", "track": {"id": 7, "score": 0.5}})))
+                .with_security_labels(Some(json!({"labels": ["a"], "releasability": ["NATO"]})))
+                .with_custody(Some(json!({"record_hash": "x"})));
+        let mut sink = Sink::new();
+        for omit in [&MESSAGE_LEFT_OUT[..], &ALWAYS_LEFT_OUT[..]] {
+            let doc = MetadataDoc::new(&e, e.received_at());
+            assert!(crate::canonical::stream_into(&doc, omit, &mut sink).is_ok());
+        }
+    }
+
+    #[test]
+    fn the_left_out_paths_are_the_documented_fields() {
+        let mut message: Vec<Vec<&str>> = ALWAYS_LEFT_OUT.iter().map(|p| p.to_vec()).collect();
+        message.push(vec!["freshness"]);
+        message.extend(PER_DELIVERY_FIELDS.iter().map(|(section, field)| vec![*section, *field]));
+        assert_eq!(MESSAGE_LEFT_OUT.iter().map(|p| p.to_vec()).collect::<Vec<_>>(), message);
     }
 
     #[test]

@@ -48,14 +48,16 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::mission::{self, ObjectRules, normalize_object, normalized_allow_list, render_short, sorted_list};
+use super::mission::{
+    self, ObjectRules, check_object, normalize_object, normalized_allow_list, render_short, sorted_list,
+};
 use super::{Rejection, Step};
 use crate::pycompat;
 use crate::strict_doc::{self, Json, Problem, has_control};
 use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::{AppMetadata, Headers};
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Every reason code a security label rejection can carry (see the module comment).
 pub const REASON_CODES: [&str; 21] = [
@@ -308,7 +310,7 @@ impl SecurityLabelsConfig {
         let Json::Object(members) = value else {
             return Err(Violation::new(Kind::NotObject, "must be a JSON object"));
         };
-        normalize_object(value, &ObjectRules { unencodable, ..ObjectRules::generic(max_bytes) })?;
+        check_object(value, &ObjectRules { unencodable, ..ObjectRules::generic(max_bytes) })?;
         let mut unknown: Vec<&str> =
             members.iter().map(|(k, _)| k.as_str()).filter(|k| !PROFILE_FIELDS.contains(k)).collect();
         if !unknown.is_empty() {
@@ -365,7 +367,7 @@ impl SecurityLabelsConfig {
         match value.get_some("extensions") {
             None => {}
             Some(extensions @ Json::Object(_)) => {
-                normalize_object(extensions, &ObjectRules::generic(max_bytes)).map_err(|v| v.under(".extensions"))?;
+                check_object(extensions, &ObjectRules::generic(max_bytes)).map_err(|v| v.under(".extensions"))?;
                 result.push(("extensions".to_owned(), extensions.clone()));
             }
             Some(_) => return Err(Violation::at_key(Kind::NotObject, "extensions", "must be a JSON object")),

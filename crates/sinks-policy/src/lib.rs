@@ -2,7 +2,7 @@
 //!
 //! 1. metadata resolution: mission metadata ([`mission`]) and security labels ([`labels`]);
 //! 2. message authenticity ([`authenticity`]);
-//! 3. payload encryption ([`sinks_contract::encryption`]);
+//! 3. payload encryption ([`sinks_toolkit::encryption`]);
 //! 4. size policy ([`size`]);
 //! 5. pre-sink policy ([`presink`]);
 //! 6. tamper-evident custody ([`custody`]);
@@ -35,11 +35,11 @@ use std::borrow::Cow;
 use std::fmt;
 
 use sinks_contract::config::ConfigError;
-use sinks_contract::config::encryption::EncryptionConfig;
-use sinks_contract::encryption::PayloadEncryption;
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
 use sinks_contract::ordering::OrderKey;
+use sinks_toolkit::encryption::PayloadEncryption;
+use sinks_toolkit::encryption::config::EncryptionConfig;
 
 /// The policy step that rejected a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -57,7 +57,7 @@ use crate::strict_doc::{self, Json, Problem};
 use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Headers;
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Every reason code a mission metadata rejection can carry (see the module comment).
 pub const REASON_CODES: [&str; 16] = [
@@ -329,6 +329,14 @@ impl ObjectRules<'_> {
 /// `allowed_profiles`, built-in profiles, operator profiles, size) and returns it as a
 /// `serde_json` value.
 pub(crate) fn normalize_object(value: &Json, rules: &ObjectRules<'_>) -> Result<Value, Violation> {
+    check_object(value, rules)?;
+    Ok(value.to_value())
+}
+
+/// [`normalize_object`]'s checks alone, building nothing: the size is the length of the
+/// canonical rendering, counted as the object serializes (a length does not depend on key
+/// order, so the members are not sorted either).
+pub(crate) fn check_object(value: &Json, rules: &ObjectRules<'_>) -> Result<(), Violation> {
     if !matches!(value, Json::Object(_)) {
         return Err(Violation::new(Kind::NotObject, "must be a JSON object"));
     }
@@ -352,15 +360,14 @@ pub(crate) fn normalize_object(value: &Json, rules: &ObjectRules<'_>) -> Result<
             "not valid JSON: a string holds a lone surrogate escape, which UTF-8 cannot encode",
         ));
     }
-    let rendered = value.to_value();
-    let size = canonical::to_vec(&rendered).map(|b| b.len()).unwrap_or(usize::MAX);
-    if size as u64 > rules.max_bytes {
+    let size = canonical::len_of(value);
+    if size > rules.max_bytes {
         return Err(Violation::new(
             Kind::TooLarge,
             format!("canonical JSON is {size} bytes, over max_bytes {}", rules.max_bytes),
         ));
     }
-    Ok(rendered)
+    Ok(())
 }
 
 /// `items` sorted and comma-joined (config vocabulary only, never message values).

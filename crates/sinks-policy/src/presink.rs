@@ -13,8 +13,8 @@ use super::authenticity::UnmatchedAction;
 use super::{Rejection, Step};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::metadata::Labels;
-use sinks_contract::subject;
+use sinks_toolkit::metadata::Labels;
+use sinks_toolkit::subject;
 
 /// Key-name fragments that mark a secret; such names are refused in allow-lists.
 pub const SECRET_KEY_PARTS: [&str; 9] =
@@ -93,7 +93,7 @@ impl PreSinkRule {
         if self.require_mission_metadata && envelope.mission_metadata().is_none() {
             out.push("mission_metadata_required");
         }
-        if self.require_encrypted_payload && !sinks_contract::encryption::is_encrypted(envelope.payload()) {
+        if self.require_encrypted_payload && !sinks_toolkit::encryption::is_encrypted(envelope.payload()) {
             out.push("encrypted_payload_required");
         }
         if self.max_payload_bytes.is_some_and(|max| envelope.payload().len() as u64 > max) {

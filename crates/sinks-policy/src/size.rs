@@ -18,7 +18,7 @@ use serde_json::Value;
 use super::{Rejection, Step};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::metadata::MetadataDoc;
+use sinks_toolkit::metadata::MetadataDoc;
 
 const MIB: u64 = 1024 * 1024;
 const MAX_BYTES: u64 = 1 << 30;

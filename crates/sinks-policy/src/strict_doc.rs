@@ -234,6 +234,39 @@ impl Json {
     }
 }
 
+/// A value serializes as [`Json::to_value`] of it would (members in document order): what
+/// [`crate::canonical::len_of`] measures. Only for values [`check`] accepts (integers within
+/// ±2^53, finite floats), which `to_value` keeps as they are.
+impl serde::Serialize for Json {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self {
+            Self::Null => s.serialize_unit(),
+            Self::Bool(b) => s.serialize_bool(*b),
+            Self::Int(i) => match i64::try_from(*i) {
+                Ok(i) => s.serialize_i64(i),
+                Err(_) => s.serialize_unit(),
+            },
+            Self::Float(f) => s.serialize_f64(*f),
+            Self::Str(text) => s.serialize_str(text),
+            Self::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for item in items {
+                    seq.serialize_element(item)?;
+                }
+                seq.end()
+            }
+            Self::Object(members) => {
+                let mut map = s.serialize_map(Some(members.len()))?;
+                for (key, member) in members {
+                    map.serialize_entry(key, member)?;
+                }
+                map.end()
+            }
+        }
+    }
+}
+
 #[derive(Clone, Copy)]
 enum PyNumber {
     Int(i128),
@@ -633,10 +666,36 @@ pub fn key_pattern_matches(key: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c))
 }
 
-/// True when `key` (lowercased) contains one of [`SECRET_KEY_PARTS`].
+/// True when `key` (lowercased) contains one of [`SECRET_KEY_PARTS`]. An ASCII key (every key
+/// that passed the key pattern) is compared in place, without a lowercased copy.
 pub fn looks_secret(key: &str) -> bool {
-    let lower = key.to_lowercase();
-    SECRET_KEY_PARTS.iter().any(|part| lower.contains(part))
+    if !key.is_ascii() {
+        let lower = key.to_lowercase();
+        return SECRET_KEY_PARTS.iter().any(|part| lower.contains(part));
+    }
+    // Where a part could start (its first letter, either case), the parts starting with that
+    // letter are compared there.
+    const STARTS: [bool; 256] = {
+        let mut starts = [false; 256];
+        let mut i = 0;
+        while i < SECRET_KEY_PARTS.len() {
+            let first = SECRET_KEY_PARTS[i].as_bytes()[0];
+            starts[first as usize] = true;
+            starts[first.to_ascii_uppercase() as usize] = true;
+            i += 1;
+        }
+        starts
+    };
+    let key = key.as_bytes();
+    key.iter().enumerate().any(|(at, &b)| {
+        STARTS[usize::from(b)]
+            && SECRET_KEY_PARTS.iter().any(|part| {
+                let part = part.as_bytes();
+                // The second letter rules most parts out before the whole is compared.
+                key.get(at + 1).is_some_and(|second| second.to_ascii_lowercase() == part[1])
+                    && key.get(at..at + part.len()).is_some_and(|window| window.eq_ignore_ascii_case(part))
+            })
+    })
 }
 
 /// True for characters below U+0020 and DEL, the reference's control characters.
@@ -862,5 +921,38 @@ mod tests {
         assert!(!j(json!(null)).py_eq(&j(json!(0))));
         assert!(j(json!({"a": [1, 2.0]})).py_eq(&j(json!({"a": [1.0, 2]}))));
         assert!(!j(json!(9_007_199_254_740_993_i64)).py_eq(&j(json!(9_007_199_254_740_992.0))));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn secret_keys_are_found_as_by_a_lowercased_copy(
+            key in proptest::prelude::prop_oneof![
+                "[A-Za-z_.:-]{0,20}",
+                "(?i)[a-z_]{0,6}(password|passwd|pwd|token|secret|private_key|credential|api_key|key_material)[a-z_]{0,6}",
+                proptest::prelude::any::<String>(),
+                "[\u{212a}\u{130}Kk]ey_material",
+            ]
+        ) {
+            let lower = key.to_lowercase();
+            let by_copy = SECRET_KEY_PARTS.iter().any(|part| lower.contains(part));
+            proptest::prop_assert_eq!(looks_secret(&key), by_copy, "{:?}", key);
+        }
+
+        #[test]
+        fn measured_size_is_the_rendered_value_size(value in crate::canonical::arbitrary::value()) {
+            let json = Json::from_value(&value);
+            let rendered = crate::canonical::to_vec(&json.to_value()).unwrap();
+            proptest::prop_assert_eq!(crate::canonical::len_of(&json), rendered.len() as u64);
+        }
+
+        #[test]
+        fn measured_size_of_parsed_documents_is_the_rendered_size(text in crate::canonical::arbitrary::json_text()) {
+            let Ok(text) = std::str::from_utf8(&text) else { return Ok(()) };
+            let Ok(parsed) = parse(text) else { return Ok(()) };
+            let rendered = crate::canonical::to_vec(&parsed.json.to_value()).unwrap();
+            proptest::prop_assert_eq!(crate::canonical::len_of(&parsed.json), rendered.len() as u64);
+        }
     }
 }

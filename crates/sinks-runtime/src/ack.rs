@@ -34,8 +34,8 @@ use std::time::Duration;
 
 use async_nats::jetstream::AckKind;
 use sinks_contract::error::SinkError;
-use sinks_contract::retry::Backoff;
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
+use sinks_toolkit::retry::Backoff;
 
 /// What one fan-out target did with a message.
 #[derive(Debug)]
@@ -184,6 +184,9 @@ pub fn settle(outcome: &MessageOutcome, delivered: u64, policy: &GatePolicy, sam
                 },
             }
         }
+        // An outcome added to the contract after this runtime was written: neither known
+        // durable nor known failed, so nothing is sent and AckWait brings it back.
+        _ => Settlement::LeaveUnacked,
     }
 }
 
@@ -232,7 +235,7 @@ pub fn after_dead_letter(
 pub(crate) mod tests {
     use super::*;
     use sinks_contract::error::SinkError;
-    use sinks_contract::retry::{BackoffMode, Jitter};
+    use sinks_toolkit::retry::{BackoffMode, Jitter};
 
     /// A gate policy for tests: 1 s exponential backoff (×2, no jitter) capped at 60 s, and
     /// `max_retries` 5.

@@ -153,7 +153,7 @@ pub fn classify(subject: &str, payload: &[u8], max_payload_bytes: u64) -> Result
 
 /// Counts (and, with `log_events`, logs) one advisory received on `subject`.
 pub fn observe(config: &AdvisoriesConfig, metrics: &Metrics, subject: &str, payload: &[u8]) -> Option<Kind> {
-    if !config.subjects.iter().any(|p| sinks_contract::subject::matches(p, subject)) {
+    if !config.subjects.iter().any(|p| sinks_toolkit::subject::matches(p, subject)) {
         metrics.inc(CounterId::JetstreamAdvisoriesFiltered, 1);
         return None;
     }

@@ -51,7 +51,7 @@ impl Sink for BlackholeSink {
         Capabilities::default()
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         if self.config.write_delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(self.config.write_delay_ms)).await;
         }

@@ -21,8 +21,8 @@ use serde_json::{Value, json};
 
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
-use sinks_contract::metadata::{payload_presence_json, rfc3339};
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
+use sinks_toolkit::metadata::{payload_presence_json, rfc3339};
 
 /// `dead_letter` config section.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,6 +75,10 @@ impl Default for DeadLetterConfig {
 pub const ERROR_TYPE_HEADER: &str = "Nats-Sinks-Error-Type";
 /// Header carrying the original subject of a DLQ record.
 pub const ORIGINAL_SUBJECT_HEADER: &str = "Nats-Sinks-Original-Subject";
+/// Header of a DLQ record made when a redriven message failed again: how many times the
+/// message was redriven (`nats-sink redrive`). Absent on a first dead letter. The record
+/// says it too (`redrive_count`).
+pub const REDRIVE_COUNT_HEADER: &str = "Nats-Sinks-Redrive-Count";
 
 /// What a conflicting redelivery the sink rejected is: the error of its DLQ record, and of a
 /// fan-out target's rejected conflict.
@@ -143,10 +147,9 @@ pub(crate) fn record_error(outcome: &MessageOutcome) -> Option<RecordError<'_>> 
         MessageOutcome::Failed(e) => Some(RecordError::Reported(e)),
         MessageOutcome::Conflict(ConflictResolution::Rejected) => Some(RecordError::Made(conflict_error())),
         MessageOutcome::HeldBack => Some(RecordError::Made(held_back_error())),
-        MessageOutcome::Committed
-        | MessageOutcome::Duplicate
-        | MessageOutcome::Conflict(_)
-        | MessageOutcome::Pending => None,
+        // Committed, duplicate, a kept or overwritten conflict, pending, and any outcome
+        // this runtime does not know: none of them is dead-lettered.
+        _ => None,
     }
 }
 
@@ -200,6 +203,11 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
     if let Some(target) = error.target() {
         map.insert("target".into(), target.into());
     }
+    // Only in a later epoch of the stream, so that records of a stream that never changed
+    // are as before.
+    if let Some(epoch) = envelope.stream_epoch() {
+        map.insert("stream_epoch".into(), epoch.into());
+    }
     if let Some(ts) = js.timestamp {
         map.insert("timestamp".into(), rfc3339(ts).into());
     }
@@ -210,7 +218,7 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
         if envelope.presence().omitted {
             map.insert("payload_unavailable_reason".into(), "headers_only".into());
         } else if config.encrypted_payload == EncryptedPayload::Omit
-            && sinks_contract::encryption::is_encrypted(envelope.payload())
+            && sinks_toolkit::encryption::is_encrypted(envelope.payload())
         {
             map.insert("payload_unavailable_reason".into(), "encrypted_payload_omitted".into());
         } else {
@@ -221,9 +229,28 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
     body
 }
 
-/// The `Nats-Msg-Id` of the DLQ record of `envelope`: stable across redeliveries.
-pub fn record_msg_id(envelope: &Envelope) -> String {
+/// The `Nats-Msg-Id` of the DLQ record of `envelope` failing with `error`: stable across
+/// redeliveries. A reused stream sequence (`sequence_reused`) also names its payload: the
+/// key is the earlier event's too, and that event's own dead letter (or an earlier reuse)
+/// must not swallow this one's in the stream's duplicate window.
+pub fn record_msg_id(envelope: &Envelope, error: &SinkError) -> String {
+    counted_msg_id(envelope, error, 0)
+}
+
+/// [`record_msg_id`] of a dead letter made on the `redrives`-th redrive of the message: a
+/// record of its own (the first record's id would be deduplicated by the stream), and the
+/// same one when a crashed redrive publishes it again.
+fn counted_msg_id(envelope: &Envelope, error: &SinkError, redrives: u32) -> String {
+    let id = uncounted_msg_id(envelope, error);
+    if redrives == 0 { id } else { format!("{id}:redrive:{redrives}") }
+}
+
+fn uncounted_msg_id(envelope: &Envelope, error: &SinkError) -> String {
     match envelope.idempotency_key() {
+        Ok(key) if error.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
+            let print = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(envelope.payload()));
+            format!("nats-sinks-dlq:{key}:reused:{}", &print[..32])
+        }
         Ok(key) => format!("nats-sinks-dlq:{key}"),
         Err(_) => {
             let js = envelope.jetstream();
@@ -256,7 +283,23 @@ impl DeadLetterPublisher {
     /// any error (no stream captures the subject, timeout, disconnect) is returned so the
     /// caller NAKs the original instead of acking it.
     pub async fn publish(&self, envelope: &Envelope, error: &SinkError, sink: &str) -> Result<(), DeadLetterError> {
+        self.publish_counted(envelope, error, sink, 0).await
+    }
+
+    /// [`DeadLetterPublisher::publish`] for a message that failed again on its `redrives`-th
+    /// redrive (`0`: a first dead letter, exactly as `publish`): the record says
+    /// `redrive_count`, carries the [`REDRIVE_COUNT_HEADER`] and a message id of its own.
+    pub async fn publish_counted(
+        &self,
+        envelope: &Envelope,
+        error: &SinkError,
+        sink: &str,
+        redrives: u32,
+    ) -> Result<(), DeadLetterError> {
         let mut record = record(envelope, error, sink, &self.config);
+        if let (true, Value::Object(map)) = (redrives > 0, &mut record) {
+            map.insert("redrive_count".into(), redrives.into());
+        }
         // The message's trace, when it is exported (traces on): `reconcile` can name it.
         if let (Some(trace_id), Value::Object(map)) = (crate::otel::current_trace_id(), &mut record) {
             map.insert("trace_id".into(), trace_id.into());
@@ -265,7 +308,13 @@ impl DeadLetterPublisher {
         let mut headers = HeaderMap::new();
         headers.insert(ERROR_TYPE_HEADER, error.error_type());
         headers.insert(ORIGINAL_SUBJECT_HEADER, envelope.subject());
-        let publish = PublishMessage::build().payload(body.into()).headers(headers).message_id(record_msg_id(envelope));
+        if redrives > 0 {
+            headers.insert(REDRIVE_COUNT_HEADER, redrives.to_string().as_str());
+        }
+        let publish = PublishMessage::build()
+            .payload(body.into())
+            .headers(headers)
+            .message_id(counted_msg_id(envelope, error, redrives));
         let ack = self
             .context
             .send_publish(self.subject.clone(), publish)
@@ -318,7 +367,14 @@ mod tests {
                 r#""stream":"ORDERS","stream_sequence":12,"subject":"orders.bad","timestamp":"2026-01-02T03:04:05Z"}"#
             )
         );
-        assert_eq!(record_msg_id(&e), "nats-sinks-dlq:stream-sequence:ORDERS:12");
+        assert_eq!(record_msg_id(&e, &err), "nats-sinks-dlq:stream-sequence:ORDERS:12");
+        assert_eq!(counted_msg_id(&e, &err, 2), "nats-sinks-dlq:stream-sequence:ORDERS:12:redrive:2");
+        let reused = sinks_toolkit::existing::sequence_reused("file");
+        let MessageOutcome::Failed(reused) = reused else { panic!("a failure") };
+        let id = record_msg_id(&e, &reused);
+        assert!(id.starts_with("nats-sinks-dlq:stream-sequence:ORDERS:12:reused:") && id.len() > 60, "{id}");
+        let other = envelope(Headers::new().with("Nats-Msg-Id", "m-1"), b"another event");
+        assert_ne!(record_msg_id(&other, &reused), id, "two events under one reused sequence keep two records");
     }
 
     #[test]
@@ -352,6 +408,16 @@ mod tests {
                      temporarily, and a redelivery would exceed the consumer's max_deliver",
                 )),
                 "held_back_last_delivery",
+            ),
+            (
+                sinks_toolkit::existing::sequence_reused("file"),
+                Some((
+                    "SequenceReusedError",
+                    ErrorClass::Permanent,
+                    "file already holds a different payload under this stream sequence: the sequence was used again \
+                     (the stream was deleted and re-created, restored or rewound); the stored record is kept",
+                )),
+                "sequence_reused",
             ),
             (MessageOutcome::Committed, None, "other"),
             (MessageOutcome::Duplicate, None, "other"),

@@ -18,7 +18,7 @@
 //!
 //! Children open in name order, close in reverse order, and are health-checked together.
 //! A child that holds messages across writes (the file and S3 sinks' batch mode) is written
-//! through `sinks_contract::holding::Durable`: each sub-batch becomes its own object, and
+//! through `sinks_toolkit::holding::Durable`: each sub-batch becomes its own object, and
 //! its outcomes are final when the write returns.
 //!
 //! **Reconcile.** A message is read back from every *required* target its route sent it to,
@@ -43,7 +43,10 @@ use crate::ack::{TargetOutcome, TargetResult, fanout_outcome};
 use crate::config::routing::{RoutingConfig, Selection};
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
-use sinks_contract::sink::{BatchResult, MessageOutcome, Presence, ReadBack, Sink, write_isolating};
+use sinks_contract::sink::{
+    BatchResult, Capabilities, Destinations, Holding, MessageOutcome, Presence, ReadBack, Reconcile, Sink,
+    write_isolating,
+};
 
 /// The answer of an optional target's worker: one outcome per message of its sub-batch.
 type Reply = oneshot::Receiver<Vec<MessageOutcome>>;
@@ -120,7 +123,7 @@ impl FanoutSink {
         // required target's outcome decides an ack, so it must be final.
         let mut children: Vec<Child> = children
             .into_iter()
-            .map(|(name, sink)| Child { name, sink: sinks_contract::holding::Durable::wrap(sink) })
+            .map(|(name, sink)| Child { name, sink: sinks_toolkit::holding::Durable::wrap(sink) })
             .collect();
         children.sort_by(|a, b| a.name.cmp(&b.name));
         Self {
@@ -143,7 +146,7 @@ impl FanoutSink {
 
     /// Each child that some route (or the default route) makes a required target, in name
     /// order, with its read-back.
-    fn required_read_backs(&self) -> Vec<(usize, ReadBack)> {
+    fn required_read_backs(&self) -> Vec<(usize, ReadBack<'_>)> {
         let routing = &self.routing;
         let required = |name: &str| {
             routing
@@ -159,6 +162,34 @@ impl FanoutSink {
             .filter(|(_, c)| required(&c.name))
             .map(|(i, c)| (i, c.sink.read_back()))
             .collect()
+    }
+
+    /// What reconcile checks through the required targets (`Ok`), or why it can check
+    /// nothing (`Err`).
+    fn read_back_plan(&self) -> Result<String, String> {
+        let targets = self.required_read_backs();
+        let (mut checked, mut unchecked) = (Vec::new(), Vec::new());
+        for (c, read_back) in &targets {
+            let name = &self.children[*c].name;
+            match read_back {
+                ReadBack::Supported(reads) => checked.push(format!("`{name}` ({})", reads.checks())),
+                ReadBack::Unsupported(why) => unchecked.push(format!("`{name}` ({why})")),
+            }
+        }
+        if targets.is_empty() {
+            return Err("no route has a required target to read back".into());
+        }
+        if checked.is_empty() {
+            return Err(format!("no required target can read its destination back: {}", unchecked.join("; ")));
+        }
+        let mut what = format!(
+            "each message from every required target its route sent it to (equal only when all hold it equal): {}",
+            checked.join("; ")
+        );
+        if !unchecked.is_empty() {
+            what.push_str(&format!("; messages routed to these are unchecked: {}", unchecked.join("; ")));
+        }
+        Ok(what)
     }
 
     fn queue(&self, child: usize) -> Option<mpsc::Sender<Job>> {
@@ -212,6 +243,10 @@ impl FanoutSink {
         // Each optional target gets min(minimum_wait, timeout - elapsed) after that.
         let mut results: Vec<Option<Vec<TargetResult>>> = (0..self.children.len()).map(|_| None).collect();
         for (c, outcomes) in required.iter().zip(required_results) {
+            // A required target whose whole sub-batch failed temporarily is down: its
+            // failures are the destination's, and the runner may hold the messages that
+            // need it through the outage while the other targets go on.
+            let outcomes = mark_outage(outcomes);
             results[*c] = Some(outcomes.into_iter().map(TargetResult::Outcome).collect());
         }
         for (c, wait, timeout, rx) in optional {
@@ -279,10 +314,34 @@ impl FanoutSink {
     }
 }
 
+/// `outcomes` of one target's sub-batch, every temporary failure marked as an outage
+/// ([`SinkError::with_outage`]) when every message of it failed temporarily (or was held back
+/// behind such a failure).
+fn mark_outage(outcomes: Vec<MessageOutcome>) -> Vec<MessageOutcome> {
+    let down = outcomes.iter().any(MessageOutcome::failed_temporarily)
+        && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
+    if !down {
+        return outcomes;
+    }
+    outcomes
+        .into_iter()
+        .map(|o| match o {
+            MessageOutcome::Failed(e) => MessageOutcome::Failed(e.with_outage()),
+            other => other,
+        })
+        .collect()
+}
+
+#[deny(clippy::missing_trait_methods)]
 #[async_trait]
 impl Sink for FanoutSink {
     fn name(&self) -> &str {
         "fanout"
+    }
+
+    /// None of the facts: a batch goes to several destinations, each with its own.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::new()
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -312,41 +371,68 @@ impl Sink for FanoutSink {
         Ok(())
     }
 
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-        Ok(self.write_routed(batch, OPTIONAL_BUDGET).await)
-    }
-
-    async fn write_batch_within(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
         Ok(self.write_routed(batch, budget).await)
     }
 
-    fn read_back(&self) -> ReadBack {
-        let targets = self.required_read_backs();
-        let (mut checked, mut unchecked) = (Vec::new(), Vec::new());
-        for (c, read_back) in &targets {
-            let name = &self.children[*c].name;
-            match read_back {
-                ReadBack::Supported(what) => checked.push(format!("`{name}` ({what})")),
-                ReadBack::Unsupported(why) => unchecked.push(format!("`{name}` ({why})")),
+    async fn health_check(&self) -> Result<(), SinkError> {
+        let checks = join_all(self.children.iter().map(|c| c.sink.health_check())).await;
+        for (child, result) in self.children.iter().zip(checks) {
+            result.map_err(|e| e.rephrased(format!("sink `{}`: {}", child.name, e.display_chain())))?;
+        }
+        Ok(())
+    }
+
+    async fn close(&self) -> Result<(), SinkError> {
+        // Stop taking optional copies, give the queued ones a bounded time, then close the
+        // children in reverse order.
+        self.queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
+        let workers: Vec<_> =
+            std::mem::take(&mut *self.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let aborts: Vec<_> = workers.iter().map(tokio::task::JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(OPTIONAL_DRAIN, join_all(workers)).await.is_err() {
+            tracing::warn!(
+                timeout_s = OPTIONAL_DRAIN.as_secs(),
+                "optional targets did not finish their queued copies in time"
+            );
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
+        }
+        let counts: Vec<String> = self.stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        tracing::info!(counts = %counts.join(" "), "fan-out closing");
+        let mut first_error = None;
+        for child in self.children.iter().rev() {
+            if let Err(e) = child.sink.close().await {
+                tracing::warn!(target_sink = %child.name, error = %e.display_chain(), "closing a fan-out target failed");
+                first_error.get_or_insert(e);
             }
         }
-        if targets.is_empty() {
-            return ReadBack::Unsupported("no route has a required target to read back".into());
+        first_error.map_or(Ok(()), Err)
+    }
+
+    fn read_back(&self) -> ReadBack<'_> {
+        match self.read_back_plan() {
+            Ok(_) => ReadBack::Supported(self),
+            Err(why) => ReadBack::Unsupported(why),
         }
-        if checked.is_empty() {
-            return ReadBack::Unsupported(format!(
-                "no required target can read its destination back: {}",
-                unchecked.join("; ")
-            ));
-        }
-        let mut what = format!(
-            "each message from every required target its route sent it to (equal only when all hold it equal): {}",
-            checked.join("; ")
-        );
-        if !unchecked.is_empty() {
-            what.push_str(&format!("; messages routed to these are unchecked: {}", unchecked.join("; ")));
-        }
-        ReadBack::Supported(what)
+    }
+
+    /// None: every target that holds messages is behind `Durable` (see [`FanoutSink::new`]),
+    /// so a fan-out write returns final outcomes only.
+    fn holding(&self) -> Option<&dyn Holding> {
+        None
+    }
+
+    /// None: a message of a fan-out is stored in as many places as its route has targets,
+    /// and the ledger's receipt names one destination.
+    fn destinations(&self) -> Option<&dyn Destinations> {
+        None
+    }
+}
+
+#[async_trait]
+impl Reconcile for FanoutSink {
+    fn checks(&self) -> String {
+        self.read_back_plan().unwrap_or_else(|why| why)
     }
 
     /// Each required target that can read back checks its own sub-batch (concurrently); the
@@ -383,7 +469,13 @@ impl Sink for FanoutSink {
         let checked: Vec<usize> = (0..self.children.len()).filter(|c| !members[*c].is_empty()).collect();
         let subs: Vec<Vec<Envelope>> =
             checked.iter().map(|c| members[*c].iter().map(|i| batch[*i].clone()).collect()).collect();
-        let answers = join_all(checked.iter().zip(&subs).map(|(c, sub)| self.children[*c].sink.reconcile(sub))).await;
+        let answers = join_all(checked.iter().zip(&subs).map(|(c, sub)| async move {
+            match self.children[*c].sink.read_back() {
+                ReadBack::Supported(reads) => reads.reconcile(sub).await,
+                ReadBack::Unsupported(why) => Err(SinkError::permanent(why)),
+            }
+        }))
+        .await;
         for ((c, sub), answer) in checked.iter().zip(&subs).zip(answers) {
             let name = &self.children[*c].name;
             let presences = answer.map_err(|e| e.rephrased(format!("sink `{name}`: {}", e.display_chain())))?;
@@ -395,40 +487,6 @@ impl Sink for FanoutSink {
             }
         }
         Ok(found)
-    }
-
-    async fn health_check(&self) -> Result<(), SinkError> {
-        let checks = join_all(self.children.iter().map(|c| c.sink.health_check())).await;
-        for (child, result) in self.children.iter().zip(checks) {
-            result.map_err(|e| e.rephrased(format!("sink `{}`: {}", child.name, e.display_chain())))?;
-        }
-        Ok(())
-    }
-
-    async fn close(&self) -> Result<(), SinkError> {
-        // Stop taking optional copies, give the queued ones a bounded time, then close the
-        // children in reverse order.
-        self.queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear();
-        let workers: Vec<_> =
-            std::mem::take(&mut *self.workers.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-        let aborts: Vec<_> = workers.iter().map(tokio::task::JoinHandle::abort_handle).collect();
-        if tokio::time::timeout(OPTIONAL_DRAIN, join_all(workers)).await.is_err() {
-            tracing::warn!(
-                timeout_s = OPTIONAL_DRAIN.as_secs(),
-                "optional targets did not finish their queued copies in time"
-            );
-            aborts.iter().for_each(tokio::task::AbortHandle::abort);
-        }
-        let counts: Vec<String> = self.stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
-        tracing::info!(counts = %counts.join(" "), "fan-out closing");
-        let mut first_error = None;
-        for child in self.children.iter().rev() {
-            if let Err(e) = child.sink.close().await {
-                tracing::warn!(target_sink = %child.name, error = %e.display_chain(), "closing a fan-out target failed");
-                first_error.get_or_insert(e);
-            }
-        }
-        first_error.map_or(Ok(()), Err)
     }
 }
 
@@ -447,11 +505,13 @@ fn worse(a: Presence, b: Presence) -> Presence {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use sinks_contract::testing::SinkExt as _;
 
     use super::*;
     use bytes::Bytes;
+    use sinks_certify::MemorySink;
     use sinks_contract::envelope::{AppMetadata, Headers};
-    use sinks_contract::testing::{MemorySink, envelope_with};
+    use sinks_contract::testing::envelope_with;
 
     fn msg(seq: u64, subject: &str, classification: Option<&str>) -> Envelope {
         envelope_with("S", seq, subject, format!("{{\"n\":{seq}}}"), Headers::new(), 1).with_app_metadata(AppMetadata {
@@ -486,7 +546,7 @@ mod tests {
             msg(3, "misc", None),
             msg(4, "misc", Some("SECRET")),
         ];
-        let outcomes = sink.write_batch(&batch).await.unwrap();
+        let outcomes = sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await.unwrap();
         assert!(outcomes.iter().all(|o| matches!(o, MessageOutcome::Committed)), "{outcomes:?}");
         let seqs = |m: &MemorySink| {
             let mut s: Vec<u64> = m.commits().into_iter().map(|(seq, _)| seq).collect();
@@ -511,7 +571,8 @@ mod tests {
                 "targets": ["db", {"sink": "hook", "required": false, "minimum_wait_ms": 500, "timeout_ms": 500}]}]})),
         );
         sink.open().await.unwrap();
-        let outcomes = sink.write_batch(&[msg(1, "a", None), msg(2, "a", None)]).await.unwrap();
+        let outcomes =
+            sink.write(&[msg(1, "a", None), msg(2, "a", None)], sinks_contract::DEFAULT_BUDGET).await.unwrap();
         assert!(matches!(outcomes[0], MessageOutcome::Committed), "optional failure ignored: {:?}", outcomes[0]);
         let MessageOutcome::Failed(e) = &outcomes[1] else { panic!("{:?}", outcomes[1]) };
         assert!(e.is_permanent());
@@ -532,20 +593,23 @@ mod tests {
             "readable"
         }
 
-        async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
-            self.memory.write_batch(batch).await
+        async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
+            self.memory.write(batch, sinks_contract::DEFAULT_BUDGET).await
         }
 
         async fn health_check(&self) -> Result<(), SinkError> {
             Ok(())
         }
 
-        fn read_back(&self) -> ReadBack {
-            if self.reads {
-                ReadBack::Supported("record by key".into())
-            } else {
-                ReadBack::Unsupported("this one cannot".into())
-            }
+        fn read_back(&self) -> ReadBack<'_> {
+            if self.reads { ReadBack::Supported(self) } else { ReadBack::Unsupported("this one cannot".into()) }
+        }
+    }
+
+    #[async_trait]
+    impl Reconcile for Readable {
+        fn checks(&self) -> String {
+            "record by key".into()
         }
 
         async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
@@ -585,7 +649,8 @@ mod tests {
             ]})),
         );
         sink.open().await.unwrap();
-        let ReadBack::Supported(what) = sink.read_back() else { panic!("{:?}", sink.read_back()) };
+        let ReadBack::Supported(reads) = sink.read_back() else { panic!("{:?}", sink.read_back()) };
+        let what = reads.checks();
         assert!(what.contains("`audit` (record by key)") && what.contains("`db` (record by key)"), "{what}");
         assert!(what.contains("unchecked: `plain` (this one cannot)"), "{what}");
         assert!(!what.contains("`opt`"), "optional targets are never checked: {what}");
@@ -599,11 +664,11 @@ mod tests {
             msg(7, "hint.z", None),             // optional only
             msg(8, "misc", None),               // no route: rejected
         ];
-        let outcomes = sink.write_batch(&batch).await.unwrap();
+        let outcomes = sink.write(&batch, sinks_contract::DEFAULT_BUDGET).await.unwrap();
         assert_eq!(outcomes.iter().filter(|o| o.is_durable()).count(), 7, "{outcomes:?}");
         use Presence::{Different, Equal, Missing, Unchecked};
         assert_eq!(
-            sink.reconcile(&batch).await.unwrap(),
+            sink.read_back_batch(&batch).await.unwrap(),
             [Equal, Equal, Equal, Equal, Unchecked, Unchecked, Equal, Missing]
         );
         let key = |seq: u64| format!("stream-sequence:S:{seq}");
@@ -614,7 +679,7 @@ mod tests {
         audit.set(&key(4), None);
         audit.set(&key(6), Some(Bytes::from_static(b"{}")));
         assert_eq!(
-            sink.reconcile(&batch).await.unwrap(),
+            sink.read_back_batch(&batch).await.unwrap(),
             // 4: missing in one target beats different in the other (a replay repairs it);
             // 6: what a readable target says beats the unreadable one's silence.
             [Missing, Missing, Different, Missing, Unchecked, Different, Equal, Missing]
@@ -630,9 +695,13 @@ mod tests {
             routing(json!({"enabled": true, "routes": [{"name": "all", "match": {"subject": ">"},
                 "targets": ["a", {"sink": "b", "required": false}]}]})),
         );
-        assert_eq!(
-            sink.read_back(),
-            ReadBack::Unsupported("no required target can read its destination back: `a` (this one cannot)".into())
+        assert!(
+            matches!(
+                sink.read_back(),
+                ReadBack::Unsupported(why) if why == "no required target can read its destination back: `a` (this one cannot)"
+            ),
+            "{:?}",
+            sink.read_back()
         );
     }
 
@@ -648,7 +717,7 @@ mod tests {
         sink.open().await.unwrap();
         let started = Instant::now();
         for round in 0..(OPTIONAL_QUEUE_BATCHES as u64 + 3) {
-            let outcomes = sink.write_batch(&[msg(round, "a", None)]).await.unwrap();
+            let outcomes = sink.write(&[msg(round, "a", None)], sinks_contract::DEFAULT_BUDGET).await.unwrap();
             assert!(matches!(outcomes[0], MessageOutcome::Committed));
         }
         // Each write waited at most its 50 ms window, never the 5 s of the slow target.

@@ -4,7 +4,7 @@
 //! A receipt says where a message went and how it came out: idempotency key, stream and
 //! sequence, message id, correlation id, delivery attempt, outcome (committed, duplicate,
 //! conflict kept, overwritten, dead-lettered with the reason), the destination reference the
-//! sink reported ([`sinks_contract::Sink::destination`]), the sink and target names and timestamps.
+//! sink reported ([`sinks_contract::Destinations::destination`]), the sink and target names and timestamps.
 //! Sinks never publish receipts; only [`LedgerPublisher`], called by the runner, does.
 //!
 //! Receipts carry `Nats-Msg-Id` = `nats-sinks-ledger:{key}:{outcome}`, so a redelivery that
@@ -28,12 +28,15 @@ use crate::ack::{AfterDeadLetter, Settlement};
 use crate::config::Issues;
 use sinks_contract::envelope::Envelope;
 use sinks_contract::sink::{ConflictResolution, DestinationRef, MessageOutcome, Sink};
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Header of a receipt naming the source stream.
 pub const STREAM_HEADER: &str = "Nats-Sinks-Ledger-Stream";
 /// Header of a receipt carrying the source stream sequence.
 pub const SEQUENCE_HEADER: &str = "Nats-Sinks-Ledger-Sequence";
+/// Header of a receipt naming the stream's epoch, only in a later epoch (see
+/// `Envelope::keyed_stream`): reconcile reads the receipts of the epoch it checks.
+pub const EPOCH_HEADER: &str = "Nats-Sinks-Ledger-Stream-Epoch";
 /// Header of a receipt carrying the outcome.
 pub const OUTCOME_HEADER: &str = "Nats-Sinks-Ledger-Outcome";
 /// `schema` value of every receipt.
@@ -155,6 +158,10 @@ pub struct Receipt {
     pub stream: String,
     /// Source stream sequence.
     pub stream_sequence: u64,
+    /// The stream's epoch, only in a later epoch (a stream deleted and created again, or
+    /// moved back, whose keys carry it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_epoch: Option<String>,
     /// Consumer that delivered the message.
     pub consumer: String,
     /// Subject the message was published on.
@@ -290,6 +297,9 @@ impl LedgerPublisher {
         let mut headers = HeaderMap::new();
         headers.insert(STREAM_HEADER, receipt.stream.as_str());
         headers.insert(SEQUENCE_HEADER, receipt.stream_sequence.to_string().as_str());
+        if let Some(epoch) = &receipt.stream_epoch {
+            headers.insert(EPOCH_HEADER, epoch.as_str());
+        }
         headers.insert(OUTCOME_HEADER, receipt.outcome.as_str());
         let publish = PublishMessage::build().payload(body.into()).headers(headers).message_id(receipt.msg_id());
         let attempt = async {
@@ -352,13 +362,14 @@ pub fn receipt_with(
     };
     let destination = match class {
         ReceiptOutcome::DeadLettered => None,
-        _ => sink.destination(envelope, outcome),
+        _ => sink.destinations().and_then(|d| d.destination(envelope, outcome)),
     };
     Some(Receipt {
         schema: RECEIPT_SCHEMA.to_owned(),
         idempotency_key: envelope.idempotency_key().ok().map(|k| k.to_string()),
         stream: js.stream.clone(),
         stream_sequence: js.stream_sequence,
+        stream_epoch: envelope.stream_epoch().map(str::to_owned),
         consumer: js.consumer.clone(),
         subject: envelope.subject().to_owned(),
         message_id: envelope.message_id().map(str::to_owned),

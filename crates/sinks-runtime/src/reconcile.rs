@@ -3,11 +3,18 @@
 //!
 //! The stream is read with an ephemeral ordered consumer (nothing is acked, the durable
 //! consumer is never touched) and checked in chunks through the sink's read-back capability
-//! ([`sinks_contract::Sink::reconcile`]); nothing is ever written to the destination. Memory is
+//! ([`sinks_contract::Reconcile::reconcile`]); nothing is ever written to the destination. Memory is
 //! bounded by the chunk size plus two bits per sequence of the range for the ledger and the
 //! DLQ lookups. Every message lands in one [`Class`]; only the ones worth a look are handed
 //! to the caller as [`Finding`]s, and the missing sequences are merged into ranges for
 //! `--repair`.
+//!
+//! A stream that was deleted and created again (or moved back) is reported per epoch
+//! ([`crate::identity`]): the stream holds only the current epoch's messages, which are read
+//! back under that epoch's keys and matched with that epoch's dead letters and receipts;
+//! every earlier epoch is listed with what the consumer had settled of it. While a change
+//! waits for a decision, a message whose sequence names an earlier event's record is
+//! [`Class::Reused`], never a conflict.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -19,10 +26,10 @@ use serde::Serialize;
 use time::OffsetDateTime;
 
 use crate::config::Config;
-use crate::ledger::{OUTCOME_HEADER, SEQUENCE_HEADER, STREAM_HEADER};
+use crate::ledger::{EPOCH_HEADER, OUTCOME_HEADER, SEQUENCE_HEADER, STREAM_HEADER};
 use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
 use sinks_contract::sink::{DestinationRef, Presence, ReadBack, Sink};
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// The part of the stream to reconcile. Sequences win over times when both are given.
 #[derive(Debug, Clone, Default)]
@@ -58,6 +65,10 @@ pub enum Class {
     GoneRecorded,
     /// The sink cannot read its destination back and nothing else settles the question.
     Unchecked,
+    /// Its sequence names another event's record: the stream changed under the consumer
+    /// (deleted and created again, or moved back) and no decision was made yet
+    /// (`nats-sink stream-identity`). Not stored.
+    Reused,
 }
 
 impl Class {
@@ -72,6 +83,7 @@ impl Class {
             Self::Gone => "gone",
             Self::GoneRecorded => "gone_recorded",
             Self::Unchecked => "unchecked",
+            Self::Reused => "reused",
         }
     }
 }
@@ -114,6 +126,12 @@ pub struct Summary {
     pub dead_letter_stream: Option<String>,
     /// Missing sequences merged into inclusive ranges.
     pub missing_ranges: Vec<(u64, u64)>,
+    /// The epoch the stream is read in (`None`: the stream's first identity, or no record).
+    pub epoch: Option<String>,
+    /// The stream's earlier identities, oldest first: no longer in the stream.
+    pub earlier_epochs: Vec<crate::identity::Past>,
+    /// A change of the stream's identity that waits for a decision, in words.
+    pub undecided: Option<String>,
 }
 
 impl Summary {
@@ -122,9 +140,9 @@ impl Summary {
         self.counts.get(&class).copied().unwrap_or(0)
     }
 
-    /// True when nothing is missing or conflicting.
+    /// True when nothing is missing, conflicting or under a reused sequence.
     pub fn clean(&self) -> bool {
-        self.count(Class::Missing) == 0 && self.count(Class::Conflict) == 0
+        self.count(Class::Missing) == 0 && self.count(Class::Conflict) == 0 && self.count(Class::Reused) == 0
     }
 }
 
@@ -233,9 +251,10 @@ impl Reader {
     }
 }
 
-/// Reads `stream` from `start` (filtered to `filter` when not empty) and calls `each` until
-/// it returns `false` or the stream has nothing more.
-async fn scan(
+/// Reads `stream` from `start` (filtered to `filter` when not empty) through an ephemeral
+/// ordered consumer and calls `each` until it returns `false` or the stream has nothing more
+/// (`nats-sink redrive` reads the dead-letter stream with it too).
+pub async fn scan(
     stream: &jetstream::stream::Stream,
     start: DeliverPolicy,
     filter: &str,
@@ -251,7 +270,7 @@ async fn scan(
 }
 
 /// The stream that captures `subject`, if any and not empty.
-async fn stream_for(
+pub async fn stream_for(
     js: &jetstream::Context,
     subject: &str,
 ) -> Result<Option<jetstream::stream::Stream>, ReconcileError> {
@@ -288,6 +307,13 @@ pub async fn reconcile(
         .map_err(|e| ReconcileError::Config(format!("stream `{}`: {e}", config.nats.stream)))?;
     let state = source.info().await.map_err(failed)?.state.clone();
     let (first, last) = (state.first_sequence, state.last_sequence);
+    let identity = read_identity(&js, config).await;
+    let epoch: Option<std::sync::Arc<str>> =
+        identity.as_ref().and_then(|r| r.epoch.as_deref()).map(std::sync::Arc::from);
+    let undecided = identity
+        .as_ref()
+        .and_then(|r| r.pending.as_ref())
+        .map(|p| format!("the stream was {} (detected {}) and no decision was made", p.kind.as_words(), p.detected_at));
 
     // Resolve the range to sequences.
     let from = match (range.from_seq, range.since) {
@@ -323,6 +349,7 @@ pub async fn reconcile(
             let headers = m.headers.as_ref();
             let get = |name: &str| headers.and_then(|h| h.get(name)).map(|v| v.as_str().to_owned());
             if get(STREAM_HEADER).as_deref() == Some(config.nats.stream.as_str())
+                && get(EPOCH_HEADER).as_deref() == epoch.as_deref()
                 && let Some(seq) = get(SEQUENCE_HEADER).and_then(|s| s.parse::<u64>().ok())
             {
                 recorded.set(seq);
@@ -346,6 +373,7 @@ pub async fn reconcile(
         scan(&stream, DeliverPolicy::All, subject, |m, _| {
             if let Ok(record) = serde_json::from_slice::<serde_json::Value>(&m.payload)
                 && record["stream"].as_str() == Some(config.nats.stream.as_str())
+                && record["stream_epoch"].as_str() == epoch.as_deref()
                 && let Some(seq) = record["stream_sequence"].as_u64()
             {
                 dead.set(seq);
@@ -356,10 +384,7 @@ pub async fn reconcile(
     }
 
     let read_back = sink.read_back();
-    let (destination_checked, read_back_text) = match &read_back {
-        ReadBack::Supported(what) => (true, what.clone()),
-        ReadBack::Unsupported(why) => (false, why.clone()),
-    };
+    let (destination_checked, read_back_text) = (read_back.is_supported(), read_back.describe());
     let filters = config.consumer_management.effective_filters(&config.nats.subject);
     let mut summary = Summary {
         stream: config.nats.stream.clone(),
@@ -372,6 +397,9 @@ pub async fn reconcile(
         ledger_stream,
         dead_letter_stream,
         missing_ranges: Vec::new(),
+        epoch: epoch.as_deref().map(str::to_owned),
+        earlier_epochs: identity.map(|r| r.history).unwrap_or_default(),
+        undecided: undecided.clone(),
     };
     if to < from {
         return Ok(summary);
@@ -382,6 +410,7 @@ pub async fn reconcile(
         ledger_dead: &ledger_dead,
         dead: &dead,
         ledger: summary.ledger_stream.is_some(),
+        undecided: undecided.is_some(),
     };
 
     // The stream itself, chunk by chunk. Gaps in the sequence are what retention (or a
@@ -409,7 +438,7 @@ pub async fn reconcile(
         if !filters.iter().any(|f| subject::matches(f, &m.subject)) {
             summary.other_subjects += 1;
         } else if let Some(e) = envelope_of(&m, &config.nats.stream) {
-            batch.push(e);
+            batch.push(e.with_stream_epoch(epoch.clone()));
         }
         if batch.len() >= chunk {
             check_chunk(sink, &read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
@@ -440,12 +469,26 @@ fn report_gone(from: u64, to: u64, ctx: &Classifier<'_>, summary: &mut Summary, 
     }
 }
 
+/// The stream's identity record of this consumer, when the guard keeps one and it can be
+/// read (reconcile only reads it).
+async fn read_identity(js: &jetstream::Context, config: &Config) -> Option<crate::identity::Record> {
+    if !config.stream_guard.identity {
+        return None;
+    }
+    let kv = js.get_key_value(&config.stream_guard.bucket).await.ok()?;
+    let key = crate::identity::record_key(&config.nats.stream, &config.nats.consumer);
+    let entry = kv.entry(key).await.ok()??;
+    serde_json::from_slice(&entry.value).ok()
+}
+
 /// What the ledger and the DLQ say, for classifying one message.
 struct Classifier<'a> {
     recorded: &'a Bits,
     ledger_dead: &'a Bits,
     dead: &'a Bits,
     ledger: bool,
+    /// The stream changed and nothing was decided: a different record is another event's.
+    undecided: bool,
 }
 
 impl Classifier<'_> {
@@ -457,6 +500,8 @@ impl Classifier<'_> {
         match presence {
             Some(Presence::Equal) if self.ledger && !self.recorded.get(seq) => Class::PresentNotInLedger,
             Some(Presence::Equal) => Class::PresentEqual,
+            Some(Presence::Different) if self.dead_lettered(seq) && self.undecided => Class::DeadLettered,
+            Some(Presence::Different) if self.undecided => Class::Reused,
             Some(Presence::Different) => Class::Conflict,
             Some(Presence::Missing) if self.dead_lettered(seq) => Class::DeadLettered,
             Some(Presence::Missing) => Class::Missing,
@@ -471,7 +516,7 @@ impl Classifier<'_> {
 
 async fn check_chunk(
     sink: &dyn Sink,
-    read_back: &ReadBack,
+    read_back: &ReadBack<'_>,
     batch: &[Envelope],
     ctx: &Classifier<'_>,
     summary: &mut Summary,
@@ -481,8 +526,8 @@ async fn check_chunk(
         return Ok(());
     }
     let presence: Vec<Option<Presence>> = match read_back {
-        ReadBack::Supported(_) => {
-            let found = sink
+        ReadBack::Supported(reads) => {
+            let found = reads
                 .reconcile(batch)
                 .await
                 .map_err(|e| failed(format!("reading the destination back failed: {}", e.display_chain())))?;
@@ -509,7 +554,9 @@ async fn check_chunk(
                 class,
                 subject: Some(envelope.subject().to_owned()),
                 idempotency_key: envelope.idempotency_key().ok().map(|k| k.to_string()),
-                destination: sink.destination(envelope, &sinks_contract::MessageOutcome::Committed),
+                destination: sink
+                    .destinations()
+                    .and_then(|d| d.destination(envelope, &sinks_contract::MessageOutcome::Committed)),
             });
         }
     }
@@ -597,8 +644,10 @@ mod tests {
         let none = Bits::new(1, 10);
         recorded.set(1);
         dead.set(2);
-        let with_ledger = Classifier { recorded: &recorded, ledger_dead: &none, dead: &dead, ledger: true };
-        let without = Classifier { recorded: &none, ledger_dead: &none, dead: &dead, ledger: false };
+        let with_ledger =
+            Classifier { recorded: &recorded, ledger_dead: &none, dead: &dead, ledger: true, undecided: false };
+        let without = Classifier { recorded: &none, ledger_dead: &none, dead: &dead, ledger: false, undecided: false };
+        let undecided = Classifier { recorded: &none, ledger_dead: &none, dead: &dead, ledger: false, undecided: true };
         use Class::*;
         let table = [
             (&with_ledger, 1, Some(Presence::Equal), PresentEqual),
@@ -615,6 +664,10 @@ mod tests {
             (&with_ledger, 3, None, Missing),
             (&without, 3, None, Unchecked),
             (&without, 2, None, DeadLettered),
+            // The stream changed and nothing was decided: another event's record.
+            (&undecided, 1, Some(Presence::Different), Reused),
+            (&undecided, 2, Some(Presence::Different), DeadLettered),
+            (&undecided, 3, Some(Presence::Equal), PresentEqual),
         ];
         for (c, seq, presence, want) in table {
             assert_eq!(c.classify(seq, presence), want, "{seq} {presence:?}");

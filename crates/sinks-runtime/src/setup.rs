@@ -186,7 +186,9 @@ pub fn detect_drift(existing: &consumer::Config, cm: &ConsumerManagementConfig, 
         check("memory_storage", m.to_string(), existing.memory_storage.to_string(), false);
     }
     if !cm.metadata.is_empty() {
-        let have: std::collections::BTreeMap<_, _> = existing.metadata.iter().collect();
+        // The server adds its own keys (`_nats.ver`, `_nats.level`, …): not the config's to check.
+        let have: std::collections::BTreeMap<_, _> =
+            existing.metadata.iter().filter(|(k, _)| !k.starts_with("_nats.")).collect();
         let want: std::collections::BTreeMap<_, _> = cm.metadata.iter().collect();
         check("metadata", format!("{want:?}"), format!("{have:?}"), true);
     }
@@ -275,7 +277,8 @@ pub async fn preflight(js: &Context, config: &Config) -> Result<Vec<String>, Set
             notes.push(format!(
                 "stream `{name}` does not exist yet: run creates it (stream_management.create_if_missing)"
             ));
-            check_dead_letter_stream(js, config).await?;
+            plan_dead_letter_stream(js, config, &mut notes).await?;
+            plan_guard_bucket(js, config, &mut notes).await?;
             return Ok(notes);
         }
         Err(e) => return Err(unavailable(e)),
@@ -283,10 +286,17 @@ pub async fn preflight(js: &Context, config: &Config) -> Result<Vec<String>, Set
     let subjects = stream.cached_info().config.subjects.clone();
     check_subjects(&subjects, config)?;
     notes.push(format!("stream `{name}` captures {}", subjects.join(", ")));
-    check_dead_letter_stream(js, config).await?;
-    if let (true, Some(subject)) = (config.dead_letter.enabled, &config.dead_letter.subject) {
-        notes.push(format!("a stream captures dead_letter.subject `{subject}`"));
+    let replicas = stream.cached_info().config.num_replicas;
+    let sync = crate::durability::server_sync(config.nats.monitoring_url.as_deref()).await;
+    match crate::durability::lint(name, replicas, &sync) {
+        Some(warning) => notes.push(format!("warning: {warning}")),
+        None if replicas >= 3 => notes.push(format!(
+            "stream `{name}` has {replicas} replicas: acknowledged messages survive a server's power loss"
+        )),
+        None => notes.push(format!("the server syncs every write of stream `{name}` to disk (sync_interval: always)")),
     }
+    plan_dead_letter_stream(js, config, &mut notes).await?;
+    plan_guard_bucket(js, config, &mut notes).await?;
     let cm = &config.consumer_management;
     let consumer = &config.nats.consumer;
     let max_deliver = match stream.consumer_info(consumer).await {
@@ -334,16 +344,18 @@ pub async fn preflight(js: &Context, config: &Config) -> Result<Vec<String>, Set
     Ok(notes)
 }
 
-/// Refuses a consumer filter the stream does not capture: it would be created and then idle
-/// for ever (or be refused by the server with a message naming neither field). A stream
-/// without subjects of its own (sourced or mirrored) is not checked.
+/// Refuses a consumer filter that no subject of the stream overlaps: it could never match a
+/// message (the server refuses it too, with a message naming neither field). A filter that
+/// overlaps the stream's subjects is accepted, as the server accepts it (`>` over a stream of
+/// `secure.>` and `public.>`). A stream without subjects of its own (sourced or mirrored) is
+/// not checked.
 fn check_subjects(stream_subjects: &[String], config: &Config) -> Result<(), ConfigError> {
     if stream_subjects.is_empty() {
         return Ok(());
     }
     let filters = config.consumer_management.effective_filters(&config.nats.subject);
     let missing: Vec<&String> =
-        filters.iter().filter(|f| !stream_subjects.iter().any(|s| sinks_contract::subject::contains(s, f))).collect();
+        filters.iter().filter(|f| !stream_subjects.iter().any(|s| sinks_toolkit::subject::overlaps(s, f))).collect();
     if missing.is_empty() {
         return Ok(());
     }
@@ -355,12 +367,60 @@ fn check_subjects(stream_subjects: &[String], config: &Config) -> Result<(), Con
     Err(ConfigError::single(
         field,
         format!(
-            "stream `{}` does not capture {}; its subjects are {}: point the field at subjects the stream holds, or nats.stream at the stream that captures them",
+            "no subject of stream `{}` overlaps {}; its subjects are {}: point the field at subjects the stream holds, or nats.stream at the stream that captures them",
             config.nats.stream,
             missing.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
             stream_subjects.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", "),
         ),
     ))
+}
+
+/// What `validate --connect` says of the DLQ stream: one captures `dead_letter.subject`, or
+/// run creates it (`stream_management.dead_letter_stream` with `create_if_missing`), as run
+/// would; else the error run would stop with.
+async fn plan_dead_letter_stream(js: &Context, config: &Config, notes: &mut Vec<String>) -> Result<(), SetupError> {
+    let (true, Some(subject)) = (config.dead_letter.enabled, config.dead_letter.subject.as_deref()) else {
+        return Ok(());
+    };
+    let sm = &config.stream_management;
+    if let (true, Some(dl_stream)) = (sm.create_if_missing, &sm.dead_letter_stream)
+        && !stream_exists(js, dl_stream).await?
+    {
+        notes.push(format!(
+            "stream `{dl_stream}` does not exist yet: run creates it to capture dead_letter.subject `{subject}` \
+             (stream_management.dead_letter_stream)"
+        ));
+        return Ok(());
+    }
+    check_dead_letter_stream(js, config).await?;
+    notes.push(format!("a stream captures dead_letter.subject `{subject}`"));
+    Ok(())
+}
+
+/// What `validate --connect` says of the stream guard's bucket: there, created by run, or (in
+/// `bind_only`) the error run would stop with.
+async fn plan_guard_bucket(js: &Context, config: &Config, notes: &mut Vec<String>) -> Result<(), SetupError> {
+    let guard = &config.stream_guard;
+    if !guard.identity {
+        notes.push("stream_guard.identity is off: a re-created stream is caught only at the destination".into());
+        return Ok(());
+    }
+    match js.get_key_value(&guard.bucket).await {
+        Ok(_) => notes.push(format!("the stream's identity is pinned in key-value bucket `{}`", guard.bucket)),
+        Err(_) if config.consumer_management.mode == ConsumerMode::BindOnly => {
+            return Err(ConfigError::single(
+                "stream_guard.bucket",
+                format!(
+                    "key-value bucket `{}` does not exist and consumer_management.mode is bind_only: create it \
+                     (`nats-sink stream-plan` prints the command) or set stream_guard.identity = false",
+                    guard.bucket
+                ),
+            )
+            .into());
+        }
+        Err(_) => notes.push(format!("run creates key-value bucket `{}` for the stream's identity", guard.bucket)),
+    }
+    Ok(())
 }
 
 /// With the DLQ on, some stream must capture `dead_letter.subject`, else every dead letter
@@ -517,7 +577,7 @@ pub async fn ensure_capture(
     let capture = match js.get_stream(&name).await {
         Ok(mut existing) => {
             let info = existing.info().await.map_err(unavailable)?;
-            if !info.config.subjects.iter().any(|s| sinks_contract::subject::contains(s, &subject)) {
+            if !info.config.subjects.iter().any(|s| sinks_toolkit::subject::contains(s, &subject)) {
                 return Err(ConfigError::single(
                     "rescue.stream",
                     format!(
@@ -635,6 +695,25 @@ mod tests {
             "{}",
             err.issues[2].message
         );
+    }
+
+    #[test]
+    fn the_servers_own_metadata_is_no_drift() {
+        let mut metadata = std::collections::HashMap::new();
+        metadata.insert("team".to_owned(), "orders".to_owned());
+        metadata.insert("_nats.ver".to_owned(), "2.15.1".to_owned());
+        metadata.insert("_nats.level".to_owned(), "5".to_owned());
+        let existing = consumer::Config {
+            ack_policy: AckPolicy::Explicit,
+            filter_subject: "orders.*".into(),
+            metadata,
+            ..Default::default()
+        };
+        let cm = ConsumerManagementConfig {
+            metadata: [("team".to_owned(), "orders".to_owned())].into_iter().collect(),
+            ..Default::default()
+        };
+        assert!(detect_drift(&existing, &cm, "orders.*").is_empty());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! crate-private, so no sink crate can name it, let alone hold one. The batch the pairs make
 //! belongs to the runner (`runner::batch`).
 
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::PullConsumer;
@@ -16,7 +16,10 @@ use futures::StreamExt;
 use time::OffsetDateTime;
 
 use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
-use sinks_contract::metadata::MessageMetadataConfig;
+use sinks_toolkit::metadata::MessageMetadataConfig;
+use tokio::sync::watch;
+
+use crate::runner::GuardState;
 
 /// One fetched message: the envelope the sink sees and the ack handle only the runner may use.
 pub(crate) type Delivery = (Envelope, AckHandle);
@@ -83,16 +86,40 @@ impl FetchError {
 /// Pull source over one consumer.
 #[derive(Debug)]
 pub(crate) struct Source {
-    consumer: PullConsumer,
+    /// The consumer fetched from; replaced when it had to be bound again (a deleted stream
+    /// takes its consumers with it).
+    consumer: Arc<RwLock<PullConsumer>>,
     metadata: MessageMetadataConfig,
     /// The connection every ack handle of this source settles through.
     client: Arc<Client>,
+    /// The stream guard's state: the epoch stamped on every envelope.
+    guard: watch::Receiver<GuardState>,
 }
 
 impl Source {
-    /// A source over `consumer`, whose messages are acknowledged through `client`.
-    pub(crate) fn new(consumer: PullConsumer, metadata: MessageMetadataConfig, client: Client) -> Self {
-        Self { consumer, metadata, client: Arc::new(client) }
+    /// A source over `consumer`, whose messages are acknowledged through `client` and
+    /// stamped with the epoch `guard` holds.
+    pub(crate) fn new(
+        consumer: PullConsumer,
+        metadata: MessageMetadataConfig,
+        client: Client,
+        guard: watch::Receiver<GuardState>,
+    ) -> Self {
+        Self { consumer: Arc::new(RwLock::new(consumer)), metadata, client: Arc::new(client), guard }
+    }
+
+    /// The consumer, shared with the stream guard's task (which polls it).
+    pub(crate) fn consumer(&self) -> Arc<RwLock<PullConsumer>> {
+        Arc::clone(&self.consumer)
+    }
+
+    /// Fetches from `consumer` from now on.
+    pub(crate) fn replace_consumer(&self, consumer: PullConsumer) {
+        *self.consumer.write().unwrap_or_else(std::sync::PoisonError::into_inner) = consumer;
+    }
+
+    fn current(&self) -> PullConsumer {
+        self.consumer.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     /// Fetches up to `max` messages. Returns at once with whatever is available; when nothing
@@ -103,14 +130,15 @@ impl Source {
         // Every pull request carries an expiry, so a request lost in a disconnect ends on the
         // client's timer instead of hanging; the outer timeout is a last resort.
         let guard = timeout + Duration::from_secs(15);
+        let consumer = self.current();
         let attempt = async {
             let mut out = Vec::with_capacity(max);
-            self.collect(self.consumer.fetch().max_messages(max).expires(timeout).messages().await, &mut out).await?;
+            self.collect(consumer.fetch().max_messages(max).expires(timeout).messages().await, &mut out).await?;
             if out.is_empty() {
-                let wait = self.consumer.batch().max_messages(1).expires(timeout).messages().await;
+                let wait = consumer.batch().max_messages(1).expires(timeout).messages().await;
                 self.collect(wait, &mut out).await?;
                 if !out.is_empty() && max > 1 {
-                    let more = self.consumer.fetch().max_messages(max - 1).expires(timeout).messages().await;
+                    let more = consumer.fetch().max_messages(max - 1).expires(timeout).messages().await;
                     self.collect(more, &mut out).await?;
                 }
             }
@@ -157,8 +185,10 @@ impl Source {
         let reply = message.reply.clone().ok_or_else(|| FetchError("message has no ack subject".into()))?;
         let headers = message.headers.as_ref().map(headers_of).unwrap_or_default();
         let app = self.metadata.resolve(message.subject.as_str(), &headers);
-        let envelope =
-            Envelope::new(message.subject.as_str(), message.payload, headers, jetstream).with_app_metadata(app);
+        let epoch = self.guard.borrow().epoch.clone();
+        let envelope = Envelope::new(message.subject.as_str(), message.payload, headers, jetstream)
+            .with_app_metadata(app)
+            .with_stream_epoch(epoch);
         Ok((envelope, AckHandle { client, reply }))
     }
 }

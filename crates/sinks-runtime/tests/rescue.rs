@@ -12,7 +12,7 @@ use std::time::Duration;
 use async_nats::HeaderMap;
 use bytes::Bytes;
 use serde_json::json;
-use sinks_contract::testing::MemorySink;
+use sinks_certify::MemorySink;
 use sinks_contract::{BatchResult, Envelope, MessageOutcome, Sink, SinkError};
 use sinks_runtime::Config;
 use sinks_testkit::{NatsServer, js_publish_all, read_stream, stream_with_subjects, unique, wait_until};
@@ -45,12 +45,12 @@ impl Sink for LastChance {
     fn name(&self) -> &str {
         "last-chance"
     }
-    async fn write_batch(&self, batch: &[Envelope]) -> BatchResult {
+    async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
         let mut outcomes = Vec::with_capacity(batch.len());
         for e in batch {
             let js = e.jetstream();
             if js.stream_sequence != TARGET || self.target == Target::Write {
-                outcomes.extend(self.inner.write_batch(std::slice::from_ref(e)).await?);
+                outcomes.extend(self.inner.write(std::slice::from_ref(e), sinks_contract::DEFAULT_BUDGET).await?);
                 continue;
             }
             if self.target == Target::BlockOnLast && js.delivered >= MAX_DELIVER {
@@ -76,6 +76,11 @@ struct Case {
 
 impl Case {
     async fn new(js: &async_nats::jetstream::Context) -> Self {
+        Self::with_payloads(js, |i| Bytes::from(format!("{{\"n\":{i}}}"))).await
+    }
+
+    /// A case whose message `i` has the payload `payload(i)`.
+    async fn with_payloads(js: &async_nats::jetstream::Context, payload: fn(u64) -> Bytes) -> Self {
         let stream = unique("RESCUE");
         let subject = format!("{}.>", stream.to_lowercase());
         stream_with_subjects(js, &stream, &[&subject]).await;
@@ -83,13 +88,7 @@ impl Case {
         let dlq_subject = format!("{}.dead", dlq_stream.to_lowercase());
         stream_with_subjects(js, &dlq_stream, &[&dlq_subject]).await;
         let msgs = (1..=MESSAGES)
-            .map(|i| {
-                (
-                    format!("{}.k{}", stream.to_lowercase(), i % 4),
-                    HeaderMap::new(),
-                    Bytes::from(format!("{{\"n\":{i}}}")),
-                )
-            })
+            .map(|i| (format!("{}.k{}", stream.to_lowercase(), i % 4), HeaderMap::new(), payload(i)))
             .collect();
         js_publish_all(js, msgs).await;
         Self { stream, consumer: unique("sink"), subject, dlq_stream, dlq_subject }
@@ -209,6 +208,8 @@ async fn bind_only_without_the_capture_stream_is_refused_unless_rescue_is_turned
         config.consumer_management.mode = sinks_runtime::config::ConsumerMode::BindOnly;
         if extra["rescue_off"] == true {
             config.rescue.enabled = false;
+            // bind_only needs the stream guard's bucket too (or its explicit opt-out).
+            config.stream_guard.identity = false;
         }
         config
     };
@@ -230,4 +231,79 @@ async fn bind_only_without_the_capture_stream_is_refused_unless_rescue_is_turned
     assert!(wait_until(Duration::from_secs(30), || async { sink.len() == MESSAGES as usize }).await);
     let _ = stop.send(());
     run.await.unwrap().unwrap();
+}
+
+/// A rescued message takes the policy steps of a fetched one and is counted like one. The
+/// first run (no policy) is killed on the target's last delivery; the second has a size
+/// policy the target's payload is too large for, so the rescue's last chance ends in the
+/// policy's refusal: dead-lettered with the policy's reason (not the exhaustion), and counted
+/// in `rejected_by_policy` and the size policy's rejected messages and batches, as a fetched
+/// message's refusal is. (Before the rescue took the forward path, it skipped both counts.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescued_message_a_policy_refuses_is_counted_like_a_fetched_one() {
+    use sinks_runtime::metrics::{CounterId, Metrics};
+    let server = NatsServer::start();
+    let js = server.js().await;
+    let case = Case::with_payloads(&js, |i| match i {
+        TARGET => Bytes::from(format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(200))),
+        _ => Bytes::from(format!("{{\"n\":{i}}}")),
+    })
+    .await;
+    let first = Arc::new(LastChance {
+        inner: Arc::new(MemorySink::new()),
+        target: Target::BlockOnLast,
+        reached: AtomicBool::new(false),
+    });
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    rt.spawn(sinks_runtime::run(case.config(&server.url()), first.clone(), std::future::pending::<()>()));
+    assert!(
+        wait_until(Duration::from_secs(30), || async { first.reached.load(Ordering::SeqCst) }).await,
+        "the target reached its last allowed delivery"
+    );
+    rt.shutdown_background();
+
+    let mut config = case.config(&server.url());
+    config.size_policy.enabled = true;
+    config.size_policy.max_payload_bytes = 100;
+    config.metrics.enabled = true;
+    let metrics = Metrics::new(&config.metrics);
+    let sink = Arc::new(LastChance {
+        inner: Arc::new(MemorySink::new()),
+        target: Target::Write,
+        reached: AtomicBool::new(false),
+    });
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let run = tokio::spawn(sinks_runtime::run_observed(
+        config,
+        sink.clone(),
+        metrics.clone(),
+        sinks_runtime::RunOptions::default(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let done = wait_until(Duration::from_secs(30), || async {
+        !read_stream(&js, &case.dlq_stream).await.is_empty()
+            && first.inner.len() + sink.inner.len() >= (MESSAGES - 1) as usize
+            && case.settled(&js).await
+    })
+    .await;
+    let _ = stop.send(());
+    let stats = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
+    assert!(done, "not handled in time; {:?}", stats.snapshot());
+    let dead: Vec<serde_json::Value> = read_stream(&js, &case.dlq_stream)
+        .await
+        .iter()
+        .map(|(_, _, _, payload)| serde_json::from_slice(payload).unwrap())
+        .collect();
+    assert_eq!(dead.len(), 1, "one dead letter: {dead:?}");
+    assert_eq!(dead[0]["stream_sequence"], TARGET);
+    assert_eq!(dead[0]["reason"], "payload_too_large", "the policy's reason is kept: {}", dead[0]);
+    let key = format!("stream-sequence:{}:{TARGET}", case.stream);
+    assert!(sink.inner.get(&key).is_none() && first.inner.get(&key).is_none(), "the refused message is not written");
+    assert_eq!(stats.rescue_dead_lettered.load(Ordering::Relaxed), 1, "{:?}", stats.snapshot());
+    assert_eq!(stats.rejected_by_policy.load(Ordering::Relaxed), 1, "{:?}", stats.snapshot());
+    assert_eq!(metrics.counter(CounterId::SizePolicyMessagesRejected), 1, "the size policy's tally");
+    assert_eq!(metrics.counter(CounterId::SizePolicyBatchesRejected), 1, "the size policy's tally");
+    assert_eq!(metrics.counter(CounterId::MessagesRescuedDeadLettered), 1);
 }

@@ -13,8 +13,8 @@ use async_nats::jetstream::consumer::PullConsumer;
 use bytes::Bytes;
 use futures::StreamExt;
 use serde_json::json;
+use sinks_certify::MemorySink;
 use sinks_contract::Sink;
-use sinks_contract::testing::MemorySink;
 use sinks_runtime::{Config, RunError, RunStats};
 use sinks_testkit::{NatsServer, js_publish_all, read_stream, stream_with_subjects, unique, wait_until};
 use tokio::sync::oneshot;
@@ -77,11 +77,13 @@ impl Setup {
 
     /// A consumer that allows three deliveries, each AckWait `ack_wait_seconds`, with dead
     /// letters to `dlq_subject` and fast retries.
+    /// The outage hold is off: these tests are about what the gate does with deliveries that
+    /// run out (tests/outage_hold.rs covers holding through an outage).
     fn three_deliveries_then_dlq(&self, dlq_subject: &str, ack_wait_seconds: u64) -> Config {
         self.config(json!({
             "consumer_management": {"max_deliver": 3, "ack_wait_seconds": ack_wait_seconds},
             "dead_letter": {"enabled": true, "subject": dlq_subject},
-            "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none"},
+            "delivery": {"retry_backoff_ms": 10, "retry_backoff_max_ms": 50, "retry_jitter": "none", "outage_hold_seconds": 0},
         }))
     }
 
@@ -211,7 +213,9 @@ async fn temporary_failures_are_naked_and_retried_until_committed() {
     s.publish(100, json_payload).await;
     let sink = Arc::new(MemorySink::new());
     sink.faults.fail_batches.store(3, Ordering::Relaxed);
-    let run = start(s.config(json!({})), sink.clone());
+    // With the outage hold off (a failed batch is otherwise written again in place, see
+    // tests/outage_hold.rs): the NAK path.
+    let run = start(s.config(json!({"delivery": {"outage_hold_seconds": 0}})), sink.clone());
     assert!(wait_until(Duration::from_secs(30), || async { sink.len() == 100 && s.settled().await }).await);
     let stats = run.stop().await;
     assert!(stats.nacked.load(Ordering::Relaxed) >= 3, "failed batches were NAKed");
@@ -314,7 +318,11 @@ impl Sink for OrderSink {
     fn name(&self) -> &str {
         "order"
     }
-    async fn write_batch(&self, batch: &[sinks_contract::Envelope]) -> sinks_contract::BatchResult {
+    async fn write(
+        &self,
+        batch: &[sinks_contract::Envelope],
+        _budget: std::time::Duration,
+    ) -> sinks_contract::BatchResult {
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_in_flight.fetch_max(now, Ordering::SeqCst);
         // Earlier slow batches take longer than later ones: without ordering, a later batch of
@@ -593,8 +601,10 @@ async fn a_refused_message_is_dead_lettered_alone_while_held_back_neighbours_wai
     js_publish_all(&s.js, msgs).await;
     let sink = Arc::new(MemorySink::new());
     sink.faults.fail_once.lock().unwrap().insert(10);
+    // A batch that starts with the failing message fails entirely: riding it out as a
+    // destination outage would write it again in place; this test is about the hold-back.
     let config = s.config(json!({
-        "delivery": {"batch_size": 20},
+        "delivery": {"batch_size": 20, "outage_hold_seconds": 0},
         "size_policy": {"enabled": true, "max_payload_bytes": 512},
         "dead_letter": {"enabled": true, "subject": dlq_subject},
     }));
@@ -628,10 +638,14 @@ impl Sink for SlowSink {
     fn name(&self) -> &str {
         "slow"
     }
-    async fn write_batch(&self, batch: &[sinks_contract::Envelope]) -> sinks_contract::BatchResult {
+    async fn write(
+        &self,
+        batch: &[sinks_contract::Envelope],
+        _budget: std::time::Duration,
+    ) -> sinks_contract::BatchResult {
         self.sizes.lock().unwrap().push(batch.len());
         tokio::time::sleep(Duration::from_millis(5) * batch.len() as u32).await;
-        self.inner.write_batch(batch).await
+        self.inner.write(batch, sinks_contract::DEFAULT_BUDGET).await
     }
     async fn health_check(&self) -> Result<(), sinks_contract::SinkError> {
         Ok(())
@@ -656,7 +670,8 @@ async fn a_returning_lot_is_written_in_batch_sized_chunks_and_nothing_is_redeliv
     let sink = Arc::new(SlowSink { inner: inner.clone(), sizes: std::sync::Mutex::new(Vec::new()) });
     let config = s.config(json!({
         "consumer_management": {"ack_wait_seconds": 1},
-        "delivery": {"batch_size": 20, "max_in_flight_batches": 4},
+        // The lots of a failed message are this test's subject, not a destination outage.
+        "delivery": {"batch_size": 20, "max_in_flight_batches": 4, "outage_hold_seconds": 0},
     }));
     let run = start(config, sink.clone());
     let done = wait_until(Duration::from_secs(60), || async { inner.len() == 400 && s.settled().await }).await;
@@ -687,10 +702,14 @@ impl Sink for DoomedHolder {
     fn name(&self) -> &str {
         "doomed-holder"
     }
-    fn holding(&self) -> Option<sinks_contract::sink::Holding> {
-        Some(sinks_contract::sink::Holding { max_wait: Duration::from_millis(100), tick: Duration::from_millis(50) })
+    fn holding(&self) -> Option<&dyn sinks_contract::Holding> {
+        Some(self)
     }
-    async fn write_batch(&self, batch: &[sinks_contract::Envelope]) -> sinks_contract::BatchResult {
+    async fn write(
+        &self,
+        batch: &[sinks_contract::Envelope],
+        _budget: std::time::Duration,
+    ) -> sinks_contract::BatchResult {
         let mut held = self.held.lock().unwrap();
         let mut deliveries = self.deliveries.lock().unwrap();
         for e in batch {
@@ -700,20 +719,29 @@ impl Sink for DoomedHolder {
         }
         Ok(batch.iter().map(|_| sinks_contract::MessageOutcome::Pending).collect())
     }
+    async fn health_check(&self) -> Result<(), sinks_contract::SinkError> {
+        Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl sinks_contract::Holding for DoomedHolder {
+    fn settings(&self) -> sinks_contract::HoldingSettings {
+        sinks_contract::HoldingSettings::new(Duration::from_millis(100), Duration::from_millis(50))
+    }
     async fn flush(&self, _scope: sinks_contract::sink::FlushScope) -> Vec<sinks_contract::sink::Settled> {
         std::mem::take(&mut *self.held.lock().unwrap())
             .into_iter()
-            .map(|(stream, sequence)| sinks_contract::sink::Settled {
-                stream,
-                sequence,
-                outcome: sinks_contract::MessageOutcome::Failed(sinks_contract::SinkError::permanent(
-                    "the object was refused for good",
-                )),
+            .map(|(stream, sequence)| {
+                sinks_contract::sink::Settled::new(
+                    stream,
+                    sequence,
+                    sinks_contract::MessageOutcome::Failed(sinks_contract::SinkError::permanent(
+                        "the object was refused for good",
+                    )),
+                )
             })
             .collect()
-    }
-    async fn health_check(&self) -> Result<(), sinks_contract::SinkError> {
-        Ok(())
     }
 }
 

@@ -7,6 +7,9 @@
 //! `…/idempotency-key/stream-sequence_S_42~1f2e….json`), is a multiple of n. Multipart
 //! part uploads (`partNumber` in the query) are never failed.
 //!
+//! It can also play an outage ([`FaultProxy::set_down`]): while down, every request is
+//! answered 503, as an endpoint behind a failing load balancer is.
+//!
 //! It also counts the requests it forwards by S3 operation ([`FaultProxy::requests`]), which
 //! is what the benchmark reports as requests per 1,000 messages.
 
@@ -28,6 +31,7 @@ struct Shared {
     retry_after: Option<String>,
     seen: Mutex<HashSet<String>>,
     injected: AtomicUsize,
+    down: std::sync::atomic::AtomicBool,
     requests: Mutex<std::collections::BTreeMap<&'static str, usize>>,
     client: reqwest::Client,
 }
@@ -56,6 +60,7 @@ impl FaultProxy {
             retry_after: retry_after.map(str::to_owned),
             seen: Mutex::new(HashSet::new()),
             injected: AtomicUsize::new(0),
+            down: std::sync::atomic::AtomicBool::new(false),
             requests: Mutex::new(std::collections::BTreeMap::new()),
             client,
         });
@@ -82,6 +87,11 @@ impl FaultProxy {
     /// `CopyObject`, `ListObjects`, `GetObject`, `HeadObject`, `DeleteObject`.
     pub fn requests(&self) -> std::collections::BTreeMap<&'static str, usize> {
         self.shared.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Starts (`true`) or ends an outage: while down, every request is answered 503.
+    pub fn set_down(&self, down: bool) {
+        self.shared.down.store(down, Ordering::SeqCst);
     }
 
     /// How many requests were answered 503 by the proxy.
@@ -128,6 +138,14 @@ async fn forward(State(shared): State<Arc<Shared>>, request: Request) -> Respons
     let is_part = query.as_deref().is_some_and(|q| q.contains("partNumber"));
     let op = operation(&parts.method, query.as_deref(), parts.headers.contains_key("x-amz-copy-source"));
     *shared.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner).entry(op).or_default() += 1;
+    if shared.down.load(Ordering::SeqCst) {
+        shared.injected.fetch_add(1, Ordering::Relaxed);
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "<Error><Code>ServiceUnavailable</Code><Message>down</Message></Error>",
+        )
+            .into_response();
+    }
     if parts.method == Method::PUT
         && shared.every > 0
         && !is_part

@@ -199,6 +199,20 @@ struct Settings {
     flaky: Option<Flaky>,
     /// Keys whose trailing number is a multiple of this are refused with 503, every time.
     refuse_every: Option<u64>,
+    /// An outage: every request, health probes included, is answered 503.
+    down: bool,
+}
+
+/// Answers 503 to everything while the server plays an outage ([`HttpTestServer::set_down`]).
+async fn outage(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if lock(&shared.settings).down {
+        return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down").into_response();
+    }
+    next.run(request).await
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -296,6 +310,7 @@ impl HttpTestServer {
                 keep_bodies: true,
                 flaky: None,
                 refuse_every: None,
+                down: false,
             }),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
@@ -313,6 +328,7 @@ impl HttpTestServer {
             .route("/_test/ns/{space}", axum::routing::put(put_space))
             .route("/_test/ns/{space}/records", get(space_records))
             .fallback(write)
+            .layer(axum::middleware::from_fn_with_state(Arc::clone(&shared), outage))
             .with_state(Arc::clone(&shared));
         let (stop, stopped) = watch::channel(false);
         let tls = acceptor.is_some();
@@ -347,7 +363,7 @@ impl HttpTestServer {
 
     /// The records of namespace `space` as `(key, payload bytes)` (see
     /// [`HttpTestServer::read_records`]); `None` for an unknown namespace.
-    pub fn space_records(&self, space: &str) -> Option<Result<Vec<sinks_contract::certify::Record>, String>> {
+    pub fn space_records(&self, space: &str) -> Option<Result<Vec<sinks_certify::Record>, String>> {
         let spaces = lock(&self.shared.spaces);
         let space = spaces.get(space)?;
         Some(space.records.values().map(|r| Ok((r.key.clone(), payload_of(&r.body)?))).collect())
@@ -383,6 +399,12 @@ impl HttpTestServer {
     /// records. `None` turns it off.
     pub fn set_refuse_every(&self, every: Option<u64>) {
         lock(&self.shared.settings).refuse_every = every.filter(|n| *n > 0);
+    }
+
+    /// Starts (`true`) or ends an outage: while down every request, health probes
+    /// included, is answered 503, as a destination behind a failing load balancer is.
+    pub fn set_down(&self, down: bool) {
+        lock(&self.shared.settings).down = down;
     }
 
     /// How many times each key was answered with the success status (a correct client and
@@ -493,7 +515,7 @@ impl HttpTestServer {
 
     /// Every record as `(key, payload bytes)`: a JSON payload as stored, a wrapped one
     /// unwrapped to its original bytes.
-    pub fn read_records(&self) -> Result<Vec<sinks_contract::certify::Record>, String> {
+    pub fn read_records(&self) -> Result<Vec<sinks_certify::Record>, String> {
         self.records().iter().map(|r| Ok((r.key.clone(), payload_of(&r.body)?))).collect()
     }
 

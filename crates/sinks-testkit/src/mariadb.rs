@@ -81,15 +81,24 @@ impl MariaDb {
         let (install, server) = find_mariadb()?;
         let dir = tempfile::Builder::new().prefix("mariadb-").tempdir().map_err(|e| e.to_string())?;
         let datadir = dir.path().join("data");
-        let status = Command::new(&install)
+        // A private tmpdir: with the shared /tmp, concurrent installs remove each other's
+        // temporary tables (`#sql-temptable-…`) and fail with "Unknown table
+        // 'mysql.tmp_user_sys'" (6 of 10 concurrent installs here; 0 of 10 with their own).
+        let tmpdir = dir.path().join("tmp");
+        std::fs::create_dir_all(&tmpdir).map_err(|e| format!("cannot create {}: {e}", tmpdir.display()))?;
+        let out = Command::new(&install)
             .args(["--no-defaults", "--user=root", "--auth-root-authentication-method=normal", "--skip-name-resolve"])
             .arg(format!("--datadir={}", datadir.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
+            .arg(format!("--tmpdir={}", tmpdir.display()))
+            .stdin(Stdio::null())
+            .output()
             .map_err(|e| format!("cannot run {}: {e}", install.display()))?;
-        if !status.success() {
-            return Err(format!("{} failed ({status})", install.display()));
+        if !out.status.success() {
+            // Its own words say why (a full disk, a lock, a missing file): the last lines of both streams.
+            let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+            let tail = lines[lines.len().saturating_sub(12)..].join("\n");
+            return Err(format!("{} failed ({}): {tail}", install.display(), out.status));
         }
         let mut db = Self { dir, port: free_port(), server, child: None };
         db.spawn()?;
@@ -103,6 +112,7 @@ impl MariaDb {
             .arg("--no-defaults")
             .arg(format!("--datadir={}", d.join("data").display()))
             .arg(format!("--socket={}", d.join("mysqld.sock").display()))
+            .arg(format!("--tmpdir={}", d.join("tmp").display()))
             .arg(format!("--pid-file={}", d.join("mysqld.pid").display()))
             .arg(format!("--log-error={}", log.display()))
             .args(["--user=root", "--bind-address=127.0.0.1", "--skip-name-resolve", "--innodb-buffer-pool-size=32M"])

@@ -29,6 +29,17 @@ pub fn try_find_nats_server() -> Result<PathBuf, String> {
     })
 }
 
+/// The environment variable naming the official NATS CLI (natscli) for the tests.
+pub const NATSCLI_ENV: &str = "NATSCLI_BIN";
+
+/// Locates the official NATS CLI (natscli, `nats`): `$NATSCLI_BIN`, else the one `cargo xtask
+/// setup` builds from its Go module under `.local/tools/go/bin/`; panics saying what to run
+/// when there is none (a test that needs it fails; it never skips).
+pub fn find_natscli() -> PathBuf {
+    first_file([std::env::var_os(NATSCLI_ENV).map(PathBuf::from), Some(tools_dir().join("go/bin/nats"))])
+        .unwrap_or_else(|| panic!("no natscli (`nats`) binary: run `cargo xtask setup` (builds it from its Go module) or set {NATSCLI_ENV}"))
+}
+
 /// Locates a nats-server binary (panics with what to run when there is none); prints which
 /// one once per process.
 pub fn find_nats_server() -> PathBuf {
@@ -46,6 +57,8 @@ pub struct NatsServer {
     child: Option<Child>,
     bin: PathBuf,
     websocket: Option<WebSocketListener>,
+    /// Extra server configuration (`-c`), and the HTTP monitoring port.
+    extra: Option<(String, u16)>,
 }
 
 /// The WebSocket listener of a server started with [`NatsServer::start_websocket`].
@@ -68,9 +81,32 @@ impl NatsServer {
             child: None,
             bin: find_nats_server(),
             websocket: None,
+            extra: None,
         };
         server.spawn();
         server
+    }
+
+    /// [`NatsServer::start`] with `config` as the server's configuration file (e.g.
+    /// `jetstream { sync_interval: always }`) and an HTTP monitoring port (`/varz`, see
+    /// [`NatsServer::monitoring_url`]).
+    pub fn start_with_config(config: &str) -> Self {
+        let mut server = Self {
+            port: free_port(),
+            store: tempfile::Builder::new().prefix("nats-store-").tempdir().unwrap(),
+            child: None,
+            bin: find_nats_server(),
+            websocket: None,
+            extra: Some((config.to_owned(), free_port())),
+        };
+        server.spawn();
+        server
+    }
+
+    /// `http://127.0.0.1:{port}` of the monitoring endpoint, for a server started with
+    /// [`NatsServer::start_with_config`].
+    pub fn monitoring_url(&self) -> Option<String> {
+        self.extra.as_ref().map(|(_, port)| format!("http://127.0.0.1:{port}"))
     }
 
     /// [`NatsServer::start`] with a WebSocket listener on another free port as well: plain,
@@ -85,6 +121,7 @@ impl NatsServer {
             child: None,
             bin: find_nats_server(),
             websocket: Some(WebSocketListener { port: free_port(), tls, token_cookie }),
+            extra: None,
         };
         server.spawn();
         server
@@ -123,6 +160,11 @@ impl NatsServer {
         if let Some(ws) = self.websocket.clone() {
             command.arg("-c").arg(self.websocket_config(&ws));
         }
+        if let Some((config, monitoring)) = &self.extra {
+            let path = self.store.path().join("server.conf");
+            std::fs::write(&path, config).unwrap();
+            command.arg("-c").arg(path).args(["-m", &monitoring.to_string()]);
+        }
         let child = command
             .args(["-a", "127.0.0.1", "-p", &self.port.to_string(), "-js", "-sd"])
             .arg(self.store.path())
@@ -148,6 +190,17 @@ impl NatsServer {
     /// `nats://127.0.0.1:{port}`.
     pub fn url(&self) -> String {
         format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// The server's JetStream store directory (stable across restarts): a test that restores
+    /// a stream from a copy of its files stops the server, puts them back and restarts it.
+    pub fn store_dir(&self) -> &std::path::Path {
+        self.store.path()
+    }
+
+    /// The directory of `stream`'s files in the store (the global account).
+    pub fn stream_dir(&self, stream: &str) -> PathBuf {
+        self.store.path().join("jetstream").join("$G").join("streams").join(stream)
     }
 
     /// The port the server listens on (stable across restarts).

@@ -1,15 +1,15 @@
 //! What a test does when something it needs is missing: it fails, saying what to run
 //! ([`cannot_run`]), unless the missing thing is on the one allow-list of skips
-//! (`sinks_contract::certify::skips`), when it records an allowed skip ([`allowed_skip`]).
+//! (`sinks_certify::skips`), when it records an allowed skip ([`allowed_skip`]).
 
-pub use sinks_contract::certify::skips::{ALLOWED_SKIPS, ORACLE_DATABASE, SKIP_LOG_ENV};
+pub use sinks_certify::skips::{ALLOWED_SKIPS, ORACLE_DATABASE, SKIP_LOG_ENV};
 
 /// Fails `test` because `reason` keeps it from running (a tool `cargo xtask setup` installs,
 /// a server that did not start). Never a skip.
 #[track_caller]
 pub fn cannot_run(test: &str, reason: impl std::fmt::Display) -> ! {
     panic!(
-        "{test} cannot run: {reason} (a test that cannot run fails; only the allow-list in sinks_contract::certify::skips may skip)"
+        "{test} cannot run: {reason} (a test that cannot run fails; only the allow-list in sinks_certify::skips may skip)"
     )
 }
 
@@ -17,7 +17,7 @@ pub fn cannot_run(test: &str, reason: impl std::fmt::Display) -> ! {
 /// is missing (it is printed, and logged when `NATS_SINKS_SKIP_LOG` names a file). Panics
 /// when `id` is not on the allow-list.
 pub fn allowed_skip(id: &str, test: &str, detail: &str) {
-    sinks_contract::certify::skips::record_allowed_skip(id, test, detail);
+    sinks_certify::skips::record_allowed_skip(id, test, detail);
 }
 
 /// The value of `variable` when it is set and not blank; otherwise records an allowed skip

@@ -1,5 +1,6 @@
 //! What each optional feature costs, off and on (`cargo xtask bench --suite core`, or
-//! `--only features`): the blackhole sink run side by side with a variant of its own config,
+//! `--only features`; `--only features-policies` runs only the two policy rows, each row's id
+//! being [`row_id`]): the blackhole sink run side by side with a variant of its own config,
 //! as metrics on / off are measured (both processes started together on two durable
 //! consumers of one stream, ten pairs, start order alternating).
 //!
@@ -90,6 +91,18 @@ const ROWS: [Row; 9] = [
     ),
 ];
 
+/// The id `--only` matches a row by: `blackhole-features-` and its variant's label in words
+/// joined by `-` (`blackhole-features-policies-on`).
+pub(super) fn row_id(row: &Row) -> String {
+    let words: Vec<&str> = row.2.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    format!("blackhole-features-{}", words.join("-"))
+}
+
+/// Whether any row's id is `wanted`.
+pub(super) fn any_wanted(wanted: impl Fn(&str) -> bool) -> bool {
+    ROWS.iter().any(|row| wanted(&row_id(row)))
+}
+
 /// Publishes the pairs' stream: the benchmark's orders with every header the policies read.
 pub(super) async fn publish(js: &Js) -> Result<()> {
     stream_with_subjects(js, STREAM.name, &[&format!("{}.>", STREAM.subject_root)]).await;
@@ -163,7 +176,7 @@ fn configs(plain: &Value, otlp: &str) -> Vec<(Value, Value)> {
     ]
 }
 
-/// Runs the pairs of every row; `plain` is the blackhole config on [`STREAM`] (its
+/// Runs the pairs of every `wanted` row (by [`row_id`]); `plain` is the blackhole config on [`STREAM`] (its
 /// consumer is replaced by the pair's). The measurements go into `results`, named by
 /// [`side_by_side`].
 pub(super) async fn run(
@@ -172,11 +185,14 @@ pub(super) async fn run(
     js: &Js,
     work: &Path,
     results: &mut Vec<Measurement>,
+    wanted: impl Fn(&str) -> bool,
 ) -> Result<()> {
     let (otlp, received) = super::otel::endpoint().await?;
-    for (i, ((base, variant), (_, base_label, variant_label, _))) in
-        configs(plain, &otlp).into_iter().zip(ROWS).enumerate()
-    {
+    for (i, ((base, variant), row)) in configs(plain, &otlp).into_iter().zip(ROWS).enumerate() {
+        if !wanted(&row_id(&row)) {
+            continue;
+        }
+        let (_, base_label, variant_label, _) = row;
         let (mut base, mut variant) = (base, variant);
         base["nats"]["consumer"] = json!(SIDE_BASE);
         variant["nats"]["consumer"] = json!(SIDE_VARIANT);
@@ -269,16 +285,35 @@ impl StepCost {
     }
 }
 
-/// The policies suite's section of the report.
+/// The prefix of the reference's steps among the policies suite's lines (`--reference`).
+pub(super) const REFERENCE_STEP: &str = "reference: ";
+
+/// The policies suite's section of the report: each run's CPU per message and what it adds to
+/// the pipeline with no step on (`none`), ours and, with `--reference`, the reference's.
 pub(super) fn render_steps(steps: &[StepCost]) -> String {
-    if steps.is_empty() {
+    let (reference, ours): (Vec<&StepCost>, Vec<&StepCost>) =
+        steps.iter().partition(|s| s.step.starts_with(REFERENCE_STEP));
+    if ours.is_empty() {
         return String::new();
     }
+    let none = |runs: &[&StepCost]| runs.iter().find(|s| s.step.ends_with("none")).map(|s| s.cpu_us);
+    let (our_none, their_none) = (none(&ours), none(&reference));
     let mut md = String::from(
-        "\n## Each message policy step alone (one process, no NATS, no sink)\n\n| step | messages | CPU µs/msg | wall µs/msg |\n|---|---:|---:|---:|\n",
+        "\n## Each message policy step alone (one process, no NATS, no sink)\n\n| step | messages | CPU µs/msg | over none | wall µs/msg | reference CPU µs/msg | reference over none |\n|---|---:|---:|---:|---:|---:|---:|\n",
     );
-    for s in steps {
-        md.push_str(&format!("| {} | {} | {:.2} | {:.2} |\n", s.step, s.messages, s.cpu_us, s.wall_us));
+    let over = |cpu: f64, base: Option<f64>| base.map_or_else(String::new, |b| format!("{:+.2}", cpu - b));
+    for s in ours {
+        let theirs = reference.iter().find(|r| r.step.strip_prefix(REFERENCE_STEP) == Some(s.step.as_str()));
+        md.push_str(&format!(
+            "| {} | {} | {:.2} | {} | {:.2} | {} | {} |\n",
+            s.step,
+            s.messages,
+            s.cpu_us,
+            over(s.cpu_us, our_none),
+            s.wall_us,
+            theirs.map_or_else(String::new, |r| format!("{:.1}", r.cpu_us)),
+            theirs.map_or_else(String::new, |r| over(r.cpu_us, their_none)),
+        ));
     }
     md
 }
@@ -333,8 +368,14 @@ mod tests {
         assert_eq!((step.step.as_str(), step.messages), ("custody", 1000));
         assert!((step.cpu_us - 12.5).abs() < 1e-9 && (step.wall_us - 13.0).abs() < 1e-9);
         assert!(StepCost::parse("policy_steps: building messages").is_none());
-        assert!(render_steps(&[step]).contains("| custody | 1000 | 12.50 | 13.00 |"));
+        assert!(render_steps(std::slice::from_ref(&step)).contains("| custody | 1000 | 12.50 |  | 13.00 |  |  |"));
         assert_eq!(render_steps(&[]), "");
+        let line = |name: &str, cpu: f64| StepCost { step: name.into(), messages: 10, cpu_us: cpu, wall_us: cpu };
+        let md =
+            render_steps(&[line("none", 0.5), step, line("reference: none", 40.0), line("reference: custody", 170.0)]);
+        assert!(md.contains("| none | 10 | 0.50 | +0.00 | 0.50 | 40.0 | +0.00 |"), "{md}");
+        assert!(md.contains("| custody | 1000 | 12.50 | +12.00 | 13.00 | 170.0 | +130.00 |"), "{md}");
+        assert!(!md.contains("| reference: "), "the reference's runs are columns, not rows: {md}");
     }
 
     #[test]
@@ -344,6 +385,15 @@ mod tests {
         let count = labels.len();
         labels.dedup();
         assert_eq!(labels.len(), count, "labels name processes in the results and must not repeat");
+        let mut ids: Vec<String> = ROWS.iter().map(row_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), ROWS.len(), "every row has its own id: {ids:?}");
+        assert_eq!(row_id(&ROWS[1]), "blackhole-features-policies-on");
+        let only = |o: &'static str| move |id: &str| id.contains(o);
+        let picked: Vec<String> = ROWS.iter().map(row_id).filter(|id| only("features-policies")(id)).collect();
+        assert_eq!(picked, ["blackhole-features-policies-disabled", "blackhole-features-policies-on"]);
+        assert!(any_wanted(only("features")) && any_wanted(only("blackhole")) && !any_wanted(only("mysql")));
         let plain = json!({"nats": {}, "delivery": {}, "sink": {"type": "blackhole"}});
         let configs = configs(&plain, "http://127.0.0.1:1");
         assert_eq!(configs.len(), ROWS.len());

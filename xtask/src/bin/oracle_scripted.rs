@@ -3,7 +3,7 @@
 //!
 //! `oracle_scripted URL STREAM SUBJECT COUNT BATCH IN_FLIGHT` runs, in this process and in
 //! order:
-//! 1. `direct`: the sink's `write_batch` called in a loop on COUNT prepared envelopes
+//! 1. `direct`: the sink's `write` called in a loop on COUNT prepared envelopes
 //!    (batches of BATCH, one at a time): row mapping, statement binds, the hop to the sink's
 //!    blocking pool, the per-row outcome logic, and the scripted database.
 //! 2. `runner-blackhole`: the real runner consuming STREAM (COUNT messages) into the
@@ -88,7 +88,8 @@ async fn direct(count: usize, batch: usize) -> Result<()> {
         .collect();
     let (cpu0, backend0, start) = (cpu(), driver.backend_time(), Instant::now());
     for chunk in envelopes.chunks(batch) {
-        let outcomes = sink.write_batch(chunk).await.map_err(|e| anyhow::anyhow!(e.display_chain()))?;
+        let outcomes =
+            sink.write(chunk, sinks_contract::DEFAULT_BUDGET).await.map_err(|e| anyhow::anyhow!(e.display_chain()))?;
         if outcomes.iter().any(|o| !matches!(o, sinks_contract::MessageOutcome::Committed)) {
             bail!(
                 "a row was not committed: {:?}",

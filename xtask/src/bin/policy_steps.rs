@@ -1,14 +1,16 @@
 //! What each message policy step costs alone, in one process (`cargo xtask bench --suite
 //! policies`): no NATS, no sink, only `sinks_policy::Pipeline::prepare` on prepared envelopes.
 //!
-//! `policy_steps COUNT` builds COUNT messages (`support/policed.rs`: every header the policies
-//! read, HMAC-signed), then for each step alone, and for all of them together, runs every
-//! message through a pipeline with only that step on and prints one JSON line: the step, the
-//! CPU time per message (this thread's time on CPU, in nanoseconds from
+//! `policy_steps COUNT [STEP,...]` builds COUNT messages (`support/policed.rs`: every header the
+//! policies read, HMAC-signed), then runs every message through a pipeline with no step on
+//! (`none`: the pipeline's own pass, the baseline the others are read against), with each step
+//! alone, and with all of them together, and prints one JSON line per run: the step, the CPU
+//! time per message (this thread's time on CPU, in nanoseconds from
 //! `/proc/thread-self/schedstat`) and how many messages came out ready (all of them, or the
-//! measurement is of a refusal and fails). The authenticity key is read from
-//! `BENCH_PAYLOAD_KEY_B64`. The envelopes are cloned before each pass; the clone is not timed.
-//! Like `nats-sink`, it allocates with jemalloc.
+//! measurement is of a refusal and fails). A second argument keeps only the runs it names
+//! (comma-separated, e.g. `custody,all`, for a profile of one step). The authenticity key is
+//! read from `BENCH_PAYLOAD_KEY_B64`. The envelopes are cloned before each pass; the clone is
+//! not timed. Like `nats-sink`, it allocates with jemalloc.
 #![allow(clippy::print_stdout)]
 
 #[path = "support/policed.rs"]
@@ -44,11 +46,16 @@ fn thread_cpu() -> f64 {
 }
 
 fn main() -> Result<()> {
-    let count: usize = std::env::args().nth(1).context("usage: policy_steps COUNT")?.parse()?;
+    let count: usize = std::env::args().nth(1).context("usage: policy_steps COUNT [STEP,...]")?.parse()?;
+    let only: Option<Vec<String>> = std::env::args().nth(2).map(|s| s.split(',').map(str::to_owned).collect());
     let key = base64::engine::general_purpose::STANDARD.decode(std::env::var(KEY_ENV).context(KEY_ENV)?)?;
     let envelopes: Vec<_> = (0..count).map(|i| policed::envelope(i, ROOT, 8, &key)).collect();
     let all = policed::sections(true, ROOT, KEY_ENV);
-    let runs = policed::STEPS.iter().map(|s| (*s, vec![*s])).chain([("all", policed::STEPS.to_vec())]);
+    let runs = [("none", Vec::new())]
+        .into_iter()
+        .chain(policed::STEPS.iter().map(|s| (*s, vec![*s])))
+        .chain([("all", policed::STEPS.to_vec())])
+        .filter(|(name, _)| only.as_ref().is_none_or(|o| o.iter().any(|n| n == name)));
     for (name, on) in runs {
         let is_on = |step: &str| on.contains(&step);
         let mission = section(&all, "mission_metadata", is_on("mission_metadata"))?;

@@ -31,7 +31,7 @@ use async_nats::jetstream::Message;
 use futures::{StreamExt, TryStreamExt};
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use sinks_contract::SinkError;
-use sinks_contract::blocking::run_parallel;
+use sinks_toolkit::blocking::run_parallel;
 
 type Error = Box<dyn std::error::Error + Send + Sync>;
 

@@ -187,7 +187,7 @@ async fn main() -> Result<(), Error> {
                 domain: None,
             };
             let envelope = Envelope::new(message.subject.to_string(), message.payload.clone(), headers, js_info);
-            let row = sinks_contract::batch::row::Row::of(&envelope, sinks_contract::PayloadMode::JsonOrEnvelope, &[])?;
+            let row = sinks_toolkit::batch::row::Row::of(&envelope, sinks_contract::PayloadMode::JsonOrEnvelope, &[])?;
             if object.is_none() {
                 let name = format!("{stream}-{:020}.ndjson", info.stream_sequence);
                 object = Some(target.open(name).await?);

@@ -19,8 +19,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::json;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
-use sinks_contract::certify::crash::verify;
-use sinks_contract::certify::{CaseResult, Outcome, ReadBack};
+use sinks_certify::crash::verify;
+use sinks_certify::{CaseResult, Outcome, ReadBack};
 use sinks_testkit::{KvLite, NatsServer, stream_with_subjects};
 
 use crate::crash::{self, Launch, Running};

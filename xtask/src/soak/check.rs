@@ -177,20 +177,69 @@ fn describe_dead_letters(seqs: &[u64], dead: &BTreeMap<u64, Vec<serde_json::Valu
     format!("{} (e.g. {})", kinds.join(", "), first.join(" | "))
 }
 
-/// Compares the stream, the destination and the DLQ; fills `report`.
+/// An epoch's tag as keys carry it (`None`: the stream's first identity) and a sequence.
+type At = (Option<String>, u64);
+
+/// The epoch tags of the stream's identities, oldest first (the last is the current one),
+/// from the stream guard's record of the soak's consumer; `[None]` when there is no record.
+async fn epoch_tags(js: &Js) -> Vec<Option<String>> {
+    let key = sinks_runtime::identity::record_key(STREAM, CONSUMER);
+    let record = async {
+        let kv = js.get_key_value(sinks_runtime::config::guard::DEFAULT_BUCKET).await.ok()?;
+        let entry = kv.entry(key).await.ok()??;
+        serde_json::from_slice::<sinks_runtime::identity::Record>(&entry.value).ok()
+    };
+    match record.await {
+        Some(r) => r.history.iter().map(|p| p.epoch.clone()).chain(std::iter::once(r.epoch)).collect(),
+        None => vec![None],
+    }
+}
+
+/// The epoch and sequence a destination key names: `stream-sequence:SOAK:7` or, in a later
+/// epoch, `stream-sequence:SOAK.<tag>:7`.
+fn at_of(key: &str) -> Option<At> {
+    let rest = key.strip_prefix("stream-sequence:")?;
+    let (stream, seq) = rest.rsplit_once(':')?;
+    let seq = seq.parse().ok()?;
+    match stream.split_once('.') {
+        None if stream == STREAM => Some((None, seq)),
+        Some((name, tag)) if name == STREAM && !tag.is_empty() => Some((Some(tag.to_owned()), seq)),
+        _ => None,
+    }
+}
+
+/// Compares every epoch of the stream (`earlier`: the messages of each earlier epoch, read
+/// before it was deleted; the current one is read now), the destination and the DLQ, per
+/// epoch and stream sequence; fills `report`.
 pub(super) async fn verify(
     js: &Js,
     destination: &Destination,
     config: &Path,
     logs: &Path,
+    earlier: &[Vec<(u64, bytes::Bytes)>],
     report: &mut PhaseReport,
 ) -> Result<()> {
-    let stream = sinks_testkit::read_stream(js, STREAM).await;
-    let messages = stream.len() as u64;
+    let tags = epoch_tags(js).await;
+    if tags.len() != earlier.len() + 1 {
+        report.violations.push(format!(
+            "the stream had {} epochs, the identity record names {}",
+            earlier.len() + 1,
+            tags.len()
+        ));
+        return Ok(());
+    }
+    let current: Vec<u64> = sinks_testkit::read_stream(js, STREAM).await.into_iter().map(|(seq, ..)| seq).collect();
+    let mut expected: Vec<At> = Vec::new();
+    for (tag, epoch) in tags.iter().zip(earlier) {
+        expected.extend(epoch.iter().map(|(seq, _)| (tag.clone(), *seq)));
+    }
+    let current_tag = tags.last().cloned().flatten();
+    expected.extend(current.iter().map(|seq| (current_tag.clone(), *seq)));
+    let messages = expected.len() as u64;
     if messages != report.messages {
         report
             .violations
-            .push(format!("the stream holds {messages} messages, the publisher published {}", report.messages));
+            .push(format!("the stream's epochs hold {messages} messages, the publisher published {}", report.messages));
     }
     report.messages = messages;
     let records = match destination.target.read_back.read_all().await {
@@ -200,15 +249,14 @@ pub(super) async fn verify(
             return Ok(());
         }
     };
-    let prefix = format!("stream-sequence:{STREAM}:");
-    let mut stored: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut stored: BTreeMap<At, usize> = BTreeMap::new();
     for (key, _) in &records {
-        match key.strip_prefix(&prefix).and_then(|n| n.parse::<u64>().ok()) {
-            Some(seq) => *stored.entry(seq).or_default() += 1,
+        match at_of(key) {
+            Some(at) => *stored.entry(at).or_default() += 1,
             None => report.violations.push(format!("a record under an unexpected key: {key}")),
         }
     }
-    let mut dead: BTreeMap<u64, Vec<serde_json::Value>> = BTreeMap::new();
+    let mut dead: BTreeMap<At, Vec<serde_json::Value>> = BTreeMap::new();
     for (_, _, _, body) in sinks_testkit::read_stream(js, "SOAKDLQ").await {
         let record: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
         let Some(seq) = record["stream_sequence"].as_u64() else {
@@ -219,23 +267,32 @@ pub(super) async fn verify(
         {
             report.violations.push(format!("the dead letter of {seq} names no reason"));
         }
-        dead.entry(seq).or_default().push(record);
+        let tag = record["stream_epoch"].as_str().map(str::to_owned);
+        dead.entry((tag, seq)).or_default().push(record);
     }
     let (mut lost, mut both, mut twice, mut ambiguous) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (seq, _, _, _) in &stream {
-        let reason = dead.get(seq).map(|records| DeadReason::of_all(records));
-        match fate(stored.get(seq).copied().unwrap_or(0), reason) {
+    for at in &expected {
+        let reason = dead.get(at).map(|records| DeadReason::of_all(records));
+        match reason {
+            Some(DeadReason::Exhausted) => report.dead_lettered_temporary += 1,
+            Some(DeadReason::Permanent) => report.dead_lettered_permanent += 1,
+            None => {}
+        }
+        let seq = at.1;
+        match fate(stored.get(at).copied().unwrap_or(0), reason) {
             Fate::Delivered => report.delivered += 1,
             Fate::DeadLettered => report.dead_lettered += 1,
             Fate::StoredThoughDeadLettered => {
                 report.stored_though_dead_lettered += 1;
-                ambiguous.push(*seq);
+                ambiguous.push(seq);
             }
-            Fate::Lost => lost.push(*seq),
-            Fate::StoredAndRefused => both.push(*seq),
-            Fate::StoredTwice => twice.push(*seq),
+            Fate::Lost => lost.push(seq),
+            Fate::StoredAndRefused => both.push(seq),
+            Fate::StoredTwice => twice.push(seq),
         }
     }
+    let dead: BTreeMap<u64, Vec<serde_json::Value>> =
+        dead.into_iter().filter(|((tag, _), _)| *tag == current_tag).map(|((_, seq), r)| (seq, r)).collect();
     let sample = |v: &[u64]| v.iter().take(10).map(u64::to_string).collect::<Vec<_>>().join(", ");
     if !ambiguous.is_empty() {
         report.notes.push(format!(
@@ -260,7 +317,7 @@ pub(super) async fn verify(
         report.violations.push(format!("{} messages stored more than once: {}", twice.len(), sample(&twice)));
     }
     if let (Some((_, _, deliveries)), _) = consumer_state(js).await {
-        report.redeliveries = deliveries.saturating_sub(messages);
+        report.redeliveries = deliveries.saturating_sub(current.len() as u64);
     }
     report.rescued = log_lines(logs, "exhausted message rescued");
     report.rescue_dead_lettered = log_lines(logs, "exhausted message dead-lettered");
@@ -323,6 +380,15 @@ mod tests {
         let permanent = record("DataError", "x", None);
         assert_eq!(DeadReason::of_all(&[exhausted.clone(), exhausted.clone()]), Exhausted);
         assert_eq!(DeadReason::of_all(&[exhausted, permanent]), Permanent, "any permanent record makes it permanent");
+    }
+
+    #[test]
+    fn keys_name_their_epoch() {
+        assert_eq!(at_of("stream-sequence:SOAK:7"), Some((None, 7)));
+        assert_eq!(at_of("stream-sequence:SOAK.e17:7"), Some((Some("e17".into()), 7)));
+        assert_eq!(at_of("stream-sequence:OTHER:7"), None);
+        assert_eq!(at_of("stream-sequence:SOAK.:7"), None);
+        assert_eq!(at_of("message-id:x"), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result, bail};
 use async_nats::jetstream::Context as Js;
 use rand::Rng;
 use rand::rngs::StdRng;
-use sinks_contract::certify::{CrashTarget, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Harness, ReadBack, Record};
 use sinks_testkit::{HttpTestServer, MariaDb, NatsCluster, NatsServer, SeaweedFs};
 
 use super::Topology;
@@ -35,6 +35,14 @@ pub(crate) enum Fault {
     S3Down,
     /// The file sink's disk full (`ENOSPC`), then space again.
     DiskFull,
+    /// The source stream deleted and created again mid-run (the publisher paused and the
+    /// sink drained first), then the operator's decision applied (`nats-sink stream-identity
+    /// --accept new-epoch`). Once per phase, at its middle.
+    StreamRecreate,
+    /// The nats-server (or one cluster node) killed while the sink is idle (the publisher
+    /// paused and everything settled), then traffic resumes: the sink must consume again.
+    /// Once per phase, at a quarter of it.
+    NatsIdleKill,
 }
 
 impl Fault {
@@ -49,6 +57,8 @@ impl Fault {
             Self::MySqlDown => "mariadb kill",
             Self::S3Down => "seaweedfs kill",
             Self::DiskFull => "disk full",
+            Self::StreamRecreate => "stream re-created",
+            Self::NatsIdleKill => "nats kill while idle",
         }
     }
 
@@ -71,14 +81,14 @@ impl Fault {
 
 /// The NATS servers of a phase.
 pub(crate) enum Nats {
-    Single(NatsServer),
+    Single(Box<NatsServer>),
     Cluster(Box<NatsCluster>),
 }
 
 impl Nats {
     pub(crate) async fn start(topology: Topology) -> Self {
         match topology {
-            Topology::Single => Self::Single(NatsServer::start()),
+            Topology::Single => Self::Single(Box::new(NatsServer::start())),
             Topology::Cluster => Self::Cluster(Box::new(NatsCluster::start().await)),
         }
     }
@@ -166,11 +176,15 @@ impl Destination {
     pub(crate) async fn start(sink: &str, dir: &Path) -> Result<Self> {
         Ok(match sink {
             "file" => {
-                // A real tmpfs, so that the disk can really be full.
+                // A real tmpfs, so that the disk can really be full. Large enough for every
+                // record of a long phase (a record takes a 4 KiB page: 128 MiB held only 32,768
+                // of them, which a 30-minute run's file phase, dead-lettering nothing through
+                // its outages, outgrew: the disk stayed full after the fault and nothing
+                // drained); tmpfs takes memory only as it fills, and the fault fills it all.
                 let mount = dir.join("out");
                 std::fs::create_dir_all(&mount)?;
                 let mounted = std::process::Command::new("mount")
-                    .args(["-t", "tmpfs", "-o", "size=128m,mode=0755", "tmpfs"])
+                    .args(["-t", "tmpfs", "-o", "size=1g,mode=0755", "tmpfs"])
                     .arg(&mount)
                     .status()
                     .is_ok_and(|s| s.success());

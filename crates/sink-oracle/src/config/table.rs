@@ -3,7 +3,7 @@
 //! `conflict_policy`, `columns.payload_sha256` and `json_column_type` are new.
 
 use serde::{Deserialize, Serialize};
-use sinks_contract::relational::MergeUpdateColumns;
+use sinks_toolkit::relational::MergeUpdateColumns;
 
 /// How rows are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -31,7 +31,7 @@ impl WriteMode {
 
 /// What to do when a redelivered key arrives with different content (`keep_first`,
 /// `overwrite`, `dead_letter`; needs the fingerprint column, which `conflict_policy` adds).
-pub use sinks_contract::relational::ConflictPolicy;
+pub use sinks_toolkit::relational::ConflictPolicy;
 
 /// Column type of the JSON columns in generated DDL (`auto_create`, `nats-sink ddl`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,11 +82,11 @@ impl Default for StagingConfig {
     }
 }
 
-pub use sinks_contract::columns::ColumnMapping;
+pub use sinks_toolkit::columns::ColumnMapping;
 
 /// How each row's key is derived, and which columns hold it.
-pub use sinks_contract::relational::IdempotencyConfig;
+pub use sinks_toolkit::relational::IdempotencyConfig;
 
 /// Route messages whose subject matches to another table (`subject`, `table`, `idempotency`,
 /// `merge_update_columns`).
-pub type TableRoute = sinks_contract::relational::TableRoute<MergeUpdateColumns>;
+pub type TableRoute = sinks_toolkit::relational::TableRoute<MergeUpdateColumns>;

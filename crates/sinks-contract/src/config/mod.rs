@@ -1,12 +1,11 @@
 //! The configuration types a sink crate uses: the problems a config can have
 //! ([`ConfigError`], [`ConfigIssue`], [`Issues`]), the `sink` section a sink parses
 //! ([`SinkSection`]), deserialization that names the bad field ([`deserialize_at`]), and the
-//! `encryption` section shared by payload encryption and the spool.
+//! words every message uses ([`wording`]).
 //!
 //! Loading a whole config file (figment, environment overrides, cross-section rules) is the
 //! runtime's job (`sinks_runtime::config`); nothing here reads a file or the environment.
 
-pub mod encryption;
 pub mod wording;
 
 use std::fmt;
@@ -139,36 +138,153 @@ pub fn check_uppercase_env_name(name: &str, path: &str, issues: &mut Issues) {
     }
 }
 
-/// Deserializes `value` into `T`, naming a bad field with its full path under `prefix`.
-pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, value: serde_json::Value) -> Result<T, ConfigError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let inner = e.path().to_string();
-        let mut path = match (prefix, inner.as_str()) {
-            (p, ".") => p.to_owned(),
-            ("", i) => i.to_owned(),
-            (p, i) => format!("{p}.{i}"),
+/// Most problems one deserialization reports before it stops looking.
+const MAX_ISSUES: usize = 32;
+
+/// Deserializes `value` into `T`, naming every bad field with its full path under `prefix`.
+///
+/// serde stops at the first problem; to report them all at once, the offending value is taken
+/// out (an unknown field, or a value of the wrong type, which then takes its default) and the
+/// rest is read again, up to `MAX_ISSUES` (32) problems. A missing required field ends the search.
+pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, mut value: serde_json::Value) -> Result<T, ConfigError> {
+    let mut issues = Vec::new();
+    loop {
+        let error = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+            Ok(parsed) if issues.is_empty() => return Ok(parsed),
+            Ok(_) => return Err(ConfigError { issues }),
+            Err(e) => e,
         };
-        let message = e.inner().to_string();
-        // serde reports a missing field at its parent (and an unknown one at itself); name the
-        // field itself in both cases.
-        for marker in ["unknown field `", "missing field `"] {
-            if let Some(field) = message.strip_prefix(marker).and_then(|rest| rest.split('`').next()) {
-                let already = path == field || path.ends_with(&format!(".{field}"));
-                if !already {
-                    path = if path.is_empty() || path == "." { field.to_owned() } else { format!("{path}.{field}") };
-                }
+        let (issue, segments) = issue_of(prefix, &error);
+        let missing = issue.message.starts_with("missing field `");
+        let repeated = issues.contains(&issue);
+        if !repeated {
+            issues.push(issue);
+        }
+        if missing || repeated || issues.len() >= MAX_ISSUES || !take_out(&mut value, &segments) {
+            return Err(ConfigError { issues });
+        }
+    }
+}
+
+/// A path segment of `value`: a map key or a sequence index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Segment {
+    Key(String),
+    Index(usize),
+}
+
+/// The issue of one serde error, and where its value is in the tree.
+fn issue_of(prefix: &str, error: &serde_path_to_error::Error<serde_json::Error>) -> (ConfigIssue, Vec<Segment>) {
+    let mut segments: Vec<Segment> = error
+        .path()
+        .iter()
+        .filter_map(|s| match s {
+            serde_path_to_error::Segment::Seq { index } => Some(Segment::Index(*index)),
+            serde_path_to_error::Segment::Map { key } => Some(Segment::Key(key.clone())),
+            serde_path_to_error::Segment::Enum { variant } => Some(Segment::Key(variant.clone())),
+            serde_path_to_error::Segment::Unknown => None,
+        })
+        .collect();
+    let inner = error.path().to_string();
+    let mut path = match (prefix, inner.as_str()) {
+        (p, ".") => p.to_owned(),
+        ("", i) => i.to_owned(),
+        (p, i) => format!("{p}.{i}"),
+    };
+    let message = error.inner().to_string();
+    // serde reports a missing field at its parent (and an unknown one at itself); name the
+    // field itself in both cases.
+    for marker in ["unknown field `", "missing field `"] {
+        if let Some(field) = message.strip_prefix(marker).and_then(|rest| rest.split('`').next()) {
+            let already = path == field || path.ends_with(&format!(".{field}"));
+            if !already {
+                path = if path.is_empty() || path == "." { field.to_owned() } else { format!("{path}.{field}") };
+            }
+            if segments.last() != Some(&Segment::Key(field.to_owned())) {
+                segments.push(Segment::Key(field.to_owned()));
             }
         }
-        if path.is_empty() {
-            path = "config".to_owned();
+    }
+    if path.is_empty() {
+        path = "config".to_owned();
+    }
+    (ConfigIssue { path, message }, segments)
+}
+
+/// Removes the value at `segments` from `value`; false when there is nothing to remove.
+fn take_out(value: &mut serde_json::Value, segments: &[Segment]) -> bool {
+    let Some((last, parents)) = segments.split_last() else { return false };
+    let mut at = value;
+    for segment in parents {
+        at = match (segment, at) {
+            (Segment::Key(k), serde_json::Value::Object(map)) => match map.get_mut(k) {
+                Some(next) => next,
+                None => return false,
+            },
+            (Segment::Index(i), serde_json::Value::Array(items)) => match items.get_mut(*i) {
+                Some(next) => next,
+                None => return false,
+            },
+            _ => return false,
+        };
+    }
+    match (last, at) {
+        (Segment::Key(k), serde_json::Value::Object(map)) => map.remove(k).is_some(),
+        (Segment::Index(i), serde_json::Value::Array(items)) if *i < items.len() => {
+            items.remove(*i);
+            true
         }
-        ConfigError::single(path, message)
-    })
+        _ => false,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_bad_field_is_reported_at_once() {
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code, reason = "only deserialized")]
+        struct Inner {
+            #[serde(default)]
+            size: u32,
+        }
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code, reason = "only deserialized")]
+        struct Section {
+            #[serde(default)]
+            directory: String,
+            #[serde(default)]
+            fsync: bool,
+            #[serde(default)]
+            inner: Option<Inner>,
+            #[serde(default)]
+            list: Vec<Inner>,
+        }
+        let value = serde_json::json!({
+            "directroy": "/x", "fsync": "yes", "inner": {"size": -1, "colour": 1}, "list": [{"size": 1}, {"sise": 2}],
+        });
+        let e = deserialize_at::<Section>("sink", value).unwrap_err();
+        let paths: Vec<&str> = e.issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["sink.directroy", "sink.fsync", "sink.inner.colour", "sink.inner.size", "sink.list[1].sise"]
+        );
+        // A required field that is missing ends the search (nothing can stand in for it).
+        #[derive(Debug, Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code, reason = "only deserialized")]
+        struct Required {
+            url: String,
+        }
+        let e = deserialize_at::<Required>("sink", serde_json::json!({"uri": 1})).unwrap_err();
+        let paths: Vec<&str> = e.issues.iter().map(|i| i.path.as_str()).collect();
+        assert_eq!(paths, ["sink.uri", "sink.url"]);
+        assert!(deserialize_at::<Required>("sink", serde_json::json!({"url": "x"})).is_ok());
+    }
 
     #[test]
     fn environment_variable_names() {

@@ -79,10 +79,14 @@ pub fn closest<'a>(typo: &str, known: impl IntoIterator<Item = &'a str>) -> Opti
 /// set the field (appended by the runtime's config loading).
 pub const SET_BY: &str = " (set by the environment variable ";
 
+/// What [`ConfigIssue`](super::ConfigIssue) messages end with when the field's key was found
+/// in the config file: ` (at orders.toml:12:5)` (appended by the runtime's config loading).
+pub const AT: &str = " (at ";
+
 /// serde's message for a bad field, in the user's words (see the module documentation).
 pub fn rephrase(message: &str) -> String {
-    // A note naming the environment variable stays at the end.
-    if let Some(at) = message.find(SET_BY) {
+    // A note naming the environment variable, or the place in the file, stays at the end.
+    if let Some(at) = [SET_BY, AT].iter().filter_map(|m| message.find(m)).min() {
         return format!("{}{}", rephrase_serde(&message[..at]), &message[at..]);
     }
     rephrase_serde(message)

@@ -1,9 +1,6 @@
-//! Test helpers for sink crates and for the runner: envelope builders and an in-memory sink.
+//! Test helpers for sink crates and for the runner: envelope builders (the in-memory sink
+//! is `sinks_certify::MemorySink`).
 //! Enabled by the `testing` feature; not part of the stable API.
-
-mod memory_sink;
-
-pub use memory_sink::{FaultPlan, MemorySink};
 
 use crate::envelope::{Envelope, Headers, JetStreamInfo};
 
@@ -49,7 +46,7 @@ pub async fn opened<S: crate::Sink>(sink: S) -> S {
 /// Writes `batch` and returns its per-message outcomes, asserting the sink answered with one
 /// outcome per envelope (a batch-level error panics with its message).
 pub async fn write(sink: &dyn crate::Sink, batch: &[Envelope]) -> Vec<crate::MessageOutcome> {
-    match sink.write_batch(batch).await {
+    match sink.write(batch, crate::DEFAULT_BUDGET).await {
         Ok(outcomes) => {
             assert_eq!(outcomes.len(), batch.len(), "one outcome per envelope");
             outcomes
@@ -68,5 +65,59 @@ pub fn error_of(outcome: &crate::MessageOutcome) -> &crate::SinkError {
     match outcome {
         crate::MessageOutcome::Failed(e) => e,
         other => panic!("expected a failure, got {other:?}"),
+    }
+}
+
+/// The optional capabilities of a sink called as if they were methods of the sink, for
+/// tests: each asks the sink for its capability and fails the way a caller would see it
+/// when the sink does not have it.
+#[async_trait::async_trait]
+pub trait SinkExt {
+    /// [`crate::Reconcile::reconcile`] through [`crate::Sink::read_back`]; a sink that
+    /// cannot read back answers with a permanent error saying why.
+    async fn read_back_batch(&self, batch: &[Envelope]) -> Result<Vec<crate::Presence>, crate::SinkError>;
+
+    /// [`crate::Holding::flush`] through [`crate::Sink::holding`]; nothing for a sink that
+    /// does not hold messages.
+    async fn flush_held(&self, scope: crate::FlushScope) -> Vec<crate::Settled>;
+
+    /// [`crate::Destinations::destination`] through [`crate::Sink::destinations`].
+    fn destination_of(&self, envelope: &Envelope, outcome: &crate::MessageOutcome) -> Option<crate::DestinationRef>;
+
+    /// [`crate::Destinations::enable`] through [`crate::Sink::destinations`].
+    fn enable_destinations(&self);
+
+    /// What [`crate::Sink::read_back`] says is checked, or why nothing is.
+    fn read_back_text(&self) -> String;
+}
+
+#[async_trait::async_trait]
+impl<S: crate::Sink + ?Sized> SinkExt for S {
+    async fn read_back_batch(&self, batch: &[Envelope]) -> Result<Vec<crate::Presence>, crate::SinkError> {
+        match self.read_back() {
+            crate::ReadBack::Supported(reads) => reads.reconcile(batch).await,
+            crate::ReadBack::Unsupported(why) => Err(crate::SinkError::permanent(why)),
+        }
+    }
+
+    async fn flush_held(&self, scope: crate::FlushScope) -> Vec<crate::Settled> {
+        match self.holding() {
+            Some(holding) => holding.flush(scope).await,
+            None => Vec::new(),
+        }
+    }
+
+    fn destination_of(&self, envelope: &Envelope, outcome: &crate::MessageOutcome) -> Option<crate::DestinationRef> {
+        self.destinations().and_then(|d| d.destination(envelope, outcome))
+    }
+
+    fn enable_destinations(&self) {
+        if let Some(d) = self.destinations() {
+            d.enable();
+        }
+    }
+
+    fn read_back_text(&self) -> String {
+        self.read_back().describe()
     }
 }

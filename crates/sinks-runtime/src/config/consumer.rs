@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::Issues;
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// How the runner gets its durable consumer.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

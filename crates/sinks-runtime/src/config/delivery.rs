@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::Issues;
 use crate::ack::TemporaryAction;
-use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
+use sinks_toolkit::retry::{Backoff, BackoffMode, Jitter};
 
 /// `delivery` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -48,6 +48,13 @@ pub struct DeliveryConfig {
     pub in_progress: InProgressConfig,
     /// Server-confirmed acknowledgements.
     pub ack_confirmation: AckConfirmationConfig,
+    /// How long messages are held through a destination outage, seconds (0–86,400; default
+    /// 300; 0 turns holding off). When a whole batch fails temporarily the runner stops
+    /// fetching, keeps the batch unacknowledged with in-progress heartbeats (no delivery of
+    /// `max_deliver` is used) and probes the destination, writing the batch again as soon as
+    /// it answers; after this long the held messages are released (NAKed with backoff) to
+    /// take their normal course. Extension.
+    pub outage_hold_seconds: u64,
 }
 
 impl Default for DeliveryConfig {
@@ -70,6 +77,7 @@ impl Default for DeliveryConfig {
             priority_lanes: sinks_policy::lanes::PriorityLanesConfig::default(),
             in_progress: InProgressConfig::default(),
             ack_confirmation: AckConfirmationConfig::default(),
+            outage_hold_seconds: 300,
         }
     }
 }
@@ -168,6 +176,7 @@ impl DeliveryConfig {
         issues.range("delivery.in_progress.max_heartbeats", u64::from(ip.max_heartbeats), 1, 1000);
         issues.range("delivery.in_progress.shutdown_timeout_ms", ip.shutdown_timeout_ms, 0, 60_000);
         issues.range("delivery.ack_confirmation.timeout_ms", self.ack_confirmation.timeout_ms, 1, 60_000);
+        issues.range("delivery.outage_hold_seconds", self.outage_hold_seconds, 0, 86_400);
         if !matches!(self.ack_confirmation.unsupported_action.as_str(), "fail" | "standard_ack") {
             issues.push("delivery.ack_confirmation.unsupported_action", "must be `fail` or `standard_ack`");
         }

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use serde::{Deserialize, Serialize};
 
 use super::Issues;
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Default metric name prefix (the reference's).
 pub const DEFAULT_NAMESPACE: &str = "nats_sinks";
@@ -106,7 +106,7 @@ impl MetricsConfig {
                 issues.push(&format!("{path}.listen"), "must be an address and port, e.g. 127.0.0.1:9108");
             }
             if !self.enabled {
-                issues.push(&format!("{path}.listen"), "requires metrics.enabled");
+                issues.push(&format!("{path}.listen"), "contradicts metrics.enabled = false (the listener serves the recorded metrics; drop metrics.enabled, or set it true)");
             }
         }
         issues.range(&format!("{path}.snapshot_interval_seconds"), self.snapshot_interval_seconds, 1, 3600);

@@ -9,12 +9,14 @@
 
 mod consumer;
 mod delivery;
+pub mod guard;
 pub mod metrics;
 mod nats;
 pub mod otel;
 pub mod redact;
 pub mod rescue;
 pub mod routing;
+pub mod source;
 
 use std::collections::BTreeMap;
 
@@ -31,18 +33,18 @@ pub use consumer::{
 pub use delivery::{
     AckConfirmationConfig, AckPolicyName, DeliveryConfig, InProgressConfig, LogFormat, LoggingConfig, OrderingKey,
 };
+pub use guard::{OnStreamChange, StreamGuardConfig};
 pub use metrics::{AdvisoriesConfig, MetricsConfig};
 pub use nats::NatsConfig;
 pub use otel::{OpenTelemetryConfig, OtlpProtocol};
-pub use sinks_contract::config::{
-    ConfigError, ConfigIssue, Issues, SinkSection, check_env_name, deserialize_at, encryption,
-};
+pub use sinks_contract::config::{ConfigError, ConfigIssue, Issues, SinkSection, check_env_name, deserialize_at};
+pub use sinks_toolkit::encryption::config as encryption;
 
 pub use routing::{KindDefaults, OptionalWait};
 
 use crate::dlq::DeadLetterConfig;
-use sinks_contract::metadata::MessageMetadataConfig;
-use sinks_contract::subject;
+use sinks_toolkit::metadata::MessageMetadataConfig;
+use sinks_toolkit::subject;
 
 /// The whole configuration of one `nats-sink` process.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -88,6 +90,10 @@ pub struct Config {
     /// The rescue of messages the server stops redelivering (`max_deliver` exhausted).
     #[serde(default)]
     pub rescue: rescue::RescueConfig,
+    /// What the sink watches about the stream under it: its identity (re-created, restored or
+    /// rewound streams) and how close unsettled messages are to its limits (extension).
+    #[serde(default)]
+    pub stream_guard: StreamGuardConfig,
     /// Mission metadata resolution (JSON object from a header, subject rules and a default).
     #[serde(default)]
     pub mission_metadata: sinks_policy::mission::MissionMetadataConfig,
@@ -161,7 +167,7 @@ impl Config {
     /// `routing.target_sink_types` is checked against the kinds ([`KindDefaults`]).
     pub fn load_with(path: &Path, kinds: &KindDefaults) -> Result<Self, ConfigError> {
         let loaded = extract(figment_for(path)?).and_then(|value| Self::from_value_with(value, kinds));
-        loaded.map_err(|e| name_env_sources(e, &env_paths()))
+        loaded.map_err(|e| source::annotate(e, path))
     }
 
     /// Builds from an already assembled figment (file plus overrides) and validates,
@@ -179,6 +185,7 @@ impl Config {
     /// [`Config::from_value`] with the sink kinds (see [`Config::load_with`]).
     pub fn from_value_with(mut value: serde_json::Value, kinds: &KindDefaults) -> Result<Self, ConfigError> {
         routing::normalize_compact_fanout(&mut value)?;
+        implied_metrics(&mut value);
         let mut config: Self = deserialize_at("", value)?;
         config.message_metadata.fill_default_headers();
         let named = config.named_sink_types();
@@ -253,6 +260,7 @@ impl Config {
             &mut issues,
         );
         self.rescue.validate_at("rescue", &mut issues);
+        self.stream_guard.validate_at("stream_guard", &mut issues);
         self.encryption.validate_at("encryption", &mut issues);
         self.mission_metadata.validate_at("mission_metadata", &mut issues);
         self.security_labels.validate_at("security_labels", &mut issues);
@@ -340,8 +348,26 @@ impl Config {
     }
 }
 
+/// Asking for an output of the metrics turns their recording on: OTLP metrics
+/// (`opentelemetry.metrics.enabled`) or the `/metrics` listener (`metrics.listen`) with
+/// `metrics.enabled` left out sets it (`show-effective-config` shows it on). A
+/// `metrics.enabled: false` written out stays, and the contradiction is reported naming both.
+fn implied_metrics(value: &mut serde_json::Value) {
+    let wants = value.pointer("/opentelemetry/metrics/enabled") == Some(&serde_json::Value::Bool(true))
+        || value.pointer("/metrics/listen").is_some_and(|l| !l.is_null());
+    if !wants || value.pointer("/metrics/enabled").is_some() {
+        return;
+    }
+    if let Some(root) = value.as_object_mut() {
+        let metrics = root.entry("metrics").or_insert_with(|| serde_json::json!({}));
+        if let Some(metrics) = metrics.as_object_mut() {
+            metrics.insert("enabled".into(), true.into());
+        }
+    }
+}
+
 /// The reference's fixed environment override names that map to supported fields.
-const FIXED_ENV: [(&str, &str); 30] = [
+pub(crate) const FIXED_ENV: [(&str, &str); 30] = [
     ("NATS_SINKS_NATS_URL", "nats.url"),
     ("NATS_SINKS_NATS_STREAM", "nats.stream"),
     ("NATS_SINKS_NATS_CONSUMER", "nats.consumer"),
@@ -440,31 +466,10 @@ fn missing_env_vars(at: &str, value: &serde_json::Value, found: &mut impl FnMut(
     }
 }
 
-/// Every config path the environment sets now, with the variable that sets it (the
-/// `NATS_SINKS__…` convention and the reference's fixed names).
-fn env_paths() -> Vec<(String, String)> {
-    std::env::vars_os()
-        .filter_map(|(key, _)| key.into_string().ok())
-        .filter_map(|key| {
-            if let Some(rest) = key.strip_prefix("NATS_SINKS__") {
-                let path = rest.split("__").map(str::to_ascii_lowercase).collect::<Vec<_>>().join(".");
-                return Some((path, key));
-            }
-            FIXED_ENV.iter().find(|(name, _)| key.eq_ignore_ascii_case(name)).map(|(_, path)| ((*path).to_owned(), key))
-        })
-        .collect()
-}
-
-/// Appends to every issue whose field an environment variable set (in `env`) which variable
-/// that is: the field is then not in the file, and the message says where it came from.
-fn name_env_sources(mut e: ConfigError, env: &[(String, String)]) -> ConfigError {
-    for issue in &mut e.issues {
-        let set = env.iter().find(|(path, _)| issue.path == *path || issue.path.starts_with(&format!("{path}.")));
-        if let Some((_, var)) = set {
-            issue.message.push_str(&format!("{}{var})", sinks_contract::config::wording::SET_BY));
-        }
-    }
-    e
+/// The merged config tree of `path` with the environment overrides, as `run` reads it (for
+/// a section that is checked on its own, like the sink's, when the rest fails).
+pub fn raw_tree(path: &Path) -> Result<serde_json::Value, ConfigError> {
+    extract(figment_for(path)?)
 }
 
 /// The merged config tree of `figment`.
@@ -489,6 +494,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn asking_for_an_output_of_the_metrics_turns_their_recording_on() {
+        let base = |extra: serde_json::Value| {
+            let mut v = serde_json::json!({
+                "nats": {"url": "nats://127.0.0.1:4222", "stream": "S", "consumer": "c", "subject": "s.>"},
+                "sink": {"type": "file", "directory": "/tmp/x"},
+            });
+            if let (Some(b), Some(e)) = (v.as_object_mut(), extra.as_object()) {
+                for (k, x) in e {
+                    b.insert(k.clone(), x.clone());
+                }
+            }
+            Config::from_value(v)
+        };
+        let otlp = base(
+            serde_json::json!({"opentelemetry": {"endpoint": "http://127.0.0.1:4318", "metrics": {"enabled": true}}}),
+        );
+        assert!(otlp.unwrap().metrics.enabled, "OTLP metrics record the metrics");
+        let listener = base(serde_json::json!({"metrics": {"listen": "127.0.0.1:9108"}}));
+        assert!(listener.unwrap().metrics.enabled, "the /metrics listener records the metrics");
+        assert!(!base(serde_json::json!({})).unwrap().metrics.enabled, "off unless asked for");
+        let contradiction = base(serde_json::json!({
+            "metrics": {"enabled": false},
+            "opentelemetry": {"endpoint": "http://127.0.0.1:4318", "metrics": {"enabled": true}},
+        }))
+        .unwrap_err();
+        assert_eq!(contradiction.issues[0].path, "opentelemetry.metrics.enabled");
+        assert!(contradiction.issues[0].message.contains("contradicts metrics.enabled = false"), "{contradiction}");
+    }
+
+    #[test]
     fn an_issue_set_by_the_environment_names_the_variable() {
         let value = serde_json::json!({
             "nats": {"url": "nats://127.0.0.1:4222", "stream": "S", "consumer": "c", "subject": "s.>"},
@@ -497,7 +532,7 @@ mod tests {
         });
         let e = Config::from_value(value).unwrap_err();
         let env = [("delivery.batch_siz".to_owned(), "NATS_SINKS__DELIVERY__BATCH_SIZ".to_owned())];
-        let e = name_env_sources(e, &env);
+        let e = source::name_env_sources(e, &env);
         assert_eq!(e.issues[0].path, "delivery.batch_siz");
         let shown = e.issues[0].to_string();
         assert!(
@@ -518,7 +553,7 @@ mod tests {
             "PATH is set"
         );
         // A field from the file names no variable.
-        let e = name_env_sources(e, &[("nats.url".to_owned(), "NATS_SINKS_NATS_URL".to_owned())]);
+        let e = source::name_env_sources(e, &[("nats.url".to_owned(), "NATS_SINKS_NATS_URL".to_owned())]);
         assert!(!e.issues[0].to_string().contains("NATS_SINKS_NATS_URL"));
     }
 }

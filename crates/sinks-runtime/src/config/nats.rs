@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::{Issues, check_env_name};
-use sinks_contract::subject;
+use sinks_toolkit::subject;
 
 /// Connection and JetStream binding settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -107,6 +107,13 @@ pub struct NatsConfig {
     /// How long shutdown may take to flush acks and drain the connection, seconds (1–3600).
     #[serde(default = "default_drain_timeout")]
     pub drain_timeout_seconds: u64,
+    /// The server's HTTP monitoring endpoint (`http://host:8222`), read by
+    /// `nats-sink validate --connect`, `stream-plan --connect` and at start-up for the
+    /// server's fsync setting (`/varz`), so a single-replica stream on a server that does not
+    /// sync every write is reported (default none: the setting is then unknown, and said
+    /// to be; extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring_url: Option<String>,
 }
 
 fn yes() -> bool {
@@ -188,6 +195,11 @@ impl NatsConfig {
     }
 
     pub(super) fn validate(&self, issues: &mut Issues) {
+        if let Some(url) = &self.monitoring_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            issues.push("nats.monitoring_url", "must be an http:// or https:// URL (the server's monitoring port)");
+        }
         for (i, url) in self.servers().iter().enumerate() {
             let path = if self.urls.is_empty() { "nats.url".to_owned() } else { format!("nats.urls[{i}]") };
             check_url(url, &path, issues);

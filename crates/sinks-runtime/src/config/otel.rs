@@ -169,7 +169,7 @@ impl OpenTelemetryConfig {
         issues.range(&format!("{path}.metrics.interval_ms"), m.interval_ms, 200, 3_600_000);
         if m.enabled && !metrics_enabled {
             issues
-                .push(&format!("{path}.metrics.enabled"), "requires metrics.enabled (the catalogue is recorded there)");
+                .push(&format!("{path}.metrics.enabled"), "contradicts metrics.enabled = false (OTLP metrics are the recorded metrics; drop metrics.enabled, or set it true)");
         }
         for (list, names) in [("allowed_metrics", &m.allowed_metrics), ("denied_metrics", &m.denied_metrics)] {
             for (i, name) in names.iter().enumerate() {
@@ -234,7 +234,7 @@ mod tests {
             "opentelemetry.tls_ca_file: needs an https",
             "opentelemetry.headers_env.bad header: header names",
             "opentelemetry.metrics.interval_ms",
-            "opentelemetry.metrics.enabled: requires metrics.enabled",
+            "opentelemetry.metrics.enabled: contradicts metrics.enabled = false",
             "opentelemetry.metrics.allowed_metrics[1]: `nope`",
             "opentelemetry.traces.sample_ratio",
         ] {

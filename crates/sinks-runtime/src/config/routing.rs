@@ -14,8 +14,8 @@ use serde_json::Value;
 
 use super::Issues;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::metadata::Labels;
-use sinks_contract::subject;
+use sinks_toolkit::metadata::Labels;
+use sinks_toolkit::subject;
 
 /// At most this many named sinks.
 pub const MAX_NAMED_SINKS: usize = 64;
@@ -953,7 +953,7 @@ mod tests {
         assert_eq!(KindDefaults::default().optional_wait("file"), None);
     }
 
-    /// Route shadowing asks `sinks_contract::subject::contains`, which replaced a copy of it
+    /// Route shadowing asks `sinks_toolkit::subject::contains`, which replaced a copy of it
     /// here (`pattern_covers`, the same answer for every pattern of up to four tokens).
     #[test]
     fn subject_cover_table() {

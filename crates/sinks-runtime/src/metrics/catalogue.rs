@@ -129,6 +129,10 @@ catalogue! {
         MessagesRescueGone => ("messages_rescue_gone", Extension, "Exhausted messages the stream no longer held when the rescue came (retention or deletion)"),
         RescueFailures => ("rescue_failures", Extension, "Rescue attempts that could neither make a message durable nor dead-letter it (retried later)"),
         TelemetryExportErrors => ("telemetry_export_errors", Extension, "OTLP exports (metrics or traces) that failed; no delivery waits on them"),
+        DestinationOutagePausedSeconds => ("destination_outage_paused_seconds", Extension, "Seconds fetching was paused while the runner held messages through a destination outage (delivery.outage_hold_seconds)"),
+        MessagesReleasedAfterOutageHold => ("messages_released_after_outage_hold", Extension, "Held messages released (NAKed with backoff) because the destination outage outlasted delivery.outage_hold_seconds"),
+        StreamIdentityChanges => ("stream_identity_changes", Extension, "Changes of the consumed stream's identity found by this process: deleted and re-created, or moved back below the highest sequence seen (stream_guard)"),
+        StreamMessagesRemovedUnsettled => ("stream_messages_removed_unsettled", Extension, "Messages the stream removed (limits, purge) before this consumer settled them, as far as the consumer's ack floor tells"),
     }
 }
 
@@ -145,6 +149,13 @@ catalogue! {
         ConsumerNumAckPending => ("consumer_num_ack_pending", Extension, "Messages delivered and not yet acknowledged (polled every metrics.lag_poll_interval_seconds)"),
         NatsConnected => ("nats_connected", Extension, "1 while the NATS connection is up"),
         Ready => ("ready", Extension, "1 while /readyz answers 200: connected, consumer bound, sink opened and healthy"),
+        DestinationOutage => ("destination_outage", Extension, "1 while the runner holds messages through a destination outage (fetching paused, held messages heartbeated, the destination probed)"),
+        OutageHeldMessages => ("outage_held_messages", Extension, "Messages held unacknowledged through a destination outage right now"),
+        StreamIdentityPaused => ("stream_identity_paused", Extension, "1 while fetching is paused because the stream's identity changed and no decision was made (stream_guard.on_change, nats-sink stream-identity)"),
+        StreamOldestUnsettledAgeSeconds => ("stream_oldest_unsettled_age_seconds", Extension, "Age of the oldest message in the stream this consumer has not settled (polled every metrics.lag_poll_interval_seconds)"),
+        StreamRetentionAgeUsedRatio => ("stream_retention_age_used_ratio", Extension, "The oldest unsettled message's age over the stream's max_age (1: it is about to be removed unsettled; 0 without the limit)"),
+        StreamRetentionMsgsUsedRatio => ("stream_retention_msgs_used_ratio", Extension, "Unsettled messages over the stream's max_msgs with discard old (0 without the limit)"),
+        StreamRetentionBytesUsedRatio => ("stream_retention_bytes_used_ratio", Extension, "Estimated bytes of unsettled messages over the stream's max_bytes with discard old (0 without the limit)"),
     }
 }
 
@@ -301,5 +312,26 @@ mod tests {
             assert_eq!(c.index(), i);
         }
         assert!(TimingId::ALL.iter().all(|t| t.name().ends_with("_seconds")));
+    }
+
+    #[test]
+    fn every_metric_the_shipped_alert_rules_name_is_in_the_catalogue() {
+        let rules =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/prometheus/nats-sink-alerts.yaml");
+        let text = std::fs::read_to_string(&rules).unwrap_or_else(|e| panic!("{}: {e}", rules.display()));
+        let known = reference_names();
+        let mut named = 0;
+        for (at, _) in text.match_indices("nats_sinks_") {
+            let name: String = text[at + "nats_sinks_".len()..]
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            assert!(
+                known.contains(&name),
+                "deploy/prometheus/nats-sink-alerts.yaml names `nats_sinks_{name}`, not a metric"
+            );
+            named += 1;
+        }
+        assert!(named >= 5, "the rules name the metrics they alert on ({named} found)");
     }
 }

@@ -76,6 +76,8 @@ pub struct Status {
     sink_opened: AtomicBool,
     sink_healthy: AtomicBool,
     stopping: AtomicBool,
+    identity_paused: AtomicBool,
+    outage_paused: AtomicBool,
     last_progress_ms: AtomicU64,
     stall_after_ms: AtomicU64,
     lag_known: AtomicBool,
@@ -116,6 +118,8 @@ impl Default for Status {
             sink_opened: AtomicBool::new(false),
             sink_healthy: AtomicBool::new(true),
             stopping: AtomicBool::new(false),
+            identity_paused: AtomicBool::new(false),
+            outage_paused: AtomicBool::new(false),
             last_progress_ms: AtomicU64::new(0),
             stall_after_ms: AtomicU64::new(DEFAULT_STALL_WINDOW.as_millis() as u64),
             lag_known: AtomicBool::new(false),
@@ -145,6 +149,12 @@ impl Status {
             missing.push("sink not opened");
         } else if !load(&self.sink_healthy) {
             missing.push("sink unhealthy");
+        }
+        if load(&self.identity_paused) {
+            missing.push("paused: the stream's identity changed");
+        }
+        if load(&self.outage_paused) {
+            missing.push("paused: destination outage");
         }
         if load(&self.stopping) {
             missing.push("stopping");
@@ -207,6 +217,17 @@ impl Status {
         self.sink_healthy.swap(healthy, Ordering::Relaxed)
     }
 
+    /// Consumption is paused because the stream's identity changed (not ready until the
+    /// operator decided).
+    pub(crate) fn set_identity_paused(&self, paused: bool) {
+        self.identity_paused.store(paused, Ordering::Relaxed);
+    }
+
+    /// Fetching is paused while messages are held through a destination outage.
+    pub(crate) fn set_outage_paused(&self, paused: bool) {
+        self.outage_paused.store(paused, Ordering::Relaxed);
+    }
+
     pub(crate) fn set_stopping(&self) {
         self.stopping.store(true, Ordering::Relaxed);
     }
@@ -251,6 +272,7 @@ pub fn class_label(class: OutcomeClass) -> &'static str {
         OutcomeClass::FailedPermanent => "failed_permanent",
         OutcomeClass::HeldBack => "held_back",
         OutcomeClass::Pending => "pending",
+        _ => "other",
     }
 }
 
@@ -302,7 +324,7 @@ impl Derived {
             Self::Cell(c) => f64::from_bits(c.load(Ordering::Relaxed)),
             Self::Ready(s) => f64::from(u8::from(s.readiness().ready)),
             Self::Connected(s) => f64::from(u8::from(s.nats_connected())),
-            Self::RetriesInPlace => sinks_contract::retry::retries_in_place() as f64,
+            Self::RetriesInPlace => sinks_toolkit::retry::retries_in_place() as f64,
         }
     }
 }
@@ -311,7 +333,7 @@ impl EncodeMetric for Derived {
     fn encode(&self, mut encoder: MetricEncoder<'_>) -> Result<(), std::fmt::Error> {
         match self {
             Self::RetriesInPlace => encoder.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
-                &sinks_contract::retry::retries_in_place(),
+                &sinks_toolkit::retry::retries_in_place(),
                 None,
             ),
             _ => encoder.encode_gauge(&self.value()),
@@ -466,7 +488,7 @@ impl Metrics {
     /// The value of counter `id` (0 when disabled).
     pub fn counter(&self, id: CounterId) -> u64 {
         match (&self.0.recorded, id) {
-            (Some(_), CounterId::RetriesInPlace) => sinks_contract::retry::retries_in_place(),
+            (Some(_), CounterId::RetriesInPlace) => sinks_toolkit::retry::retries_in_place(),
             (Some(r), _) => r.counters[id.index()].get(),
             (None, _) => 0,
         }

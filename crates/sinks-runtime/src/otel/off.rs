@@ -66,10 +66,6 @@ impl Traces {
         match *self {}
     }
 
-    pub(crate) fn single(&self, _envelope: &Envelope) -> MessageSpan {
-        match *self {}
-    }
-
     pub(crate) fn ids(&self, _seq: u64) -> Option<Ids> {
         match *self {}
     }

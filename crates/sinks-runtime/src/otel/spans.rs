@@ -120,11 +120,6 @@ impl Traces {
         }
     }
 
-    /// A span for `envelope` alone, started now (the rescue's last chance).
-    pub(crate) fn single(&self, envelope: &Envelope) -> MessageSpan {
-        self.message_span(envelope, SystemTime::now())
-    }
-
     fn message_span(&self, envelope: &Envelope, start: SystemTime) -> MessageSpan {
         let js = envelope.jetstream();
         let attributes = vec![

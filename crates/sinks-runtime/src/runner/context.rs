@@ -1,6 +1,8 @@
 //! The per-run context every batch task shares: the sink, the gate policy, the DLQ and
 //! ledger publishers, the metrics handle, the parking, the pending messages of a holding
-//! sink and the outage log state, and the timings derived from the consumer's AckWait.
+//! sink (with what the runner keeps of each, [`Holder`]), the outage log and hold state, and
+//! the timings derived from the consumer's AckWait. It names only the runner's leaf modules
+//! (their states); the tasks that use it depend on it, never the other way round.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,18 +11,35 @@ use sinks_contract::envelope::Envelope;
 use sinks_contract::sink::Sink;
 use sinks_policy::Pipeline;
 
-use super::RunStats;
-use super::outage::Outage;
+use sinks_toolkit::holding::Pending;
+
+use super::guard::Guard;
+use super::handle::Handle;
+use super::outage::{Holds, Outage};
 use super::parking::Parking;
-use super::pending::PendingSet;
-use super::settle::Planner;
+use super::stats::RunStats;
 use crate::ack::GatePolicy;
 use crate::config::Config;
 use crate::dlq::DeadLetterPublisher;
 use crate::freshness::Freshness;
 use crate::ledger::LedgerPublisher;
 use crate::metrics::{GaugeId, Metrics, OutcomeCounters};
-use crate::source::AckHandle;
+
+/// What the runner keeps of a pending message (one a holding sink took into an object not
+/// committed yet), to settle it from its final outcome (see `pending`).
+#[derive(Debug)]
+pub(super) struct Holder {
+    /// The envelope (without its payload unless it may need a dead-letter record).
+    pub(super) envelope: Box<Envelope>,
+    /// Its handle (a rescued message's is its advisory's).
+    pub(super) handle: Handle,
+    /// The envelope was kept without its payload and the headers settlement does not read:
+    /// it cannot make a dead-letter record.
+    pub(super) slim: bool,
+}
+
+/// The pending messages of a run (an empty set for a sink that holds nothing).
+pub(super) type PendingSet = Pending<Holder>;
 
 /// Shared, immutable per-run context of batch tasks.
 #[derive(Debug)]
@@ -41,7 +60,7 @@ pub(super) struct Ctx {
     /// The current destination outage, if any (for its log lines).
     pub(super) outage: std::sync::Mutex<Outage>,
     /// Messages held back behind a temporary failure of their key (see [`Parking`]).
-    pub(super) parking: std::sync::Mutex<Parking<AckHandle>>,
+    pub(super) parking: std::sync::Mutex<Parking<Handle>>,
     /// The consumer's effective AckWait (when an unacked message comes back).
     pub(super) ack_wait: Duration,
     /// Time a write may take, retries in place included (see [`write_budget`]).
@@ -59,6 +78,14 @@ pub(super) struct Ctx {
     pub(super) pending: std::sync::Mutex<PendingSet>,
     /// Wakes the pending flusher after a write held something.
     pub(super) flush_wake: tokio::sync::Notify,
+    /// The stream guard: the epoch in force, and whether fetching is paused.
+    pub(super) guard: Arc<Guard>,
+    /// JetStream, for binding the consumer again when it is gone.
+    pub(super) js: async_nats::jetstream::Context,
+    /// Batches holding their messages through a destination outage (see `hold`).
+    pub(super) holds: Holds,
+    /// Becomes true when a stop was requested.
+    pub(super) stop: tokio::sync::watch::Receiver<bool>,
 }
 
 impl Ctx {
@@ -74,7 +101,7 @@ impl Ctx {
     }
 
     /// The parking, locked (held only for pure bookkeeping, never across an await).
-    pub(super) fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking<AckHandle>> {
+    pub(super) fn lock_parking(&self) -> std::sync::MutexGuard<'_, Parking<Handle>> {
         self.parking.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
@@ -84,13 +111,8 @@ impl Ctx {
     }
 
     /// Updates the held-back gauge from `parking` (called with the lock held).
-    pub(super) fn note_parking(&self, parking: &Parking<AckHandle>) {
+    pub(super) fn note_parking(&self, parking: &Parking<Handle>) {
         self.metrics.set(GaugeId::HeldBackMessages, parking.kept() as f64);
-    }
-
-    /// Plans settlements under this run's gate policy and AckWait, with random jitter.
-    pub(super) fn planner(&self) -> Planner<'_, fn() -> f64> {
-        Planner { policy: &self.policy, ack_wait: self.ack_wait, sample: rand::random::<f64> }
     }
 }
 

@@ -6,14 +6,17 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{Semaphore, watch};
 
-use super::RunStats;
-use super::batch::{self, Batch, Origin};
+use super::batch::Batch;
 use super::context::Ctx;
+use super::forward::{self, Origin};
+use super::guard::live_now;
+use super::handle::Handle;
 use super::heartbeat::hold_while;
 use super::ordering::{OrderingGate, batch_keys, with_order_key};
 use super::reconnect::{reconnect_backoff, sleep_or_stop};
+use super::stats::RunStats;
 use crate::metrics::{CounterId, GaugeId, TimingId};
-use crate::source::{AckHandle, Delivery, FetchError, Source};
+use crate::source::{Delivery, FetchError, Source};
 
 /// Resolves once a stop was requested while the connection is down (a fetch in progress
 /// then cannot bring anything, so it is abandoned instead of waiting for its timers).
@@ -62,6 +65,22 @@ pub(super) async fn fetch_loop(
         // current one settles. Everything fetched is processed, even after a stop request.
         let (started, fetched) = match ahead.take() {
             Some((started, task)) => (started, task.await.unwrap_or_else(|e| Err(FetchError::from_task(&e)))),
+            // The stream's identity changed and nothing was decided: nothing new is fetched
+            // (what was fetched before goes on to its settlement).
+            None if ctx.guard.paused() => {
+                if !ctx.guard.wait_open(stop).await {
+                    break;
+                }
+                continue;
+            }
+            // A batch holds its messages through a destination outage: nothing new is
+            // fetched (what is still in the stream spends no delivery either).
+            None if ctx.holds.paused() => {
+                if !ctx.holds.wait_open(stop).await {
+                    break;
+                }
+                continue;
+            }
             None => {
                 let started = Instant::now();
                 let fetched = tokio::select! {
@@ -73,11 +92,13 @@ pub(super) async fn fetch_loop(
         };
         ctx.metrics.observe(TimingId::NatsFetchSeconds, started.elapsed().as_secs_f64());
         ctx.metrics.status().progress();
-        let batch: Batch<AckHandle> = match fetched {
+        let batch: Batch<Handle> = match fetched {
             Ok(fetched) => {
                 // The runner owns the batch from here on; each message gets its ordering key.
-                let batch: Batch<AckHandle> =
-                    fetched.into_iter().map(|(e, handle)| (with_order_key(e, &ctx.config), handle)).collect();
+                let batch: Batch<Handle> = fetched
+                    .into_iter()
+                    .map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle)))
+                    .collect();
                 ctx.lock_parking().note_fetch(&batch.envelopes, started);
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
@@ -91,6 +112,12 @@ pub(super) async fn fetch_loop(
                 ctx.metrics.inc(CounterId::FetchErrors, 1);
                 let delay = backoff.delay(failures, 0.5);
                 tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
+                // Failing fetches may mean the consumer is gone (a deleted stream takes its
+                // consumers with it): look, and bind it again once the stream is there.
+                if failures.is_multiple_of(3) && rebind(ctx, source).await {
+                    failures = 0;
+                    continue;
+                }
                 if sleep_or_stop(delay, stop).await {
                     break;
                 }
@@ -105,7 +132,7 @@ pub(super) async fn fetch_loop(
         // batch is admitted and spawned (one request/response round trip per batch is what a
         // plain fetch loop loses against a continuous pull). It is awaited and processed
         // before anything else is fetched, stop or not.
-        if size == delivery.batch_size && !*stop.borrow() {
+        if size == delivery.batch_size && !*stop.borrow() && !ctx.guard.paused() && !ctx.holds.paused() {
             ahead = Some((Instant::now(), tokio::spawn(prefetch(Arc::clone(source), size, timeout))));
         }
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);
@@ -123,6 +150,52 @@ pub(super) async fn fetch_loop(
     let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
 }
 
+/// Binds the consumer again when it is gone (its stream was deleted, or it was deleted), once
+/// the stream is there; checks the stream's identity before anything is fetched from it.
+/// True when the source fetches from a newly bound consumer.
+async fn rebind(ctx: &Ctx, source: &Source) -> bool {
+    let config = &ctx.config;
+    let (name, consumer) = (&config.nats.stream, &config.nats.consumer);
+    let stream = match ctx.js.get_stream(name).await {
+        Ok(stream) => stream,
+        Err(e) => {
+            tracing::warn!(stream = %name, error = %e, "the stream cannot be read (deleted?); waiting for it");
+            return false;
+        }
+    };
+    if !config.nats.durable {
+        return false;
+    }
+    match stream.consumer_info(consumer).await {
+        Ok(_) => return false,
+        Err(e) if e.kind() == async_nats::jetstream::context::ConsumerInfoErrorKind::NotFound => {}
+        Err(_) => return false,
+    }
+    tracing::warn!(stream = %name, consumer = %consumer, "the consumer is gone (its stream deleted and created again?); binding it again");
+    let bound = match crate::setup::ensure_consumer(&stream, config).await {
+        Ok(bound) => bound,
+        Err(e) => {
+            tracing::error!(stream = %name, consumer = %consumer, error = %e, "cannot bind the consumer again; retrying");
+            return false;
+        }
+    };
+    match live_now(&stream, &bound.consumer).await {
+        Ok(live) => {
+            if let Err(e) = ctx.guard.check(&live).await {
+                tracing::error!(error = %e, "checking the stream's identity failed; not fetching from the new consumer yet");
+                return false;
+            }
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "reading the stream failed; retrying");
+            return false;
+        }
+    }
+    source.replace_consumer(bound.consumer);
+    tracing::info!(stream = %name, consumer = %consumer, action = bound.action, "consumer bound again");
+    true
+}
+
 /// The task of a fetch asked for ahead.
 type Ahead = tokio::task::JoinHandle<Result<Vec<Delivery>, FetchError>>;
 
@@ -136,7 +209,7 @@ async fn prefetch(source: Arc<Source>, size: usize, timeout: Duration) -> Result
 fn spawn(
     ctx: &Arc<Ctx>,
     gate: &mut OrderingGate,
-    batch: Batch<AckHandle>,
+    batch: Batch<Handle>,
     origin: Origin,
     permit: tokio::sync::OwnedSemaphorePermit,
 ) {
@@ -144,7 +217,7 @@ fn spawn(
     let ctx = Arc::clone(ctx);
     ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
     tokio::spawn(async move {
-        batch::process(&ctx, batch, origin, waits, done).await;
+        forward::process(&ctx, batch, origin, waits, done).await;
         ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
         ctx.metrics.status().progress();
         drop(permit);

@@ -10,14 +10,14 @@ use async_nats::jetstream::AckKind;
 use tokio::sync::watch;
 
 use super::context::Ctx;
+use super::handle::Handle;
 use crate::metrics::{CounterId, GaugeId, TimingId};
-use crate::source::AckHandle;
 
 /// Runs `wait` while keeping the messages of `acks` alive: a fetched batch waiting for a free
 /// slot or for an earlier batch of its keys sends in-progress heartbeats every third of
 /// AckWait, and one more when a long wait ends, so waiting costs no redelivery (and no
 /// delivery of `max_deliver`) however slow the batches ahead of it are.
-pub(super) async fn hold_while<T>(ctx: &Ctx, acks: &[AckHandle], wait: impl Future<Output = T>) -> T {
+pub(super) async fn hold_while<T>(ctx: &Ctx, acks: &[Handle], wait: impl Future<Output = T>) -> T {
     let every = ctx.heartbeat_every();
     let started = Instant::now();
     let mut wait = std::pin::pin!(wait);
@@ -36,7 +36,7 @@ pub(super) async fn hold_while<T>(ctx: &Ctx, acks: &[AckHandle], wait: impl Futu
 /// Runs `work` (a write) while keeping the messages of `acks` alive: an in-progress heartbeat
 /// every third of AckWait, none when `work` ends sooner (no trailing one: the messages are
 /// settled right after).
-pub(super) async fn keep_alive<T>(ctx: &Ctx, acks: &[AckHandle], work: impl Future<Output = T>) -> T {
+pub(super) async fn keep_alive<T>(ctx: &Ctx, acks: &[Handle], work: impl Future<Output = T>) -> T {
     let every = ctx.heartbeat_every();
     let mut work = std::pin::pin!(work);
     loop {
@@ -49,7 +49,7 @@ pub(super) async fn keep_alive<T>(ctx: &Ctx, acks: &[AckHandle], work: impl Futu
 
 /// Sends an in-progress heartbeat for each of `acks` (a failure only means that message
 /// may be redelivered, which the sinks absorb).
-pub(super) async fn progress(acks: &[AckHandle]) {
+pub(super) async fn progress(acks: &[Handle]) {
     if let (_, Some(e)) = send_progress(acks).await {
         tracing::debug!(error = %e, "heartbeat of a held message failed; it may be redelivered");
     }
@@ -59,7 +59,7 @@ pub(super) async fn progress(acks: &[AckHandle]) {
 /// connection, so awaiting them in turn costs no round trips, and a heartbeat for 20,000
 /// pending messages allocates nothing per message (joining 20,000 send futures took over
 /// 10 MiB for a moment). Returns how many failed and the first error.
-async fn send_progress(acks: &[AckHandle]) -> (u64, Option<async_nats::Error>) {
+async fn send_progress(acks: &[Handle]) -> (u64, Option<async_nats::Error>) {
     let mut failed = 0;
     let mut first = None;
     for handle in acks {
@@ -79,7 +79,7 @@ pub(super) struct WriteHeartbeat(Option<(tokio::task::JoinHandle<()>, watch::Sen
 
 impl WriteHeartbeat {
     /// Starts heartbeating `acks` (when `delivery.in_progress` is on).
-    pub(super) fn start(ctx: &Ctx, acks: &[AckHandle]) -> Self {
+    pub(super) fn start(ctx: &Ctx, acks: &[Handle]) -> Self {
         let ip = &ctx.config.delivery.in_progress;
         if !ip.enabled {
             return Self(None);

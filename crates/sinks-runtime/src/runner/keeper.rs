@@ -9,9 +9,9 @@ use sinks_contract::sink::MessageOutcome;
 use tokio::sync::watch;
 
 use super::context::Ctx;
+use super::handle::Handle;
 use super::heartbeat::progress;
 use super::settle::{self, Cause, Planned};
-use crate::source::AckHandle;
 
 /// Keeps parked messages alive (in-progress heartbeats well inside AckWait) and releases
 /// the lots whose failed message is overdue by two AckWaits (one for a copy that another
@@ -40,11 +40,11 @@ pub(super) async fn keep_parking(ctx: Arc<Ctx>, mut stop: watch::Receiver<bool>)
 /// Takes the lots overdue by `grace` (every lot when `all`) out of the parking and plans
 /// their messages' settlements: NAKed to come back promptly (dead-lettered with the reason on
 /// the consumer's last allowed delivery, when a DLQ is configured).
-pub(super) fn release(ctx: &Ctx, all: bool, grace: Duration) -> Planned<AckHandle> {
+pub(super) fn release(ctx: &Ctx, all: bool, grace: Duration) -> Planned<Handle> {
     let mut parking = ctx.lock_parking();
     let released = parking.release(all, grace);
     let outcomes = std::iter::repeat_with(|| MessageOutcome::HeldBack).take(released.len()).collect();
-    let planned = ctx.planner().plan(&mut parking, released, outcomes, Cause::Released);
+    let planned = settle::planner(ctx).plan(&mut parking, released, outcomes, Cause::Released);
     ctx.note_parking(&parking);
     planned
 }

@@ -17,36 +17,55 @@
 //! lines that matter per message (a dead letter, a conflict).
 //!
 //! Where things are: this file holds the entry points ([`run`], [`run_with`],
-//! [`run_observed`]), start-up and shutdown; `fetch` the fetch loop; `batch` the batch type
-//! and its one forward path; `ordering` the ordering keys and the gate between batches;
-//! `parking` the held-back messages; `pending` the messages a holding sink keeps in objects
-//! not committed yet; `settle` the settlement plan (the one call site of the
-//! ACK gate) and its application; `keeper` the task that heartbeats and releases held-back
-//! messages; `heartbeat` the in-progress heartbeats; `outage` the outage log; `tally` the
-//! policy step counts; `lag` and `health` the background probes; `reconnect` the retries of
-//! start-up steps; `rescue` the last chance of messages the server stopped redelivering;
-//! `context` the per-run context the tasks share.
+//! [`run_observed`]), start-up and shutdown; `fetch` the fetch loop; `forward` a batch's one
+//! forward path (policies, parking, write, hold, pending, plan, settle), which fetched
+//! batches, parked chunks and rescued messages all take; `written` what a write's outcomes
+//! do (recorded, the outage log, planned); `settle` the settlement plan (the one call site of
+//! the ACK gate) and its application; `handle` what a message is settled through (its ack
+//! handle, or a rescued message's advisory) and the rescue's last-chance rule; `ordering` the
+//! ordering keys and the gate between batches; `parking` the held-back messages; `pending`
+//! the messages a holding sink keeps in objects not committed yet; `keeper` the task that
+//! heartbeats and releases held-back messages; `heartbeat` the in-progress heartbeats;
+//! `hold` riding out a destination outage (fetching paused, the batch held with heartbeats,
+//! the destination probed); `outage` the outage log and the holds' state; `tally` the policy
+//! step counts; `guard` the stream guard (the stream's identity, its epochs and the pause
+//! when it changed; lag and retention headroom); `health` the destination probe; `reconnect`
+//! the retries of start-up steps; `rescue` the intake of messages the server stopped
+//! redelivering; `redrive` the run of `nats-sink redrive` (dead-lettered messages brought
+//! back, each settled through its record's ticket); `context` the per-run context the tasks share; `batch` the batch type;
+//! `stats` the run's counters.
+//!
+//! The modules form layers, never a cycle (`tests/runner_modules.rs` checks it): the leaves
+//! (`batch`, `handle`, `stats`, `parking`, `outage`, `guard`, `ordering`, `tally`, …) know
+//! no task; `context` names only leaves; every task depends on `context` and the leaves, and
+//! on tasks below it (`forward` on `written`, `pending`, `hold` and `settle`; `rescue`,
+//! `redrive` and `fetch` on `forward`); this file wires them together and nothing depends on it.
 
 mod batch;
 mod context;
 mod fetch;
+mod forward;
+mod guard;
+mod handle;
 mod health;
 mod heartbeat;
+mod hold;
 mod keeper;
-mod lag;
 mod ordering;
 mod outage;
 mod parking;
 mod pending;
 mod reconnect;
+mod redrive;
 mod rescue;
 mod settle;
 mod startup;
+mod stats;
 mod tally;
+mod written;
 
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use sinks_contract::error::ErrorClass;
@@ -56,12 +75,16 @@ use tokio::sync::watch;
 
 use self::context::{Ctx, write_budget};
 use self::fetch::fetch_loop;
+pub(crate) use self::guard::GuardState;
+use self::guard::{Guard, live_now, watch_stream};
+pub use self::handle::{RedriveEnd, RedriveMarker};
 use self::health::probe_sink;
 use self::keeper::keep_parking;
-use self::lag::poll_lag;
-use self::outage::Outage;
+use self::outage::{Holds, Outage};
 use self::parking::Parking;
 use self::reconnect::{Reaching, Retry, retry_until};
+pub use self::redrive::RedriveItem;
+pub use self::stats::RunStats;
 use crate::ack::{AfterDeadLetter, GatePolicy};
 use crate::config::{Config, ConfigError};
 use crate::connect::{self, ConnectError};
@@ -85,75 +108,6 @@ pub enum RunError {
     /// The NATS server could not be reached (`check_against_server`): exit code 1.
     #[error("{0}")]
     Unreachable(String),
-}
-
-/// Counters of what the runner did, for logs and tests.
-#[derive(Debug, Default)]
-pub struct RunStats {
-    /// Messages fetched.
-    pub fetched: AtomicU64,
-    /// Messages acked after a durable outcome.
-    pub acked: AtomicU64,
-    /// Messages NAKed.
-    pub nacked: AtomicU64,
-    /// Messages left for AckWait.
-    pub left_unacked: AtomicU64,
-    /// DLQ records stored.
-    pub dead_lettered: AtomicU64,
-    /// DLQ publishes that failed (original NAKed).
-    pub dead_letter_failures: AtomicU64,
-    /// Ack, nak or term sends that failed (message will be redelivered).
-    pub ack_failures: AtomicU64,
-    /// Fetches that failed.
-    pub fetch_failures: AtomicU64,
-    /// Conflicting redeliveries reported by the sink.
-    pub conflicts: AtomicU64,
-    /// Duplicates reported by the sink.
-    pub duplicates: AtomicU64,
-    /// Messages held back behind a temporary failure of their ordering key (released).
-    pub held_back: AtomicU64,
-    /// Messages refused by a policy step (authenticity, size, pre-sink, …) and
-    /// dead-lettered without reaching the sink.
-    pub rejected_by_policy: AtomicU64,
-    /// Exhausted messages the rescue made durable.
-    pub rescued: AtomicU64,
-    /// Exhausted messages the rescue dead-lettered (`max_deliver_exhausted`).
-    pub rescue_dead_lettered: AtomicU64,
-    /// Exhausted messages already gone from the stream when the rescue came.
-    pub rescue_gone: AtomicU64,
-    /// Rescue attempts that failed and will be retried.
-    pub rescue_failures: AtomicU64,
-}
-
-impl RunStats {
-    pub(crate) fn add(counter: &AtomicU64, n: u64) {
-        counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    /// A plain snapshot `(name, value)` of every counter.
-    pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
-        [
-            ("fetched", &self.fetched),
-            ("acked", &self.acked),
-            ("nacked", &self.nacked),
-            ("left_unacked", &self.left_unacked),
-            ("dead_lettered", &self.dead_lettered),
-            ("dead_letter_failures", &self.dead_letter_failures),
-            ("ack_failures", &self.ack_failures),
-            ("fetch_failures", &self.fetch_failures),
-            ("conflicts", &self.conflicts),
-            ("duplicates", &self.duplicates),
-            ("held_back", &self.held_back),
-            ("rejected_by_policy", &self.rejected_by_policy),
-            ("rescued", &self.rescued),
-            ("rescue_dead_lettered", &self.rescue_dead_lettered),
-            ("rescue_gone", &self.rescue_gone),
-            ("rescue_failures", &self.rescue_failures),
-        ]
-        .into_iter()
-        .map(|(n, c)| (n, c.load(Ordering::Relaxed)))
-        .collect()
-    }
 }
 
 /// The start-up warnings of `config` as far as it alone tells (`nats-sink validate`): the
@@ -184,6 +138,31 @@ pub async fn check_against_server(config: &Config) -> Result<Vec<String>, RunErr
     };
     let _ = client.drain().await;
     Ok(std::iter::once(format!("connected to nats at {servers}")).chain(notes).collect())
+}
+
+/// `nats-sink stream-identity`: the stream's identity record and the live stream, and, with a
+/// decision, the decision applied to a change that waits for one (see
+/// [`crate::identity::operate`]).
+pub async fn stream_identity(
+    config: &Config,
+    decision: Option<crate::identity::Decision>,
+) -> Result<Vec<String>, RunError> {
+    let servers = startup::servers(config);
+    let client = match connect::connect(&config.nats).await {
+        Ok(c) => c,
+        Err(ConnectError::Config(e)) => return Err(e.into()),
+        Err(ConnectError::Unreachable(e)) => {
+            return Err(RunError::Unreachable(format!("cannot reach nats at {servers}: {e}")));
+        }
+    };
+    let js = async_nats::jetstream::new(client.clone());
+    let lines = match crate::identity::operate(&js, config, decision).await {
+        Ok(lines) => lines,
+        Err(SetupError::Config(e)) => return Err(e.into()),
+        Err(SetupError::Unavailable(e)) => return Err(RunError::Unreachable(format!("nats at {servers}: {e}"))),
+    };
+    let _ = client.drain().await;
+    Ok(lines)
 }
 
 /// Runs `sink` under `config` until `shutdown` resolves. Returns the counters.
@@ -287,74 +266,19 @@ async fn run_inner(
     }
     if config.ledger.enabled {
         // Receipts name each message's destination: the sink keeps what it needs for that.
-        sink.report_destinations();
+        if let Some(destinations) = sink.destinations() {
+            destinations.enable();
+        }
     }
     let destination = startup::destination(&config.sink);
-    let opening = Reaching { what: "sink open", target: &destination, hint: "the `sink` section" };
-    // What only a config change can fix (a path under a regular file, a permission, an
-    // unknown table, bad credentials) stops start-up naming the field; the rest is retried.
-    let Some(()) = retry_until(opening, &stop, &metrics, async || match sink.open().await {
-        Ok(()) => Ok(()),
-        Err(e) if e.class() == ErrorClass::Config || e.is_permanent() => {
-            Err(Retry::Fatal(ConfigError::single(e.field().unwrap_or("sink"), e.display_chain())))
-        }
-        Err(e) => Err(Retry::Again(e.display_chain())),
-    })
-    .await?
-    else {
-        return Ok(());
-    };
-    tracing::info!(sink = sink.name(), destination = %destination, "sink opened");
-    metrics.status().set_sink_opened(true);
-
-    let nats = &config.nats;
-    let observed = &metrics;
     let servers = startup::servers(&config);
-    let hint = if config.nats.urls.is_empty() { "nats.url" } else { "nats.urls" };
-    let connecting = Reaching { what: "nats connect", target: &servers, hint };
-    let Some(client) = retry_until(connecting, &stop, &metrics, || async move {
-        match connect::connect_observed(nats, Some(observed.clone())).await {
-            Ok(c) => Ok(c),
-            Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
-            Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
-        }
-    })
-    .await?
-    else {
-        return Ok(());
-    };
-    let info = client.server_info();
-    tracing::info!(
-        servers = %servers,
-        server = %startup::host_port(&format!("{}:{}", info.host, info.port)),
-        server_name = %info.server_name,
-        version = %info.version,
-        "connected to nats"
-    );
-    let js = async_nats::jetstream::new(client.clone());
-    // Advisories are observed from here on (the consumer's own creation included).
-    let advisories = if config.advisories.enabled {
-        let subscriptions = crate::advisories::subscribe(&client, &config.advisories).await;
-        let task = crate::advisories::monitor(subscriptions, config.advisories.clone(), metrics.clone(), stop.clone());
-        Some(tokio::spawn(task))
-    } else {
-        None
-    };
-
-    let (js_ref, config_ref, options_ref) = (&js, &config, &options);
-    let setting_up = Reaching { what: "consumer setup", target: &servers, hint: "nats.stream and nats.consumer" };
-    let Some((bound, capture)) = retry_until(setting_up, &stop, &metrics, || async move {
-        let stream = setup::ensure_streams(js_ref, config_ref).await.map_err(setup_retry)?;
-        let bound =
-            setup::ensure_consumer_from(&stream, config_ref, options_ref.start, options_ref.consumer_name.clone())
-                .await
-                .map_err(setup_retry)?;
-        // Exhaustions are captured before the first fetch, so none is missed.
-        let capture =
-            setup::ensure_capture(js_ref, &stream, config_ref, bound.max_deliver).await.map_err(setup_retry)?;
-        Ok((bound, capture))
-    })
-    .await?
+    // The destination and NATS are made ready side by side: a configuration error of either
+    // stops start-up at once, naming its field, even while the other is still unreachable
+    // (and retried), so `run` refuses exactly what `validate --connect` refuses.
+    let opened = open_sink(&sink, &destination, &stop, &metrics);
+    let prepared = prepare_nats(&config, &options, &servers, &stop, &metrics);
+    let (opened, prepared) = tokio::try_join!(opened, prepared)?;
+    let (Some(()), Some(Prepared { client, js, advisories, bound, capture, stream, guard })) = (opened, prepared)
     else {
         return Ok(());
     };
@@ -378,6 +302,11 @@ async fn run_inner(
     for warning in startup::warnings(&config, bound.max_ack_pending, bound.ack_wait) {
         tracing::warn!("{warning}");
     }
+    let sync = crate::durability::server_sync(config.nats.monitoring_url.as_deref()).await;
+    if let Some(warning) = crate::durability::lint(&config.nats.stream, stream.cached_info().config.num_replicas, &sync)
+    {
+        tracing::warn!("{warning}");
+    }
     let ip = &config.delivery.in_progress;
     if ip.enabled && (ip.interval_ms as f64) >= bound.ack_wait.as_secs_f64() * 1000.0 * 0.8 {
         return Err(ConfigError::single(
@@ -387,7 +316,7 @@ async fn run_inner(
         .into());
     }
 
-    let holding = sink.holding();
+    let holding = sink.holding().map(|h| h.settings());
     let max_ack_pending = usize::try_from(bound.consumer.cached_info().config.max_ack_pending).ok().filter(|m| *m > 0);
     if let Some(holding) = holding {
         pending::check(&config, holding, bound.ack_wait, max_ack_pending)?;
@@ -411,6 +340,8 @@ async fn run_inner(
     metrics.status().set_stall_window((budget + fetch_guard) * 2 + Duration::from_secs(30));
     metrics.status().set_consumer_bound(true);
     let policy_steps: Vec<&'static str> = pipeline.steps();
+    let guard = Arc::new(guard);
+    let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone(), guard.watch()));
     let ctx = Arc::new(Ctx {
         sink: Arc::clone(&sink),
         policy,
@@ -431,10 +362,20 @@ async fn run_inner(
         traces,
         pending: std::sync::Mutex::new(Default::default()),
         flush_wake: tokio::sync::Notify::new(),
+        guard: Arc::clone(&guard),
+        js: js.clone(),
+        holds: Holds::new(metrics.clone(), sink.name(), config.delivery.outage_hold_seconds),
+        stop: stop.clone(),
     });
-    let lag = tokio::spawn(poll_lag(bound.consumer.clone(), metrics.clone(), config.metrics.clone(), stop.clone()));
+    let lag = tokio::spawn(watch_stream(
+        Arc::clone(&guard),
+        source.consumer(),
+        stream,
+        metrics.clone(),
+        config.clone(),
+        stop.clone(),
+    ));
     let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));
-    let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone()));
     let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
     let rescue = capture.map(|capture| tokio::spawn(rescue::rescue_loop(Arc::clone(&ctx), capture, stop.clone())));
     let holders = holding.map(|holding| {
@@ -492,6 +433,198 @@ async fn run_inner(
     let counts: Vec<String> = stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
     tracing::info!(counts = %counts.join(" "), "stopped");
     Ok(())
+}
+
+/// `nats-sink redrive`: writes dead-lettered messages the caller brought back (`items`)
+/// through `sink` with the run's whole discipline (policies, write, ACK gate, receipts, a new
+/// dead letter with the redrive count when one fails again), and tells `marker` how each
+/// ended once that end is durable. No consumer is bound: the messages come from the caller,
+/// and what is not done stays for another run. A destination outage is not ridden out
+/// (`delivery.outage_hold_seconds` is 0 here): its messages end `NotDone` at once. Returns
+/// how many messages were handed to the write (fewer when `shutdown` came first).
+pub async fn redrive(
+    mut config: Config,
+    sink: Arc<dyn Sink>,
+    items: Vec<RedriveItem>,
+    marker: Arc<dyn RedriveMarker>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<usize, RunError> {
+    config.delivery.outage_hold_seconds = 0;
+    let metrics = Metrics::new(&config.metrics);
+    let pipeline = Pipeline::from_config(config.policy_sections())?;
+    if config.ledger.enabled
+        && let Some(destinations) = sink.destinations()
+    {
+        destinations.enable();
+    }
+    let client = match connect::connect(&config.nats).await {
+        Ok(c) => c,
+        Err(ConnectError::Config(e)) => return Err(e.into()),
+        Err(ConnectError::Unreachable(e)) => {
+            return Err(RunError::Unreachable(format!("cannot reach nats at {}: {e}", startup::servers(&config))));
+        }
+    };
+    match sink.open().await {
+        Ok(()) => {}
+        Err(e) if e.class() == ErrorClass::Config => {
+            return Err(ConfigError::single(e.field().unwrap_or("sink"), e.display_chain()).into());
+        }
+        Err(e) => return Err(RunError::SinkOpen(e.display_chain())),
+    }
+    let js = async_nats::jetstream::new(client.clone());
+    let ack_wait = Duration::from_secs_f64(config.consumer_management.ack_wait_seconds.unwrap_or(30.0).max(1.0));
+    let policy = GatePolicy {
+        backoff: config.delivery.backoff(),
+        max_retries: config.delivery.max_retries,
+        temporary_action: config.delivery.temporary_failure_action,
+        dead_letter: config.dead_letter.enabled.then_some(AfterDeadLetter::Ack),
+        max_deliver: None,
+    };
+    let (stop_tx, stop) = watch::channel(false);
+    let stats = Arc::clone(metrics.stats());
+    let ctx = Ctx {
+        sink: Arc::clone(&sink),
+        policy,
+        dlq: DeadLetterPublisher::new(js.clone(), config.dead_letter.clone()),
+        stats,
+        outcomes: metrics.outcome_counters(sink.name()),
+        freshness: Freshness::new(&config.metrics),
+        metrics: metrics.clone(),
+        policy_steps: pipeline.steps(),
+        outage: std::sync::Mutex::new(Outage::default()),
+        parking: std::sync::Mutex::new(Parking::default()),
+        ack_wait,
+        write_budget: write_budget(&config, ack_wait),
+        pipeline,
+        ledger: LedgerPublisher::new(js.clone(), config.ledger.clone()),
+        rescue: false,
+        traces: None,
+        pending: std::sync::Mutex::new(Default::default()),
+        flush_wake: tokio::sync::Notify::new(),
+        guard: Arc::new(Guard::off(&config, metrics.clone())),
+        js,
+        holds: Holds::new(metrics.clone(), sink.name(), 0),
+        stop,
+        config,
+    };
+    let work = redrive::drive(&ctx, items, &marker);
+    tokio::pin!(work);
+    let signal = async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    };
+    let handed = tokio::select! {
+        handed = &mut work => handed,
+        () = signal => work.await,
+    };
+    if let Err(e) = client.flush().await {
+        tracing::warn!(error = %e, "flushing the nats connection failed");
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(ctx.config.nats.drain_timeout_seconds), client.drain()).await;
+    if let Err(e) = sink.close().await {
+        tracing::warn!(error = %e.display_chain(), "closing the sink failed");
+    }
+    Ok(handed)
+}
+
+/// Opens the sink, retrying what a retry can fix; `None` when a stop came first.
+async fn open_sink(
+    sink: &Arc<dyn Sink>,
+    destination: &str,
+    stop: &watch::Receiver<bool>,
+    metrics: &Metrics,
+) -> Result<Option<()>, ConfigError> {
+    let opening = Reaching { what: "sink open", target: destination, hint: "the `sink` section" };
+    // What only a config change can fix (a path under a regular file, a permission, an
+    // unknown table, bad credentials) stops start-up naming the field; the rest is retried.
+    let opened = retry_until(opening, stop, metrics, async || match sink.open().await {
+        Ok(()) => Ok(()),
+        Err(e) if e.class() == ErrorClass::Config || e.is_permanent() => {
+            Err(Retry::Fatal(ConfigError::single(e.field().unwrap_or("sink"), e.display_chain())))
+        }
+        Err(e) => Err(Retry::Again(e.display_chain())),
+    })
+    .await?;
+    if opened.is_some() {
+        tracing::info!(sink = sink.name(), destination = %destination, "sink opened");
+        metrics.status().set_sink_opened(true);
+    }
+    Ok(opened)
+}
+
+/// What start-up made ready on the NATS side.
+struct Prepared {
+    client: async_nats::Client,
+    js: async_nats::jetstream::Context,
+    advisories: Option<tokio::task::JoinHandle<()>>,
+    bound: setup::BoundConsumer,
+    capture: Option<setup::Capture>,
+    stream: async_nats::jetstream::stream::Stream,
+    guard: Guard,
+}
+
+/// Connects to NATS and sets up the streams, the consumer, the exhaustion capture and the
+/// stream guard (checking the stream's identity before the first fetch), retrying what a
+/// retry can fix; `None` when a stop came first.
+async fn prepare_nats(
+    config: &Config,
+    options: &RunOptions,
+    servers: &str,
+    stop: &watch::Receiver<bool>,
+    metrics: &Metrics,
+) -> Result<Option<Prepared>, ConfigError> {
+    let nats = &config.nats;
+    let hint = if config.nats.urls.is_empty() { "nats.url" } else { "nats.urls" };
+    let connecting = Reaching { what: "nats connect", target: servers, hint };
+    let Some(client) = retry_until(connecting, stop, metrics, || async move {
+        match connect::connect_observed(nats, Some(metrics.clone())).await {
+            Ok(c) => Ok(c),
+            Err(ConnectError::Config(e)) => Err(Retry::Fatal(e)),
+            Err(ConnectError::Unreachable(e)) => Err(Retry::Again(e)),
+        }
+    })
+    .await?
+    else {
+        return Ok(None);
+    };
+    let info = client.server_info();
+    tracing::info!(
+        servers = %servers,
+        server = %startup::host_port(&format!("{}:{}", info.host, info.port)),
+        server_name = %info.server_name,
+        version = %info.version,
+        "connected to nats"
+    );
+    let js = async_nats::jetstream::new(client.clone());
+    // Advisories are observed from here on (the consumer's own creation included).
+    let advisories = if config.advisories.enabled {
+        let subscriptions = crate::advisories::subscribe(&client, &config.advisories).await;
+        let task = crate::advisories::monitor(subscriptions, config.advisories.clone(), metrics.clone(), stop.clone());
+        Some(tokio::spawn(task))
+    } else {
+        None
+    };
+    let js_ref = &js;
+    let setting_up = Reaching { what: "consumer setup", target: servers, hint: "nats.stream and nats.consumer" };
+    let Some((bound, capture, stream, guard)) = retry_until(setting_up, stop, metrics, || async move {
+        let stream = setup::ensure_streams(js_ref, config).await.map_err(setup_retry)?;
+        let bound = setup::ensure_consumer_from(&stream, config, options.start, options.consumer_name.clone())
+            .await
+            .map_err(setup_retry)?;
+        // Exhaustions are captured before the first fetch, so none is missed.
+        let capture = setup::ensure_capture(js_ref, &stream, config, bound.max_deliver).await.map_err(setup_retry)?;
+        // The stream's identity is checked before the first fetch: a stream re-created or
+        // rewound while the sink was down pauses it (or starts a new epoch) right here.
+        let replicas = stream.cached_info().config.num_replicas;
+        let guard = Guard::open(js_ref, config, replicas, metrics.clone()).await.map_err(setup_retry)?;
+        guard.check(&live_now(&stream, &bound.consumer).await.map_err(setup_retry)?).await.map_err(setup_retry)?;
+        Ok((bound, capture, stream, guard))
+    })
+    .await?
+    else {
+        return Ok(None);
+    };
+    Ok(Some(Prepared { client, js, advisories, bound, capture, stream, guard }))
 }
 
 fn setup_retry(e: SetupError) -> Retry<String> {

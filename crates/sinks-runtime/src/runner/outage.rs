@@ -7,14 +7,21 @@
 //!
 //! [`Outage::observe`] is the state machine (pure: the caller gives the time); [`Line::log`]
 //! writes what it decided; [`track_outage`] does both for a written batch.
+//!
+//! [`Holds`] is the state of the outage holds (`hold`): how many batches and messages hold
+//! through an outage now, the pause the fetch loop waits on, and the hold's own log lines and
+//! gauges. A leaf of the runner: the run's context keeps both states, and the tasks that
+//! change them depend on this module, not the other way round.
 
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::ErrorClass;
 use sinks_contract::sink::MessageOutcome;
+use tokio::sync::watch;
 
-use super::context::Ctx;
+use crate::metrics::{CounterId, GaugeId, Metrics};
 
 /// How often a continuing destination outage is summarized in the log.
 pub(super) const OUTAGE_LOG_INTERVAL: Duration = Duration::from_secs(10);
@@ -223,17 +230,199 @@ impl Line {
 
 /// Logs the failed writes of a written batch (see the module documentation) and turns the
 /// health status down when an outage begins and up when it ends.
-pub(super) fn track_outage(ctx: &Ctx, envelopes: &[Envelope], outcomes: &[MessageOutcome], now: Instant) {
-    let mut outage = ctx.outage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+pub(super) fn track_outage(
+    outage: &Mutex<Outage>,
+    sink: &str,
+    metrics: &Metrics,
+    envelopes: &[Envelope],
+    outcomes: &[MessageOutcome],
+    now: Instant,
+) {
+    let mut outage = outage.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let Some(line) = outage.observe(envelopes, outcomes, now) else { return };
     // Logged with the lock held, so the lines keep the order of the states they report.
-    line.log(ctx.sink.name());
+    line.log(sink);
     let healthy = match line {
         Line::Unavailable(_) => false,
         Line::Recovered { .. } => true,
         Line::StillUnavailable { .. } | Line::NotWritten { .. } => return,
     };
-    ctx.metrics.status().set_sink_healthy(healthy);
+    metrics.status().set_sink_healthy(healthy);
+}
+
+/// The holds of a run: how many batches and messages hold now, since when, and the pause the
+/// fetch loop waits on.
+#[derive(Debug)]
+pub(super) struct Holds {
+    state: Mutex<State>,
+    pause: watch::Sender<bool>,
+    /// Where the hold's lines and gauges go.
+    metrics: Metrics,
+    /// The sink, as the lines name it.
+    sink: String,
+    /// `delivery.outage_hold_seconds`, as the first line says.
+    limit_s: u64,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    batches: usize,
+    pausing: usize,
+    messages: usize,
+    since: Option<Instant>,
+    logged: Option<Instant>,
+    /// When the paused time was last added to its counter.
+    counted: Option<Instant>,
+    released: u64,
+}
+
+/// How a batch's hold ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Ended {
+    /// A write made the held messages durable (or failed them for another reason).
+    Recovered,
+    /// `delivery.outage_hold_seconds` passed.
+    Released,
+    /// The destination answered its health check, yet the held messages kept failing: they
+    /// fail on their own, not for an outage.
+    NotAnOutage,
+    /// A stop was requested.
+    Stopped,
+}
+
+impl Holds {
+    /// No holds yet, of sink `sink` holding at most `limit_s` seconds, recorded in `metrics`.
+    pub(super) fn new(metrics: Metrics, sink: &str, limit_s: u64) -> Self {
+        let (state, pause) = (Mutex::default(), watch::channel(false).0);
+        Self { state, pause, metrics, sink: sink.to_owned(), limit_s }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// True while a held batch pauses fetching.
+    pub(super) fn paused(&self) -> bool {
+        *self.pause.borrow()
+    }
+
+    /// Waits until fetching is not paused; false when a stop came first.
+    pub(super) async fn wait_open(&self, stop: &watch::Receiver<bool>) -> bool {
+        let mut state = self.pause.subscribe();
+        let mut stop = stop.clone();
+        tokio::select! {
+            result = state.wait_for(|p| !*p) => result.is_ok(),
+            _ = stop.wait_for(|s| *s) => false,
+        }
+    }
+
+    pub(super) fn enter(&self, batch: &[Envelope], pause: bool, reason: &str) {
+        let messages = batch.len();
+        let now = Instant::now();
+        let mut s = self.lock();
+        s.batches += 1;
+        s.messages += messages;
+        s.pausing += usize::from(pause);
+        if s.since.is_none() {
+            s.since = Some(now);
+            s.logged = Some(now);
+            s.counted = Some(now);
+            tracing::warn!(
+                sink = self.sink.as_str(),
+                messages,
+                first_sequence = batch.first().map_or(0, |e| e.jetstream().stream_sequence),
+                last_sequence = batch.last().map_or(0, |e| e.jetstream().stream_sequence),
+                class = "temporary",
+                fetching = if pause { "paused" } else { "goes on for the other targets" },
+                hold_limit_s = self.limit_s,
+                reason,
+                "destination unavailable: holding the batch unacknowledged (in-progress heartbeats, no delivery \
+                 used) and probing the destination"
+            );
+        }
+        self.metrics.set(GaugeId::DestinationOutage, 1.0);
+        self.metrics.set(GaugeId::OutageHeldMessages, s.messages as f64);
+        self.metrics.status().set_outage_paused(true);
+        if pause {
+            self.pause.send_if_modified(|p| !std::mem::replace(p, true));
+        }
+    }
+
+    /// The line per interval, and the paused seconds.
+    pub(super) fn tick(&self, reason: &str) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        if let Some(counted) = s.counted {
+            let whole = now.duration_since(counted).as_secs();
+            if whole > 0 && s.pausing > 0 {
+                self.metrics.inc(CounterId::DestinationOutagePausedSeconds, whole);
+                s.counted = Some(counted + Duration::from_secs(whole));
+            }
+        }
+        if s.logged.is_some_and(|at| now.duration_since(at) >= OUTAGE_LOG_INTERVAL) {
+            s.logged = Some(now);
+            tracing::warn!(
+                sink = self.sink.as_str(),
+                outage_seconds = s.since.map_or(0, |t| now.duration_since(t).as_secs()),
+                batches = s.batches,
+                messages = s.messages,
+                reason,
+                "destination still unavailable: messages held, fetching paused"
+            );
+        }
+    }
+
+    pub(super) fn leave(&self, messages: usize, pause: bool, ended: Ended) {
+        let now = Instant::now();
+        let mut s = self.lock();
+        s.batches -= 1;
+        s.messages -= messages;
+        s.pausing -= usize::from(pause);
+        if ended == Ended::Released {
+            s.released += messages as u64;
+            self.metrics.inc(CounterId::MessagesReleasedAfterOutageHold, messages as u64);
+        }
+        self.metrics.set(GaugeId::OutageHeldMessages, s.messages as f64);
+        if s.pausing == 0 {
+            if let Some(counted) = s.counted {
+                self.metrics.inc(CounterId::DestinationOutagePausedSeconds, now.duration_since(counted).as_secs());
+            }
+            self.pause.send_if_modified(|p| std::mem::replace(p, false));
+        }
+        if s.batches > 0 {
+            return;
+        }
+        let outage_seconds = s.since.map_or(0, |t| now.duration_since(t).as_secs());
+        match ended {
+            Ended::Recovered => tracing::info!(
+                sink = self.sink.as_str(),
+                outage_seconds,
+                released = s.released,
+                "destination recovered: the held messages were written; fetching resumes"
+            ),
+            Ended::Released => tracing::warn!(
+                sink = self.sink.as_str(),
+                outage_seconds,
+                released = s.released,
+                "destination outage outlasted delivery.outage_hold_seconds: held messages released for redelivery \
+                 (NAKed with backoff); fetching resumes"
+            ),
+            Ended::Stopped => tracing::info!(
+                sink = self.sink.as_str(),
+                outage_seconds,
+                "stopping during a destination outage: held messages settled as usual (they come back)"
+            ),
+            Ended::NotAnOutage => tracing::warn!(
+                sink = self.sink.as_str(),
+                outage_seconds,
+                "the destination answers its health check but the held messages keep failing: they are settled as \
+                 usual (NAKed with backoff); fetching resumes"
+            ),
+        }
+        *s = State::default();
+        self.metrics.set(GaugeId::DestinationOutage, 0.0);
+        self.metrics.status().set_outage_paused(false);
+    }
 }
 
 #[cfg(test)]

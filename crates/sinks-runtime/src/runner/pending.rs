@@ -6,8 +6,8 @@
 //!
 //! - [`hold`] (after a write): takes the `Pending` messages out of the batch and keeps
 //!   them (the envelope without its payload and without the headers settlement does not
-//!   read, unless it is on its last allowed delivery and may need a dead-letter record, or
-//!   the ledger's receipts take their correlation id from a payload field; an open object
+//!   read, unless it is on its last allowed delivery or rescued and may need a dead-letter
+//!   record, or the ledger's receipts take their correlation id from a payload field; an open object
 //!   with a million messages does not keep a million payloads here); an outcome that came
 //!   first is settled at once. A kept-slim message whose object fails for good comes back
 //!   (NAK) rather than being dead-lettered without its payload;
@@ -20,44 +20,28 @@
 //!   of AckWait;
 //! - [`finish`] (shutdown, after the last batch settled and before the acks are flushed and
 //!   the connection drained): flushes everything within `nats.drain_timeout_seconds` and
-//!   settles it, then releases (NAKs) what is still pending;
-//! - [`resolve`] (the rescue): the final outcomes of pending messages, waited for.
+//!   settles it, then releases (NAKs) what is still pending.
+//!
+//! A rescued message is kept like any other, its advisory heartbeated meanwhile, and
+//! settled from its final outcome through the same path (its advisory acked, or the
+//! exhaustion dead-lettered).
 
 use std::time::Duration;
 
 use bytes::Bytes;
 use sinks_contract::envelope::Envelope;
-use sinks_contract::holding::{Hold, Pending, key_of};
-use sinks_contract::sink::{FlushScope, Holding, MessageOutcome, Settled};
-use tokio::sync::{oneshot, watch};
+use sinks_contract::sink::{FlushScope, HoldingSettings, MessageOutcome, Settled, Sink};
+use sinks_toolkit::holding::{Hold, key_of};
+use tokio::sync::watch;
 
-use super::batch::{Batch, plan_written};
-use super::context::Ctx;
+use super::batch::Batch;
+use super::context::{Ctx, Holder};
+use super::handle::Handle;
 use super::heartbeat::{hold_while, progress};
 use super::settle;
+use super::written::plan_written;
 use crate::config::{Config, ConfigError};
 use crate::metrics::GaugeId;
-use crate::source::AckHandle;
-
-/// What the runner keeps for a pending message.
-#[derive(Debug)]
-pub(super) enum Holder {
-    /// A delivered message: settled from its outcome.
-    Delivery {
-        /// The envelope (without its payload unless on its last allowed delivery).
-        envelope: Box<Envelope>,
-        /// Its ack handle.
-        handle: AckHandle,
-        /// The envelope was kept without its payload and the headers settlement does not
-        /// read: it cannot make a dead-letter record.
-        slim: bool,
-    },
-    /// The rescue waits for it.
-    Waiter(oneshot::Sender<MessageOutcome>),
-}
-
-/// The pending messages of a run (an empty set for a sink that holds nothing).
-pub(super) type PendingSet = Pending<Holder>;
 
 /// Refuses a configuration under which messages cannot wait for their objects: heartbeats
 /// every third of AckWait must keep them alive, and with `delivery.in_progress` the
@@ -66,7 +50,7 @@ pub(super) type PendingSet = Pending<Holder>;
 /// keeps objects from filling up.
 pub(super) fn check(
     config: &Config,
-    holding: Holding,
+    holding: HoldingSettings,
     ack_wait: Duration,
     max_ack_pending: Option<usize>,
 ) -> Result<(), ConfigError> {
@@ -113,9 +97,9 @@ pub(super) fn pressure_at(max_ack_pending: usize) -> usize {
 /// (with those whose final outcome had already come) to be planned and settled now.
 pub(super) fn hold(
     ctx: &Ctx,
-    batch: Batch<AckHandle>,
+    batch: Batch<Handle>,
     outcomes: Vec<MessageOutcome>,
-) -> (Batch<AckHandle>, Vec<MessageOutcome>) {
+) -> (Batch<Handle>, Vec<MessageOutcome>) {
     if !outcomes.iter().any(|o| matches!(o, MessageOutcome::Pending)) {
         return (batch, outcomes);
     }
@@ -134,16 +118,15 @@ pub(super) fn hold(
             }
             held.push(envelope.jetstream().stream_sequence);
             let key = key_of(&envelope);
-            let whole = keep_payloads || ctx.is_last_delivery(&envelope);
+            // A rescued message's exhaustion is dead-lettered whatever its delivery count, and so
+            // is a redriven message that fails again.
+            let whole = keep_payloads || handle.out_of_band() || ctx.is_last_delivery(&envelope);
             let envelope = if whole { envelope } else { slim(ctx, envelope) };
-            let holder = Holder::Delivery { envelope: Box::new(envelope), handle, slim: !whole };
+            let holder = Holder { envelope: Box::new(envelope), handle, slim: !whole };
             match pending.hold(key, holder) {
-                Hold::Settled(Holder::Delivery { envelope, handle, slim }, outcome) => {
+                Hold::Settled(Holder { envelope, handle, slim }, outcome) => {
                     now.push(*envelope, handle);
                     now_outcomes.push(fit(slim, outcome));
-                }
-                Hold::Settled(Holder::Waiter(tx), outcome) => {
-                    let _ = tx.send(outcome);
                 }
                 // A redelivery of a message still pending replaces the older delivery.
                 Hold::Kept(_) => {}
@@ -194,35 +177,13 @@ fn fit(slim: bool, outcome: MessageOutcome) -> MessageOutcome {
     }
 }
 
-/// Registers a waiter for the pending message `envelope` (the rescue); its final outcome
-/// comes through the channel.
-fn wait(ctx: &Ctx, envelope: &Envelope) -> oneshot::Receiver<MessageOutcome> {
-    let (tx, rx) = oneshot::channel();
-    let mut pending = ctx.lock_pending();
-    match pending.hold(key_of(envelope), Holder::Waiter(tx)) {
-        Hold::Settled(Holder::Waiter(tx), outcome) => {
-            let _ = tx.send(outcome);
-        }
-        Hold::Settled(Holder::Delivery { .. }, _) | Hold::Kept(_) => {}
+/// The final outcomes a flush of `sink`'s held records `scope` names decides (none when the
+/// sink does not hold messages).
+async fn flush(sink: &dyn Sink, scope: FlushScope) -> Vec<Settled> {
+    match sink.holding() {
+        Some(holding) => holding.flush(scope).await,
+        None => Vec::new(),
     }
-    drop(pending);
-    ctx.flush_wake.notify_one();
-    rx
-}
-
-/// `outcomes` with every `Pending` one replaced by its final outcome, waited for (the
-/// rescue, which settles its own messages).
-pub(super) async fn resolve(ctx: &Ctx, envelopes: &[Envelope], outcomes: Vec<MessageOutcome>) -> Vec<MessageOutcome> {
-    let mut out = Vec::with_capacity(outcomes.len());
-    for (envelope, outcome) in envelopes.iter().zip(outcomes) {
-        out.push(match outcome {
-            MessageOutcome::Pending => wait(ctx, envelope)
-                .await
-                .unwrap_or_else(|_| MessageOutcome::temporary("the message's object was not committed")),
-            other => other,
-        });
-    }
-    out
 }
 
 /// Settles the pending messages `settled` names (the final outcomes a flush reported).
@@ -235,15 +196,9 @@ async fn deliver(ctx: &Ctx, settled: Vec<Settled>) {
     {
         let mut pending = ctx.lock_pending();
         for s in settled {
-            match pending.settle(s) {
-                Some((Holder::Delivery { envelope, handle, slim }, outcome)) => {
-                    batch.push(*envelope, handle);
-                    outcomes.push(fit(slim, outcome));
-                }
-                Some((Holder::Waiter(tx), outcome)) => {
-                    let _ = tx.send(outcome);
-                }
-                None => {}
+            if let Some((Holder { envelope, handle, slim }, outcome)) = pending.settle(s) {
+                batch.push(*envelope, handle);
+                outcomes.push(fit(slim, outcome));
             }
         }
         ctx.metrics.set(GaugeId::PendingMessages, pending.len() as f64);
@@ -253,7 +208,7 @@ async fn deliver(ctx: &Ctx, settled: Vec<Settled>) {
 
 /// Plans and applies the settlement of pending messages with their final outcomes, as for
 /// a written batch.
-async fn settle_written(ctx: &Ctx, batch: Batch<AckHandle>, outcomes: Vec<MessageOutcome>) {
+async fn settle_written(ctx: &Ctx, batch: Batch<Handle>, outcomes: Vec<MessageOutcome>) {
     if batch.is_empty() {
         return;
     }
@@ -265,7 +220,7 @@ async fn settle_written(ctx: &Ctx, batch: Batch<AckHandle>, outcomes: Vec<Messag
 /// when the pending messages reach `pressure`, until a stop is requested.
 pub(super) async fn flusher(
     ctx: std::sync::Arc<Ctx>,
-    holding: Holding,
+    holding: HoldingSettings,
     pressure: Option<usize>,
     mut stop: watch::Receiver<bool>,
 ) {
@@ -277,7 +232,7 @@ pub(super) async fn flusher(
         }
         let held = ctx.lock_pending().len();
         let scope = if pressure.is_some_and(|p| held >= p) { FlushScope::All } else { FlushScope::Due };
-        let settled = ctx.sink.flush(scope).await;
+        let settled = flush(ctx.sink.as_ref(), scope).await;
         deliver(&ctx, settled).await;
     }
 }
@@ -299,14 +254,8 @@ pub(super) async fn heartbeat(ctx: std::sync::Arc<Ctx>, mut stop: watch::Receive
     }
 }
 
-fn handles(ctx: &Ctx) -> Vec<AckHandle> {
-    ctx.lock_pending()
-        .holders()
-        .filter_map(|h| match h {
-            Holder::Delivery { handle, .. } => Some(handle.clone()),
-            Holder::Waiter(_) => None,
-        })
-        .collect()
+fn handles(ctx: &Ctx) -> Vec<Handle> {
+    ctx.lock_pending().holders().map(|h| h.handle.clone()).collect()
 }
 
 /// Shutdown: commits every open object within `nats.drain_timeout_seconds` (heartbeating
@@ -321,22 +270,15 @@ pub(super) async fn finish(ctx: &Ctx) {
     if !held.is_empty() {
         tracing::info!(messages = held.len(), "committing the open objects before stopping");
     }
-    match hold_while(ctx, &held, tokio::time::timeout(drain, ctx.sink.flush(FlushScope::All))).await {
+    match hold_while(ctx, &held, tokio::time::timeout(drain, flush(ctx.sink.as_ref(), FlushScope::All))).await {
         Ok(settled) => deliver(ctx, settled).await,
         Err(_) => tracing::warn!(
             timeout_s = drain.as_secs(),
             "the open objects were not committed within nats.drain_timeout_seconds; their messages come back"
         ),
     }
-    let left: Vec<(Envelope, AckHandle)> = ctx
-        .lock_pending()
-        .drain()
-        .into_iter()
-        .filter_map(|(_, h)| match h {
-            Holder::Delivery { envelope, handle, .. } => Some((*envelope, handle)),
-            Holder::Waiter(_) => None,
-        })
-        .collect();
+    let left: Vec<(Envelope, Handle)> =
+        ctx.lock_pending().drain().into_iter().map(|(_, h)| (*h.envelope, h.handle)).collect();
     ctx.metrics.set(GaugeId::PendingMessages, 0.0);
     if left.is_empty() {
         return;
@@ -344,7 +286,7 @@ pub(super) async fn finish(ctx: &Ctx) {
     tracing::info!(messages = left.len(), "releasing messages whose object was not committed");
     let outcomes =
         left.iter().map(|_| MessageOutcome::temporary("stopped before the message's object was committed")).collect();
-    let batch: Batch<AckHandle> = left.into_iter().collect();
+    let batch: Batch<Handle> = left.into_iter().collect();
     settle_written(ctx, batch, outcomes).await;
 }
 
@@ -364,7 +306,7 @@ mod tests {
 
     #[test]
     fn start_up_refuses_a_max_age_the_heartbeats_cannot_cover() {
-        let holding = Holding { max_wait: Duration::from_secs(60), tick: Duration::from_secs(1) };
+        let holding = HoldingSettings::new(Duration::from_secs(60), Duration::from_secs(1));
         let s = Duration::from_secs;
         let off = config(serde_json::json!({"enabled": false}));
         assert!(

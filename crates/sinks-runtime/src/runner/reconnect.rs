@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use sinks_contract::retry::{Backoff, BackoffMode, Jitter};
+use sinks_toolkit::retry::{Backoff, BackoffMode, Jitter};
 use tokio::sync::watch;
 
 use crate::config::ConfigError;

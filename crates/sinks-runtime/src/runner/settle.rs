@@ -9,7 +9,13 @@
 //! [`apply`] then carries the plan out, message by message ([`settle_one`]): a dead letter is
 //! published and the DLQ stream's answer becomes the ack kind that settles the original
 //! (`ack::after_dead_letter`); the receipt goes out once the settlement is final; then the
-//! ack, NAK or term is sent through the message's handle.
+//! ack, NAK or term is sent through the message's handle, and the settlement is counted.
+//!
+//! A rescued message takes the same steps with its advisory as its handle (`handle`): the
+//! advisory is acked once the message is durable or its dead letter stored (the receipt
+//! always before that ack), NAKed when neither happened; its settlement is counted in the
+//! rescue's counters (`rescued`, `rescue_dead_lettered`, `rescue_failures`) instead of the
+//! acks and NAKs of fetched messages.
 
 use std::time::{Duration, Instant};
 
@@ -19,16 +25,16 @@ use sinks_contract::envelope::Envelope;
 use sinks_contract::sink::MessageOutcome;
 use time::OffsetDateTime;
 
-use super::RunStats;
 use super::batch::Batch;
 use super::context::Ctx;
+use super::handle::{Handle, count_rescue_failure, redrive_end};
 use super::outage::Failures;
 use super::parking::{HELD_BACK_MARGIN, Parking};
+use super::stats::RunStats;
 use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
 use crate::dlq;
 use crate::ledger::LedgerMode;
 use crate::metrics::{CounterId, GaugeId, Metrics, TimingId};
-use crate::source::AckHandle;
 
 /// Why a set of messages is being settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,6 +84,11 @@ impl<H> Planned<H> {
     pub(super) fn is_empty(&self) -> bool {
         self.batch.is_empty()
     }
+}
+
+/// The planner of `ctx`'s run: its gate policy and AckWait, with random jitter.
+pub(super) fn planner(ctx: &Ctx) -> Planner<'_, fn() -> f64> {
+    Planner { policy: &ctx.policy, ack_wait: ctx.ack_wait, sample: rand::random::<f64> }
 }
 
 impl<R: FnMut() -> f64> Planner<'_, R> {
@@ -158,7 +169,7 @@ impl<R: FnMut() -> f64> Planner<'_, R> {
 /// Applies a plan: settles every message and records the settlements. A written batch's acks
 /// are confirmed (`delivery.ack_confirmation`) and timed; refused and released messages'
 /// are not.
-pub(super) async fn apply(ctx: &Ctx, planned: Planned<AckHandle>) {
+pub(super) async fn apply(ctx: &Ctx, planned: Planned<Handle>) {
     let written = matches!(planned.cause, Cause::Written(_));
     // A written batch is recorded even when all of it was parked (an empty settlement).
     if planned.is_empty() && !written {
@@ -181,8 +192,10 @@ pub(super) async fn apply(ctx: &Ctx, planned: Planned<AckHandle>) {
     // Without confirmations or receipts, an ack or a NAK waits for nothing but the
     // connection's queue: they are sent one after the other from this task (one future, not
     // one per message), and only dead letters, which wait for the DLQ stream, run side by
-    // side. Otherwise every settlement runs side by side.
-    let settled = if confirm_timeout.is_none() && ctx.ledger.is_none() {
+    // side. Otherwise every settlement runs side by side (a redriven message's too: its
+    // end waits for its mark in the redrive bucket).
+    let marks = batch.handles.iter().any(|h| h.redrive().is_some());
+    let settled = if confirm_timeout.is_none() && ctx.ledger.is_none() && !marks {
         let mut settled = Vec::with_capacity(planned.len());
         let mut letters = Vec::new();
         for (i, settlement) in settlements.iter().enumerate() {
@@ -204,7 +217,7 @@ pub(super) async fn apply(ctx: &Ctx, planned: Planned<AckHandle>) {
     if let Some(started) = started {
         ctx.metrics.observe(TimingId::MessageAckSeconds, started.elapsed().as_secs_f64());
     }
-    record_settled(ctx, &batch.envelopes, &settled, outcomes);
+    record_settled(ctx, batch, &settled, outcomes);
 }
 
 /// What became of one message's settlement.
@@ -224,16 +237,20 @@ enum Settled {
 
 /// Records the settlements of messages with `outcomes` (counts, redelivery delays,
 /// end-to-end latency of messages acked after a durable outcome) and logs settlements that
-/// could not be sent, once for all of them.
-fn record_settled(ctx: &Ctx, envelopes: &[Envelope], settled: &[Settled], outcomes: &[MessageOutcome]) {
+/// could not be sent, once for all of them. A rescued message's settlement (its advisory's)
+/// is counted by the rescue's counters in [`settle_one`]; only a send that failed counts here.
+fn record_settled(ctx: &Ctx, batch: &Batch<Handle>, settled: &[Settled], outcomes: &[MessageOutcome]) {
     let mut not_sent = Failures::default();
     let (mut acked, mut terminated, mut nacked, mut left, mut ack_errors, mut term_errors) = (0, 0, 0, 0, 0, 0);
     let mut delays = Metrics::local(TimingId::RetryBackoffDelaySeconds);
     let mut latency = Metrics::local(TimingId::EndToEndLatencySeconds);
     let now = ctx.metrics.enabled().then(OffsetDateTime::now_utc);
     let now_ns = now.map(OffsetDateTime::unix_timestamp_nanos);
-    for ((envelope, settled), outcome) in envelopes.iter().zip(settled).zip(outcomes) {
+    let messages = batch.envelopes.iter().zip(&batch.handles).zip(settled).zip(outcomes);
+    for (((envelope, handle), settled), outcome) in messages {
         match settled {
+            Settled::Acked | Settled::Terminated | Settled::Naked(_) | Settled::LeftUnacked if handle.out_of_band() => {
+            }
             Settled::Acked => {
                 acked += 1;
                 if let (true, Some(now_ns), Some(ts)) = (outcome.is_durable(), now_ns, envelope.jetstream().timestamp) {
@@ -332,18 +349,20 @@ async fn traced(
 }
 
 /// Settles one message as planned: dead-letters it first when so planned, publishes its
-/// receipt once the settlement is final (before the ack, or after it in `after_ack` mode),
-/// and sends the ack kind through its handle (confirmed within `confirm` when given).
+/// receipt once the settlement is final (before the ack, or after it in `after_ack` mode; a
+/// rescued message's always before its advisory's ack), and sends the ack kind through its
+/// handle (confirmed within `confirm` when given).
 async fn settle_one(
     ctx: &Ctx,
     envelope: &Envelope,
-    handle: &AckHandle,
+    handle: &Handle,
     outcome: &MessageOutcome,
     settlement: Settlement,
     confirm: Option<Duration>,
 ) -> Settled {
     let delivered = envelope.jetstream().delivered;
     let seq = envelope.jetstream().stream_sequence;
+    let rescued = handle.rescued();
     match outcome {
         MessageOutcome::Duplicate => RunStats::add(&ctx.stats.duplicates, 1),
         MessageOutcome::Conflict(resolution) => {
@@ -359,21 +378,31 @@ async fn settle_one(
         MessageOutcome::Failed(e) if e.reason().is_none() => {
             tracing::debug!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
         }
-        // Refused by a policy step: logged when it was refused.
-        MessageOutcome::Failed(_) | MessageOutcome::HeldBack | MessageOutcome::Committed | MessageOutcome::Pending => {}
+        // Refused by a policy step (logged when it was refused), the rescue's exhaustion
+        // (logged with its settlement), and the outcomes with nothing to log.
+        _ => {}
     }
     let kind = match settlement {
         Settlement::Ack => AckKind::Ack,
         Settlement::Nak(d) => AckKind::Nak(Some(d)),
         Settlement::LeaveUnacked => {
-            RunStats::add(&ctx.stats.left_unacked, 1);
+            if let Some(ticket) = handle.redrive() {
+                return match ticket.end(redrive_end(None, settlement, outcome)).await {
+                    Ok(()) => Settled::LeftUnacked,
+                    Err(e) => Settled::NotSent { term: false, error: e.to_string() },
+                };
+            }
+            if !rescued {
+                RunStats::add(&ctx.stats.left_unacked, 1);
+            }
             return Settled::LeftUnacked;
         }
-        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then).await,
+        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, handle).await,
     };
     // A NAK is not final. Otherwise the settlement is final and its durable effects are
     // committed (the DLQ record among them): the receipt goes out before the ack (or after
-    // it, in `after_ack` mode), within the ledger's budget.
+    // it, in `after_ack` mode, except for a rescued message's advisory), within the ledger's
+    // budget.
     let receipt = match kind {
         AckKind::Nak(_) => None,
         _ => ctx
@@ -382,13 +411,15 @@ async fn settle_one(
             .and_then(|l| l.receipt(envelope, outcome, &settlement, ctx.sink.as_ref()).map(|r| (l, r))),
     };
     let after_ack = match receipt {
-        Some((ledger, receipt)) if ledger.mode() == LedgerMode::BeforeAck => {
+        Some((ledger, receipt)) if handle.out_of_band() || ledger.mode() == LedgerMode::BeforeAck => {
             ledger.record(&receipt).await;
             None
         }
         other => other,
     };
-    if ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_)) {
+    if rescued {
+        note_rescue(ctx, envelope, outcome, settlement, &kind);
+    } else if ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_)) {
         if ctx.rescue {
             tracing::warn!(
                 stream_sequence = seq,
@@ -403,17 +434,20 @@ async fn settle_one(
             );
         }
     }
-    let counter = match kind {
-        AckKind::Nak(_) => &ctx.stats.nacked,
-        _ => &ctx.stats.acked,
+    let counter = match (rescued, &kind) {
+        (true, _) => None,
+        (false, AckKind::Nak(_)) => Some(&ctx.stats.nacked),
+        (false, _) => Some(&ctx.stats.acked),
     };
     // Timed only with metrics on, and only what has a timing (confirmed acks and terms): a
     // clock read per plain ack is not free.
     let timed = matches!(kind, AckKind::Term) || (confirm.is_some() && matches!(kind, AckKind::Ack));
     let started = (timed && ctx.metrics.enabled()).then(Instant::now);
     let seconds = |started: Option<Instant>| started.map_or(0.0, |s| s.elapsed().as_secs_f64());
-    let result = match (confirm, &kind) {
-        (Some(t), AckKind::Ack) => {
+    let result = match (confirm, &kind, handle.redrive()) {
+        // A redriven message's end goes to its ticket, once durable (the receipt is out).
+        (_, _, Some(ticket)) => ticket.end(redrive_end(Some(&kind), settlement, outcome)).await,
+        (Some(t), AckKind::Ack, None) => {
             ctx.metrics.inc(CounterId::AckConfirmationAttempts, 1);
             let result = handle.send_confirmed(kind, t).await;
             ctx.metrics.observe(TimingId::AckConfirmationSeconds, seconds(started));
@@ -433,7 +467,9 @@ async fn settle_one(
     }
     let settled = match result {
         Ok(()) => {
-            RunStats::add(counter, 1);
+            if let Some(counter) = counter {
+                RunStats::add(counter, 1);
+            }
             match kind {
                 AckKind::Nak(d) => Settled::Naked(d.unwrap_or_default()),
                 AckKind::Term => Settled::Terminated,
@@ -452,33 +488,104 @@ async fn settle_one(
     settled
 }
 
-/// Publishes the DLQ record of a message the gate dead-letters. Returns the ack kind that
-/// settles the original: `then` once the DLQ stream stored the record, a NAK when it did not
-/// (or when no DLQ is configured), never an ack.
-async fn dead_letter(ctx: &Ctx, envelope: &Envelope, outcome: &MessageOutcome, then: AfterDeadLetter) -> AckKind {
+/// Counts and logs how a rescued message's last chance ended, before its advisory is
+/// settled as `kind`: made durable (the advisory is acked), or neither durable nor
+/// dead-lettered (the advisory is NAKed and the rescue tries again). A dead letter is
+/// counted where it is stored ([`dead_letter`]).
+fn note_rescue(ctx: &Ctx, envelope: &Envelope, outcome: &MessageOutcome, settlement: Settlement, kind: &AckKind) {
+    let seq = envelope.jetstream().stream_sequence;
+    let deliveries = envelope.jetstream().delivered;
+    match (settlement, kind) {
+        (Settlement::Ack, _) => {
+            RunStats::add(&ctx.stats.rescued, 1);
+            ctx.metrics.inc(CounterId::MessagesRescued, 1);
+            tracing::info!(stream_sequence = seq, deliveries, outcome = ?outcome.class(), "exhausted message rescued");
+        }
+        (_, AckKind::Nak(_)) => {
+            count_rescue_failure(&ctx.stats, &ctx.metrics);
+            // A dead-letter publish that failed was logged when it failed.
+            if let (Settlement::Nak(_), MessageOutcome::Failed(e)) = (settlement, outcome) {
+                tracing::warn!(
+                    stream_sequence = seq,
+                    deliveries,
+                    error = %e.display_chain(),
+                    "an exhausted message could not be written and no dead-letter stream is configured; the rescue tries again"
+                );
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Publishes the DLQ record of a message the gate dead-letters (a rescued message's dead
+/// letter is also the rescue's; a redriven message's carries its redrive count and the
+/// fan-out target its earlier record named). Returns the ack kind that settles the original:
+/// `then` once the DLQ stream stored the record, a NAK when it did not (or when no DLQ is
+/// configured), never an ack.
+async fn dead_letter(
+    ctx: &Ctx,
+    envelope: &Envelope,
+    outcome: &MessageOutcome,
+    then: AfterDeadLetter,
+    handle: &Handle,
+) -> AckKind {
+    let rescued = handle.rescued();
     let Some(error) = dlq::record_error(outcome) else { return AckKind::Ack };
+    let redrive = handle.redrive();
+    let error = match redrive.and_then(|t| t.target()) {
+        Some(target) if error.target().is_none() => dlq::RecordError::Made(error.duplicate().with_target(target)),
+        _ => error,
+    };
+    let seq = envelope.jetstream().stream_sequence;
+    let count = redrive.map_or(0, super::handle::RedriveTicket::next_count);
     let stored = match &ctx.dlq {
         None => false,
-        Some(dlq) => match dlq.publish(envelope, &error, ctx.sink.name()).await {
+        Some(dlq) => match dlq.publish_counted(envelope, &error, ctx.sink.name(), count).await {
             Ok(()) => {
                 RunStats::add(&ctx.stats.dead_lettered, 1);
                 let reason = dlq::reason(outcome);
                 ctx.metrics.inc(CounterId::MessagesDlq, 1);
                 ctx.metrics.dlq_record(reason);
-                tracing::warn!(
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    subject = envelope.subject(),
-                    error_type = error.error_type(),
-                    reason,
-                    error = %error.display_chain(),
-                    "message dead-lettered"
-                );
+                if count > 0 {
+                    tracing::warn!(
+                        stream_sequence = seq,
+                        subject = envelope.subject(),
+                        redrive_count = count,
+                        error_type = error.error_type(),
+                        error = %error.display_chain(),
+                        "redriven message failed again; dead-lettered again"
+                    );
+                } else if rescued {
+                    RunStats::add(&ctx.stats.rescue_dead_lettered, 1);
+                    ctx.metrics.inc(CounterId::MessagesRescuedDeadLettered, 1);
+                    tracing::warn!(
+                        stream_sequence = seq,
+                        subject = envelope.subject(),
+                        deliveries = envelope.jetstream().delivered,
+                        reason,
+                        error = %error.display_chain(),
+                        "exhausted message dead-lettered"
+                    );
+                } else {
+                    tracing::warn!(
+                        stream_sequence = seq,
+                        subject = envelope.subject(),
+                        error_type = error.error_type(),
+                        reason,
+                        error = %error.display_chain(),
+                        "message dead-lettered"
+                    );
+                }
                 true
             }
             Err(e) => {
                 RunStats::add(&ctx.stats.dead_letter_failures, 1);
                 ctx.metrics.inc(CounterId::DlqPublishErrors, 1);
-                tracing::error!(stream_sequence = envelope.jetstream().stream_sequence, error = %e, "dead-letter publish failed; message NAKed, not acked");
+                if rescued {
+                    tracing::warn!(stream_sequence = seq, error = %e, "dead-letter publish of an exhausted message failed; retrying");
+                } else {
+                    tracing::error!(stream_sequence = seq, error = %e, "dead-letter publish failed; message NAKed, not acked");
+                }
                 false
             }
         },

@@ -1,0 +1,158 @@
+//! What the printing commands write: text that a closed pipe ends quietly (`nats-sink
+//! completions bash | head -1`), and the effective configuration in the input's format.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+use serde::de::{IgnoredAny, MapAccess, Visitor};
+
+/// Writes `text` to standard output. A reader that went away (a closed pipe) ends the command
+/// quietly with success, as `head` expects; any other write error is reported (exit 1).
+pub(crate) fn emit(text: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            crate::report(&format!("cannot write to standard output: {e}"));
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The formats `show-effective-config` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ConfigFormat {
+    /// JSON (the reference's layout).
+    Json,
+    /// TOML.
+    Toml,
+    /// YAML.
+    Yaml,
+}
+
+impl ConfigFormat {
+    /// The format of a config file, by its extension (JSON when unknown).
+    pub(crate) fn of(path: &std::path::Path) -> Self {
+        match path.extension().and_then(|e| e.to_str()).map(str::to_ascii_lowercase).as_deref() {
+            Some("toml") => Self::Toml,
+            Some("yaml" | "yml") => Self::Yaml,
+            _ => Self::Json,
+        }
+    }
+}
+
+/// The top-level keys of a JSON object's text, in the order they are written.
+fn key_order(text: &str) -> Vec<String> {
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("an object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut keys = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<IgnoredAny>()?;
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    serde::Deserializer::deserialize_map(&mut de, Keys).unwrap_or_default()
+}
+
+/// The order of the config's sections: as `Config` declares them, which is the order of the
+/// docs (`nats`, `consumer_management`, …, `sink` last).
+pub(crate) fn section_order(config: &sinks_runtime::Config) -> Vec<String> {
+    key_order(&serde_json::to_string(config).unwrap_or_default())
+}
+
+/// `value` without its `null`s (TOML has none: an absent key is the default).
+fn without_nulls(value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => serde_json::Value::Object(
+            map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), without_nulls(v))).collect(),
+        ),
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.iter().filter(|v| !v.is_null()).map(without_nulls).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The config tree `value` (redacted) in `format`, its sections in `order` (others after).
+pub(crate) fn render(value: &serde_json::Value, order: &[String], format: ConfigFormat) -> Result<String, String> {
+    let Some(map) = value.as_object() else { return Err("the configuration is not an object".into()) };
+    let mut keys: Vec<&String> = order.iter().filter(|k| map.contains_key(*k)).collect();
+    keys.extend(map.keys().filter(|k| !order.contains(k)));
+    let mut out = String::new();
+    match format {
+        ConfigFormat::Json => {
+            out.push_str("{\n");
+            for (i, key) in keys.iter().enumerate() {
+                let pretty = serde_json::to_string_pretty(&map[*key]).map_err(|e| e.to_string())?;
+                let indented = pretty.replace('\n', "\n  ");
+                let comma = if i + 1 < keys.len() { "," } else { "" };
+                out.push_str(&format!("  {}: {indented}{comma}\n", serde_json::Value::String((*key).clone())));
+            }
+            out.push_str("}\n");
+        }
+        ConfigFormat::Toml => {
+            for key in keys {
+                let mut one = serde_json::Map::new();
+                one.insert(key.clone(), without_nulls(&map[key]));
+                let text = toml::to_string(&one).map_err(|e| format!("`{key}` cannot be written as TOML: {e}"))?;
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                out.push_str(&text);
+            }
+        }
+        ConfigFormat::Yaml => {
+            for key in keys {
+                let mut one = serde_json::Map::new();
+                one.insert(key.clone(), map[key].clone());
+                out.push_str(&serde_yaml::to_string(&one).map_err(|e| e.to_string())?);
+            }
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn sections_keep_their_order_and_every_format_reads_back_the_same() {
+        let value = serde_json::json!({
+            "advisories": {"enabled": false, "subjects": ["a", "b"]},
+            "nats": {"url": "nats://x:4222", "name": null},
+            "sink": {"type": "file", "directory": "/out", "batch": {"max_messages": 10}},
+        });
+        let order = vec!["nats".to_owned(), "sink".to_owned()];
+        let json = render(&value, &order, ConfigFormat::Json).unwrap();
+        assert!(json.find("\"nats\"").unwrap() < json.find("\"sink\"").unwrap(), "{json}");
+        assert!(json.find("\"sink\"").unwrap() < json.find("\"advisories\"").unwrap(), "unknown ones last: {json}");
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&json).unwrap(), value);
+        let toml_text = render(&value, &order, ConfigFormat::Toml).unwrap();
+        assert!(toml_text.starts_with("[nats]"), "{toml_text}");
+        let back: serde_json::Value = toml::from_str(&toml_text).unwrap();
+        assert_eq!(back, without_nulls(&value), "TOML drops only the nulls");
+        let yaml = render(&value, &order, ConfigFormat::Yaml).unwrap();
+        assert!(yaml.starts_with("nats:"), "{yaml}");
+        assert_eq!(serde_yaml::from_str::<serde_json::Value>(&yaml).unwrap(), value);
+    }
+
+    #[test]
+    fn the_section_order_is_the_config_s() {
+        let keys = key_order(r#"{"nats": {"a": 1}, "delivery": [1, 2], "sink": null}"#);
+        assert_eq!(keys, ["nats", "delivery", "sink"]);
+        assert_eq!(ConfigFormat::of(std::path::Path::new("a/orders.TOML")), ConfigFormat::Toml);
+        assert_eq!(ConfigFormat::of(std::path::Path::new("o.yml")), ConfigFormat::Yaml);
+        assert_eq!(ConfigFormat::of(std::path::Path::new("o.json")), ConfigFormat::Json);
+    }
+}

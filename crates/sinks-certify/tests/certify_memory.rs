@@ -1,0 +1,171 @@
+//! The certification suite's self-test: the in-memory sink keeps every clause, run as one
+//! test per clause so a failure names its clause.
+
+use sinks_certify::{self as certify, MemoryHarness, Outcome};
+
+sinks_certify::certify_tests!(MemoryHarness);
+
+/// A harness whose destination is missing: allow-listed, or not.
+struct Missing(&'static str);
+
+#[async_trait::async_trait]
+impl certify::Harness for Missing {
+    fn name(&self) -> &'static str {
+        "missing"
+    }
+    fn unavailable(&self) -> Option<certify::Unavailable> {
+        Some(certify::Unavailable { allowed: self.0, detail: "nothing to connect to".into() })
+    }
+    async fn fresh(&self) -> Result<certify::Fixture, String> {
+        Err("nothing to connect to".into())
+    }
+}
+
+#[tokio::test]
+async fn run_all_reports_every_clause_in_order() {
+    // An unavailable harness: run_all reports every clause without running any.
+    let report = certify::run_all(&Missing(certify::skips::ORACLE_DATABASE)).await;
+    let ids: Vec<&str> = report.cases.iter().map(|c| c.id.as_str()).collect();
+    let clauses: Vec<&str> = certify::CLAUSES.iter().map(|(id, _, _)| *id).collect();
+    assert_eq!(ids, clauses);
+    assert!(report.passed(), "allow-listed skips are not failures");
+}
+
+#[tokio::test]
+async fn only_an_allow_listed_reason_skips_a_clause() {
+    let allowed = certify::run_case(&Missing(certify::skips::ORACLE_DATABASE), "C1").await;
+    assert!(
+        matches!(&allowed.outcome, Outcome::Skip { allowed, .. } if allowed == certify::skips::ORACLE_DATABASE),
+        "{:?}",
+        allowed.outcome
+    );
+    let refused = certify::run_case(&Missing("no-mariadb-here"), "C1").await;
+    assert!(matches!(refused.outcome, Outcome::Fail(_)), "an id off the allow-list fails: {:?}", refused.outcome);
+    // assert_case fails the test for that, and records nothing.
+    let failed = std::panic::catch_unwind(|| certify::assert_case("missing", &refused));
+    assert!(failed.is_err());
+}
+
+/// A sink that breaks the contract in configurable ways, to prove the cases can fail.
+mod broken {
+    use std::sync::Arc;
+
+    use async_trait::async_trait;
+    use sinks_certify::MemorySink;
+    use sinks_certify::{Fixture, Harness, ReadBack, Record};
+    use sinks_contract::{BatchResult, Envelope, MessageOutcome, Sink, SinkError};
+
+    #[derive(Debug, Clone, Copy)]
+    pub(crate) enum Flaw {
+        /// Reports every third envelope committed without storing it.
+        DropsWrites,
+        /// Reports a permanent failure when its destination is unreachable.
+        PermanentWhenDown,
+        /// Logs payloads.
+        LogsPayloads,
+        /// Returns one outcome too few.
+        Misaligned,
+        /// Acknowledges a different event under a reused stream sequence as a conflict that
+        /// kept the stored record (what every sink did before `sequence_reused`).
+        KeepsReusedSequence,
+        /// Ignores the stream's epoch: keys by stream name and sequence only.
+        IgnoresEpoch,
+    }
+
+    #[derive(Debug)]
+    pub(crate) struct Broken {
+        inner: Arc<MemorySink>,
+        flaw: Flaw,
+        down: bool,
+    }
+
+    #[async_trait]
+    impl Sink for Broken {
+        fn name(&self) -> &str {
+            "broken"
+        }
+        async fn write(&self, batch: &[Envelope], _budget: std::time::Duration) -> BatchResult {
+            if self.down {
+                return match self.flaw {
+                    Flaw::PermanentWhenDown => Err(SinkError::permanent("down")),
+                    _ => Err(SinkError::temporary("down")),
+                };
+            }
+            if let Flaw::LogsPayloads = self.flaw {
+                for e in batch {
+                    tracing::debug!(payload = %String::from_utf8_lossy(e.payload()), "writing");
+                }
+            }
+            let mut outcomes = Vec::new();
+            for (i, e) in batch.iter().enumerate() {
+                if matches!(self.flaw, Flaw::DropsWrites) && i % 3 == 2 {
+                    outcomes.push(MessageOutcome::Committed);
+                } else if matches!(self.flaw, Flaw::IgnoresEpoch) {
+                    let plain = e.clone().with_stream_epoch(None);
+                    outcomes
+                        .extend(self.inner.write(std::slice::from_ref(&plain), sinks_contract::DEFAULT_BUDGET).await?);
+                } else {
+                    let mut got = self.inner.write(std::slice::from_ref(e), sinks_contract::DEFAULT_BUDGET).await?;
+                    if matches!(self.flaw, Flaw::KeepsReusedSequence)
+                        && matches!(&got[..], [MessageOutcome::Failed(e)] if e.is_permanent())
+                    {
+                        got = vec![MessageOutcome::Conflict(sinks_contract::ConflictResolution::KeptExisting)];
+                    }
+                    outcomes.extend(got);
+                }
+            }
+            if matches!(self.flaw, Flaw::Misaligned) && !outcomes.is_empty() {
+                outcomes.pop();
+            }
+            Ok(outcomes)
+        }
+        async fn health_check(&self) -> Result<(), SinkError> {
+            if self.down { Err(SinkError::temporary("down")) } else { Ok(()) }
+        }
+    }
+
+    struct Reader(Arc<MemorySink>);
+
+    #[async_trait]
+    impl ReadBack for Reader {
+        async fn read_all(&self) -> Result<Vec<Record>, String> {
+            Ok(self.0.records())
+        }
+    }
+
+    pub(crate) struct BrokenHarness(pub(crate) Flaw);
+
+    #[async_trait]
+    impl Harness for BrokenHarness {
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        async fn fresh(&self) -> Result<Fixture, String> {
+            let inner = Arc::new(MemorySink::new());
+            let sink = Arc::new(Broken { inner: Arc::clone(&inner), flaw: self.0, down: false });
+            Ok(Fixture { sink, read_back: Box::new(Reader(inner)) })
+        }
+        async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+            Some(Arc::new(Broken { inner: Arc::new(MemorySink::new()), flaw: self.0, down: true }))
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_cases_catch_broken_sinks() {
+    use broken::{BrokenHarness, Flaw};
+    for (flaw, clause) in [
+        (Flaw::DropsWrites, "C1"),
+        (Flaw::Misaligned, "C2"),
+        (Flaw::PermanentWhenDown, "C7"),
+        (Flaw::LogsPayloads, "C11"),
+        (Flaw::KeepsReusedSequence, "C12"),
+        (Flaw::IgnoresEpoch, "C12"),
+    ] {
+        let result = certify::run_case(&BrokenHarness(flaw), clause).await;
+        assert!(matches!(result.outcome, Outcome::Fail(_)), "{flaw:?} must fail {clause}, got {:?}", result.outcome);
+    }
+    // A harness that cannot make a poison message cannot show C6: that fails, never skips.
+    let cannot = certify::run_case(&BrokenHarness(Flaw::DropsWrites), "C6").await;
+    assert!(matches!(&cannot.outcome, Outcome::Fail(r) if r.starts_with("cannot run")), "{:?}", cannot.outcome);
+}

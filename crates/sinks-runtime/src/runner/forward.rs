@@ -1,0 +1,203 @@
+//! A batch's one forward path: every message the runner settles takes it, fetched, released
+//! from parking in chunks, read back by the rescue (with its advisory as its handle, see
+//! `handle`), or brought back from its dead letter by `nats-sink redrive` (with its record's
+//! ticket as its handle). [`process`] is a batch's task, and every step hands the batch on to the next
+//! one, never back:
+//!
+//! 1. wait (heartbeated) until earlier batches sharing one of its ordering keys have written;
+//! 2. run the policy steps on each message ([`apply_policies`]): refused ones leave the batch;
+//! 3. admit it past the parking: messages of a key waiting for its failed message join that
+//!    key's lot, and a failed message coming back (or refused on its way back) brings its lot;
+//!    the refused messages' settlements are planned under the same lock;
+//! 4. put it in priority-lane order and write it (with in-progress heartbeats), while the
+//!    refused messages are dead-lettered;
+//! 5. when the destination is down (every message failed temporarily), hold the batch
+//!    through the outage and write it again (`hold`);
+//! 6. keep what a holding sink took into objects not committed yet (`pending`), and plan the
+//!    rest's settlement (`written`: outcomes recorded, the outage log, held-back messages
+//!    parked), release the ordering gate, and apply the settlements (`settle`).
+
+use std::time::Instant;
+
+use futures::future::join_all;
+use sinks_contract::envelope::Envelope;
+use sinks_contract::sink::MessageOutcome;
+use sinks_policy::Prepared;
+use tokio::sync::watch;
+
+use super::batch::Batch;
+use super::context::Ctx;
+use super::handle::Handle;
+use super::heartbeat::{WriteHeartbeat, hold_while, keep_alive};
+use super::settle::{self, Cause};
+use super::stats::RunStats;
+use super::tally::PolicyTally;
+use crate::metrics::{CounterId, TimingId};
+
+/// Where a batch comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// Fetched from JetStream: the policy steps run on each message.
+    Fetched,
+    /// A chunk of a draining lot ([`super::parking::Parking::take_ready`]): these messages
+    /// went through the policy steps when they were fetched, and must not again (encryption,
+    /// custody and the rest are not idempotent).
+    Parked,
+    /// Read back by the rescue (a message the server stopped redelivering): the policy
+    /// steps run on each message, and none keeps an ordering key (its last chance must not
+    /// wait behind anything).
+    Rescued,
+    /// Brought back from its dead letter by `nats-sink redrive` (the original, read from its
+    /// stream or from a plain record payload): the policy steps run on each message, none
+    /// keeps an ordering key. A record payload that is already an encryption envelope went
+    /// through the steps before and comes as [`Origin::Parked`].
+    Redriven,
+}
+
+/// One batch's task (see the module documentation for its steps). `waits` are the writes of
+/// earlier batches sharing its keys; `done` tells later ones that its own write is over.
+pub(super) async fn process(
+    ctx: &Ctx,
+    batch: Batch<Handle>,
+    origin: Origin,
+    waits: Vec<watch::Receiver<bool>>,
+    done: watch::Sender<bool>,
+) {
+    if !waits.is_empty() {
+        let earlier = join_all(waits.into_iter().map(|mut w| async move {
+            let _ = w.wait_for(|d| *d).await;
+        }));
+        hold_while(ctx, &batch.handles, earlier).await;
+    }
+    let started = Instant::now();
+    if let Some(traces) = &ctx.traces {
+        traces.begin(&batch.envelopes);
+    }
+    // Policies first (encryption among them): from here on, sinks and dead-letter records
+    // see only what the policies let through, encrypted when encryption is on. A refused
+    // message is dead-lettered alone, while its batch-mates are written.
+    let (batch, refused, rejections) = match origin {
+        Origin::Fetched | Origin::Rescued | Origin::Redriven => apply_policies(ctx, batch, origin != Origin::Fetched),
+        Origin::Parked => (batch, Batch::default(), Vec::new()),
+    };
+    // Messages of a key waiting for its failed message join that key's lot; a failed
+    // message coming back (or refused on its way back) brings its lot with it.
+    let (batch, refused) = {
+        let gone: Vec<u64> = refused.envelopes.iter().map(|e| e.jetstream().stream_sequence).collect();
+        let mut parking = ctx.lock_parking();
+        let batch = parking.admit(batch, &gone, ctx.config.delivery.batch_size);
+        let refused = settle::planner(ctx).plan(&mut parking, refused, rejections, Cause::Refused);
+        ctx.note_parking(&parking);
+        (batch, refused)
+    };
+    let batch = in_write_order(ctx, batch);
+    let (outcomes, ()) = tokio::join!(write(ctx, &batch), settle::apply(ctx, refused));
+    // A destination that is down: the batch waits for it, heartbeated, instead of using up
+    // its deliveries.
+    let outcomes = super::hold::ride_out(ctx, &batch.envelopes, &batch.handles, outcomes).await;
+    // A holding sink's pending messages wait for their object; the rest settle now.
+    let (batch, outcomes) = super::pending::hold(ctx, batch, outcomes);
+    if batch.is_empty() {
+        let _ = done.send(true);
+        return;
+    }
+    if let Some(traces) = &ctx.traces {
+        traces.written(&batch.envelopes, &outcomes);
+    }
+    let planned = super::written::plan_written(ctx, batch, outcomes);
+    RunStats::add(&ctx.stats.held_back, planned.held_back);
+    let _ = done.send(true);
+    tracing::debug!(messages = planned.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
+    settle::apply(ctx, planned).await;
+}
+
+/// Writes `batch` through the sink within the write budget (poison messages isolated by
+/// bisection), with in-progress heartbeats meanwhile: the configured ones when
+/// `delivery.in_progress` is on, else one every third of AckWait once the write has taken
+/// that long (a slow destination must not make the server redeliver messages being
+/// written, which would burn their `max_deliver`).
+async fn write(ctx: &Ctx, batch: &Batch<Handle>) -> Vec<MessageOutcome> {
+    if batch.is_empty() {
+        return Vec::new();
+    }
+    let writing = Instant::now();
+    let span = ctx.traces.as_ref().map(|t| t.write_span(&batch.envelopes));
+    let ids = span.as_ref().map(crate::otel::WriteSpan::ids);
+    let write = sinks_contract::sink::write_isolating(ctx.sink.as_ref(), &batch.envelopes, ctx.write_budget);
+    let outcomes = if ctx.config.delivery.in_progress.enabled {
+        let heartbeat = WriteHeartbeat::start(ctx, &batch.handles);
+        let outcomes = crate::otel::scope(ids, write).await;
+        heartbeat.stop(ctx).await;
+        outcomes
+    } else {
+        keep_alive(ctx, &batch.handles, crate::otel::scope(ids, write)).await
+    };
+    let exemplar = ids.filter(|i| i.sampled).map(|i| (i.trace_hex(), i.span_hex()));
+    ctx.metrics.observe_traced(TimingId::SinkBatchWriteSeconds, writing.elapsed().as_secs_f64(), exemplar);
+    if let Some(span) = span {
+        span.end(batch.len());
+    }
+    outcomes
+}
+
+/// Runs the policy steps on every fresh message. Returns what goes to the sink, what was
+/// refused, and the refused messages' permanent outcomes. A message on the consumer's last
+/// allowed delivery, or `rescued` (on its last chance), loses its ordering key: it must not
+/// wait behind anything that could outlast its last chance.
+fn apply_policies<H>(ctx: &Ctx, batch: Batch<H>, rescued: bool) -> (Batch<H>, Batch<H>, Vec<MessageOutcome>) {
+    let mut kept = Batch::with_capacity(batch.len());
+    let mut refused = Batch::default();
+    let mut rejections = Vec::new();
+    let mut tally = PolicyTally::default();
+    for (position, (envelope, handle)) in batch.into_iter().enumerate() {
+        match ctx.pipeline.prepare(envelope, position) {
+            Prepared::Ready(envelope) => {
+                tally.passed(&ctx.policy_steps, None);
+                let last = rescued || ctx.is_last_delivery(&envelope);
+                let envelope = if last { envelope.with_order_key(None) } else { envelope };
+                kept.push(envelope, handle);
+            }
+            Prepared::Rejected { envelope, rejection } => {
+                RunStats::add(&ctx.stats.rejected_by_policy, 1);
+                tally.passed(&ctx.policy_steps, Some(rejection.step.section()));
+                if let Some(traces) = &ctx.traces {
+                    traces.refused(envelope.jetstream().stream_sequence, rejection.step.section(), &rejection.reason);
+                }
+                // With a DLQ, the dead-letter line names the policy and reason; without one
+                // this line is the only trace of the refusal.
+                let ids = ctx.traces.as_ref().and_then(|t| t.ids(envelope.jetstream().stream_sequence));
+                crate::otel::sync_scope(ids, || {
+                    if ctx.dlq.is_some() {
+                        tracing::debug!(
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            policy = rejection.step.section(),
+                            reason = %rejection.reason,
+                            "message refused by policy"
+                        );
+                    } else {
+                        tracing::warn!(
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            subject = envelope.subject(),
+                            policy = rejection.step.section(),
+                            reason = %rejection.reason,
+                            "message refused by policy"
+                        );
+                    }
+                });
+                refused.push(envelope, handle);
+                rejections.push(MessageOutcome::Failed(rejection.into_error()));
+            }
+        }
+    }
+    ctx.metrics.inc(CounterId::MessagesPrepared, kept.len() as u64);
+    ctx.metrics.inc(CounterId::MessagesFailed, refused.len() as u64);
+    tally.record(&ctx.metrics);
+    (kept, refused, rejections)
+}
+
+/// The batch in priority-lane order (unchanged when lanes are off).
+fn in_write_order<H>(ctx: &Ctx, batch: Batch<H>) -> Batch<H> {
+    let Some(order) = ctx.pipeline.write_order(&batch.envelopes) else { return batch };
+    let mut slots: Vec<Option<(Envelope, H)>> = batch.into_iter().map(Some).collect();
+    order.into_iter().filter_map(|i| slots[i].take()).collect()
+}

@@ -1,0 +1,548 @@
+//! The stream guard: the background task that watches the stream and the consumer under the
+//! runner, and the gate the fetch loop passes before every fetch.
+//!
+//! Every `metrics.lag_poll_interval_seconds` (every `stream_guard.recheck_seconds` while
+//! paused) the task reads the consumer (lag gauges, ack floor) and the stream, then:
+//! - checks the stream's identity against its record ([`crate::identity`]): a stream that
+//!   was deleted and re-created, or moved back, either starts a new epoch at once
+//!   (`stream_guard.on_change = "new_epoch"`) or pauses fetching until the operator decides
+//!   (`nats-sink stream-identity CONFIG --accept …`; one error line, the
+//!   `stream_identity_paused` gauge, `/readyz` not ready). The epoch in force is handed to
+//!   the source, which stamps it on every envelope ([`Envelope::with_stream_epoch`]);
+//! - measures how close unsettled messages are to the stream's limits ([`headroom`]) and how
+//!   many the stream removed before they were settled, with a warning when a limit is near.
+//!
+//! The identity is also checked before the first fetch and whenever the fetch loop had to
+//! bind the consumer again (it is gone with a deleted stream).
+//!
+//! [`Envelope::with_stream_epoch`]: sinks_contract::Envelope::with_stream_epoch
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::PullConsumer;
+use async_nats::jetstream::stream::{self, DiscardPolicy};
+use time::OffsetDateTime;
+use tokio::sync::watch;
+
+use crate::config::{Config, OnStreamChange};
+use crate::identity::{ChangeKind, Decision, Live, Record, Store, Verdict, judge};
+use crate::metrics::{CounterId, GaugeId, Metrics};
+use crate::setup::SetupError;
+
+/// What the fetch loop and the source need to know from the guard.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GuardState {
+    /// The epoch the stream's keys are scoped to (`None`: the first).
+    pub(crate) epoch: Option<Arc<str>>,
+    /// Fetching is paused: the stream's identity changed and nothing was decided.
+    pub(crate) paused: bool,
+    /// The creation time of the stream the consumer works in, once known (the rescue drops
+    /// advisories older than it: they name an earlier stream's messages).
+    pub(crate) created: Option<OffsetDateTime>,
+}
+
+/// The guard of one run: the identity record (when `stream_guard.identity` is on and the
+/// consumer durable) and the state handed to the fetch loop and the source.
+#[derive(Debug)]
+pub(crate) struct Guard {
+    store: Option<Store>,
+    /// Reads the record and never writes it (a temporary consumer of `nats-sink replay`
+    /// works in the production consumer's epoch and refuses to run when it is undecided).
+    read_only: bool,
+    stream: String,
+    consumer: String,
+    on_change: OnStreamChange,
+    state: watch::Sender<GuardState>,
+    metrics: Metrics,
+}
+
+impl Guard {
+    /// A guard without a record: never pauses, never scopes keys.
+    pub(crate) fn off(config: &Config, metrics: Metrics) -> Self {
+        Self {
+            store: None,
+            read_only: false,
+            stream: config.nats.stream.clone(),
+            consumer: config.nats.consumer.clone(),
+            on_change: config.stream_guard.on_change,
+            state: watch::channel(GuardState::default()).0,
+            metrics,
+        }
+    }
+
+    /// Binds the identity bucket (see [`Store::open`]) when the section asks for it and the
+    /// consumer is durable; else [`Guard::off`].
+    pub(crate) async fn open(
+        js: &async_nats::jetstream::Context,
+        config: &Config,
+        replicas: usize,
+        metrics: Metrics,
+    ) -> Result<Self, SetupError> {
+        let mut guard = Self::off(config, metrics);
+        if config.stream_guard.identity {
+            guard.read_only = !config.nats.durable;
+            guard.store = Some(Store::open(js, config, replicas).await?);
+        }
+        Ok(guard)
+    }
+
+    /// The state's receiver (the source reads the epoch, the fetch loop the pause).
+    pub(crate) fn watch(&self) -> watch::Receiver<GuardState> {
+        self.state.subscribe()
+    }
+
+    /// True while fetching is paused.
+    pub(crate) fn paused(&self) -> bool {
+        self.state.borrow().paused
+    }
+
+    /// Checks the live stream against the record and acts: the first record is written, an
+    /// unchanged identity takes in the highest sequences, a changed one starts a new epoch or
+    /// pauses (see the module docs). Races with other workers are settled by the record's
+    /// revision: the loser reads the winner's record and decides on that.
+    pub(crate) async fn check(&self, live: &Live) -> Result<(), SetupError> {
+        let Some(store) = &self.store else { return Ok(()) };
+        if self.read_only {
+            return self.check_read_only(store, live).await;
+        }
+        for _ in 0..4 {
+            let now = OffsetDateTime::now_utc();
+            let (mut record, revision) = match store.load().await? {
+                Some((record, revision)) => (record, Some(revision)),
+                None => (Record::first(&self.stream, &self.consumer, live, now), None),
+            };
+            // A change already recorded stands until it is decided: the live stream may look
+            // unchanged again meanwhile (a rewound stream grows back past the old last
+            // sequence), which proves nothing about the sequences it handed out.
+            let verdict = match &record.pending {
+                Some(pending) => Verdict::Changed(pending.kind),
+                None => judge(&record, live),
+            };
+            let written = match verdict {
+                Verdict::Same => {
+                    if revision.is_none() || record.observe(live, now) {
+                        store.save(&record, revision).await
+                    } else {
+                        Ok(0)
+                    }
+                }
+                Verdict::Changed(kind) => {
+                    let change = record.pending.clone().unwrap_or_else(|| Record::change(kind, live, now));
+                    match self.on_change {
+                        OnStreamChange::NewEpoch => {
+                            let before = record.describe();
+                            let reported = record.pending.is_some();
+                            record.decide(&change, Decision::NewEpoch, live, now);
+                            let saved = store.save(&record, revision).await;
+                            if saved.is_ok() {
+                                if !reported {
+                                    self.report_change(kind, &before, live);
+                                }
+                                tracing::warn!(
+                                    stream = %self.stream,
+                                    consumer = %self.consumer,
+                                    epoch = record.epoch.as_deref().unwrap_or("first"),
+                                    "stream_guard.on_change is new_epoch: the new stream's keys and names carry its epoch"
+                                );
+                            }
+                            saved
+                        }
+                        OnStreamChange::Pause if record.pending.is_some() => {
+                            if !self.paused() {
+                                // Another worker (or an earlier run) recorded it: say so here too.
+                                self.report_change(kind, &record.describe(), live);
+                            }
+                            Ok(0)
+                        }
+                        OnStreamChange::Pause => {
+                            let before = record.describe();
+                            record.pending = Some(change);
+                            let saved = store.save(&record, revision).await;
+                            if saved.is_ok() {
+                                self.report_change(kind, &before, live);
+                            }
+                            saved
+                        }
+                    }
+                }
+            };
+            match written {
+                Ok(_) => {
+                    self.publish(&record);
+                    return Ok(());
+                }
+                Err(Ok(_raced)) => continue,
+                Err(Err(e)) => return Err(e),
+            }
+        }
+        Err(SetupError::Unavailable("the stream identity record kept changing while it was checked".into()))
+    }
+
+    /// The check of a temporary consumer: the production consumer's epoch when its record
+    /// names the live stream; a configuration error when the stream changed and nothing was
+    /// decided (the record is not this run's to decide).
+    async fn check_read_only(&self, store: &Store, live: &Live) -> Result<(), SetupError> {
+        let Some((record, _)) = store.load().await? else {
+            return Ok(());
+        };
+        let verdict =
+            if record.pending.is_some() { Verdict::Changed(ChangeKind::Recreated) } else { judge(&record, live) };
+        if let Verdict::Changed(_) = verdict {
+            return Err(crate::config::ConfigError::single(
+                "nats.stream",
+                format!(
+                    "stream `{}` changed under consumer `{}` and no decision was made ({}): run `nats-sink \
+                     stream-identity CONFIG` first",
+                    self.stream,
+                    self.consumer,
+                    record.describe()
+                ),
+            )
+            .into());
+        }
+        self.publish(&record);
+        Ok(())
+    }
+
+    /// The one error line of a change, and its counter.
+    fn report_change(&self, kind: ChangeKind, before: &str, live: &Live) {
+        self.metrics.inc(CounterId::StreamIdentityChanges, 1);
+        let now_is = format!(
+            "created {}, sequences {}..={}",
+            live.created.format(&time::format_description::well_known::Rfc3339).unwrap_or_default(),
+            live.first_sequence,
+            live.last_sequence
+        );
+        let todo = match self.on_change {
+            OnStreamChange::Pause => {
+                "fetching is paused and nothing is acknowledged: run `nats-sink stream-identity CONFIG --accept new-epoch` \
+                 (new events get keys of their own) or `--accept replay` (the same data was restored), or set \
+                 stream_guard.on_change = \"new_epoch\""
+            }
+            OnStreamChange::NewEpoch => "a new epoch starts (stream_guard.on_change = \"new_epoch\")",
+        };
+        tracing::error!(
+            stream = %self.stream,
+            consumer = %self.consumer,
+            change = kind.as_words(),
+            was = %before,
+            now = %now_is,
+            "the stream changed under the consumer: its sequences name earlier events; {todo}"
+        );
+    }
+
+    /// Hands the record's state to the fetch loop and the source, and the gauge.
+    fn publish(&self, record: &Record) {
+        let paused = record.pending.is_some();
+        let epoch: Option<Arc<str>> = record.epoch.as_deref().map(Arc::from);
+        let was_paused = self.state.borrow().paused;
+        if was_paused && !paused {
+            tracing::info!(
+                stream = %self.stream,
+                consumer = %self.consumer,
+                epoch = record.epoch.as_deref().unwrap_or("first"),
+                "the stream's identity was decided; fetching resumes"
+            );
+        }
+        self.metrics.set(GaugeId::StreamIdentityPaused, if paused { 1.0 } else { 0.0 });
+        self.metrics.status().set_identity_paused(paused);
+        let created = time::OffsetDateTime::parse(&record.created, &time::format_description::well_known::Rfc3339).ok();
+        self.state.send_if_modified(|s| {
+            let next = GuardState { epoch, paused, created };
+            let changed = *s != next;
+            *s = next;
+            changed
+        });
+    }
+
+    /// Waits until fetching is not paused; false when a stop came first.
+    pub(crate) async fn wait_open(&self, stop: &watch::Receiver<bool>) -> bool {
+        let mut state = self.state.subscribe();
+        let mut stop = stop.clone();
+        tokio::select! {
+            result = state.wait_for(|s| !s.paused) => result.is_ok(),
+            _ = stop.wait_for(|s| *s) => false,
+        }
+    }
+}
+
+/// The live identity of `stream` now, with `consumer`'s ack floor.
+pub(crate) async fn live_now(stream: &stream::Stream, consumer: &PullConsumer) -> Result<Live, SetupError> {
+    let unavailable = |e: &dyn std::fmt::Display| SetupError::Unavailable(e.to_string());
+    let info = stream.get_info().await.map_err(|e| unavailable(&e))?;
+    let floor = consumer.get_info().await.map_err(|e| unavailable(&e))?.ack_floor.stream_sequence;
+    Ok(live_of(&info, floor))
+}
+
+/// The live identity of `info`, with the consumer's ack floor.
+pub(crate) fn live_of(info: &stream::Info, ack_floor: u64) -> Live {
+    Live {
+        created: info.created,
+        first_sequence: info.state.first_sequence,
+        last_sequence: info.state.last_sequence,
+        ack_floor,
+    }
+}
+
+/// How much of each stream limit that removes messages the unsettled ones use: `None` for a
+/// limit the stream does not have (or, for counts and bytes, one that discards new messages
+/// instead of old ones).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct Headroom {
+    /// The oldest unsettled message's age, seconds.
+    pub(crate) oldest_age: Option<f64>,
+    /// `oldest_age / max_age`.
+    pub(crate) age: Option<f64>,
+    /// Unsettled messages over `max_msgs`.
+    pub(crate) msgs: Option<f64>,
+    /// Their estimated bytes over `max_bytes`.
+    pub(crate) bytes: Option<f64>,
+}
+
+/// The headroom of the stream `info` for a consumer whose ack floor is `ack_floor` and whose
+/// oldest unsettled message was stored at `oldest` (when there is one). Unsettled messages
+/// are those after the ack floor still in the stream; their bytes are estimated from the
+/// stream's average message size. Pure.
+pub(crate) fn headroom(
+    info: &stream::Info,
+    ack_floor: u64,
+    oldest: Option<OffsetDateTime>,
+    now: OffsetDateTime,
+) -> Headroom {
+    let state = &info.state;
+    let config = &info.config;
+    let from = ack_floor.saturating_add(1).max(state.first_sequence);
+    let unsettled = if state.messages == 0 || from > state.last_sequence {
+        0
+    } else {
+        (state.last_sequence - from + 1).min(state.messages)
+    };
+    let oldest_age = oldest.filter(|_| unsettled > 0).map(|t| ((now - t).as_seconds_f64()).max(0.0));
+    let discard_old = config.discard == DiscardPolicy::Old;
+    let age = (!config.max_age.is_zero()).then(|| oldest_age.unwrap_or(0.0) / config.max_age.as_secs_f64());
+    let msgs = (discard_old && config.max_messages > 0).then(|| unsettled as f64 / config.max_messages as f64);
+    let bytes = (discard_old && config.max_bytes > 0).then(|| {
+        let average = if state.messages == 0 { 0.0 } else { state.bytes as f64 / state.messages as f64 };
+        unsettled as f64 * average / config.max_bytes as f64
+    });
+    Headroom { oldest_age, age, msgs, bytes }
+}
+
+/// Messages the stream removed before the consumer settled them, since the last poll:
+/// sequences after the ack floor and below the stream's first sequence, not counted before
+/// (`counted_through` is the highest sequence counted so far). The ack floor is the one of
+/// the previous poll: nats-server moves a consumer's ack floor up to the stream's first
+/// sequence when it removes messages, so the current floor hides them. Exact while the
+/// consumer settles nothing (a destination outage, the case that loses messages); an upper
+/// bound otherwise, as acks sent between two polls are not subtracted. Pure.
+pub(crate) fn removed_unsettled(first_sequence: u64, ack_floor: u64, counted_through: u64) -> (u64, u64) {
+    let gone_through = first_sequence.saturating_sub(1);
+    let from = ack_floor.max(counted_through);
+    if gone_through > from { (gone_through - from, gone_through) } else { (0, counted_through.max(ack_floor)) }
+}
+
+/// The background task: lag gauges, the identity check and the headroom, every
+/// `metrics.lag_poll_interval_seconds` (`stream_guard.recheck_seconds` while paused), until
+/// a stop is requested. A failed poll keeps the last values and tries again next time.
+pub(crate) async fn watch_stream(
+    guard: Arc<Guard>,
+    consumer: Arc<std::sync::RwLock<PullConsumer>>,
+    mut stream: stream::Stream,
+    metrics: Metrics,
+    config: Config,
+    mut stop: watch::Receiver<bool>,
+) {
+    let every = Duration::from_secs(config.metrics.lag_poll_interval_seconds);
+    let recheck = Duration::from_secs(config.stream_guard.recheck_seconds);
+    let warn_at = config.stream_guard.retention_warning_ratio;
+    let mut warned = false;
+    let mut counted_through = 0u64;
+    let mut previous_floor: Option<u64> = None;
+    let mut reminded = tokio::time::Instant::now();
+    loop {
+        let mut current = consumer.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let ack_floor = match tokio::time::timeout(Duration::from_secs(5), current.info()).await {
+            Ok(Ok(info)) => {
+                let (pending, ack_pending) = (info.num_pending, info.num_ack_pending as u64);
+                metrics.status().set_lag(pending, ack_pending);
+                metrics.set(GaugeId::ConsumerNumPending, pending as f64);
+                metrics.set(GaugeId::ConsumerNumAckPending, ack_pending as f64);
+                Some(info.ack_floor.stream_sequence)
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "consumer info poll failed");
+                None
+            }
+            Err(_) => {
+                tracing::debug!("consumer info poll timed out");
+                None
+            }
+        };
+        if let Some(ack_floor) = ack_floor {
+            match tokio::time::timeout(Duration::from_secs(5), stream.info()).await {
+                Ok(Ok(info)) => {
+                    let info = info.clone();
+                    if let Err(e) = guard.check(&live_of(&info, ack_floor)).await {
+                        tracing::warn!(error = %e, "checking the stream's identity failed; trying again at the next poll");
+                    }
+                    let oldest = oldest_unsettled(&stream, &info, ack_floor).await;
+                    let room = headroom(&info, ack_floor, oldest, OffsetDateTime::now_utc());
+                    warned = record_headroom(&metrics, &config.nats.stream, &room, warn_at, warned);
+                    let floor = previous_floor.unwrap_or(ack_floor).min(ack_floor);
+                    previous_floor = Some(ack_floor);
+                    let (removed, through) = removed_unsettled(info.state.first_sequence, floor, counted_through);
+                    counted_through = through;
+                    if removed > 0 {
+                        metrics.inc(CounterId::StreamMessagesRemovedUnsettled, removed);
+                        tracing::warn!(
+                            stream = %config.nats.stream,
+                            removed,
+                            first_sequence = info.state.first_sequence,
+                            ack_floor,
+                            "the stream removed messages this consumer had not settled (its limits or a purge): \
+                             they are gone from the stream; `nats-sink reconcile` shows them as gone"
+                        );
+                    }
+                }
+                Ok(Err(e)) => tracing::debug!(error = %e, "stream info poll failed"),
+                Err(_) => tracing::debug!("stream info poll timed out"),
+            }
+        }
+        let paused = guard.paused();
+        if paused {
+            // Waiting for a decision is progress, not a wedged loop.
+            metrics.status().progress();
+            if reminded.elapsed() >= Duration::from_secs(300) {
+                reminded = tokio::time::Instant::now();
+                tracing::warn!(
+                    stream = %config.nats.stream,
+                    "still paused: the stream's identity changed and no decision was made (nats-sink stream-identity)"
+                );
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(if paused { recheck } else { every }) => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+
+/// When the oldest message after the ack floor was stored: the stream's first timestamp when
+/// that is the first message, else read from the stream (`None` when nothing is unsettled,
+/// the stream has no age limit, or the read failed).
+async fn oldest_unsettled(stream: &stream::Stream, info: &stream::Info, ack_floor: u64) -> Option<OffsetDateTime> {
+    let next = ack_floor.saturating_add(1);
+    if info.config.max_age.is_zero() || info.state.messages == 0 || next > info.state.last_sequence {
+        return None;
+    }
+    if next <= info.state.first_sequence {
+        return Some(info.state.first_timestamp);
+    }
+    match tokio::time::timeout(Duration::from_secs(5), stream.get_raw_message(next)).await {
+        Ok(Ok(message)) => Some(message.time),
+        _ => None,
+    }
+}
+
+/// Sets the headroom gauges and warns once when a limit passes `warn_at` (and once when all
+/// are back below it). Returns whether a warning is standing.
+fn record_headroom(metrics: &Metrics, stream: &str, room: &Headroom, warn_at: f64, warned: bool) -> bool {
+    metrics.set(GaugeId::StreamOldestUnsettledAgeSeconds, room.oldest_age.unwrap_or(0.0));
+    metrics.set(GaugeId::StreamRetentionAgeUsedRatio, room.age.unwrap_or(0.0));
+    metrics.set(GaugeId::StreamRetentionMsgsUsedRatio, room.msgs.unwrap_or(0.0));
+    metrics.set(GaugeId::StreamRetentionBytesUsedRatio, room.bytes.unwrap_or(0.0));
+    let near: Vec<String> = [("max_age", room.age), ("max_msgs", room.msgs), ("max_bytes", room.bytes)]
+        .into_iter()
+        .filter_map(|(limit, used)| used.filter(|u| *u >= warn_at).map(|u| format!("{limit} {:.0} %", u * 100.0)))
+        .collect();
+    match (near.is_empty(), warned) {
+        (false, false) => {
+            tracing::warn!(
+                stream,
+                used = %near.join(", "),
+                oldest_unsettled_age_s = room.oldest_age.unwrap_or(0.0).round(),
+                "unsettled messages come close to the stream's limits: they are removed unsettled when a limit is \
+                 reached; speed the sink up, add workers, or raise the limit"
+            );
+            true
+        }
+        (true, true) => {
+            tracing::info!(stream, "unsettled messages are back below the stream's limits");
+            false
+        }
+        _ => warned,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(messages: u64, first: u64, last: u64, bytes: u64, tweak: impl FnOnce(&mut stream::Config)) -> stream::Info {
+        let mut value = serde_json::json!({
+            "config": {"name": "S", "subjects": ["s.>"], "retention": "limits", "max_consumers": -1, "max_msgs": -1,
+                       "max_bytes": -1, "max_age": 0, "max_msgs_per_subject": -1, "max_msg_size": -1, "discard": "old",
+                       "storage": "file", "num_replicas": 1, "duplicate_window": 120000000000_u64},
+            "created": "2026-12-04T10:00:00Z",
+            "state": {"messages": messages, "bytes": bytes, "first_seq": first, "first_ts": "2026-12-04T10:00:00Z",
+                      "last_seq": last, "last_ts": "2026-12-04T11:00:00Z", "consumer_count": 1},
+        });
+        let mut parsed: stream::Info = serde_json::from_value(value.take()).unwrap();
+        tweak(&mut parsed.config);
+        parsed
+    }
+
+    fn at(unix: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(unix).unwrap()
+    }
+
+    #[test]
+    fn headroom_by_limit() {
+        let now = at(1_000);
+        let none = headroom(&info(100, 1, 100, 10_000, |_| {}), 50, Some(at(900)), now);
+        assert_eq!((none.age, none.msgs, none.bytes), (None, None, None), "no limits, nothing to use up");
+        assert_eq!(none.oldest_age, Some(100.0));
+        let limited = |c: &mut stream::Config| {
+            c.max_age = Duration::from_secs(200);
+            c.max_messages = 100;
+            c.max_bytes = 20_000;
+        };
+        // 50 unsettled of 100 messages (100 bytes each), the oldest 100 s old.
+        let half = headroom(&info(100, 1, 100, 10_000, limited), 50, Some(at(900)), now);
+        assert_eq!((half.age, half.msgs, half.bytes), (Some(0.5), Some(0.5), Some(0.25)));
+        // Everything settled: nothing is at risk whatever its age.
+        let done = headroom(&info(100, 1, 100, 10_000, limited), 100, Some(at(0)), now);
+        assert_eq!((done.age, done.msgs, done.oldest_age), (Some(0.0), Some(0.0), None));
+        // An ack floor below the first sequence counts only what is still in the stream.
+        let behind = headroom(&info(10, 91, 100, 1_000, limited), 20, Some(at(990)), now);
+        assert_eq!(behind.msgs, Some(0.1));
+        // Discard new: counts and bytes never remove unsettled messages; age still does.
+        let discard_new = headroom(
+            &info(100, 1, 100, 10_000, |c| {
+                limited(c);
+                c.discard = DiscardPolicy::New;
+            }),
+            50,
+            Some(at(900)),
+            now,
+        );
+        assert_eq!((discard_new.age, discard_new.msgs, discard_new.bytes), (Some(0.5), None, None));
+    }
+
+    #[test]
+    fn removed_before_settled_is_counted_once() {
+        // (first sequence, ack floor, counted through) → (removed now, counted through after)
+        let rows = [
+            ((1, 0, 0), (0, 0)),
+            ((11, 10, 0), (0, 10)),
+            ((21, 10, 10), (10, 20)),
+            ((21, 10, 20), (0, 20)),
+            ((31, 25, 20), (5, 30)),
+            ((5, 40, 30), (0, 40)),
+        ];
+        for ((first, floor, through), want) in rows {
+            assert_eq!(removed_unsettled(first, floor, through), want, "first {first} floor {floor} through {through}");
+        }
+    }
+}

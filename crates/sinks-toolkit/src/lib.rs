@@ -1,0 +1,35 @@
+//! The toolkit of nats-sinks: the mechanics more than one sink needs, each once and with
+//! its own tests. A sink opts into what it uses; none of it is part of the contract
+//! (`sinks-contract`), and none of it talks to NATS.
+//!
+//! - [`existing`]: what to report when a key already holds a record (duplicate, conflict,
+//!   a reused stream sequence).
+//! - [`in_order`]: writing concurrently while keeping the contract's ordering rule.
+//! - [`retry`]: backoff and retries inside a write, within the write's budget, and the
+//!   retry fields of a sink section.
+//! - [`checks`]: checks of config values several sinks share (bounded text, tokens,
+//!   seconds).
+//! - [`metadata`]: the standard metadata document stored next to a payload.
+//! - [`encryption`]: payload encryption and its `encryption` section.
+//! - [`relational`] and [`columns`]: key settings, table routes, neutral row cells and the
+//!   column mapping of relational sinks.
+//! - [`batch`]: the batch mode of the object sinks (partitions, naming, manifests, NDJSON
+//!   and Parquet encoders, the writer), and [`holding`]: what a holding sink and whoever
+//!   writes through one need.
+//! - [`files`] (create-if-absent placement), [`compression`], [`blocking`] work, and NATS
+//!   [`subject`] patterns.
+
+pub mod batch;
+pub mod blocking;
+pub mod checks;
+pub mod columns;
+pub mod compression;
+pub mod encryption;
+pub mod existing;
+pub mod files;
+pub mod holding;
+pub mod in_order;
+pub mod metadata;
+pub mod relational;
+pub mod retry;
+pub mod subject;

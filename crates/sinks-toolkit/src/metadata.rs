@@ -1,0 +1,595 @@
+//! Message metadata: application fields resolved from headers, and the standard metadata
+//! document every JSON-storing sink writes next to the payload.
+//!
+//! Application fields (priority, classification, labels) resolve as in the reference: a
+//! configured header that is present and non-empty wins; present but blank means explicitly
+//! none; absent falls through to the first subject rule that sets the field, then to the
+//! global default.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+use crate::subject;
+use sinks_contract::envelope::{AppMetadata, Envelope, Headers, MSG_SIZE_HEADER};
+
+/// Reserved NATS header names captured in `metadata.nats.reserved_headers` when present.
+pub const NATS_RESERVED_HEADERS: [&str; 24] = [
+    "Nats-Msg-Id",
+    "Nats-Expected-Stream",
+    "Nats-Expected-Last-Msg-Id",
+    "Nats-Expected-Last-Sequence",
+    "Nats-Expected-Last-Subject-Sequence",
+    "Nats-Expected-Last-Subject-Sequence-Subject",
+    "Nats-Rollup",
+    "Nats-TTL",
+    "Nats-Stream",
+    "Nats-Subject",
+    "Nats-Sequence",
+    "Nats-Last-Sequence",
+    "Nats-Time-Stamp",
+    "Nats-Num-Pending",
+    "Nats-UpTo-Sequence",
+    "Nats-Stream-Source",
+    "Nats-Trace-Dest",
+    "Nats-Trace-Only",
+    "Nats-Trace-Hop",
+    "Nats-Trace-Origin-Account",
+    "Nats-Schedule",
+    "Nats-Schedule-TTL",
+    "Nats-Schedule-Target",
+    "Nats-Schedule-Time-Zone",
+];
+
+/// Non-`Nats-` headers that are also captured as standard headers.
+pub const OTHER_STANDARD_HEADERS: [&str; 2] = ["traceparent", "Accept-Encoding"];
+
+/// Default header for priority.
+pub const DEFAULT_PRIORITY_HEADER: &str = "Nats-Sinks-Priority";
+/// Default header for classification.
+pub const DEFAULT_CLASSIFICATION_HEADER: &str = "Nats-Sinks-Classification";
+/// Default header for labels (`;`-separated).
+pub const DEFAULT_LABELS_HEADER: &str = "Nats-Sinks-Labels";
+
+/// `message_metadata` config section: how priority, classification and labels resolve.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MessageMetadataConfig {
+    /// Priority header and default.
+    pub priority: FieldConfig,
+    /// Classification header and default.
+    pub classification: FieldConfig,
+    /// Labels header and default labels.
+    pub labels: LabelsConfig,
+    /// Subject rules supplying defaults when the header is absent; first match per field wins.
+    pub rules: Vec<MetadataRule>,
+}
+
+impl Default for MessageMetadataConfig {
+    fn default() -> Self {
+        Self {
+            priority: FieldConfig { header: DEFAULT_PRIORITY_HEADER.into(), default: None },
+            classification: FieldConfig { header: DEFAULT_CLASSIFICATION_HEADER.into(), default: None },
+            labels: LabelsConfig { header: DEFAULT_LABELS_HEADER.into(), default: Labels::default() },
+            rules: Vec::new(),
+        }
+    }
+}
+
+/// One scalar metadata field: which header carries it and the global default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FieldConfig {
+    /// Header name (case-insensitive) that carries the value; defaults to the standard
+    /// `Nats-Sinks-*` header of the field.
+    #[serde(default)]
+    pub header: String,
+    /// Value used when the header is absent and no rule applies.
+    #[serde(default)]
+    pub default: Option<String>,
+}
+
+/// Labels: header and default labels.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelsConfig {
+    /// Header name (case-insensitive); its value is `;`-separated. Defaults to
+    /// `Nats-Sinks-Labels`.
+    #[serde(default)]
+    pub header: String,
+    /// Labels used when the header is absent and no rule applies.
+    #[serde(default)]
+    pub default: Labels,
+}
+
+/// Labels given in config either as a `;`-separated string or as an array of strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Labels {
+    /// A JSON array; items may not contain `;`.
+    List(Vec<String>),
+    /// A `;`-separated string.
+    Text(String),
+}
+
+impl Default for Labels {
+    fn default() -> Self {
+        Self::List(Vec::new())
+    }
+}
+
+impl Labels {
+    /// Normalized labels: trimmed, blanks dropped, de-duplicated in order.
+    pub fn normalized(&self) -> Vec<String> {
+        match self {
+            Self::List(items) => normalize_labels(items.iter().map(String::as_str)),
+            Self::Text(text) => normalize_labels(text.split(';')),
+        }
+    }
+
+    /// The first array item containing `;`, which the reference rejects.
+    pub fn item_with_separator(&self) -> Option<&str> {
+        match self {
+            Self::List(items) => items.iter().find(|i| i.contains(';')).map(String::as_str),
+            Self::Text(_) => None,
+        }
+    }
+}
+
+/// A subject rule: defaults for one subject pattern.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataRule {
+    /// Subject pattern the rule applies to.
+    pub subject: String,
+    /// Priority default for matching subjects (`null` sets "none").
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "double_option")]
+    pub priority: Option<Option<String>>,
+    /// Classification default for matching subjects (`null` sets "none").
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "double_option")]
+    pub classification: Option<Option<String>>,
+    /// Labels default for matching subjects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<Labels>,
+}
+
+mod double_option {
+    //! Distinguishes an absent field from an explicit `null`.
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(v: &Option<Option<String>>, s: S) -> Result<S::Ok, S::Error> {
+        v.as_ref().and_then(Option::as_deref).serialize(s)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+        Option::<String>::deserialize(d).map(Some)
+    }
+}
+
+impl MessageMetadataConfig {
+    /// Fills header names left out of the config with the standard `Nats-Sinks-*` names.
+    pub fn fill_default_headers(&mut self) {
+        for (header, standard) in [
+            (&mut self.priority.header, DEFAULT_PRIORITY_HEADER),
+            (&mut self.classification.header, DEFAULT_CLASSIFICATION_HEADER),
+            (&mut self.labels.header, DEFAULT_LABELS_HEADER),
+        ] {
+            if header.is_empty() {
+                *header = standard.to_owned();
+            }
+        }
+    }
+
+    /// Problems with the section, as `(field path, message)` pairs.
+    pub fn validate(&self) -> Vec<(String, String)> {
+        let mut errors = Vec::new();
+        for (name, header) in [
+            ("priority", &self.priority.header),
+            ("classification", &self.classification.header),
+            ("labels", &self.labels.header),
+        ] {
+            if header.trim().is_empty() || header.chars().any(|c| c.is_control() || c == ':') {
+                errors.push((format!("message_metadata.{name}.header"), "must be a valid header name".into()));
+            }
+        }
+        if let Some(item) = self.labels.default.item_with_separator() {
+            errors.push(("message_metadata.labels.default".into(), format!("array item `{item}` contains `;`")));
+        }
+        for (i, rule) in self.rules.iter().enumerate() {
+            if let Err(e) = subject::validate_pattern(&rule.subject) {
+                errors.push((format!("message_metadata.rules[{i}].subject"), e.to_string()));
+            }
+            if rule.priority.is_none() && rule.classification.is_none() && rule.labels.is_none() {
+                errors.push((
+                    format!("message_metadata.rules[{i}]"),
+                    "a rule must set priority, classification or labels".into(),
+                ));
+            }
+            if let Some(item) = rule.labels.as_ref().and_then(Labels::item_with_separator) {
+                errors
+                    .push((format!("message_metadata.rules[{i}].labels"), format!("array item `{item}` contains `;`")));
+            }
+        }
+        errors
+    }
+
+    /// Resolves priority, classification and labels for one message.
+    pub fn resolve(&self, subject: &str, headers: &Headers) -> AppMetadata {
+        let rule_for = |pick: &dyn Fn(&MetadataRule) -> bool| {
+            self.rules.iter().find(|r| pick(r) && subject::matches(&r.subject, subject))
+        };
+        let scalar = |field: &FieldConfig, pick: fn(&MetadataRule) -> &Option<Option<String>>| match headers
+            .get(&field.header)
+        {
+            Some(value) => clean(value),
+            None => match rule_for(&|r| pick(r).is_some()) {
+                Some(rule) => pick(rule).clone().flatten().as_deref().and_then(clean),
+                None => field.default.as_deref().and_then(clean),
+            },
+        };
+        let labels = match headers.get(&self.labels.header) {
+            Some(value) => normalize_labels(value.split(';')),
+            None => match rule_for(&|r| r.labels.is_some()) {
+                Some(rule) => rule.labels.as_ref().map(Labels::normalized).unwrap_or_default(),
+                None => self.labels.default.normalized(),
+            },
+        };
+        AppMetadata {
+            priority: scalar(&self.priority, |r| &r.priority),
+            classification: scalar(&self.classification, |r| &r.classification),
+            labels,
+        }
+    }
+}
+
+fn clean(value: &str) -> Option<String> {
+    let t = value.trim();
+    (!t.is_empty()).then(|| t.to_owned())
+}
+
+fn normalize_labels<'a>(items: impl Iterator<Item = &'a str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in items.flat_map(|i| i.split(';')) {
+        if let Some(label) = clean(part)
+            && !out.contains(&label)
+        {
+            out.push(label);
+        }
+    }
+    out
+}
+
+/// Integer nanoseconds since the Unix epoch (exact, no float rounding).
+pub fn epoch_ns(t: OffsetDateTime) -> i128 {
+    t.unix_timestamp_nanos()
+}
+
+/// RFC 3339 text of a timestamp, in UTC.
+pub fn rfc3339(t: OffsetDateTime) -> String {
+    t.to_offset(time::UtcOffset::UTC).format(&Rfc3339).unwrap_or_default()
+}
+
+/// The `payload` object describing body presence (used in metadata and DLQ records).
+#[derive(Debug, Serialize)]
+pub struct PresenceDoc<'a> {
+    delivered_size_bytes: usize,
+    nats_msg_size_header: Option<&'a str>,
+    nats_msg_size_header_malformed: bool,
+    omitted: bool,
+    omitted_reason: Option<&'static str>,
+    original_size_bytes: Option<u64>,
+    present: bool,
+}
+
+impl<'a> PresenceDoc<'a> {
+    /// The presence facts of `envelope`.
+    pub fn of(envelope: &'a Envelope) -> Self {
+        let p = envelope.presence();
+        Self {
+            delivered_size_bytes: envelope.payload().len(),
+            nats_msg_size_header: envelope.headers().get(MSG_SIZE_HEADER),
+            nats_msg_size_header_malformed: p.size_header_malformed,
+            omitted: p.omitted,
+            omitted_reason: p.omitted.then_some("headers_only"),
+            original_size_bytes: p.original_size_bytes,
+            present: p.present(),
+        }
+    }
+}
+
+/// The `payload` object describing body presence, as a JSON value.
+pub fn payload_presence_json(envelope: &Envelope) -> Value {
+    serde_json::to_value(PresenceDoc::of(envelope)).unwrap_or(Value::Null)
+}
+
+fn standard_headers(headers: &Headers) -> BTreeMap<&str, &str> {
+    let mut out: BTreeMap<&str, &str> = BTreeMap::new();
+    for name in NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()) {
+        if let Some(value) = headers.get(name) {
+            out.insert(name, value);
+        }
+    }
+    for (name, values) in headers.iter() {
+        let known = out.keys().any(|k| k.eq_ignore_ascii_case(name));
+        if name.len() >= 5 && name[..5].eq_ignore_ascii_case("nats-") && !known {
+            out.insert(name, values.first().map_or("", String::as_str));
+        }
+    }
+    out
+}
+
+/// The standard metadata document (`metadata_version: 1`) of one envelope stored at
+/// `stored_at`, borrowed from the envelope and serialized directly (fields are declared in
+/// alphabetical order, so the output has sorted keys like every record). Shape follows the
+/// reference; `reply` is always null because the reply subject is an ack capability and
+/// never leaves the core; `custody`, `mission_metadata` and `security_labels` are what the
+/// core's policy steps attached (null when those steps are off).
+#[derive(Debug, Serialize)]
+pub struct MetadataDoc<'a> {
+    custody: Option<&'a Value>,
+    freshness: Freshness,
+    headers: &'a Headers,
+    jetstream: JetStreamDoc<'a>,
+    message_id: Option<&'a str>,
+    message_metadata: AppDoc<'a>,
+    metadata_version: u32,
+    mission_metadata: Option<&'a Value>,
+    nats: NatsDoc<'a>,
+    payload: PresenceDoc<'a>,
+    reply: Option<()>,
+    security_labels: Option<&'a Value>,
+    subject: &'a str,
+    timestamps: Timestamps<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct Freshness {
+    event_age_at_receive_seconds: Option<f64>,
+    event_age_at_store_seconds: Option<f64>,
+    message_created_at_header_malformed: bool,
+    message_created_at_missing: bool,
+    message_created_at_source: &'static str,
+    source_clock_skew_seconds: Option<f64>,
+}
+
+#[derive(Debug, Serialize)]
+struct JetStreamDoc<'a> {
+    consumer: &'a str,
+    consumer_sequence: u64,
+    delivered: u64,
+    domain: Option<&'a str>,
+    pending: u64,
+    redelivered: bool,
+    stream: &'a str,
+    /// Present only in a later epoch of the stream (see `Envelope::keyed_stream`), so the
+    /// document of a stream that never changed is exactly as before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_epoch: Option<&'a str>,
+    stream_sequence: u64,
+    timestamp: Option<String>,
+    timestamp_epoch_ns: Option<i64>,
+}
+
+#[derive(Debug, Serialize)]
+struct AppDoc<'a> {
+    classification: Option<&'a str>,
+    labels: &'a [String],
+    priority: Option<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct NatsDoc<'a> {
+    reserved_headers: BTreeMap<&'a str, &'a str>,
+    reserved_headers_present: Vec<&'a str>,
+}
+
+#[derive(Debug, Serialize)]
+struct Timestamps<'a> {
+    jetstream_timestamp_epoch_ns: Option<i64>,
+    message_created_at_epoch_ns: Option<i64>,
+    message_created_at_header_malformed: bool,
+    message_created_at_source: &'static str,
+    nats_time_stamp: Option<&'a str>,
+    received_at: String,
+    received_at_epoch_ns: i64,
+    stored_at: String,
+    stored_at_epoch_ns: i64,
+}
+
+impl<'a> MetadataDoc<'a> {
+    /// The document of `envelope` stored at `stored_at`.
+    pub fn new(envelope: &'a Envelope, stored_at: OffsetDateTime) -> Self {
+        let js = envelope.jetstream();
+        let raw_created = envelope.headers().get(sinks_contract::envelope::CREATED_AT_HEADER);
+        let parsed_created = raw_created.and_then(|v| OffsetDateTime::parse(v.trim(), &Rfc3339).ok());
+        let js_ns = js.timestamp.map(epoch_ns);
+        let (created_ns, created_source) = match (parsed_created, js_ns) {
+            (Some(t), _) => (Some(epoch_ns(t)), "nats_time_stamp"),
+            (None, Some(ns)) => (Some(ns), "jetstream_timestamp"),
+            (None, None) => (None, "missing"),
+        };
+        let header_malformed = raw_created.is_some() && parsed_created.is_none();
+        let received_ns = epoch_ns(envelope.received_at());
+        let stored_ns = epoch_ns(stored_at);
+        let age = |later: i128| created_ns.map(|c| ((later - c).max(0) as f64) / 1e9);
+        let reserved = standard_headers(envelope.headers());
+        let reserved_present: Vec<&str> = reserved.keys().copied().collect();
+        let app = envelope.app();
+        let as_i64 = |n: i128| i64::try_from(n).unwrap_or(i64::MAX);
+        Self {
+            custody: envelope.custody(),
+            freshness: Freshness {
+                event_age_at_receive_seconds: age(received_ns),
+                event_age_at_store_seconds: age(stored_ns),
+                message_created_at_header_malformed: header_malformed,
+                message_created_at_missing: created_ns.is_none(),
+                message_created_at_source: created_source,
+                source_clock_skew_seconds: created_ns.map(|c| ((c - received_ns).max(0) as f64) / 1e9),
+            },
+            headers: envelope.headers(),
+            jetstream: JetStreamDoc {
+                consumer: &js.consumer,
+                consumer_sequence: js.consumer_sequence,
+                delivered: js.delivered,
+                domain: js.domain.as_deref(),
+                pending: js.pending,
+                redelivered: envelope.redelivered(),
+                stream: &js.stream,
+                stream_epoch: envelope.stream_epoch(),
+                stream_sequence: js.stream_sequence,
+                timestamp: js.timestamp.map(rfc3339),
+                timestamp_epoch_ns: js_ns.map(as_i64),
+            },
+            message_id: envelope.message_id(),
+            message_metadata: AppDoc {
+                classification: app.classification.as_deref(),
+                labels: &app.labels,
+                priority: app.priority.as_deref(),
+            },
+            metadata_version: 1,
+            mission_metadata: envelope.mission_metadata(),
+            nats: NatsDoc { reserved_headers: reserved, reserved_headers_present: reserved_present },
+            payload: PresenceDoc::of(envelope),
+            reply: None,
+            security_labels: envelope.security_labels(),
+            subject: envelope.subject(),
+            timestamps: Timestamps {
+                jetstream_timestamp_epoch_ns: js_ns.map(as_i64),
+                message_created_at_epoch_ns: created_ns.map(as_i64),
+                message_created_at_header_malformed: header_malformed,
+                message_created_at_source: created_source,
+                nats_time_stamp: raw_created,
+                received_at: rfc3339(envelope.received_at()),
+                received_at_epoch_ns: as_i64(received_ns),
+                stored_at: rfc3339(stored_at),
+                stored_at_epoch_ns: as_i64(stored_ns),
+            },
+        }
+    }
+
+    /// `message_created_at_epoch_ns`, when known.
+    pub fn created_at_epoch_ns(&self) -> Option<i64> {
+        self.timestamps.message_created_at_epoch_ns
+    }
+
+    /// `jetstream_timestamp_epoch_ns`, when known.
+    pub fn jetstream_timestamp_epoch_ns(&self) -> Option<i64> {
+        self.timestamps.jetstream_timestamp_epoch_ns
+    }
+
+    /// `received_at_epoch_ns`.
+    pub fn received_at_epoch_ns(&self) -> i64 {
+        self.timestamps.received_at_epoch_ns
+    }
+
+    /// `stored_at_epoch_ns`.
+    pub fn stored_at_epoch_ns(&self) -> i64 {
+        self.timestamps.stored_at_epoch_ns
+    }
+}
+
+/// The standard metadata document as a JSON value (see [`MetadataDoc`]).
+pub fn metadata_document(envelope: &Envelope, stored_at: OffsetDateTime) -> Value {
+    serde_json::to_value(MetadataDoc::new(envelope, stored_at)).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> MessageMetadataConfig {
+        let mut c = MessageMetadataConfig::default();
+        c.priority.default = Some("routine".into());
+        c.labels.default = Labels::List(vec!["a".into(), " b ".into(), "a".into()]);
+        c.rules.push(MetadataRule {
+            subject: "orders.urgent".into(),
+            priority: Some(Some("immediate".into())),
+            classification: None,
+            labels: Some(Labels::Text("x; y;;x".into())),
+        });
+        c.rules.push(MetadataRule {
+            subject: "orders.*".into(),
+            priority: None,
+            classification: Some(Some("SECRET".into())),
+            labels: None,
+        });
+        c
+    }
+
+    #[test]
+    fn resolution_order_table() {
+        let c = config();
+        let none = Headers::new();
+        let r = c.resolve("orders.urgent", &none);
+        assert_eq!(r.priority.as_deref(), Some("immediate"));
+        assert_eq!(r.classification.as_deref(), Some("SECRET"), "second rule sets classification");
+        assert_eq!(r.labels, ["x", "y"]);
+
+        let r = c.resolve("other", &none);
+        assert_eq!(r.priority.as_deref(), Some("routine"));
+        assert_eq!(r.classification, None);
+        assert_eq!(r.labels, ["a", "b"]);
+
+        let blank = Headers::new().with("nats-sinks-priority", "  ").with("Nats-Sinks-Labels", "");
+        let r = c.resolve("orders.urgent", &blank);
+        assert_eq!(r.priority, None, "a present blank header means none and beats rules");
+        assert!(r.labels.is_empty());
+
+        let set = Headers::new().with("NATS-SINKS-PRIORITY", " flash ");
+        assert_eq!(c.resolve("orders.urgent", &set).priority.as_deref(), Some("flash"));
+    }
+
+    #[test]
+    fn validation_names_fields() {
+        let mut c = config();
+        c.rules.push(MetadataRule { subject: "a..b".into(), priority: None, classification: None, labels: None });
+        c.labels.default = Labels::List(vec!["a;b".into()]);
+        let paths: Vec<String> = c.validate().into_iter().map(|(p, _)| p).collect();
+        assert_eq!(
+            paths,
+            ["message_metadata.labels.default", "message_metadata.rules[2].subject", "message_metadata.rules[2]"]
+        );
+    }
+}
+
+#[cfg(test)]
+mod document_tests {
+    use super::*;
+    use sinks_contract::testing::envelope_with;
+
+    #[test]
+    fn document_has_sorted_keys_and_the_reference_fields() {
+        let e = envelope_with(
+            "ORDERS",
+            5,
+            "orders.x",
+            &b"{}"[..],
+            Headers::new()
+                .with("Nats-Msg-Id", "m")
+                .with("Nats-Time-Stamp", "2026-01-01T00:00:00Z")
+                .with("nats-custom", "c"),
+            2,
+        );
+        let bytes = sinks_contract::json::to_canonical_vec(&MetadataDoc::new(&e, OffsetDateTime::now_utc()));
+        let v: Value = serde_json::from_slice(&bytes).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        let positions: Vec<usize> = keys.iter().map(|k| text.find(&format!("\"{k}\":")).unwrap()).collect();
+        assert!(positions.windows(2).all(|w| w[0] < w[1]), "top-level keys are written in sorted order");
+        assert_eq!(v["metadata_version"], 1);
+        assert_eq!(v["reply"], Value::Null);
+        assert_eq!(v["jetstream"]["redelivered"], true);
+        assert_eq!(v["timestamps"]["message_created_at_source"], "nats_time_stamp");
+        assert_eq!(v["timestamps"]["message_created_at_epoch_ns"], 1_767_225_600_000_000_000_i64);
+        assert_eq!(v["nats"]["reserved_headers"]["nats-custom"], "c");
+        assert_eq!(
+            v["nats"]["reserved_headers_present"],
+            serde_json::json!(["Nats-Msg-Id", "Nats-Time-Stamp", "nats-custom"])
+        );
+        assert_eq!(v["payload"]["present"], true);
+        assert_eq!(v["headers"]["Nats-Msg-Id"], "m");
+    }
+}
