@@ -31,30 +31,46 @@ const RESERVED_FROM: u16 = 10_000;
 /// The lock files this process holds, one per port it reserved; never released before exit.
 static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 
+/// `len` consecutive free ports, reserved like [`free_port`]'s (for a server that takes a
+/// port range, such as KVLite's replication ports); the first one is returned. Panics when no
+/// such range can be reserved.
+pub fn free_port_range(len: u16) -> u16 {
+    reserved_range(len.max(1)).unwrap_or_else(|| panic!("no {len} consecutive free ports could be reserved"))
+}
+
 /// A port in `[RESERVED_FROM, start of the ephemeral range)` that no other process has
 /// reserved and that binds now, with its lock kept in [`HELD`].
 fn reserved_port() -> Option<u16> {
+    reserved_range(1)
+}
+
+/// The first of `len` consecutive ports below the ephemeral range, each unreserved by any
+/// other process and free to bind now, with their locks kept in [`HELD`].
+fn reserved_range(len: u16) -> Option<u16> {
     let below = ephemeral_start()?;
-    if below <= RESERVED_FROM + 1_000 {
+    if below <= RESERVED_FROM + 1_000 + len {
         return None;
     }
     let dir = std::env::temp_dir().join(PORT_LOCKS);
     std::fs::create_dir_all(&dir).ok()?;
-    for _ in 0..1_000 {
-        let port = rand::random_range(RESERVED_FROM..below);
-        let Ok(file) =
-            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
-        else {
-            return None;
-        };
-        // Locked by another process (or already by this one: flock locks are per open file).
-        if file.try_lock().is_err() {
-            continue;
+    'draw: for _ in 0..1_000 {
+        let first = rand::random_range(RESERVED_FROM..below - len);
+        let mut locks = Vec::with_capacity(usize::from(len));
+        for port in first..first + len {
+            let Ok(file) =
+                std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
+            else {
+                return None;
+            };
+            // Locked by another process (or already by this one: flock locks are per open
+            // file), or bound by something: draw again (the locks taken so far are dropped).
+            if file.try_lock().is_err() || TcpListener::bind(("127.0.0.1", port)).is_err() {
+                continue 'draw;
+            }
+            locks.push(file);
         }
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(file);
-            return Some(port);
-        }
+        HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(locks);
+        return Some(first);
     }
     None
 }
@@ -193,5 +209,17 @@ mod tests {
         let made = owned_tempdir("sinks-testkit-owned-").unwrap();
         let name = made.path().file_name().unwrap().to_str().unwrap().to_owned();
         assert!(name.starts_with(&format!("sinks-testkit-owned-{}-", std::process::id())), "{name}");
+    }
+
+    #[test]
+    fn a_range_is_consecutive_reserved_and_apart_from_single_ports() {
+        let first = free_port_range(4);
+        let single = free_port();
+        assert!(!(first..first + 4).contains(&single), "{single} was handed out inside the range at {first}");
+        for port in first..first + 4 {
+            let other = std::fs::File::open(std::env::temp_dir().join(PORT_LOCKS).join(port.to_string())).unwrap();
+            assert!(other.try_lock().is_err(), "port {port} of the range is not locked");
+            assert!(TcpListener::bind(("127.0.0.1", port)).is_ok(), "port {port} is not free");
+        }
     }
 }
