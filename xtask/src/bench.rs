@@ -38,6 +38,7 @@ mod features;
 mod grid;
 mod http;
 mod lake;
+mod nosql;
 mod oracle;
 mod otel;
 mod proc;
@@ -495,6 +496,7 @@ struct Programs {
     oracle_scripted: PathBuf,
     policy_steps: PathBuf,
     raw_ceiling: PathBuf,
+    raw_nosql: PathBuf,
     reference: Option<PathBuf>,
 }
 
@@ -577,12 +579,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
         oracle_scripted: release.join("oracle_scripted"),
         policy_steps: release.join("policy_steps"),
         raw_ceiling: release.join("raw_ceiling"),
+        raw_nosql: release.join("raw_nosql"),
         reference: if args.reference { Some(reference_venv(&root)?) } else { None },
     };
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds) = rt.block_on(async {
+    let (results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds, nosql_store) = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
@@ -873,44 +876,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
             }
             drop(member);
         }
+        let mut nosql_store = None;
         if suites.contains(&"nosql") && wanted("nosql") {
-            let stream = Stream { name: "BENCHNOSQL", subject_root: "benchnosql", total: args.nosql_messages, subjects: 8 };
-            publish_stream(&js, stream).await;
-            // The NoSQL test server (the proxy's protocol) in this process, or the real proxy
-            // named by NATS_SINKS_TEST_NOSQL_ENDPOINT; one fresh table per contender (a second
-            // run's rows would all exist already). Both contenders create it themselves
-            // (`auto_create`), on the identical config file.
-            let test_server = match sinks_testkit::live_nosql() {
-                Ok(_) => None,
-                Err(_) => Some(sinks_testkit::NoSqlTestServer::start().map_err(anyhow::Error::msg)?),
-            };
-            let (endpoint, harness) = match &test_server {
-                Some(server) => (
-                    format!("127.0.0.1:{}", server.port()),
-                    sink_nosql::certify::NoSqlHarness::test_server(server.endpoint()),
-                ),
-                None => {
-                    let live = sinks_testkit::live_nosql().map_err(anyhow::Error::msg)?;
-                    (live.clone(), sink_nosql::certify::NoSqlHarness::live(live))
-                }
-            };
-            let mut contenders = vec![("nosql", "nats-sink, nosql sink".to_owned(), programs.nats_sink.clone())];
-            if let Some(py) = &programs.reference {
-                contenders.push(("reference-nosql", "Python reference 0.4.3, nosql sink".to_owned(), py.clone()));
-            }
-            for (id, name, program) in contenders {
-                let table = sink_nosql::certify::unique_table(&format!("bench_{}", id.replace('-', "_")));
-                let sink = json!({"type": "oracle_nosql", "endpoint": endpoint, "table_name": table, "auto_create": true});
-                let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
-                let mut cmd = Command::new(program);
-                cmd.arg("run").arg(&path);
-                results.push(measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?);
-                let rows = harness.rows(&table).await.map_err(anyhow::Error::msg)?.len();
-                let _ = harness.drop_table(&table).await;
-                if rows != stream.total {
-                    bail!("{name}: {rows} rows stored for {} messages", stream.total);
-                }
-            }
+            nosql_store = Some(nosql::run(&args, &programs, &js, &url, &work, &mut results).await?);
         }
         if suites.contains(&"policies") && wanted("policies") {
             // Each message policy step alone, in one process (no NATS, no sink).
@@ -978,7 +946,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds))
+        anyhow::Ok((results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds, nosql_store))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
@@ -994,6 +962,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     report.push_str(&grid::render(&grid));
     report.push_str(&profile::render(&results));
     report.push_str(&render_member_load(&member_load));
+    report.push_str(&nosql::render(nosql_store.as_ref()));
     report.push_str(&render_oracle(&oracle));
     report.push_str(&features::render_steps(&steps));
     std::fs::write(work.join("report.md"), &report)?;
@@ -1005,7 +974,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
 fn render(args: &Args, results: &[Measurement], pairs: &Pairs, control: &[f64]) -> String {
     let find = |prefix: &str| results.iter().find(|m| m.name.starts_with(prefix));
     let mut md = format!(
-        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3, {} for Coherence, {} for NoSQL), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11, SeaweedFS 4.48, a one-member Coherence CE 25.03.2 cluster (active persistence) and the NoSQL test server on loopback, release build.\n\n",
+        "# Benchmark\n\nMachine: {}. 256-byte JSON messages with `Nats-Msg-Id` ({} for core and MySQL, {} for HTTP, {} for S3, {} for Coherence, {} for NoSQL), batch {}, {} batches in flight, private nats-server 2.15.1 on loopback, MariaDB 10.11, SeaweedFS 4.48, a one-member Coherence CE 25.03.2 cluster (active persistence) and a KVLite 25.3.21 store with its HTTP proxy on loopback, release build.\n\n",
         machine(),
         args.messages,
         args.http_messages,
@@ -1104,7 +1073,7 @@ fn render(args: &Args, results: &[Measurement], pairs: &Pairs, control: &[f64]) 
             ratio("nats-sink, coherence sink, legacy protocol", &format!("{reference}, coherence")),
             "",
         ),
-        ("nosql / reference", ratio("nats-sink, nosql", &format!("{reference}, nosql")), "≥ 5"),
+        ("nosql / reference", ratio("nats-sink, nosql sink", &format!("{reference}, nosql")), "≥ 5"),
     ];
     for (name, value, target) in rows {
         let shown = value.map_or("not measured".to_owned(), |v| format!("{v:.2}×"));

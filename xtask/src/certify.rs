@@ -6,7 +6,9 @@
 //! (`sinks_certify::skips`): shown with its reason, never counted as a pass, and
 //! the allow-list is printed at the end with what used it. A clause that held against a scripted backend
 //! rather than the real destination (`oracle-scripted`: the Oracle sink over its scripted
-//! driver seam) is shown as `SCR`, never as PASS.
+//! driver seam) is shown as `SCR`, never as PASS. A sink may have clauses of its own after
+//! K1 and K2 (the NoSQL sink's D1 and D2 kill its store: `certify/nosql.rs`); the matrix shows
+//! `—` where a sink has no such clause.
 
 use std::path::PathBuf;
 
@@ -14,6 +16,8 @@ use anyhow::{Result, bail};
 use sinks_certify::{self as certify, Harness, Outcome, SinkReport};
 
 use crate::crash::{self, Plan};
+
+mod nosql;
 
 /// Options of `cargo xtask certify`.
 #[derive(Debug, clap::Args)]
@@ -74,6 +78,8 @@ pub(crate) struct Servers {
     pub(crate) mysql: sinks_testkit::MySqlAddr,
     /// A Coherence member's gRPC proxy (`host:port`) for the Coherence sink.
     pub(crate) coherence: String,
+    /// A KVLite store's HTTP proxy (`http://127.0.0.1:PORT`) for the NoSQL sink.
+    pub(crate) nosql: String,
 }
 
 /// The harness of sink `name` over `servers` (started for this process when not given).
@@ -112,15 +118,16 @@ async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harnes
             };
             Box::new(sink_coherence::certify::CoherenceHarness::new(address))
         }
-        // The NoSQL test server (the proxy's protocol, validated by borneo against a real
-        // KVLite) runs in this process; a real proxy is used instead when
-        // NATS_SINKS_TEST_NOSQL_ENDPOINT names one.
-        "nosql" => match sinks_testkit::live_nosql() {
-            Ok(endpoint) => Box::new(sink_nosql::certify::NoSqlHarness::live(endpoint)),
-            Err(_) => {
-                Box::new(sink_nosql::certify::NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint()))
-            }
-        },
+        // The real Oracle NoSQL Database: the run's KVLite + proxy, or one for this process.
+        "nosql" => {
+            let endpoint = match servers {
+                Some(s) => s.nosql.clone(),
+                None => {
+                    sinks_testkit::shared_kvlite().await.map_err(|e| anyhow::anyhow!("no KVLite for nosql: {e}"))?
+                }
+            };
+            Box::new(sink_nosql::certify::NoSqlHarness::live(endpoint))
+        }
         other => bail!("no sink named {other:?}; known: {}", SINKS.join(", ")),
     })
 }
@@ -147,6 +154,14 @@ pub(crate) fn run(args: Args, servers: Option<Servers>) -> Result<()> {
         let (cases, counts) = rt.block_on(crash::certify(harness.as_ref(), &bin, plan));
         report.cases.extend(cases);
         report.crash = Some(counts);
+        if name == "nosql" {
+            eprintln!("certifying nosql: the store and the proxy killed (D1, D2)");
+            let (cases, counts) = rt.block_on(nosql::certify(&bin));
+            report.cases.extend(cases);
+            if let Some(crash) = report.crash.as_mut().and_then(serde_json::Value::as_object_mut) {
+                crash.insert("store_kills".into(), counts);
+            }
+        }
         reports.push(report);
     }
     let dir = write_reports(&reports)?;
@@ -186,19 +201,37 @@ fn write_reports(reports: &[SinkReport]) -> Result<PathBuf> {
     Ok(dir)
 }
 
+/// Every clause of `reports`, `(id, title)`, in the order they first appear.
+fn clause_ids(reports: &[SinkReport]) -> Vec<(&str, &str)> {
+    let mut ids: Vec<(&str, &str)> = Vec::new();
+    for c in reports.iter().flat_map(|r| &r.cases) {
+        if !ids.iter().any(|(id, _)| *id == c.id) {
+            ids.push((&c.id, &c.title));
+        }
+    }
+    ids
+}
+
+/// The label of clause `id` in `report`, `—` when the sink has no such clause.
+fn cell(report: &SinkReport, id: &str) -> &'static str {
+    report.cases.iter().find(|c| c.id == id).map_or("—", |c| label(report, &c.outcome))
+}
+
 /// The sink × clause matrix as plain text.
 fn matrix(reports: &[SinkReport]) -> String {
-    let Some(first) = reports.first() else { return String::new() };
-    let ids: Vec<&str> = first.cases.iter().map(|c| c.id.as_str()).collect();
+    if reports.is_empty() {
+        return String::new();
+    }
+    let ids = clause_ids(reports);
     let mut out = format!("{:<16}", "sink");
-    for id in &ids {
+    for (id, _) in &ids {
         out.push_str(&format!(" {id:>4}"));
     }
     out.push('\n');
     for r in reports {
         out.push_str(&format!("{:<16}", r.sink));
-        for c in &r.cases {
-            out.push_str(&format!(" {:>4}", label(r, &c.outcome)));
+        for (id, _) in &ids {
+            out.push_str(&format!(" {:>4}", cell(r, id)));
         }
         out.push('\n');
     }
@@ -225,24 +258,25 @@ fn markdown(reports: &[SinkReport]) -> String {
     let mut md = String::from(
         "# Certification report\n\nPASS: held against the real destination. SCR: held against a scripted backend only (not a live pass). SKIP: not run, for a reason on the allow-list (below). FAIL: did not hold, or could not run.\n\n",
     );
-    if let Some(first) = reports.first() {
+    if !reports.is_empty() {
+        let ids = clause_ids(reports);
         md.push_str("| sink |");
-        for c in &first.cases {
-            md.push_str(&format!(" {} |", c.id));
+        for (id, _) in &ids {
+            md.push_str(&format!(" {id} |"));
         }
         md.push_str("\n|---|");
-        md.push_str(&"---|".repeat(first.cases.len()));
+        md.push_str(&"---|".repeat(ids.len()));
         md.push('\n');
         for r in reports {
             md.push_str(&format!("| {} |", r.sink));
-            for c in &r.cases {
-                md.push_str(&format!(" {} |", label(r, &c.outcome)));
+            for (id, _) in &ids {
+                md.push_str(&format!(" {} |", cell(r, id)));
             }
             md.push('\n');
         }
         md.push_str("\n| clause | title |\n|---|---|\n");
-        for c in &first.cases {
-            md.push_str(&format!("| {} | {} |\n", c.id, c.title));
+        for (id, title) in &ids {
+            md.push_str(&format!("| {id} | {title} |\n"));
         }
     }
     for r in reports {

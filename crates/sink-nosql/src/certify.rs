@@ -1,11 +1,12 @@
 //! The NoSQL sink's certification harness (feature `certify`): a fresh, uniquely named table
 //! per fixture on one NoSQL service, read back without the sink.
 //!
-//! The service is either the testkit's NoSQL test server (`sinks_testkit::NoSqlTestServer`,
-//! which speaks the proxy's protocol; read back through its `/_test/rows/<table>` side
-//! channel) or a real proxy (KVLite + httpproxy; read back with a `SELECT *` query through
-//! the SDK). Tables are created by the sink itself (`auto_create`) and dropped when the
-//! fixture's reader is dropped.
+//! The service is the real Oracle NoSQL Database (KVLite + the HTTP proxy, started by
+//! `sinks_testkit::KvLite`; read back with a `SELECT *` query and changed behind the sink's
+//! back through the SDK), or, for fault-injection tests only, the testkit's fault-injection
+//! server (`sinks_testkit::NoSqlTestServer`, which speaks the proxy's protocol; read back
+//! through its `/_test/rows/<table>` side channel). Tables are created by the sink itself
+//! (`auto_create`) and dropped when the fixture's reader is dropped.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,8 +15,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oracle_nosql_rust_sdk::types::MapValue;
 use oracle_nosql_rust_sdk::{DeleteRequest, Handle, HandleMode, PutRequest, QueryRequest, TableRequest};
-use sinks_certify::skips::ORACLE_NOSQL_PROXY;
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record, Unavailable};
+use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
 use sinks_contract::{Envelope, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -26,7 +26,7 @@ use crate::sink::NoSqlSink;
 /// How a harness reads tables back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Reader {
-    /// The test server's side channel.
+    /// The fault-injection server's side channel.
     TestServer,
     /// A `SELECT *` query through the SDK (real proxies).
     Query,
@@ -37,12 +37,7 @@ enum Reader {
 pub struct NoSqlHarness {
     endpoint: String,
     reader: Reader,
-    /// Why there is no live proxy ([`NoSqlHarness::live_from_env`] without one).
-    missing: Option<String>,
 }
-
-/// The variable naming a real proxy for the live harness (`http://host:port`).
-pub const LIVE_ENV: &str = "NATS_SINKS_TEST_NOSQL_ENDPOINT";
 
 /// A unique table name for one test.
 pub fn unique_table(prefix: &str) -> String {
@@ -50,27 +45,14 @@ pub fn unique_table(prefix: &str) -> String {
 }
 
 impl NoSqlHarness {
-    /// A harness over the testkit's NoSQL test server at `endpoint`.
+    /// A harness over the testkit's fault-injection server at `endpoint`.
     pub fn test_server(endpoint: impl Into<String>) -> Self {
-        Self { endpoint: endpoint.into(), reader: Reader::TestServer, missing: None }
+        Self { endpoint: endpoint.into(), reader: Reader::TestServer }
     }
 
     /// A harness over a real, non-secure proxy at `endpoint` (KVLite + httpproxy).
     pub fn live(endpoint: impl Into<String>) -> Self {
-        Self { endpoint: endpoint.into(), reader: Reader::Query, missing: None }
-    }
-
-    /// A harness over the real proxy [`LIVE_ENV`] names; without one, every clause is an
-    /// allow-listed skip (`oracle-nosql-proxy`: no registry offers the proxy).
-    pub fn live_from_env() -> Self {
-        match std::env::var(LIVE_ENV) {
-            Ok(v) if !v.trim().is_empty() => Self::live(v.trim()),
-            _ => Self {
-                endpoint: String::new(),
-                reader: Reader::Query,
-                missing: Some(format!("{LIVE_ENV} is not set (point it at a real Oracle NoSQL proxy)")),
-            },
-        }
+        Self { endpoint: endpoint.into(), reader: Reader::Query }
     }
 
     /// The service endpoint.
@@ -142,13 +124,18 @@ impl NoSqlHarness {
 
     /// Runs `DROP TABLE IF EXISTS table`.
     pub async fn drop_table(&self, table: &str) -> Result<(), String> {
+        self.ddl(&format!("DROP TABLE IF EXISTS {table}")).await
+    }
+
+    /// Runs one table DDL statement (`DROP TABLE …`) and waits until it is done.
+    pub async fn ddl(&self, statement: &str) -> Result<(), String> {
         let handle = self.handle().await?;
-        let mut result = TableRequest::new(table)
-            .statement(&format!("DROP TABLE IF EXISTS {table}"))
+        let mut result = TableRequest::new("")
+            .statement(statement)
             .execute(&handle)
             .await
-            .map_err(|e| e.to_string())?;
-        result.wait_for_completion_ms(&handle, 30_000, 100).await.map_err(|e| e.to_string())
+            .map_err(|e| format!("{statement}: {e}"))?;
+        result.wait_for_completion_ms(&handle, 30_000, 100).await.map_err(|e| format!("{statement}: {e}"))
     }
 }
 
@@ -283,11 +270,7 @@ impl ReadBack for TableReadBack {
 #[async_trait]
 impl Harness for NoSqlHarness {
     fn name(&self) -> &'static str {
-        if self.is_live() { "nosql-live" } else { "nosql" }
-    }
-
-    fn unavailable(&self) -> Option<Unavailable> {
-        self.missing.as_ref().map(|detail| Unavailable { allowed: ORACLE_NOSQL_PROXY, detail: detail.clone() })
+        if self.is_live() { "nosql" } else { "nosql-fault-server" }
     }
 
     async fn fresh(&self) -> Result<Fixture, String> {

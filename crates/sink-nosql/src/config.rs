@@ -109,15 +109,31 @@ pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 /// in this sink's words; what each answer means is `sinks_toolkit::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
-/// The only durability statement the reference knows: the operator confirms the store's
-/// durability (the proxy's `-kvDurability`, replication) out of band. See
-/// `docs/nosql-sink.md`: the Rust SDK cannot ask for a durability per request.
+/// What each put asks of an on-premises store before it counts as committed.
+/// `commit_sync` (default): every put carries the durability COMMIT_SYNC (the store's
+/// master flushes its log to disk before it answers), so an acknowledged row survives a
+/// kill -9 of the store whatever the proxy's `-kvDurability` is. `operator_confirmed` (the
+/// reference's only value): the sink asks for nothing and the store's default applies (the
+/// proxy's `-kvDurability`, `COMMIT_NO_SYNC` unless set), which the operator confirms out of
+/// band. The cloud service ignores a request's durability. See `docs/nosql-sink.md`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Durability {
-    /// The default and only value.
+    /// Every put asks for COMMIT_SYNC (default).
     #[default]
+    CommitSync,
+    /// Nothing is asked; the store's own default applies.
     OperatorConfirmed,
+}
+
+impl Durability {
+    /// The value as configured.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::CommitSync => "commit_sync",
+            Self::OperatorConfirmed => "operator_confirmed",
+        }
+    }
 }
 
 /// Settings of the Oracle NoSQL sink (`sink.type = "oracle_nosql"`).
@@ -249,7 +265,8 @@ pub struct NoSqlSinkConfig {
     /// `none`, `full` (default) or `equal`.
     #[serde(default = "default_jitter")]
     pub retry_jitter: Jitter,
-    /// `operator_confirmed` (the default and only value).
+    /// `commit_sync` (default: every put asks the store to flush its log before it answers)
+    /// or `operator_confirmed` (the reference's value: the store's own default applies).
     #[serde(default)]
     pub durability: Durability,
 }
@@ -636,6 +653,7 @@ mod tests {
         .unwrap();
         assert_eq!(config.deployment_mode, DeploymentMode::Cloud);
         assert_eq!(config.duplicate_policy, DuplicatePolicy::FailExisting);
+        assert_eq!(config.durability, Durability::OperatorConfirmed);
         assert_eq!(
             config.create_table_ddl(),
             "CREATE TABLE IF NOT EXISTS events (k STRING, v JSON, t LONG, PRIMARY KEY(k))"
@@ -655,6 +673,7 @@ mod tests {
         );
         assert_eq!(config.max_value_bytes, MIB);
         assert_eq!(config.max_key_bytes, 512);
+        assert_eq!(config.durability, Durability::CommitSync, "acknowledged puts are flushed by default");
     }
 
     #[test]

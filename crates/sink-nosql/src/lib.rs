@@ -27,8 +27,11 @@
 //! start-up and temporary later (never dead-lettered). Service texts are never logged (they
 //! can quote values).
 //!
-//! **Durability.** The SDK cannot ask for a durability per request: what "committed" means
-//! is the store's (the proxy's `-kvDurability`, replication). See `docs/nosql-sink.md`.
+//! **Durability.** By default every put asks an on-premises store for COMMIT_SYNC (the
+//! store flushes its log before it answers), through the workspace's patch of the SDK
+//! (`vendor/oracle-nosql-rust-sdk`: 0.1.5 could not send a durability), so an acknowledged
+//! row survives a kill -9 of the store whatever the proxy's default. `durability:
+//! operator_confirmed` sends none (the reference's behaviour). See `docs/nosql-sink.md`.
 
 #[cfg(feature = "certify")]
 pub mod certify;

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
-use oracle_nosql_rust_sdk::types::{Consistency, MapValue, TableLimits, TableState};
+use oracle_nosql_rust_sdk::types::{Consistency, Durability as SdkDurability, MapValue, TableLimits, TableState};
 use oracle_nosql_rust_sdk::{
     GetRequest, GetResult, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest,
 };
@@ -51,7 +51,7 @@ use sinks_toolkit::retry::{Budget, InPlace};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
 
-use crate::config::{AuthMode, DeploymentMode, NoSqlSinkConfig};
+use crate::config::{AuthMode, DeploymentMode, Durability, NoSqlSinkConfig};
 use crate::error::{classify, classify_at_open};
 use crate::row::{self, PreparedRow};
 
@@ -145,8 +145,21 @@ impl Sink for NoSqlSink {
             deployment_mode = inner.config.deployment_mode.as_str(),
             table = %inner.table,
             duplicate_policy = inner.config.duplicate_policy.as_str(),
+            durability = inner.config.durability.as_str(),
             "nosql sink ready"
         );
+        if inner.config.durability == Durability::OperatorConfirmed
+            && inner.config.deployment_mode == DeploymentMode::Kvstore
+        {
+            // Nothing the sink can ask tells it the store's default; say so once.
+            tracing::warn!(
+                endpoint = %inner.config.endpoint,
+                "nosql durability is operator_confirmed: puts ask for no durability and the sink cannot tell what \
+                 the store commits before it answers (the proxy's default, COMMIT_NO_SYNC, can lose acknowledged \
+                 puts when the store is killed); run the proxy with -kvDurability COMMIT_SYNC or use durability \
+                 commit_sync"
+            );
+        }
         Ok(())
     }
 
@@ -332,6 +345,9 @@ impl Inner {
         let mut request = PutRequest::new(&self.table).value(value).return_row(true).timeout(&self.timeout());
         if conditional {
             request = request.if_absent();
+        }
+        if self.config.durability == Durability::CommitSync {
+            request = request.durability(SdkDurability::COMMIT_SYNC);
         }
         let result = request.execute(handle).await.map_err(|e| classify("put", &e))?;
         let existing = result.existing_value().map(|row| row::stored_fingerprint(row, &self.config));

@@ -1,26 +1,27 @@
 //! The NoSQL sink against the sink contract (docs/sink-contract.md), one test per clause,
-//! each against a fresh table on the testkit's NoSQL test server; and the same clauses
-//! against a real proxy when `NATS_SINKS_TEST_NOSQL_ENDPOINT` names one (without one, every
-//! clause of `live` is an allow-listed skip, `oracle-nosql-proxy`).
+//! each against a fresh table on the real Oracle NoSQL Database: the KVLite store and proxy
+//! of the run (`NATS_SINKS_TEST_NOSQL_ENDPOINT`, started by `cargo xtask test`), or one
+//! started for this test process. Never skipped: without the store the clauses fail.
 
 use sink_nosql::certify::NoSqlHarness;
 use sinks_certify as certify;
 
-fn harness() -> NoSqlHarness {
-    NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint())
+/// The harness over the run's (or this process's) KVLite + proxy.
+async fn harness() -> NoSqlHarness {
+    let endpoint = sinks_testkit::shared_kvlite()
+        .await
+        .unwrap_or_else(|reason| sinks_testkit::cannot_run("the NoSQL certification", reason));
+    NoSqlHarness::live(endpoint)
 }
 
-sinks_certify::certify_tests!(harness());
-
-mod live {
-    sinks_certify::certify_tests!(sink_nosql::certify::NoSqlHarness::live_from_env());
-}
+sinks_certify::certify_tests!(harness().await);
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
     use sinks_certify::Harness;
     use sinks_contract::Sink;
-    let harness = harness();
+    let harness = harness().await;
+    assert!(harness.is_live(), "the crash target is a real store");
     let target = harness.crash_target().await.expect("crash target");
     assert_eq!(target.sink_section["type"], "oracle_nosql");
     let section: sinks_contract::config::SinkSection =
@@ -29,9 +30,4 @@ async fn crash_target_is_a_valid_sink_section_that_reads_back() {
     let sink = sink_nosql::NoSqlSink::new(config).expect("sink");
     sink.open().await.expect("open");
     certify::check_crash_target(&target, &sink).await.unwrap();
-}
-
-#[test]
-fn the_live_proxy_variable_is_the_testkit_s() {
-    assert_eq!(sink_nosql::certify::LIVE_ENV, sinks_testkit::NOSQL_LIVE_ENV);
 }

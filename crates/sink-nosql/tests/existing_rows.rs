@@ -4,7 +4,8 @@
 //! and `replace` (the key is derived from the message's identity, so the row is most likely
 //! an earlier delivery), a permanent failure under `fail_existing`. `replace` writes over it
 //! only under message id keys; under stream-sequence keys it never overwrites a row it did
-//! not compare. Against the testkit's NoSQL test server.
+//! not compare. Against the real store (KVLite + proxy: the run's, or one started for this
+//! test process).
 #![allow(clippy::unwrap_used)]
 
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
@@ -13,7 +14,10 @@ use sinks_contract::testing::{classes, envelope_with, error_of, opened, write};
 use sinks_contract::{ErrorClass, Headers, OutcomeClass};
 
 async fn fixture(policy: DuplicatePolicy, key_strategy: KeyStrategy) -> (NoSqlSink, TableReadBack) {
-    let h = NoSqlHarness::test_server(sinks_testkit::shared_nosql().endpoint());
+    let endpoint = sinks_testkit::shared_kvlite()
+        .await
+        .unwrap_or_else(|reason| sinks_testkit::cannot_run("existing_rows", reason));
+    let h = NoSqlHarness::live(endpoint);
     let config = NoSqlSinkConfig { duplicate_policy: policy, key_strategy, ..h.config(&unique_table("ex")) };
     let read_back = h.read_back(&config);
     (opened(h.sink(config).unwrap()).await, read_back)

@@ -3,8 +3,11 @@
 //! JetStream cluster (any node of which a test may kill and restart), private MariaDB
 //! servers (one shared per run, or one per outage test), a real S3-compatible server
 //! (SeaweedFS), Oracle Coherence CE cluster members (one shared per run, or private ones a
-//! test kills, restarts from persistence or joins with a second member), an Oracle NoSQL test server speaking the proxy's protocol (in process), an HTTP ingestion endpoint with fault injection and namespaces (in process), an OpenTelemetry Collector with the OTLP receiver and the file exporter, unique names, and small JetStream helpers. Every server runs on free ports
-//! from the tools `cargo xtask setup` installs, and dies with the process that started it;
+//! test kills, restarts from persistence or joins with a second member), a real Oracle NoSQL
+//! Database (KVLite and its HTTP proxy, one shared per run or a private one a test kills and
+//! restarts), an Oracle NoSQL fault-injection server speaking the proxy's protocol (in
+//! process), an HTTP ingestion endpoint with fault injection and namespaces (in process), an OpenTelemetry Collector with the OTLP receiver and the file exporter, unique names, and small JetStream helpers. Every server runs on free ports
+//! from the tools `cargo xtask setup` installs (KVLite from `../shared/oracle-nosql`), and dies with the process that started it;
 //! nothing here uses a server the machine happens to run. A test that cannot run fails
 //! ([`cannot_run`]) unless what it lacks is on the one allow-list ([`allowed_skip`]). Not
 //! published.
@@ -17,6 +20,7 @@ mod cluster;
 mod coherence;
 mod fault_proxy;
 pub mod http;
+mod kvlite;
 mod mariadb;
 mod names;
 mod nats;
@@ -36,20 +40,22 @@ pub use http::{
     FINGERPRINT_HEADER, HttpFault, HttpServerTls, HttpTestServer, INGEST_PATH, LoggedRequest, RESPONSE_ID_HEADER,
     StoredRecord, shared_http,
 };
+pub use kvlite::{
+    KVLITE_JAVA_OPTS_ENV, KvLite, NOSQL_LIVE_ENV, ORACLE_NOSQL_DIR_ENV, ORACLE_NOSQL_VERSION, nosql_admin,
+    nosql_request, oracle_nosql_dir, shared_kvlite, start_kvlite_for_run,
+};
 pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
 pub use names::unique;
 pub use nats::{
     NATSCLI_ENV, NatsServer, find_nats_server, find_natscli, js_publish_all, read_stream, stream_with_subjects,
     try_find_nats_server, wait_until,
 };
-pub use nosql::{NOSQL_LIVE_ENV, NoSqlTestServer, Nson, live_nosql, shared_nosql};
+pub use nosql::{NoSqlTestServer, Nson};
 pub use otelcol::{Collector, CollectorTls, OTELCOL_ENV, find_collector};
 pub use pki::TestPki;
-pub use process::{free_port, reference_python, tools_dir, watch, workspace_root};
+pub use process::{free_port, free_port_range, reference_python, tools_dir, watch, workspace_root};
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,
     start_for_run,
 };
-pub use skip::{
-    ALLOWED_SKIPS, ORACLE_DATABASE, ORACLE_NOSQL_PROXY, SKIP_LOG_ENV, allowed_skip, cannot_run, env_or_allowed_skip,
-};
+pub use skip::{ALLOWED_SKIPS, ORACLE_DATABASE, SKIP_LOG_ENV, allowed_skip, cannot_run, env_or_allowed_skip};

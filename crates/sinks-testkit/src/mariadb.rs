@@ -79,7 +79,9 @@ impl MariaDb {
     /// Initializes a data directory and starts the server on a free port.
     pub fn try_start() -> Result<Self, String> {
         let (install, server) = find_mariadb()?;
-        let dir = tempfile::Builder::new().prefix("mariadb-").tempdir().map_err(|e| e.to_string())?;
+        // Named after this process: a shared server lives in a static that is never dropped, and
+        // the next test process removes what an ended one left (about 120 MB each).
+        let dir = crate::process::owned_tempdir("mariadb-")?;
         let datadir = dir.path().join("data");
         // A private tmpdir: with the shared /tmp, concurrent installs remove each other's
         // temporary tables (`#sql-temptable-…`) and fail with "Unknown table

@@ -1,12 +1,18 @@
-//! An Oracle NoSQL test server: the HTTP proxy's protocol (`POST /V2/nosql/data`, NSON
-//! version 4) for exactly the operations the NoSQL sink uses, over an in-memory store.
+//! The Oracle NoSQL fault-injection server: the HTTP proxy's protocol (`POST /V2/nosql/data`,
+//! NSON version 4) for exactly the operations the NoSQL sink uses, over an in-memory store,
+//! for what a real store cannot be made to do on demand.
 //!
-//! No runnable Oracle NoSQL server is published on a registry this project can use (Maven
-//! Central carries only clients: see docs/nosql-sink.md), so the sink is tested against this
-//! server, which an official client validates: the Python SDK `borneo` runs the same
-//! operations against it and against a real KVLite + proxy and must see the same results
-//! (`tests/nosql_server.rs`). Written from the protocol facts (NSON type codes, packed
-//! integers, request/response fields, error codes), not from Oracle's code.
+//! Every NoSQL test that needs no fault runs against the real Oracle NoSQL Database (KVLite +
+//! the HTTP proxy, [`crate::KvLite`]). This server stays for the faults: throttling and other
+//! error codes answered inside HTTP 200 for chosen requests ([`NoSqlTestServer::fail_next`]),
+//! and a reply lost after the put committed ([`NoSqlTestServer::drop_replies_after_commit`]).
+//! Each behaviour it emulates is checked against the real server in every run, so it cannot
+//! drift: the official Python SDK `borneo` runs the same operations (table DDL, put / put if
+//! absent / put if present with return-row, get, the error cases) against it and against
+//! KVLite and must see the same transcript (`tests/nosql_server.rs`), and a raw check there
+//! compares the field names and types of the answers, error answers included. Written from the
+//! protocol facts (NSON type codes, packed integers, request/response fields, error codes),
+//! not from Oracle's code.
 //!
 //! What it implements:
 //! - table DDL (`TABLE_REQUEST`): `CREATE TABLE [IF NOT EXISTS] name (col TYPE, …,
@@ -18,21 +24,24 @@
 //!   (2), ILLEGAL_ARGUMENT (4: missing or mistyped primary key, wrong column types),
 //!   TABLE_EXISTS (9); other operations answer OPERATION_NOT_SUPPORTED (21);
 //! - HTTP 200 with the error inside the body, the echoed `x-nosql-request-id`;
-//! - faults for tests: error codes injected into the next data requests, `stop()` (every
-//!   socket closed: the port refuses connections) and `restart()` on the same port with the
-//!   same rows;
+//! - the durability each put asked for (the NSON field `du`), recorded for tests
+//!   ([`NoSqlTestServer::put_durabilities`]);
+//! - faults for tests: error codes injected into the next data requests, replies dropped
+//!   after a put committed (the connection closes before the body), `stop()` (every socket
+//!   closed: the port refuses connections) and `restart()` on the same port with the same
+//!   rows;
 //! - a side channel for read-backs that bypass the sink: `GET /_test/rows/<table>` returns
 //!   the rows as a JSON array; `DELETE /_test/rows/<table>/<key>` removes the row of that
-//!   primary key (a row lost behind the sink's back, for reconcile tests).
+//!   primary key.
 //!
 //! Each server runs on its own thread and runtime, so it outlives the test runtime that
-//! started it and `stop()` really closes every connection. It starts in about a millisecond,
-//! so every test process simply starts its own ([`shared_nosql`]).
+//! started it and `stop()` really closes every connection. It starts in about a millisecond;
+//! a fault test starts its own, so that its faults hit only it.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::body::Bytes;
@@ -40,10 +49,6 @@ use axum::extract::{Path, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-
-/// Environment variable naming a real Oracle NoSQL proxy (`http://host:port`) for the live
-/// tests; unset, they are allow-listed skips (`oracle-nosql-proxy`).
-pub const NOSQL_LIVE_ENV: &str = "NATS_SINKS_TEST_NOSQL_ENDPOINT";
 
 // ---------------------------------------------------------------------------------------
 // NSON values
@@ -80,14 +85,16 @@ pub enum Nson {
 }
 
 impl Nson {
-    fn get(&self, key: &str) -> Option<&Self> {
+    /// The value of `key` in a map.
+    pub(crate) fn get(&self, key: &str) -> Option<&Self> {
         match self {
             Self::Map(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
             _ => None,
         }
     }
 
-    fn as_i64(&self) -> Option<i64> {
+    /// An integer or long as `i64`.
+    pub(crate) fn as_i64(&self) -> Option<i64> {
         match self {
             Self::Integer(i) => Some(i64::from(*i)),
             Self::Long(l) => Some(*l),
@@ -95,14 +102,16 @@ impl Nson {
         }
     }
 
-    fn as_str(&self) -> Option<&str> {
+    /// A non-null string's text.
+    pub(crate) fn as_str(&self) -> Option<&str> {
         match self {
             Self::String(Some(s)) => Some(s),
             _ => None,
         }
     }
 
-    fn str(s: impl Into<String>) -> Self {
+    /// A non-null string.
+    pub(crate) fn str(s: impl Into<String>) -> Self {
         Self::String(Some(s.into()))
     }
 
@@ -353,6 +362,10 @@ struct Store {
     tables: BTreeMap<String, Table>,
     /// Error codes answered to the next data requests (GET and PUT), in order.
     faults: Vec<i64>,
+    /// Puts whose reply is dropped after they committed, still to come.
+    drop_replies: usize,
+    /// The durability (`du`) each put asked for, in arrival order.
+    durabilities: Vec<Option<i64>>,
 }
 
 #[derive(Debug, Default)]
@@ -376,6 +389,24 @@ fn table_key(name: &str) -> String {
 }
 
 impl Shared {
+    /// The answer to `request`, and whether to drop it (a put that committed while replies
+    /// are to be dropped).
+    fn answer(&self, request: &Nson) -> (Nson, bool) {
+        let answer = self.handle(request);
+        let op = request.get("h").and_then(|h| h.get("o")).and_then(Nson::as_i64).unwrap_or(-1);
+        let committed = answer.get("rv").is_some();
+        let mut store = self.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(op, OP_PUT | OP_PUT_IF_ABSENT | OP_PUT_IF_PRESENT) {
+            let durability = request.get("p").and_then(|p| p.get("du")).and_then(Nson::as_i64);
+            store.durabilities.push(durability);
+        }
+        let drop = committed && store.drop_replies > 0;
+        if drop {
+            store.drop_replies -= 1;
+        }
+        (answer, drop)
+    }
+
     fn handle(&self, request: &Nson) -> Nson {
         self.requests.fetch_add(1, Ordering::Relaxed);
         let Some(header) = request.get("h") else { return error(17, "missing header") };
@@ -391,7 +422,10 @@ impl Shared {
             OP_TABLE_REQUEST => self.table_request(&mut store, &payload),
             OP_GET_TABLE => match store.tables.get_mut(&table_key(&table)) {
                 Some(t) => {
-                    let op_id = t.creating.take();
+                    // The operation id comes back only to a poll that names one (as the
+                    // proxy answers; a plain GetTable gets none).
+                    let asked = payload.get("od").is_some();
+                    let op_id = t.creating.take().filter(|_| asked);
                     table_result(t, 0, op_id)
                 }
                 None => error(TABLE_NOT_FOUND, &format!("Table not found: {table}")),
@@ -675,7 +709,13 @@ async fn data(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     });
     let mut out = Vec::new();
     match decoded {
-        Ok(request) => write_value(&mut out, &shared.handle(&request)),
+        Ok(request) => {
+            let (answer, drop) = shared.answer(&request);
+            if drop {
+                return dropped_reply(&headers);
+            }
+            write_value(&mut out, &answer);
+        }
         Err(_) => {
             // What the proxy answers a body it cannot read: UNSUPPORTED_PROTOCOL, V3 style.
             out.push(24);
@@ -689,6 +729,18 @@ async fn data(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: Bytes
     h.insert("x-nosql-version", HeaderValue::from_static("nats-sinks-testkit"));
     if let Some(id) = headers.get("x-nosql-request-id") {
         h.insert("x-nosql-request-id", id.clone());
+    }
+    response
+}
+
+/// A reply that is lost: the status line and headers go out, then the body fails, so the
+/// server closes the connection and the client never reads an answer (as when the proxy or the
+/// network dies between the commit and the reply).
+fn dropped_reply(headers: &HeaderMap) -> Response {
+    let body = futures::stream::once(async { Err::<Bytes, _>(std::io::Error::other("reply dropped after commit")) });
+    let mut response = (StatusCode::OK, axum::body::Body::from_stream(body)).into_response();
+    if let Some(id) = headers.get("x-nosql-request-id") {
+        response.headers_mut().insert("x-nosql-request-id", id.clone());
     }
     response
 }
@@ -809,6 +861,17 @@ impl NoSqlTestServer {
         store.faults.extend(std::iter::repeat_n(code, count));
     }
 
+    /// Applies the next `count` puts that commit (a row written) and then drops their
+    /// replies: the connection closes before the client reads an answer.
+    pub fn drop_replies_after_commit(&self, count: usize) {
+        self.shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner).drop_replies += count;
+    }
+
+    /// The durability each put so far asked for (the NSON field `du`, `None` when absent).
+    pub fn put_durabilities(&self) -> Vec<Option<i64>> {
+        self.shared.store.lock().unwrap_or_else(std::sync::PoisonError::into_inner).durabilities.clone()
+    }
+
     /// Requests served so far.
     pub fn requests(&self) -> u64 {
         self.shared.requests.load(Ordering::Relaxed)
@@ -824,22 +887,6 @@ impl NoSqlTestServer {
 impl Drop for NoSqlTestServer {
     fn drop(&mut self) {
         self.stop();
-    }
-}
-
-/// The test process's NoSQL test server, started on first use and kept for the process.
-pub fn shared_nosql() -> &'static NoSqlTestServer {
-    static SERVER: OnceLock<NoSqlTestServer> = OnceLock::new();
-    SERVER.get_or_init(|| NoSqlTestServer::start().unwrap_or_else(|e| panic!("nosql test server: {e}")))
-}
-
-/// The live proxy named by [`NOSQL_LIVE_ENV`], or why there is none.
-pub fn live_nosql() -> Result<String, String> {
-    match std::env::var(NOSQL_LIVE_ENV) {
-        Ok(v) if !v.trim().is_empty() => Ok(v.trim().to_owned()),
-        _ => {
-            Err(format!("{NOSQL_LIVE_ENV} is not set (point it at a real Oracle NoSQL proxy, e.g. KVLite + httpproxy)"))
-        }
     }
 }
 

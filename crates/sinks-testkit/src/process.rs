@@ -31,30 +31,46 @@ const RESERVED_FROM: u16 = 10_000;
 /// The lock files this process holds, one per port it reserved; never released before exit.
 static HELD: std::sync::Mutex<Vec<std::fs::File>> = std::sync::Mutex::new(Vec::new());
 
+/// `len` consecutive free ports, reserved like [`free_port`]'s (for a server that takes a
+/// port range, such as KVLite's replication ports); the first one is returned. Panics when no
+/// such range can be reserved.
+pub fn free_port_range(len: u16) -> u16 {
+    reserved_range(len.max(1)).unwrap_or_else(|| panic!("no {len} consecutive free ports could be reserved"))
+}
+
 /// A port in `[RESERVED_FROM, start of the ephemeral range)` that no other process has
 /// reserved and that binds now, with its lock kept in [`HELD`].
 fn reserved_port() -> Option<u16> {
+    reserved_range(1)
+}
+
+/// The first of `len` consecutive ports below the ephemeral range, each unreserved by any
+/// other process and free to bind now, with their locks kept in [`HELD`].
+fn reserved_range(len: u16) -> Option<u16> {
     let below = ephemeral_start()?;
-    if below <= RESERVED_FROM + 1_000 {
+    if below <= RESERVED_FROM + 1_000 + len {
         return None;
     }
     let dir = std::env::temp_dir().join(PORT_LOCKS);
     std::fs::create_dir_all(&dir).ok()?;
-    for _ in 0..1_000 {
-        let port = rand::random_range(RESERVED_FROM..below);
-        let Ok(file) =
-            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
-        else {
-            return None;
-        };
-        // Locked by another process (or already by this one: flock locks are per open file).
-        if file.try_lock().is_err() {
-            continue;
+    'draw: for _ in 0..1_000 {
+        let first = rand::random_range(RESERVED_FROM..below - len);
+        let mut locks = Vec::with_capacity(usize::from(len));
+        for port in first..first + len {
+            let Ok(file) =
+                std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(dir.join(port.to_string()))
+            else {
+                return None;
+            };
+            // Locked by another process (or already by this one: flock locks are per open
+            // file), or bound by something: draw again (the locks taken so far are dropped).
+            if file.try_lock().is_err() || TcpListener::bind(("127.0.0.1", port)).is_err() {
+                continue 'draw;
+            }
+            locks.push(file);
         }
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(file);
-            return Some(port);
-        }
+        HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).extend(locks);
+        return Some(first);
     }
     None
 }
@@ -98,6 +114,31 @@ pub(crate) fn first_file(candidates: impl IntoIterator<Item = Option<PathBuf>>) 
 /// `name` on `PATH`, if it is there.
 pub(crate) fn on_path(name: &str) -> Option<PathBuf> {
     std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join(name)).find(|p| p.is_file())
+}
+
+/// A temporary directory named `{prefix}{pid}-…` after this process's id, made once the
+/// directories of the same prefix whose process has ended are removed: a server shared by a
+/// whole test process lives in a static that is never dropped (its processes die with their
+/// watchdog, its directory stays), so the next test process cleans up after it.
+pub(crate) fn owned_tempdir(prefix: &str) -> Result<tempfile::TempDir, String> {
+    remove_ended_owners(&std::env::temp_dir(), prefix);
+    tempfile::Builder::new().prefix(&format!("{prefix}{}-", std::process::id())).tempdir().map_err(|e| e.to_string())
+}
+
+/// Removes the directories `{prefix}{pid}-…` in `parent` whose process `pid` has ended.
+fn remove_ended_owners(parent: &Path, prefix: &str) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)).and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Kills `child` (SIGKILL) if there is one and waits for it to exit.
@@ -146,6 +187,38 @@ mod tests {
             // Another open file (as another process would hold) cannot take the lock.
             let other = std::fs::File::open(std::env::temp_dir().join(PORT_LOCKS).join(port.to_string())).unwrap();
             assert!(other.try_lock().is_err(), "port {port} is not locked while reserved");
+            assert!(TcpListener::bind(("127.0.0.1", port)).is_ok(), "port {port} is not free");
+        }
+    }
+
+    #[test]
+    fn directories_of_ended_processes_are_removed_and_live_ones_kept() {
+        let parent = tempfile::tempdir().unwrap();
+        let ours = parent.path().join(format!("srv-{}-abc", std::process::id()));
+        // Above the kernel's largest pid (4,194,304): no such process.
+        let ended = parent.path().join("srv-4294967-abc");
+        let other_prefix = parent.path().join("other-4294967-abc");
+        let not_a_pid = parent.path().join("srv-x-abc");
+        for dir in [&ours, &ended, &other_prefix, &not_a_pid] {
+            std::fs::create_dir_all(dir.join("data")).unwrap();
+        }
+        remove_ended_owners(parent.path(), "srv-");
+        assert!(ours.exists(), "this process's directory was removed");
+        assert!(!ended.exists(), "an ended process's directory was kept");
+        assert!(other_prefix.exists() && not_a_pid.exists(), "a directory of another prefix or no pid was removed");
+        let made = owned_tempdir("sinks-testkit-owned-").unwrap();
+        let name = made.path().file_name().unwrap().to_str().unwrap().to_owned();
+        assert!(name.starts_with(&format!("sinks-testkit-owned-{}-", std::process::id())), "{name}");
+    }
+
+    #[test]
+    fn a_range_is_consecutive_reserved_and_apart_from_single_ports() {
+        let first = free_port_range(4);
+        let single = free_port();
+        assert!(!(first..first + 4).contains(&single), "{single} was handed out inside the range at {first}");
+        for port in first..first + 4 {
+            let other = std::fs::File::open(std::env::temp_dir().join(PORT_LOCKS).join(port.to_string())).unwrap();
+            assert!(other.try_lock().is_err(), "port {port} of the range is not locked");
             assert!(TcpListener::bind(("127.0.0.1", port)).is_ok(), "port {port} is not free");
         }
     }

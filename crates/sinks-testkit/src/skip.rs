@@ -2,7 +2,7 @@
 //! ([`cannot_run`]), unless the missing thing is on the one allow-list of skips
 //! (`sinks_certify::skips`), when it records an allowed skip ([`allowed_skip`]).
 
-pub use sinks_certify::skips::{ALLOWED_SKIPS, ORACLE_DATABASE, ORACLE_NOSQL_PROXY, SKIP_LOG_ENV};
+pub use sinks_certify::skips::{ALLOWED_SKIPS, ORACLE_DATABASE, SKIP_LOG_ENV};
 
 /// Fails `test` because `reason` keeps it from running (a tool `cargo xtask setup` installs,
 /// a server that did not start). Never a skip.

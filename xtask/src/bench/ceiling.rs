@@ -1,5 +1,5 @@
 //! Raw ceilings: for each sink a hand-written loop doing the same writes with no framework
-//! (`raw_consume`, `raw_mysql`, `raw_ceiling`), measured in the same run as the sink, and the
+//! (`raw_consume`, `raw_mysql`, `raw_ceiling`, `raw_nosql`), measured in the same run as the sink, and the
 //! report's table of every contender against its ceiling with the targets of
 //! docs/performance.md.
 //!
@@ -127,6 +127,7 @@ pub(super) const RAW_FILE_FSYNC: &str = "raw JetStream → temp file + fsync + r
 /// Followed by `, <n> subject(s)`.
 pub(super) const RAW_HTTP: &str = "raw JetStream → reqwest POST loop";
 pub(super) const RAW_S3: &str = "raw JetStream → object_store put loop";
+pub(super) const RAW_NOSQL: &str = "raw JetStream → Oracle NoSQL SDK put-if-absent loop";
 
 /// Every contender with a ceiling, and its targets.
 pub(super) const PAIRINGS: &[Pairing] = &[
@@ -206,6 +207,13 @@ pub(super) const PAIRINGS: &[Pairing] = &[
         min_ratio: 0.95,
         max_cpu_us: None,
         max_rss_mib: Some(40.0),
+    },
+    Pairing {
+        contender: "nats-sink, nosql sink, ordering none",
+        ceiling: RAW_NOSQL,
+        min_ratio: 0.8,
+        max_cpu_us: None,
+        max_rss_mib: None,
     },
     Pairing {
         contender: "nats-sink, s3 sink, ordering none",
