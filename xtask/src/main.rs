@@ -27,6 +27,7 @@
 //! Every error is reported as one line (`error: …`, causes joined with `: `), exit code 1.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod architecture;
 mod bench;
 mod certify;
 mod config_ref;

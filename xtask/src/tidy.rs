@@ -10,7 +10,7 @@
 //! API holds no async-nats type; and no product source file is over 1,200 lines.
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::{Path, PathBuf};
 
     fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
@@ -115,7 +115,7 @@ mod tests {
     /// `cargo metadata` of the workspace (resolved, with dependency kinds), for the host
     /// platform: offline, cargo has only the packages a build here downloaded, and not those
     /// of other platforms (Android's, Windows') that an unfiltered resolve lists.
-    fn metadata() -> serde_json::Value {
+    pub(crate) fn metadata() -> serde_json::Value {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
         let version = std::process::Command::new(rustc).arg("-vV").output().expect("run rustc -vV");
