@@ -134,7 +134,9 @@ mod tests {
             })
             .collect();
         rows.sort();
-        let mut out = format!("{DEPS_BEGIN}\n| crate | declared normal dependencies (`?`: optional, behind a feature) |\n|---|---|\n");
+        let mut out = format!(
+            "{DEPS_BEGIN}\n| crate | declared normal dependencies (`?`: optional, behind a feature) |\n|---|---|\n"
+        );
         for (name, deps) in rows {
             out.push_str(&format!("| {name} | {deps} |\n"));
         }
@@ -161,7 +163,9 @@ mod tests {
         assert!(problems.iter().any(|p| p.contains("does not name src/runner/guard.rs")), "{problems:?}");
         assert!(problems.iter().any(|p| p.contains("gaurd.rs, which does not exist")), "{problems:?}");
         let without = broken.replace("### `crates/sink-file`", "### `crates/sink-filez`");
-        assert!(code_map_problems(&root, &without).iter().any(|p| p.contains("no code map section for `crates/sink-file`")));
+        assert!(
+            code_map_problems(&root, &without).iter().any(|p| p.contains("no code map section for `crates/sink-file`"))
+        );
     }
 
     #[test]
@@ -178,6 +182,9 @@ mod tests {
             std::fs::write(&path, format!("{}{want}{}", &doc[..begin], &doc[end + DEPS_END.len()..])).unwrap();
             return;
         }
-        assert_eq!(have, want, "{DOC}'s dependency table is stale (XTASK_BLESS=1 cargo test -p xtask architecture rewrites it)");
+        assert_eq!(
+            have, want,
+            "{DOC}'s dependency table is stale (XTASK_BLESS=1 cargo test -p xtask architecture rewrites it)"
+        );
     }
 }
