@@ -8,7 +8,7 @@
 //! ordering rule; a message behind a temporary failure of its ordering key is held back.
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
@@ -78,6 +78,12 @@ fn fingerprint(payload: &[u8]) -> String {
 }
 
 impl Inner {
+    /// The writing connection's slot. A write that panicked left no half-done work behind (its
+    /// transaction rolled back when it was dropped), so a poisoned lock is taken over as is.
+    fn slot(&self) -> MutexGuard<'_, Option<Connection>> {
+        self.connection.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Opens the database for writing, durable commits on, the table there.
     fn connect(&self) -> Result<Connection, SinkError> {
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
@@ -111,7 +117,7 @@ impl Inner {
 
     /// Writes `batch` in one transaction; see the module docs.
     fn write(&self, batch: &[Envelope], deadline: Instant) -> BatchResult {
-        let mut slot = self.connection.lock().map_err(|_| SinkError::temporary("the connection lock is poisoned"))?;
+        let mut slot = self.slot();
         if slot.is_none() {
             *slot = Some(self.connect()?);
         }
@@ -277,9 +283,7 @@ impl Sink for SqliteSink {
                 sinks_contract::ErrorClass::Temporary => SinkError::config(e.display_chain()).with_field("sink.path"),
                 _ => e,
             })?;
-            let mut slot =
-                inner.connection.lock().map_err(|_| SinkError::temporary("the connection lock is poisoned"))?;
-            *slot = Some(conn);
+            *inner.slot() = Some(conn);
             Ok(())
         })
         .await
@@ -308,9 +312,8 @@ impl Sink for SqliteSink {
     }
 
     async fn close(&self) -> Result<(), SinkError> {
-        let mut slot =
-            self.inner.connection.lock().map_err(|_| SinkError::temporary("the connection lock is poisoned"))?;
-        *slot = None;
+        // After the last write: nothing holds the lock any more.
+        *self.inner.slot() = None;
         Ok(())
     }
 
