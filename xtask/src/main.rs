@@ -37,6 +37,7 @@ mod doc_run;
 mod docs;
 mod fuzz;
 mod ops;
+mod out_of_tree;
 mod phases;
 mod publish;
 mod quickstart;
@@ -320,6 +321,8 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
         certified.and(soaked)
     });
     let certified = certified.and_then(|()| phases.run("slim binaries end to end", || slim_e2e(&env, args.full)));
+    // A sink written outside the workspace, on its crates by path (docs/writing-a-sink.md).
+    let certified = certified.and_then(|()| phases.run("out-of-tree sink example", || out_of_tree::run(&env)));
     drop(s3_server);
     drop(mysql_server);
     drop(coherence_member);
