@@ -422,6 +422,24 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
     Ok(())
 }
 
+/// The names of the crates the manifest's `[patch.crates-io]` section replaces.
+fn patched_crates(manifest: &str) -> Vec<String> {
+    let Some(start) = manifest.find("\n[patch.crates-io]") else { return Vec::new() };
+    manifest[start + 1..]
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim_start().starts_with('['))
+        .filter_map(|l| {
+            let l = l.trim();
+            if l.is_empty() || l.starts_with('#') {
+                return None;
+            }
+            l.split('=').next().map(|n| n.trim().trim_matches('"').to_owned())
+        })
+        .filter(|n| !n.is_empty())
+        .collect()
+}
+
 fn output(mut cmd: Command, what: &str) -> Result<Vec<u8>> {
     let out = cmd.output().with_context(|| format!("running {what}"))?;
     if !out.status.success() {
@@ -503,6 +521,15 @@ pub(crate) fn package_check() -> Result<()> {
     }
     eprintln!("package-check: release.yml publishes the {} publishable crates in dependency order", order.len());
 
+    // A crate replaced by `[patch.crates-io]` is built from its local copy, so a build never
+    // reads its registry entry; packaging resolves it against crates.io as publishing will,
+    // and offline that needs the entry cached (a fresh machine has none): read it once.
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?;
+    for name in patched_crates(&manifest) {
+        let mut info = Command::new(&cargo);
+        info.args(["info", "--quiet", "--registry", "crates-io", &name]).current_dir(std::env::temp_dir());
+        output(info, &format!("cargo info {name}"))?;
+    }
     let mut args = vec!["package", "--workspace", "--no-verify", "--allow-dirty", "--offline", "--quiet"];
     for name in &private {
         args.extend(["--exclude", name]);
@@ -510,4 +537,19 @@ pub(crate) fn package_check() -> Result<()> {
     crate::cargo(&args, &[])?;
     eprintln!("package-check: {} crates packaged into target/package", order.len());
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patched_crates_are_read_from_the_patch_section_only() {
+        let manifest = "[workspace]\nmembers = []\n\n[patch.crates-io]\n# vendored\n\"a-crate\" = { path = \"v/a\" }\nb = { git = \"x\" }\n\n[profile.dist]\nlto = \"fat\"\n";
+        assert_eq!(patched_crates(manifest), ["a-crate", "b"]);
+        assert!(patched_crates("[workspace]\nmembers = []\n").is_empty());
+        // The workspace's own manifest: the vendored NoSQL SDK (docs/nosql-sink.md).
+        let ours = std::fs::read_to_string(sinks_testkit::workspace_root().join("Cargo.toml")).unwrap();
+        assert_eq!(patched_crates(&ours), ["oracle-nosql-rust-sdk"]);
+    }
 }
