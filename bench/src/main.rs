@@ -29,9 +29,13 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-/// Named like the command that runs it, so that `--help` reads as `cargo xtask <cmd>`.
+// Named like the command that runs it, so that `--help` reads as `cargo xtask <cmd>`.
 #[derive(Debug, Parser)]
-#[command(name = "cargo xtask")]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "The workflows of `cargo xtask` that link the product"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
