@@ -48,7 +48,7 @@ mod tests {
     }
 
     /// The words of `text` that look like a Rust file path (`pending.rs`, `runner/pending.rs`,
-    /// `xtask/src/bin/raw_nosql.rs`).
+    /// `bench/src/bin/raw_nosql.rs`).
     fn named_files(text: &str) -> BTreeSet<String> {
         text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '/' || c == '.' || c == '-'))
             .filter(|w| w.ends_with(".rs") && w.len() > 3)
@@ -82,6 +82,7 @@ mod tests {
             .filter(|e| e.path().join("Cargo.toml").is_file())
             .map(|e| format!("crates/{}", e.file_name().to_string_lossy()))
             .collect();
+        crates.push("bench".into());
         crates.push("xtask".into());
         crates.sort();
         for krate in &crates {

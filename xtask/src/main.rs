@@ -14,6 +14,11 @@
 //!   destination exactly once or dead-lettered; docs/reliability.md).
 //! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
 //!   (see docs/performance.md).
+//!
+//!   These three link the product, so they live in the unpublished package `sinks-bench`
+//!   (`bench/`): xtask installs the tools they need and runs them through cargo with the same
+//!   arguments. xtask itself depends on no product crate, so `cargo xtask setup` compiles
+//!   none (a tidy test checks the dependency tree).
 //! - `publish`: publishes demo messages to a running server.
 //! - `sizes`, `deploy-check`: the slim binaries' size table, and the systemd unit, Kubernetes
 //!   manifests, Helm chart and workflows checked offline (docs/operations.md); both run in
@@ -28,10 +33,6 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod architecture;
-mod bench;
-mod certify;
-mod config_ref;
-mod crash;
 mod deny;
 mod doc_run;
 mod docs;
@@ -42,7 +43,6 @@ mod phases;
 mod publish;
 mod quickstart;
 mod setup;
-mod soak;
 mod tidy;
 
 use std::process::{Command, ExitCode};
@@ -66,12 +66,15 @@ enum Cmd {
     /// Everything CI checks: the supply chain, setup, fmt, clippy, nextest, certification, a short soak, quick start.
     Test(TestArgs),
     /// Certify sinks: contract clauses and crash certification.
-    Certify(certify::Args),
+    #[command(disable_help_flag = true)]
+    Certify(Forwarded),
     /// Measure throughput against the raw ceiling (and, optionally, the Python reference).
-    Bench(bench::Args),
+    #[command(disable_help_flag = true)]
+    Bench(Forwarded),
     /// The chaos soak: faults injected at random (seeded) while the sink runs; every message
     /// must end in the destination exactly once or in the DLQ.
-    Soak(soak::Args),
+    #[command(disable_help_flag = true)]
+    Soak(Forwarded),
     /// Publish demo messages to a subject.
     Publish(publish::Args),
     /// Fuzz canonical JSON and signature verification for a bounded time (nightly).
@@ -98,10 +101,10 @@ fn main() -> ExitCode {
         Cmd::Quickstart(args) => quickstart::run(args),
         Cmd::Test(args) if args.quick => test_quick(),
         Cmd::Test(args) => test(&args),
-        Cmd::Certify(args) => certify::run(args, None),
-        Cmd::Bench(args) => bench::run(args),
+        Cmd::Certify(args) => forward("certify", &args),
+        Cmd::Bench(args) => forward("bench", &args),
         Cmd::Publish(args) => publish::run(args),
-        Cmd::Soak(args) => soak::run(args),
+        Cmd::Soak(args) => forward("soak", &args),
         Cmd::Fuzz(args) => fuzz::run(args),
         Cmd::Sizes(args) => ops::sizes(&args),
         Cmd::DeployCheck => ops::deploy_check(),
@@ -120,32 +123,114 @@ fn main() -> ExitCode {
     }
 }
 
-/// Where cargo puts build output: `CARGO_TARGET_DIR` (relative to the workspace root when
-/// relative), else `target/` of the workspace.
+/// Where cargo puts build output (`CARGO_TARGET_DIR`, else `target/` of the workspace).
 pub(crate) fn target_dir() -> std::path::PathBuf {
-    let root = sinks_testkit::workspace_root();
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
+    sinks_testkit::target_dir()
 }
 
 /// The debug `nats-sink` binary (built by `cargo build -p sinks-bin`).
 pub(crate) fn debug_nats_sink() -> std::path::PathBuf {
-    target_dir().join("debug/nats-sink")
+    sinks_testkit::debug_nats_sink()
 }
 
 /// Runs `cargo` with `args` from the workspace root, failing on a non-zero exit.
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    eprintln!("$ cargo {}", args.join(" "));
-    let status = Command::new(cargo)
-        .args(args)
-        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
-        .current_dir(sinks_testkit::workspace_root())
-        .status()
-        .context("running cargo")?;
+    sinks_testkit::cargo(args, envs).map_err(anyhow::Error::msg)
+}
+
+/// The arguments of a command that `sinks-bench` runs, passed on as given (`--help`
+/// included: `sinks-bench` describes its own options).
+#[derive(Debug, clap::Args)]
+struct Forwarded {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    args: Vec<String>,
+}
+
+/// Set once `cargo xtask test` has built the workspace's test targets, `sinks-bench`'s
+/// binary among them (its CLI test needs it): from then on it runs as built, with the same
+/// profile and features as every other test target, instead of through `cargo run`, whose
+/// feature set for one package would compile the product a second time.
+static SINKS_BENCH_BUILT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// How to run `sinks-bench`: the binary `cargo xtask test` built, else `cargo run`.
+fn sinks_bench_command() -> Command {
+    if SINKS_BENCH_BUILT.load(std::sync::atomic::Ordering::Relaxed) {
+        Command::new(target_dir().join("debug/sinks-bench"))
+    } else {
+        let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+        cmd.args(["run", "--quiet", "--package", "sinks-bench", "--"]);
+        cmd
+    }
+}
+
+/// Runs `sinks-bench` with `args` (and `envs`) from the workspace root, failing on a
+/// non-zero exit.
+pub(crate) fn sinks_bench(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
+    let status = sinks_bench_child(args, envs)?.wait().context("waiting for sinks-bench")?;
     if !status.success() {
-        bail!("`cargo {}` failed with {status}", args.join(" "));
+        bail!("`sinks-bench {}` failed with {status}", args.join(" "));
     }
     Ok(())
+}
+
+/// Starts `sinks-bench` with `args` (and `envs`) from the workspace root.
+fn sinks_bench_child(args: &[&str], envs: &[(&str, String)]) -> Result<std::process::Child> {
+    let mut cmd = sinks_bench_command();
+    cmd.args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .current_dir(sinks_testkit::workspace_root())
+        .spawn()
+        .context("starting sinks-bench")
+}
+
+/// Runs `cargo xtask <command> ARGS…` (certify, bench or soak) in `sinks-bench` after
+/// installing the tools it needs; `--help` is answered there, with nothing installed.
+fn forward(command: &str, forwarded: &Forwarded) -> Result<()> {
+    let args = &forwarded.args;
+    if !args.iter().any(|a| a == "--help" || a == "-h") {
+        setup::ensure(&needs(command, args))?;
+    }
+    let mut all = vec![command];
+    all.extend(args.iter().map(String::as_str));
+    sinks_bench(&all, &[])
+}
+
+/// The value of option `--name` in `args` (`--name value` or `--name=value`).
+fn option<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == name {
+            return iter.next().map(String::as_str);
+        }
+        if let Some(value) = arg.strip_prefix(name).and_then(|rest| rest.strip_prefix('=')) {
+            return Some(value);
+        }
+    }
+    None
+}
+
+/// The tools `cargo xtask <command> ARGS…` needs: the servers for `certify` and `bench` (and
+/// nginx when the benchmark's suites include `http`); for the soak, nats-server, and MariaDB
+/// and SeaweedFS when its sinks include `mysql` and `s3`. An option left out stands for its
+/// default, which includes them all.
+fn needs(command: &str, args: &[String]) -> Vec<setup::Need> {
+    let names = |option_name: &str, name: &str| {
+        option(args, option_name).is_none_or(|list| list.split(',').any(|s| s.trim() == name))
+    };
+    match command {
+        "soak" => {
+            let mut needs = vec![setup::Need::Nats];
+            if names("--sinks", "mysql") {
+                needs.push(setup::Need::MariaDb);
+            }
+            if names("--sinks", "s3") {
+                needs.push(setup::Need::SeaweedFs);
+            }
+            needs
+        }
+        "bench" if names("--suite", "http") => [setup::Need::SERVERS, &[setup::Need::Nginx]].concat(),
+        _ => setup::Need::SERVERS.to_vec(),
+    }
 }
 
 /// Each slim binary and the end-to-end test of its sink: `nats-sink` built with only that
@@ -202,6 +287,10 @@ struct TestArgs {
     #[arg(long)]
     full: bool,
 }
+
+/// `sinks_certify::skips::SKIP_LOG_ENV`: the file every allowed skip of the run is appended
+/// to (a tidy test checks the name against sinks-certify's source).
+pub(crate) const SKIP_LOG_ENV: &str = "NATS_SINKS_SKIP_LOG";
 
 /// The crash certification's size in a CI run: a fifth of the messages and three kills per
 /// sink (the clauses are the same; `--full`, and `cargo xtask certify`, run the full size).
@@ -289,35 +378,46 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     // that cannot run fails its test.
     let skip_log = target_dir().join("skips.log");
     let _ = std::fs::remove_file(&skip_log);
-    env.push((sinks_certify::skips::SKIP_LOG_ENV, skip_log.display().to_string()));
+    env.push((SKIP_LOG_ENV, skip_log.display().to_string()));
     let tested =
         phases.run("nextest (every test)", || cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env));
-    let servers = certify::Servers {
-        s3: s3_server.endpoint(),
-        mysql: mysql_server.addr(),
-        coherence: coherence_member.address(),
-        nosql: kvlite.endpoint(),
-    };
-    let certify_args = if args.full {
-        certify::Args::default()
-    } else {
+    // Certification and the soak link the product: `sinks-bench` runs them, as the test
+    // build built it (the servers of the run reach it through `env`).
+    SINKS_BENCH_BUILT.store(true, std::sync::atomic::Ordering::Relaxed);
+    // `--full`: the certification's own (full) size.
+    let mut certify_args = vec!["certify".to_owned()];
+    if !args.full {
         let (messages, kills, graceful) = CI_CERTIFY;
-        certify::Args::sized(messages, kills, graceful)
-    };
+        certify_args.extend([
+            format!("--messages={messages}"),
+            format!("--kills={kills}"),
+            format!("--graceful-messages={graceful}"),
+        ]);
+    }
     // The crash certification and the soak wait on kills, restarts and AckWaits far more
     // than they compute (a third of two cores over a whole run): they run side by side, both
     // on the full debug binary, before the slim builds replace it.
     let certified = tested.and_then(|()| {
         let minutes = if args.full { 10.0 } else { CI_SOAK_MINUTES };
-        let soak = std::thread::spawn(move || {
-            let began = std::time::Instant::now();
-            // A short seeded chaos soak (docs/reliability.md has a long one).
-            let result = soak::run(soak::Args { minutes, seed: 1, sinks: "file,http".into(), rate: 200 });
-            (result, began.elapsed())
+        // A short seeded chaos soak (docs/reliability.md has a long one).
+        let soak_args = [
+            "soak".to_owned(),
+            format!("--minutes={minutes}"),
+            "--seed=1".into(),
+            "--sinks=file,http".into(),
+            "--rate=200".into(),
+        ];
+        let began = std::time::Instant::now();
+        let mut soak = sinks_bench_child(&soak_args.iter().map(String::as_str).collect::<Vec<_>>(), &env)?;
+        // Waited for on its own thread, so that its row shows its own time.
+        let soak = std::thread::spawn(move || (soak.wait(), began.elapsed()));
+        let certified = phases.run("certify (the soak alongside)", || {
+            sinks_bench(&certify_args.iter().map(String::as_str).collect::<Vec<_>>(), &env)
         });
-        let certified = phases.run("certify (the soak alongside)", || certify::run(certify_args, Some(servers)));
-        let (soaked, took) = soak.join().map_err(|_| anyhow::anyhow!("the soak panicked"))?;
-        phases.record("soak (alongside certify)", took, soaked.is_ok());
+        let (soaked, took) = soak.join().map_err(|_| anyhow::anyhow!("waiting for the soak panicked"))?;
+        let soaked = soaked.context("waiting for the soak")?;
+        phases.record("soak (alongside certify)", took, soaked.success());
+        let soaked = if soaked.success() { Ok(()) } else { Err(anyhow::anyhow!("the soak failed with {soaked}")) };
         certified.and(soaked)
     });
     let certified = certified.and_then(|()| phases.run("slim binaries end to end", || slim_e2e(&env, args.full)));
@@ -339,9 +439,7 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     phases.run("deploy check", ops::deploy_check)?;
     phases.run("package check", ops::package_check)?;
     phases.run("docs", || docs::run(&docs::Args::default()))?;
-    for line in sinks_certify::skips::summary(&sinks_certify::skips::read_skip_log(&skip_log)) {
-        eprintln!("{line}");
-    }
+    sinks_bench(&["skips", &skip_log.display().to_string()], &[])?;
     eprintln!("all checks passed");
     Ok(())
 }

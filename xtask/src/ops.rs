@@ -485,7 +485,7 @@ pub(crate) fn package_check() -> Result<()> {
     let publishable: Vec<&serde_json::Value> = packages.iter().filter(|p| p["publish"].is_null()).collect();
     let private: Vec<&str> =
         packages.iter().filter(|p| !p["publish"].is_null()).filter_map(|p| p["name"].as_str()).collect();
-    for name in ["sinks-testkit", "xtask"] {
+    for name in ["sinks-testkit", "sinks-bench", "xtask"] {
         if !private.contains(&name) {
             bail!("{name} must stay `publish = false`");
         }

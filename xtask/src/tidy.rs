@@ -29,6 +29,7 @@ pub(crate) mod tests {
         let root = sinks_testkit::workspace_root();
         let mut out = Vec::new();
         rust_files(&root.join("crates"), &mut out);
+        rust_files(&root.join("bench"), &mut out);
         rust_files(&root.join("xtask"), &mut out);
         rust_files(&root.join("fuzz"), &mut out);
         assert!(out.len() > 10, "found too few Rust files under {}", root.display());
@@ -63,6 +64,7 @@ pub(crate) mod tests {
         let root = sinks_testkit::workspace_root();
         let mut manifests: Vec<PathBuf> =
             std::fs::read_dir(root.join("crates")).unwrap().flatten().map(|e| e.path().join("Cargo.toml")).collect();
+        manifests.push(root.join("bench/Cargo.toml"));
         manifests.push(root.join("xtask/Cargo.toml"));
         for m in manifests {
             let text = std::fs::read_to_string(&m).unwrap();
@@ -185,6 +187,64 @@ pub(crate) mod tests {
     fn reaches(meta: &serde_json::Value, package: &str, forbidden: &[&str]) -> Vec<String> {
         let closure = normal_closure(meta, package);
         forbidden.iter().filter(|f| closure.contains(**f)).map(|f| format!("{package} reaches {f}")).collect()
+    }
+
+    /// The workspace's packages that xtask may depend on: itself and the test support built
+    /// without its `certify` feature. Every other member (`sinks-*`, `sink-*`, and
+    /// `sinks-bench`, which links them) is the product or links it.
+    const XTASK_MAY_USE: [&str; 2] = ["xtask", "sinks-testkit"];
+
+    /// The workspace members among the packages of `tree` (`cargo tree --prefix none
+    /// --format {p}`: one `name vX (path)` a line) that xtask may not use.
+    fn product_crates_in(tree: &str, members: &[&str]) -> Vec<String> {
+        let mut bad: Vec<String> = tree
+            .lines()
+            .filter_map(|line| line.split_whitespace().next())
+            .filter(|name| members.contains(name) && !XTASK_MAY_USE.contains(name))
+            .map(str::to_owned)
+            .collect();
+        bad.sort();
+        bad.dedup();
+        bad
+    }
+
+    /// `cargo xtask` compiles no product code: the tree cargo builds for xtask alone (its
+    /// own feature resolution, which `cargo tree -p` shares with `cargo run -p`; the
+    /// workspace-wide resolve of `cargo metadata` would show sinks-testkit's `certify`
+    /// feature, which other members turn on) holds no workspace member but sinks-testkit.
+    #[test]
+    fn xtask_depends_on_no_product_crate() {
+        let meta = metadata();
+        let members: Vec<&str> = meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| meta["workspace_members"].as_array().unwrap().contains(&p["id"]))
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert!(members.contains(&"sinks-contract") && members.contains(&"sinks-bench"), "{members:?}");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .args(["tree", "-p", "xtask", "-e", "normal,build", "--prefix", "none", "--format", "{p}"])
+            .args(["--locked", "--offline"])
+            .current_dir(sinks_testkit::workspace_root())
+            .output()
+            .expect("run cargo tree");
+        assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+        let tree = String::from_utf8_lossy(&out.stdout);
+        assert!(tree.lines().any(|l| l.starts_with("sinks-testkit ")), "xtask's tree lacks sinks-testkit:\n{tree}");
+        let bad = product_crates_in(&tree, &members);
+        assert!(
+            bad.is_empty(),
+            "xtask's dependency tree holds product crates {bad:?}: what links the product belongs in sinks-bench \
+             (run through `cargo xtask`), and sinks-testkit is used without its `certify` feature"
+        );
+        // The checker catches what it is there for: a sink and the contract under the
+        // test support, but not the support itself or a crate from the registry.
+        let sample = "xtask v0.1.0 (/w/xtask)\nsinks-testkit v0.1.0 (/w/crates/sinks-testkit)\n\
+                      sinks-contract v0.1.0 (/w/crates/sinks-contract)\nsink-file v0.1.0 (/w/crates/sink-file)\n\
+                      tokio v1.54.0\nsinks-contract v0.1.0 (/w/crates/sinks-contract) (*)\n";
+        assert_eq!(product_crates_in(sample, &members), ["sink-file", "sinks-contract"]);
     }
 
     #[test]
@@ -559,6 +619,16 @@ pub(crate) mod tests {
         assert!(nats_in_public_items(quiet).is_empty(), "{:?}", nats_in_public_items(quiet));
     }
 
+    /// xtask names the skip log's variable itself (it links no sinks-certify): the name must
+    /// be the one the tests write to.
+    #[test]
+    fn the_skip_log_variable_is_the_one_sinks_certify_defines() {
+        let source = sinks_testkit::workspace_root().join("crates/sinks-certify/src/skips.rs");
+        let text = std::fs::read_to_string(&source).unwrap();
+        let defined = format!("pub const SKIP_LOG_ENV: &str = \"{}\";", crate::SKIP_LOG_ENV);
+        assert!(text.contains(&defined), "{} does not define `{defined}`", source.display());
+    }
+
     #[test]
     fn no_product_source_file_is_over_1200_lines() {
         let root = sinks_testkit::workspace_root();
@@ -566,6 +636,7 @@ pub(crate) mod tests {
         for entry in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
             rust_files(&entry.path().join("src"), &mut files);
         }
+        rust_files(&root.join("bench/src"), &mut files);
         rust_files(&root.join("xtask/src"), &mut files);
         assert!(files.len() > 50, "found too few source files");
         let long: Vec<String> = files

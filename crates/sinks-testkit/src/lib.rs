@@ -9,8 +9,9 @@
 //! process), an HTTP ingestion endpoint with fault injection and namespaces (in process), an OpenTelemetry Collector with the OTLP receiver and the file exporter, unique names, and small JetStream helpers. Every server runs on free ports
 //! from the tools `cargo xtask setup` installs (KVLite from `../shared/oracle-nosql`), and dies with the process that started it;
 //! nothing here uses a server the machine happens to run. A test that cannot run fails
-//! ([`cannot_run`]) unless what it lacks is on the one allow-list ([`allowed_skip`]). Not
-//! published.
+//! ([`cannot_run`]) unless what it lacks is on the one allow-list (`allowed_skip`). Not
+//! published. The HTTP test server and the skip helpers need the default `certify` feature
+//! (they read the product's formats); without it nothing here depends on a product crate.
 #![allow(clippy::print_stderr, clippy::unwrap_used)]
 
 /// Environment variables that point a test run at servers started for it.
@@ -19,6 +20,7 @@ pub type RunEnv = Vec<(&'static str, String)>;
 mod cluster;
 mod coherence;
 mod fault_proxy;
+#[cfg(feature = "certify")]
 pub mod http;
 mod kvlite;
 mod mariadb;
@@ -36,6 +38,7 @@ pub use coherence::{
     COHERENCE_ENV, CoherenceMember, JAVA_OPTS_ENV, coherence_lib, find_java, shared_coherence, start_coherence_for_run,
 };
 pub use fault_proxy::FaultProxy;
+#[cfg(feature = "certify")]
 pub use http::{
     FINGERPRINT_HEADER, HttpFault, HttpServerTls, HttpTestServer, INGEST_PATH, LoggedRequest, RESPONSE_ID_HEADER,
     StoredRecord, shared_http,
@@ -53,9 +56,14 @@ pub use nats::{
 pub use nosql::{NoSqlTestServer, Nson};
 pub use otelcol::{Collector, CollectorTls, OTELCOL_ENV, find_collector};
 pub use pki::TestPki;
-pub use process::{free_port, free_port_range, reference_python, tools_dir, watch, workspace_root};
+pub use process::{
+    cargo, debug_nats_sink, free_port, free_port_range, nginx_binary, reference_python, target_dir, tools_dir, watch,
+    workspace_root,
+};
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,
     start_for_run,
 };
-pub use skip::{ALLOWED_SKIPS, ORACLE_DATABASE, SKIP_LOG_ENV, allowed_skip, cannot_run, env_or_allowed_skip};
+pub use skip::cannot_run;
+#[cfg(feature = "certify")]
+pub use skip::{ALLOWED_SKIPS, ORACLE_DATABASE, SKIP_LOG_ENV, allowed_skip, env_or_allowed_skip};

@@ -1,6 +1,6 @@
-//! Process and port helpers: free ports, the workspace root, killing a child, and a
-//! watchdog that kills a server when the process that started it ends (even by SIGKILL or a
-//! test-runner timeout), so no test run leaves a server behind.
+//! Process and port helpers: free ports, the workspace root and target directory, running
+//! cargo, killing a child, and a watchdog that kills a server when the process that started
+//! it ends (even by SIGKILL or a test-runner timeout), so no test run leaves a server behind.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -89,6 +89,40 @@ pub fn workspace_root() -> PathBuf {
         }
     }
     dir
+}
+
+/// Where cargo puts build output: `CARGO_TARGET_DIR` (relative to the workspace root when
+/// relative), else `target/` of the workspace.
+pub fn target_dir() -> PathBuf {
+    let root = workspace_root();
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), |dir| root.join(dir))
+}
+
+/// The debug `nats-sink` binary (built by `cargo build -p sinks-bin`).
+pub fn debug_nats_sink() -> PathBuf {
+    target_dir().join("debug/nats-sink")
+}
+
+/// Runs `cargo` (the one running us, when cargo started us) with `args` from the workspace
+/// root, the command echoed first; fails on a non-zero exit.
+pub fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("$ cargo {}", args.join(" "));
+    let status = Command::new(cargo)
+        .args(args)
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("running cargo: {e}"))?;
+    if !status.success() {
+        return Err(format!("`cargo {}` failed with {status}", args.join(" ")));
+    }
+    Ok(())
+}
+
+/// The nginx of the HTTP benchmark's ceiling (`cargo xtask bench` installs it), if installed.
+pub fn nginx_binary() -> Option<PathBuf> {
+    Some(PathBuf::from("/usr/sbin/nginx")).filter(|p| p.is_file())
 }
 
 /// Where `cargo xtask setup` puts the tools it installs (`.local/tools` of the workspace).

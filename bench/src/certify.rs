@@ -36,20 +36,6 @@ pub(crate) struct Args {
     graceful_messages: usize,
 }
 
-impl Default for Args {
-    fn default() -> Self {
-        Self { sink: None, messages: 20_000, kills: 5, graceful_messages: 5_000 }
-    }
-}
-
-impl Args {
-    /// Every sink, with the kill -9 phase's `messages` and `kills` and the graceful-stop
-    /// phase's `graceful_messages` (CI's size; the clauses are the same).
-    pub(crate) fn sized(messages: usize, kills: usize, graceful_messages: usize) -> Self {
-        Self { sink: None, messages, kills, graceful_messages }
-    }
-}
-
 /// Every certified sink's name. `oracle-scripted` is the Oracle sink over the scripted driver
 /// seam (always runs; its passes are labelled as scripted; its crash clauses are the
 /// allow-listed `oracle-database` skip); `oracle` is the live harness (every clause is that
@@ -69,28 +55,13 @@ fn label(report: &SinkReport, outcome: &Outcome) -> &'static str {
     }
 }
 
-/// The servers the live harnesses use.
-#[derive(Debug, Clone)]
-pub(crate) struct Servers {
-    /// A SeaweedFS for the S3 sink.
-    pub(crate) s3: sinks_testkit::S3Endpoint,
-    /// A MariaDB for the MySQL sink.
-    pub(crate) mysql: sinks_testkit::MySqlAddr,
-    /// A Coherence member's gRPC proxy (`host:port`) for the Coherence sink.
-    pub(crate) coherence: String,
-    /// A KVLite store's HTTP proxy (`http://127.0.0.1:PORT`) for the NoSQL sink.
-    pub(crate) nosql: String,
-}
-
-/// The harness of sink `name` over `servers` (started for this process when not given).
-async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harness>> {
+/// The harness of sink `name`, on the run's servers (`cargo xtask test` names them in the
+/// environment) or on servers started for this process.
+async fn harness(name: &str) -> Result<Box<dyn Harness>> {
     Ok(match name {
         "file" => Box::new(sink_file::certify::FileHarness),
         "mysql" => {
-            let addr = match servers {
-                Some(s) => s.mysql.clone(),
-                None => sinks_testkit::shared_mysql().map_err(|e| anyhow::anyhow!("no MariaDB for mysql: {e}"))?,
-            };
+            let addr = sinks_testkit::shared_mysql().map_err(|e| anyhow::anyhow!("no MariaDB for mysql: {e}"))?;
             Box::new(sink_mysql::certify::MySqlHarness::new(sink_mysql::certify::TestServer::new(addr.host, addr.port)))
         }
         "http" => Box::new(sink_http::certify::HttpHarness::new(sinks_testkit::shared_http().base_url())),
@@ -98,10 +69,7 @@ async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harnes
         "oracle" => Box::new(sink_oracle::certify::LiveHarness::from_env().await),
         "spool" => Box::new(sink_spool::certify::SpoolHarness),
         "s3" => {
-            let server = match servers {
-                Some(s) => s.s3.clone(),
-                None => sinks_testkit::shared_s3().await.map_err(|e| anyhow::anyhow!("no S3 server for s3: {e}"))?,
-            };
+            let server = sinks_testkit::shared_s3().await.map_err(|e| anyhow::anyhow!("no S3 server for s3: {e}"))?;
             Box::new(sink_s3::certify::S3Harness::new(
                 server.endpoint,
                 server.filer,
@@ -110,30 +78,23 @@ async fn harness(name: &str, servers: Option<&Servers>) -> Result<Box<dyn Harnes
             ))
         }
         "coherence" => {
-            let address = match servers {
-                Some(s) => s.coherence.clone(),
-                None => sinks_testkit::shared_coherence()
-                    .await
-                    .map_err(|e| anyhow::anyhow!("no Coherence member for coherence: {e}"))?,
-            };
+            let address = sinks_testkit::shared_coherence()
+                .await
+                .map_err(|e| anyhow::anyhow!("no Coherence member for coherence: {e}"))?;
             Box::new(sink_coherence::certify::CoherenceHarness::new(address))
         }
         // The real Oracle NoSQL Database: the run's KVLite + proxy, or one for this process.
         "nosql" => {
-            let endpoint = match servers {
-                Some(s) => s.nosql.clone(),
-                None => {
-                    sinks_testkit::shared_kvlite().await.map_err(|e| anyhow::anyhow!("no KVLite for nosql: {e}"))?
-                }
-            };
+            let endpoint =
+                sinks_testkit::shared_kvlite().await.map_err(|e| anyhow::anyhow!("no KVLite for nosql: {e}"))?;
             Box::new(sink_nosql::certify::NoSqlHarness::live(endpoint))
         }
         other => bail!("no sink named {other:?}; known: {}", SINKS.join(", ")),
     })
 }
 
-pub(crate) fn run(args: Args, servers: Option<Servers>) -> Result<()> {
-    crate::setup::ensure(crate::setup::Need::SERVERS)?;
+/// Runs `cargo xtask certify` (the tools installed by xtask first).
+pub(crate) fn run(args: Args) -> Result<()> {
     if args.messages < 20_000 || args.kills < 5 {
         eprintln!("note: fewer than 20,000 messages or 5 kills is a smoke run, not a certification");
     }
@@ -142,12 +103,12 @@ pub(crate) fn run(args: Args, servers: Option<Servers>) -> Result<()> {
         bail!("no sink named {:?}; known: {}", args.sink, SINKS.join(", "));
     }
     crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
-    let bin = crate::debug_nats_sink();
+    let bin = sinks_testkit::debug_nats_sink();
     let plan = Plan { messages: args.messages, kills: args.kills, graceful_messages: args.graceful_messages };
     let rt = tokio::runtime::Runtime::new()?;
     let mut reports = Vec::new();
     for name in selected {
-        let harness = rt.block_on(harness(name, servers.as_ref()))?;
+        let harness = rt.block_on(harness(name))?;
         eprintln!("certifying {name}: contract clauses");
         let mut report = rt.block_on(certify::run_all(harness.as_ref()));
         eprintln!("certifying {name}: crash certification ({} messages, {} kills)", plan.messages, plan.kills);

@@ -126,16 +126,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
     if sinks.is_empty() || args.minutes <= 0.0 {
         bail!("nothing to soak: give --sinks and a positive --minutes");
     }
-    let mut needs = vec![crate::setup::Need::Nats];
-    if sinks.iter().any(|s| s == "mysql") {
-        needs.push(crate::setup::Need::MariaDb);
-    }
-    if sinks.iter().any(|s| s == "s3") {
-        needs.push(crate::setup::Need::SeaweedFs);
-    }
-    crate::setup::ensure(&needs)?;
     crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
-    let bin = crate::debug_nats_sink();
+    let bin = sinks_testkit::debug_nats_sink();
     let phase = Duration::from_secs_f64(args.minutes * 60.0 / (sinks.len() * 2) as f64);
     let rt = tokio::runtime::Runtime::new()?;
     let mut rng = StdRng::seed_from_u64(args.seed);

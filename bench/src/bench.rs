@@ -520,10 +520,6 @@ async fn mysql_bench_user(server: &TestServer, password: &str) -> Result<()> {
 pub(crate) fn run(args: Args) -> Result<()> {
     let root = sinks_testkit::workspace_root();
     let suites: Vec<&str> = args.suite.split(',').map(str::trim).collect();
-    crate::setup::ensure(crate::setup::Need::SERVERS)?;
-    if suites.contains(&"http") {
-        crate::setup::ensure(&[crate::setup::Need::Nginx])?;
-    }
     if args.profile {
         profile::enable()?;
     }
@@ -535,13 +531,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
         )?;
     }
     // The release build goes where cargo puts it (CARGO_TARGET_DIR, else target/).
-    let release = crate::target_dir().join("release");
+    let release = sinks_testkit::target_dir().join("release");
     if suites.iter().any(|s| *s != "scale") {
         // The file rows also run the slim file-only binary an operator deploys for a file
         // sink, built as it is shipped (the `dist` profile: fat LTO, stripped): its peak RSS
         // is the one that deployment sees (the full binary maps the code of every sink, and
         // the `release` profile's code is half again as large).
-        let dist = crate::target_dir().join("dist");
+        let dist = sinks_testkit::target_dir().join("dist");
         for (suite, feature, name) in
             [("core", "file", "file"), ("mysql", "mysql", "mysql"), ("lake-memory", "s3,parquet", "s3")]
         {
@@ -566,7 +562,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
             }
         }
         crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bin"], &[])?;
-        crate::cargo(&["build", "--release", "--quiet", "-p", "xtask", "--bins"], &[])?;
+        crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bench", "--bins"], &[])?;
     }
     let programs = Programs {
         nats_sink: release.join("nats-sink"),

@@ -322,7 +322,7 @@ pub(super) async fn verify(
     report.rescued = log_lines(logs, "exhausted message rescued");
     report.rescue_dead_lettered = log_lines(logs, "exhausted message dead-lettered");
     // Reconcile reads the same destination through the sink: it must find nothing missing.
-    let out = std::process::Command::new(crate::debug_nats_sink())
+    let out = std::process::Command::new(sinks_testkit::debug_nats_sink())
         .args(["reconcile", config.to_str().unwrap_or_default()])
         .envs(destination.target.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .output()?;

@@ -37,7 +37,7 @@ pub(super) struct Nginx {
 impl Nginx {
     /// Starts one on a free loopback port and waits until it accepts connections.
     pub(super) async fn start() -> Result<Self> {
-        let binary = crate::setup::nginx_binary().context("nginx is not installed (cargo xtask bench installs it)")?;
+        let binary = sinks_testkit::nginx_binary().context("nginx is not installed (cargo xtask bench installs it)")?;
         let dir = tempfile::tempdir()?;
         let port = sinks_testkit::free_port();
         let d = dir.path().display();
