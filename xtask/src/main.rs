@@ -6,8 +6,7 @@
 //!   file sink, demo messages, the files written, a clean stop).
 //! - `deny`: the supply-chain check (cargo-deny against `deny.toml`: advisories from the
 //!   offline RustSec snapshot, licences, sources, duplicate versions); runs first in `test`.
-//! - `test`: formatting, the whole test suite under nextest (clippy checking alongside, in its own
-//!   target directory) with one shared MariaDB,
+//! - `test`: formatting, clippy, the whole test suite under nextest with one shared MariaDB,
 //!   SeaweedFS, Coherence member and KVLite store, `certify` and the quick start. This is the command CI runs.
 //! - `certify`: the sink contract and crash certification of every sink (see
 //!   docs/certification.md).
@@ -326,23 +325,6 @@ fn test_quick() -> Result<()> {
     result
 }
 
-/// Starts `cargo clippy` of the whole workspace (`-D warnings`) under `nice` in its own
-/// target directory (`target/clippy`), waited for on a thread that returns its exit status
-/// and how long it took.
-fn spawn_clippy() -> Result<std::thread::JoinHandle<(std::io::Result<std::process::ExitStatus>, std::time::Duration)>> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let target = target_dir().join("clippy");
-    let began = std::time::Instant::now();
-    let mut child = std::process::Command::new("nice")
-        .args(["-n", "19", &cargo, "clippy", "--workspace", "--all-targets", "--quiet", "--target-dir"])
-        .arg(&target)
-        .args(["--", "-D", "warnings"])
-        .current_dir(sinks_testkit::workspace_root())
-        .spawn()
-        .context("starting cargo clippy")?;
-    Ok(std::thread::spawn(move || (child.wait(), began.elapsed())))
-}
-
 fn test(args: &TestArgs) -> Result<()> {
     let mut phases = phases::Phases::start();
     let result = test_phases(args, &mut phases);
@@ -366,6 +348,7 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     let collector = std::thread::spawn(|| setup::natscli().and_then(|_| setup::collector()));
     let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER[..2]));
     phases.run("fmt", || cargo(&["fmt", "--all", "--check"], &[]))?;
+    phases.run("clippy", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[]))?;
     phases.run("test build", || cargo(&["nextest", "run", "--workspace", "--no-run"], &[]))?;
     let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
     let collector = collector.context("building the OpenTelemetry Collector")?;
@@ -396,18 +379,8 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     let skip_log = target_dir().join("skips.log");
     let _ = std::fs::remove_file(&skip_log);
     env.push((SKIP_LOG_ENV, skip_log.display().to_string()));
-    // clippy checks while nextest runs: the tests mostly wait on servers, and clippy has a
-    // target directory of its own (no lock shared with the test build) and the lowest CPU
-    // priority. Its result is reported with the tests'.
-    let clippy = spawn_clippy()?;
     let tested =
         phases.run("nextest (every test)", || cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env));
-    let (linted, took) = clippy.join().map_err(|_| anyhow::anyhow!("waiting for clippy panicked"))?;
-    let linted = linted.context("waiting for clippy")?;
-    phases.record("clippy (alongside nextest)", took, linted.success());
-    let linted =
-        if linted.success() { Ok(()) } else { Err(anyhow::anyhow!("clippy found problems (its output is above)")) };
-    let tested = tested.and(linted);
     // Certification and the soak link the product: `sinks-bench` runs them, as the test
     // build built it (the servers of the run reach it through `env`).
     SINKS_BENCH_BUILT.store(true, std::sync::atomic::Ordering::Relaxed);
