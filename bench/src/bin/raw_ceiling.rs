@@ -20,6 +20,8 @@
 //! CPU time can still be read).
 #![allow(clippy::print_stderr)]
 
+#[path = "support/batches.rs"]
+mod batches;
 #[path = "support/durable.rs"]
 mod durable;
 
@@ -198,27 +200,11 @@ async fn run() -> Result<(), Error> {
     let pad = "p".repeat(size);
     let js = async_nats::jetstream::new(async_nats::connect(url).await?);
     let consumer = durable::bind(&js, stream, consumer, None).await?;
-    let messages = consumer.stream().max_messages_per_batch(batch).messages().await?;
     let (target, pad) = (&target, pad.as_str());
-    let mut written = messages
-        .ready_chunks(batch)
-        .map(|chunk| async move {
-            let batch: Vec<Message> = chunk.into_iter().collect::<Result<_, _>>()?;
-            target.write(&batch, concurrency, size, pad).await?;
-            for message in &batch {
-                message.ack().await?;
-            }
-            Ok::<usize, Error>(batch.len())
-        })
-        .buffer_unordered(in_flight);
-    let mut done = 0;
-    while done < count {
-        match written.next().await {
-            Some(n) => done += n?,
-            None => return Err("the message stream ended".into()),
-        }
-    }
-    drop(written);
+    batches::write_then_ack(&consumer, count, batch, in_flight, async |batch: &[Message]| {
+        target.write(batch, concurrency, size, pad).await
+    })
+    .await?;
     js.client().flush().await?;
     tokio::signal::ctrl_c().await?;
     Ok(())

@@ -16,6 +16,8 @@
 //! killed (so that its peak RSS and CPU time can still be read).
 #![allow(clippy::print_stderr)]
 
+#[path = "support/batches.rs"]
+mod batches;
 #[path = "support/durable.rs"]
 mod durable;
 
@@ -114,27 +116,11 @@ async fn main() -> Result<(), Error> {
     let pad = "p".repeat(doc);
     let js = async_nats::jetstream::new(async_nats::connect(url).await?);
     let consumer = durable::bind(&js, stream, consumer, None).await?;
-    let messages = consumer.stream().max_messages_per_batch(batch).messages().await?;
     let (handle, table, pad) = (&handle, table.as_str(), pad.as_str());
-    let mut written = messages
-        .ready_chunks(batch)
-        .map(|chunk| async move {
-            let batch: Vec<Message> = chunk.into_iter().collect::<Result<_, _>>()?;
-            write(handle, table, &batch, concurrency, doc, pad).await?;
-            for message in &batch {
-                message.ack().await?;
-            }
-            Ok::<usize, Error>(batch.len())
-        })
-        .buffer_unordered(in_flight);
-    let mut done = 0;
-    while done < count {
-        match written.next().await {
-            Some(n) => done += n?,
-            None => return Err("the message stream ended".into()),
-        }
-    }
-    drop(written);
+    batches::write_then_ack(&consumer, count, batch, in_flight, async |batch: &[Message]| {
+        write(handle, table, batch, concurrency, doc, pad).await
+    })
+    .await?;
     js.client().flush().await?;
     tokio::signal::ctrl_c().await?;
     Ok(())
