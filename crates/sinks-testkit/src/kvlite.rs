@@ -20,6 +20,12 @@
 //! whole `cargo xtask test`, `certify` or `bench` run: [`start_kvlite_for_run`]), or else
 //! starts one store for the calling process. Tests make their own uniquely named tables.
 //!
+//! KVLite's storage engine (Berkeley DB JE) prohibits every write while the disk under the
+//! store has less than `je.freeDisk` free (5 GiB, its default): a CREATE TABLE then fails with
+//! `NoSQLException`, and a put or a DDL poll goes unanswered. [`KvLite::start`] refuses to
+//! start a store on a disk within 1 GiB of that floor, and [`kvlite_disk_note`] says so in a
+//! failing test's message: a full disk is named as the cause, never mistaken for a slow store.
+//!
 //! The directory is `NATS_SINKS_ORACLE_NOSQL_DIR`, else `<workspace>/../shared/oracle-nosql`.
 //! Without it a test fails, saying where it looked: the real server is what the NoSQL tests
 //! run against, never skipped.
@@ -49,6 +55,54 @@ const STORE: &str = "kvstore";
 const START_TIMEOUT: Duration = Duration::from_secs(120);
 /// JVM options of both processes: quick start-up and small, fixed memory.
 const JVM: [&str; 3] = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Djava.net.preferIPv4Stack=true"];
+
+/// The free space KVLite's storage engine needs on its disk to accept writes: JE's
+/// `je.freeDisk`, 5 GiB by default (below it KVLite logs "write operations are prohibited").
+pub const KVLITE_FREE_DISK_FLOOR: u64 = 5 << 30;
+/// The room above [`KVLITE_FREE_DISK_FLOOR`] a new store asks for: a test run writes build
+/// output, logs and data while the store serves it.
+const START_MARGIN: u64 = 1 << 30;
+
+/// Bytes available to this user on the file system holding `path` (`statvfs`), if known.
+fn available_bytes(path: &Path) -> Option<u64> {
+    let stat = rustix::fs::statvfs(path).ok()?;
+    Some(stat.f_bavail.saturating_mul(stat.f_frsize))
+}
+
+/// Why a store at `path` with `available` bytes free cannot be used: below `floor` +
+/// `margin` (the margin is 0 for a running store, [`START_MARGIN`] for a new one); `None`
+/// when it can.
+fn disk_shortfall(path: &Path, available: u64, margin: u64) -> Option<String> {
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    (available < KVLITE_FREE_DISK_FLOOR + margin).then(|| {
+        let start = if margin > 0 {
+            format!(
+                " (a new store asks for {:.1} GiB: the run writes more while it serves)",
+                gib(KVLITE_FREE_DISK_FLOOR + margin)
+            )
+        } else {
+            String::new()
+        };
+        format!(
+            "the disk under {} has {:.1} GiB free, and KVLite's storage engine (JE, je.freeDisk) prohibits every \
+             write below {:.1} GiB free{start}: DDL then fails with NoSQLException and requests go unanswered; \
+             free some space",
+            path.display(),
+            gib(available),
+            gib(KVLITE_FREE_DISK_FLOOR),
+        )
+    })
+}
+
+/// A note for a failing NoSQL test's message: why the store refuses writes when the disk
+/// under the temporary directory is below [`KVLITE_FREE_DISK_FLOOR`], else an empty string.
+pub fn kvlite_disk_note() -> String {
+    let dir = std::env::temp_dir();
+    available_bytes(&dir)
+        .and_then(|free| disk_shortfall(&dir, free, 0))
+        .map(|why| format!("\n(note: {why})"))
+        .unwrap_or_default()
+}
 
 /// The directory of the Oracle NoSQL jars (`lib/`), or why there is none.
 pub fn oracle_nosql_dir() -> Result<PathBuf, String> {
@@ -102,6 +156,10 @@ impl KvLite {
         let java = crate::coherence::find_java()?;
         let lib = oracle_nosql_dir()?.join("lib");
         let root = crate::process::owned_tempdir(ROOT_PREFIX)?;
+        if let Some(why) = available_bytes(root.path()).and_then(|free| disk_shortfall(root.path(), free, START_MARGIN))
+        {
+            return Err(format!("cannot start KVLite: {why}"));
+        }
         let kv_port = free_port_range(3);
         let http_port = free_port();
         let java_opts = java_opts.iter().map(|o| (*o).to_owned()).collect();
@@ -356,8 +414,8 @@ pub async fn nosql_request(endpoint: &str, op: i32, table: &str, payload: Vec<(S
         .body(body)
         .send()
         .await
-        .map_err(|e| format!("nosql request: {e}"))?;
-    let bytes = response.bytes().await.map_err(|e| format!("nosql answer: {e}"))?;
+        .map_err(|e| format!("nosql request: {e}{}", kvlite_disk_note()))?;
+    let bytes = response.bytes().await.map_err(|e| format!("nosql answer: {e}{}", kvlite_disk_note()))?;
     let mut input: &[u8] = &bytes;
     read_value(&mut input)
 }
@@ -447,6 +505,23 @@ mod tests {
         assert!(with_jars(empty.path()).unwrap_err().contains("httpproxy-25.3.21.jar"));
         std::fs::write(empty.path().join("lib/httpproxy-25.3.21.jar"), b"").unwrap();
         assert!(with_jars(empty.path()).is_ok());
+    }
+
+    #[test]
+    fn a_disk_below_the_floor_is_named_as_the_cause() {
+        let path = Path::new("/srv/x");
+        let why = disk_shortfall(path, (3 << 30) + (1 << 29), 0).unwrap();
+        assert!(why.contains("/srv/x") && why.contains("3.5 GiB free") && why.contains("below 5.0 GiB"), "{why}");
+        assert!(why.contains("je.freeDisk") && !why.contains("a new store"), "{why}");
+        assert_eq!(disk_shortfall(path, KVLITE_FREE_DISK_FLOOR, 0), None);
+        // A new store asks for the margin too.
+        let new = disk_shortfall(path, KVLITE_FREE_DISK_FLOOR, START_MARGIN).unwrap();
+        assert!(new.contains("a new store asks for 6.0 GiB"), "{new}");
+        assert_eq!(disk_shortfall(path, KVLITE_FREE_DISK_FLOOR + START_MARGIN, START_MARGIN), None);
+        // The real file system answers, and this machine's temporary directory is measured.
+        let free = available_bytes(&std::env::temp_dir()).expect("statvfs of the temporary directory");
+        assert!(free > 0);
+        assert_eq!(kvlite_disk_note().is_empty(), free >= KVLITE_FREE_DISK_FLOOR);
     }
 
     #[test]

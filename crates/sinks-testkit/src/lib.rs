@@ -44,8 +44,8 @@ pub use http::{
     StoredRecord, shared_http,
 };
 pub use kvlite::{
-    KVLITE_JAVA_OPTS_ENV, KvLite, NOSQL_LIVE_ENV, ORACLE_NOSQL_DIR_ENV, ORACLE_NOSQL_VERSION, nosql_admin,
-    nosql_request, oracle_nosql_dir, shared_kvlite, start_kvlite_for_run,
+    KVLITE_FREE_DISK_FLOOR, KVLITE_JAVA_OPTS_ENV, KvLite, NOSQL_LIVE_ENV, ORACLE_NOSQL_DIR_ENV, ORACLE_NOSQL_VERSION,
+    kvlite_disk_note, nosql_admin, nosql_request, oracle_nosql_dir, shared_kvlite, start_kvlite_for_run,
 };
 pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
 pub use names::unique;

@@ -53,7 +53,13 @@ async fn borneo_sees_the_same_on_kvlite_and_on_the_fault_server() {
     let (real, emulated) = (real.as_array().unwrap(), emulated.as_array().unwrap());
     assert_eq!(real.len(), emulated.len());
     for (want, got) in real.iter().zip(emulated) {
-        assert_eq!(want, got, "step {}: KVLite (left) and the fault server (right) differ", want[0]);
+        assert_eq!(
+            want,
+            got,
+            "step {}: KVLite (left) and the fault server (right) differ{}",
+            want[0],
+            sinks_testkit::kvlite_disk_note()
+        );
     }
     assert_eq!(serde_json::Value::Array(real.clone()), recorded, "KVLite no longer answers as recorded");
 }
