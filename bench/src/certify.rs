@@ -1,23 +1,24 @@
-//! `cargo xtask certify [--sink NAME]`: every sink against the contract clauses
-//! (in-process, through each sink crate's harness) and the crash certification (the real
-//! binary, killed and restarted). Prints a sink × clause matrix, writes
-//! `target/certify/report.json` and `report.md`, and fails on any FAIL (a clause that could
-//! not run included). A SKIP is only ever an entry of the allow-list
-//! (`sinks_certify::skips`): shown with its reason, never counted as a pass, and
-//! the allow-list is printed at the end with what used it. A clause that held against a scripted backend
-//! rather than the real destination (`oracle-scripted`: the Oracle sink over its scripted
-//! driver seam) is shown as `SCR`, never as PASS. A sink may have clauses of its own after
-//! K1 and K2 (the NoSQL sink's D1 and D2 kill its store: `certify/nosql.rs`); the matrix shows
-//! `—` where a sink has no such clause.
+//! `cargo xtask certify [--sink NAME]`: every sink against the contract clauses and the
+//! crash clauses, run through cargo: each sink crate's own certification tests
+//! (`cargo nextest run -p sink-X --test certify`: C1–C12 in process through its harness, K1
+//! and K2 with the real `nats-sink` killed and stopped, and a sink's own clauses such as the
+//! NoSQL sink's D1 and D2, which kill its store). Each test records its result
+//! (`sinks_certify::record_case`); this command links no harness: it reads the records and
+//! prints a sink × clause matrix, writes `target/certify/report.json` and `report.md`, and
+//! fails on any FAIL, a clause that could not run or was not recorded included.
+//! `--results DIR` draws the matrix from the records of a run that already happened (`cargo
+//! xtask test` runs the same tests in its nextest phase, at CI's size). A SKIP is only ever an
+//! entry of the allow-list (`sinks_certify::skips`): shown with its reason, never counted as
+//! a pass, and the allow-list is printed at the end with what used it. A clause that held
+//! against a scripted backend rather than the real destination (`oracle-scripted`: the
+//! Oracle sink over its scripted driver seam) is shown as `SCR`, never as PASS; the matrix
+//! shows `—` where a sink has no such clause.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, bail};
-use sinks_certify::{self as certify, Harness, Outcome, SinkReport};
-
-use crate::crash::{self, Plan};
-
-mod nosql;
+use sinks_certify::{self as certify, CaseResult, Outcome, SinkReport};
+use sinks_testkit::Plan;
 
 /// Options of `cargo xtask certify`.
 #[derive(Debug, clap::Args)]
@@ -26,21 +27,50 @@ pub(crate) struct Args {
     #[arg(long)]
     sink: Option<String>,
     /// Messages published for the kill -9 phase (at least 20,000 for a certification).
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = Plan::FULL.messages)]
     messages: usize,
     /// SIGKILLs during the kill -9 phase (at least 5).
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = Plan::FULL.kills)]
     kills: usize,
     /// Messages published for the graceful-stop phase.
-    #[arg(long, default_value_t = 5_000)]
+    #[arg(long, default_value_t = Plan::FULL.graceful_messages)]
     graceful_messages: usize,
+    /// Run nothing: draw the matrix from the results recorded in this directory (by `cargo
+    /// xtask test`'s nextest run).
+    #[arg(long, value_name = "DIR", conflicts_with = "sink")]
+    results: Option<PathBuf>,
 }
 
-/// Every certified sink's name. `oracle-scripted` is the Oracle sink over the scripted driver
-/// seam (always runs; its passes are labelled as scripted; its crash clauses are the
-/// allow-listed `oracle-database` skip); `oracle` is the live harness (every clause is that
-/// skip unless `NATS_SINKS_TEST_ORACLE_DSN`, `_USER` and `_PASSWORD` name a database).
-const SINKS: [&str; 9] = ["file", "mysql", "http", "s3", "spool", "coherence", "nosql", "oracle-scripted", "oracle"];
+/// Every certified sink: its name in the reports and the crate whose `tests/certify.rs`
+/// certifies it. `oracle-scripted` is the Oracle sink over the scripted driver seam (always
+/// runs; its passes are labelled as scripted; its crash clauses are the allow-listed
+/// `oracle-database` skip); `oracle` is the live harness (every clause is that skip unless
+/// `NATS_SINKS_TEST_ORACLE_DSN`, `_USER` and `_PASSWORD` name a database).
+const SINKS: [(&str, &str); 9] = [
+    ("file", "sink-file"),
+    ("mysql", "sink-mysql"),
+    ("http", "sink-http"),
+    ("s3", "sink-s3"),
+    ("spool", "sink-spool"),
+    ("coherence", "sink-coherence"),
+    ("nosql", "sink-nosql"),
+    ("oracle-scripted", "sink-oracle"),
+    ("oracle", "sink-oracle"),
+];
+
+/// The clauses every report of `sink` must hold: C1–C12; K1 and K2 for the sinks of
+/// [`SINKS`] (the other rows are a sink's second mode, certified by the contract clauses);
+/// D1 and D2 for the NoSQL sink.
+fn required(sink: &str) -> Vec<String> {
+    let mut ids: Vec<String> = certify::CLAUSES.iter().map(|(id, _, _)| (*id).to_owned()).collect();
+    if SINKS.iter().any(|(name, _)| *name == sink) {
+        ids.extend(["K1".to_owned(), "K2".to_owned()]);
+    }
+    if sink == "nosql" {
+        ids.extend(["D1".to_owned(), "D2".to_owned()]);
+    }
+    ids
+}
 
 /// True when `report` comes from a scripted backend, not the real destination.
 fn scripted(report: &SinkReport) -> bool {
@@ -55,83 +85,84 @@ fn label(report: &SinkReport, outcome: &Outcome) -> &'static str {
     }
 }
 
-/// The harness of sink `name`, on the run's servers (`cargo xtask test` names them in the
-/// environment) or on servers started for this process.
-async fn harness(name: &str) -> Result<Box<dyn Harness>> {
-    Ok(match name {
-        "file" => Box::new(sink_file::certify::FileHarness),
-        "mysql" => {
-            let addr = sinks_testkit::shared_mysql().map_err(|e| anyhow::anyhow!("no MariaDB for mysql: {e}"))?;
-            Box::new(sink_mysql::certify::MySqlHarness::new(sink_mysql::certify::TestServer::new(addr.host, addr.port)))
-        }
-        "http" => Box::new(sink_http::certify::HttpHarness::new(sinks_testkit::shared_http().base_url())),
-        "oracle-scripted" => Box::new(sink_oracle::certify::ScriptedHarness),
-        "oracle" => Box::new(sink_oracle::certify::LiveHarness::from_env().await),
-        "spool" => Box::new(sink_spool::certify::SpoolHarness),
-        "s3" => {
-            let server = sinks_testkit::shared_s3().await.map_err(|e| anyhow::anyhow!("no S3 server for s3: {e}"))?;
-            Box::new(sink_s3::certify::S3Harness::new(
-                server.endpoint,
-                server.filer,
-                sinks_testkit::S3_ACCESS_KEY_ID,
-                sinks_testkit::S3_SECRET_ACCESS_KEY,
-            ))
-        }
-        "coherence" => {
-            let address = sinks_testkit::shared_coherence()
-                .await
-                .map_err(|e| anyhow::anyhow!("no Coherence member for coherence: {e}"))?;
-            Box::new(sink_coherence::certify::CoherenceHarness::new(address))
-        }
-        // The real Oracle NoSQL Database: the run's KVLite + proxy, or one for this process.
-        "nosql" => {
-            let endpoint =
-                sinks_testkit::shared_kvlite().await.map_err(|e| anyhow::anyhow!("no KVLite for nosql: {e}"))?;
-            Box::new(sink_nosql::certify::NoSqlHarness::live(endpoint))
-        }
-        other => bail!("no sink named {other:?}; known: {}", SINKS.join(", ")),
-    })
-}
-
-/// Runs `cargo xtask certify` (the tools installed by xtask first).
+/// Runs `cargo xtask certify`.
 pub(crate) fn run(args: Args) -> Result<()> {
-    if args.messages < 20_000 || args.kills < 5 {
-        eprintln!("note: fewer than 20,000 messages or 5 kills is a smoke run, not a certification");
-    }
-    let selected: Vec<&str> = SINKS.into_iter().filter(|n| args.sink.as_deref().is_none_or(|s| s == *n)).collect();
-    if selected.is_empty() {
-        bail!("no sink named {:?}; known: {}", args.sink, SINKS.join(", "));
-    }
-    crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
-    let bin = sinks_testkit::debug_nats_sink();
-    let plan = Plan { messages: args.messages, kills: args.kills, graceful_messages: args.graceful_messages };
-    let rt = tokio::runtime::Runtime::new()?;
-    let mut reports = Vec::new();
-    for name in selected {
-        let harness = rt.block_on(harness(name))?;
-        eprintln!("certifying {name}: contract clauses");
-        let mut report = rt.block_on(certify::run_all(harness.as_ref()));
-        eprintln!("certifying {name}: crash certification ({} messages, {} kills)", plan.messages, plan.kills);
-        let (cases, counts) = rt.block_on(crash::certify(harness.as_ref(), &bin, plan));
-        report.cases.extend(cases);
-        report.crash = Some(counts);
-        if name == "nosql" {
-            eprintln!("certifying nosql: the store and the proxy killed (D1, D2)");
-            let (cases, counts) = rt.block_on(nosql::certify(&bin));
-            report.cases.extend(cases);
-            if let Some(crash) = report.crash.as_mut().and_then(serde_json::Value::as_object_mut) {
-                crash.insert("store_kills".into(), counts);
-            }
-        }
-        reports.push(report);
-    }
+    let (reports, ran) = match &args.results {
+        Some(dir) => (complete(certify::read_results(dir)?, &expected(None)), Ok(())),
+        None => certify_through_cargo(&args)?,
+    };
     let dir = write_reports(&reports)?;
     println!("{}", matrix(&reports));
     println!("reports: {}/report.json, {}/report.md", dir.display(), dir.display());
     for line in skip_summary(&reports) {
         println!("{line}");
     }
-    if reports.iter().all(SinkReport::passed) { Ok(()) } else { bail!("certification failed") }
+    if !reports.iter().all(SinkReport::passed) {
+        bail!("certification failed");
+    }
+    // Every clause was recorded and held, yet the tests failed: a test outside the clauses.
+    ran
+}
+
+/// The sink names a run must report: `only`, or every sink of [`SINKS`].
+fn expected(only: Option<&str>) -> Vec<&'static str> {
+    SINKS.iter().map(|(name, _)| *name).filter(|name| only.is_none_or(|o| o == *name)).collect()
+}
+
+/// Runs the certification tests of the selected sinks through cargo with the plan of `args`;
+/// returns the recorded reports and whether the tests passed.
+fn certify_through_cargo(args: &Args) -> Result<(Vec<SinkReport>, Result<()>)> {
+    let plan = Plan { messages: args.messages, kills: args.kills, graceful_messages: args.graceful_messages };
+    if plan.messages < Plan::FULL.messages || plan.kills < Plan::FULL.kills {
+        eprintln!("note: fewer than 20,000 messages or 5 kills is a smoke run, not a certification");
+    }
+    let names = expected(args.sink.as_deref());
+    if names.is_empty() {
+        let known: Vec<&str> = SINKS.iter().map(|(n, _)| *n).collect();
+        bail!("no sink named {:?}; known: {}", args.sink, known.join(", "));
+    }
+    let mut packages: Vec<&str> =
+        SINKS.iter().filter(|(name, _)| names.contains(name)).map(|(_, package)| *package).collect();
+    packages.dedup();
+    // The crash clauses run the `nats-sink` this build makes.
+    crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
+    let results = sinks_testkit::workspace_root().join("target/certify/results");
+    let _ = std::fs::remove_dir_all(&results);
+    std::fs::create_dir_all(&results)?;
+    let mut nextest = vec!["nextest", "run", "--no-fail-fast", "--test", "certify"];
+    for package in &packages {
+        nextest.extend(["-p", package]);
+    }
+    let mut env = plan.env();
+    env.push((certify::RESULTS_ENV, results.display().to_string()));
+    let ran = crate::cargo(&nextest, &env);
+    let mut reports = certify::read_results(&results)?;
+    // The package's other rows (a second mode) stay; a selected sink's absence is a FAIL.
+    if args.sink.is_some() {
+        reports.retain(|r| names.iter().any(|n| r.sink == *n || r.sink.starts_with(&format!("{n}-"))));
+    }
+    Ok((complete(reports, &names), ran))
+}
+
+/// `reports` with every required clause present: a clause with no record (its test did not
+/// run or did not finish) is a FAIL, as is a sink of `names` with no report at all.
+fn complete(mut reports: Vec<SinkReport>, names: &[&str]) -> Vec<SinkReport> {
+    for name in names {
+        if !reports.iter().any(|r| r.sink == *name) {
+            reports.push(SinkReport { sink: (*name).to_owned(), cases: Vec::new(), crash: None });
+        }
+    }
+    for report in &mut reports {
+        for id in required(&report.sink) {
+            if !report.cases.iter().any(|c| c.id == id) {
+                let fail = Outcome::Fail("not recorded: its test did not run to the end".into());
+                report.cases.push(CaseResult::new(&id, "(not run)", fail));
+            }
+        }
+    }
+    let order = |name: &str| SINKS.iter().position(|(n, _)| name == *n || name.starts_with(&format!("{n}-")));
+    reports.sort_by_key(|r| (order(&r.sink).unwrap_or(usize::MAX), r.sink.clone()));
+    reports
 }
 
 /// The allow-list, and which clauses of `reports` it skipped.
@@ -149,8 +180,8 @@ fn skip_summary(reports: &[SinkReport]) -> Vec<String> {
 }
 
 fn write_reports(reports: &[SinkReport]) -> Result<PathBuf> {
-    let dir = sinks_testkit::workspace_root().join("target/certify");
-    std::fs::create_dir_all(&dir)?;
+    let dir: &Path = &sinks_testkit::workspace_root().join("target/certify");
+    std::fs::create_dir_all(dir)?;
     let mut json = serde_json::to_value(reports)?;
     if let Some(all) = json.as_array_mut() {
         for (value, report) in all.iter_mut().zip(reports) {
@@ -159,7 +190,7 @@ fn write_reports(reports: &[SinkReport]) -> Result<PathBuf> {
     }
     std::fs::write(dir.join("report.json"), serde_json::to_vec_pretty(&json)?)?;
     std::fs::write(dir.join("report.md"), markdown(reports))?;
-    Ok(dir)
+    Ok(dir.to_path_buf())
 }
 
 /// Every clause of `reports`, `(id, title)`, in the order they first appear.
@@ -271,4 +302,54 @@ fn markdown(reports: &[SinkReport]) -> String {
     }
     md.push_str("```\n");
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(sink: &str, ids: &[&str]) -> SinkReport {
+        let cases = ids.iter().map(|id| CaseResult::new(id, "t", Outcome::Pass)).collect();
+        SinkReport { sink: sink.to_owned(), cases, crash: None }
+    }
+
+    fn contract() -> Vec<&'static str> {
+        certify::CLAUSES.iter().map(|(id, _, _)| *id).collect()
+    }
+
+    #[test]
+    fn a_clause_or_a_sink_without_a_record_fails_the_matrix() {
+        let mut full = contract();
+        full.extend(["K1", "K2"]);
+        let mut nosql = full.clone();
+        nosql.extend(["D1", "D2"]);
+        // Everything recorded: every report passes, and a second mode needs no crash clauses.
+        let all: Vec<SinkReport> = SINKS
+            .iter()
+            .map(|(name, _)| report(name, if *name == "nosql" { &nosql } else { &full }))
+            .chain([report("file-batch", &contract())])
+            .collect();
+        let done = complete(all.clone(), &expected(None));
+        assert!(done.iter().all(SinkReport::passed));
+        assert_eq!(done[1].sink, "file-batch", "a second mode sits under its sink");
+        // K2 of the file sink never recorded (its test was killed): FAIL, and the matrix says so.
+        let mut broken = all.clone();
+        broken[0].cases.retain(|c| c.id != "K2");
+        let done = complete(broken, &expected(None));
+        assert!(!done[0].passed());
+        assert!(matrix(&done).contains("file FAIL K2"), "{}", matrix(&done));
+        // A sink with no record at all (its crate's tests did not build): every clause fails.
+        let without_mysql: Vec<SinkReport> = all.into_iter().filter(|r| r.sink != "mysql").collect();
+        let done = complete(without_mysql, &expected(None));
+        let mysql = done.iter().find(|r| r.sink == "mysql").unwrap();
+        assert_eq!(mysql.cases.len(), full.len());
+        assert!(!mysql.passed());
+    }
+
+    #[test]
+    fn a_selected_sink_is_the_only_one_expected() {
+        assert_eq!(expected(Some("nosql")), ["nosql"]);
+        assert!(expected(Some("kafka")).is_empty());
+        assert_eq!(expected(None).len(), SINKS.len());
+    }
 }

@@ -20,7 +20,6 @@
 mod bench;
 mod certify;
 mod config_ref;
-mod crash;
 mod soak;
 
 use std::path::PathBuf;

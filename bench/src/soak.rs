@@ -41,8 +41,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-use crate::crash::{Launch, Running};
 use faults::{Destination, Fault, Nats};
+use sinks_testkit::crash::{Launch, Running};
 
 /// Options of `cargo xtask soak`.
 #[derive(Debug, Clone, clap::Args)]
@@ -60,6 +60,10 @@ pub(crate) struct Args {
     /// Messages published per second.
     #[arg(long, default_value_t = 200)]
     pub(crate) rate: u64,
+    /// The `nats-sink` binary to soak, already built (the soak test of `cargo xtask test`
+    /// passes the test build's); without it, `cargo build -p sinks-bin` makes one.
+    #[arg(long, value_name = "PATH")]
+    pub(crate) bin: Option<std::path::PathBuf>,
 }
 
 const STREAM: &str = "SOAK";
@@ -126,8 +130,14 @@ pub(crate) fn run(args: Args) -> Result<()> {
     if sinks.is_empty() || args.minutes <= 0.0 {
         bail!("nothing to soak: give --sinks and a positive --minutes");
     }
-    crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
-    let bin = sinks_testkit::debug_nats_sink();
+    let bin = match &args.bin {
+        Some(bin) if bin.is_file() => bin.clone(),
+        Some(bin) => bail!("no nats-sink binary at {}", bin.display()),
+        None => {
+            crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
+            sinks_testkit::debug_nats_sink()
+        }
+    };
     let phase = Duration::from_secs_f64(args.minutes * 60.0 / (sinks.len() * 2) as f64);
     let rt = tokio::runtime::Runtime::new()?;
     let mut rng = StdRng::seed_from_u64(args.seed);

@@ -28,11 +28,11 @@ fn every_forwarded_command_is_there_and_reads_as_cargo_xtask() {
 #[test]
 fn the_options_cargo_xtask_test_passes_exist() {
     let certify = help(&["certify"]);
-    for option in ["--sink", "--messages", "--kills", "--graceful-messages"] {
+    for option in ["--sink", "--messages", "--kills", "--graceful-messages", "--results"] {
         assert!(certify.contains(option), "certify has no {option}:\n{certify}");
     }
     let soak = help(&["soak"]);
-    for option in ["--minutes", "--seed", "--sinks", "--rate"] {
+    for option in ["--minutes", "--seed", "--sinks", "--rate", "--bin"] {
         assert!(soak.contains(option), "soak has no {option}:\n{soak}");
     }
     assert!(help(&["config-reference"]).contains("--bless"));

@@ -292,11 +292,9 @@ struct TestArgs {
 /// to (a tidy test checks the name against sinks-certify's source).
 pub(crate) const SKIP_LOG_ENV: &str = "NATS_SINKS_SKIP_LOG";
 
-/// The crash certification's size in a CI run: a fifth of the messages and three kills per
-/// sink (the clauses are the same; `--full`, and `cargo xtask certify`, run the full size).
-const CI_CERTIFY: (usize, usize, usize) = (4_000, 3, 2_000);
-/// The soak's minutes in a CI run (`--full`: 10).
-const CI_SOAK_MINUTES: f64 = 2.0;
+/// `sinks_certify::RESULTS_ENV`: the directory each certification test records its clause
+/// result in, for the matrix (a tidy test checks the name against sinks-certify's source).
+pub(crate) const CERTIFY_RESULTS_ENV: &str = "NATS_SINKS_CERTIFY_RESULTS";
 /// The slim binaries' end-to-end tests left out of a CI run: the outage and kill tests, which
 /// prove the runtime (the same code in every feature set) and already ran in nextest with the
 /// full binary; each slim binary still runs the rest of its sink's suite.
@@ -379,46 +377,28 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     let skip_log = target_dir().join("skips.log");
     let _ = std::fs::remove_file(&skip_log);
     env.push((SKIP_LOG_ENV, skip_log.display().to_string()));
+    // The certification's clauses (C1–C12, and the crash clauses K1, K2, D1, D2 with the real
+    // binary) and the chaos soak are tests of this run too, in nextest's slots beside the
+    // rest: at CI's size (testkit's `Plan::CI`, a 2-minute soak), or their full size with
+    // `--full`. Each clause records its result for the matrix drawn after.
+    let results = target_dir().join("certify/results");
+    let _ = std::fs::remove_dir_all(&results);
+    std::fs::create_dir_all(&results)?;
+    env.push((CERTIFY_RESULTS_ENV, results.display().to_string()));
+    let (plan, soak_minutes) = if args.full {
+        (sinks_testkit::Plan::FULL, sinks_testkit::SOAK_FULL_MINUTES)
+    } else {
+        (sinks_testkit::Plan::CI, sinks_testkit::SOAK_CI_MINUTES)
+    };
+    env.extend(plan.env());
+    env.push((sinks_testkit::SOAK_MINUTES_ENV, soak_minutes.to_string()));
     let tested =
         phases.run("nextest (every test)", || cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env));
-    // Certification and the soak link the product: `sinks-bench` runs them, as the test
-    // build built it (the servers of the run reach it through `env`).
+    // The matrix links nothing: `sinks-bench`, as the test build built it, reads the records.
     SINKS_BENCH_BUILT.store(true, std::sync::atomic::Ordering::Relaxed);
-    // `--full`: the certification's own (full) size.
-    let mut certify_args = vec!["certify".to_owned()];
-    if !args.full {
-        let (messages, kills, graceful) = CI_CERTIFY;
-        certify_args.extend([
-            format!("--messages={messages}"),
-            format!("--kills={kills}"),
-            format!("--graceful-messages={graceful}"),
-        ]);
-    }
-    // The crash certification and the soak wait on kills, restarts and AckWaits far more
-    // than they compute (a third of two cores over a whole run): they run side by side, both
-    // on the full debug binary, before the slim builds replace it.
     let certified = tested.and_then(|()| {
-        let minutes = if args.full { 10.0 } else { CI_SOAK_MINUTES };
-        // A short seeded chaos soak (docs/reliability.md has a long one).
-        let soak_args = [
-            "soak".to_owned(),
-            format!("--minutes={minutes}"),
-            "--seed=1".into(),
-            "--sinks=file,http".into(),
-            "--rate=200".into(),
-        ];
-        let began = std::time::Instant::now();
-        let mut soak = sinks_bench_child(&soak_args.iter().map(String::as_str).collect::<Vec<_>>(), &env)?;
-        // Waited for on its own thread, so that its row shows its own time.
-        let soak = std::thread::spawn(move || (soak.wait(), began.elapsed()));
-        let certified = phases.run("certify (the soak alongside)", || {
-            sinks_bench(&certify_args.iter().map(String::as_str).collect::<Vec<_>>(), &env)
-        });
-        let (soaked, took) = soak.join().map_err(|_| anyhow::anyhow!("waiting for the soak panicked"))?;
-        let soaked = soaked.context("waiting for the soak")?;
-        phases.record("soak (alongside certify)", took, soaked.success());
-        let soaked = if soaked.success() { Ok(()) } else { Err(anyhow::anyhow!("the soak failed with {soaked}")) };
-        certified.and(soaked)
+        phases
+            .run("certification matrix", || sinks_bench(&["certify", "--results", &results.display().to_string()], &[]))
     });
     let certified = certified.and_then(|()| phases.run("slim binaries end to end", || slim_e2e(&env, args.full)));
     // A sink written outside the workspace, on its crates by path (docs/writing-a-sink.md).

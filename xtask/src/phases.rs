@@ -35,11 +35,6 @@ impl Phases {
         result
     }
 
-    /// Records a phase that ran alongside another (on its own thread), with its own time.
-    pub(crate) fn record(&mut self, name: &str, took: Duration, passed: bool) {
-        self.rows.push(Row { name: name.to_owned(), took, passed });
-    }
-
     /// The table (Markdown), with the run's total.
     pub(crate) fn table(&self) -> String {
         render(&self.rows, self.started.elapsed())

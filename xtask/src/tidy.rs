@@ -629,6 +629,15 @@ pub(crate) mod tests {
         assert!(text.contains(&defined), "{} does not define `{defined}`", source.display());
     }
 
+    /// The same for the certification's results directory.
+    #[test]
+    fn the_certify_results_variable_is_the_one_sinks_certify_defines() {
+        let source = sinks_testkit::workspace_root().join("crates/sinks-certify/src/report.rs");
+        let text = std::fs::read_to_string(&source).unwrap();
+        let defined = format!("pub const RESULTS_ENV: &str = \"{}\";", crate::CERTIFY_RESULTS_ENV);
+        assert!(text.contains(&defined), "{} does not define `{defined}`", source.display());
+    }
+
     #[test]
     fn no_product_source_file_is_over_1200_lines() {
         let root = sinks_testkit::workspace_root();

@@ -175,7 +175,10 @@ impl ReadBack for CacheReadBack {
 #[async_trait]
 impl Harness for CoherenceHarness {
     fn name(&self) -> &'static str {
-        "coherence"
+        match self.protocol {
+            Protocol::Legacy => "coherence-legacy",
+            _ => "coherence",
+        }
     }
 
     async fn fresh(&self) -> Result<Fixture, String> {

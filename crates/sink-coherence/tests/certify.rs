@@ -1,7 +1,8 @@
 //! The Coherence sink against the sink contract (docs/sink-contract.md), one test per
 //! clause, each against a fresh cache on a real Coherence member (the run's shared member,
 //! or a private one started for this test process); then every clause again over the
-//! legacy gRPC protocol.
+//! legacy gRPC protocol. The crash clauses K1 and K2 run the real `nats-sink`
+//! (`sinks_testkit::crash`).
 
 use sink_coherence::certify::CoherenceHarness;
 use sinks_certify as certify;
@@ -12,6 +13,7 @@ async fn harness() -> CoherenceHarness {
 }
 
 sinks_certify::certify_tests!(harness().await);
+sinks_testkit::crash_tests!(harness().await);
 
 /// Every clause again over the legacy gRPC protocol, one test per clause.
 mod legacy {

@@ -1,9 +1,11 @@
 //! The file sink against the sink contract (docs/sink-contract.md), one test per clause, in
-//! both modes: one file per message, and batch mode (NDJSON objects behind `Durable`).
+//! both modes: one file per message, and batch mode (NDJSON objects behind `Durable`); then
+//! the crash clauses K1 and K2 with the real `nats-sink` (`sinks_testkit::crash`).
 
 use sink_file::certify::{FileBatchHarness, FileHarness};
 
 sinks_certify::certify_tests!(FileHarness);
+sinks_testkit::crash_tests!(FileHarness);
 
 mod batch {
     use super::FileBatchHarness;

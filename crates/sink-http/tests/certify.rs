@@ -1,5 +1,6 @@
 //! The HTTP sink against the sink contract (docs/sink-contract.md), one test per clause, each
-//! against a fresh namespace of the test process's HTTP test server.
+//! against a fresh namespace of the test process's HTTP test server; then the crash clauses
+//! K1 and K2 with the real `nats-sink` (`sinks_testkit::crash`).
 
 use sink_http::certify::HttpHarness;
 use sinks_certify as certify;
@@ -9,6 +10,7 @@ fn harness() -> HttpHarness {
 }
 
 sinks_certify::certify_tests!(harness());
+sinks_testkit::crash_tests!(harness());
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {

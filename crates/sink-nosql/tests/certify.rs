@@ -1,7 +1,12 @@
 //! The NoSQL sink against the sink contract (docs/sink-contract.md), one test per clause,
 //! each against a fresh table on the real Oracle NoSQL Database: the KVLite store and proxy
 //! of the run (`NATS_SINKS_TEST_NOSQL_ENDPOINT`, started by `cargo xtask test`), or one
-//! started for this test process. Never skipped: without the store the clauses fail.
+//! started for this test process. Never skipped: without the store the clauses fail. Then
+//! the crash clauses: K1 and K2 kill the real `nats-sink` (`sinks_testkit::crash`), D1 and D2
+//! kill a private store under it (`certify/store_kills.rs`).
+
+#[path = "certify/store_kills.rs"]
+mod store_kills;
 
 use sink_nosql::certify::NoSqlHarness;
 use sinks_certify as certify;
@@ -15,6 +20,7 @@ async fn harness() -> NoSqlHarness {
 }
 
 sinks_certify::certify_tests!(harness().await);
+sinks_testkit::crash_tests!(harness().await);
 
 #[tokio::test]
 async fn crash_target_is_a_valid_sink_section_that_reads_back() {
@@ -30,4 +36,20 @@ async fn crash_target_is_a_valid_sink_section_that_reads_back() {
     let sink = sink_nosql::NoSqlSink::new(config).expect("sink");
     sink.open().await.expect("open");
     certify::check_crash_target(&target, &sink).await.unwrap();
+}
+
+/// D1 and D2: a private KVLite store and proxy killed under the real `nats-sink`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn d1_d2_the_store_killed_under_the_sink() {
+    let bin = sinks_testkit::debug_nats_sink();
+    assert!(bin.is_file(), "no nats-sink binary at {} (build it: cargo build -p sinks-bin)", bin.display());
+    let (cases, counts) = store_kills::certify(&bin).await;
+    let counts = serde_json::json!({ "store_kills": counts });
+    eprintln!("store-kill counts: {counts}");
+    for case in &cases {
+        certify::record_case("nosql", case, Some(&counts));
+    }
+    for case in &cases {
+        certify::assert_case("nosql", case);
+    }
 }

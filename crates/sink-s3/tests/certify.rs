@@ -1,7 +1,8 @@
 //! The S3 sink against the sink contract (docs/sink-contract.md), one test per clause, each
 //! against a fresh bucket on a real SeaweedFS server (the run's shared server, or a private
 //! one started for this test process), in both modes: one object per message, and batch
-//! mode (NDJSON objects behind `Durable`).
+//! mode (NDJSON objects behind `Durable`); then the crash clauses K1 and K2 with the real
+//! `nats-sink` (`sinks_testkit::crash`).
 
 use sink_s3::certify::{S3BatchHarness, S3Harness};
 use sinks_certify as certify;
@@ -12,6 +13,7 @@ async fn harness() -> S3Harness {
 }
 
 sinks_certify::certify_tests!(harness().await);
+sinks_testkit::crash_tests!(harness().await);
 
 mod batch {
     use super::{S3BatchHarness, harness};

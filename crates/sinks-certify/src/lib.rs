@@ -4,8 +4,9 @@
 //!
 //! Not a stable API, and destructive: a harness hands out fresh, isolated destinations
 //! (a new directory, table or bucket prefix) and the cases write whatever they need into them.
-//! A sink's `tests/certify.rs` runs each case as its own test; `cargo xtask certify` runs
-//! [`run_all`] for every sink and renders the matrix. A case that cannot run fails, unless
+//! A sink's `tests/certify.rs` runs each case as its own test ([`certify_tests!`]), each
+//! recording its result ([`record_case`]); `cargo xtask certify` runs those tests through
+//! cargo, sink by sink, and renders the matrix from the records ([`read_results`]). A case that cannot run fails, unless
 //! the harness says its destination is missing for a reason on the one allow-list
 //! ([`skips`]): then every case is an [`Outcome::Skip`] naming the entry, which is printed
 //! at the end of the run and never counted as a pass.
@@ -29,7 +30,7 @@ use futures::FutureExt;
 pub use cases::*;
 pub use memory::MemoryHarness;
 pub use memory_sink::{FaultPlan, MemorySink};
-pub use report::{CaseResult, Outcome, SinkReport};
+pub use report::{CaseResult, Outcome, RESULTS_ENV, SinkReport, read_results, record_case};
 
 use sinks_contract::sink::Sink;
 
@@ -238,7 +239,8 @@ pub fn assert_case(sink: &str, result: &CaseResult) {
 
 /// Generates one `#[tokio::test]` per clause for `$harness` (an expression evaluated in each
 /// test), so a failure names its clause: `sinks_certify::certify_tests!(FileHarness);`. Only
-/// an allow-listed skip does not fail (see [`assert_case`]).
+/// an allow-listed skip does not fail (see [`assert_case`]). Each result is also recorded
+/// for the matrix when [`RESULTS_ENV`] is set ([`record_case`]).
 #[macro_export]
 macro_rules! certify_tests {
     ($harness:expr) => {
@@ -260,6 +262,7 @@ macro_rules! certify_tests {
         async fn $name() {
             let harness = $harness;
             let result = $crate::run_case(&harness, $id).await;
+            $crate::record_case($crate::Harness::name(&harness), &result, None);
             $crate::assert_case($crate::Harness::name(&harness), &result);
         }
     };

@@ -19,6 +19,8 @@ pub type RunEnv = Vec<(&'static str, String)>;
 
 mod cluster;
 mod coherence;
+#[cfg(feature = "certify")]
+pub mod crash;
 mod fault_proxy;
 #[cfg(feature = "certify")]
 pub mod http;
@@ -31,6 +33,7 @@ mod otelcol;
 mod pki;
 mod process;
 mod seaweedfs;
+mod sizes;
 mod skip;
 
 pub use cluster::{CLUSTER_NODES, NatsCluster};
@@ -63,6 +66,9 @@ pub use process::{
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,
     start_for_run,
+};
+pub use sizes::{
+    GRACEFUL_MESSAGES_ENV, KILLS_ENV, MESSAGES_ENV, Plan, SOAK_CI_MINUTES, SOAK_FULL_MINUTES, SOAK_MINUTES_ENV,
 };
 pub use skip::cannot_run;
 #[cfg(feature = "certify")]

@@ -1,5 +1,6 @@
-//! The NoSQL sink's destination-crash clauses of `cargo xtask certify` (after K1 and K2,
-//! which kill the sink): the real `nats-sink` binary and a private JetStream server, against
+//! The NoSQL sink's destination-crash clauses of its certification (after K1 and K2,
+//! which kill the sink; run by `tests/certify.rs` and so by `cargo xtask certify`): the real
+//! `nats-sink` binary and a private JetStream server, against
 //! a private KVLite store and HTTP proxy (`sinks_testkit::KvLite`, the proxy on its default
 //! durability, `COMMIT_NO_SYNC`) that the clauses kill with SIGKILL.
 //!
@@ -21,9 +22,8 @@ use serde_json::json;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sinks_certify::crash::verify;
 use sinks_certify::{CaseResult, Outcome, ReadBack};
+use sinks_testkit::crash::{self, Launch, Running};
 use sinks_testkit::{KvLite, NatsServer, stream_with_subjects};
-
-use crate::crash::{self, Launch, Running};
 
 /// Messages of D1.
 const D1_MESSAGES: usize = 5_000;

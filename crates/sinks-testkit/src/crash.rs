@@ -1,5 +1,8 @@
 //! Crash certification (clauses K1 and K2 of docs/sink-contract.md) with the real
-//! `nats-sink` binary and a private JetStream server.
+//! `nats-sink` binary and a private JetStream server, run by each sink crate's
+//! `tests/certify.rs` ([`crash_tests!`](crate::crash_tests)) and, through cargo, by
+//! `cargo xtask certify`. The soak and the NoSQL sink's store-kill clauses start and kill the
+//! binary with the same parts ([`Launch`], [`Running`]).
 //!
 //! K1: publish N messages, run `nats-sink`, SIGKILL it at random points of progress and
 //! restart it after each kill until everything is acknowledged; the destination, read back
@@ -12,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::{NatsServer, js_publish_all, stream_with_subjects};
 use anyhow::{Context, Result, anyhow, bail};
 use async_nats::HeaderMap;
 use async_nats::jetstream::Context as Js;
@@ -20,38 +24,79 @@ use rand::Rng;
 use serde_json::json;
 use sinks_certify::crash::{mixed_payload, verify};
 use sinks_certify::{self as certify, CaseResult, CrashTarget, Harness, Outcome};
-use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
-/// Knobs of one crash certification.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Plan {
-    /// Messages published for K1.
-    pub(crate) messages: usize,
-    /// SIGKILLs during K1.
-    pub(crate) kills: usize,
-    /// Messages published for K2.
-    pub(crate) graceful_messages: usize,
+pub use crate::sizes::{GRACEFUL_MESSAGES_ENV, KILLS_ENV, MESSAGES_ENV, Plan};
+
+/// The test body of [`crash_tests!`](crate::crash_tests): K1 and K2 for `harness` with the
+/// `nats-sink` binary this workspace's build made ([`crate::debug_nats_sink`]) and the plan
+/// from the environment; each result is recorded ([`sinks_certify::record_case`]) and
+/// asserted like a contract clause ([`sinks_certify::assert_case`]).
+pub async fn crash_clauses(harness: &dyn Harness) {
+    let plan = Plan::from_env().unwrap_or_else(|e| panic!("{e}"));
+    let bin = crate::debug_nats_sink();
+    let (cases, counts) = if bin.is_file() || harness.crash_unavailable().is_some() {
+        certify(harness, &bin, plan).await
+    } else {
+        let fail = Outcome::Fail(format!(
+            "cannot run: no nats-sink binary at {} (build it: cargo build -p sinks-bin)",
+            bin.display()
+        ));
+        (vec![CaseResult::new("K1", K1, fail.clone()), CaseResult::new("K2", K2, fail)], json!(null))
+    };
+    eprintln!("crash certification counts: {counts}");
+    for case in &cases {
+        certify::record_case(harness.name(), case, Some(&counts));
+    }
+    for case in &cases {
+        certify::assert_case(harness.name(), case);
+    }
 }
 
-pub(crate) const STREAM: &str = "CRASHCERT";
+/// Generates the crash certification test (`k1_k2_crash_certification`) for `$harness` (an
+/// expression evaluated in the test): `sinks_testkit::crash_tests!(FileHarness);`.
+#[macro_export]
+macro_rules! crash_tests {
+    ($harness:expr) => {
+        /// K1 and K2 (docs/sink-contract.md): the real `nats-sink` killed and stopped mid-run.
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn k1_k2_crash_certification() {
+            let harness = $harness;
+            $crate::crash::crash_clauses(&harness).await;
+        }
+    };
+}
+
+/// The title of K1.
+pub const K1: &str = "kill -9 at random moments loses and duplicates nothing";
+/// The title of K2.
+pub const K2: &str = "graceful stop causes zero redeliveries";
+
+/// The stream every crash run consumes (on its own private server).
+pub const STREAM: &str = "CRASHCERT";
 const CONSUMER: &str = "crash-certification";
 
 /// How to start `nats-sink` for one certification (or soak) run.
-pub(crate) struct Launch<'a> {
-    pub(crate) bin: &'a Path,
-    pub(crate) config: PathBuf,
+#[derive(Debug)]
+pub struct Launch<'a> {
+    /// The `nats-sink` binary.
+    pub bin: &'a Path,
+    /// Its config file.
+    pub config: PathBuf,
     /// Extra environment (the sink's secrets, e.g. S3 keys named by `*_env` fields).
-    pub(crate) env: &'a [(String, String)],
+    pub env: &'a [(String, String)],
 }
 
 /// A running `nats-sink`, its stderr in `log`; killed when dropped.
-pub(crate) struct Running {
-    pub(crate) child: Child,
+#[derive(Debug)]
+pub struct Running {
+    /// The process.
+    pub child: Child,
     log: PathBuf,
 }
 
 impl Running {
-    pub(crate) fn start(launch: &Launch<'_>, log: PathBuf) -> Result<Self> {
+    /// Starts `nats-sink run` as `launch` says, its stderr into `log`.
+    pub fn start(launch: &Launch<'_>, log: PathBuf) -> Result<Self> {
         let (bin, config) = (launch.bin, &launch.config);
         let child = Command::new(bin)
             .args(["run", config.to_str().unwrap_or_default()])
@@ -71,14 +116,15 @@ impl Running {
         Ok(())
     }
 
-    pub(crate) fn kill9(mut self) -> Result<()> {
+    /// SIGKILL, and waits for the exit.
+    pub fn kill9(mut self) -> Result<()> {
         self.signal("-KILL")?;
         self.child.wait()?;
         Ok(())
     }
 
     /// SIGTERM, then the exit code (or an error after 120 s).
-    pub(crate) fn terminate(mut self) -> Result<Option<i32>> {
+    pub fn terminate(mut self) -> Result<Option<i32>> {
         self.signal("-TERM")?;
         let deadline = Instant::now() + Duration::from_secs(120);
         while Instant::now() < deadline {
@@ -91,7 +137,8 @@ impl Running {
         bail!("nats-sink did not exit within 120 s of SIGTERM; log {}", self.log.display())
     }
 
-    pub(crate) fn tail(&self) -> String {
+    /// The last 15 lines of the log.
+    pub fn tail(&self) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         text.lines().rev().take(15).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n")
     }
@@ -106,26 +153,28 @@ impl Drop for Running {
 
 /// What the consumer reports about progress.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct State {
+pub struct State {
     /// Highest stream sequence below which everything is acked.
-    pub(crate) ack_floor: u64,
+    pub ack_floor: u64,
     /// Highest stream sequence handed out so far.
-    pub(crate) delivered_stream: u64,
+    pub delivered_stream: u64,
     /// Deliveries so far, redeliveries included.
-    pub(crate) deliveries: u64,
+    pub deliveries: u64,
     /// Messages not yet delivered.
-    pub(crate) pending: u64,
+    pub pending: u64,
     /// Messages delivered and not yet acked.
-    pub(crate) ack_pending: usize,
+    pub ack_pending: usize,
 }
 
 impl State {
-    pub(crate) fn settled(&self, total: u64) -> bool {
+    /// True when all of `total` messages are acknowledged and none is pending.
+    pub fn settled(&self, total: u64) -> bool {
         self.ack_floor >= total && self.pending == 0 && self.ack_pending == 0
     }
 }
 
-pub(crate) async fn consumer_state(js: &Js) -> Option<State> {
+/// The crash consumer's progress, `None` while the stream or consumer is missing.
+pub async fn consumer_state(js: &Js) -> Option<State> {
     let stream = js.get_stream(STREAM).await.ok()?;
     let info = stream.consumer_info(CONSUMER).await.ok()?;
     Some(State {
@@ -137,7 +186,9 @@ pub(crate) async fn consumer_state(js: &Js) -> Option<State> {
     })
 }
 
-pub(crate) async fn wait_for(
+/// Polls the consumer until `cond` holds; fails when `nats-sink` exits first or `timeout`
+/// passes (with the log's last lines).
+pub async fn wait_for(
     js: &Js,
     what: &str,
     timeout: Duration,
@@ -163,13 +214,15 @@ pub(crate) async fn wait_for(
 
 /// Runs `nats-sink` until every one of `total` messages is acknowledged, then stops it with
 /// SIGTERM; returns its exit code.
-pub(crate) async fn run_to_completion(js: &Js, launch: &Launch<'_>, log: PathBuf, total: u64) -> Result<Option<i32>> {
+pub async fn run_to_completion(js: &Js, launch: &Launch<'_>, log: PathBuf, total: u64) -> Result<Option<i32>> {
     let mut run = Running::start(launch, log)?;
     wait_for(js, "every message acknowledged", Duration::from_secs(600), &mut run, |s| s.settled(total)).await?;
     run.terminate()
 }
 
-pub(crate) async fn publish(js: &Js, from: usize, count: usize, expected: &mut BTreeMap<String, Bytes>) {
+/// Publishes messages `from..from + count` of the mixed payloads, recording each expected
+/// record (by its stream sequence) in `expected`.
+pub async fn publish(js: &Js, from: usize, count: usize, expected: &mut BTreeMap<String, Bytes>) {
     let msgs: Vec<(String, HeaderMap, Bytes)> = (from..from + count)
         .map(|i| {
             let mut h = HeaderMap::new();
@@ -183,7 +236,9 @@ pub(crate) async fn publish(js: &Js, from: usize, count: usize, expected: &mut B
     js_publish_all(js, msgs).await;
 }
 
-pub(crate) fn write_config(dir: &Path, url: &str, sink: &serde_json::Value) -> Result<PathBuf> {
+/// Writes the `nats-sink` config of a crash run into `dir` (the crash stream and consumer,
+/// small batches, a 5 s AckWait) with `sink` as its sink section; returns its path.
+pub fn write_config(dir: &Path, url: &str, sink: &serde_json::Value) -> Result<PathBuf> {
     let config = json!({
         "nats": {"url": url, "stream": STREAM, "consumer": CONSUMER, "subject": "crash.>"},
         "delivery": {"batch_size": 200, "batch_timeout_ms": 200, "max_in_flight_batches": 2,
@@ -199,11 +254,9 @@ pub(crate) fn write_config(dir: &Path, url: &str, sink: &serde_json::Value) -> R
 }
 
 /// Runs K1 and K2 for one sink. Returns the two clause results and the counts.
-pub(crate) async fn certify(harness: &dyn Harness, bin: &Path, plan: Plan) -> (Vec<CaseResult>, serde_json::Value) {
-    let k1 = "kill -9 at random moments loses and duplicates nothing";
-    let k2 = "graceful stop causes zero redeliveries";
+pub async fn certify(harness: &dyn Harness, bin: &Path, plan: Plan) -> (Vec<CaseResult>, serde_json::Value) {
     let not_run = |outcome: Outcome| {
-        (vec![CaseResult::new("K1", k1, outcome.clone()), CaseResult::new("K2", k2, outcome)], json!(null))
+        (vec![CaseResult::new("K1", K1, outcome.clone()), CaseResult::new("K2", K2, outcome)], json!(null))
     };
     if let Some(missing) = harness.crash_unavailable() {
         return not_run(certify::skipped(&missing));
@@ -217,7 +270,7 @@ pub(crate) async fn certify(harness: &dyn Harness, bin: &Path, plan: Plan) -> (V
         Ok(outcomes) => outcomes,
         Err(e) => (Outcome::Fail(format!("{e:#}")), Outcome::Fail("not reached: K1 did not complete".into())),
     };
-    (vec![CaseResult::new("K1", k1, o1), CaseResult::new("K2", k2, o2)], counts)
+    (vec![CaseResult::new("K1", K1, o1), CaseResult::new("K2", K2, o2)], counts)
 }
 
 async fn run(
