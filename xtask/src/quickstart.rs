@@ -175,8 +175,7 @@ impl Demo {
         }
         note(&format!("quickstart: published {} demo messages on demo.orders.created", args.count));
         wait_for(Duration::from_secs(30), "every message to be written and acknowledged", sink, || async {
-            let Ok(s) = js.get_stream(STREAM).await else { return false };
-            matches!(s.consumer_info(CONSUMER).await, Ok(i) if i.num_pending == 0 && i.num_ack_pending == 0)
+            sinks_testkit::consumer_settled_on(&js, STREAM, CONSUMER).await
         })
         .await?;
         show(&root.join(OUT), &sequences)?;

@@ -69,7 +69,7 @@ impl Setup {
     async fn settled(&self, consumer: &str) -> bool {
         let stream = self.server.js().await.get_stream(&self.stream).await.unwrap();
         match stream.consumer_info(consumer).await {
-            Ok(info) => info.num_pending == 0 && info.num_ack_pending == 0,
+            Ok(info) => sinks_testkit::consumer_settled(&info),
             Err(_) => false,
         }
     }

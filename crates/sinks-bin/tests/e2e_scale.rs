@@ -208,8 +208,7 @@ impl ClusterEnv {
     }
 
     async fn settled(&self) -> bool {
-        let Ok(stream) = self.js.get_stream(&self.stream).await else { return false };
-        matches!(stream.consumer_info(&self.consumer).await, Ok(i) if i.num_pending == 0 && i.num_ack_pending == 0)
+        sinks_testkit::consumer_settled_on(&self.js, &self.stream, &self.consumer).await
     }
 
     /// Waits until at least `n` more records than now are at the destination.

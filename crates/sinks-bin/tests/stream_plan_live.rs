@@ -85,10 +85,7 @@ async fn every_printed_nats_command_runs_and_a_bind_only_sink_drains_exactly_onc
         .collect();
     sinks_testkit::js_publish_all(&js, msgs).await;
     let run = Sink::start(&path, dir.path(), &[]);
-    let settled = || async {
-        let s = js.get_stream(&stream).await.unwrap();
-        s.consumer_info("planned-sink").await.is_ok_and(|i| i.num_pending == 0 && i.num_ack_pending == 0)
-    };
+    let settled = || async { sinks_testkit::consumer_settled_on(&js, &stream, "planned-sink").await };
     let done =
         wait_until(Duration::from_secs(120), || async { support::records(&out).len() == 3000 && settled().await })
             .await;

@@ -80,8 +80,7 @@ impl Setup {
     }
 
     async fn settled(&self) -> bool {
-        let stream = self.js.get_stream(&self.stream).await.unwrap();
-        stream.consumer_info(&self.consumer).await.is_ok_and(|i| i.num_pending == 0 && i.num_ack_pending == 0)
+        sinks_testkit::consumer_settled_on(&self.js, &self.stream, &self.consumer).await
     }
 
     async fn dead_letters(&self) -> usize {

@@ -106,8 +106,7 @@ impl Case {
     }
 
     async fn settled(&self, js: &async_nats::jetstream::Context) -> bool {
-        let stream = js.get_stream(&self.stream).await.unwrap();
-        matches!(stream.consumer_info(&self.consumer).await, Ok(i) if i.num_pending == 0 && i.num_ack_pending == 0)
+        sinks_testkit::consumer_settled_on(js, &self.stream, &self.consumer).await
     }
 }
 

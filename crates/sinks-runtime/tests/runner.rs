@@ -88,7 +88,7 @@ impl Setup {
     }
 
     async fn settled(&self) -> bool {
-        matches!(self.consumer_state().await, (0, 0, _))
+        sinks_testkit::consumer_settled_on(&self.js, &self.stream, &self.consumer).await
     }
 }
 

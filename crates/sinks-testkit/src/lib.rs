@@ -53,8 +53,8 @@ pub use kvlite::{
 pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
 pub use names::unique;
 pub use nats::{
-    NATSCLI_ENV, NatsServer, find_nats_server, find_natscli, js_publish_all, read_stream, stream_with_subjects,
-    try_find_nats_server, wait_until,
+    NATSCLI_ENV, NatsServer, consumer_settled, consumer_settled_on, find_nats_server, find_natscli, js_publish_all,
+    read_stream, stream_with_subjects, try_find_nats_server, wait_until,
 };
 pub use nosql::{NoSqlTestServer, Nson};
 pub use otelcol::{Collector, CollectorTls, OTELCOL_ENV, find_collector};

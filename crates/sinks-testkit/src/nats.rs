@@ -284,6 +284,23 @@ pub async fn js_publish_all(js: &Context, messages: Vec<(String, HeaderMap, Byte
     }
 }
 
+/// True when `info` shows a consumer that has settled what it was given: nothing left to
+/// deliver, nothing awaiting its ack, and at least one message delivered. The last condition
+/// matters: nats-server 2.15.1 can answer `num_pending: 0` for a consumer created a moment
+/// ago, before it has counted the stream (seen with 200 messages stored: delivered 0, ack
+/// floor 0, num_pending 0, about once in 100 runs on a loaded machine), so a test that waits
+/// for pending to reach zero would stop before the sink has read anything. Tests publish
+/// before they wait, so a settled consumer has always delivered something.
+pub fn consumer_settled(info: &jetstream::consumer::Info) -> bool {
+    info.num_pending == 0 && info.num_ack_pending == 0 && info.delivered.stream_sequence > 0
+}
+
+/// [`consumer_settled`] for `consumer` on `stream`; false while either does not exist.
+pub async fn consumer_settled_on(js: &Context, stream: &str, consumer: &str) -> bool {
+    let Ok(stream) = js.get_stream(stream).await else { return false };
+    stream.consumer_info(consumer).await.is_ok_and(|info| consumer_settled(&info))
+}
+
 /// Every message currently in `stream`, in sequence order: `(seq, subject, headers, payload)`.
 pub async fn read_stream(js: &Context, stream: &str) -> Vec<(u64, String, HeaderMap, Bytes)> {
     let mut s = js.get_stream(stream).await.unwrap();

@@ -199,8 +199,10 @@ impl Env {
         Some((info.num_pending, info.num_ack_pending))
     }
 
+    /// True once the consumer has delivered and settled everything
+    /// ([`sinks_testkit::consumer_settled`]).
     pub async fn settled(&self) -> bool {
-        self.consumer_state().await == Some((0, 0))
+        sinks_testkit::consumer_settled_on(&self.js, &self.stream, &self.consumer).await
     }
 }
 
