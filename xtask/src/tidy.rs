@@ -619,23 +619,25 @@ pub(crate) mod tests {
         assert!(nats_in_public_items(quiet).is_empty(), "{:?}", nats_in_public_items(quiet));
     }
 
-    /// xtask names the skip log's variable itself (it links no sinks-certify): the name must
-    /// be the one the tests write to.
-    #[test]
-    fn the_skip_log_variable_is_the_one_sinks_certify_defines() {
-        let source = sinks_testkit::workspace_root().join("crates/sinks-certify/src/skips.rs");
+    /// Asserts that sinks-certify's `file` defines `pub const NAME: &str = "value";`: xtask
+    /// links no sinks-certify, so it names the variables the tests read itself.
+    fn sinks_certify_defines(file: &str, name: &str, value: &str) {
+        let source = sinks_testkit::workspace_root().join("crates/sinks-certify/src").join(file);
         let text = std::fs::read_to_string(&source).unwrap();
-        let defined = format!("pub const SKIP_LOG_ENV: &str = \"{}\";", crate::SKIP_LOG_ENV);
+        let defined = format!("pub const {name}: &str = \"{value}\";");
         assert!(text.contains(&defined), "{} does not define `{defined}`", source.display());
     }
 
-    /// The same for the certification's results directory.
+    /// The skip log's variable is the one the tests write to.
+    #[test]
+    fn the_skip_log_variable_is_the_one_sinks_certify_defines() {
+        sinks_certify_defines("skips.rs", "SKIP_LOG_ENV", crate::SKIP_LOG_ENV);
+    }
+
+    /// The certification's results directory is the one the clause tests record in.
     #[test]
     fn the_certify_results_variable_is_the_one_sinks_certify_defines() {
-        let source = sinks_testkit::workspace_root().join("crates/sinks-certify/src/report.rs");
-        let text = std::fs::read_to_string(&source).unwrap();
-        let defined = format!("pub const RESULTS_ENV: &str = \"{}\";", crate::CERTIFY_RESULTS_ENV);
-        assert!(text.contains(&defined), "{} does not define `{defined}`", source.display());
+        sinks_certify_defines("report.rs", "RESULTS_ENV", crate::CERTIFY_RESULTS_ENV);
     }
 
     #[test]
