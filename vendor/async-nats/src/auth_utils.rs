@@ -14,7 +14,7 @@
 #[cfg(feature = "nkeys")]
 use nkeys::KeyPair;
 #[cfg(feature = "nkeys")]
-use regex::Regex;
+use regex_lite::Regex; // nats-sinks patch: regex-lite (PATCH.md)
 #[cfg(feature = "nkeys")]
 use std::sync::LazyLock;
 #[cfg(feature = "nkeys")]

@@ -26,7 +26,7 @@ use bytes::Bytes;
 use futures_util::future::TryFutureExt;
 use futures_util::{Sink, SinkExt as _, StreamExt};
 use portable_atomic::AtomicU64;
-use regex::Regex;
+use regex_lite::Regex; // nats-sinks patch: regex-lite (PATCH.md)
 use std::fmt::Display;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

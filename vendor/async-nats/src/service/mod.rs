@@ -28,7 +28,7 @@ use futures_util::{
     stream::{self, SelectAll},
     Future, StreamExt,
 };
-use regex::Regex;
+use regex_lite::Regex; // nats-sinks patch: regex-lite (PATCH.md)
 use serde::{Deserialize, Serialize};
 use std::sync::LazyLock;
 use tokio::{sync::broadcast::Sender, task::JoinHandle};

@@ -26,7 +26,7 @@ use crate::datetime::DateTime;
 use crate::HeaderValue;
 use bytes::Bytes;
 use futures_util::{future::BoxFuture, FutureExt, StreamExt};
-use regex::Regex;
+use regex_lite::Regex; // nats-sinks patch: regex-lite (PATCH.md)
 use std::sync::LazyLock;
 use tracing::debug;
 

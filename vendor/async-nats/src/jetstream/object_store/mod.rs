@@ -27,7 +27,7 @@ use std::sync::LazyLock;
 use tokio::io::AsyncReadExt;
 
 use futures_util::{Stream, StreamExt};
-use regex::Regex;
+use regex_lite::Regex; // nats-sinks patch: regex-lite (PATCH.md)
 use serde::{Deserialize, Serialize};
 use tracing::{debug, trace};
 
