@@ -190,3 +190,23 @@ async fn the_reference_file_sink_config_runs_unchanged() {
     assert_eq!(all[1]["payload_info"]["wrapped"], true);
     assert!(out.join("orders.urgent/ORDERS-00000000000000000002.json").is_file());
 }
+
+/// `completions` and `man` work in a build with the `completions` feature (the default); a
+/// slim build (`--no-default-features --features file`, CI's slim phase) says which feature
+/// brings them, exit 2, instead of an unknown-command error.
+#[test]
+fn completions_and_man_work_or_name_their_feature() {
+    let bin = env!("CARGO_BIN_EXE_nats-sink");
+    for args in [&["completions", "bash"][..], &["man"][..]] {
+        let out = std::process::Command::new(bin).args(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if cfg!(feature = "completions") {
+            assert!(out.status.success(), "{args:?}: {stderr}");
+            assert!(!out.stdout.is_empty(), "{args:?} printed nothing");
+        } else {
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+            assert!(stderr.contains("needs the `completions` cargo feature"), "{args:?}: {stderr}");
+            assert!(out.stdout.is_empty(), "{args:?} printed to stdout");
+        }
+    }
+}

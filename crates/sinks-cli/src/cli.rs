@@ -121,12 +121,15 @@ pub(crate) enum Command {
         #[arg(long)]
         names: bool,
     },
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell). [needs the
+    /// `completions` feature]
     Completions {
         /// The shell.
-        shell: clap_complete::Shell,
+        #[arg(value_enum)]
+        shell: Shell,
     },
-    /// Print the man page (roff); `cargo xtask man` writes it to target/man.
+    /// Print the man page (roff); `cargo xtask man` writes it to target/man. [needs the
+    /// `completions` feature]
     #[command(hide = true)]
     Man,
     /// Compare a range of the source stream with the destination, the ledger and the DLQ,
@@ -192,6 +195,35 @@ pub(crate) enum Command {
         #[command(flatten)]
         options: redrive::Options,
     },
+}
+
+/// The shells `nats-sink completions` writes a script for (clap_complete's, by the same names,
+/// so that the argument parses the same in a build without the `completions` feature).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Shell {
+    /// Bourne Again SHell.
+    Bash,
+    /// Elvish.
+    Elvish,
+    /// Friendly Interactive SHell.
+    Fish,
+    /// PowerShell.
+    Powershell,
+    /// Z SHell.
+    Zsh,
+}
+
+#[cfg(feature = "completions")]
+impl From<Shell> for clap_complete::Shell {
+    fn from(shell: Shell) -> Self {
+        match shell {
+            Shell::Bash => Self::Bash,
+            Shell::Elvish => Self::Elvish,
+            Shell::Fish => Self::Fish,
+            Shell::Powershell => Self::PowerShell,
+            Shell::Zsh => Self::Zsh,
+        }
+    }
 }
 
 /// A decision about a changed stream (`nats-sink stream-identity --accept`).

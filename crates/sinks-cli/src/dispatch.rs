@@ -180,12 +180,19 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
             },
             Err(e) => exit::config_failure(&e),
         },
+        #[cfg(feature = "completions")]
         Command::Completions { shell } => {
             // Rendered whole first: clap_complete panics on a write error (a closed pipe).
             let mut script = Vec::new();
-            clap_complete::generate(shell, &mut registry.command(), "nats-sink", &mut script);
+            clap_complete::generate(
+                clap_complete::Shell::from(shell),
+                &mut registry.command(),
+                "nats-sink",
+                &mut script,
+            );
             output::emit(&String::from_utf8_lossy(&script))
         }
+        #[cfg(feature = "completions")]
         Command::Man => {
             let mut page = Vec::new();
             match clap_mangen::Man::new(registry.command()).render(&mut page) {
@@ -196,6 +203,10 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
                 }
             }
         }
+        #[cfg(not(feature = "completions"))]
+        Command::Completions { .. } => exit::missing_build_feature("completions", "completions"),
+        #[cfg(not(feature = "completions"))]
+        Command::Man => exit::missing_build_feature("man", "completions"),
         Command::Decrypt { config, file, subject, stream, sequence } => {
             let context = decrypt::Context { subject, stream, sequence };
             match decrypt::run(registry, &config, &file, &context) {

@@ -34,3 +34,13 @@ pub fn missing_feature(command: &str, feature: &str) -> ExitCode {
     ));
     ExitCode::from(CONFIG_ERROR)
 }
+
+/// A command of a feature that is not a sink kind (no slim release binary has it): the full
+/// nats-sink, built with the default features, has it. Exit 2.
+pub fn missing_build_feature(command: &str, feature: &str) -> ExitCode {
+    report(&format!(
+        "`nats-sink {command}` is not in this build: it needs the `{feature}` cargo feature (the full nats-sink, \
+         built with the default features, has it)"
+    ));
+    ExitCode::from(CONFIG_ERROR)
+}
