@@ -4,6 +4,7 @@
 //! the same groups, as the full `regex` crate on every ASCII text. The four the sink's build
 //! runs (server version, credentials file, KV bucket and key names) are also exercised
 //! through the client against a real nats-server.
+#![allow(clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
 
@@ -40,15 +41,11 @@ fn vendored_patterns() -> Vec<(PathBuf, String)> {
 type Spans = Vec<Vec<Option<(usize, usize)>>>;
 
 fn full(re: &regex::Regex, text: &str) -> Spans {
-    re.captures_iter(text)
-        .map(|c| (0..c.len()).map(|i| c.get(i).map(|m| (m.start(), m.end()))).collect())
-        .collect()
+    re.captures_iter(text).map(|c| (0..c.len()).map(|i| c.get(i).map(|m| (m.start(), m.end()))).collect()).collect()
 }
 
 fn lite(re: &regex_lite::Regex, text: &str) -> Spans {
-    re.captures_iter(text)
-        .map(|c| (0..c.len()).map(|i| c.get(i).map(|m| (m.start(), m.end()))).collect())
-        .collect()
+    re.captures_iter(text).map(|c| (0..c.len()).map(|i| c.get(i).map(|m| (m.start(), m.end()))).collect()).collect()
 }
 
 #[test]
