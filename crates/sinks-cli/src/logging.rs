@@ -3,7 +3,7 @@
 //! the message being handled when traces are on.
 
 use sinks_runtime::config::{Config, LogFormat};
-use tracing_subscriber::filter::Targets;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -18,15 +18,29 @@ pub fn init_logging(config: &Config, level_override: Option<&str>) -> Result<(),
     let level = logging.filter_directive().ok_or_else(|| format!("unknown log level `{}`", logging.level))?;
     let filter = filter(std::env::var("RUST_LOG").ok().as_deref(), level)?;
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_writer(std::io::stderr).with_ansi(ansi);
-    let format = tracing_subscriber::fmt::format();
-    let result = match logging.format {
-        LogFormat::Text => builder.event_format(WithTrace(format.with_ansi(ansi))).finish().with(filter).try_init(),
+    subscriber(logging.format, filter, std::io::stderr, ansi).try_init().map_err(|e| e.to_string())
+}
+
+/// The subscriber: events that `filter` lets through, in `format`, to `writer`. The fmt
+/// layer's own level filter (INFO unless told) is opened to TRACE, so that `filter` alone
+/// decides.
+fn subscriber<W>(
+    format: LogFormat,
+    filter: Targets,
+    writer: W,
+    ansi: bool,
+) -> Box<dyn tracing::Subscriber + Send + Sync>
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    let builder = tracing_subscriber::fmt().with_max_level(LevelFilter::TRACE).with_writer(writer).with_ansi(ansi);
+    let events = tracing_subscriber::fmt::format();
+    match format {
+        LogFormat::Text => Box::new(builder.event_format(WithTrace(events.with_ansi(ansi))).finish().with(filter)),
         LogFormat::Json => {
-            builder.json().event_format(WithTrace(format.json().flatten_event(true))).finish().with(filter).try_init()
+            Box::new(builder.json().event_format(WithTrace(events.json().flatten_event(true))).finish().with(filter))
         }
-    };
-    result.map_err(|e| e.to_string())
+    }
 }
 
 /// What is logged: `RUST_LOG` when it is set, else `level` with the NATS client's own info
@@ -82,9 +96,53 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::sync::{Arc, Mutex};
+
     use tracing::Level;
 
-    use super::filter;
+    use super::{LogFormat, filter, subscriber};
+
+    /// The lines logged through the subscriber `init_logging` installs for `level`, with
+    /// one event of each level sent through it.
+    fn logged(format: LogFormat, level: &str) -> String {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = Captured::default();
+        let writer = out.clone();
+        let filter = filter(None, level).expect("a level");
+        tracing::subscriber::with_default(subscriber(format, filter, move || writer.clone(), false), || {
+            tracing::trace!(target: "sinks_runtime::runner", "line at trace");
+            tracing::debug!(target: "sinks_runtime::runner", stream_sequence = 7, "line at debug");
+            tracing::info!(target: "sinks_runtime::runner", "line at info");
+            tracing::info!(target: "async_nats::connector", "client line at info");
+        });
+        let bytes = out.0.lock().expect("not poisoned").clone();
+        String::from_utf8(bytes).expect("utf-8 lines")
+    }
+
+    #[test]
+    fn the_configured_level_is_what_the_installed_subscriber_logs() {
+        // The fmt layer's own filter is INFO unless opened: DEBUG must still reach the output.
+        for format in [LogFormat::Text, LogFormat::Json] {
+            let debug = logged(format, "debug");
+            assert!(debug.contains("line at debug") && debug.contains("line at info"), "{debug}");
+            assert!(debug.contains("stream_sequence"), "{debug}");
+            assert!(!debug.contains("line at trace") && !debug.contains("client line"), "{debug}");
+            let trace = logged(format, "trace");
+            assert!(trace.contains("line at trace"), "{trace}");
+            let info = logged(format, "info");
+            assert!(info.contains("line at info") && !info.contains("line at debug"), "{info}");
+        }
+    }
 
     #[test]
     fn the_level_applies_with_the_clients_info_lines_left_out() {
