@@ -9,7 +9,7 @@ use tracing_subscriber::util::SubscriberInitExt as _;
 
 /// Installs the tracing subscriber (stderr; text or JSON) for `config`, with
 /// `level_override` instead of `logging.level` when given. `RUST_LOG`, when set, takes the
-/// level's place (see [`filter`]). The error is why the level or `RUST_LOG` is not one.
+/// level's place (see `filter`). The error is why the level or `RUST_LOG` is not one.
 pub fn init_logging(config: &Config, level_override: Option<&str>) -> Result<(), String> {
     let mut logging = config.logging.clone();
     if let Some(level) = level_override {
