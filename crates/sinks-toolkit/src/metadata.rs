@@ -7,7 +7,6 @@
 //! global default.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -305,20 +304,43 @@ pub fn payload_presence_json(envelope: &Envelope) -> Value {
     serde_json::to_value(PresenceDoc::of(envelope)).unwrap_or(Value::Null)
 }
 
-fn standard_headers(headers: &Headers) -> BTreeMap<&str, &str> {
-    let mut out: BTreeMap<&str, &str> = BTreeMap::new();
-    for name in NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()) {
-        if let Some(value) = headers.get(name) {
-            out.insert(name, value);
-        }
-    }
+/// The standard headers of `headers` (`metadata.nats.reserved_headers`), sorted by name: each
+/// name of [`NATS_RESERVED_HEADERS`] and [`OTHER_STANDARD_HEADERS`] that is present, spelled
+/// as there, and every other `Nats-` header under its own spelling, each with its first value.
+/// One pass over the headers: a header set holds each name once, whatever its case.
+fn standard_headers(headers: &Headers) -> Vec<(&str, &str)> {
+    let mut out: Vec<(&str, &str)> = Vec::with_capacity(headers.len());
     for (name, values) in headers.iter() {
-        let known = out.keys().any(|k| k.eq_ignore_ascii_case(name));
-        if name.len() >= 5 && name[..5].eq_ignore_ascii_case("nats-") && !known {
-            out.insert(name, values.first().map_or("", String::as_str));
+        // Bytes, not a str slice: a name may start with a multi-byte character.
+        let nats = name.as_bytes().get(..5).is_some_and(|p| p.eq_ignore_ascii_case(b"nats-"));
+        let standard =
+            NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()).find(|s| s.eq_ignore_ascii_case(name));
+        match (standard, values.first()) {
+            (Some(spelling), Some(value)) => out.push((spelling, value)),
+            (_, first) if nats => out.push((name, first.map_or("", String::as_str))),
+            _ => {}
         }
     }
+    out.sort_unstable_by(|a, b| a.0.cmp(b.0));
     out
+}
+
+/// RFC 3339 text of a timestamp in UTC (as [`rfc3339`]), written when the document is
+/// serialized: a member a writer leaves out is never formatted.
+#[derive(Debug, Clone, Copy)]
+struct Rfc3339Text(OffsetDateTime);
+
+impl Serialize for Rfc3339Text {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut buffer = [0u8; 64];
+        let mut cursor = std::io::Cursor::new(&mut buffer[..]);
+        // The cursor's position, not the count format_into returns (which leaves out the
+        // subsecond digits after the first, as the property test below found).
+        let written = self.0.to_offset(time::UtcOffset::UTC).format_into(&mut cursor, &Rfc3339).ok();
+        let end = usize::try_from(cursor.position()).unwrap_or(0);
+        let text = written.and_then(|_| std::str::from_utf8(&buffer[..end]).ok()).unwrap_or_default();
+        serializer.serialize_str(text)
+    }
 }
 
 /// The standard metadata document (`metadata_version: 1`) of one envelope stored at
@@ -369,7 +391,7 @@ struct JetStreamDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     stream_epoch: Option<&'a str>,
     stream_sequence: u64,
-    timestamp: Option<String>,
+    timestamp: Option<Rfc3339Text>,
     timestamp_epoch_ns: Option<i64>,
 }
 
@@ -380,10 +402,32 @@ struct AppDoc<'a> {
     priority: Option<&'a str>,
 }
 
-#[derive(Debug, Serialize)]
+/// `nats`: the standard headers as a map and their names as a list, both from one sorted list.
+#[derive(Debug)]
 struct NatsDoc<'a> {
-    reserved_headers: BTreeMap<&'a str, &'a str>,
-    reserved_headers_present: Vec<&'a str>,
+    reserved: Vec<(&'a str, &'a str)>,
+}
+
+impl Serialize for NatsDoc<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        struct Map<'r, 'a>(&'r [(&'a str, &'a str)]);
+        impl Serialize for Map<'_, '_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_map(self.0.iter().map(|(name, value)| (name, value)))
+            }
+        }
+        struct Names<'r, 'a>(&'r [(&'a str, &'a str)]);
+        impl Serialize for Names<'_, '_> {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.collect_seq(self.0.iter().map(|(name, _)| name))
+            }
+        }
+        let mut doc = serializer.serialize_struct("NatsDoc", 2)?;
+        doc.serialize_field("reserved_headers", &Map(&self.reserved))?;
+        doc.serialize_field("reserved_headers_present", &Names(&self.reserved))?;
+        doc.end()
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -393,9 +437,9 @@ struct Timestamps<'a> {
     message_created_at_header_malformed: bool,
     message_created_at_source: &'static str,
     nats_time_stamp: Option<&'a str>,
-    received_at: String,
+    received_at: Rfc3339Text,
     received_at_epoch_ns: i64,
-    stored_at: String,
+    stored_at: Rfc3339Text,
     stored_at_epoch_ns: i64,
 }
 
@@ -416,7 +460,6 @@ impl<'a> MetadataDoc<'a> {
         let stored_ns = epoch_ns(stored_at);
         let age = |later: i128| created_ns.map(|c| ((later - c).max(0) as f64) / 1e9);
         let reserved = standard_headers(envelope.headers());
-        let reserved_present: Vec<&str> = reserved.keys().copied().collect();
         let app = envelope.app();
         let as_i64 = |n: i128| i64::try_from(n).unwrap_or(i64::MAX);
         Self {
@@ -440,7 +483,7 @@ impl<'a> MetadataDoc<'a> {
                 stream: &js.stream,
                 stream_epoch: envelope.stream_epoch(),
                 stream_sequence: js.stream_sequence,
-                timestamp: js.timestamp.map(rfc3339),
+                timestamp: js.timestamp.map(Rfc3339Text),
                 timestamp_epoch_ns: js_ns.map(as_i64),
             },
             message_id: envelope.message_id(),
@@ -451,7 +494,7 @@ impl<'a> MetadataDoc<'a> {
             },
             metadata_version: 1,
             mission_metadata: envelope.mission_metadata(),
-            nats: NatsDoc { reserved_headers: reserved, reserved_headers_present: reserved_present },
+            nats: NatsDoc { reserved },
             payload: PresenceDoc::of(envelope),
             reply: None,
             security_labels: envelope.security_labels(),
@@ -462,9 +505,9 @@ impl<'a> MetadataDoc<'a> {
                 message_created_at_header_malformed: header_malformed,
                 message_created_at_source: created_source,
                 nats_time_stamp: raw_created,
-                received_at: rfc3339(envelope.received_at()),
+                received_at: Rfc3339Text(envelope.received_at()),
                 received_at_epoch_ns: as_i64(received_ns),
-                stored_at: rfc3339(stored_at),
+                stored_at: Rfc3339Text(stored_at),
                 stored_at_epoch_ns: as_i64(stored_ns),
             },
         }
@@ -557,8 +600,79 @@ mod tests {
 
 #[cfg(test)]
 mod document_tests {
+    use std::collections::BTreeMap;
+
+    use proptest::prelude::*;
+
     use super::*;
     use sinks_contract::testing::envelope_with;
+
+    /// The standard headers as they were found before the one-pass search: each standard name
+    /// looked up in turn into a sorted map, then every other `Nats-` header.
+    fn standard_headers_by_lookup(headers: &Headers) -> Vec<(String, String)> {
+        let mut out: BTreeMap<&str, &str> = BTreeMap::new();
+        for name in NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()) {
+            if let Some(value) = headers.get(name) {
+                out.insert(name, value);
+            }
+        }
+        for (name, values) in headers.iter() {
+            let known = out.keys().any(|k| k.eq_ignore_ascii_case(name));
+            if name.as_bytes().get(..5).is_some_and(|p| p.eq_ignore_ascii_case(b"nats-")) && !known {
+                out.insert(name, values.first().map_or("", String::as_str));
+            }
+        }
+        out.into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect()
+    }
+
+    /// Header names: standard ones in any case, other `Nats-` ones, others, multi-byte ones.
+    fn header_name() -> impl Strategy<Value = String> {
+        let known: Vec<&str> = NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()).copied().collect();
+        prop_oneof![
+            (prop::sample::select(known), any::<u64>()).prop_map(|(name, bits)| name
+                .chars()
+                .enumerate()
+                .map(|(i, c)| if (bits >> (i % 64)) & 1 == 1 { c.to_ascii_uppercase() } else { c.to_ascii_lowercase() })
+                .collect()),
+            "(nats|NATS|Nats|naTs)-[A-Za-z-]{0,8}",
+            "[A-Za-z\u{e9}-]{1,8}",
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn one_pass_finds_what_the_lookups_found(
+            pairs in prop::collection::vec((header_name(), "[a-z0-9 ]{0,6}"), 0..12),
+        ) {
+            let headers = pairs.iter().fold(Headers::new(), |h, (n, v)| h.with(n, v.as_str()));
+            let found: Vec<(String, String)> =
+                standard_headers(&headers).into_iter().map(|(k, v)| (k.to_owned(), v.to_owned())).collect();
+            prop_assert_eq!(found, standard_headers_by_lookup(&headers));
+        }
+
+        #[test]
+        fn timestamps_written_late_read_as_rfc3339(nanos in -10i128.pow(18)..10i128.pow(19), offset in -86_399i32..86_400) {
+            let offset = time::UtcOffset::from_whole_seconds(offset).unwrap_or(time::UtcOffset::UTC);
+            let at = OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap_or(OffsetDateTime::UNIX_EPOCH).to_offset(offset);
+            prop_assert_eq!(serde_json::to_value(Rfc3339Text(at)).ok(), Some(Value::String(rfc3339(at))));
+        }
+    }
+
+    #[test]
+    fn every_subsecond_digit_is_written() {
+        // The count format_into returns stops after the first subsecond digit.
+        let at = OffsetDateTime::from_unix_timestamp_nanos(1).unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        assert_eq!(serde_json::to_value(Rfc3339Text(at)).ok(), Some(Value::from("1970-01-01T00:00:00.000000001Z")));
+    }
+
+    #[test]
+    fn a_header_name_that_starts_with_multi_byte_characters_is_kept_out() {
+        // Its fifth byte is inside a character: cutting the name there as text would panic.
+        let headers = Headers::new().with("\u{e9}\u{e9}\u{e9}", "x").with("Nats-A", "y");
+        assert_eq!(standard_headers(&headers), [("Nats-A", "y")]);
+    }
 
     #[test]
     fn document_has_sorted_keys_and_the_reference_fields() {
