@@ -170,15 +170,14 @@ pub(crate) fn with_sink<R>(f: impl FnOnce(&mut Sink) -> R) -> R {
     })
 }
 
-/// Lowercase hex of `bytes` (a digest as the reference writes it), two table lookups a byte.
+/// Lowercase hex of `bytes` (a digest as the reference writes it), two table lookups a byte,
+/// written as bytes and made a string once.
 pub(crate) fn lower_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for &b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
-    }
-    out
+    let hex: Vec<u8> =
+        bytes.iter().flat_map(|&b| [DIGITS[usize::from(b >> 4)], DIGITS[usize::from(b & 0xf)]]).collect();
+    // Only ASCII digits and letters were written.
+    String::from_utf8(hex).unwrap_or_default()
 }
 
 /// Python's `repr(float)`.
@@ -298,6 +297,15 @@ impl<const N: usize> std::fmt::Write for Ascii<N> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn digests_print_as_lowercase_hex() {
+        assert_eq!(lower_hex(&[0x00, 0x0f, 0xa5, 0xff, 0x10]), "000fa5ff10");
+        assert_eq!(lower_hex(&[]), "");
+        let every: Vec<u8> = (0..=255).collect();
+        let expected: String = every.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(lower_hex(&every), expected);
+    }
 
     #[test]
     fn floats_print_as_python_repr() {
