@@ -404,9 +404,6 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
         phases
             .run("certification matrix", || sinks_bench(&["certify", "--results", &results.display().to_string()], &[]))
     });
-    // The quick start builds `nats-sink` as the test build did (nothing to rebuild) before the
-    // slim builds change its features (after them it rebuilt: 43 s in a fresh-clone run).
-    let certified = certified.and_then(|()| phases.run("quick start", || quickstart::run(quickstart::Args::default())));
     let certified = certified.and_then(|()| phases.run("slim binaries end to end", || slim_e2e(&env, args.full)));
     // A sink written outside the workspace, on its crates by path (docs/writing-a-sink.md).
     let certified = certified.and_then(|()| phases.run("out-of-tree sink example", || out_of_tree::run(&env)));
@@ -419,6 +416,7 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
         deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment and docs tools panicked"))?;
     certified?;
     deployable.context("installing the deployment and docs tools")?;
+    phases.run("quick start", || quickstart::run(quickstart::Args::default()))?;
     phases.run("slim binary sizes", || {
         let size = file_only.join().map_err(|_| anyhow::anyhow!("building the file-only binary panicked"))??;
         let root = sinks_testkit::workspace_root();
