@@ -96,9 +96,7 @@ impl serde::Serialize for Headers {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
         let mut sorted: Vec<&(String, Vec<String>)> = self.entries.iter().collect();
-        if !sorted.is_sorted_by(|a, b| a.0 <= b.0) {
-            sorted.sort_by(|a, b| a.0.cmp(&b.0));
-        }
+        sorted.sort_by(|a, b| a.0.cmp(&b.0));
         let mut map = serializer.serialize_map(Some(sorted.len()))?;
         for (name, values) in sorted {
             match values.as_slice() {
