@@ -28,7 +28,7 @@ use crate::canonical::Sink;
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
 use sinks_contract::payload::{self, PayloadMode};
-use sinks_toolkit::metadata::MetadataDoc;
+use sinks_toolkit::metadata::{LeftOut, MetadataDoc};
 
 /// Schema of the custody object.
 pub const SCHEMA: &str = "nats_sinks.custody.v1";
@@ -312,26 +312,6 @@ impl RecordMaterial<'_> {
     }
 }
 
-/// Fields of the metadata document never hashed (the sink's own storage time, the custody
-/// object itself).
-const ALWAYS_LEFT_OUT: [&[&str]; 3] =
-    [&["custody"], &["timestamps", "stored_at"], &["timestamps", "stored_at_epoch_ns"]];
-
-/// [`ALWAYS_LEFT_OUT`] and, under `metadata_hash_scope: "message"`, `freshness` and the
-/// [`PER_DELIVERY_FIELDS`].
-const MESSAGE_LEFT_OUT: [&[&str]; 10] = [
-    &["custody"],
-    &["timestamps", "stored_at"],
-    &["timestamps", "stored_at_epoch_ns"],
-    &["freshness"],
-    &["timestamps", "received_at"],
-    &["timestamps", "received_at_epoch_ns"],
-    &["jetstream", "consumer_sequence"],
-    &["jetstream", "delivered"],
-    &["jetstream", "redelivered"],
-    &["jetstream", "pending"],
-];
-
 /// The canonical bytes of the payload as sinks store it under `json_or_envelope` (those of
 /// [`payload_value`]), into `sink`: strict JSON is read once, straight into its canonical
 /// form; anything else is wrapped as the sinks wrap it, then rendered.
@@ -348,17 +328,18 @@ pub fn canonical_payload(payload: &[u8], sink: &mut Sink) {
 }
 
 /// The canonical bytes of the metadata document hashed for `envelope` under `scope` (those of
-/// [`metadata_input`]), into `sink`.
+/// [`metadata_input`]), into `sink` (cleared first): written by the document's own writer in
+/// key order, never the sink's own storage time nor the custody object, and under
+/// `HashScope::Message` neither `freshness` nor the [`PER_DELIVERY_FIELDS`].
 pub fn canonical_metadata(
     envelope: &Envelope,
     scope: HashScope,
     sink: &mut Sink,
 ) -> Result<(), crate::canonical::CanonicalError> {
-    let omit: &[&[&str]] = match scope {
-        HashScope::Message => &MESSAGE_LEFT_OUT,
-        HashScope::Delivery => &ALWAYS_LEFT_OUT,
-    };
-    crate::canonical::serialize_into(&MetadataDoc::new(envelope, envelope.received_at()), omit, sink)
+    let message = scope == HashScope::Message;
+    let left_out = LeftOut { custody: true, stored_at: true, freshness: message, delivery: message };
+    sink.clear();
+    MetadataDoc::new(envelope, envelope.received_at()).write_in_key_order(sink, left_out)
 }
 
 /// The payload as sinks store it under `json_or_envelope`, parsed.
@@ -522,28 +503,6 @@ mod tests {
             let serialized = crate::canonical::to_vec(&serde_json::to_value(&material).unwrap()).unwrap();
             prop_assert_eq!(written.bytes(), &serialized[..]);
         }
-    }
-
-    #[test]
-    fn the_metadata_document_streams_without_the_value_route() {
-        let e =
-            envelope_with("S", 9, "a.b", &b"{}"[..], Headers::new().with("Nats-Time-Stamp", "2026-01-01T00:00:00Z"), 2)
-                .with_mission_metadata(Some(json!({"phase": "find", "track": {"id": 7, "score": 0.5}})))
-                .with_security_labels(Some(json!({"labels": ["a"], "releasability": ["NATO"]})))
-                .with_custody(Some(json!({"record_hash": "x"})));
-        let mut sink = Sink::new();
-        for omit in [&MESSAGE_LEFT_OUT[..], &ALWAYS_LEFT_OUT[..]] {
-            let doc = MetadataDoc::new(&e, e.received_at());
-            assert!(crate::canonical::stream_into(&doc, omit, &mut sink).is_ok());
-        }
-    }
-
-    #[test]
-    fn the_left_out_paths_are_the_documented_fields() {
-        let mut message: Vec<Vec<&str>> = ALWAYS_LEFT_OUT.iter().map(|p| p.to_vec()).collect();
-        message.push(vec!["freshness"]);
-        message.extend(PER_DELIVERY_FIELDS.iter().map(|(section, field)| vec![*section, *field]));
-        assert_eq!(MESSAGE_LEFT_OUT.iter().map(|p| p.to_vec()).collect::<Vec<_>>(), message);
     }
 
     #[test]

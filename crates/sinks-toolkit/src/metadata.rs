@@ -330,16 +330,21 @@ fn standard_headers(headers: &Headers) -> Vec<(&str, &str)> {
 #[derive(Debug, Clone, Copy)]
 struct Rfc3339Text(OffsetDateTime);
 
-impl Serialize for Rfc3339Text {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut buffer = [0u8; 64];
+impl Rfc3339Text {
+    /// The text, formatted into `buffer`.
+    fn text(self, buffer: &mut [u8; 64]) -> &str {
         let mut cursor = std::io::Cursor::new(&mut buffer[..]);
         // The cursor's position, not the count format_into returns (which leaves out the
         // subsecond digits after the first, as the property test below found).
         let written = self.0.to_offset(time::UtcOffset::UTC).format_into(&mut cursor, &Rfc3339).ok();
         let end = usize::try_from(cursor.position()).unwrap_or(0);
-        let text = written.and_then(|_| std::str::from_utf8(&buffer[..end]).ok()).unwrap_or_default();
-        serializer.serialize_str(text)
+        written.and_then(|_| std::str::from_utf8(&buffer[..end]).ok()).unwrap_or_default()
+    }
+}
+
+impl Serialize for Rfc3339Text {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.text(&mut [0u8; 64]))
     }
 }
 
@@ -534,6 +539,272 @@ impl<'a> MetadataDoc<'a> {
     }
 }
 
+/// A JSON writer that [`MetadataDoc::write_in_key_order`] writes the document through: it
+/// decides how strings, numbers and embedded values are spelled (the policy steps' canonical
+/// JSON, say); the document decides the members and their order.
+pub trait DocWriter {
+    /// What [`DocWriter::value`] reports for a value it cannot write.
+    type Error;
+    /// Bytes that are JSON as they are: punctuation, `null`, `true`, `false`, a fixed key
+    /// with its quotes and colon.
+    fn raw(&mut self, bytes: &[u8]);
+    /// A string, quoted and escaped.
+    fn string(&mut self, text: &str);
+    /// A signed integer.
+    fn integer(&mut self, value: i64);
+    /// An unsigned integer.
+    fn unsigned(&mut self, value: u64);
+    /// A finite float (a non-finite one is written as `null` without asking the writer, as
+    /// `serde_json::to_value` makes it).
+    fn float(&mut self, value: f64);
+    /// A JSON value, every object's members in key order.
+    fn value(&mut self, value: &Value) -> Result<(), Self::Error>;
+}
+
+/// Members of the document [`MetadataDoc::write_in_key_order`] leaves out (none by default).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LeftOut {
+    /// `custody`.
+    pub custody: bool,
+    /// `freshness`.
+    pub freshness: bool,
+    /// `timestamps.stored_at` and `timestamps.stored_at_epoch_ns`.
+    pub stored_at: bool,
+    /// The fields of one delivery: `timestamps.received_at`, `timestamps.received_at_epoch_ns`,
+    /// `jetstream.consumer_sequence`, `jetstream.delivered`, `jetstream.redelivered` and
+    /// `jetstream.pending`.
+    pub delivery: bool,
+}
+
+/// An object being written: members after the first get their comma.
+struct Members<'w, W: ?Sized> {
+    writer: &'w mut W,
+    empty: bool,
+}
+
+impl<'w, W: DocWriter + ?Sized> Members<'w, W> {
+    fn open(writer: &'w mut W) -> Self {
+        writer.raw(b"{");
+        Self { writer, empty: true }
+    }
+
+    /// The writer, after the next member's comma and `key` (`"name":`).
+    fn key(&mut self, key: &[u8]) -> &mut W {
+        if !self.empty {
+            self.writer.raw(b",");
+        }
+        self.empty = false;
+        self.writer.raw(key);
+        self.writer
+    }
+
+    fn close(self) {
+        self.writer.raw(b"}");
+    }
+}
+
+fn null_or_string<W: DocWriter + ?Sized>(writer: &mut W, text: Option<&str>) {
+    match text {
+        Some(text) => writer.string(text),
+        None => writer.raw(b"null"),
+    }
+}
+
+fn null_or_integer<W: DocWriter + ?Sized>(writer: &mut W, value: Option<i64>) {
+    match value {
+        Some(value) => writer.integer(value),
+        None => writer.raw(b"null"),
+    }
+}
+
+fn null_or_float<W: DocWriter + ?Sized>(writer: &mut W, value: Option<f64>) {
+    match value {
+        Some(value) if value.is_finite() => writer.float(value),
+        _ => writer.raw(b"null"),
+    }
+}
+
+fn null_or_value<W: DocWriter + ?Sized>(writer: &mut W, value: Option<&Value>) -> Result<(), W::Error> {
+    match value {
+        Some(value) => writer.value(value),
+        None => {
+            writer.raw(b"null");
+            Ok(())
+        }
+    }
+}
+
+fn boolean<W: DocWriter + ?Sized>(writer: &mut W, value: bool) {
+    writer.raw(if value { b"true" } else { b"false" });
+}
+
+fn strings<'s, W: DocWriter + ?Sized>(writer: &mut W, items: impl Iterator<Item = &'s str>) {
+    writer.raw(b"[");
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            writer.raw(b",");
+        }
+        writer.string(item);
+    }
+    writer.raw(b"]");
+}
+
+impl MetadataDoc<'_> {
+    /// Writes the document through `writer` with the `left_out` members left out, members in
+    /// key order as they are declared (no sorting, no member tracking): the members the serde
+    /// route writes, in its order (tests in this crate and in `sinks-policy` hold the two
+    /// together).
+    pub fn write_in_key_order<W: DocWriter + ?Sized>(&self, writer: &mut W, left_out: LeftOut) -> Result<(), W::Error> {
+        let mut doc = Members::open(writer);
+        if !left_out.custody {
+            null_or_value(doc.key(b"\"custody\":"), self.custody)?;
+        }
+        if !left_out.freshness {
+            self.freshness.write(doc.key(b"\"freshness\":"));
+        }
+        write_headers(doc.key(b"\"headers\":"), self.headers);
+        self.jetstream.write(doc.key(b"\"jetstream\":"), left_out.delivery);
+        null_or_string(doc.key(b"\"message_id\":"), self.message_id);
+        self.message_metadata.write(doc.key(b"\"message_metadata\":"));
+        doc.key(b"\"metadata_version\":").unsigned(u64::from(self.metadata_version));
+        null_or_value(doc.key(b"\"mission_metadata\":"), self.mission_metadata)?;
+        self.nats.write(doc.key(b"\"nats\":"));
+        self.payload.write(doc.key(b"\"payload\":"));
+        doc.key(b"\"reply\":").raw(b"null");
+        null_or_value(doc.key(b"\"security_labels\":"), self.security_labels)?;
+        doc.key(b"\"subject\":").string(self.subject);
+        self.timestamps.write(doc.key(b"\"timestamps\":"), left_out);
+        doc.close();
+        Ok(())
+    }
+}
+
+/// The headers as [`Headers`] serializes them: names sorted, one value as a string, several as
+/// an array.
+fn write_headers<W: DocWriter + ?Sized>(writer: &mut W, headers: &Headers) {
+    let mut sorted: Vec<(&str, &[String])> = headers.iter().collect();
+    // A header set holds each name once, so no two names are equal.
+    sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    writer.raw(b"{");
+    for (i, (name, values)) in sorted.into_iter().enumerate() {
+        if i > 0 {
+            writer.raw(b",");
+        }
+        writer.string(name);
+        writer.raw(b":");
+        match values {
+            [one] => writer.string(one),
+            many => strings(writer, many.iter().map(String::as_str)),
+        }
+    }
+    writer.raw(b"}");
+}
+
+impl Freshness {
+    fn write<W: DocWriter + ?Sized>(&self, writer: &mut W) {
+        let mut o = Members::open(writer);
+        null_or_float(o.key(b"\"event_age_at_receive_seconds\":"), self.event_age_at_receive_seconds);
+        null_or_float(o.key(b"\"event_age_at_store_seconds\":"), self.event_age_at_store_seconds);
+        boolean(o.key(b"\"message_created_at_header_malformed\":"), self.message_created_at_header_malformed);
+        boolean(o.key(b"\"message_created_at_missing\":"), self.message_created_at_missing);
+        o.key(b"\"message_created_at_source\":").string(self.message_created_at_source);
+        null_or_float(o.key(b"\"source_clock_skew_seconds\":"), self.source_clock_skew_seconds);
+        o.close();
+    }
+}
+
+impl JetStreamDoc<'_> {
+    fn write<W: DocWriter + ?Sized>(&self, writer: &mut W, leave_delivery_out: bool) {
+        let mut o = Members::open(writer);
+        o.key(b"\"consumer\":").string(self.consumer);
+        if !leave_delivery_out {
+            o.key(b"\"consumer_sequence\":").unsigned(self.consumer_sequence);
+            o.key(b"\"delivered\":").unsigned(self.delivered);
+        }
+        null_or_string(o.key(b"\"domain\":"), self.domain);
+        if !leave_delivery_out {
+            o.key(b"\"pending\":").unsigned(self.pending);
+            boolean(o.key(b"\"redelivered\":"), self.redelivered);
+        }
+        o.key(b"\"stream\":").string(self.stream);
+        if let Some(epoch) = self.stream_epoch {
+            o.key(b"\"stream_epoch\":").string(epoch);
+        }
+        o.key(b"\"stream_sequence\":").unsigned(self.stream_sequence);
+        let mut buffer = [0u8; 64];
+        null_or_string(o.key(b"\"timestamp\":"), self.timestamp.map(|t| t.text(&mut buffer)));
+        null_or_integer(o.key(b"\"timestamp_epoch_ns\":"), self.timestamp_epoch_ns);
+        o.close();
+    }
+}
+
+impl AppDoc<'_> {
+    fn write<W: DocWriter + ?Sized>(&self, writer: &mut W) {
+        let mut o = Members::open(writer);
+        null_or_string(o.key(b"\"classification\":"), self.classification);
+        strings(o.key(b"\"labels\":"), self.labels.iter().map(String::as_str));
+        null_or_string(o.key(b"\"priority\":"), self.priority);
+        o.close();
+    }
+}
+
+impl NatsDoc<'_> {
+    fn write<W: DocWriter + ?Sized>(&self, writer: &mut W) {
+        let mut o = Members::open(writer);
+        let map = o.key(b"\"reserved_headers\":");
+        map.raw(b"{");
+        for (i, (name, value)) in self.reserved.iter().enumerate() {
+            if i > 0 {
+                map.raw(b",");
+            }
+            map.string(name);
+            map.raw(b":");
+            map.string(value);
+        }
+        map.raw(b"}");
+        strings(o.key(b"\"reserved_headers_present\":"), self.reserved.iter().map(|(name, _)| *name));
+        o.close();
+    }
+}
+
+impl PresenceDoc<'_> {
+    fn write<W: DocWriter + ?Sized>(&self, writer: &mut W) {
+        let mut o = Members::open(writer);
+        o.key(b"\"delivered_size_bytes\":").unsigned(self.delivered_size_bytes as u64);
+        null_or_string(o.key(b"\"nats_msg_size_header\":"), self.nats_msg_size_header);
+        boolean(o.key(b"\"nats_msg_size_header_malformed\":"), self.nats_msg_size_header_malformed);
+        boolean(o.key(b"\"omitted\":"), self.omitted);
+        null_or_string(o.key(b"\"omitted_reason\":"), self.omitted_reason);
+        match self.original_size_bytes {
+            Some(size) => o.key(b"\"original_size_bytes\":").unsigned(size),
+            None => o.key(b"\"original_size_bytes\":").raw(b"null"),
+        }
+        boolean(o.key(b"\"present\":"), self.present);
+        o.close();
+    }
+}
+
+impl Timestamps<'_> {
+    fn write<W: DocWriter + ?Sized>(&self, writer: &mut W, left_out: LeftOut) {
+        let mut o = Members::open(writer);
+        null_or_integer(o.key(b"\"jetstream_timestamp_epoch_ns\":"), self.jetstream_timestamp_epoch_ns);
+        null_or_integer(o.key(b"\"message_created_at_epoch_ns\":"), self.message_created_at_epoch_ns);
+        boolean(o.key(b"\"message_created_at_header_malformed\":"), self.message_created_at_header_malformed);
+        o.key(b"\"message_created_at_source\":").string(self.message_created_at_source);
+        null_or_string(o.key(b"\"nats_time_stamp\":"), self.nats_time_stamp);
+        let mut buffer = [0u8; 64];
+        if !left_out.delivery {
+            o.key(b"\"received_at\":").string(self.received_at.text(&mut buffer));
+            o.key(b"\"received_at_epoch_ns\":").integer(self.received_at_epoch_ns);
+        }
+        if !left_out.stored_at {
+            o.key(b"\"stored_at\":").string(self.stored_at.text(&mut buffer));
+            o.key(b"\"stored_at_epoch_ns\":").integer(self.stored_at_epoch_ns);
+        }
+        o.close();
+    }
+}
+
 /// The standard metadata document as a JSON value (see [`MetadataDoc`]).
 pub fn metadata_document(envelope: &Envelope, stored_at: OffsetDateTime) -> Value {
     serde_json::to_value(MetadataDoc::new(envelope, stored_at)).unwrap_or(Value::Null)
@@ -657,6 +928,113 @@ mod document_tests {
             let offset = time::UtcOffset::from_whole_seconds(offset).unwrap_or(time::UtcOffset::UTC);
             let at = OffsetDateTime::from_unix_timestamp_nanos(nanos).unwrap_or(OffsetDateTime::UNIX_EPOCH).to_offset(offset);
             prop_assert_eq!(serde_json::to_value(Rfc3339Text(at)).ok(), Some(Value::String(rfc3339(at))));
+        }
+    }
+
+    /// Writes serde_json's spelling of each part, so the document's own writer can be held to
+    /// `serde_json::to_vec` of the serde route.
+    #[derive(Default)]
+    struct SerdeJsonForm(Vec<u8>);
+
+    impl DocWriter for SerdeJsonForm {
+        type Error = serde_json::Error;
+        fn raw(&mut self, bytes: &[u8]) {
+            self.0.extend_from_slice(bytes);
+        }
+        fn string(&mut self, text: &str) {
+            self.0.extend_from_slice(&serde_json::to_vec(text).unwrap());
+        }
+        fn integer(&mut self, value: i64) {
+            self.0.extend_from_slice(value.to_string().as_bytes());
+        }
+        fn unsigned(&mut self, value: u64) {
+            self.0.extend_from_slice(value.to_string().as_bytes());
+        }
+        fn float(&mut self, value: f64) {
+            self.0.extend_from_slice(&serde_json::to_vec(&value).unwrap());
+        }
+        fn value(&mut self, value: &Value) -> Result<(), Self::Error> {
+            serde_json::to_writer(&mut self.0, value)
+        }
+    }
+
+    /// Envelopes that set every member of the document one way and the other.
+    fn every_shape() -> Vec<Envelope> {
+        use sinks_contract::envelope::{JetStreamInfo, MSG_SIZE_HEADER};
+        let at = OffsetDateTime::from_unix_timestamp_nanos(1_764_497_400_123_456_789).unwrap();
+        let js = |timestamp, domain: Option<&str>| JetStreamInfo {
+            stream: "ORDERS \"q\"".into(),
+            consumer: "c\u{e9}".into(),
+            stream_sequence: u64::MAX,
+            consumer_sequence: 12,
+            delivered: 3,
+            pending: 40,
+            timestamp,
+            domain: domain.map(str::to_owned),
+        };
+        let headers = Headers::new()
+            .with("X-Many", "1")
+            .with("x-many", "2")
+            .with("Nats-Time-Stamp", "2026-11-30T10:00:00.5+02:00")
+            .with("nats-msg-id", "m\n1")
+            .with(MSG_SIZE_HEADER, "77")
+            .with("Nats-Custom", "{\"a\":1}")
+            .with("traceparent", "00-ab");
+        vec![
+            envelope_with("S", 1, "a.b", &b"{}"[..], Headers::new(), 1),
+            Envelope::new("orders.x", b"payload".to_vec(), headers, js(Some(at), Some("hub")))
+                .with_app_metadata(AppMetadata {
+                    priority: Some("flash".into()),
+                    classification: Some("SECRET".into()),
+                    labels: vec!["a".into(), "b\"".into()],
+                })
+                .with_mission_metadata(Some(serde_json::json!({"z": 1.5e-7, "a": [1, null, true]})))
+                .with_security_labels(Some(serde_json::json!({"releasability": ["NATO"]})))
+                .with_custody(Some(serde_json::json!({"record_hash": "x"})))
+                .with_stream_epoch(Some("e2".into()))
+                .with_received_at(at),
+            Envelope::new("a", Vec::new(), Headers::new().with("Nats-Time-Stamp", "not a time"), js(None, None)),
+        ]
+    }
+
+    #[test]
+    fn the_documents_own_writer_writes_what_serde_writes() {
+        let combinations = (0..16).map(|bits| LeftOut {
+            custody: bits & 1 != 0,
+            freshness: bits & 2 != 0,
+            stored_at: bits & 4 != 0,
+            delivery: bits & 8 != 0,
+        });
+        let stored_at = OffsetDateTime::from_unix_timestamp_nanos(1_764_497_401_000_000_001).unwrap();
+        for (n, envelope) in every_shape().iter().enumerate() {
+            let doc = MetadataDoc::new(envelope, stored_at);
+            for left_out in combinations.clone() {
+                let mut tree = serde_json::to_value(&doc).unwrap();
+                let map = tree.as_object_mut().unwrap();
+                let mut remove = |section: &str, field: &str| {
+                    map.get_mut(section).and_then(Value::as_object_mut).unwrap().remove(field).unwrap();
+                };
+                if left_out.stored_at {
+                    remove("timestamps", "stored_at");
+                    remove("timestamps", "stored_at_epoch_ns");
+                }
+                if left_out.delivery {
+                    remove("timestamps", "received_at");
+                    remove("timestamps", "received_at_epoch_ns");
+                    for field in ["consumer_sequence", "delivered", "redelivered", "pending"] {
+                        remove("jetstream", field);
+                    }
+                }
+                for (section, out) in [("custody", left_out.custody), ("freshness", left_out.freshness)] {
+                    if out {
+                        map.remove(section).unwrap();
+                    }
+                }
+                let mut written = SerdeJsonForm::default();
+                doc.write_in_key_order(&mut written, left_out).unwrap();
+                let want = serde_json::to_string(&tree).unwrap();
+                assert_eq!(String::from_utf8(written.0).unwrap(), want, "envelope {n}, {left_out:?}");
+            }
         }
     }
 

@@ -286,7 +286,8 @@ fn payload() -> impl Strategy<Value = Vec<u8>> {
 }
 
 /// Any envelope the policies may see: headers of every kind, resolved application metadata,
-/// mission metadata and security labels of any shape, any delivery.
+/// mission metadata and security labels of any shape, any delivery, a stream in its first
+/// epoch or a later one.
 pub(crate) fn envelope() -> impl Strategy<Value = sinks_contract::envelope::Envelope> {
     use sinks_contract::envelope::{AppMetadata, Envelope, Headers, JetStreamInfo};
     let headers = prop::collection::vec((header_name(), header_value()), 0..8)
@@ -321,9 +322,10 @@ pub(crate) fn envelope() -> impl Strategy<Value = sinks_contract::envelope::Enve
         prop::option::of(value()),
         0i64..4_000_000_000,
         0u32..1_000_000_000,
+        prop::option::of("[a-z0-9-]{1,8}"),
     );
     ("[a-z.>*]{1,12}", payload(), headers, js, app, extras).prop_map(
-        |(subject, payload, headers, js, app, (mission, labels, custody, seconds, nanos))| {
+        |(subject, payload, headers, js, app, (mission, labels, custody, seconds, nanos, epoch))| {
             let received = time::OffsetDateTime::from_unix_timestamp(seconds)
                 .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
                 + time::Duration::nanoseconds(i64::from(nanos));
@@ -333,6 +335,7 @@ pub(crate) fn envelope() -> impl Strategy<Value = sinks_contract::envelope::Enve
                 .with_security_labels(labels)
                 .with_custody(custody)
                 .with_received_at(received)
+                .with_stream_epoch(epoch.map(std::sync::Arc::from))
         },
     )
 }

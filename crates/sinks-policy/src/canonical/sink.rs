@@ -350,6 +350,41 @@ impl Sink {
     }
 }
 
+/// The metadata document written in key order by its own writer
+/// ([`sinks_toolkit::metadata::MetadataDoc::write_in_key_order`]), spelled canonically: the
+/// custody metadata hash's input, without the member tracking of the serde route.
+impl sinks_toolkit::metadata::DocWriter for Sink {
+    type Error = super::CanonicalError;
+
+    fn raw(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+    }
+
+    fn string(&mut self, text: &str) {
+        Self::string(self, text);
+    }
+
+    fn integer(&mut self, value: i64) {
+        push_integer(value, &mut self.out);
+    }
+
+    fn unsigned(&mut self, value: u64) {
+        push_integer(value, &mut self.out);
+    }
+
+    fn float(&mut self, value: f64) {
+        // Only a non-finite float is refused, and the document never hands one over; were it
+        // to, `null` is what the value route would write.
+        if super::write_python_float(value, &mut self.out).is_err() {
+            self.out.extend_from_slice(b"null");
+        }
+    }
+
+    fn value(&mut self, value: &serde_json::Value) -> Result<(), Self::Error> {
+        super::write(value, &mut self.out)
+    }
+}
+
 /// The escape of each byte: 0 for none, else the letter after the backslash (`u` for
 /// `\u00XX`). Only `"`, `\` and the ASCII controls are escaped, as `json.dumps` with
 /// `ensure_ascii=False` does; no byte of a multi-byte UTF-8 sequence is ASCII, so runs of other
