@@ -149,6 +149,17 @@ pub fn len_of<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
     }
 }
 
+/// The length of the canonical bytes of the whole metadata document `doc` (what [`len_of`]
+/// counts for it), counted as the document's own writer writes it
+/// ([`MetadataDoc::write_in_key_order`](sinks_toolkit::metadata::MetadataDoc::write_in_key_order)),
+/// without the serde route's member tracking.
+pub fn metadata_len(doc: &sinks_toolkit::metadata::MetadataDoc<'_>) -> u64 {
+    let mut counter = sink::Counter::default();
+    match doc.write_in_key_order(&mut counter, sinks_toolkit::metadata::LeftOut::default()) {
+        Ok(()) => counter.len(),
+    }
+}
+
 /// Buffers larger than this (a large document's rendering) are not kept for the next message.
 const KEPT_BUFFER_BYTES: usize = 256 * 1024;
 

@@ -172,8 +172,9 @@ impl SizePolicyConfig {
         limit("label_too_large", labels.iter().map(|l| l.len() as u64).max().unwrap_or(0), self.max_label_bytes);
         limit("labels_too_large", labels.iter().map(|l| l.len() as u64).sum(), self.max_labels_bytes);
         limit("mission_metadata_too_large", json_size(envelope.mission_metadata()), self.max_mission_metadata_bytes);
-        // Counted as it serializes: the canonical length, with no document built.
-        let standard = crate::canonical::len_of(&MetadataDoc::new(envelope, time::OffsetDateTime::now_utc()));
+        // Counted as the document's own writer writes it: the canonical length, with no
+        // document built.
+        let standard = crate::canonical::metadata_len(&MetadataDoc::new(envelope, time::OffsetDateTime::now_utc()));
         limit("standard_metadata_too_large", standard, self.max_standard_metadata_bytes);
         limit("normalized_record_too_large", payload + standard, self.max_normalized_record_bytes);
         let Some(&(reason, actual, max)) = over.first() else { return Ok(()) };

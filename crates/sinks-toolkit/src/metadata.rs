@@ -313,9 +313,7 @@ fn standard_headers(headers: &Headers) -> Vec<(&str, &str)> {
     for (name, values) in headers.iter() {
         // Bytes, not a str slice: a name may start with a multi-byte character.
         let nats = name.as_bytes().get(..5).is_some_and(|p| p.eq_ignore_ascii_case(b"nats-"));
-        let standard =
-            NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()).find(|s| s.eq_ignore_ascii_case(name));
-        match (standard, values.first()) {
+        match (standard_spelling(name), values.first()) {
             (Some(spelling), Some(value)) => out.push((spelling, value)),
             (_, first) if nats => out.push((name, first.map_or("", String::as_str))),
             _ => {}
@@ -323,6 +321,47 @@ fn standard_headers(headers: &Headers) -> Vec<(&str, &str)> {
     }
     out.sort_unstable_by(|a, b| a.0.cmp(b.0));
     out
+}
+
+/// Slots of [`STANDARD_SLOTS`] (a power of two, several times the 26 names).
+const SLOTS: usize = 128;
+
+/// The standard header names ([`NATS_RESERVED_HEADERS`], [`OTHER_STANDARD_HEADERS`]) in an open
+/// addressing table: each at [`slot_of`] its name, or the next free slot after it.
+static STANDARD_SLOTS: std::sync::LazyLock<[Option<&'static str>; SLOTS]> = std::sync::LazyLock::new(|| {
+    let mut slots = [None; SLOTS];
+    for name in NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()) {
+        let mut at = slot_of(name.as_bytes());
+        while slots[at].is_some() {
+            at = (at + 1) % SLOTS;
+        }
+        slots[at] = Some(*name);
+    }
+    slots
+});
+
+/// Where a header name starts its search in [`STANDARD_SLOTS`], the same in any case: from its
+/// length and two of its bytes (the standard names share their `Nats-` and differ by length or
+/// in their middle and last letters).
+fn slot_of(name: &[u8]) -> usize {
+    let len = name.len();
+    let byte = |at: usize| usize::from(name.get(at).map_or(0, u8::to_ascii_lowercase));
+    (len.wrapping_mul(31) ^ byte(len / 2).wrapping_mul(7) ^ byte(len.wrapping_sub(1))) % SLOTS
+}
+
+/// The spelling of the standard header `name` is (compared case-insensitively), found in
+/// [`STANDARD_SLOTS`] in a probe or two (a linear search compared it with all 26 names; a
+/// binary search by lowercase name made a `memcmp` call at each step, and was slower still).
+fn standard_spelling(name: &str) -> Option<&'static str> {
+    let slots = &*STANDARD_SLOTS;
+    let mut at = slot_of(name.as_bytes());
+    loop {
+        match slots[at] {
+            None => return None,
+            Some(standard) if standard.eq_ignore_ascii_case(name) => return Some(standard),
+            Some(_) => at = (at + 1) % SLOTS,
+        }
+    }
 }
 
 /// RFC 3339 text of a timestamp in UTC (as [`rfc3339`]), written when the document is
@@ -1043,6 +1082,32 @@ mod document_tests {
         // The count format_into returns stops after the first subsecond digit.
         let at = OffsetDateTime::from_unix_timestamp_nanos(1).unwrap_or(OffsetDateTime::UNIX_EPOCH);
         assert_eq!(serde_json::to_value(Rfc3339Text(at)).ok(), Some(Value::from("1970-01-01T00:00:00.000000001Z")));
+    }
+
+    #[test]
+    fn every_standard_name_is_found_in_any_case_and_no_other() {
+        for name in NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter()) {
+            assert_eq!(standard_spelling(name), Some(*name));
+            assert_eq!(standard_spelling(&name.to_ascii_uppercase()), Some(*name));
+            assert_eq!(standard_spelling(&name.to_ascii_lowercase()), Some(*name));
+            assert_eq!(standard_spelling(&format!("{name}x")), None);
+            assert_eq!(standard_spelling(&name[1..]), None);
+        }
+        assert_eq!(standard_spelling(""), None);
+        assert_eq!(standard_spelling(&"N".repeat(300)), None);
+        let probes = |name: &str| {
+            let mut at = slot_of(name.as_bytes());
+            let mut n = 1;
+            while STANDARD_SLOTS[at] != Some(name) {
+                at = (at + 1) % SLOTS;
+                n += 1;
+            }
+            n
+        };
+        let names = NATS_RESERVED_HEADERS.iter().chain(OTHER_STANDARD_HEADERS.iter());
+        let most = names.map(|name| probes(name)).max();
+        assert!(most <= Some(3), "a standard name takes {most:?} probes: the slots need another start");
+        assert_eq!(standard_spelling("Nats-Sinks-Labels"), None);
     }
 
     #[test]

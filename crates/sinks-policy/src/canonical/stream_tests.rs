@@ -43,6 +43,7 @@ proptest! {
         let doc = sinks_toolkit::metadata::MetadataDoc::new(&e, e.received_at());
         let tree = to_vec(&serde_json::to_value(&doc).unwrap()).unwrap();
         prop_assert_eq!(super::len_of(&doc), tree.len() as u64);
+        prop_assert_eq!(super::metadata_len(&doc), tree.len() as u64, "counted by the document's own writer");
     }
 
     #[test]
