@@ -15,7 +15,7 @@ use futures::StreamExt;
 use serde_json::json;
 use sinks_certify::MemorySink;
 use sinks_contract::Sink;
-use sinks_runtime::{Config, RunError, RunStats};
+use sinks_runtime::{Config, RunError, RunOptions, RunStats};
 use sinks_testkit::{NatsServer, js_publish_all, read_stream, stream_with_subjects, unique, wait_until};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -780,4 +780,103 @@ async fn a_held_message_whose_object_fails_for_good_is_dead_lettered_with_its_pa
     let deliveries = sink.deliveries.lock().unwrap();
     assert_eq!(deliveries.len(), 60, "{deliveries:?}");
     assert!(deliveries.iter().all(|(_, _, len)| *len > 0));
+}
+
+/// The in-memory sink whose first write waits until the test lets it go (and says when it
+/// began).
+#[derive(Debug)]
+struct GateSink {
+    inner: Arc<MemorySink>,
+    first_began: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+    writes: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Sink for GateSink {
+    fn name(&self) -> &str {
+        "gate"
+    }
+    async fn write(
+        &self,
+        batch: &[sinks_contract::Envelope],
+        _budget: std::time::Duration,
+    ) -> sinks_contract::BatchResult {
+        if self.writes.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.first_began.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.write(batch, sinks_contract::DEFAULT_BUDGET).await
+    }
+    async fn health_check(&self) -> Result<(), sinks_contract::SinkError> {
+        Ok(())
+    }
+}
+
+/// The policy steps are pure and per message: a batch runs them while an earlier batch of its
+/// key is still being written (on another core, for a CPU-bound sink), not after it. Its
+/// refused message waits with it for that write, heartbeated like the rest, so a wait of three
+/// AckWaits redelivers nothing; afterwards it is dead-lettered and the others are written in
+/// order.
+#[tokio::test]
+async fn a_batch_runs_its_policies_while_an_earlier_batch_of_its_key_writes() {
+    let s = setup().await;
+    let (dlq_stream, dlq_subject) = s.dlq_stream().await;
+    // One subject (one ordering key), batches of up to ten, four in flight (every message is
+    // fetched while the first write waits); seq 12, in a later batch, is too large for the size
+    // policy.
+    let subject = format!("{}.only", s.stream.to_lowercase());
+    let msgs = (0..20)
+        .map(|i| {
+            let payload =
+                if i == 11 { Bytes::from(format!(r#"{{"n":"{}"}}"#, "x".repeat(1000))) } else { json_payload(i) };
+            (subject.clone(), HeaderMap::new(), payload)
+        })
+        .collect();
+    js_publish_all(&s.js, msgs).await;
+    let sink = Arc::new(GateSink {
+        inner: Arc::new(MemorySink::new()),
+        first_began: tokio::sync::Notify::new(),
+        release: tokio::sync::Notify::new(),
+        writes: std::sync::atomic::AtomicUsize::new(0),
+    });
+    let config = s.config(json!({
+        "consumer_management": {"ack_wait_seconds": 1},
+        "delivery": {"batch_size": 10, "max_in_flight_batches": 4, "batch_timeout_ms": 50},
+        "size_policy": {"enabled": true, "max_payload_bytes": 512},
+        "dead_letter": {"enabled": true, "subject": dlq_subject},
+    }));
+    let metrics = sinks_runtime::metrics::Metrics::new(&config.metrics);
+    let stats = Arc::clone(metrics.stats());
+    let (stop, stopped) = oneshot::channel::<()>();
+    let run = tokio::spawn(sinks_runtime::run_observed(config, sink.clone(), metrics, RunOptions::default(), async {
+        let _ = stopped.await;
+    }));
+    tokio::time::timeout(Duration::from_secs(20), sink.first_began.notified()).await.unwrap();
+    let refused_early =
+        wait_until(Duration::from_secs(10), || async { stats.rejected_by_policy.load(Ordering::Relaxed) == 1 }).await;
+    assert!(
+        refused_early,
+        "the second batch ran its policies while the first was being written: {:?}",
+        stats.snapshot()
+    );
+    assert_eq!(sink.inner.len(), 0, "the first batch is still being written");
+    // Three AckWaits of waiting for the first write.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    sink.release.notify_one();
+    let done = wait_until(Duration::from_secs(30), || async { sink.inner.len() == 19 && s.settled().await }).await;
+    let _ = stop.send(());
+    let stats = tokio::time::timeout(Duration::from_secs(30), run).await.unwrap().unwrap().unwrap();
+    assert!(done, "committed {} of 19; {:?}", sink.inner.len(), stats.snapshot());
+    assert_eq!(stats.dead_lettered.load(Ordering::Relaxed), 1);
+    let records = read_stream(&s.js, &dlq_stream).await;
+    assert_eq!(records.len(), 1);
+    let record: serde_json::Value = serde_json::from_slice(&records[0].3).unwrap();
+    assert_eq!(record["stream_sequence"], 12);
+    let commits: Vec<u64> = sink.inner.commits().into_iter().map(|(seq, _)| seq).collect();
+    let expected: Vec<u64> = (1..=20).filter(|seq| *seq != 12).collect();
+    assert_eq!(commits, expected, "one key: committed in stream order, each once");
+    let stream = s.js.get_stream(&s.stream).await.unwrap();
+    let deliveries = stream.consumer_info(&s.consumer).await.unwrap().delivered.consumer_sequence;
+    assert_eq!(deliveries, 20, "nothing was redelivered while the second batch waited, its refused message included");
 }

@@ -55,7 +55,7 @@ pub(super) async fn fetch_loop(
             if parking.has_ready() { parking.take_ready(delivery.batch_size) } else { Batch::default() }
         };
         if !ready.is_empty() {
-            let Ok(permit) = hold_while(ctx, &ready.handles, Arc::clone(&permits).acquire_owned()).await else {
+            let Ok(permit) = hold_while(ctx, &[&ready.handles], Arc::clone(&permits).acquire_owned()).await else {
                 break;
             };
             spawn(ctx, &mut gate, ready, Origin::Parked, permit);
@@ -139,7 +139,7 @@ pub(super) async fn fetch_loop(
         ctx.metrics.inc(CounterId::MessagesFetched, batch.len() as u64);
         ctx.metrics.inc(CounterId::BatchesFetched, 1);
         ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
-        let Ok(permit) = hold_while(ctx, &batch.handles, Arc::clone(&permits).acquire_owned()).await else { break };
+        let Ok(permit) = hold_while(ctx, &[&batch.handles], Arc::clone(&permits).acquire_owned()).await else { break };
         spawn(ctx, &mut gate, batch, Origin::Fetched, permit);
     }
     // A fetch asked for ahead and abandoned (a stop while disconnected) brings nothing.

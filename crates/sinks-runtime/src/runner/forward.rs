@@ -4,8 +4,9 @@
 //! ticket as its handle). [`process`] is a batch's task, and every step hands the batch on to the next
 //! one, never back:
 //!
-//! 1. wait (heartbeated) until earlier batches sharing one of its ordering keys have written;
-//! 2. run the policy steps on each message ([`apply_policies`]): refused ones leave the batch;
+//! 1. run the policy steps on each message ([`apply_policies`]): refused ones leave the batch
+//!    (pure and per message, they need not wait for anything);
+//! 2. wait (heartbeated) until earlier batches sharing one of its ordering keys have written;
 //! 3. admit it past the parking: messages of a key waiting for its failed message join that
 //!    key's lot, and a failed message coming back (or refused on its way back) brings its lot;
 //!    the refused messages' settlements are planned under the same lock;
@@ -63,23 +64,26 @@ pub(super) async fn process(
     waits: Vec<watch::Receiver<bool>>,
     done: watch::Sender<bool>,
 ) {
-    if !waits.is_empty() {
-        let earlier = join_all(waits.into_iter().map(|mut w| async move {
-            let _ = w.wait_for(|d| *d).await;
-        }));
-        hold_while(ctx, &batch.handles, earlier).await;
-    }
-    let started = Instant::now();
     if let Some(traces) = &ctx.traces {
         traces.begin(&batch.envelopes);
     }
     // Policies first (encryption among them): from here on, sinks and dead-letter records
     // see only what the policies let through, encrypted when encryption is on. A refused
-    // message is dead-lettered alone, while its batch-mates are written.
+    // message is dead-lettered alone, while its batch-mates are written. The steps are pure
+    // and per message, so they run before the wait for earlier batches of the same keys:
+    // this batch's policy work overlaps their writes (on another core) instead of queueing
+    // behind them. Nothing that depends on the earlier batches (parking, settlement) moves.
     let (batch, refused, rejections) = match origin {
         Origin::Fetched | Origin::Rescued | Origin::Redriven => apply_policies(ctx, batch, origin != Origin::Fetched),
         Origin::Parked => (batch, Batch::default(), Vec::new()),
     };
+    if !waits.is_empty() {
+        let earlier = join_all(waits.into_iter().map(|mut w| async move {
+            let _ = w.wait_for(|d| *d).await;
+        }));
+        hold_while(ctx, &[&batch.handles, &refused.handles], earlier).await;
+    }
+    let started = Instant::now();
     // Messages of a key waiting for its failed message join that key's lot; a failed
     // message coming back (or refused on its way back) brings its lot with it.
     let (batch, refused) = {

@@ -13,22 +13,28 @@ use super::context::Ctx;
 use super::handle::Handle;
 use crate::metrics::{CounterId, GaugeId, TimingId};
 
-/// Runs `wait` while keeping the messages of `acks` alive: a fetched batch waiting for a free
-/// slot or for an earlier batch of its keys sends in-progress heartbeats every third of
-/// AckWait, and one more when a long wait ends, so waiting costs no redelivery (and no
-/// delivery of `max_deliver`) however slow the batches ahead of it are.
-pub(super) async fn hold_while<T>(ctx: &Ctx, acks: &[Handle], wait: impl Future<Output = T>) -> T {
+/// Runs `wait` while keeping the messages of each group of `acks` alive: a fetched batch
+/// waiting for a free slot or for an earlier batch of its keys (its messages to write and
+/// those its policies refused) sends in-progress heartbeats every third of AckWait, and one
+/// more when a long wait ends, so waiting costs no redelivery (and no delivery of
+/// `max_deliver`) however slow the batches ahead of it are.
+pub(super) async fn hold_while<T>(ctx: &Ctx, acks: &[&[Handle]], wait: impl Future<Output = T>) -> T {
     let every = ctx.heartbeat_every();
     let started = Instant::now();
     let mut wait = std::pin::pin!(wait);
+    let beat = || async {
+        for group in acks {
+            progress(group).await;
+        }
+    };
     let out = loop {
         tokio::select! {
             out = &mut wait => break out,
-            () = tokio::time::sleep(every) => progress(acks).await,
+            () = tokio::time::sleep(every) => beat().await,
         }
     };
     if started.elapsed() >= every / 2 {
-        progress(acks).await;
+        beat().await;
     }
     out
 }

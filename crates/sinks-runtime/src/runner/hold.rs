@@ -119,7 +119,7 @@ pub(super) async fn ride_out(
         let left = limit.saturating_sub(started.elapsed());
         let delay = probe_delay(attempt, rand::random::<f64>()).min(left);
         let mut stop = ctx.stop.clone();
-        let stopped = hold_while(ctx, &acks, async {
+        let stopped = hold_while(ctx, &[&acks], async {
             tokio::select! {
                 () = tokio::time::sleep(delay) => false,
                 _ = stop.wait_for(|s| *s) => true,

@@ -270,7 +270,7 @@ pub(super) async fn finish(ctx: &Ctx) {
     if !held.is_empty() {
         tracing::info!(messages = held.len(), "committing the open objects before stopping");
     }
-    match hold_while(ctx, &held, tokio::time::timeout(drain, flush(ctx.sink.as_ref(), FlushScope::All))).await {
+    match hold_while(ctx, &[&held], tokio::time::timeout(drain, flush(ctx.sink.as_ref(), FlushScope::All))).await {
         Ok(settled) => deliver(ctx, settled).await,
         Err(_) => tracing::warn!(
             timeout_s = drain.as_secs(),
