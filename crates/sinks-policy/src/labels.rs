@@ -372,7 +372,7 @@ impl SecurityLabelsConfig {
             }
             Some(_) => return Err(Violation::at_key(Kind::NotObject, "extensions", "must be a JSON object")),
         }
-        normalize_object(&Json::Object(result), &ObjectRules::generic(max_bytes))
+        normalize_object(Json::Object(result), &ObjectRules::generic(max_bytes))
     }
 }
 

@@ -244,7 +244,7 @@ impl MissionMetadataConfig {
         }
         let parsed = strict_doc::parse(text)?;
         normalize_object(
-            &parsed.json,
+            parsed.json,
             &ObjectRules { unencodable: parsed.unencodable, ..self.object_rules(self.max_bytes) },
         )
     }
@@ -253,7 +253,7 @@ impl MissionMetadataConfig {
 /// Checks a configured object (a default or a rule's metadata), recording a problem at
 /// `path` plus the offending field.
 fn check_config_object(path: &str, value: &Value, rules: &ObjectRules<'_>, issues: &mut Issues) {
-    if let Err(v) = normalize_object(&Json::from_value(value), rules) {
+    if let Err(v) = normalize_object(Json::from_value(value), rules) {
         issues.push(&format!("{path}{}", v.at), v.message);
     }
 }
@@ -328,9 +328,9 @@ impl ObjectRules<'_> {
 /// Validates an object with the reference's generic checks (in its order: bounds, then
 /// `allowed_profiles`, built-in profiles, operator profiles, size) and returns it as a
 /// `serde_json` value.
-pub(crate) fn normalize_object(value: &Json, rules: &ObjectRules<'_>) -> Result<Value, Violation> {
-    check_object(value, rules)?;
-    Ok(value.to_value())
+pub(crate) fn normalize_object(value: Json, rules: &ObjectRules<'_>) -> Result<Value, Violation> {
+    check_object(&value, rules)?;
+    Ok(value.into_value())
 }
 
 /// [`normalize_object`]'s checks alone, building nothing: the size is the length of the

@@ -166,6 +166,20 @@ impl Json {
         }
     }
 
+    /// [`Json::to_value`] taking the document: its strings and keys move into the value
+    /// instead of being copied.
+    pub fn into_value(self) -> Value {
+        match self {
+            Self::Null => Value::Null,
+            Self::Bool(b) => Value::Bool(b),
+            Self::Int(i) => i64::try_from(i).map(Value::from).unwrap_or(Value::Null),
+            Self::Float(f) => serde_json::Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null),
+            Self::Str(s) => Value::String(s),
+            Self::Array(items) => Value::Array(items.into_iter().map(Self::into_value).collect()),
+            Self::Object(members) => Value::Object(members.into_iter().map(|(k, v)| (k, v.into_value())).collect()),
+        }
+    }
+
     /// Member `key` of an object (`None` for other values).
     pub fn get(&self, key: &str) -> Option<&Self> {
         match self {
@@ -953,6 +967,14 @@ mod tests {
             let Ok(parsed) = parse(text) else { return Ok(()) };
             let rendered = crate::canonical::to_vec(&parsed.json.to_value()).unwrap();
             proptest::prop_assert_eq!(crate::canonical::len_of(&parsed.json), rendered.len() as u64);
+        }
+
+        #[test]
+        fn a_document_taken_is_the_value_copied(text in crate::canonical::arbitrary::json_text()) {
+            let Ok(text) = std::str::from_utf8(&text) else { return Ok(()) };
+            let Ok(parsed) = parse(text) else { return Ok(()) };
+            let copied = parsed.json.to_value();
+            proptest::prop_assert_eq!(parsed.json.into_value(), copied);
         }
     }
 }
