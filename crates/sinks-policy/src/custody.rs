@@ -28,7 +28,7 @@ use crate::canonical::Sink;
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
 use sinks_contract::payload::{self, PayloadMode};
-use sinks_toolkit::metadata::{LeftOut, MetadataDoc};
+use sinks_toolkit::metadata::{DocWriter as _, LeftOut, MetadataDoc};
 
 /// Schema of the custody object.
 pub const SCHEMA: &str = "nats_sinks.custody.v1";

@@ -330,18 +330,6 @@ impl Sink {
             .any(|i| omit.paths.get(i).and_then(|path| path.get(depth)).is_some_and(|k| k.as_bytes() == key))
     }
 
-    /// Appends bytes that are canonical JSON as they are (a fixed key with its punctuation),
-    /// outside the tracking of objects: for documents whose members are fixed and written in
-    /// key order by their writer.
-    pub(crate) fn raw(&mut self, bytes: &[u8]) {
-        self.out.extend_from_slice(bytes);
-    }
-
-    /// Appends an unsigned integer in decimal (see [`Sink::raw`]).
-    pub(crate) fn unsigned(&mut self, value: u64) {
-        push_integer(value, &mut self.out);
-    }
-
     /// A string value, quoted and escaped.
     pub(crate) fn string(&mut self, s: &str) {
         self.out.push(b'"');
@@ -350,33 +338,35 @@ impl Sink {
     }
 }
 
-/// The metadata document written in key order by its own writer
-/// ([`sinks_toolkit::metadata::MetadataDoc::write_in_key_order`]), spelled canonically: the
-/// custody metadata hash's input, without the member tracking of the serde route.
+/// Documents whose members are fixed, written in key order by their own writers outside the
+/// tracking of objects, spelled canonically: the metadata document
+/// ([`sinks_toolkit::metadata::MetadataDoc::write_in_key_order`], the custody metadata hash's
+/// input) and custody's record material. Each part is written as the serde route writes it
+/// ([`Out`]).
 impl sinks_toolkit::metadata::DocWriter for Sink {
     type Error = super::CanonicalError;
 
     fn raw(&mut self, bytes: &[u8]) {
-        self.out.extend_from_slice(bytes);
+        Out::raw(self, bytes);
     }
 
     fn string(&mut self, text: &str) {
-        Self::string(self, text);
+        Out::string(self, text);
     }
 
     fn integer(&mut self, value: i64) {
-        push_integer(value, &mut self.out);
+        Out::integer(self, value);
     }
 
     fn unsigned(&mut self, value: u64) {
-        push_integer(value, &mut self.out);
+        Out::integer(self, value);
     }
 
     fn float(&mut self, value: f64) {
         // Only a non-finite float is refused, and the document never hands one over; were it
         // to, `null` is what the value route would write.
-        if super::write_python_float(value, &mut self.out).is_err() {
-            self.out.extend_from_slice(b"null");
+        if Out::float(self, value).is_err() {
+            Out::raw(self, b"null");
         }
     }
 
