@@ -342,7 +342,7 @@ impl Sink {
 /// tracking of objects, spelled canonically: the metadata document
 /// ([`sinks_toolkit::metadata::MetadataDoc::write_in_key_order`], the custody metadata hash's
 /// input) and custody's record material. Each part is written as the serde route writes it
-/// ([`Out`]).
+/// (`Out`).
 impl sinks_toolkit::metadata::DocWriter for Sink {
     type Error = super::CanonicalError;
 
