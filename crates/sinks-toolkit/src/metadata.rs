@@ -718,25 +718,34 @@ impl MetadataDoc<'_> {
     }
 }
 
+/// An object of `entries`, given in key order, each value written by `value`.
+fn entries<'s, W: DocWriter + ?Sized, V>(
+    writer: &mut W,
+    entries: impl Iterator<Item = (&'s str, V)>,
+    value: impl Fn(&mut W, V),
+) {
+    writer.raw(b"{");
+    for (i, (name, item)) in entries.enumerate() {
+        if i > 0 {
+            writer.raw(b",");
+        }
+        writer.string(name);
+        writer.raw(b":");
+        value(writer, item);
+    }
+    writer.raw(b"}");
+}
+
 /// The headers as [`Headers`] serializes them: names sorted, one value as a string, several as
 /// an array.
 fn write_headers<W: DocWriter + ?Sized>(writer: &mut W, headers: &Headers) {
     let mut sorted: Vec<(&str, &[String])> = headers.iter().collect();
     // A header set holds each name once, so no two names are equal.
     sorted.sort_unstable_by(|a, b| a.0.cmp(b.0));
-    writer.raw(b"{");
-    for (i, (name, values)) in sorted.into_iter().enumerate() {
-        if i > 0 {
-            writer.raw(b",");
-        }
-        writer.string(name);
-        writer.raw(b":");
-        match values {
-            [one] => writer.string(one),
-            many => strings(writer, many.iter().map(String::as_str)),
-        }
-    }
-    writer.raw(b"}");
+    entries(writer, sorted.into_iter(), |writer, values| match values {
+        [one] => writer.string(one),
+        many => strings(writer, many.iter().map(String::as_str)),
+    });
 }
 
 impl Freshness {
@@ -790,17 +799,7 @@ impl AppDoc<'_> {
 impl NatsDoc<'_> {
     fn write<W: DocWriter + ?Sized>(&self, writer: &mut W) {
         let mut o = Members::open(writer);
-        let map = o.key(b"\"reserved_headers\":");
-        map.raw(b"{");
-        for (i, (name, value)) in self.reserved.iter().enumerate() {
-            if i > 0 {
-                map.raw(b",");
-            }
-            map.string(name);
-            map.raw(b":");
-            map.string(value);
-        }
-        map.raw(b"}");
+        entries(o.key(b"\"reserved_headers\":"), self.reserved.iter().copied(), |w, value| w.string(value));
         strings(o.key(b"\"reserved_headers_present\":"), self.reserved.iter().map(|(name, _)| *name));
         o.close();
     }
