@@ -12,6 +12,7 @@ use bytes::Bytes;
 use time::OffsetDateTime;
 
 use crate::idempotency::{IdempotencyError, IdempotencyKey};
+use crate::json::JsonDoc;
 use crate::ordering::OrderKey;
 
 /// Header names that carry a publisher message id, in lookup order (case-insensitive).
@@ -196,9 +197,9 @@ pub struct Envelope {
     app: AppMetadata,
     received_at: OffsetDateTime,
     order_key: Option<OrderKey>,
-    mission_metadata: Option<Arc<serde_json::Value>>,
-    security_labels: Option<Arc<serde_json::Value>>,
-    custody: Option<Arc<serde_json::Value>>,
+    mission_metadata: Option<Arc<JsonDoc>>,
+    security_labels: Option<Arc<JsonDoc>>,
+    custody: Option<Arc<JsonDoc>>,
     epoch: Option<Arc<str>>,
     sealed: bool,
 }
@@ -304,22 +305,41 @@ impl Envelope {
 
     /// Attaches the resolved mission metadata document (`None`: the message has none).
     #[must_use]
-    pub fn with_mission_metadata(mut self, doc: Option<serde_json::Value>) -> Self {
-        self.mission_metadata = doc.map(Arc::new);
-        self
+    pub fn with_mission_metadata(self, doc: Option<serde_json::Value>) -> Self {
+        self.with_mission_metadata_doc(doc.map(|v| Arc::new(JsonDoc::from_value(v))))
     }
 
     /// Attaches the resolved security label profile (`None`: the message has none).
     #[must_use]
-    pub fn with_security_labels(mut self, doc: Option<serde_json::Value>) -> Self {
-        self.security_labels = doc.map(Arc::new);
-        self
+    pub fn with_security_labels(self, doc: Option<serde_json::Value>) -> Self {
+        self.with_security_labels_doc(doc.map(|v| Arc::new(JsonDoc::from_value(v))))
     }
 
     /// Attaches the custody object computed by the core.
     #[must_use]
-    pub fn with_custody(mut self, object: Option<serde_json::Value>) -> Self {
-        self.custody = object.map(Arc::new);
+    pub fn with_custody(self, object: Option<serde_json::Value>) -> Self {
+        self.with_custody_doc(object.map(|v| Arc::new(JsonDoc::from_value(v))))
+    }
+
+    /// Attaches the mission metadata document as the policy step kept it (its canonical
+    /// text; shared when every message gets the same one).
+    #[must_use]
+    pub fn with_mission_metadata_doc(mut self, doc: Option<Arc<JsonDoc>>) -> Self {
+        self.mission_metadata = doc;
+        self
+    }
+
+    /// Attaches the security label profile as the policy step kept it.
+    #[must_use]
+    pub fn with_security_labels_doc(mut self, doc: Option<Arc<JsonDoc>>) -> Self {
+        self.security_labels = doc;
+        self
+    }
+
+    /// Attaches the custody object as the policy step kept it.
+    #[must_use]
+    pub fn with_custody_doc(mut self, object: Option<Arc<JsonDoc>>) -> Self {
+        self.custody = object;
         self
     }
 
@@ -349,18 +369,35 @@ impl Envelope {
         }
     }
 
-    /// Mission metadata resolved by the core (`mission_metadata` section), if any.
+    /// Mission metadata resolved by the core (`mission_metadata` section), if any (parsed
+    /// from its canonical text the first time it is asked for, see [`JsonDoc`]).
     pub fn mission_metadata(&self) -> Option<&serde_json::Value> {
-        self.mission_metadata.as_deref()
+        self.mission_metadata.as_deref().map(JsonDoc::value)
     }
 
     /// Security label profile resolved by the core (`security_labels` section), if any.
     pub fn security_labels(&self) -> Option<&serde_json::Value> {
-        self.security_labels.as_deref()
+        self.security_labels.as_deref().map(JsonDoc::value)
     }
 
     /// Custody object computed by the core (`custody` section), if any.
     pub fn custody(&self) -> Option<&serde_json::Value> {
+        self.custody.as_deref().map(JsonDoc::value)
+    }
+
+    /// The mission metadata document as attached: its canonical text when the policy step
+    /// kept one, its value on demand.
+    pub fn mission_metadata_doc(&self) -> Option<&JsonDoc> {
+        self.mission_metadata.as_deref()
+    }
+
+    /// The security label profile as attached.
+    pub fn security_labels_doc(&self) -> Option<&JsonDoc> {
+        self.security_labels.as_deref()
+    }
+
+    /// The custody object as attached.
+    pub fn custody_doc(&self) -> Option<&JsonDoc> {
         self.custody.as_deref()
     }
 

@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 use std::fmt;
+use std::sync::OnceLock;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -59,6 +60,76 @@ pub fn depth(text: &str) -> usize {
         }
     }
     max
+}
+
+/// A JSON document the core attaches to an envelope: the mission metadata, the security label
+/// profile, the custody object ([`crate::Envelope::mission_metadata_doc`] and its siblings).
+///
+/// The policy steps keep what they make as its canonical text (keys sorted, no whitespace,
+/// the bytes custody hashes and authenticity signs), written once, and its `serde_json` value
+/// is parsed from that text only the first time something asks for it ([`JsonDoc::value`]):
+/// a sink that never reads the document (or writes its text as it is) builds no tree. A
+/// document made from a value ([`JsonDoc::from_value`], what the value builders of the
+/// envelope do) has no canonical text.
+#[derive(Debug)]
+pub struct JsonDoc {
+    canonical: Option<Box<str>>,
+    value: OnceLock<serde_json::Value>,
+}
+
+impl JsonDoc {
+    /// A document made from its value (it has no canonical text).
+    pub fn from_value(value: serde_json::Value) -> Self {
+        Self { canonical: None, value: OnceLock::from(value) }
+    }
+
+    /// A document kept as `text`, which must be one JSON value in the canonical form of the
+    /// policy steps (`sinks_policy::canonical`): keys sorted, no whitespace. The steps write it
+    /// with their canonical writer; a text that is not JSON is a bug in its producer, which
+    /// [`JsonDoc::value`] reports by panicking (checked here in debug builds).
+    pub fn from_canonical(text: String) -> Self {
+        debug_assert!(serde_json::from_str::<serde::de::IgnoredAny>(&text).is_ok(), "not json: {text}");
+        Self { canonical: Some(text.into_boxed_str()), value: OnceLock::new() }
+    }
+
+    /// The canonical text, when the document was kept as one.
+    pub fn canonical(&self) -> Option<&str> {
+        self.canonical.as_deref()
+    }
+
+    /// The document's value, parsed from its canonical text the first time it is asked for.
+    /// Floats come out as `serde_json` makes them from an `f64` (so a value parsed from the
+    /// text equals the value the text was written from, also with serde_json's
+    /// `arbitrary_precision`, which would otherwise keep the text's spelling of a float).
+    pub fn value(&self) -> &serde_json::Value {
+        self.value.get_or_init(|| {
+            let text = self.canonical.as_deref().unwrap_or("null");
+            let mut value = serde_json::from_str(text).expect("an attached document's canonical text is json");
+            floats_from_f64(&mut value);
+            value
+        })
+    }
+}
+
+impl serde::Serialize for JsonDoc {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(serializer)
+    }
+}
+
+/// Every float in `value` rebuilt from its `f64` (integers are left as they are).
+fn floats_from_f64(value: &mut serde_json::Value) {
+    use serde_json::Value;
+    match value {
+        Value::Number(n) if !n.is_i64() && !n.is_u64() => {
+            if let Some(float) = n.as_f64().and_then(serde_json::Number::from_f64) {
+                *n = float;
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(floats_from_f64),
+        Value::Object(members) => members.values_mut().for_each(floats_from_f64),
+        _ => {}
+    }
 }
 
 /// JSON equality by value, for read-backs from stores that keep JSON values rather than
@@ -172,6 +243,32 @@ impl<'de> Visitor<'de> for StrictVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_document_kept_as_text_parses_its_value_once_on_demand() {
+        let doc = JsonDoc::from_canonical(r#"{"a":[1,null,true],"b":"x\u0001y"}"#.to_owned());
+        assert_eq!(doc.canonical(), Some(r#"{"a":[1,null,true],"b":"x\u0001y"}"#));
+        let first: *const serde_json::Value = doc.value();
+        assert_eq!(doc.value(), &serde_json::json!({"a": [1, null, true], "b": "x\u{1}y"}));
+        assert!(std::ptr::eq(first, doc.value()), "parsed once");
+        assert_eq!(serde_json::to_string(&doc).unwrap(), r#"{"a":[1,null,true],"b":"x\u0001y"}"#);
+
+        let made = JsonDoc::from_value(serde_json::json!({"k": 2}));
+        assert_eq!((made.canonical(), made.value()), (None, &serde_json::json!({"k": 2})));
+    }
+
+    #[test]
+    fn floats_parsed_from_the_text_are_the_floats_it_was_written_from() {
+        // The canonical text spells floats as Python does (`1e-07`, `1e+16`); the value must
+        // be the one made from the `f64`, spelled as serde_json spells it (with
+        // `arbitrary_precision`, which the Oracle NoSQL SDK turns on in the full build, a
+        // parsed number would otherwise keep the text's spelling).
+        let doc = JsonDoc::from_canonical(r#"{"a":1e-07,"b":1e+16,"c":5,"d":-0.5,"e":[2.0]}"#.to_owned());
+        let want = serde_json::json!({"a": 1e-7, "b": 1e16, "c": 5, "d": -0.5, "e": [2.0]});
+        assert_eq!(doc.value(), &want);
+        assert_eq!(serde_json::to_string(doc.value()).unwrap(), serde_json::to_string(&want).unwrap());
+        assert!(doc.value()["c"].is_u64(), "integers stay integers");
+    }
 
     #[test]
     fn values_compare_by_value() {

@@ -160,6 +160,25 @@ pub fn metadata_len(doc: &sinks_toolkit::metadata::MetadataDoc<'_>) -> u64 {
     }
 }
 
+/// `value` as a document to attach to an envelope: its canonical text (the bytes of
+/// [`serialize_into`]), its value left to be parsed from that text when a sink asks for it.
+pub fn doc_of<T: serde::Serialize + ?Sized>(value: &T) -> Result<sinks_contract::json::JsonDoc, CanonicalError> {
+    with_sink(|sink| {
+        serialize_into(value, &[], sink)?;
+        Ok(doc_from(sink))
+    })
+}
+
+/// The bytes in `sink` (canonical JSON, written from Rust strings: always UTF-8) as a
+/// document to attach.
+pub(crate) fn doc_from(sink: &Sink) -> sinks_contract::json::JsonDoc {
+    let text = match std::str::from_utf8(sink.bytes()) {
+        Ok(text) => text.to_owned(),
+        Err(_) => String::from_utf8_lossy(sink.bytes()).into_owned(),
+    };
+    sinks_contract::json::JsonDoc::from_canonical(text)
+}
+
 /// Buffers larger than this (a large document's rendering) are not kept for the next message.
 const KEPT_BUFFER_BYTES: usize = 256 * 1024;
 

@@ -27,6 +27,7 @@ use super::{Rejection, Step};
 use crate::canonical::Sink;
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
+use sinks_contract::json::JsonDoc;
 use sinks_contract::payload::{self, PayloadMode};
 use sinks_toolkit::metadata::{DocWriter as _, LeftOut, MetadataDoc};
 
@@ -188,11 +189,14 @@ impl CustodyConfig {
     /// envelope with the left-out fields skipped as it is written ([`canonical_metadata`]),
     /// the record material from borrowed fields. No value tree is built; the bytes are those
     /// of the value-tree route ([`payload_value`], [`metadata_input`]).
-    pub fn compute(&self, envelope: &Envelope) -> Result<Value, Rejection> {
+    ///
+    /// The object itself is written as its canonical text (its members are fixed, in key
+    /// order) and attached as such: its value is parsed only if a sink asks for it.
+    pub fn compute(&self, envelope: &Envelope) -> Result<JsonDoc, Rejection> {
         crate::canonical::with_sink(|sink| self.compute_with(envelope, sink))
     }
 
-    fn compute_with(&self, envelope: &Envelope, sink: &mut Sink) -> Result<Value, Rejection> {
+    fn compute_with(&self, envelope: &Envelope, sink: &mut Sink) -> Result<JsonDoc, Rejection> {
         let algorithm = self.algorithm;
         let payload_hash = if self.hash_payload {
             canonical_payload(envelope.payload(), sink);
@@ -224,28 +228,27 @@ impl CustodyConfig {
         };
         material.write(sink);
         let record_hash = self.digest(sink.bytes(), "record")?;
-        // The object, built from its members in key order (a map without `preserve_order`
-        // then builds its tree in one go, rather than member by member).
-        let text = |s: Option<String>| s.map_or(Value::Null, Value::String);
-        let scope = (self.metadata_hash_scope == HashScope::Message).then(|| "message".into());
-        let members = [
-            ("algorithm", Some(algorithm.name().into())),
-            ("hash_input_format", Some("canonical-json".into())),
-            ("hash_metadata", Some(self.hash_metadata.into())),
-            ("hash_payload", Some(self.hash_payload.into())),
-            ("key_id", Some(self.key_id().into())),
-            ("metadata_hash", Some(text(metadata_hash))),
-            ("metadata_hash_scope", scope),
-            ("payload_hash", Some(text(payload_hash))),
-            ("previous_record_hash", Some(text(previous))),
-            ("privacy", Some("hashes_are_not_encryption".into())),
-            ("record_hash", Some(record_hash.into())),
-            ("schema", Some(SCHEMA.into())),
-            ("schema_version", Some(1.into())),
-        ];
-        let object: serde_json::Map<String, Value> =
-            members.into_iter().filter_map(|(key, value)| value.map(|v| (key.to_owned(), v))).collect();
-        Ok(Value::Object(object))
+        // The object, written in key order (the members of `compute_by_value_tree` in the
+        // tests, which compare both).
+        let flag = |value: bool| if value { &b"true"[..] } else { &b"false"[..] };
+        sink.clear();
+        text(sink, b"{\"algorithm\":", Some(algorithm.name()));
+        sink.raw(b",\"hash_input_format\":\"canonical-json\",\"hash_metadata\":");
+        sink.raw(flag(self.hash_metadata));
+        sink.raw(b",\"hash_payload\":");
+        sink.raw(flag(self.hash_payload));
+        text(sink, b",\"key_id\":", self.key_id());
+        text(sink, b",\"metadata_hash\":", metadata_hash.as_deref());
+        if self.metadata_hash_scope == HashScope::Message {
+            sink.raw(b",\"metadata_hash_scope\":\"message\"");
+        }
+        text(sink, b",\"payload_hash\":", payload_hash.as_deref());
+        text(sink, b",\"previous_record_hash\":", previous.as_deref());
+        sink.raw(b",\"privacy\":\"hashes_are_not_encryption\"");
+        text(sink, b",\"record_hash\":", Some(&record_hash));
+        text(sink, b",\"schema\":", Some(SCHEMA));
+        sink.raw(b",\"schema_version\":1}");
+        Ok(crate::canonical::doc_from(sink))
     }
 
     /// The hex digest of one canonical input, or the rejection of an input over
@@ -287,13 +290,6 @@ impl RecordMaterial<'_> {
     /// so they are written in key order as they are, keys included, with only the values
     /// escaped; the same bytes as serializing it (a test compares both).
     fn write(&self, sink: &mut Sink) {
-        fn text(sink: &mut Sink, key: &[u8], value: Option<&str>) {
-            sink.raw(key);
-            match value {
-                Some(value) => sink.string(value),
-                None => sink.raw(b"null"),
-            }
-        }
         sink.clear();
         text(sink, b"{\"algorithm\":", Some(self.algorithm));
         text(sink, b",\"key_id\":", self.key_id);
@@ -309,6 +305,16 @@ impl RecordMaterial<'_> {
         sink.unsigned(self.stream_sequence);
         text(sink, b",\"subject\":", Some(self.subject));
         sink.raw(b"}");
+    }
+}
+
+/// A member with a fixed `key` (its comma, quotes and colon included) and a string value
+/// (escaped) or `null`.
+fn text(sink: &mut Sink, key: &[u8], value: Option<&str>) {
+    sink.raw(key);
+    match value {
+        Some(value) => sink.string(value),
+        None => sink.raw(b"null"),
     }
 }
 
@@ -435,6 +441,15 @@ mod tests {
         Ok(object)
     }
 
+    /// The custody object `compute` attaches, as a value, after checking that its canonical
+    /// text is the canonical rendering of that value (what the value route would hash and sign).
+    fn object(c: &CustodyConfig, envelope: &Envelope) -> Result<Value, Rejection> {
+        let doc = c.compute(envelope)?;
+        let text = doc.canonical().expect("custody keeps the object's canonical text");
+        assert_eq!(text.as_bytes(), crate::canonical::to_vec(doc.value()).unwrap(), "canonical text");
+        Ok(doc.value().clone())
+    }
+
     fn config() -> impl Strategy<Value = CustodyConfig> {
         (
             prop::sample::select(vec![HashAlgorithm::Sha256, HashAlgorithm::Sha512]),
@@ -464,7 +479,7 @@ mod tests {
 
         #[test]
         fn streamed_custody_is_the_value_tree_custody(c in config(), e in crate::canonical::arbitrary::envelope()) {
-            prop_assert_eq!(c.compute(&e), compute_by_value_tree(&c, &e));
+            prop_assert_eq!(object(&c, &e), compute_by_value_tree(&c, &e));
         }
 
         #[test]
@@ -523,9 +538,9 @@ mod tests {
         let first = delivery(1, 5, 100);
         let again = delivery(3, 77, 12).with_received_at(first.received_at() + time::Duration::seconds(40));
         let stable = enabled();
-        assert_eq!(stable.compute(&first).unwrap(), stable.compute(&again).unwrap());
+        assert_eq!(object(&stable, &first).unwrap(), object(&stable, &again).unwrap());
         let reference = CustodyConfig { metadata_hash_scope: HashScope::Delivery, ..enabled() };
-        let (a, b) = (reference.compute(&first).unwrap(), reference.compute(&again).unwrap());
+        let (a, b) = (object(&reference, &first).unwrap(), object(&reference, &again).unwrap());
         assert_eq!(a["payload_hash"], b["payload_hash"]);
         assert_ne!(a["metadata_hash"], b["metadata_hash"]);
         assert!(a.get("metadata_hash_scope").is_none(), "delivery scope keeps the reference's shape");
@@ -535,7 +550,7 @@ mod tests {
     fn hashes_follow_the_documented_inputs() {
         let e = envelope_with("S", 9, "a.b", &b"plain text"[..], Headers::new(), 1);
         let c = CustodyConfig { algorithm: HashAlgorithm::Sha512, key_id: Some(" policy-1 ".into()), ..enabled() };
-        let o = c.compute(&e).unwrap();
+        let o = object(&c, &e).unwrap();
         let payload = crate::canonical::to_vec(&payload_value(&e)).unwrap();
         assert_eq!(o["payload_hash"], hex::encode(Sha512::digest(&payload)));
         assert_eq!(payload_value(&e)["payload"], "plain text", "text is hashed in its envelope");
@@ -566,12 +581,12 @@ mod tests {
             (&"zz".repeat(32), Err("custody_previous_hash_invalid")),
         ];
         for (value, want) in table {
-            let got = c.compute(&with(value)).map(|o| o["previous_record_hash"].as_str().map(str::to_owned));
+            let got = object(&c, &with(value)).map(|o| o["previous_record_hash"].as_str().map(str::to_owned));
             assert_eq!(got.map_err(|r| r.reason.into_owned()), want.clone().map_err(str::to_owned), "{value}");
         }
         let big = envelope_with("S", 1, "a", vec![b'x'; 2000], Headers::new(), 1);
         let small = CustodyConfig { max_hash_input_bytes: 1024, ..enabled() };
-        assert_eq!(small.compute(&big).unwrap_err().reason, "custody_hash_input_too_large");
+        assert_eq!(object(&small, &big).unwrap_err().reason, "custody_hash_input_too_large");
     }
 
     #[test]

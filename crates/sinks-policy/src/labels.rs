@@ -45,6 +45,8 @@
 //!
 //! Rejection details name the field and the limit, never a value from the message.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -57,6 +59,7 @@ use crate::strict_doc::{self, Json, Problem, has_control};
 use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::{AppMetadata, Headers};
+use sinks_contract::json::JsonDoc;
 use sinks_toolkit::subject;
 
 /// Every reason code a security label rejection can carry (see the module comment).
@@ -207,14 +210,19 @@ impl SecurityLabelsConfig {
 
     /// The security label profile of one message, `Ok(None)` when there is none. `app` is
     /// the message's resolved `message_metadata`. Only called when enabled.
-    pub fn resolve(&self, subject: &str, headers: &Headers, app: &AppMetadata) -> Result<Option<Value>, Rejection> {
+    pub fn resolve(
+        &self,
+        subject: &str,
+        headers: &Headers,
+        app: &AppMetadata,
+    ) -> Result<Option<Arc<JsonDoc>>, Rejection> {
         let reject =
             |source: &str, v: Violation| Rejection::new(Step::SecurityLabels, v.kind.labels_code(), v.detail(source));
         if let Some(text) = headers.get(pycompat::strip(&self.header)) {
             if pycompat::strip(text).is_empty() {
                 return Ok(None);
             }
-            return self.parse_header(text, app).map(Some).map_err(|v| reject("header", v));
+            return self.parse_header(text, app).map(|doc| Some(Arc::new(doc))).map_err(|v| reject("header", v));
         }
         let (source, profile) = match self.rules.iter().position(|r| subject::matches(&r.subject, subject)) {
             Some(i) => (format!("rules[{i}]"), self.rules[i].profile.as_ref()),
@@ -225,7 +233,7 @@ impl SecurityLabelsConfig {
             // Configured profiles take nothing from the message (see the module comment).
             Some(value) => self
                 .normalize(&Json::from_value(value), self.max_bytes, None, false)
-                .map(Some)
+                .map(|doc| Some(Arc::new(doc)))
                 .map_err(|v| reject(&source, v)),
         }
     }
@@ -243,7 +251,7 @@ impl SecurityLabelsConfig {
             pycompat::strip(&self.header)
         ));
         let shown = |value: &Value| match self.normalize(&Json::from_value(value), self.max_bytes, None, false) {
-            Ok(normalized) => summary(&normalized),
+            Ok(normalized) => summary(normalized.value()),
             Err(_) => render_short(value),
         };
         for (i, rule) in self.rules.iter().enumerate() {
@@ -285,7 +293,7 @@ impl SecurityLabelsConfig {
         ]
     }
 
-    fn parse_header(&self, text: &str, app: &AppMetadata) -> Result<Value, Violation> {
+    fn parse_header(&self, text: &str, app: &AppMetadata) -> Result<JsonDoc, Violation> {
         if text.len() as u64 > self.max_bytes {
             return Err(Violation::new(
                 Kind::HeaderTooLarge,
@@ -306,7 +314,7 @@ impl SecurityLabelsConfig {
         max_bytes: u64,
         fallback: Option<&AppMetadata>,
         unencodable: bool,
-    ) -> Result<Value, Violation> {
+    ) -> Result<JsonDoc, Violation> {
         let Json::Object(members) = value else {
             return Err(Violation::new(Kind::NotObject, "must be a JSON object"));
         };
@@ -372,7 +380,7 @@ impl SecurityLabelsConfig {
             }
             Some(_) => return Err(Violation::at_key(Kind::NotObject, "extensions", "must be a JSON object")),
         }
-        normalize_object(Json::Object(result), &ObjectRules::generic(max_bytes))
+        normalize_object(&Json::Object(result), &ObjectRules::generic(max_bytes))
     }
 }
 
@@ -757,10 +765,16 @@ mod tests {
         for (name, value) in &case.headers {
             headers.append(name, value.clone());
         }
-        cfg.resolve(case.subject, &headers, &case.app).map_err(|r| {
+        let doc = cfg.resolve(case.subject, &headers, &case.app).map_err(|r| {
             assert_eq!(r.step, Step::SecurityLabels);
             r.reason.into_owned()
-        })
+        })?;
+        // A profile keeps its canonical text: the bytes of its value.
+        if let Some(doc) = &doc {
+            let text = doc.canonical().expect("a resolved profile keeps its text");
+            assert_eq!(text.as_bytes(), crate::canonical::to_vec(doc.value()).unwrap(), "canonical text");
+        }
+        Ok(doc.map(|d| d.value().clone()))
     }
 
     fn check(cases: &[Case]) {
@@ -878,10 +892,10 @@ mod tests {
             assert!(issues.finish().is_ok(), "{name}");
             // The documented rule and default resolve to complete profiles.
             let sensor = cfg.resolve("mission.sensor.track", &Headers::new(), &app()).unwrap().unwrap();
-            assert_eq!(sensor["classification"], "NATO SECRET");
-            assert_eq!(sensor["releasability"], json!(["NATO", "FVEY"]));
+            assert_eq!(sensor.value()["classification"], "NATO SECRET");
+            assert_eq!(sensor.value()["releasability"], json!(["NATO", "FVEY"]));
             let other = cfg.resolve("other", &Headers::new(), &app()).unwrap().unwrap();
-            assert_eq!(other["retention_category"], "mission-log-30d");
+            assert_eq!(other.value()["retention_category"], "mission-log-30d");
             seen += 1;
         }
         assert_eq!(seen, 2);

@@ -233,13 +233,13 @@ impl Pipeline {
         let mut envelope = envelope;
         if let Some(mission) = &self.mission {
             match mission.resolve(envelope.subject(), envelope.headers()) {
-                Ok(doc) => envelope = envelope.with_mission_metadata(doc),
+                Ok(doc) => envelope = envelope.with_mission_metadata_doc(doc),
                 Err(rejection) => return reject(envelope, rejection, false),
             }
         }
         if let Some(labels) = &self.labels {
             match labels.resolve(envelope.subject(), envelope.headers(), envelope.app()) {
-                Ok(doc) => envelope = envelope.with_security_labels(doc),
+                Ok(doc) => envelope = envelope.with_security_labels_doc(doc),
                 Err(rejection) => return reject(envelope, rejection, false),
             }
         }
@@ -263,7 +263,7 @@ impl Pipeline {
         }
         if let Some(custody) = &self.custody {
             match custody.compute(&envelope) {
-                Ok(object) => envelope = envelope.with_custody(Some(object)),
+                Ok(object) => envelope = envelope.with_custody_doc(Some(std::sync::Arc::new(object))),
                 Err(rejection) => return reject(envelope, rejection, true),
             }
         }

@@ -44,6 +44,7 @@
 //! Rejection details name the field path and the limit, never a value.
 
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize};
@@ -57,6 +58,7 @@ use crate::strict_doc::{self, Json, Problem};
 use crate::violation::{Kind, Violation};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Headers;
+use sinks_contract::json::JsonDoc;
 use sinks_toolkit::subject;
 
 /// Every reason code a mission metadata rejection can carry (see the module comment).
@@ -169,14 +171,14 @@ impl MissionMetadataConfig {
 
     /// The mission metadata of one message, `Ok(None)` when there is none. Only called when
     /// enabled.
-    pub fn resolve(&self, subject: &str, headers: &Headers) -> Result<Option<Value>, Rejection> {
+    pub fn resolve(&self, subject: &str, headers: &Headers) -> Result<Option<Arc<JsonDoc>>, Rejection> {
         if let Some(text) = headers.get(pycompat::strip(&self.header)) {
             if pycompat::strip(text).is_empty() {
                 return Ok(None);
             }
             return self
                 .parse_header(text)
-                .map(Some)
+                .map(|doc| Some(Arc::new(doc)))
                 .map_err(|v| Rejection::new(Step::MissionMetadata, v.kind.mission_code(), v.detail("header")));
         }
         // Defaults and rule objects were validated at start-up (`validate_at`); like the
@@ -185,7 +187,7 @@ impl MissionMetadataConfig {
             Some(rule) => rule.metadata.as_ref(),
             None => self.default.as_ref(),
         };
-        Ok(object.cloned())
+        Ok(object.map(|value| Arc::new(JsonDoc::from_value(value.clone()))))
     }
 
     /// Human-readable lines for `nats-sink validate`: header, each rule in order with the
@@ -235,7 +237,7 @@ impl MissionMetadataConfig {
         }
     }
 
-    fn parse_header(&self, text: &str) -> Result<Value, Violation> {
+    fn parse_header(&self, text: &str) -> Result<JsonDoc, Violation> {
         if text.len() as u64 > self.max_bytes {
             return Err(Violation::new(
                 Kind::HeaderTooLarge,
@@ -244,7 +246,7 @@ impl MissionMetadataConfig {
         }
         let parsed = strict_doc::parse(text)?;
         normalize_object(
-            parsed.json,
+            &parsed.json,
             &ObjectRules { unencodable: parsed.unencodable, ..self.object_rules(self.max_bytes) },
         )
     }
@@ -253,7 +255,7 @@ impl MissionMetadataConfig {
 /// Checks a configured object (a default or a rule's metadata), recording a problem at
 /// `path` plus the offending field.
 fn check_config_object(path: &str, value: &Value, rules: &ObjectRules<'_>, issues: &mut Issues) {
-    if let Err(v) = normalize_object(Json::from_value(value), rules) {
+    if let Err(v) = check_object(&Json::from_value(value), rules) {
         issues.push(&format!("{path}{}", v.at), v.message);
     }
 }
@@ -327,16 +329,30 @@ impl ObjectRules<'_> {
 
 /// Validates an object with the reference's generic checks (in its order: bounds, then
 /// `allowed_profiles`, built-in profiles, operator profiles, size) and returns it as a
-/// `serde_json` value.
-pub(crate) fn normalize_object(value: Json, rules: &ObjectRules<'_>) -> Result<Value, Violation> {
-    check_object(&value, rules)?;
-    Ok(value.into_value())
+/// document to attach: its canonical text, its value parsed only when a sink asks for it.
+pub(crate) fn normalize_object(value: &Json, rules: &ObjectRules<'_>) -> Result<JsonDoc, Violation> {
+    // Rendered where the size is checked (after the bounds), and measured by its rendering.
+    let mut rendered = None;
+    check_object_sized(value, rules, || {
+        // Strict JSON holds no NaN or infinity, so a document always renders.
+        let doc = canonical::doc_of(value).ok();
+        let size = doc.as_ref().and_then(JsonDoc::canonical).map_or(u64::MAX, |text| text.len() as u64);
+        rendered = doc;
+        size
+    })?;
+    rendered.ok_or_else(|| Violation::new(Kind::Document(Problem::NonFiniteNumber), "holds nan or infinity"))
 }
 
 /// [`normalize_object`]'s checks alone, building nothing: the size is the length of the
 /// canonical rendering, counted as the object serializes (a length does not depend on key
 /// order, so the members are not sorted either).
 pub(crate) fn check_object(value: &Json, rules: &ObjectRules<'_>) -> Result<(), Violation> {
+    check_object_sized(value, rules, || canonical::len_of(value))
+}
+
+/// [`check_object`] with the canonical length given by `size`, called only when the checks
+/// reach the size (after the bounds and the profiles).
+fn check_object_sized(value: &Json, rules: &ObjectRules<'_>, size: impl FnOnce() -> u64) -> Result<(), Violation> {
     if !matches!(value, Json::Object(_)) {
         return Err(Violation::new(Kind::NotObject, "must be a JSON object"));
     }
@@ -360,7 +376,7 @@ pub(crate) fn check_object(value: &Json, rules: &ObjectRules<'_>) -> Result<(), 
             "not valid JSON: a string holds a lone surrogate escape, which UTF-8 cannot encode",
         ));
     }
-    let size = canonical::len_of(value);
+    let size = size();
     if size > rules.max_bytes {
         return Err(Violation::new(
             Kind::TooLarge,
@@ -845,10 +861,16 @@ mod tests {
         for (name, value) in &case.headers {
             headers.append(name, value.clone());
         }
-        cfg.resolve(case.subject, &headers).map_err(|r| {
+        let doc = cfg.resolve(case.subject, &headers).map_err(|r| {
             assert_eq!(r.step, Step::MissionMetadata);
             r.reason.into_owned()
-        })
+        })?;
+        // A document read from the header keeps its canonical text: the bytes of its value.
+        if let Some(text) = doc.as_deref().and_then(JsonDoc::canonical) {
+            let value = doc.as_deref().map(JsonDoc::value).unwrap_or_default();
+            assert_eq!(text.as_bytes(), canonical::to_vec(value).unwrap(), "canonical text of {value}");
+        }
+        Ok(doc.map(|d| d.value().clone()))
     }
 
     fn check(cases: &[Case]) {
@@ -1150,7 +1172,7 @@ mod tests {
                 cfg.resolve("s", &headers, &app)
             };
             let got = match got {
-                Ok(v) => json!({"ok": v.map(|v| String::from_utf8(canonical::to_vec(&v).unwrap()).unwrap())}),
+                Ok(v) => json!({"ok": v.map(|d| d.canonical().expect("a header document keeps its text").to_owned())}),
                 Err(r) => json!({"code": r.reason}),
             };
             let want = match case.get("code") {

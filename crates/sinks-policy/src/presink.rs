@@ -90,7 +90,7 @@ impl PreSinkRule {
         if self.required_labels.normalized().iter().any(|l| !app.labels.contains(l)) {
             out.push("required_label_missing");
         }
-        if self.require_mission_metadata && envelope.mission_metadata().is_none() {
+        if self.require_mission_metadata && envelope.mission_metadata_doc().is_none() {
             out.push("mission_metadata_required");
         }
         if self.require_encrypted_payload && !sinks_toolkit::encryption::is_encrypted(envelope.payload()) {
@@ -99,8 +99,9 @@ impl PreSinkRule {
         if self.max_payload_bytes.is_some_and(|max| envelope.payload().len() as u64 > max) {
             out.push("payload_too_large");
         }
-        if let (Some(allowed), Some(serde_json::Value::Object(doc))) =
-            (&self.allowed_mission_metadata_keys, envelope.mission_metadata())
+        // The document's value is parsed only when its keys are checked.
+        if let Some(allowed) = &self.allowed_mission_metadata_keys
+            && let Some(serde_json::Value::Object(doc)) = envelope.mission_metadata()
             && doc.keys().any(|k| !allowed.iter().any(|a| a.trim() == k))
         {
             out.push("mission_metadata_key_not_allowed");

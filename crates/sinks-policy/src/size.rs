@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::{Rejection, Step};
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
+use sinks_contract::json::JsonDoc;
 use sinks_toolkit::metadata::MetadataDoc;
 
 const MIB: u64 = 1024 * 1024;
@@ -171,7 +172,11 @@ impl SizePolicyConfig {
         limit("label_count_too_large", labels.len() as u64, self.max_label_count);
         limit("label_too_large", labels.iter().map(|l| l.len() as u64).max().unwrap_or(0), self.max_label_bytes);
         limit("labels_too_large", labels.iter().map(|l| l.len() as u64).sum(), self.max_labels_bytes);
-        limit("mission_metadata_too_large", json_size(envelope.mission_metadata()), self.max_mission_metadata_bytes);
+        limit(
+            "mission_metadata_too_large",
+            json_size(envelope.mission_metadata_doc()),
+            self.max_mission_metadata_bytes,
+        );
         // Counted as the document's own writer writes it: the canonical length, with no
         // document built.
         let standard = crate::canonical::metadata_len(&MetadataDoc::new(envelope, time::OffsetDateTime::now_utc()));
@@ -187,10 +192,16 @@ impl SizePolicyConfig {
     }
 }
 
-fn json_size(value: Option<&Value>) -> u64 {
-    match value {
-        None | Some(Value::Null) => 0,
-        Some(v) => crate::canonical::len_of(v),
+/// The canonical length of an attached document (its text's, when it kept one); 0 for none or
+/// `null`.
+fn json_size(doc: Option<&JsonDoc>) -> u64 {
+    match doc.map(|d| (d.canonical(), d)) {
+        None | Some((Some("null"), _)) => 0,
+        Some((Some(text), _)) => text.len() as u64,
+        Some((None, d)) => match d.value() {
+            Value::Null => 0,
+            v => crate::canonical::len_of(v),
+        },
     }
 }
 
@@ -276,6 +287,27 @@ mod tests {
         ];
         for (i, (e, position, want)) in table.iter().enumerate() {
             assert_eq!(reason(&c, e, *position).as_deref(), *want, "row {i}");
+        }
+    }
+
+    #[test]
+    fn attached_mission_metadata_counts_as_its_canonical_text_either_way() {
+        // As the mission step attaches it (its canonical text) and as a value: the same size,
+        // the canonical length (a float spelled as Python does); `null` counts as nothing.
+        let value = serde_json::json!({"mission": "\u{1}ä", "at": 1e-7, "n": [1, 2.5]});
+        let len = crate::canonical::to_vec(&value).unwrap().len() as u64;
+        let text = std::sync::Arc::new(crate::canonical::doc_of(&value).unwrap());
+        let e = envelope_with("S", 1, "a", &b"{}"[..], Headers::new(), 1);
+        for e in [e.clone().with_mission_metadata_doc(Some(text)), e.clone().with_mission_metadata(Some(value))] {
+            assert_eq!(reason(&SizePolicyConfig { max_mission_metadata_bytes: len, ..on() }, &e, 0), None);
+            let under = SizePolicyConfig { max_mission_metadata_bytes: len - 1, ..on() };
+            assert_eq!(reason(&under, &e, 0).as_deref(), Some("mission_metadata_too_large"));
+        }
+        let null = std::sync::Arc::new(crate::canonical::doc_of(&serde_json::Value::Null).unwrap());
+        for e in
+            [e.clone().with_mission_metadata_doc(Some(null)), e.with_mission_metadata(Some(serde_json::Value::Null))]
+        {
+            assert_eq!(reason(&SizePolicyConfig { max_mission_metadata_bytes: 0, ..on() }, &e, 0), None);
         }
     }
 

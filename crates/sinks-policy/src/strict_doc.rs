@@ -949,6 +949,29 @@ mod tests {
         }
 
         #[test]
+        fn an_attached_document_is_its_value_rendered(value in crate::canonical::arbitrary::value()) {
+            // What mission metadata and security labels attach: the canonical text of the
+            // checked document, its value parsed back from that text on demand.
+            let json = Json::from_value(&value);
+            let doc = crate::canonical::doc_of(&json).unwrap();
+            let tree = json.into_value();
+            let rendered = crate::canonical::to_vec(&tree).unwrap();
+            proptest::prop_assert_eq!(doc.canonical().map(str::as_bytes), Some(&rendered[..]));
+            proptest::prop_assert_eq!(doc.value(), &tree);
+        }
+
+        #[test]
+        fn an_attached_parsed_document_is_its_value_rendered(text in crate::canonical::arbitrary::json_text()) {
+            let Ok(text) = std::str::from_utf8(&text) else { return Ok(()) };
+            let Ok(parsed) = parse(text) else { return Ok(()) };
+            let doc = crate::canonical::doc_of(&parsed.json).unwrap();
+            let tree = parsed.json.into_value();
+            let rendered = crate::canonical::to_vec(&tree).unwrap();
+            proptest::prop_assert_eq!(doc.canonical().map(str::as_bytes), Some(&rendered[..]));
+            proptest::prop_assert_eq!(doc.value(), &tree);
+        }
+
+        #[test]
         fn measured_size_of_parsed_documents_is_the_rendered_size(text in crate::canonical::arbitrary::json_text()) {
             let Ok(text) = std::str::from_utf8(&text) else { return Ok(()) };
             let Ok(parsed) = parse(text) else { return Ok(()) };

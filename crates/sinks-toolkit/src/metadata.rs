@@ -14,6 +14,7 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::subject;
 use sinks_contract::envelope::{AppMetadata, Envelope, Headers, MSG_SIZE_HEADER};
+use sinks_contract::json::JsonDoc;
 
 /// Reserved NATS header names captured in `metadata.nats.reserved_headers` when present.
 pub const NATS_RESERVED_HEADERS: [&str; 24] = [
@@ -395,18 +396,18 @@ impl Serialize for Rfc3339Text {
 /// core's policy steps attached (null when those steps are off).
 #[derive(Debug, Serialize)]
 pub struct MetadataDoc<'a> {
-    custody: Option<&'a Value>,
+    custody: Option<&'a JsonDoc>,
     freshness: Freshness,
     headers: &'a Headers,
     jetstream: JetStreamDoc<'a>,
     message_id: Option<&'a str>,
     message_metadata: AppDoc<'a>,
     metadata_version: u32,
-    mission_metadata: Option<&'a Value>,
+    mission_metadata: Option<&'a JsonDoc>,
     nats: NatsDoc<'a>,
     payload: PresenceDoc<'a>,
     reply: Option<()>,
-    security_labels: Option<&'a Value>,
+    security_labels: Option<&'a JsonDoc>,
     subject: &'a str,
     timestamps: Timestamps<'a>,
 }
@@ -507,7 +508,7 @@ impl<'a> MetadataDoc<'a> {
         let app = envelope.app();
         let as_i64 = |n: i128| i64::try_from(n).unwrap_or(i64::MAX);
         Self {
-            custody: envelope.custody(),
+            custody: envelope.custody_doc(),
             freshness: Freshness {
                 event_age_at_receive_seconds: age(received_ns),
                 event_age_at_store_seconds: age(stored_ns),
@@ -537,11 +538,11 @@ impl<'a> MetadataDoc<'a> {
                 priority: app.priority.as_deref(),
             },
             metadata_version: 1,
-            mission_metadata: envelope.mission_metadata(),
+            mission_metadata: envelope.mission_metadata_doc(),
             nats: NatsDoc { reserved },
             payload: PresenceDoc::of(envelope),
             reply: None,
-            security_labels: envelope.security_labels(),
+            security_labels: envelope.security_labels_doc(),
             subject: envelope.subject(),
             timestamps: Timestamps {
                 jetstream_timestamp_epoch_ns: js_ns.map(as_i64),
@@ -598,6 +599,11 @@ pub trait DocWriter {
     fn float(&mut self, value: f64);
     /// A JSON value, every object's members in key order.
     fn value(&mut self, value: &Value) -> Result<(), Self::Error>;
+    /// A document the core attached (custody, mission metadata, security labels): its value
+    /// ([`DocWriter::value`]) unless the writer can use the document's canonical text as it is.
+    fn doc(&mut self, doc: &JsonDoc) -> Result<(), Self::Error> {
+        self.value(doc.value())
+    }
 }
 
 /// Members of the document [`MetadataDoc::write_in_key_order`] leaves out (none by default).
@@ -663,9 +669,9 @@ fn null_or_float<W: DocWriter + ?Sized>(writer: &mut W, value: Option<f64>) {
     }
 }
 
-fn null_or_value<W: DocWriter + ?Sized>(writer: &mut W, value: Option<&Value>) -> Result<(), W::Error> {
-    match value {
-        Some(value) => writer.value(value),
+fn null_or_doc<W: DocWriter + ?Sized>(writer: &mut W, doc: Option<&JsonDoc>) -> Result<(), W::Error> {
+    match doc {
+        Some(doc) => writer.doc(doc),
         None => {
             writer.raw(b"null");
             Ok(())
@@ -696,7 +702,7 @@ impl MetadataDoc<'_> {
     pub fn write_in_key_order<W: DocWriter + ?Sized>(&self, writer: &mut W, left_out: LeftOut) -> Result<(), W::Error> {
         let mut doc = Members::open(writer);
         if !left_out.custody {
-            null_or_value(doc.key(b"\"custody\":"), self.custody)?;
+            null_or_doc(doc.key(b"\"custody\":"), self.custody)?;
         }
         if !left_out.freshness {
             self.freshness.write(doc.key(b"\"freshness\":"));
@@ -706,11 +712,11 @@ impl MetadataDoc<'_> {
         null_or_string(doc.key(b"\"message_id\":"), self.message_id);
         self.message_metadata.write(doc.key(b"\"message_metadata\":"));
         doc.key(b"\"metadata_version\":").unsigned(u64::from(self.metadata_version));
-        null_or_value(doc.key(b"\"mission_metadata\":"), self.mission_metadata)?;
+        null_or_doc(doc.key(b"\"mission_metadata\":"), self.mission_metadata)?;
         self.nats.write(doc.key(b"\"nats\":"));
         self.payload.write(doc.key(b"\"payload\":"));
         doc.key(b"\"reply\":").raw(b"null");
-        null_or_value(doc.key(b"\"security_labels\":"), self.security_labels)?;
+        null_or_doc(doc.key(b"\"security_labels\":"), self.security_labels)?;
         doc.key(b"\"subject\":").string(self.subject);
         self.timestamps.write(doc.key(b"\"timestamps\":"), left_out);
         doc.close();

@@ -323,17 +323,29 @@ pub(crate) fn envelope() -> impl Strategy<Value = sinks_contract::envelope::Enve
         0i64..4_000_000_000,
         0u32..1_000_000_000,
         prop::option::of("[a-z0-9-]{1,8}"),
+        any::<[bool; 3]>(),
     );
     ("[a-z.>*]{1,12}", payload(), headers, js, app, extras).prop_map(
-        |(subject, payload, headers, js, app, (mission, labels, custody, seconds, nanos, epoch))| {
+        |(subject, payload, headers, js, app, (mission, labels, custody, seconds, nanos, epoch, as_text))| {
             let received = time::OffsetDateTime::from_unix_timestamp(seconds)
                 .unwrap_or(time::OffsetDateTime::UNIX_EPOCH)
                 + time::Duration::nanoseconds(i64::from(nanos));
+            // Each document attached as its value or, as the policy steps attach them, as
+            // its canonical text.
+            let attach = |value: Option<Value>, text: bool| {
+                value.map(|v| {
+                    std::sync::Arc::new(if text {
+                        super::doc_of(&v).unwrap()
+                    } else {
+                        sinks_contract::json::JsonDoc::from_value(v)
+                    })
+                })
+            };
             Envelope::new(subject, payload, headers, js)
                 .with_app_metadata(app)
-                .with_mission_metadata(mission)
-                .with_security_labels(labels)
-                .with_custody(custody)
+                .with_mission_metadata_doc(attach(mission, as_text[0]))
+                .with_security_labels_doc(attach(labels, as_text[1]))
+                .with_custody_doc(attach(custody, as_text[2]))
                 .with_received_at(received)
                 .with_stream_epoch(epoch.map(std::sync::Arc::from))
         },

@@ -373,6 +373,18 @@ impl sinks_toolkit::metadata::DocWriter for Sink {
     fn value(&mut self, value: &serde_json::Value) -> Result<(), Self::Error> {
         super::write(value, &mut self.out)
     }
+
+    /// A document a policy step attached is written as its canonical text (made by this
+    /// module's writer: the same bytes as writing its value).
+    fn doc(&mut self, doc: &sinks_contract::json::JsonDoc) -> Result<(), Self::Error> {
+        match doc.canonical() {
+            Some(text) => {
+                Out::raw(self, text.as_bytes());
+                Ok(())
+            }
+            None => super::write(doc.value(), &mut self.out),
+        }
+    }
 }
 
 /// The escape of each byte: 0 for none, else the letter after the backslash (`u` for
@@ -631,6 +643,12 @@ impl sinks_toolkit::metadata::DocWriter for Counter {
 
     fn value(&mut self, value: &serde_json::Value) -> Result<(), Self::Error> {
         self.len += super::len_of(value);
+        Ok(())
+    }
+
+    /// A document a policy step attached counts as its canonical text's length.
+    fn doc(&mut self, doc: &sinks_contract::json::JsonDoc) -> Result<(), Self::Error> {
+        self.len += doc.canonical().map_or_else(|| super::len_of(doc.value()), |text| text.len() as u64);
         Ok(())
     }
 }
