@@ -411,7 +411,7 @@ fn scalar(value: &Json, field: &str) -> Result<Option<String>, Violation> {
     if text.is_empty() {
         return Ok(None);
     }
-    if text.chars().count() > MAX_VALUE_LENGTH {
+    if strict_doc::over_chars(text, MAX_VALUE_LENGTH) {
         return Err(Violation::at_key(Kind::ValueTooLong, field, format!("exceeds {MAX_VALUE_LENGTH} characters")));
     }
     if has_control(text) {
@@ -460,7 +460,7 @@ fn list(value: &Json, field: &str) -> Result<Vec<String>, Violation> {
         return Err(Violation::at_key(Kind::TooManyValues, field, format!("exceeds {MAX_LIST_ITEMS} values")));
     }
     for item in &out {
-        if item.chars().count() > MAX_VALUE_LENGTH {
+        if strict_doc::over_chars(item, MAX_VALUE_LENGTH) {
             return Err(Violation::at_key(
                 Kind::ValueTooLong,
                 field,

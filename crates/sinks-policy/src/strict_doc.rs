@@ -623,7 +623,7 @@ fn check_value(value: &Json, depth: usize) -> Result<(), DocError> {
 }
 
 fn check_string(s: &str) -> Result<(), DocError> {
-    if s.chars().count() > MAX_STRING_LENGTH {
+    if over_chars(s, MAX_STRING_LENGTH) {
         return Err(DocError::new(Problem::StringTooLong, format!("string exceeds {MAX_STRING_LENGTH} characters")));
     }
     if has_control(s) {
@@ -642,7 +642,7 @@ fn check_key(key: &str) -> Result<(), DocError> {
     if key.is_empty() {
         return refuse("is empty");
     }
-    if key.chars().count() > MAX_KEY_LENGTH {
+    if over_chars(key, MAX_KEY_LENGTH) {
         return refuse(&format!("exceeds {MAX_KEY_LENGTH} characters"));
     }
     if has_control(key) {
@@ -674,29 +674,35 @@ pub fn looks_secret(key: &str) -> bool {
         let lower = key.to_lowercase();
         return SECRET_KEY_PARTS.iter().any(|part| lower.contains(part));
     }
-    // Where a part could start (its first letter, either case), the parts starting with that
-    // letter are compared there.
-    const STARTS: [bool; 256] = {
-        let mut starts = [false; 256];
+    // For each first letter (either case), the second letters (lowercase, one bit each) that
+    // some part starts with: only where both match are the parts compared.
+    const PAIRS: [u32; 256] = {
+        let mut pairs = [0u32; 256];
         let mut i = 0;
         while i < SECRET_KEY_PARTS.len() {
-            let first = SECRET_KEY_PARTS[i].as_bytes()[0];
-            starts[first as usize] = true;
-            starts[first.to_ascii_uppercase() as usize] = true;
+            let part = SECRET_KEY_PARTS[i].as_bytes();
+            let bit = 1u32 << (part[1] - b'a');
+            pairs[part[0] as usize] |= bit;
+            pairs[part[0].to_ascii_uppercase() as usize] |= bit;
             i += 1;
         }
-        starts
+        pairs
     };
     let key = key.as_bytes();
-    key.iter().enumerate().any(|(at, &b)| {
-        STARTS[usize::from(b)]
+    key.windows(2).enumerate().any(|(at, pair)| {
+        let second = pair[1].to_ascii_lowercase();
+        second.is_ascii_lowercase()
+            && PAIRS[usize::from(pair[0])] & (1 << (second - b'a')) != 0
             && SECRET_KEY_PARTS.iter().any(|part| {
-                let part = part.as_bytes();
-                // The second letter rules most parts out before the whole is compared.
-                key.get(at + 1).is_some_and(|second| second.to_ascii_lowercase() == part[1])
-                    && key.get(at..at + part.len()).is_some_and(|window| window.eq_ignore_ascii_case(part))
+                key.get(at..at + part.len()).is_some_and(|window| window.eq_ignore_ascii_case(part.as_bytes()))
             })
     })
+}
+
+/// True when `s` has more than `max` characters (counted only when it has more than `max`
+/// bytes: a character is at least one).
+pub(crate) fn over_chars(s: &str, max: usize) -> bool {
+    s.len() > max && s.chars().count() > max
 }
 
 /// True for characters below U+0020 and DEL, the reference's control characters.
