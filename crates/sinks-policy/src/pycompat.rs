@@ -24,6 +24,12 @@ pub fn is_space(c: char) -> bool {
 /// Python's `str.strip()` (no argument): `s` without leading and trailing [`is_space`]
 /// characters.
 pub fn strip(s: &str) -> &str {
+    // Bytes 0x21-0x7F are printable ASCII (or DEL), none a space: a string that starts and
+    // ends with one has nothing to strip (most keys and values).
+    let printable = |b: Option<&u8>| b.is_some_and(|b| (0x21..0x80).contains(b));
+    if printable(s.as_bytes().first()) && printable(s.as_bytes().last()) {
+        return s;
+    }
     s.trim_matches(is_space)
 }
 
@@ -558,6 +564,15 @@ mod tests {
         ];
         for (text, want) in table {
             assert_eq!(strip(text), *want, "{text:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn strip_is_trimming_python_spaces_from_both_ends(
+            text in proptest::prelude::prop_oneof!["[!-~ \t\n\u{1c}\u{7f}\u{85}\u{a0}\u{3000}]{0,8}", proptest::prelude::any::<String>()]
+        ) {
+            proptest::prop_assert_eq!(strip(&text), text.trim_matches(is_space));
         }
     }
 
