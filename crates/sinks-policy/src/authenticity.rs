@@ -470,7 +470,11 @@ impl Authenticator {
                 }
                 _ => None,
             };
-            rules.push(Prepared { rule: rule.clone(), key });
+            // The signed fields in key order (stable: a repeated field keeps its place), as
+            // the canonical writer puts them: it then has nothing to sort per message.
+            let mut rule = rule.clone();
+            rule.signed_fields.sort_by_key(|f| f.name());
+            rules.push(Prepared { rule, key });
         }
         Ok(Some(Self { config: config.clone(), rules }))
     }

@@ -359,27 +359,33 @@ impl SecurityLabelsConfig {
         allowed_list(&releasability, "releasability", &self.allowed_releasability)?;
         allowed_list(&caveats, "handling_caveats", &self.allowed_handling_caveats)?;
 
-        let strings = |items: Vec<String>| Json::Array(items.into_iter().map(Json::Str).collect());
-        let mut result = vec![
-            ("profile".to_owned(), named.clone()),
-            ("priority".to_owned(), text(priority.as_ref())),
-            ("classification".to_owned(), text(classification.as_ref())),
-            ("labels".to_owned(), strings(labels)),
-            ("releasability".to_owned(), strings(releasability)),
-            ("handling_caveats".to_owned(), strings(caveats)),
-            ("owner".to_owned(), text(owner.as_ref())),
-            ("originator".to_owned(), text(originator.as_ref())),
-            ("policy_id".to_owned(), text(policy_id.as_ref())),
-            ("retention_category".to_owned(), text(retention.as_ref())),
-        ];
-        match value.get_some("extensions") {
-            None => {}
+        let extensions = match value.get_some("extensions") {
+            None => None,
             Some(extensions @ Json::Object(_)) => {
                 check_object(extensions, &ObjectRules::generic(max_bytes)).map_err(|v| v.under(".extensions"))?;
-                result.push(("extensions".to_owned(), extensions.clone()));
+                Some(extensions.clone())
             }
             Some(_) => return Err(Violation::at_key(Kind::NotObject, "extensions", "must be a JSON object")),
-        }
+        };
+        // The complete profile, its members in key order (the canonical writer then sorts
+        // nothing); the checks below find the same problems in any order, as only the
+        // extensions, already checked alone, can fail them (nested one level deeper, or by size).
+        let strings = |items: Vec<String>| Json::Array(items.into_iter().map(Json::Str).collect());
+        let owned = |s: Option<String>| s.map_or(Json::Null, Json::Str);
+        let mut result = Vec::with_capacity(PROFILE_FIELDS.len());
+        result.push(("classification".to_owned(), owned(classification)));
+        result.extend(extensions.map(|e| ("extensions".to_owned(), e)));
+        result.extend([
+            ("handling_caveats".to_owned(), strings(caveats)),
+            ("labels".to_owned(), strings(labels)),
+            ("originator".to_owned(), owned(originator)),
+            ("owner".to_owned(), owned(owner)),
+            ("policy_id".to_owned(), owned(policy_id)),
+            ("priority".to_owned(), owned(priority)),
+            ("profile".to_owned(), named),
+            ("releasability".to_owned(), strings(releasability)),
+            ("retention_category".to_owned(), owned(retention)),
+        ]);
         normalize_object(&Json::Object(result), &ObjectRules::generic(max_bytes))
     }
 }
