@@ -329,6 +329,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_document_kept_as_text_parses_its_value_once_on_demand() {
+        let doc = sinks_contract::json::JsonDoc::from_canonical(r#"{"a":[1,null,true],"b":"x\u0001y"}"#.to_owned());
+        assert_eq!(doc.canonical(), Some(r#"{"a":[1,null,true],"b":"x\u0001y"}"#));
+        let first: *const serde_json::Value = doc.value();
+        assert_eq!(doc.value(), &serde_json::json!({"a": [1, null, true], "b": "x\u{1}y"}));
+        assert!(std::ptr::eq(first, doc.value()), "parsed once");
+        assert_eq!(serde_json::to_string(&doc).unwrap(), r#"{"a":[1,null,true],"b":"x\u0001y"}"#);
+
+        let made = sinks_contract::json::JsonDoc::from_value(serde_json::json!({"k": 2}));
+        assert_eq!((made.canonical(), made.value()), (None, &serde_json::json!({"k": 2})));
+    }
+
+    #[test]
+    fn floats_parsed_from_the_text_are_the_floats_it_was_written_from() {
+        // The canonical text spells floats as Python does (`1e-07`, `1e+16`); the value must
+        // be the one made from the `f64`, spelled as serde_json spells it (with
+        // `arbitrary_precision`, which the Oracle NoSQL SDK turns on in the full build, a
+        // parsed number would otherwise keep the text's spelling).
+        let doc = sinks_contract::json::JsonDoc::from_canonical(
+            r#"{"a":1e-07,"b":1e+16,"c":5,"d":-0.5,"e":[2.0]}"#.to_owned(),
+        );
+        let want = serde_json::json!({"a": 1e-7, "b": 1e16, "c": 5, "d": -0.5, "e": [2.0]});
+        assert_eq!(doc.value(), &want);
+        assert_eq!(serde_json::to_string(doc.value()).unwrap(), serde_json::to_string(&want).unwrap());
+        assert!(doc.value()["c"].is_u64(), "integers stay integers");
+        assert_eq!(doc_of(&want).unwrap().canonical(), doc.canonical(), "the text this module writes");
+    }
+
+    #[test]
     fn digests_print_as_lowercase_hex() {
         assert_eq!(lower_hex(&[0x00, 0x0f, 0xa5, 0xff, 0x10]), "000fa5ff10");
         assert_eq!(lower_hex(&[]), "");
