@@ -374,9 +374,7 @@ impl Parser<'_> {
 
     fn object(&mut self) -> Result<Json, DocError> {
         self.enter()?;
-        let mut members = Vec::new();
-        let mut seen = HashSet::new();
-        let mut duplicate = false;
+        let mut members: Vec<(String, Json)> = Vec::new();
         if self.peek() == Some(b'}') {
             self.pos += 1;
             self.nesting -= 1;
@@ -394,7 +392,6 @@ impl Parser<'_> {
             self.pos += 1;
             self.skip_ws();
             let value = self.value()?;
-            duplicate |= !seen.insert(key.clone());
             members.push((key, value));
             self.skip_ws();
             match self.peek() {
@@ -411,7 +408,7 @@ impl Parser<'_> {
         }
         self.nesting -= 1;
         // Like the reference, a duplicate is reported when its object closes.
-        if duplicate {
+        if repeats_a_key(&members) {
             return Err(DocError::new(Problem::AmbiguousJson, "an object repeats a key"));
         }
         Ok(Json::Object(members))
@@ -659,6 +656,16 @@ fn check_key(key: &str) -> Result<(), DocError> {
     Ok(())
 }
 
+/// True when two members of an object share a key: compared pairwise in a small object
+/// (most are), through a set of borrowed keys in a large one.
+fn repeats_a_key(members: &[(String, Json)]) -> bool {
+    if members.len() <= 16 {
+        return members.iter().enumerate().any(|(i, (key, _))| members[..i].iter().any(|(k, _)| k == key));
+    }
+    let mut seen = HashSet::with_capacity(members.len());
+    !members.iter().all(|(key, _)| seen.insert(key.as_str()))
+}
+
 /// `^[A-Za-z][A-Za-z0-9_.:-]{0,127}$`.
 pub fn key_pattern_matches(key: &str) -> bool {
     let mut chars = key.chars();
@@ -750,6 +757,15 @@ mod tests {
             (r#"{"a":[{"b":1,"b":1}]}"#.into(), Err(AmbiguousJson)),
             (r#"{"a":1,"\u0061":2}"#.into(), Err(AmbiguousJson)),
             (r#"{"a":{"b":1,"b":2},"c":}"#.into(), Err(AmbiguousJson)),
+            // Objects past 16 members are checked through a set: the first and the last key.
+            (
+                format!("{{{},\"k0\":0}}", (0..17).map(|i| format!("\"k{i}\":{i}")).collect::<Vec<_>>().join(",")),
+                Err(AmbiguousJson),
+            ),
+            (
+                format!("{{{}}}", (0..18).map(|i| format!("\"k{i}\":{i}")).collect::<Vec<_>>().join(",")),
+                Ok(((0..18).map(|i| (format!("k{i}"), json!(i))).collect::<serde_json::Map<_, _>>().into(), false)),
+            ),
             (r#"{"a":1,"a":2"#.into(), Err(InvalidJson)),
             (r#"{"a":1,"A":2}"#.into(), Ok((json!({"a": 1, "A": 2}), false))),
             // Not JSON.
