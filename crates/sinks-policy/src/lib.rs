@@ -24,6 +24,7 @@ pub mod custody;
 pub mod labels;
 pub mod lanes;
 pub mod mission;
+mod object_rules;
 pub mod presink;
 pub mod profiles;
 pub mod pycompat;
