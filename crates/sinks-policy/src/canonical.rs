@@ -169,6 +169,12 @@ pub fn doc_of<T: serde::Serialize + ?Sized>(value: &T) -> Result<sinks_contract:
     })
 }
 
+/// The canonical length of an attached document: its text's, or its value's rendering when
+/// it was attached as a value.
+pub fn doc_len(doc: &sinks_contract::json::JsonDoc) -> u64 {
+    doc.canonical().map_or_else(|| len_of(doc.value()), |text| text.len() as u64)
+}
+
 /// The bytes in `sink` (canonical JSON, written from Rust strings: always UTF-8) as a
 /// document to attach.
 pub(crate) fn doc_from(sink: &Sink) -> sinks_contract::json::JsonDoc {

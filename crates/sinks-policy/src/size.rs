@@ -13,7 +13,6 @@
 //! so with a valid config that reason never occurs.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 use super::{Rejection, Step};
 use sinks_contract::config::Issues;
@@ -195,13 +194,10 @@ impl SizePolicyConfig {
 /// The canonical length of an attached document (its text's, when it kept one); 0 for none or
 /// `null`.
 fn json_size(doc: Option<&JsonDoc>) -> u64 {
-    match doc.map(|d| (d.canonical(), d)) {
-        None | Some((Some("null"), _)) => 0,
-        Some((Some(text), _)) => text.len() as u64,
-        Some((None, d)) => match d.value() {
-            Value::Null => 0,
-            v => crate::canonical::len_of(v),
-        },
+    match doc {
+        None => 0,
+        Some(d) if d.canonical().map_or_else(|| d.value().is_null(), |text| text == "null") => 0,
+        Some(d) => crate::canonical::doc_len(d),
     }
 }
 

@@ -382,7 +382,7 @@ impl sinks_toolkit::metadata::DocWriter for Sink {
                 Out::raw(self, text.as_bytes());
                 Ok(())
             }
-            None => super::write(doc.value(), &mut self.out),
+            None => self.value(doc.value()),
         }
     }
 }
@@ -648,7 +648,7 @@ impl sinks_toolkit::metadata::DocWriter for Counter {
 
     /// A document a policy step attached counts as its canonical text's length.
     fn doc(&mut self, doc: &sinks_contract::json::JsonDoc) -> Result<(), Self::Error> {
-        self.len += doc.canonical().map_or_else(|| super::len_of(doc.value()), |text| text.len() as u64);
+        self.len += super::doc_len(doc);
         Ok(())
     }
 }
