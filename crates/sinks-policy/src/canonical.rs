@@ -175,6 +175,16 @@ pub fn doc_len(doc: &sinks_contract::json::JsonDoc) -> u64 {
     doc.canonical().map_or_else(|| len_of(doc.value()), |text| text.len() as u64)
 }
 
+/// For tests: the value of an attached document, after checking that its canonical text, when
+/// it has one, is the canonical rendering of that value.
+#[cfg(test)]
+pub(crate) fn checked_value(doc: &sinks_contract::json::JsonDoc) -> serde_json::Value {
+    if let Some(text) = doc.canonical() {
+        assert_eq!(text.as_bytes(), to_vec(doc.value()).unwrap(), "canonical text of {}", doc.value());
+    }
+    doc.value().clone()
+}
+
 /// The bytes in `sink` (canonical JSON, written from Rust strings: always UTF-8) as a
 /// document to attach.
 pub(crate) fn doc_from(sink: &Sink) -> sinks_contract::json::JsonDoc {

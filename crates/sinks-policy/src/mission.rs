@@ -778,11 +778,7 @@ mod tests {
             r.reason.into_owned()
         })?;
         // A document read from the header keeps its canonical text: the bytes of its value.
-        if let Some(text) = doc.as_deref().and_then(JsonDoc::canonical) {
-            let value = doc.as_deref().map(JsonDoc::value).unwrap_or_default();
-            assert_eq!(text.as_bytes(), canonical::to_vec(value).unwrap(), "canonical text of {value}");
-        }
-        Ok(doc.map(|d| d.value().clone()))
+        Ok(doc.map(|d| canonical::checked_value(&d)))
     }
 
     fn check(cases: &[Case]) {
