@@ -348,7 +348,7 @@ pub fn envelope_of(record: &Value) -> Result<Envelope, RecordError> {
 mod tests {
     use super::*;
     use sinks_toolkit::encryption::Key;
-    use sinks_toolkit::encryption::config::{Algorithm, Policy};
+    use sinks_toolkit::encryption::config::{Algorithm, NonceMode, Policy};
 
     fn envelope() -> Envelope {
         let headers = Headers::new().with("Nats-Msg-Id", "m-1").with("X-Multi", "a").with("X-Multi", "b");
@@ -369,6 +369,7 @@ mod tests {
             key_b64_env: "K".into(),
             nonce_size_bytes: 12,
             tag_length: 16,
+            nonce: NonceMode::default(),
         };
         let mut ring = Keyring::new();
         ring.insert("spool", key.clone());

@@ -68,9 +68,13 @@ pub struct EncryptionConfig {
     pub key_b64: Option<String>,
     /// Environment variable holding the base64 of exactly 32 key bytes.
     pub key_b64_env: Option<String>,
-    /// Nonce length, 7–13 bytes (default 12; AES-GCM needs at least 8). A fresh random
-    /// nonce per message.
+    /// Nonce length, 7–13 bytes (default 12; AES-GCM needs at least 8).
     pub nonce_size_bytes: u8,
+    /// How each nonce is made: `derived` (default: from the key, the record the ciphertext
+    /// belongs to and the plaintext, so every delivery of one message seals to the same bytes
+    /// and a redelivery sends the same content) or `random` (fresh OS randomness each time,
+    /// as the reference does: the sealed body differs on every delivery).
+    pub nonce: NonceMode,
     /// AES-CCM tag length: 4, 6, 8, 10, 12, 14 or 16 (default 16). AES-GCM always uses 16.
     pub tag_length: u8,
     /// Per-subject rules: the first matching rule decides; a disabled rule passes its
@@ -94,12 +98,31 @@ impl Default for EncryptionConfig {
             key_b64: None,
             key_b64_env: None,
             nonce_size_bytes: 12,
+            nonce: NonceMode::default(),
             tag_length: 16,
             rules: Vec::new(),
             format_version: 1,
             decrypt_keys: Vec::new(),
         }
     }
+}
+
+/// How a cipher makes its nonces (`encryption.nonce`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NonceMode {
+    /// A synthetic nonce: the first `nonce_size_bytes` of HMAC-SHA256, under a key derived
+    /// from the encryption key, of the record the ciphertext belongs to (subject, stream,
+    /// sequence; or the spool record's identity), the key id, the envelope version and the
+    /// plaintext. The same message and payload always seal to the same envelope (a
+    /// redelivery sends byte-identical content); two different plaintexts or records get
+    /// nonces as unrelated as random ones (the SIV construction of RFC 5297 and AES-GCM-SIV:
+    /// a repeated nonce only ever repeats the same plaintext, which leaks only that the two
+    /// are equal).
+    #[default]
+    Derived,
+    /// Fresh OS randomness per encryption (the reference's behaviour).
+    Random,
 }
 
 /// One `encryption.rules[]` entry.
@@ -158,6 +181,8 @@ pub struct Policy {
     pub nonce_size_bytes: u8,
     /// Tag length (16 for GCM).
     pub tag_length: u8,
+    /// How nonces are made.
+    pub nonce: NonceMode,
 }
 
 impl EncryptionConfig {
@@ -174,6 +199,7 @@ impl EncryptionConfig {
             key_b64_env: self.key_b64_env.clone()?,
             nonce_size_bytes: self.nonce_size_bytes,
             tag_length: self.effective_tag(self.algorithm, self.tag_length),
+            nonce: self.nonce,
         })
     }
 
@@ -189,6 +215,7 @@ impl EncryptionConfig {
             key_b64_env: rule.key_b64_env.clone().or_else(|| self.key_b64_env.clone())?,
             nonce_size_bytes: rule.nonce_size_bytes.unwrap_or(self.nonce_size_bytes),
             tag_length: self.effective_tag(algorithm, rule.tag_length.unwrap_or(self.tag_length)),
+            nonce: self.nonce,
         })
     }
 

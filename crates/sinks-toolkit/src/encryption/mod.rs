@@ -16,8 +16,11 @@
 //! Readers ([`Keyring`]) accept both versions, pick the key by `key_id` (the active key or a
 //! configured decryption-only key, for rotation) and fail closed on an unknown one. AES-GCM
 //! and AES-CCM come from RustCrypto (`aes-gcm`, `ccm`: constant time, no hand-written
-//! crypto); nonces are fresh OS randomness per message. Key bytes never reach logs, errors
-//! or `Debug` output.
+//! crypto). A nonce is synthetic by default ([`NonceMode::Derived`]: a PRF of the key, the
+//! record and the plaintext, so one message always seals to the same envelope and a
+//! redelivery sends the same bytes), or fresh OS randomness per message
+//! ([`NonceMode::Random`], the reference's). Key bytes never reach logs, errors or `Debug`
+//! output.
 
 pub mod config;
 
@@ -35,7 +38,7 @@ use sha2::{Digest, Sha256};
 use sinks_contract::config::ConfigError;
 use sinks_contract::envelope::Envelope;
 
-use self::config::{Algorithm, EncryptionConfig, Policy};
+use self::config::{Algorithm, EncryptionConfig, NonceMode, Policy};
 
 /// Object key of the envelope inside the payload document.
 pub const ENVELOPE_KEY: &str = "_nats_sinks_encryption";
@@ -164,7 +167,12 @@ pub struct Cipher {
     nonce_size: usize,
     tag_length: u8,
     version: u8,
+    /// The PRF key of derived nonces (from the encryption key); `None`: random nonces.
+    nonce_key: Option<Key>,
 }
+
+/// What the PRF key of derived nonces is derived from the encryption key with.
+const NONCE_KEY_LABEL: &[u8] = b"nats-sinks/encryption/nonce-key/v1";
 
 impl Cipher {
     /// A cipher for `policy` with `key`, writing envelope `version` (1 or 2).
@@ -172,11 +180,28 @@ impl Cipher {
         Self {
             algorithm: policy.algorithm,
             key_id: policy.key_id.clone(),
-            key,
             nonce_size: usize::from(policy.nonce_size_bytes),
             tag_length: policy.tag_length,
             version,
+            nonce_key: (policy.nonce == NonceMode::Derived).then(|| Key(hmac_sha256(&key.0, &[NONCE_KEY_LABEL]))),
+            key,
         }
+    }
+
+    /// The nonce of `plaintext` bound to `binding`: synthetic (a PRF of the record, the key
+    /// id, the version and the plaintext, each part length-prefixed) or random.
+    fn nonce(&self, plaintext: &[u8], binding: &Binding<'_>) -> Vec<u8> {
+        let mut nonce = vec![0u8; self.nonce_size];
+        match &self.nonce_key {
+            Some(prf) => {
+                let record = binding.aad(&self.key_id);
+                let version = [self.version];
+                let mac = hmac_sha256(&prf.0, &[&record, &version, plaintext]);
+                nonce.copy_from_slice(&mac[..self.nonce_size]);
+            }
+            None => fill_random(&mut nonce),
+        }
+        nonce
     }
 
     /// The key id written into envelopes.
@@ -187,8 +212,7 @@ impl Cipher {
     /// Encrypts `plaintext` into the canonical JSON of an envelope (compact, sorted keys),
     /// bound to `binding` in version 2.
     pub fn encrypt(&self, plaintext: &[u8], binding: Binding<'_>) -> Vec<u8> {
-        let mut nonce = vec![0u8; self.nonce_size];
-        fill_random(&mut nonce);
+        let nonce = self.nonce(plaintext, &binding);
         let v2 = self.version == 2;
         let aad = if v2 { binding.aad(&self.key_id) } else { Vec::new() };
         let sealed = seal(self.algorithm, &self.key.0, &nonce, self.tag_length, plaintext, &aad).unwrap_or_default();
@@ -215,6 +239,20 @@ impl Cipher {
         outer.insert(ENVELOPE_KEY.into(), serde_json::Value::Object(inner));
         serde_json::to_vec(&outer).unwrap_or_default()
     }
+}
+
+/// HMAC-SHA256 of `parts` under `key`, each part preceded by its length (8 bytes, big
+/// endian), so no two sequences of parts are the same input.
+fn hmac_sha256(key: &[u8], parts: &[&[u8]]) -> [u8; 32] {
+    use hmac::Mac as _;
+    let Ok(mut mac) = <hmac::Hmac<Sha256> as hmac::Mac>::new_from_slice(key) else {
+        unreachable!("hmac takes keys of any length")
+    };
+    for part in parts {
+        mac.update(&(part.len() as u64).to_be_bytes());
+        mac.update(part);
+    }
+    mac.finalize().into_bytes().into()
 }
 
 fn fill_random(buf: &mut [u8]) {
@@ -515,6 +553,7 @@ mod tests {
             key_b64_env: "UNUSED".into(),
             nonce_size_bytes: nonce,
             tag_length: tag,
+            nonce: NonceMode::default(),
         }
     }
 
@@ -615,9 +654,49 @@ mod tests {
     }
 
     #[test]
-    fn nonces_are_fresh() {
-        let c = Cipher::new(&policy(Algorithm::Aes256Gcm, 12, 16), key(7), 1);
+    fn random_nonces_are_fresh() {
+        let c = Cipher::new(&Policy { nonce: NonceMode::Random, ..policy(Algorithm::Aes256Gcm, 12, 16) }, key(7), 1);
         assert_ne!(c.encrypt(b"same", Binding::None), c.encrypt(b"same", Binding::None));
+    }
+
+    #[test]
+    fn derived_nonces_seal_one_message_to_one_envelope_and_differ_for_anything_else() {
+        let other = Binding::Message { subject: "orders.x", stream: "ORDERS", stream_sequence: 8 };
+        for version in [1, 2] {
+            for (algorithm, nonce, tag) in [(Algorithm::Aes256Gcm, 12, 16), (Algorithm::Aes256Ccm, 7, 8)] {
+                let p = policy(algorithm, nonce, tag);
+                assert_eq!(p.nonce, NonceMode::Derived, "the default");
+                let c = Cipher::new(&p, key(7), version);
+                let first = c.encrypt(b"{\"a\":1}", MSG);
+                assert_eq!(first, c.encrypt(b"{\"a\":1}", MSG), "the same message seals to the same bytes");
+                let nonce_of = |sealed: &[u8]| {
+                    let v: serde_json::Value = serde_json::from_slice(sealed).unwrap();
+                    v[ENVELOPE_KEY]["nonce"].as_str().unwrap().to_owned()
+                };
+                let nonces = [
+                    nonce_of(&first),
+                    nonce_of(&c.encrypt(b"{\"a\":2}", MSG)),
+                    nonce_of(&c.encrypt(b"{\"a\":1}", other)),
+                    nonce_of(&Cipher::new(&p, key(8), version).encrypt(b"{\"a\":1}", MSG)),
+                    nonce_of(
+                        &Cipher::new(&Policy { key_id: "k2".into(), ..p.clone() }, key(7), version)
+                            .encrypt(b"{\"a\":1}", MSG),
+                    ),
+                ];
+                let distinct: std::collections::BTreeSet<&String> = nonces.iter().collect();
+                assert_eq!(
+                    distinct.len(),
+                    nonces.len(),
+                    "plaintext, record, key and key id each change the nonce: {nonces:?}"
+                );
+                let mut r = Keyring::new();
+                r.insert(&p.key_id, key(7));
+                assert_eq!(
+                    r.decrypt_value(&serde_json::from_slice(&first).unwrap(), MSG).as_deref(),
+                    Ok(&b"{\"a\":1}"[..])
+                );
+            }
+        }
     }
 
     #[test]
