@@ -16,6 +16,7 @@ use sinks_contract::config::{Issues, SinkSection};
 use sinks_contract::{ConfigError, PayloadMode};
 use sinks_toolkit::checks::{check_seconds, check_text, check_token};
 use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::retry::settings::{
     default_backoff_mode, default_backoff_multiplier, default_jitter, default_max_retries,
 };
@@ -125,6 +126,13 @@ pub struct CoherenceSinkConfig {
     /// `bytes_envelope`.
     #[serde(default)]
     pub payload_mode: PayloadMode,
+    /// What the stored document holds of each delivery: `message` (default: only the event's
+    /// facts, so every delivery of one event writes the same bytes) or `delivery` (the
+    /// reference's document: also `consumer`, `consumer_sequence`, `received_at_epoch_ns`,
+    /// `stored_at_epoch_ns`, the metadata's receive and store times and freshness, different
+    /// on every delivery).
+    #[serde(default)]
+    pub metadata_scope: MetadataScope,
     /// Expiry of each entry, seconds, 1–31,536,000 (default none: entries never expire).
     /// Only with `storage = "cache"`.
     #[serde(default)]

@@ -24,7 +24,7 @@ use serde_json::value::RawValue;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
 use sinks_contract::{Envelope, Presence};
-use sinks_toolkit::metadata;
+use sinks_toolkit::metadata::{self, MetadataScope};
 use time::OffsetDateTime;
 
 use crate::config::CoherenceSinkConfig;
@@ -121,8 +121,10 @@ pub(crate) fn wire_key(key: &str) -> Bytes {
 #[derive(Serialize)]
 struct EventDoc<'a> {
     classification: Option<&'a str>,
-    consumer: &'a str,
-    consumer_sequence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer_sequence: Option<u64>,
     custody: Value,
     headers: &'a sinks_contract::Headers,
     jetstream_timestamp_epoch_ns: Option<i64>,
@@ -137,11 +139,13 @@ struct EventDoc<'a> {
     payload_exact: Option<&'a str>,
     payload_info: Value,
     priority: Option<&'a str>,
-    received_at_epoch_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    received_at_epoch_ns: Option<i64>,
     schema: &'static str,
     schema_version: u32,
     security_labels: Value,
-    stored_at_epoch_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored_at_epoch_ns: Option<i64>,
     stream: &'a str,
     /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
     /// stream that never changed is the reference's.
@@ -159,7 +163,7 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, EntryError> {
     let key = entry_key(envelope, config)?;
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
-    let json = document(envelope, &normalized, stored_at)?;
+    let json = document(envelope, &normalized, (stored_at, config.metadata_scope))?;
     if json.len() as u64 > config.max_value_bytes {
         return Err(EntryError::TooLarge { size: json.len(), max: config.max_value_bytes });
     }
@@ -170,15 +174,16 @@ pub(crate) fn prepare(
 pub(crate) fn document(
     envelope: &Envelope,
     normalized: &NormalizedPayload,
-    stored_at: OffsetDateTime,
+    (stored_at, scope): (OffsetDateTime, MetadataScope),
 ) -> Result<Vec<u8>, EntryError> {
-    let doc = metadata::MetadataDoc::new(envelope, stored_at);
+    let doc = metadata::MetadataDoc::scoped(envelope, stored_at, scope);
+    let delivery = doc.delivery_fields();
     let js = envelope.jetstream();
     let app = envelope.app();
     let event = EventDoc {
         classification: app.classification.as_deref(),
-        consumer: &js.consumer,
-        consumer_sequence: js.consumer_sequence,
+        consumer: delivery.consumer,
+        consumer_sequence: delivery.consumer_sequence,
         custody: Value::Null,
         headers: envelope.headers(),
         jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
@@ -192,11 +197,11 @@ pub(crate) fn document(
         payload_exact: (!normalized.wrapped).then(|| normalized.value.get()),
         payload_info: normalized.info_json(),
         priority: app.priority.as_deref(),
-        received_at_epoch_ns: doc.received_at_epoch_ns(),
+        received_at_epoch_ns: delivery.received_at_epoch_ns,
         schema: EVENT_SCHEMA,
         schema_version: 1,
         security_labels: Value::Null,
-        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+        stored_at_epoch_ns: delivery.stored_at_epoch_ns,
         stream: &js.stream,
         stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
@@ -281,6 +286,24 @@ mod tests {
     }
 
     #[test]
+    fn a_redelivery_writes_the_same_entry() {
+        let e = envelope("ORDERS", 7, "orders.created", r#"{"b": 1}"#);
+        let again = sinks_contract::testing::redelivery(&e, time::Duration::seconds(30));
+        let later = OffsetDateTime::now_utc() + time::Duration::seconds(31);
+        let one = prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(one.wire_value, prepare(&again, &config(), later).unwrap().wire_value);
+        let doc: serde_json::Value = serde_json::from_slice(from_wire(&one.wire_value).unwrap()).unwrap();
+        for member in ["consumer", "consumer_sequence", "received_at_epoch_ns", "stored_at_epoch_ns"] {
+            assert!(doc.get(member).is_none(), "{member}");
+        }
+        let reference = CoherenceSinkConfig { metadata_scope: MetadataScope::Delivery, ..config() };
+        assert_ne!(
+            prepare(&e, &reference, OffsetDateTime::now_utc()).unwrap().wire_value,
+            prepare(&again, &reference, later).unwrap().wire_value
+        );
+    }
+
+    #[test]
     fn keys_are_the_reference_strings_as_json() {
         let e = envelope("ORDERS", 7, "orders.created", "{}");
         let mut c = config();
@@ -320,7 +343,8 @@ mod tests {
     #[test]
     fn the_document_has_the_reference_shape_with_sorted_keys() {
         let e = envelope("ORDERS", 7, "orders.created", r#" {"b" : 1.50, "a": 12345678901234567890} "#);
-        let p = prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap();
+        let reference = CoherenceSinkConfig { metadata_scope: MetadataScope::Delivery, ..config() };
+        let p = prepare(&e, &reference, OffsetDateTime::now_utc()).unwrap();
         assert_eq!(p.wire_value[0], JSON_FORMAT_BYTE);
         let json = from_wire(&p.wire_value).unwrap();
         let doc: serde_json::Value = serde_json::from_slice(json).unwrap();

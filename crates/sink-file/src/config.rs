@@ -13,6 +13,7 @@ use sinks_contract::config::{Issues, SinkSection};
 use sinks_toolkit::batch::BatchConfig;
 use sinks_toolkit::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
 use sinks_toolkit::files::FileMode;
+use sinks_toolkit::metadata::MetadataScope;
 
 /// Extension used when none is configured and compression is off.
 pub(crate) const DEFAULT_EXTENSION: &str = ".json";
@@ -103,6 +104,12 @@ pub struct FileSinkConfig {
     /// Store the standard metadata document under `metadata` (default true).
     #[serde(default = "default_true")]
     pub include_metadata: bool,
+    /// What the record holds of each delivery: `message` (default: only the event's facts, so
+    /// every delivery of one event writes the same bytes) or `delivery` (the reference's
+    /// record: also the consumer, its sequence, the receive and store times and freshness,
+    /// different on every delivery). docs/file-sink.md.
+    #[serde(default)]
+    pub metadata_scope: MetadataScope,
     /// Write each file into a subdirectory named after the (sanitized) subject (default true).
     #[serde(default = "default_true")]
     pub partition_by_subject: bool,
@@ -156,6 +163,7 @@ impl FileSinkConfig {
             compression: Compression::default(),
             compression_level: default_compression_level(),
             include_metadata: true,
+            metadata_scope: MetadataScope::default(),
             partition_by_subject: true,
             create_directory: true,
             fsync: true,

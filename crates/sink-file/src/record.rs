@@ -13,7 +13,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sinks_contract::Envelope;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_toolkit::metadata;
+use sinks_toolkit::metadata::{self, MetadataScope};
 use time::OffsetDateTime;
 
 use crate::config::{Compression, FileSinkConfig};
@@ -30,8 +30,11 @@ const MAX_STORED_RECORD_BYTES: u64 = 512 * 1024 * 1024;
 #[derive(Serialize)]
 struct Record<'a> {
     classification: Option<&'a str>,
-    consumer: &'a str,
-    consumer_sequence: u64,
+    /// This delivery's consumer and its sequence: only under `metadata_scope: delivery`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer_sequence: Option<u64>,
     custody: Option<&'a Value>,
     labels: Option<String>,
     labels_list: &'a [String],
@@ -80,19 +83,20 @@ pub(crate) fn record_json(
     payload: &NormalizedPayload,
     include_metadata: bool,
     pretty: bool,
-    stored_at: OffsetDateTime,
+    (stored_at, scope): (OffsetDateTime, MetadataScope),
 ) -> Result<Vec<u8>, RecordError> {
     let js = envelope.jetstream();
     let app = envelope.app();
+    let delivery = metadata::DeliveryFields::of(envelope, stored_at, scope);
     let record = Record {
         classification: app.classification.as_deref(),
-        consumer: &js.consumer,
-        consumer_sequence: js.consumer_sequence,
+        consumer: delivery.consumer,
+        consumer_sequence: delivery.consumer_sequence,
         custody: envelope.custody(),
         labels: app.labels_string(),
         labels_list: &app.labels,
         message_id: envelope.message_id(),
-        metadata: include_metadata.then(|| metadata::MetadataDoc::new(envelope, stored_at)),
+        metadata: include_metadata.then(|| metadata::MetadataDoc::scoped(envelope, stored_at, scope)),
         mission_metadata: envelope.mission_metadata(),
         payload: &payload.value,
         payload_info: payload.info_json(),
@@ -118,7 +122,8 @@ pub(crate) fn encode(
     stored_at: OffsetDateTime,
 ) -> Result<EncodedRecord, RecordError> {
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
-    let json = record_json(envelope, &normalized, config.include_metadata, config.pretty, stored_at)?;
+    let json =
+        record_json(envelope, &normalized, config.include_metadata, config.pretty, (stored_at, config.metadata_scope))?;
     let bytes =
         config.compression.apply(json, config.compression_level).map_err(|e| RecordError::Encode(e.to_string()))?;
     Ok(EncodedRecord { bytes, payload_sha256: normalized.sha256 })
@@ -204,9 +209,43 @@ mod tests {
         OffsetDateTime::from_unix_timestamp(1_700_000_000).expect("timestamp")
     }
 
+    /// The reference's record (`metadata_scope: delivery`).
     fn json_of(e: &Envelope, include_metadata: bool, pretty: bool) -> String {
+        scoped_json_of(e, include_metadata, pretty, at(), MetadataScope::Delivery)
+    }
+
+    fn scoped_json_of(
+        e: &Envelope,
+        include_metadata: bool,
+        pretty: bool,
+        stored: OffsetDateTime,
+        scope: MetadataScope,
+    ) -> String {
         let p = payload::normalize(e.payload(), PayloadMode::JsonOrEnvelope).expect("payload");
-        String::from_utf8(record_json(e, &p, include_metadata, pretty, at()).expect("record")).expect("utf-8")
+        String::from_utf8(record_json(e, &p, include_metadata, pretty, (stored, scope)).expect("record"))
+            .expect("utf-8")
+    }
+
+    #[test]
+    fn under_the_message_scope_a_redelivery_writes_the_same_bytes() {
+        let first =
+            envelope_with("ORDERS", 9, "orders.created", "{\"n\":1}", Headers::new().with("Nats-Msg-Id", "m-9"), 1);
+        let again = sinks_contract::testing::redelivery(&first, time::Duration::seconds(30));
+        for (include_metadata, pretty) in [(true, false), (true, true), (false, false)] {
+            let one = scoped_json_of(&first, include_metadata, pretty, at(), MetadataScope::Message);
+            let two = scoped_json_of(
+                &again,
+                include_metadata,
+                pretty,
+                at() + time::Duration::seconds(31),
+                MetadataScope::Message,
+            );
+            assert_eq!(one, two, "metadata {include_metadata}, pretty {pretty}");
+            let value: Value = serde_json::from_str(&one).expect("json");
+            assert!(value.get("consumer").is_none() && value.get("consumer_sequence").is_none());
+            assert_eq!(value["stream_sequence"], 9);
+        }
+        assert_ne!(json_of(&first, true, false), json_of(&again, true, false), "the reference's record differs");
     }
 
     #[test]

@@ -20,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{EnvName, Issues, SinkSection, is_env_name};
+use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::retry::{BackoffMode, Jitter};
 
 /// Hosts that `allow_http_for_local_testing` accepts for `http://` URLs.
@@ -259,6 +260,14 @@ pub struct HttpSinkConfig {
     /// Add the standard metadata document under `metadata` (default true).
     #[serde(default = "default_true")]
     pub include_metadata: bool,
+    /// What the body holds of each delivery: `message` (default: only the event's facts, so
+    /// every attempt and every delivery of one event sends the same bytes under its key, and
+    /// this delivery's facts travel in `Nats-Sinks-Attempt-*` headers) or `delivery` (the
+    /// reference's body: also `consumer`, `consumer_sequence`, the receive and store times
+    /// and freshness, different on every delivery, which an endpoint that fingerprints each
+    /// key's body refuses on a redelivery). docs/http-sink.md.
+    #[serde(default)]
+    pub metadata_scope: MetadataScope,
     /// Add `mission_metadata` (always null in this build; default true).
     #[serde(default = "default_true")]
     pub include_mission_metadata: bool,
@@ -386,6 +395,7 @@ impl HttpSinkConfig {
             conflict_statuses: Vec::new(),
             payload_mode: PayloadMode::default(),
             include_metadata: true,
+            metadata_scope: MetadataScope::default(),
             include_mission_metadata: true,
             include_security_labels: true,
             include_custody: true,

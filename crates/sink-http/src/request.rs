@@ -34,6 +34,40 @@ pub(crate) const CONTENT_TYPE_JSON: &str = "application/json";
 /// Content type of NDJSON batches.
 pub(crate) const CONTENT_TYPE_NDJSON: &str = "application/x-ndjson";
 
+/// Whether an answer to the health check's `OPTIONS` request (no `health_url`) shows a live
+/// endpoint: any status below 500, and 501 (Not Implemented) or 505 (HTTP Version Not
+/// Supported), which a running server answers for a method or version it does not serve
+/// (Python's `http.server` answers OPTIONS with 501). 500, 502, 503, 504 and the rest of the
+/// 5xx say the endpoint cannot serve now.
+pub(crate) fn options_answer_is_live(status: u16) -> bool {
+    status < 500 || matches!(status, 501 | 505)
+}
+
+/// Headers carrying the facts of one attempt of one message, beside its body (which under
+/// `metadata_scope: message` holds none of them, so an endpoint that fingerprints a key's body
+/// sees the same bytes on every attempt): when it was received (RFC 3339), its JetStream
+/// delivery count, the consumer and its sequence there, and when this attempt was sent.
+pub(crate) const ATTEMPT_HEADERS: [&str; 5] = [
+    "Nats-Sinks-Attempt-Received-At",
+    "Nats-Sinks-Attempt-Delivered",
+    "Nats-Sinks-Attempt-Consumer",
+    "Nats-Sinks-Attempt-Consumer-Sequence",
+    "Nats-Sinks-Attempt-Sent-At",
+];
+
+/// The values of [`ATTEMPT_HEADERS`] for one attempt of `envelope` sent at `now`, in that
+/// order (the consumer name as given; a caller drops a value that is no header value).
+pub(crate) fn attempt_header_values(envelope: &Envelope, now: OffsetDateTime) -> [String; 5] {
+    let js = envelope.jetstream();
+    [
+        metadata::rfc3339(envelope.received_at()),
+        js.delivered.to_string(),
+        js.consumer.clone(),
+        js.consumer_sequence.to_string(),
+        metadata::rfc3339(now),
+    ]
+}
+
 /// Bytes escaped in the header form of a key: controls, space, `%` and (implicitly) every
 /// non-ASCII byte. Escaping `%` keeps the mapping one-to-one.
 const HEADER_ESCAPES: &AsciiSet = &CONTROLS.add(b' ').add(b'%');
@@ -43,8 +77,11 @@ const HEADER_ESCAPES: &AsciiSet = &CONTROLS.add(b' ').add(b'%');
 #[derive(Serialize)]
 struct EnvelopeBody<'a> {
     classification: Option<&'a str>,
-    consumer: &'a str,
-    consumer_sequence: u64,
+    /// This delivery's consumer and sequence: only under `metadata_scope: delivery`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer_sequence: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     custody: Option<Option<&'a Value>>,
     idempotency_key: Option<&'a str>,
@@ -122,16 +159,19 @@ pub(crate) fn message_body(
         BodyFormat::Envelope => {
             let js = envelope.jetstream();
             let app = envelope.app();
+            let delivery = metadata::DeliveryFields::of(envelope, sent_at, config.metadata_scope);
             let doc = EnvelopeBody {
                 classification: app.classification.as_deref(),
-                consumer: &js.consumer,
-                consumer_sequence: js.consumer_sequence,
+                consumer: delivery.consumer,
+                consumer_sequence: delivery.consumer_sequence,
                 custody: config.include_custody.then(|| envelope.custody()),
                 idempotency_key: key.map(IdempotencyKey::as_str),
                 labels: app.labels_string(),
                 labels_list: &app.labels,
                 message_id: envelope.message_id(),
-                metadata: config.include_metadata.then(|| metadata::MetadataDoc::new(envelope, sent_at)),
+                metadata: config
+                    .include_metadata
+                    .then(|| metadata::MetadataDoc::scoped(envelope, sent_at, config.metadata_scope)),
                 mission_metadata: config.include_mission_metadata.then(|| envelope.mission_metadata()),
                 payload: &normalized.value,
                 payload_info: normalized.info_json(),
@@ -351,6 +391,53 @@ mod tests {
         HttpSinkConfig::new("https://h.example/x")
     }
 
+    /// The reference's body (`metadata_scope: delivery`).
+    fn reference() -> HttpSinkConfig {
+        HttpSinkConfig { metadata_scope: sinks_toolkit::metadata::MetadataScope::Delivery, ..config() }
+    }
+
+    #[test]
+    fn every_delivery_of_an_event_sends_the_same_body_and_its_own_attempt_headers() {
+        let first =
+            envelope_with("ORDERS", 42, "orders.created", r#"{"n": 1}"#, Headers::new().with("Nats-Msg-Id", "m-1"), 1);
+        let again = sinks_contract::testing::redelivery(&first, time::Duration::seconds(30));
+        let key = idempotency_key(&first, &IdempotencyConfig::default()).unwrap();
+        let later = OffsetDateTime::now_utc() + time::Duration::seconds(31);
+        for include_metadata in [true, false] {
+            let c = HttpSinkConfig { include_metadata, ..config() };
+            let one = message_body(&first, &c, key.as_ref(), OffsetDateTime::now_utc()).unwrap();
+            let two = message_body(&again, &c, key.as_ref(), later).unwrap();
+            assert_eq!(String::from_utf8(one.clone()).unwrap(), String::from_utf8(two).unwrap());
+            let v = doc(&one);
+            assert!(v.get("consumer").is_none() && v.get("consumer_sequence").is_none(), "{v}");
+        }
+        let r = reference();
+        assert_ne!(
+            message_body(&first, &r, key.as_ref(), OffsetDateTime::now_utc()).unwrap(),
+            message_body(&again, &r, key.as_ref(), later).unwrap(),
+            "the reference's body holds the delivery"
+        );
+        let values = attempt_header_values(&again, later);
+        assert_eq!(values[1], "2");
+        assert_eq!(values[2], "test-consumer-again");
+        assert_eq!(values[3], (42 + 7).to_string());
+        assert_eq!(values[0], metadata::rfc3339(again.received_at()));
+        for value in values {
+            assert!(reqwest::header::HeaderValue::from_str(&value).is_ok(), "{value}");
+        }
+    }
+
+    #[test]
+    fn an_options_answer_of_a_live_server_is_healthy() {
+        for (status, live) in
+            [(200, true), (204, true), (404, true), (405, true), (499, true), (501, true), (505, true)]
+                .into_iter()
+                .chain([(500, false), (502, false), (503, false), (504, false), (507, false), (599, false)])
+        {
+            assert_eq!(options_answer_is_live(status), live, "{status}");
+        }
+    }
+
     fn doc(body: &[u8]) -> Value {
         serde_json::from_slice(body).expect("body is JSON")
     }
@@ -366,7 +453,7 @@ mod tests {
             envelope_with("ORDERS", 42, "orders.created", r#"{"n": 1}"#, Headers::new().with("Nats-Msg-Id", "m-1"), 1)
                 .with_app_metadata(app);
         let key = idempotency_key(&e, &IdempotencyConfig::default()).unwrap();
-        let body = message_body(&e, &config(), key.as_ref(), OffsetDateTime::now_utc()).unwrap();
+        let body = message_body(&e, &reference(), key.as_ref(), OffsetDateTime::now_utc()).unwrap();
         let text = std::str::from_utf8(&body).unwrap();
         assert!(text.contains(r#""payload":{"n": 1}"#), "published JSON embedded verbatim: {text}");
         let v = doc(&body);
@@ -394,7 +481,7 @@ mod tests {
         ];
         assert_eq!(keys, expected);
         // Top-level key order, checked on a body without the nested metadata document.
-        let flat = HttpSinkConfig { include_metadata: false, ..config() };
+        let flat = HttpSinkConfig { include_metadata: false, ..reference() };
         let flat =
             String::from_utf8(message_body(&e, &flat, key.as_ref(), OffsetDateTime::now_utc()).unwrap()).unwrap();
         let order: Vec<usize> =

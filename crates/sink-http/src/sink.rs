@@ -369,17 +369,18 @@ impl Sink for HttpSink {
             Some(url) => (Method::GET, url),
             None => (Method::OPTIONS, &inner.url),
         };
-        let answer =
-            inner.send(method, url, None, None, request::CONTENT_TYPE_JSON, None).await.map_err(|e| match e {
+        let answer = inner.send(method, url, None, (None, None), request::CONTENT_TYPE_JSON, None).await.map_err(
+            |e| match e {
                 SendError::Setup(e) => e,
                 SendError::Http(e) => {
                     let kind = kind_of(&e);
                     error_of_class(kind.class, format!("health check failed: {}", kind.what)).with_source(e)
                 }
-            })?;
+            },
+        )?;
         let healthy = match inner.health_url {
             Some(_) => (200..300).contains(&answer.status) || inner.statuses.success.contains(&answer.status),
-            None => answer.status < 500,
+            None => request::options_answer_is_live(answer.status),
         };
         if healthy { Ok(()) } else { Err(SinkError::temporary(format!("health check answered {}", answer.status))) }
     }
@@ -575,7 +576,7 @@ impl Inner {
                     self.method.clone(),
                     &self.url,
                     Some(body.clone()),
-                    key,
+                    (key, Some(envelope)),
                     request::CONTENT_TYPE_JSON,
                     attempt.timeout(),
                 )
@@ -670,8 +671,9 @@ impl Inner {
             BatchMode::Ndjson => request::CONTENT_TYPE_NDJSON,
             _ => request::CONTENT_TYPE_JSON,
         };
-        let sent =
-            self.send(self.method.clone(), &self.url, Some(body.clone()), key, content_type, attempt.timeout()).await;
+        let sent = self
+            .send(self.method.clone(), &self.url, Some(body.clone()), (key, None), content_type, attempt.timeout())
+            .await;
         let answer = match sent {
             Ok(answer) => answer,
             Err(SendError::Setup(e)) => return Err(e),
@@ -721,7 +723,7 @@ impl Inner {
             Ok(url) => url,
             Err(e) => return unknown(SinkError::config(format!("sink.inquiry_url does not form a URL ({e})"))),
         };
-        match self.send(Method::GET, &url, None, None, request::CONTENT_TYPE_JSON, None).await {
+        match self.send(Method::GET, &url, None, (None, None), request::CONTENT_TYPE_JSON, None).await {
             Ok(answer) if (200..300).contains(&answer.status) => Inquiry::Found,
             Ok(answer) if answer.status == 404 => Inquiry::NotFound,
             Ok(answer) => unknown(SinkError::temporary(format!("inquiry answered {}", answer.status))),
@@ -758,12 +760,20 @@ impl Inner {
         method: Method,
         url: &Url,
         body: Option<Bytes>,
-        key: Option<&str>,
+        (key, attempt_of): (Option<&str>, Option<&Envelope>),
         content_type: &'static str,
         timeout: Option<Duration>,
     ) -> Result<Answer, SendError> {
         let mut headers = self.base_headers.clone();
         self.add_env_headers(&mut headers).map_err(SendError::Setup)?;
+        if let Some(envelope) = attempt_of {
+            let values = request::attempt_header_values(envelope, OffsetDateTime::now_utc());
+            for (name, value) in request::ATTEMPT_HEADERS.iter().zip(values) {
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(*name, value);
+                }
+            }
+        }
         if let Some(key) = key {
             let value = HeaderValue::from_str(&request::header_value(key)).map_err(|e| {
                 SendError::Setup(SinkError::permanent("idempotency key is not a header value").with_source(e))

@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use sinks_contract::config::{ConfigError, EnvName, Issues, SinkSection, is_env_name};
 use sinks_contract::{IdempotencyStrategy, PayloadMode};
+use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::relational::UpsertUpdateColumns;
 
 use crate::sql;
@@ -94,6 +95,13 @@ pub struct MySqlSinkConfig {
     /// How message bytes become the stored payload JSON.
     #[serde(default)]
     pub payload_mode: PayloadMode,
+    /// What the metadata column's document holds of each delivery: `message` (default: only
+    /// the event's facts, the same for every delivery) or `delivery` (the reference's
+    /// document, with the consumer, the receive and store times and freshness). The
+    /// `RECEIVED_AT_EPOCH_NS` and `STORED_AT_EPOCH_NS` columns hold the row's one insert
+    /// either way (a redelivery never rewrites a row).
+    #[serde(default)]
+    pub metadata_scope: MetadataScope,
     /// Legacy alias of `columns.payload`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub payload_column: Option<String>,

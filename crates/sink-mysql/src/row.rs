@@ -3,6 +3,7 @@
 use mysql_async::Value;
 use sinks_contract::payload::PayloadMode;
 use sinks_contract::{Envelope, SinkError};
+use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::relational::{self, Cell, Cells};
 use time::OffsetDateTime;
 
@@ -55,7 +56,7 @@ pub(crate) fn map(
     envelope: &Envelope,
     plan: &TablePlan,
     mode: PayloadMode,
-    stored_at: OffsetDateTime,
+    stored_at: (OffsetDateTime, MetadataScope),
 ) -> Result<Row, SinkError> {
     let Cells { cells, fingerprint } =
         relational::map_row(envelope, &plan.fields, &plan.idempotency, mode, MAX_JSON_DEPTH, stored_at)?;
@@ -95,7 +96,8 @@ mod tests {
     fn maps_every_column_in_plan_order() {
         let p = plan(json!({"conflict_policy": "keep_first"}));
         let e = envelope_with("S", 9, "orders.x", &b" {\"a\": 1} "[..], Headers::new().with("Nats-Msg-Id", "m1"), 1);
-        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let row =
+            map(&e, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap();
         assert_eq!(row.values.len(), p.columns.len());
         assert_eq!(row.values[0], text("S"));
         assert_eq!(row.values[1], Value::UInt(9));
@@ -111,7 +113,8 @@ mod tests {
         let p = plan(json!({}));
         let labels = json!({"profile": "nats-sinks.security-label.v1", "owner": "ops"});
         let e = envelope_with("S", 9, "o", &b"{}"[..], Headers::new(), 1).with_security_labels(Some(labels.clone()));
-        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let row =
+            map(&e, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap();
         let column = |name: &str| p.columns.iter().position(|c| c.eq_ignore_ascii_case(name)).unwrap();
         assert_eq!(
             row.values[column("SECURITY_LABELS_JSON")],
@@ -124,10 +127,12 @@ mod tests {
     fn payload_field_key_goes_into_the_message_id_column() {
         let p = plan(json!({"idempotency": {"strategy": "payload_field", "payload_field": "order.id"}}));
         let e = envelope_with("S", 1, "o", &br#"{"order":{"id":"A-7"}}"#[..], Headers::new(), 1);
-        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let row =
+            map(&e, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap();
         assert_eq!(row.key, "A-7");
         let missing = envelope_with("S", 2, "o", &br#"{"order":{}}"#[..], Headers::new(), 1);
-        let err = map(&missing, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap_err();
+        let err = map(&missing, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery))
+            .unwrap_err();
         assert!(err.is_permanent());
     }
 
@@ -135,7 +140,7 @@ mod tests {
     fn json_only_rejects_text_permanently() {
         let p = plan(json!({}));
         let e = envelope_with("S", 1, "o", &b"not json"[..], Headers::new(), 1);
-        let err = map(&e, &p, PayloadMode::JsonOnly, OffsetDateTime::now_utc()).unwrap_err();
+        let err = map(&e, &p, PayloadMode::JsonOnly, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap_err();
         assert_eq!(err.error_type(), "SerializationError");
     }
 
@@ -145,7 +150,8 @@ mod tests {
         // the reason the Oracle sink attached.
         let p = plan(json!({"idempotency": {"strategy": "payload_field", "payload_field": "order.id"}}));
         let missing = envelope_with("S", 2, "o", &br#"{"order":{}}"#[..], Headers::new(), 1);
-        let err = map(&missing, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap_err();
+        let err = map(&missing, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery))
+            .unwrap_err();
         assert_eq!(err.error_type(), "ValidationError");
         assert!(err.reason().is_some_and(|r| !r.is_empty()), "no reason code: {err:?}");
     }

@@ -519,7 +519,7 @@ impl Sink for MySqlSink {
         let mut groups: Groups = vec![Vec::new(); inner.plans().len()];
         for (i, e) in batch.iter().enumerate() {
             let p = inner.plan_for(e.subject());
-            match row::map(e, &inner.plans()[p], inner.config.payload_mode, stored_at) {
+            match row::map(e, &inner.plans()[p], inner.config.payload_mode, (stored_at, inner.config.metadata_scope)) {
                 Ok(r) => groups[p].push((i, r)),
                 Err(err) => outcomes[i] = Some(MessageOutcome::Failed(err)),
             }
@@ -590,7 +590,13 @@ impl Destinations for MySqlSink {
 
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let plan = &self.inner.plans()[self.inner.plan_for(envelope.subject())];
-        let row = row::map(envelope, plan, self.inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
+        let row = row::map(
+            envelope,
+            plan,
+            self.inner.config.payload_mode,
+            (OffsetDateTime::now_utc(), self.inner.config.metadata_scope),
+        )
+        .ok()?;
         let key = if plan.key.is_empty() {
             envelope.idempotency_key().ok()?.to_string()
         } else {
@@ -617,7 +623,8 @@ impl Reconcile for MySqlSink {
         let mut groups: Vec<Vec<(usize, Row)>> = vec![Vec::new(); inner.plans().len()];
         for (i, e) in batch.iter().enumerate() {
             let p = inner.plan_for(e.subject());
-            let r = row::map(e, &inner.plans()[p], inner.config.payload_mode, stored_at)?;
+            let r =
+                row::map(e, &inner.plans()[p], inner.config.payload_mode, (stored_at, inner.config.metadata_scope))?;
             groups[p].push((i, r));
         }
         let mut found = vec![Presence::Missing; batch.len()];

@@ -20,6 +20,7 @@ use sinks_contract::PayloadMode;
 use sinks_contract::config::{EnvName, Issues, SinkSection, check_uppercase_env_name, is_env_name};
 use sinks_toolkit::checks::{check_seconds, check_text, check_token};
 use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::retry::settings::{
     default_backoff_mode, default_backoff_ms, default_backoff_multiplier, default_jitter, default_max_backoff_ms,
     default_max_retries,
@@ -203,6 +204,13 @@ pub struct NoSqlSinkConfig {
     /// `bytes_envelope`.
     #[serde(default)]
     pub payload_mode: PayloadMode,
+    /// What the stored document holds of each delivery: `message` (default: only the event's
+    /// facts, so every delivery of one event writes the same bytes) or `delivery` (the
+    /// reference's document: also `consumer`, `consumer_sequence`, `received_at_epoch_ns`,
+    /// `stored_at_epoch_ns`, the metadata's receive and store times and freshness, different
+    /// on every delivery).
+    #[serde(default)]
+    pub metadata_scope: MetadataScope,
     /// Create the table at start-up when it is missing (default false), with
     /// `CREATE TABLE IF NOT EXISTS <table> (<key_field> STRING, <value_field> JSON,
     /// <stored_at_field> LONG, PRIMARY KEY(<key_field>))`.
@@ -340,6 +348,7 @@ impl Default for NoSqlSinkConfig {
             key_prefix: None,
             duplicate_policy: DuplicatePolicy::default(),
             payload_mode: PayloadMode::default(),
+            metadata_scope: MetadataScope::default(),
             auto_create: false,
             read_units: default_units(),
             write_units: default_units(),

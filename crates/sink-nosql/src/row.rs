@@ -113,8 +113,10 @@ pub(crate) fn row_key(envelope: &Envelope, config: &NoSqlSinkConfig) -> Result<S
 #[derive(Serialize)]
 struct EventDoc<'a> {
     classification: Option<&'a str>,
-    consumer: &'a str,
-    consumer_sequence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer_sequence: Option<u64>,
     custody: Value,
     headers: &'a sinks_contract::Headers,
     idempotency_key: Option<String>,
@@ -130,11 +132,13 @@ struct EventDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     payload_text: Option<&'a str>,
     priority: Option<&'a str>,
-    received_at_epoch_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    received_at_epoch_ns: Option<i64>,
     schema: &'static str,
     schema_version: u32,
     security_labels: Value,
-    stored_at_epoch_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored_at_epoch_ns: Option<i64>,
     stream: &'a str,
     /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
     /// stream that never changed is the reference's.
@@ -152,7 +156,7 @@ pub(crate) fn prepare(
 ) -> Result<PreparedRow, RowError> {
     let key = row_key(envelope, config)?;
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
-    let doc = metadata::MetadataDoc::new(envelope, stored_at);
+    let doc = metadata::MetadataDoc::scoped(envelope, stored_at, config.metadata_scope);
     let document = event_json(envelope, &normalized, &doc, config.store_payload_text)?;
     if document.len() as u64 > config.max_value_bytes {
         return Err(RowError::TooLarge { size: document.len(), max: config.max_value_bytes });
@@ -173,10 +177,11 @@ fn event_json(
 ) -> Result<String, RowError> {
     let js = envelope.jetstream();
     let app = envelope.app();
+    let delivery = doc.delivery_fields();
     let event = EventDoc {
         classification: app.classification.as_deref(),
-        consumer: &js.consumer,
-        consumer_sequence: js.consumer_sequence,
+        consumer: delivery.consumer,
+        consumer_sequence: delivery.consumer_sequence,
         custody: Value::Null,
         headers: envelope.headers(),
         idempotency_key: envelope.idempotency_key().ok().map(|k| k.as_str().to_owned()),
@@ -191,11 +196,11 @@ fn event_json(
         payload_info: normalized.info_json(),
         payload_text: (keep_text && !normalized.wrapped).then(|| normalized.value.get()),
         priority: app.priority.as_deref(),
-        received_at_epoch_ns: doc.received_at_epoch_ns(),
+        received_at_epoch_ns: delivery.received_at_epoch_ns,
         schema: EVENT_SCHEMA,
         schema_version: 1,
         security_labels: Value::Null,
-        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+        stored_at_epoch_ns: delivery.stored_at_epoch_ns,
         stream: &js.stream,
         stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
@@ -468,6 +473,7 @@ mod tests {
 
     use super::*;
     use crate::config::KeyStrategy;
+    use sinks_toolkit::metadata::MetadataScope;
 
     fn config() -> NoSqlSinkConfig {
         NoSqlSinkConfig::new("127.0.0.1:8080", "t")
@@ -475,6 +481,26 @@ mod tests {
 
     fn doc(row: &PreparedRow) -> Value {
         serde_json::from_str(&row.document).unwrap()
+    }
+
+    #[test]
+    fn a_redelivery_writes_the_same_document() {
+        let e = envelope("S", 3, "orders.x", "{\"b\": 1}");
+        let again = sinks_contract::testing::redelivery(&e, time::Duration::seconds(30));
+        let later = OffsetDateTime::now_utc() + time::Duration::seconds(31);
+        let one = prepare(&e, &config(), OffsetDateTime::now_utc()).unwrap();
+        let two = prepare(&again, &config(), later).unwrap();
+        assert_eq!(one.document, two.document);
+        assert!(two.stored_at_epoch_ns > one.stored_at_epoch_ns, "the row's stored-at column is its own insert's");
+        for member in ["consumer", "consumer_sequence", "received_at_epoch_ns", "stored_at_epoch_ns"] {
+            assert!(doc(&one).get(member).is_none(), "{member}");
+        }
+        let reference = NoSqlSinkConfig { metadata_scope: MetadataScope::Delivery, ..config() };
+        assert_ne!(
+            prepare(&e, &reference, OffsetDateTime::now_utc()).unwrap().document,
+            prepare(&again, &reference, later).unwrap().document
+        );
+        assert!(doc(&prepare(&e, &reference, later).unwrap())["consumer"].is_string());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 use sha2::{Digest, Sha256};
 use sinks_contract::payload::PayloadMode;
 use sinks_contract::{Envelope, Presence, SinkError};
+use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::relational::{self, Cell, Cells};
 use time::OffsetDateTime;
 
@@ -62,7 +63,7 @@ pub(crate) fn map(
     envelope: &Envelope,
     plan: &TablePlan,
     mode: PayloadMode,
-    stored_at: OffsetDateTime,
+    stored_at: (OffsetDateTime, MetadataScope),
 ) -> Result<Row, SinkError> {
     let Cells { cells, fingerprint } =
         relational::map_row(envelope, &plan.fields, &plan.idempotency, mode, MAX_JSON_DEPTH, stored_at)?;
@@ -142,7 +143,8 @@ mod tests {
     fn maps_every_column_in_plan_order() {
         let p = plan(json!({"conflict_policy": "keep_first"}));
         let e = envelope_with("S", 9, "orders.x", &b" {\"a\": 1} "[..], Headers::new().with("Nats-Msg-Id", "m1"), 1);
-        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let row =
+            map(&e, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap();
         assert_eq!(row.values.len(), p.columns.len());
         assert_eq!(row.values[0], text("S"));
         assert_eq!(row.values[1], Value::UInt(9));
@@ -170,7 +172,9 @@ mod tests {
         let binary = envelope_with("S", 10, "o", &[0xff, 0x00][..], Headers::new(), 1);
         let with_fp = plan(json!({"conflict_policy": "keep_first"}));
         let without_fp = plan(json!({}));
-        let row = |p: &TablePlan, e: &Envelope| map(e, p, PayloadMode::JsonOrEnvelope, now).unwrap();
+        let row = |p: &TablePlan, e: &Envelope| {
+            map(e, p, PayloadMode::JsonOrEnvelope, (now, MetadataScope::Delivery)).unwrap()
+        };
         let text_of = |r: &Row, p: &TablePlan| r.values[column(p, "PAYLOAD_JSON")].as_text();
         let stored = |payload: Option<&str>, fingerprint: Option<&str>| StoredContent {
             payload: payload.map(str::to_owned),
@@ -214,7 +218,8 @@ mod tests {
         let p = plan(json!({}));
         let labels = json!({"profile": "nats-sinks.security-label.v1", "owner": "ops"});
         let e = envelope_with("S", 9, "o", &b"{}"[..], Headers::new(), 1).with_security_labels(Some(labels.clone()));
-        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let row =
+            map(&e, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap();
         let canonical = String::from_utf8(sinks_contract::json::to_canonical_vec(&labels)).unwrap();
         assert_eq!(row.values[column(&p, "SECURITY_LABELS_JSON")], Value::Clob(Some(canonical)));
     }
@@ -223,10 +228,12 @@ mod tests {
     fn payload_field_key_goes_into_the_message_id_column() {
         let p = plan(json!({"idempotency": {"strategy": "payload_field", "payload_field": "order.id"}}));
         let e = envelope_with("S", 1, "o", &br#"{"order":{"id":"A-7"}}"#[..], Headers::new(), 1);
-        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let row =
+            map(&e, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap();
         assert_eq!(row.key, "A-7");
         let missing = envelope_with("S", 2, "o", &br#"{"order":{}}"#[..], Headers::new(), 1);
-        let err = map(&missing, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap_err();
+        let err = map(&missing, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery))
+            .unwrap_err();
         assert!(err.is_permanent());
         assert_eq!(err.error_type(), "ValidationError");
     }
@@ -235,11 +242,12 @@ mod tests {
     fn bad_payloads_fail_permanently_and_deep_json_is_wrapped() {
         let p = plan(json!({}));
         let e = envelope_with("S", 1, "o", &b"not json"[..], Headers::new(), 1);
-        let err = map(&e, &p, PayloadMode::JsonOnly, OffsetDateTime::now_utc()).unwrap_err();
+        let err = map(&e, &p, PayloadMode::JsonOnly, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap_err();
         assert_eq!(err.error_type(), "SerializationError");
         let deep = format!("{}1{}", "[".repeat(MAX_JSON_DEPTH + 1), "]".repeat(MAX_JSON_DEPTH + 1));
         let e = envelope_with("S", 2, "o", deep.clone(), Headers::new(), 1);
-        let row = map(&e, &p, PayloadMode::JsonOrEnvelope, OffsetDateTime::now_utc()).unwrap();
+        let row =
+            map(&e, &p, PayloadMode::JsonOrEnvelope, (OffsetDateTime::now_utc(), MetadataScope::Delivery)).unwrap();
         let Value::Clob(Some(stored)) = &row.values[column(&p, "PAYLOAD_JSON")] else { panic!() };
         assert_eq!(sinks_contract::payload::decode_stored(stored), deep.as_bytes(), "kept, as text");
     }

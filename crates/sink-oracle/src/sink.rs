@@ -466,7 +466,12 @@ impl Sink for OracleSink {
         let mut groups: Groups = vec![Vec::new(); inner.plans.len()];
         for (i, e) in batch.iter().enumerate() {
             let p = inner.plan_for(e.subject());
-            match row::map(e, &inner.write_plans()[p], inner.config.payload_mode, stored_at) {
+            match row::map(
+                e,
+                &inner.write_plans()[p],
+                inner.config.payload_mode,
+                (stored_at, inner.config.metadata_scope),
+            ) {
                 Ok(r) => groups[p].push((i, r)),
                 Err(err) => outcomes[i] = Some(MessageOutcome::Failed(err)),
             }
@@ -544,7 +549,13 @@ impl Destinations for OracleSink {
         if plan.key.is_empty() {
             return None;
         }
-        let r = row::map(envelope, plan, inner.config.payload_mode, OffsetDateTime::now_utc()).ok()?;
+        let r = row::map(
+            envelope,
+            plan,
+            inner.config.payload_mode,
+            (OffsetDateTime::now_utc(), inner.config.metadata_scope),
+        )
+        .ok()?;
         Some(DestinationRef::Row { table: plan.table.clone(), key: r.key.replace('\u{1f}', "/") })
     }
 }
@@ -572,7 +583,12 @@ impl Reconcile for OracleSink {
             let p = inner.plan_for(e.subject());
             // A message the sink cannot map (no key, a payload the mode refuses) was never
             // written: it stays missing (reconcile then looks for it in the DLQ).
-            if let Ok(r) = row::map(e, &inner.write_plans()[p], inner.config.payload_mode, stored_at) {
+            if let Ok(r) = row::map(
+                e,
+                &inner.write_plans()[p],
+                inner.config.payload_mode,
+                (stored_at, inner.config.metadata_scope),
+            ) {
                 groups[p].push((i, r));
             }
         }

@@ -23,6 +23,7 @@ use sinks_contract::config::{Issues, SinkSection, check_uppercase_env_name};
 use sinks_toolkit::batch::BatchConfig;
 use sinks_toolkit::checks::{check_seconds, check_text, check_token};
 use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
+use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::retry::settings::{
     default_backoff_mode, default_backoff_ms, default_backoff_multiplier, default_jitter, default_max_backoff_ms,
     default_max_retries,
@@ -179,6 +180,13 @@ pub struct S3SinkConfig {
     /// `none`, `object_metadata` (default) or `sidecar`.
     #[serde(default)]
     pub metadata_mode: MetadataMode,
+    /// What the stored document holds of each delivery: `message` (default: only the event's
+    /// facts, so every delivery of one event writes the same bytes) or `delivery` (the
+    /// reference's document: also `consumer`, `consumer_sequence`, `received_at_epoch_ns`,
+    /// `stored_at_epoch_ns`, the metadata's receive and store times and freshness, different
+    /// on every delivery).
+    #[serde(default)]
+    pub metadata_scope: MetadataScope,
     /// Suffix of sidecar keys (default `.metadata.json`), different from `object_suffix`.
     #[serde(default = "default_sidecar_suffix")]
     pub sidecar_suffix: String,

@@ -186,8 +186,10 @@ fn check_key(key: String, max: u64) -> Result<String, ObjectError> {
 #[derive(Serialize)]
 struct ObjectDoc<'a> {
     classification: Option<&'a str>,
-    consumer: &'a str,
-    consumer_sequence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer_sequence: Option<u64>,
     custody: Option<&'a Value>,
     headers: &'a sinks_contract::Headers,
     jetstream_timestamp_epoch_ns: Option<i64>,
@@ -200,11 +202,13 @@ struct ObjectDoc<'a> {
     payload: &'a RawValue,
     payload_info: Value,
     priority: Option<&'a str>,
-    received_at_epoch_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    received_at_epoch_ns: Option<i64>,
     schema: &'static str,
     schema_version: u32,
     security_labels: Option<&'a Value>,
-    stored_at_epoch_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored_at_epoch_ns: Option<i64>,
     stream: &'a str,
     /// Only in a later epoch of the stream (`Envelope::stream_epoch`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -217,8 +221,10 @@ struct ObjectDoc<'a> {
 #[derive(Serialize)]
 struct SidecarDoc<'a> {
     classification: Option<&'a str>,
-    consumer: &'a str,
-    consumer_sequence: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer_sequence: Option<u64>,
     custody: Option<&'a Value>,
     duplicate_policy: &'static str,
     key_strategy: &'static str,
@@ -233,7 +239,8 @@ struct SidecarDoc<'a> {
     schema: &'static str,
     schema_version: u32,
     security_labels: Option<&'a Value>,
-    stored_at_epoch_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored_at_epoch_ns: Option<i64>,
     stream: &'a str,
     /// Only in a later epoch of the stream (`Envelope::stream_epoch`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -250,7 +257,7 @@ pub(crate) fn prepare(
 ) -> Result<Prepared, ObjectError> {
     let key = object_key(envelope, config)?;
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
-    let doc = metadata::MetadataDoc::new(envelope, stored_at);
+    let doc = metadata::MetadataDoc::scoped(envelope, stored_at, config.metadata_scope);
     let json = match config.object_format {
         ObjectFormat::Payload => normalized.value.get().as_bytes().to_vec(),
         ObjectFormat::Envelope => object_json(envelope, &normalized, &doc)?,
@@ -297,10 +304,11 @@ fn object_json(
 ) -> Result<Vec<u8>, ObjectError> {
     let js = envelope.jetstream();
     let app = envelope.app();
+    let delivery = doc.delivery_fields();
     let object = ObjectDoc {
         classification: app.classification.as_deref(),
-        consumer: &js.consumer,
-        consumer_sequence: js.consumer_sequence,
+        consumer: delivery.consumer,
+        consumer_sequence: delivery.consumer_sequence,
         custody: envelope.custody(),
         headers: envelope.headers(),
         jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
@@ -313,11 +321,11 @@ fn object_json(
         payload: &normalized.value,
         payload_info: normalized.info_json(),
         priority: app.priority.as_deref(),
-        received_at_epoch_ns: doc.received_at_epoch_ns(),
+        received_at_epoch_ns: delivery.received_at_epoch_ns,
         schema: OBJECT_SCHEMA,
         schema_version: 1,
         security_labels: envelope.security_labels(),
-        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+        stored_at_epoch_ns: delivery.stored_at_epoch_ns,
         stream: &js.stream,
         stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
@@ -335,10 +343,11 @@ fn sidecar_json(
 ) -> Result<Vec<u8>, ObjectError> {
     let js = envelope.jetstream();
     let app = envelope.app();
+    let delivery = doc.delivery_fields();
     let sidecar = SidecarDoc {
         classification: app.classification.as_deref(),
-        consumer: &js.consumer,
-        consumer_sequence: js.consumer_sequence,
+        consumer: delivery.consumer,
+        consumer_sequence: delivery.consumer_sequence,
         custody: envelope.custody(),
         duplicate_policy: config.duplicate_policy.as_str(),
         key_strategy: config.key_strategy.as_str(),
@@ -353,7 +362,7 @@ fn sidecar_json(
         schema: SIDECAR_SCHEMA,
         schema_version: 1,
         security_labels: envelope.security_labels(),
-        stored_at_epoch_ns: doc.stored_at_epoch_ns(),
+        stored_at_epoch_ns: delivery.stored_at_epoch_ns,
         stream: &js.stream,
         stream_epoch: envelope.stream_epoch(),
         stream_sequence: js.stream_sequence,
@@ -414,9 +423,32 @@ mod tests {
 
     use super::*;
     use crate::config::DuplicatePolicy;
+    use sinks_toolkit::metadata::MetadataScope;
 
     fn config() -> S3SinkConfig {
         S3SinkConfig::new("bucket-a")
+    }
+
+    #[test]
+    fn a_redelivery_writes_the_same_object_and_sidecar() {
+        let e = envelope_with("ORDERS", 5, "orders.x", Bytes::from_static(br#"{"n": 1}"#), Headers::new(), 1);
+        let again = sinks_contract::testing::redelivery(&e, time::Duration::seconds(30));
+        let later = at() + time::Duration::seconds(31);
+        for metadata_mode in [MetadataMode::ObjectMetadata, MetadataMode::Sidecar] {
+            let c = S3SinkConfig { metadata_mode, ..config() };
+            let (one, two) = (prepare(&e, &c, at()).unwrap(), prepare(&again, &c, later).unwrap());
+            assert_eq!(one.primary.body, two.primary.body, "{metadata_mode:?}");
+            assert_eq!(one.sidecar.map(|s| s.body), two.sidecar.map(|s| s.body), "{metadata_mode:?}");
+            let doc: Value = serde_json::from_slice(&one.primary.body).unwrap();
+            for member in ["consumer", "consumer_sequence", "received_at_epoch_ns", "stored_at_epoch_ns"] {
+                assert!(doc.get(member).is_none(), "{member}");
+            }
+        }
+        let reference = S3SinkConfig { metadata_scope: MetadataScope::Delivery, ..config() };
+        assert_ne!(
+            prepare(&e, &reference, at()).unwrap().primary.body,
+            prepare(&again, &reference, later).unwrap().primary.body
+        );
     }
 
     fn at() -> OffsetDateTime {
@@ -500,7 +532,8 @@ mod tests {
     fn envelope_document_has_the_reference_fields_sorted() {
         let headers = Headers::new().with("Nats-Msg-Id", "m-1").with("x-trace", "t");
         let e = envelope_with("ORDERS", 5, "orders.x", Bytes::from_static(br#"{"n": 1.50}"#), headers, 1);
-        let p = prepare(&e, &config(), at()).unwrap();
+        let reference = S3SinkConfig { metadata_scope: MetadataScope::Delivery, ..config() };
+        let p = prepare(&e, &reference, at()).unwrap();
         let text = std::str::from_utf8(&p.primary.body).unwrap();
         // the published JSON is kept byte for byte
         assert!(text.contains(r#""payload":{"n": 1.50}"#), "{text}");

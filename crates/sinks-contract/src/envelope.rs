@@ -289,6 +289,12 @@ impl Envelope {
         self.order_key
     }
 
+    /// The JetStream facts, to change (the test builders make another delivery of an event).
+    #[cfg(feature = "testing")]
+    pub(crate) fn jetstream_mut(&mut self) -> &mut JetStreamInfo {
+        &mut self.jetstream
+    }
+
     /// Replaces the receive time (used when rebuilding an envelope, and in tests).
     #[must_use]
     pub fn with_received_at(mut self, at: OffsetDateTime) -> Self {

@@ -343,7 +343,7 @@ pub fn canonical_metadata(
     sink: &mut Sink,
 ) -> Result<(), crate::canonical::CanonicalError> {
     let message = scope == HashScope::Message;
-    let left_out = LeftOut { custody: true, stored_at: true, freshness: message, delivery: message };
+    let left_out = LeftOut { custody: true, stored_at: true, freshness: message, delivery: message, consumer: false };
     sink.clear();
     MetadataDoc::new(envelope, envelope.received_at()).write_in_key_order(sink, left_out)
 }

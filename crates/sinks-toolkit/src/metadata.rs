@@ -388,6 +388,92 @@ impl Serialize for Rfc3339Text {
     }
 }
 
+/// Which facts the metadata document a sink stores holds (`sink.metadata_scope`).
+///
+/// A JetStream message is delivered again after a crash, a lost answer or an outage, and each
+/// delivery has facts of its own: when it was received and stored, how old the event was then,
+/// the delivery count, the consumer that delivered it and its sequence there. A destination
+/// that fingerprints what it is sent under an idempotency key (the IETF `Idempotency-Key`
+/// draft, payment-style APIs) refuses a second body for one key, so a document holding those
+/// facts turns an ordinary redelivery into a conflict. Under [`MetadataScope::Message`] every
+/// delivery of one event writes the same bytes; [`MetadataScope::Delivery`] is the Python
+/// reference's document.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MetadataScope {
+    /// The event's facts only (the default): the document leaves out `freshness`,
+    /// `timestamps.received_at`, `timestamps.stored_at` (and their `_epoch_ns`), and
+    /// `jetstream.consumer`, `consumer_sequence`, `delivered`, `redelivered` and `pending`, so
+    /// every attempt and every delivery of one event (a replay and a redrive too) writes
+    /// byte-identical content.
+    #[default]
+    Message,
+    /// The reference's document: also this delivery's receive and store times, freshness,
+    /// delivery count and consumer. Its bytes differ on every delivery: a destination that
+    /// compares what one key is sent refuses the redelivery of a stored event.
+    Delivery,
+}
+
+impl MetadataScope {
+    /// The members [`MetadataDoc::write_in_key_order`] leaves out under this scope (with the
+    /// custody object kept).
+    pub fn left_out(self) -> LeftOut {
+        match self {
+            Self::Message => {
+                LeftOut { custody: false, freshness: true, stored_at: true, delivery: true, consumer: true }
+            }
+            Self::Delivery => LeftOut::default(),
+        }
+    }
+
+    /// `message` or `delivery`, as the config spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Message => "message",
+            Self::Delivery => "delivery",
+        }
+    }
+}
+
+/// The facts of one delivery that a sink's own event document repeats at its top level
+/// (`consumer`, `consumer_sequence`, `received_at_epoch_ns`, `stored_at_epoch_ns`): all `None`
+/// under [`MetadataScope::Message`], so a document that skips `None` members is the same for
+/// every delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeliveryFields<'a> {
+    /// The consumer that delivered the message.
+    pub consumer: Option<&'a str>,
+    /// Its sequence on that consumer.
+    pub consumer_sequence: Option<u64>,
+    /// When it was received, ns since the epoch.
+    pub received_at_epoch_ns: Option<i64>,
+    /// When it was stored, ns since the epoch.
+    pub stored_at_epoch_ns: Option<i64>,
+}
+
+impl<'a> DeliveryFields<'a> {
+    /// The fields of `envelope` stored at `stored_at` under `scope` (all `None` under
+    /// [`MetadataScope::Message`]).
+    pub fn of(envelope: &'a Envelope, stored_at: OffsetDateTime, scope: MetadataScope) -> Self {
+        if scope == MetadataScope::Message {
+            return Self {
+                consumer: None,
+                consumer_sequence: None,
+                received_at_epoch_ns: None,
+                stored_at_epoch_ns: None,
+            };
+        }
+        let js = envelope.jetstream();
+        let ns = |t: OffsetDateTime| i64::try_from(t.unix_timestamp_nanos()).unwrap_or(i64::MAX);
+        Self {
+            consumer: Some(&js.consumer),
+            consumer_sequence: Some(js.consumer_sequence),
+            received_at_epoch_ns: Some(ns(envelope.received_at())),
+            stored_at_epoch_ns: Some(ns(stored_at)),
+        }
+    }
+}
+
 /// The standard metadata document (`metadata_version: 1`) of one envelope stored at
 /// `stored_at`, borrowed from the envelope and serialized directly (fields are declared in
 /// alphabetical order, so the output has sorted keys like every record). Shape follows the
@@ -397,7 +483,8 @@ impl Serialize for Rfc3339Text {
 #[derive(Debug, Serialize)]
 pub struct MetadataDoc<'a> {
     custody: Option<&'a JsonDoc>,
-    freshness: Freshness,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    freshness: Option<Freshness>,
     headers: &'a Headers,
     jetstream: JetStreamDoc<'a>,
     message_id: Option<&'a str>,
@@ -410,6 +497,15 @@ pub struct MetadataDoc<'a> {
     security_labels: Option<&'a JsonDoc>,
     subject: &'a str,
     timestamps: Timestamps<'a>,
+    /// What the document holds (see [`MetadataScope`]); not a member.
+    #[serde(skip)]
+    scope: MetadataScope,
+    /// The receive and store times, whatever the scope (for the columns and fields sinks
+    /// keep beside the document); not members.
+    #[serde(skip)]
+    received_ns: i64,
+    #[serde(skip)]
+    stored_ns: i64,
 }
 
 #[derive(Debug, Serialize)]
@@ -424,12 +520,17 @@ struct Freshness {
 
 #[derive(Debug, Serialize)]
 struct JetStreamDoc<'a> {
-    consumer: &'a str,
-    consumer_sequence: u64,
-    delivered: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    consumer_sequence: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    delivered: Option<u64>,
     domain: Option<&'a str>,
-    pending: u64,
-    redelivered: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pending: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    redelivered: Option<bool>,
     stream: &'a str,
     /// Present only in a later epoch of the stream (see `Envelope::keyed_stream`), so the
     /// document of a stream that never changed is exactly as before.
@@ -482,15 +583,26 @@ struct Timestamps<'a> {
     message_created_at_header_malformed: bool,
     message_created_at_source: &'static str,
     nats_time_stamp: Option<&'a str>,
-    received_at: Rfc3339Text,
-    received_at_epoch_ns: i64,
-    stored_at: Rfc3339Text,
-    stored_at_epoch_ns: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    received_at: Option<Rfc3339Text>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    received_at_epoch_ns: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored_at: Option<Rfc3339Text>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stored_at_epoch_ns: Option<i64>,
 }
 
 impl<'a> MetadataDoc<'a> {
-    /// The document of `envelope` stored at `stored_at`.
+    /// The reference's document of `envelope` stored at `stored_at` (every member, this
+    /// delivery's facts included: [`MetadataScope::Delivery`]).
     pub fn new(envelope: &'a Envelope, stored_at: OffsetDateTime) -> Self {
+        Self::scoped(envelope, stored_at, MetadataScope::Delivery)
+    }
+
+    /// The document of `envelope` stored at `stored_at`, holding what `scope` says.
+    pub fn scoped(envelope: &'a Envelope, stored_at: OffsetDateTime, scope: MetadataScope) -> Self {
+        let delivery = scope == MetadataScope::Delivery;
         let js = envelope.jetstream();
         let raw_created = envelope.headers().get(sinks_contract::envelope::CREATED_AT_HEADER);
         let parsed_created = raw_created.and_then(|v| OffsetDateTime::parse(v.trim(), &Rfc3339).ok());
@@ -509,22 +621,22 @@ impl<'a> MetadataDoc<'a> {
         let as_i64 = |n: i128| i64::try_from(n).unwrap_or(i64::MAX);
         Self {
             custody: envelope.custody_doc(),
-            freshness: Freshness {
+            freshness: delivery.then(|| Freshness {
                 event_age_at_receive_seconds: age(received_ns),
                 event_age_at_store_seconds: age(stored_ns),
                 message_created_at_header_malformed: header_malformed,
                 message_created_at_missing: created_ns.is_none(),
                 message_created_at_source: created_source,
                 source_clock_skew_seconds: created_ns.map(|c| ((c - received_ns).max(0) as f64) / 1e9),
-            },
+            }),
             headers: envelope.headers(),
             jetstream: JetStreamDoc {
-                consumer: &js.consumer,
-                consumer_sequence: js.consumer_sequence,
-                delivered: js.delivered,
+                consumer: delivery.then_some(js.consumer.as_str()),
+                consumer_sequence: delivery.then_some(js.consumer_sequence),
+                delivered: delivery.then_some(js.delivered),
                 domain: js.domain.as_deref(),
-                pending: js.pending,
-                redelivered: envelope.redelivered(),
+                pending: delivery.then_some(js.pending),
+                redelivered: delivery.then(|| envelope.redelivered()),
                 stream: &js.stream,
                 stream_epoch: envelope.stream_epoch(),
                 stream_sequence: js.stream_sequence,
@@ -550,11 +662,31 @@ impl<'a> MetadataDoc<'a> {
                 message_created_at_header_malformed: header_malformed,
                 message_created_at_source: created_source,
                 nats_time_stamp: raw_created,
-                received_at: Rfc3339Text(envelope.received_at()),
-                received_at_epoch_ns: as_i64(received_ns),
-                stored_at: Rfc3339Text(stored_at),
-                stored_at_epoch_ns: as_i64(stored_ns),
+                received_at: delivery.then(|| Rfc3339Text(envelope.received_at())),
+                received_at_epoch_ns: delivery.then(|| as_i64(received_ns)),
+                stored_at: delivery.then_some(Rfc3339Text(stored_at)),
+                stored_at_epoch_ns: delivery.then(|| as_i64(stored_ns)),
             },
+            scope,
+            received_ns: as_i64(received_ns),
+            stored_ns: as_i64(stored_ns),
+        }
+    }
+
+    /// What the document holds.
+    pub fn scope(&self) -> MetadataScope {
+        self.scope
+    }
+
+    /// The delivery's facts a sink's own document repeats beside this one: `None` under
+    /// [`MetadataScope::Message`].
+    pub fn delivery_fields(&self) -> DeliveryFields<'a> {
+        let delivery = self.scope == MetadataScope::Delivery;
+        DeliveryFields {
+            consumer: self.jetstream.consumer,
+            consumer_sequence: self.jetstream.consumer_sequence,
+            received_at_epoch_ns: delivery.then_some(self.received_ns),
+            stored_at_epoch_ns: delivery.then_some(self.stored_ns),
         }
     }
 
@@ -568,14 +700,15 @@ impl<'a> MetadataDoc<'a> {
         self.timestamps.jetstream_timestamp_epoch_ns
     }
 
-    /// `received_at_epoch_ns`.
+    /// When the message was received, ns since the epoch (whatever the scope: a column or
+    /// field a sink keeps beside the document).
     pub fn received_at_epoch_ns(&self) -> i64 {
-        self.timestamps.received_at_epoch_ns
+        self.received_ns
     }
 
-    /// `stored_at_epoch_ns`.
+    /// When it was stored, ns since the epoch (whatever the scope).
     pub fn stored_at_epoch_ns(&self) -> i64 {
-        self.timestamps.stored_at_epoch_ns
+        self.stored_ns
     }
 }
 
@@ -619,6 +752,9 @@ pub struct LeftOut {
     /// `jetstream.consumer_sequence`, `jetstream.delivered`, `jetstream.redelivered` and
     /// `jetstream.pending`.
     pub delivery: bool,
+    /// `jetstream.consumer`: the consumer a delivery came through (a replay's temporary
+    /// consumer differs from the production one).
+    pub consumer: bool,
 }
 
 /// An object being written: members after the first get their comma.
@@ -704,11 +840,11 @@ impl MetadataDoc<'_> {
         if !left_out.custody {
             null_or_doc(doc.key(b"\"custody\":"), self.custody)?;
         }
-        if !left_out.freshness {
-            self.freshness.write(doc.key(b"\"freshness\":"));
+        if let Some(freshness) = self.freshness.as_ref().filter(|_| !left_out.freshness) {
+            freshness.write(doc.key(b"\"freshness\":"));
         }
         write_headers(doc.key(b"\"headers\":"), self.headers);
-        self.jetstream.write(doc.key(b"\"jetstream\":"), left_out.delivery);
+        self.jetstream.write(doc.key(b"\"jetstream\":"), left_out);
         null_or_string(doc.key(b"\"message_id\":"), self.message_id);
         self.message_metadata.write(doc.key(b"\"message_metadata\":"));
         doc.key(b"\"metadata_version\":").unsigned(u64::from(self.metadata_version));
@@ -768,17 +904,24 @@ impl Freshness {
 }
 
 impl JetStreamDoc<'_> {
-    fn write<W: DocWriter + ?Sized>(&self, writer: &mut W, leave_delivery_out: bool) {
+    fn write<W: DocWriter + ?Sized>(&self, writer: &mut W, left_out: LeftOut) {
         let mut o = Members::open(writer);
-        o.key(b"\"consumer\":").string(self.consumer);
-        if !leave_delivery_out {
-            o.key(b"\"consumer_sequence\":").unsigned(self.consumer_sequence);
-            o.key(b"\"delivered\":").unsigned(self.delivered);
+        let delivery = |value: Option<u64>| value.filter(|_| !left_out.delivery);
+        if let Some(consumer) = self.consumer.filter(|_| !left_out.consumer) {
+            o.key(b"\"consumer\":").string(consumer);
+        }
+        if let Some(sequence) = delivery(self.consumer_sequence) {
+            o.key(b"\"consumer_sequence\":").unsigned(sequence);
+        }
+        if let Some(delivered) = delivery(self.delivered) {
+            o.key(b"\"delivered\":").unsigned(delivered);
         }
         null_or_string(o.key(b"\"domain\":"), self.domain);
-        if !leave_delivery_out {
-            o.key(b"\"pending\":").unsigned(self.pending);
-            boolean(o.key(b"\"redelivered\":"), self.redelivered);
+        if let Some(pending) = delivery(self.pending) {
+            o.key(b"\"pending\":").unsigned(pending);
+        }
+        if let Some(redelivered) = self.redelivered.filter(|_| !left_out.delivery) {
+            boolean(o.key(b"\"redelivered\":"), redelivered);
         }
         o.key(b"\"stream\":").string(self.stream);
         if let Some(epoch) = self.stream_epoch {
@@ -837,13 +980,13 @@ impl Timestamps<'_> {
         o.key(b"\"message_created_at_source\":").string(self.message_created_at_source);
         null_or_string(o.key(b"\"nats_time_stamp\":"), self.nats_time_stamp);
         let mut buffer = [0u8; 64];
-        if !left_out.delivery {
-            o.key(b"\"received_at\":").string(self.received_at.text(&mut buffer));
-            o.key(b"\"received_at_epoch_ns\":").integer(self.received_at_epoch_ns);
+        if let (Some(at), Some(ns), false) = (self.received_at, self.received_at_epoch_ns, left_out.delivery) {
+            o.key(b"\"received_at\":").string(at.text(&mut buffer));
+            o.key(b"\"received_at_epoch_ns\":").integer(ns);
         }
-        if !left_out.stored_at {
-            o.key(b"\"stored_at\":").string(self.stored_at.text(&mut buffer));
-            o.key(b"\"stored_at_epoch_ns\":").integer(self.stored_at_epoch_ns);
+        if let (Some(at), Some(ns), false) = (self.stored_at, self.stored_at_epoch_ns, left_out.stored_at) {
+            o.key(b"\"stored_at\":").string(at.text(&mut buffer));
+            o.key(b"\"stored_at_epoch_ns\":").integer(ns);
         }
         o.close();
     }
@@ -1043,11 +1186,12 @@ mod document_tests {
 
     #[test]
     fn the_documents_own_writer_writes_what_serde_writes() {
-        let combinations = (0..16).map(|bits| LeftOut {
+        let combinations = (0..32).map(|bits| LeftOut {
             custody: bits & 1 != 0,
             freshness: bits & 2 != 0,
             stored_at: bits & 4 != 0,
             delivery: bits & 8 != 0,
+            consumer: bits & 16 != 0,
         });
         let stored_at = OffsetDateTime::from_unix_timestamp_nanos(1_764_497_401_000_000_001).unwrap();
         for (n, envelope) in every_shape().iter().enumerate() {
@@ -1069,6 +1213,9 @@ mod document_tests {
                         remove("jetstream", field);
                     }
                 }
+                if left_out.consumer {
+                    remove("jetstream", "consumer");
+                }
                 for (section, out) in [("custody", left_out.custody), ("freshness", left_out.freshness)] {
                     if out {
                         map.remove(section).unwrap();
@@ -1079,6 +1226,43 @@ mod document_tests {
                 let want = serde_json::to_string(&tree).unwrap();
                 assert_eq!(String::from_utf8(written.0).unwrap(), want, "envelope {n}, {left_out:?}");
             }
+        }
+    }
+
+    #[test]
+    fn under_the_message_scope_every_delivery_of_an_event_has_the_same_document() {
+        for (n, first) in every_shape().into_iter().enumerate() {
+            // The same event delivered again 40 s later, through another consumer (a replay),
+            // as its next delivery.
+            let again = sinks_contract::testing::redelivery(&first, time::Duration::seconds(40));
+            let at = |s: i64| OffsetDateTime::from_unix_timestamp(1_764_497_401 + s).unwrap();
+            let render =
+                |e: &Envelope, stored, scope| serde_json::to_vec(&MetadataDoc::scoped(e, stored, scope)).unwrap();
+            assert_eq!(
+                render(&first, at(0), MetadataScope::Message),
+                render(&again, at(41), MetadataScope::Message),
+                "envelope {n}: the message scope holds no fact of the delivery"
+            );
+            assert_ne!(
+                render(&first, at(0), MetadataScope::Delivery),
+                render(&again, at(41), MetadataScope::Delivery),
+                "envelope {n}: the delivery scope does"
+            );
+            // The document's own writer agrees with serde under the scope's left-out set.
+            let doc = MetadataDoc::scoped(&again, at(41), MetadataScope::Message);
+            let mut written = SerdeJsonForm::default();
+            doc.write_in_key_order(&mut written, MetadataScope::Message.left_out()).unwrap();
+            assert_eq!(written.0, render(&again, at(41), MetadataScope::Message), "envelope {n}");
+            let full = MetadataDoc::new(&again, at(41));
+            let mut written = SerdeJsonForm::default();
+            full.write_in_key_order(&mut written, MetadataScope::Message.left_out()).unwrap();
+            assert_eq!(
+                written.0,
+                render(&again, at(41), MetadataScope::Message),
+                "envelope {n}: left out of a full one"
+            );
+            assert_eq!(doc.delivery_fields().consumer, None);
+            assert_eq!(full.delivery_fields().stored_at_epoch_ns, Some(full.stored_at_epoch_ns()));
         }
     }
 

@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 
 use crate::columns::{ColumnMapping, Field};
 use crate::existing::{self, ExistingKeyPolicy, KeepFirstOverwriteDeadLetter, KeyBasis, Stored};
-use crate::metadata::MetadataDoc;
+use crate::metadata::{MetadataDoc, MetadataScope};
 use sinks_contract::idempotency::IdempotencyStrategy;
 use sinks_contract::payload::{self, PayloadMode};
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
@@ -405,7 +405,7 @@ pub fn map_row(
     idempotency: &IdempotencyConfig,
     mode: PayloadMode,
     max_json_depth: usize,
-    stored_at: OffsetDateTime,
+    (stored_at, scope): (OffsetDateTime, MetadataScope),
 ) -> Result<Cells, SinkError> {
     let serialization =
         |e: payload::PayloadError| SinkError::permanent(e.to_string()).with_error_type("SerializationError");
@@ -437,7 +437,7 @@ pub fn map_row(
             None
         }
     };
-    let metadata = MetadataDoc::new(envelope, stored_at);
+    let metadata = MetadataDoc::scoped(envelope, stored_at, scope);
     let js = envelope.jetstream();
     let app = envelope.app();
     let payload_text = normalized.value.get().to_owned();
@@ -793,7 +793,7 @@ mod tests {
             &IdempotencyConfig::default(),
             PayloadMode::JsonOrEnvelope,
             32,
-            OffsetDateTime::now_utc(),
+            (OffsetDateTime::now_utc(), MetadataScope::Delivery),
         )
         .unwrap();
         let at = |f: Field| &row.cells[fields.iter().position(|x| *x == f).unwrap()];
@@ -809,6 +809,29 @@ mod tests {
     }
 
     #[test]
+    fn under_the_message_scope_a_redelivery_maps_to_the_same_row_but_its_insert_times() {
+        let e = envelope_with("S", 9, "orders.x", &b"{\"a\": 1}"[..], Headers::new(), 1);
+        let again = sinks_contract::testing::redelivery(&e, time::Duration::seconds(30));
+        let map = |e: &Envelope, at, scope| {
+            map_row(e, &Field::ALL, &IdempotencyConfig::default(), PayloadMode::JsonOrEnvelope, 32, (at, scope))
+                .unwrap()
+        };
+        let now = OffsetDateTime::now_utc();
+        let later = now + time::Duration::seconds(31);
+        let (one, two) = (map(&e, now, MetadataScope::Message), map(&again, later, MetadataScope::Message));
+        for (i, field) in Field::ALL.iter().enumerate() {
+            if matches!(field, Field::ReceivedAt | Field::StoredAt) {
+                assert_ne!(one.cells[i], two.cells[i], "{field:?} is the row's own insert");
+            } else {
+                assert_eq!(one.cells[i], two.cells[i], "{field:?}");
+            }
+        }
+        let metadata = Field::ALL.iter().position(|f| *f == Field::Metadata).unwrap();
+        let (one, two) = (map(&e, now, MetadataScope::Delivery), map(&again, later, MetadataScope::Delivery));
+        assert_ne!(one.cells[metadata], two.cells[metadata], "the reference's document holds the delivery");
+    }
+
+    #[test]
     fn failures_are_permanent_and_carry_their_type_and_reason() {
         let now = OffsetDateTime::now_utc();
         let by_field = IdempotencyConfig {
@@ -817,25 +840,55 @@ mod tests {
             columns: None,
         };
         let e = envelope_with("S", 1, "o", &br#"{"order":{}}"#[..], Headers::new(), 1);
-        let err = map_row(&e, &Field::ALL, &by_field, PayloadMode::JsonOrEnvelope, 32, now).unwrap_err();
+        let err = map_row(&e, &Field::ALL, &by_field, PayloadMode::JsonOrEnvelope, 32, (now, MetadataScope::Delivery))
+            .unwrap_err();
         assert!(err.is_permanent());
         assert_eq!(err.error_type(), "ValidationError");
         assert!(err.reason().is_some_and(|r| !r.is_empty()), "the dead-letter record names why: {:?}", err.reason());
         let found = envelope_with("S", 1, "o", &br#"{"order":{"id":"A-7"}}"#[..], Headers::new(), 1);
-        let row = map_row(&found, &[Field::MessageId], &by_field, PayloadMode::JsonOrEnvelope, 32, now).unwrap();
+        let row = map_row(
+            &found,
+            &[Field::MessageId],
+            &by_field,
+            PayloadMode::JsonOrEnvelope,
+            32,
+            (now, MetadataScope::Delivery),
+        )
+        .unwrap();
         assert_eq!(row.cells, [Cell::Text(Some("A-7".into()))]);
         let text = envelope_with("S", 1, "o", &b"not json"[..], Headers::new(), 1);
-        let err =
-            map_row(&text, &Field::ALL, &IdempotencyConfig::default(), PayloadMode::JsonOnly, 32, now).unwrap_err();
+        let err = map_row(
+            &text,
+            &Field::ALL,
+            &IdempotencyConfig::default(),
+            PayloadMode::JsonOnly,
+            32,
+            (now, MetadataScope::Delivery),
+        )
+        .unwrap_err();
         assert_eq!(err.error_type(), "SerializationError");
         let deep = format!("{}1{}", "[".repeat(4), "]".repeat(4));
         let e = envelope_with("S", 2, "o", deep.clone(), Headers::new(), 1);
-        let row =
-            map_row(&e, &[Field::Payload], &IdempotencyConfig::default(), PayloadMode::JsonOrEnvelope, 3, now).unwrap();
+        let row = map_row(
+            &e,
+            &[Field::Payload],
+            &IdempotencyConfig::default(),
+            PayloadMode::JsonOrEnvelope,
+            3,
+            (now, MetadataScope::Delivery),
+        )
+        .unwrap();
         let Cell::Json(Some(stored)) = &row.cells[0] else { panic!("{row:?}") };
         assert_eq!(payload::decode_stored(stored), deep.as_bytes(), "deeper than allowed: kept as text");
-        let err =
-            map_row(&e, &[Field::Payload], &IdempotencyConfig::default(), PayloadMode::JsonOnly, 3, now).unwrap_err();
+        let err = map_row(
+            &e,
+            &[Field::Payload],
+            &IdempotencyConfig::default(),
+            PayloadMode::JsonOnly,
+            3,
+            (now, MetadataScope::Delivery),
+        )
+        .unwrap_err();
         assert_eq!(err.error_type(), "SerializationError");
     }
 
@@ -894,9 +947,16 @@ mod tests {
         let now = OffsetDateTime::UNIX_EPOCH;
         let e = envelope_with("ORDERS", 4, "o", "{}".to_owned(), Headers::new(), 1);
         let cells = |e: &Envelope| {
-            map_row(e, &[Field::StreamName], &IdempotencyConfig::default(), PayloadMode::JsonOrEnvelope, 32, now)
-                .unwrap()
-                .cells
+            map_row(
+                e,
+                &[Field::StreamName],
+                &IdempotencyConfig::default(),
+                PayloadMode::JsonOrEnvelope,
+                32,
+                (now, MetadataScope::Delivery),
+            )
+            .unwrap()
+            .cells
         };
         assert_eq!(cells(&e), [Cell::Text(Some("ORDERS".into()))]);
         let later = e.with_stream_epoch(Some("e17".into()));
