@@ -170,6 +170,11 @@ impl ReadBack for CacheReadBack {
         }
         Ok(out)
     }
+
+    /// Every entry's whole value as the cache holds it.
+    async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+        self.entries().await.map(Some)
+    }
 }
 
 #[async_trait]

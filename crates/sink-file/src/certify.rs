@@ -30,6 +30,12 @@ impl ReadBack for DirReadBack {
         let root = self.dir.path().join("out");
         tokio::task::spawn_blocking(move || read_records(&root)).await.map_err(|e| e.to_string())?
     }
+
+    async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+        let root = self.dir.path().join("out");
+        let read = move || walk(&root, |file, _| file);
+        tokio::task::spawn_blocking(read).await.map_err(|e| e.to_string())?.map(Some)
+    }
 }
 
 #[derive(Deserialize)]
@@ -53,6 +59,11 @@ struct PayloadInfo {
 /// the key of the record's keyed stream (`{stream}.{epoch}` when it has a `stream_epoch`).
 /// A JSON payload comes back exactly as stored; a wrapped one is unwrapped to its bytes.
 pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
+    walk(root, |_, payload| payload)
+}
+
+/// Every record below `root` as `(key, pick(the file's bytes, the payload bytes))`.
+fn walk(root: &Path, pick: impl Fn(Bytes, Bytes) -> Bytes) -> Result<Vec<Record>, String> {
     let mut out = Vec::new();
     let mut stack: Vec<PathBuf> = vec![root.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -84,7 +95,8 @@ pub fn read_records(root: &Path) -> Result<Vec<Record>, String> {
             } else {
                 Bytes::copy_from_slice(record.payload.get().as_bytes())
             };
-            out.push((key, payload));
+            let file = Bytes::copy_from_slice(&text);
+            out.push((key, pick(file, payload)));
         }
     }
     Ok(out)

@@ -56,11 +56,24 @@ impl Space {
 struct StoredItem {
     key: String,
     payload_base64: String,
+    body_base64: String,
 }
 
 #[async_trait]
 impl ReadBack for Space {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
+        self.read(|item| item.payload_base64).await
+    }
+
+    /// The whole body each key's first request stored.
+    async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+        self.read(|item| item.body_base64).await.map(Some)
+    }
+}
+
+impl Space {
+    /// Every record of the namespace as `(key, pick(its item))`, base64-decoded.
+    async fn read(&self, pick: fn(StoredItem) -> String) -> Result<Vec<Record>, String> {
         let url = format!("{}/_test/ns/{}/records", self.base, self.name);
         let response = self.client.get(&url).send().await.map_err(|e| format!("reading {url}: {e}"))?;
         if !response.status().is_success() {
@@ -71,10 +84,11 @@ impl ReadBack for Space {
         items
             .into_iter()
             .map(|item| {
-                let payload = base64::engine::general_purpose::STANDARD
-                    .decode(item.payload_base64)
+                let key = item.key.clone();
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(pick(item))
                     .map_err(|e| format!("reading {url}: {e}"))?;
-                Ok((item.key, payload.into()))
+                Ok((key, bytes.into()))
             })
             .collect()
     }
@@ -104,7 +118,11 @@ impl HttpHarness {
     async fn space(&self, reject_marker: Option<&str>, secret: bool) -> Result<Space, String> {
         let name = format!("cert-{}-{:016x}", std::process::id(), rand::random::<u64>());
         let required_header = secret_variable().filter(|_| secret).map(|(_, value)| (SECRET_HEADER, value));
-        let settings = serde_json::json!({ "reject_marker": reject_marker, "required_header": required_header });
+        // A strict endpoint: a key's whole first body is its fingerprint, and a repeat with any
+        // other body is refused with 422 (the IETF `Idempotency-Key` draft).
+        let settings = serde_json::json!({
+            "reject_marker": reject_marker, "required_header": required_header, "fingerprint_bodies": true,
+        });
         let url = format!("{}/_test/ns/{name}", self.base);
         let response = self
             .client

@@ -10,6 +10,7 @@
 //! | status in `duplicate_statuses` (409, 412) on a request with a key | duplicate | the key was committed before |
 //! | status in `conflict_statuses` (none by default) on a request with a key | conflict, existing kept | the key holds other content |
 //! | status in `retry_statuses` (408, 425, 429, 500, 502, 503, 504) | temporary | try later; `Retry-After` (seconds or HTTP-date, at most 1 h) becomes the redelivery delay |
+//! | 429 among them | throttled (temporary) | the endpoint's own limit: the runner holds the message and writes it again after `Retry-After`, never spending a delivery on it |
 //! | 3xx not listed | permanent | redirects are never followed, so the request can never land |
 //! | any other status (400, 401, 404, 413, 422, 501, …) | permanent, that message only | the endpoint refuses this message |
 //! | timeout after the request was sent (`is_timeout`) | temporary, ambiguous | the endpoint may have committed; `inquiry_url` can tell, else the idempotency key absorbs the redelivery |
@@ -79,7 +80,11 @@ pub(crate) fn status_error(class: StatusClass, status: u16, retry_after: Option<
     match class {
         StatusClass::Success | StatusClass::Duplicate | StatusClass::Conflict => None,
         StatusClass::Retry => {
-            let e = SinkError::temporary(format!("endpoint answered {status}; retry later"));
+            let e = if status == 429 {
+                SinkError::throttled(format!("endpoint answered {status}: throttled; retry later"))
+            } else {
+                SinkError::temporary(format!("endpoint answered {status}; retry later"))
+            };
             Some(match retry_after {
                 Some(delay) => e.with_retry_after(delay),
                 None => e,
@@ -129,6 +134,16 @@ mod tests {
             }
         });
         addr
+    }
+
+    #[test]
+    fn a_429_is_throttling_and_other_retry_statuses_are_not() {
+        let delay = Some(Duration::from_secs(1));
+        let throttled = status_error(StatusClass::Retry, 429, delay).unwrap();
+        assert!(throttled.is_throttled() && throttled.retry_after() == delay);
+        for status in [408, 425, 500, 502, 503, 504] {
+            assert!(!status_error(StatusClass::Retry, status, None).unwrap().is_throttled(), "{status}");
+        }
     }
 
     #[test]

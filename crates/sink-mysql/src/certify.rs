@@ -72,6 +72,34 @@ impl TestServer {
             })
             .collect())
     }
+
+    /// Every row of `table` whole, as `(stream-sequence key, "COLUMN=value" lines)`, without
+    /// the two columns a row records its one insert in (`RECEIVED_AT_EPOCH_NS`,
+    /// `STORED_AT_EPOCH_NS`: a redelivery never rewrites a row).
+    pub async fn read_rows_whole(&self, table: &str) -> Result<Vec<Record>, String> {
+        let mut c = self.admin().await?;
+        let rows: Vec<mysql_async::Row> =
+            c.query(format!("SELECT * FROM {}", quoted_table(table))).await.map_err(|e| e.to_string())?;
+        let _ = c.disconnect().await;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut lines = String::new();
+            let (mut stream, mut sequence) = (String::new(), String::new());
+            for (i, column) in row.columns_ref().iter().enumerate() {
+                let name = column.name_str();
+                let value = row.as_ref(i).map(|v| v.as_sql(true)).unwrap_or_default();
+                match name.as_ref() {
+                    "RECEIVED_AT_EPOCH_NS" | "STORED_AT_EPOCH_NS" => continue,
+                    "STREAM_NAME" => stream = value.trim_matches('\'').to_owned(),
+                    "STREAM_SEQUENCE" => sequence.clone_from(&value),
+                    _ => {}
+                }
+                lines.push_str(&format!("{name}={value}\n"));
+            }
+            out.push((format!("stream-sequence:{stream}:{sequence}"), Bytes::from(lines)));
+        }
+        Ok(out)
+    }
 }
 
 /// A unique table name.
@@ -119,6 +147,10 @@ struct TableReadBack {
 impl ReadBack for TableReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         self.server.read_table(&self.table).await
+    }
+
+    async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+        self.server.read_rows_whole(&self.table).await.map(Some)
     }
 }
 

@@ -47,6 +47,7 @@ fn describe(code: u16) -> &'static str {
         1205 => "lock wait timeout",
         1290 | 1836 | 1792 => "server is read-only",
         1040 => "too many connections",
+        1203 | 1226 => "the user's connection or resource limit is reached",
         1406 => "data too long for column",
         1048 => "null in a not-null column",
         1366 | 1292 | 1265 => "incorrect value",
@@ -67,6 +68,12 @@ fn field_of(code: u16) -> Option<&'static str> {
         1146 => Some("sink.table"),
         _ => None,
     }
+}
+
+/// True for the codes of a server at its connection limits (1040 too many connections, 1203
+/// and 1226 a user's limits): back-pressure, not a failure of the rows.
+fn throttles(code: u16) -> bool {
+    matches!(code, 1040 | 1203 | 1226)
 }
 
 /// True when `e` is a data error of one row.
@@ -98,6 +105,7 @@ pub(crate) fn classify(e: &Error, action: &str) -> SinkError {
                     Some(field) => SinkError::config(message).with_field(field),
                     None => SinkError::config(message),
                 },
+                ErrorClass::Temporary if throttles(s.code) => SinkError::throttled(message),
                 ErrorClass::Temporary => SinkError::temporary(message),
             }
         }
@@ -116,6 +124,15 @@ mod tests {
 
     fn server(code: u16, message: &str) -> Error {
         Error::Server(ServerError { code, message: message.into(), state: "HY000".into() })
+    }
+
+    #[test]
+    fn connection_limits_are_throttling() {
+        for code in [1040, 1203, 1226] {
+            let e = classify(&server(code, "too many"), "writing");
+            assert!(e.is_throttled() && !e.is_permanent(), "{code}");
+        }
+        assert!(!classify(&server(1213, "deadlock"), "writing").is_throttled());
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub(crate) fn classify(operation: &str, err: &NoSQLError) -> SinkError {
     let message = |what: &str| format!("nosql {operation} failed: {what} ({code:?})");
     let error = match failure {
         Failure::Throttled => {
-            SinkError::temporary(message("the service is throttling requests")).with_retry_after(THROTTLE_DELAY)
+            SinkError::throttled(message("the service is throttling requests")).with_retry_after(THROTTLE_DELAY)
         }
         Failure::Timeout => SinkError::temporary(message("no answer in time")),
         Failure::Unavailable => SinkError::temporary(match http_status(&err.message) {
@@ -172,6 +172,7 @@ mod tests {
             assert_eq!(e.class(), ErrorClass::Temporary, "{code:?}");
             assert_eq!(e.retry_after(), Some(THROTTLE_DELAY));
             assert_eq!(e.error_type(), "throttled");
+            assert!(e.is_throttled());
         }
     }
 

@@ -75,6 +75,26 @@ impl ReadBack for ScriptedReadBack {
             (get("STREAM_NAME"), get("STREAM_SEQUENCE"), get("PAYLOAD_JSON"))
         })))
     }
+
+    /// Every committed row whole, as `COLUMN=value` lines, without the two columns a row
+    /// records its one insert in (`RECEIVED_AT_EPOCH_NS`, `STORED_AT_EPOCH_NS`).
+    async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+        let rows = self.driver.committed(&self.table);
+        Ok(Some(
+            rows.into_iter()
+                .map(|r| {
+                    let get = |c: &str| r.get(c).cloned().flatten().unwrap_or_default();
+                    let key = format!("stream-sequence:{}:{}", get("STREAM_NAME"), get("STREAM_SEQUENCE"));
+                    let lines: String = r
+                        .iter()
+                        .filter(|(column, _)| !matches!(column.as_str(), "RECEIVED_AT_EPOCH_NS" | "STORED_AT_EPOCH_NS"))
+                        .map(|(column, value)| format!("{column}={}\n", value.as_deref().unwrap_or("NULL")))
+                        .collect();
+                    (key, Bytes::from(lines))
+                })
+                .collect(),
+        ))
+    }
 }
 
 impl ScriptedHarness {

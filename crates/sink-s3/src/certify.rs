@@ -343,6 +343,21 @@ impl ReadBack for BucketReadBack {
         }
         Ok(out)
     }
+
+    /// Every object (sidecars included) as its key in the bucket and its whole body; the
+    /// object of a message keyed by the idempotency key its document names.
+    async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+        if self.config.mode == crate::WriteMode::Batch {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        for key in self.object_keys().await? {
+            let body = self.body(&key).await?;
+            let name = decode_object(&body).map(|(k, _)| k).unwrap_or(key);
+            out.push((name, Bytes::from(body)));
+        }
+        Ok(Some(out))
+    }
 }
 
 #[async_trait]

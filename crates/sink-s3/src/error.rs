@@ -3,7 +3,8 @@
 //! | failure | class |
 //! |---|---|
 //! | connect / request / timeout / interrupted transport errors | temporary (a timed-out put may have committed: the redelivery finds the object and is a duplicate) |
-//! | HTTP 5xx, 408, 409, 425, 429 | temporary |
+//! | HTTP 429, and 503 `SlowDown` | throttled (temporary): the store's own limit, held and written again after its delay, never a delivery spent |
+//! | HTTP 5xx, 408, 409, 425 | temporary |
 //! | 401 / 403 (credentials, policy) and 404 on a put (bucket missing) | temporary at run time (W14: a configuration problem must not dead-letter live traffic), fatal at start-up |
 //! | any other 4xx | permanent for that message |
 //! | an operation the store does not implement | configuration |
@@ -22,6 +23,8 @@ use sinks_contract::SinkError;
 pub(crate) enum Failure {
     /// The server answered this HTTP status.
     Status(u16),
+    /// The store throttled the request: 429, or 503 with the `SlowDown` code.
+    Throttled,
     /// No answer: connect, request, timeout or interrupted transport error.
     Transport,
     /// Credentials were refused (401 / 403).
@@ -60,7 +63,11 @@ fn chain_failure(err: &(dyn StdError + 'static)) -> Failure {
         if e.downcast_ref::<object_store::client::HttpError>().is_some() {
             return Failure::Transport;
         }
-        if let Some(status) = status_in(&e.to_string()) {
+        let text = e.to_string();
+        if let Some(status) = status_in(&text) {
+            if status == 429 || (status == 503 && text.contains("SlowDown")) {
+                return Failure::Throttled;
+            }
             return Failure::Status(status);
         }
         current = e.source();
@@ -90,6 +97,7 @@ pub(crate) fn classify(operation: &str, err: &object_store::Error) -> SinkError 
         Failure::Transport => {
             SinkError::temporary(message("no answer from the endpoint (connect, reset or timeout)".into()))
         }
+        Failure::Throttled => SinkError::throttled(message("the store is throttling requests (slow down)".into())),
         Failure::Status(s) if retryable(s) => SinkError::temporary(message(format!("status {s}"))),
         Failure::Status(s) if s < 400 => SinkError::temporary(message(format!("unexpected status {s}"))),
         Failure::Status(s) => SinkError::permanent(message(format!("the endpoint refused the request (status {s})"))),
@@ -100,6 +108,7 @@ pub(crate) fn classify(operation: &str, err: &object_store::Error) -> SinkError 
     };
     error.with_error_type(match failure {
         Failure::Transport => "transport",
+        Failure::Throttled => "throttled",
         Failure::Status(_) => "status",
         Failure::Denied => "denied",
         Failure::NotFound => "not_found",
@@ -158,6 +167,15 @@ mod tests {
                 ErrorClass::Config,
             ),
         ];
+        for text in [
+            "Server returned non-2xx status code: 429 Too Many Requests: ",
+            "Server returned non-2xx status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>",
+        ] {
+            assert!(classify("put", &generic(text)).is_throttled(), "{text}");
+        }
+        assert!(
+            !classify("put", &generic("Server returned non-2xx status code: 503 Service Unavailable: ")).is_throttled()
+        );
         for (err, class) in rows {
             let classified = classify("put", &err);
             assert_eq!(classified.class(), class, "{err}");

@@ -11,13 +11,37 @@ use super::{Fixture, Harness, Outcome, logs};
 use sinks_contract::envelope::{Envelope, Headers};
 use sinks_contract::error::ErrorClass;
 use sinks_contract::sink::{ConflictResolution, MessageOutcome, Sink};
-use sinks_contract::testing::envelope_with;
 
 /// Stream name used in certification envelopes.
 pub const CERT_STREAM: &str = "CERT";
 
 fn env(seq: u64, payload: impl Into<Bytes>) -> Envelope {
     envelope_with(CERT_STREAM, seq, &format!("cert.k{}", seq % 5), payload, Headers::new(), 1)
+}
+
+/// A first delivery of message `seq` of the certification stream, with the JetStream facts a
+/// real message has: the same stored time whenever it is built (a message built twice is the
+/// same event, as a redelivery is).
+fn envelope_with(
+    stream: &str,
+    seq: u64,
+    subject: &str,
+    payload: impl Into<Bytes>,
+    headers: Headers,
+    delivered: u64,
+) -> Envelope {
+    let stored = time::OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(1_780_000_000 + seq as i64);
+    let js = sinks_contract::envelope::JetStreamInfo {
+        stream: stream.to_owned(),
+        consumer: "certification".to_owned(),
+        stream_sequence: seq,
+        consumer_sequence: seq,
+        delivered,
+        pending: 0,
+        timestamp: Some(stored),
+        domain: None,
+    };
+    Envelope::new(subject, payload, headers, js)
 }
 
 fn json(seq: u64) -> Bytes {
@@ -143,9 +167,9 @@ pub async fn c4_duplicate_is_harmless(h: &dyn Harness) -> Outcome {
     };
     let batch: Vec<Envelope> = (1..=10).map(|s| env(s, json(s))).collect();
     check!(all_committed(&check!(write(fx.sink.as_ref(), &batch).await)));
-    let redelivered: Vec<Envelope> = (1..=10)
-        .map(|s| envelope_with(CERT_STREAM, s, &format!("cert.k{}", s % 5), json(s), Headers::new(), 2))
-        .collect();
+    // The same messages delivered again (the same JetStream facts, the next delivery count).
+    let redelivered: Vec<Envelope> =
+        batch.iter().map(|e| sinks_contract::testing::redelivery(e, time::Duration::seconds(5))).collect();
     let outcomes = check!(write(fx.sink.as_ref(), &redelivered).await);
     let reports = fx.sink.capabilities().reports_duplicates;
     for (i, o) in outcomes.iter().enumerate() {
@@ -448,4 +472,86 @@ pub async fn c11_no_secrets_or_payloads_in_logs(h: &dyn Harness) -> Outcome {
         }
     }
     Outcome::Pass
+}
+
+/// The stored content of a destination, key by key: what [`super::ReadBack::read_stored`]
+/// shows when the harness offers it, else the stored payloads.
+async fn stored_content(fixture: &Fixture) -> Result<BTreeMap<String, Vec<Bytes>>, String> {
+    let records = match fixture.read_back.read_stored().await {
+        Ok(Some(records)) => records,
+        Ok(None) => fixture.read_back.read_all().await?,
+        Err(e) => return Err(format!("reading the stored content failed: {e}")),
+    };
+    let mut by_key: BTreeMap<String, Vec<Bytes>> = BTreeMap::new();
+    for (key, bytes) in records {
+        by_key.entry(key).or_default().push(bytes);
+    }
+    Ok(by_key)
+}
+
+/// The first key whose stored content differs between `a` and `b`, described.
+fn first_difference(a: &BTreeMap<String, Vec<Bytes>>, b: &BTreeMap<String, Vec<Bytes>>) -> Option<String> {
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter().find_map(|key| match (a.get(key), b.get(key)) {
+        (Some(x), Some(y)) if x == y => None,
+        (Some(x), Some(y)) if x.len() != y.len() => Some(format!("`{key}`: {} records, then {}", x.len(), y.len())),
+        (Some(x), Some(y)) => {
+            let (x, y) = (String::from_utf8_lossy(&x[0]), String::from_utf8_lossy(&y[0]));
+            let at = x.bytes().zip(y.bytes()).take_while(|(p, q)| p == q).count();
+            let around = |s: &str| s.get(at.saturating_sub(40)..(at + 40).min(s.len())).unwrap_or_default().to_owned();
+            Some(format!("`{key}` differs at byte {at}: …{}… against …{}…", around(&x), around(&y)))
+        }
+        (Some(_), None) => Some(format!("`{key}` is missing from the second")),
+        (None, _) => Some(format!("`{key}` appears only in the second")),
+    })
+}
+
+/// C13: one event, one content. A redelivery of stored messages (the next delivery count,
+/// through another consumer at a later consumer sequence, 40 s later) is harmless and
+/// changes nothing the destination holds; written into a fresh destination it stores
+/// byte-for-byte what the first delivery stored, so a destination that fingerprints what one
+/// key is sent (an `Idempotency-Key` endpoint, an overwrite) never sees a second content.
+/// Compared is the whole stored record when the harness shows it
+/// ([`super::ReadBack::read_stored`]), else the stored payload.
+pub async fn c13_one_event_one_content(h: &dyn Harness) -> Outcome {
+    let (first, second) = match (fresh(h).await, fresh(h).await) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(o), _) | (_, Err(o)) => return o,
+    };
+    let headers = |s: u64| {
+        Headers::new()
+            .with("Nats-Msg-Id", &format!("cert-{s}"))
+            .with("X-Cert", "one event")
+            .with("Nats-Time-Stamp", "2026-12-06T10:00:00Z")
+    };
+    let batch: Vec<Envelope> =
+        [(1, json(1)), (2, Bytes::from_static(b"plain text")), (3, Bytes::from_static(&[0, 159, 255]))]
+            .into_iter()
+            .map(|(s, payload)| envelope_with(CERT_STREAM, s, &format!("cert.k{s}"), payload, headers(s), 1))
+            .collect();
+    check!(all_committed(&check!(write(first.sink.as_ref(), &batch).await)));
+    let stored = check!(stored_content(&first).await);
+    if stored.len() != batch.len() {
+        fail!("{} keys stored for {} messages", stored.len(), batch.len());
+    }
+    let redelivered: Vec<Envelope> =
+        batch.iter().map(|e| sinks_contract::testing::redelivery(e, time::Duration::seconds(40))).collect();
+    let outcomes = check!(write(first.sink.as_ref(), &redelivered).await);
+    if let Some((i, o)) =
+        outcomes.iter().enumerate().find(|(_, o)| !matches!(o, MessageOutcome::Committed | MessageOutcome::Duplicate))
+    {
+        fail!("the redelivery of envelope {i} was refused: {}", label(o));
+    }
+    let after = check!(stored_content(&first).await);
+    if let Some(difference) = first_difference(&stored, &after) {
+        fail!("the redelivery changed what the destination holds: {difference}");
+    }
+    check!(all_committed(&check!(write(second.sink.as_ref(), &redelivered).await)));
+    let again = check!(stored_content(&second).await);
+    match first_difference(&stored, &again) {
+        Some(difference) => {
+            fail!("the redelivery, written alone, stores other content than the first delivery: {difference}")
+        }
+        None => Outcome::Pass,
+    }
 }

@@ -43,6 +43,15 @@ pub trait ReadBack: Send + Sync {
     /// Every record the destination holds, duplicates included (a destination that can hold
     /// one key twice must return it twice).
     async fn read_all(&self) -> Result<Vec<Record>, String>;
+
+    /// Every record as the destination stores it, whole (`(idempotency key, the stored
+    /// bytes)`: the file, object, request body, entry or row as written, not just the
+    /// payload), when the harness can show it: what clause C13 compares between two
+    /// deliveries of one event. `Ok(None)` (the default): the harness shows payloads only, and
+    /// C13 compares those.
+    async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+        Ok(None)
+    }
 }
 
 /// A sink bound to a fresh, isolated destination, and a reader for that destination.
@@ -179,6 +188,7 @@ pub const CLAUSES: &[(&str, &str, CaseFn)] = &[
     ("C10", "health check", |h| Box::pin(c10_health_check(h))),
     ("C11", "no secrets or payloads in logs", |h| Box::pin(c11_no_secrets_or_payloads_in_logs(h))),
     ("C12", "a reused stream sequence is refused", |h| Box::pin(c12_reused_sequence_is_refused(h))),
+    ("C13", "one event, one content", |h| Box::pin(c13_one_event_one_content(h))),
 ];
 
 /// Runs one clause by id, catching panics as failures.
@@ -256,6 +266,7 @@ macro_rules! certify_tests {
         $crate::certify_tests!(@case $harness, c10_health_check, "C10");
         $crate::certify_tests!(@case $harness, c11_no_secrets_or_payloads_in_logs, "C11");
         $crate::certify_tests!(@case $harness, c12_reused_sequence_is_refused, "C12");
+        $crate::certify_tests!(@case $harness, c13_one_event_one_content, "C13");
     };
     (@case $harness:expr, $name:ident, $id:literal) => {
         #[tokio::test]

@@ -22,6 +22,11 @@ impl ReadBack for MemoryReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         Ok(self.0.records())
     }
+
+    /// The memory sink stores the payload and nothing else: the record is the payload.
+    async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+        Ok(Some(self.0.records()))
+    }
 }
 
 fn fixture(sink: Arc<MemorySink>) -> Fixture {

@@ -70,6 +70,11 @@ mod broken {
         KeepsReusedSequence,
         /// Ignores the stream's epoch: keys by stream name and sequence only.
         IgnoresEpoch,
+        /// Stores the delivery count with the payload (a document with this delivery's facts):
+        /// a redelivery sends other content under the same key.
+        StoresDeliveryFacts,
+        /// Overwrites the stored record on every delivery with this delivery's facts.
+        OverwritesWithDeliveryFacts,
     }
 
     #[derive(Debug)]
@@ -99,6 +104,19 @@ mod broken {
             let mut outcomes = Vec::new();
             for (i, e) in batch.iter().enumerate() {
                 if matches!(self.flaw, Flaw::DropsWrites) && i % 3 == 2 {
+                    outcomes.push(MessageOutcome::Committed);
+                } else if matches!(self.flaw, Flaw::StoresDeliveryFacts) {
+                    let mut payload = e.payload().to_vec();
+                    payload.extend_from_slice(format!(" delivered={}", e.jetstream().delivered).as_bytes());
+                    let stamped = e.clone().with_payload(payload.into());
+                    outcomes.extend(
+                        self.inner.write(std::slice::from_ref(&stamped), sinks_contract::DEFAULT_BUDGET).await?,
+                    );
+                } else if matches!(self.flaw, Flaw::OverwritesWithDeliveryFacts) {
+                    let key = e.idempotency_key().map(|k| k.to_string()).unwrap_or_default();
+                    let mut payload = e.payload().to_vec();
+                    payload.extend_from_slice(format!(" received={}", e.received_at()).as_bytes());
+                    self.inner.set(&key, Some(payload.into()));
                     outcomes.push(MessageOutcome::Committed);
                 } else if matches!(self.flaw, Flaw::IgnoresEpoch) {
                     let plain = e.clone().with_stream_epoch(None);
@@ -131,6 +149,9 @@ mod broken {
         async fn read_all(&self) -> Result<Vec<Record>, String> {
             Ok(self.0.records())
         }
+        async fn read_stored(&self) -> Result<Option<Vec<Record>>, String> {
+            Ok(Some(self.0.records()))
+        }
     }
 
     pub(crate) struct BrokenHarness(pub(crate) Flaw);
@@ -161,6 +182,8 @@ async fn the_cases_catch_broken_sinks() {
         (Flaw::LogsPayloads, "C11"),
         (Flaw::KeepsReusedSequence, "C12"),
         (Flaw::IgnoresEpoch, "C12"),
+        (Flaw::StoresDeliveryFacts, "C13"),
+        (Flaw::OverwritesWithDeliveryFacts, "C13"),
     ] {
         let result = certify::run_case(&BrokenHarness(flaw), clause).await;
         assert!(matches!(result.outcome, Outcome::Fail(_)), "{flaw:?} must fail {clause}, got {:?}", result.outcome);

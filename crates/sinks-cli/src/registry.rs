@@ -16,6 +16,7 @@ use sinks_contract::{BuiltSink, Reach, Sink, SinkFactory};
 use sinks_runtime::Config;
 use sinks_runtime::blackhole::BlackholeFactory;
 use sinks_runtime::config::{ConfigError, ConfigIssue, KindDefaults, OptionalWait, SinkSection};
+use sinks_runtime::limit::{self, RateLimit, RateLimited};
 
 use crate::decrypt::StoredFormat;
 
@@ -231,13 +232,33 @@ impl Registry {
         }
     }
 
-    /// Parses and validates the sink section and builds the sink (no I/O yet).
+    /// Parses and validates the sink section and builds the sink (no I/O yet). Its
+    /// `rate_limit`, which every kind takes, is the runtime's: it is taken out of the section
+    /// before the kind's factory sees it, and paces the built sink
+    /// (`sinks_runtime::limit::RateLimited`); the effective config shows it again.
     pub fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
         let kind = section.kind().unwrap_or_default();
-        match self.factory(kind) {
-            Some(factory) => factory.build(section),
-            None => Err(ConfigError::single("sink.type", self.unknown_kind(kind))),
+        let Some(factory) = self.factory(kind) else {
+            return Err(ConfigError::single("sink.type", self.unknown_kind(kind)));
+        };
+        let mut own = section.clone();
+        let limit = own.0.remove(limit::SECTION).map(|value| RateLimit::parse("sink.rate_limit", value));
+        let built = factory.build(&own);
+        let (mut built, limit) = match (built, limit) {
+            (Ok(built), None) => return Ok(built),
+            (Ok(built), Some(Ok(limit))) => (built, limit),
+            (Ok(_), Some(Err(e))) => return Err(e),
+            (Err(mut e), Some(Err(more))) => {
+                e.issues.extend(more.issues);
+                return Err(e);
+            }
+            (Err(e), _) => return Err(e),
+        };
+        built.sink = Arc::new(RateLimited::new(built.sink, &limit));
+        if let Some(effective) = built.effective.as_object_mut() {
+            effective.insert(limit::SECTION.into(), serde_json::to_value(&limit).unwrap_or_default());
         }
+        Ok(built)
     }
 
     /// What `nats-sink validate` says about the active sink of `section` beyond its type (a

@@ -52,6 +52,9 @@ struct Extra {
     /// The destination as a whole failed (every message of its write failed temporarily),
     /// not this message.
     outage: bool,
+    /// The destination refused the write for its own limits (HTTP 429, S3 `SlowDown`, "too
+    /// many connections"): back-pressure, not a failure of the message.
+    throttled: bool,
 }
 
 impl SinkError {
@@ -62,6 +65,17 @@ impl SinkError {
     /// A temporary failure: retry later.
     pub fn temporary(message: impl Into<String>) -> Self {
         Self::new(ErrorClass::Temporary, message)
+    }
+
+    /// The destination refused the write for its own limits (HTTP 429, S3 `SlowDown`, MySQL
+    /// "too many connections", a NoSQL write limit): a temporary failure the runner treats as
+    /// back-pressure. It holds the message (heartbeated, no delivery used) and writes it
+    /// again after [`SinkError::retry_after`], however long the destination throttles (up to
+    /// `delivery.outage_hold_seconds`), instead of redelivering it against `max_deliver`.
+    pub fn throttled(message: impl Into<String>) -> Self {
+        let mut e = Self::new(ErrorClass::Temporary, message);
+        e.extra.get_or_insert_default().throttled = true;
+        e
     }
 
     /// A permanent failure: this message can never be written.
@@ -128,6 +142,11 @@ impl SinkError {
     /// True when the failure was marked as the destination's ([`SinkError::with_outage`]).
     pub fn is_outage(&self) -> bool {
         self.extra.as_ref().is_some_and(|x| x.outage)
+    }
+
+    /// True when the destination throttled the write ([`SinkError::throttled`]).
+    pub fn is_throttled(&self) -> bool {
+        self.extra.as_ref().is_some_and(|x| x.throttled)
     }
 
     /// Names the configuration field (`sink.directory`, `sink.table`, …) a configuration
@@ -219,6 +238,10 @@ mod tests {
         assert_eq!(e.display_chain(), "writing file: disk full");
         assert_eq!(e.to_string(), "writing file");
         assert_eq!(e.error_type(), "TemporarySinkError");
+        let t = SinkError::throttled("endpoint answered 429").with_retry_after(Duration::from_secs(2));
+        assert!(t.is_throttled() && !t.is_permanent() && !t.is_outage());
+        assert!(t.duplicate().is_throttled() && t.rephrased("x").is_throttled(), "copies keep the mark");
+        assert!(!SinkError::temporary("down").is_throttled());
         let p = SinkError::permanent("bad").with_error_type("SerializationError");
         assert_eq!(p.error_type(), "SerializationError");
         assert!(p.duplicate().is_permanent());

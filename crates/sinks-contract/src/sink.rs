@@ -124,6 +124,11 @@ impl MessageOutcome {
         matches!(self, Self::Failed(e) if !e.is_permanent())
     }
 
+    /// True when the destination throttled the message ([`SinkError::throttled`]).
+    pub fn throttled(&self) -> bool {
+        matches!(self, Self::Failed(e) if e.is_throttled())
+    }
+
     /// True when the message is durably in the destination (committed, duplicate, or a
     /// conflict that kept or replaced a version).
     pub fn is_durable(&self) -> bool {

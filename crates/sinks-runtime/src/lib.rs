@@ -34,6 +34,7 @@ pub mod freshness;
 pub mod identity;
 pub mod inspect;
 pub mod ledger;
+pub mod limit;
 pub mod metrics;
 pub mod otel;
 pub mod reconcile;

@@ -12,6 +12,14 @@
 //! commit and answer late, drop the connection, answer everything slowly, refuse bodies with
 //! a marker, or demand a header.
 //!
+//! It can also behave as strictly as the standards allow ([`HttpTestServer::set_strict`]):
+//! fingerprint each key's whole first body and answer a repeat with another body 422 (the
+//! IETF `Idempotency-Key` draft) and the same body with the first answer; lose the answer to
+//! the first request of every n-th key after storing it; answer `OPTIONS` with a status of
+//! its own (501, as Python's `http.server` does); let its health URL lie; throttle a share of
+//! requests, or everything over a rate, with 429 and `Retry-After`; and refuse connections
+//! (nothing listens) during an outage ([`HttpTestServer::set_refusing`]).
+//!
 //! Isolated **namespaces** (`/ns/{name}/ingest`, `/ns/{name}/records/{key}`), each with its
 //! own records, refusal marker and required header, are made and read over a side channel
 //! (`PUT /_test/ns/{name}`, `GET /_test/ns/{name}/records`), the way a harness gets fresh
@@ -155,6 +163,64 @@ struct Shared {
     flaky_seen: Mutex<std::collections::HashSet<String>>,
     /// Success answers per key.
     successes: Mutex<BTreeMap<String, usize>>,
+    /// Keys whose first answer was lost after the store ([`Strict::lose_answer_every`]).
+    lost_seen: Mutex<std::collections::HashSet<String>>,
+    /// Answers per status, every write request (see [`HttpTestServer::answers`]).
+    answers: Mutex<BTreeMap<u16, usize>>,
+    /// Admission times of the rate limit ([`Strict::max_per_second`]), the last second's.
+    admitted: Mutex<VecDeque<Instant>>,
+    /// Write requests seen, for the throttled share.
+    writes_seen: AtomicUsize,
+    /// True while nothing listens on the port ([`HttpTestServer::set_refusing`]).
+    refusing: watch::Sender<bool>,
+}
+
+/// How a health probe (`GET /health`) is answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum HealthAnswer {
+    /// 200, or 503 during an outage ([`HttpTestServer::set_down`]): the truth (default).
+    #[default]
+    Truthful,
+    /// 200 whatever happens: a health URL served by something that stays up while writes
+    /// fail.
+    AlwaysHealthy,
+    /// 503 whatever happens: a health URL that is broken while writes work.
+    AlwaysFailing,
+}
+
+/// A throttle: 429 with `Retry-After` to `percent` % of write requests (spread evenly) until
+/// `until`.
+#[derive(Debug, Clone)]
+pub struct Throttle {
+    /// Share of write requests answered 429, 1–100.
+    pub percent: u32,
+    /// When the throttle ends (`None`: never).
+    pub until: Option<Instant>,
+    /// The `Retry-After` value sent with each 429.
+    pub retry_after: String,
+}
+
+/// How strictly the server behaves (all off by default).
+#[derive(Debug, Clone, Default)]
+pub struct Strict {
+    /// Fingerprint a key's whole first body (not just its payload): a repeat with any other
+    /// body is a conflict (422).
+    pub fingerprint_bodies: bool,
+    /// Answer a repeat with the same body with the first answer (the success status), as the
+    /// IETF draft and payment APIs do, instead of the duplicate status.
+    pub replay_first_answer: bool,
+    /// Store the first request of every key whose trailing number is a multiple of this,
+    /// then drop the connection without answering: committed, the answer lost.
+    pub lose_answer_every: Option<u64>,
+    /// The status `OPTIONS` is answered with (default 204).
+    pub options_status: Option<u16>,
+    /// How `GET /health` answers.
+    pub health: HealthAnswer,
+    /// A throttle by share of requests.
+    pub throttle: Option<Throttle>,
+    /// At most this many write requests per second (a sliding second); the others are
+    /// answered 429 with `Retry-After: 1`.
+    pub max_per_second: Option<usize>,
 }
 
 /// One namespace: its own records, refusal marker and required header.
@@ -163,6 +229,8 @@ struct Space {
     records: BTreeMap<String, StoredRecord>,
     reject_marker: Option<Vec<u8>>,
     required_header: Option<(String, String)>,
+    /// A key's whole first body is its fingerprint ([`Strict::fingerprint_bodies`]).
+    fingerprint_bodies: bool,
 }
 
 /// The side channel's settings of a namespace (`PUT /_test/ns/{name}`).
@@ -175,6 +243,9 @@ struct SpaceSettings {
     /// Writes without this header (name, value) are refused with 401.
     #[serde(default)]
     required_header: Option<(String, String)>,
+    /// A repeat of a key with any other body than its first is a conflict (422).
+    #[serde(default)]
+    fingerprint_bodies: bool,
 }
 
 /// Every key whose trailing number is a multiple of `every` fails its first request with
@@ -201,6 +272,8 @@ struct Settings {
     refuse_every: Option<u64>,
     /// An outage: every request, health probes included, is answered 503.
     down: bool,
+    /// The strict behaviours.
+    strict: Strict,
 }
 
 /// Answers 503 to everything while the server plays an outage ([`HttpTestServer::set_down`]).
@@ -209,7 +282,20 @@ async fn outage(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    if lock(&shared.settings).down {
+    let (down, health, options) = {
+        let settings = lock(&shared.settings);
+        (settings.down, settings.strict.health, settings.strict.options_status)
+    };
+    let probe = request.uri().path() == "/health" || request.uri().path().ends_with("/health");
+    match (probe, health) {
+        (true, HealthAnswer::AlwaysHealthy) => return (StatusCode::OK, "ok").into_response(),
+        (true, HealthAnswer::AlwaysFailing) => return (StatusCode::SERVICE_UNAVAILABLE, "failing").into_response(),
+        _ => {}
+    }
+    if let Some(code) = options.filter(|_| request.method() == Method::OPTIONS) {
+        return status(code).into_response();
+    }
+    if down {
         return (axum::http::StatusCode::SERVICE_UNAVAILABLE, "down").into_response();
     }
     next.run(request).await
@@ -311,6 +397,7 @@ impl HttpTestServer {
                 flaky: None,
                 refuse_every: None,
                 down: false,
+                strict: Strict::default(),
             }),
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
@@ -319,6 +406,11 @@ impl HttpTestServer {
             connections: AtomicUsize::new(0),
             flaky_seen: Mutex::new(std::collections::HashSet::new()),
             successes: Mutex::new(BTreeMap::new()),
+            lost_seen: Mutex::new(std::collections::HashSet::new()),
+            answers: Mutex::new(BTreeMap::new()),
+            admitted: Mutex::new(VecDeque::new()),
+            writes_seen: AtomicUsize::new(0),
+            refusing: watch::Sender::new(false),
         });
         let app = Router::new()
             .route("/health", get(|| async { "ok" }))
@@ -405,6 +497,28 @@ impl HttpTestServer {
     /// included, is answered 503, as a destination behind a failing load balancer is.
     pub fn set_down(&self, down: bool) {
         lock(&self.shared.settings).down = down;
+    }
+
+    /// Behaves as strictly as `strict` says (see [`Strict`]); the default turns it all off.
+    pub fn set_strict(&self, strict: Strict) {
+        lock(&self.shared.settings).strict = strict;
+    }
+
+    /// Changes the strict behaviours in place.
+    pub fn update_strict(&self, change: impl FnOnce(&mut Strict)) {
+        change(&mut lock(&self.shared.settings).strict);
+    }
+
+    /// Starts (`true`) or ends an outage in which nothing listens on the port: connections
+    /// are refused (and open ones closed), as when the endpoint's process is down. The port
+    /// is bound again when it ends; the records stay.
+    pub fn set_refusing(&self, refusing: bool) {
+        self.shared.refusing.send_replace(refusing);
+    }
+
+    /// How many write requests were answered with each status (a lost answer counts as 0).
+    pub fn answers(&self) -> BTreeMap<u16, usize> {
+        lock(&self.shared.answers).clone()
     }
 
     /// How many times each key was answered with the success status (a correct client and
@@ -565,21 +679,46 @@ async fn accept_loop(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
+    let addr = listener.local_addr().ok();
+    let mut listener = Some(listener);
+    let mut refusing = shared.refusing.subscribe();
     loop {
+        if *refusing.borrow_and_update() {
+            // Nothing listens while the endpoint is down: connections are refused.
+            listener = None;
+            tokio::select! {
+                _ = refusing.wait_for(|r| !*r) => {}
+                _ = stop.changed() => return,
+            }
+            continue;
+        }
+        let Some(bound) = &listener else {
+            // Bind the same port again (retrying while the kernel still holds it).
+            match addr {
+                Some(addr) => match TcpListener::bind(addr).await {
+                    Ok(l) => listener = Some(l),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                },
+                None => return,
+            }
+            continue;
+        };
         let tcp = tokio::select! {
-            accepted = listener.accept() => match accepted {
+            accepted = bound.accept() => match accepted {
                 Ok((tcp, _)) => tcp,
                 Err(_) => {
                     tokio::time::sleep(Duration::from_millis(10)).await;
                     continue;
                 }
             },
+            _ = refusing.changed() => continue,
             _ = stop.changed() => return,
         };
         shared.connections.fetch_add(1, Ordering::SeqCst);
         let app = app.clone();
         let acceptor = acceptor.clone();
         let stop = stop.clone();
+        let refusing = shared.refusing.subscribe();
         tokio::spawn(async move {
             let _ = tcp.set_nodelay(true);
             match acceptor {
@@ -592,16 +731,16 @@ async fn accept_loop(
                         },
                         _ = handshake_stop.changed() => return,
                     };
-                    serve_connection(tls, app, stop).await;
+                    serve_connection(tls, app, stop, refusing).await;
                 }
-                None => serve_connection(tcp, app, stop).await,
+                None => serve_connection(tcp, app, stop, refusing).await,
             }
         });
     }
 }
 
 /// Serves one connection until it ends, the server stops, or a handler drops it.
-async fn serve_connection<I>(io: I, app: Router, mut stop: watch::Receiver<bool>)
+async fn serve_connection<I>(io: I, app: Router, mut stop: watch::Receiver<bool>, mut refusing: watch::Receiver<bool>)
 where
     I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
@@ -613,6 +752,7 @@ where
         _ = connection => {}
         _ = kill.notified() => {}
         _ = stop.changed() => {}
+        _ = refusing.wait_for(|r| *r) => {}
     }
 }
 
@@ -660,13 +800,15 @@ async fn put_space(State(shared): State<Arc<Shared>>, Path(space): Path<String>,
         records: BTreeMap::new(),
         reject_marker: settings.reject_marker.map(String::into_bytes),
         required_header: settings.required_header.map(|(name, value)| (name.to_ascii_lowercase(), value)),
+        fingerprint_bodies: settings.fingerprint_bodies,
     };
     lock(&shared.spaces).insert(space, space_state);
     StatusCode::NO_CONTENT.into_response()
 }
 
 /// `GET /_test/ns/{space}/records` (side channel): every record of a namespace as
-/// `[{"key": …, "payload_base64": …}]`, the payload as published (see
+/// `[{"key": …, "payload_base64": …, "body_base64": …}]`, the payload as published and the
+/// whole stored body (see
 /// [`HttpTestServer::read_records`]); 404 for an unknown namespace.
 async fn space_records(State(shared): State<Arc<Shared>>, Path(space): Path<String>) -> Response {
     let spaces = lock(&shared.spaces);
@@ -677,6 +819,7 @@ async fn space_records(State(shared): State<Arc<Shared>>, Path(space): Path<Stri
             Ok(payload) => out.push(serde_json::json!({
                 "key": record.key,
                 "payload_base64": base64::engine::general_purpose::STANDARD.encode(&payload),
+                "body_base64": base64::engine::general_purpose::STANDARD.encode(&record.body),
             })),
             Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e).into_response(),
         }
@@ -755,6 +898,7 @@ async fn write(
         let _in_flight = InFlight::enter(&shared);
         handle_write(&shared, &kill, &parts.headers, body, space.as_deref()).await
     };
+    *lock(&shared.answers).entry(response.status().as_u16()).or_default() += 1;
     if let Some(i) = index
         && let Some(entry) = lock(&shared.log).get_mut(i)
     {
@@ -774,6 +918,9 @@ async fn handle_write(
     let settings = lock(&shared.settings).clone();
     if !settings.delay.is_zero() {
         tokio::time::sleep(settings.delay).await;
+    }
+    if let Some(response) = throttled(shared, &settings.strict) {
+        return response;
     }
     if let Some(every) = settings.refuse_every
         && let Some(key) = request_key(headers)
@@ -830,7 +977,52 @@ async fn handle_write(
             return response;
         }
     }
-    store(shared, &settings, headers, &body, space)
+    let response = store(shared, &settings, headers, &body, space);
+    if let Some(every) = settings.strict.lose_answer_every
+        && response.status().is_success()
+        && let Some(key) = request_key(headers)
+        && trailing_number(&key).is_some_and(|n| n % every == 0)
+        && lock(&shared.lost_seen).insert(key)
+    {
+        // Stored; the answer never arrives (the classic ambiguous timeout).
+        lock(&shared.answers).entry(0).and_modify(|n| *n += 1).or_insert(1);
+        kill.0.notify_one();
+        return std::future::pending().await;
+    }
+    response
+}
+
+/// A 429 for this write request when a throttle or the rate limit says so.
+fn throttled(shared: &Shared, strict: &Strict) -> Option<Response> {
+    let answer = |retry_after: &str| {
+        let mut response = StatusCode::TOO_MANY_REQUESTS.into_response();
+        if let Ok(value) = HeaderValue::from_str(retry_after) {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    };
+    let n = shared.writes_seen.fetch_add(1, Ordering::SeqCst);
+    if let Some(t) = &strict.throttle
+        && t.until.is_none_or(|until| Instant::now() < until)
+    {
+        // Spread evenly: request n is throttled when its share crosses a whole request.
+        let percent = t.percent.clamp(1, 100) as usize;
+        if (n + 1) * percent / 100 != n * percent / 100 {
+            return Some(answer(&t.retry_after));
+        }
+    }
+    if let Some(max) = strict.max_per_second {
+        let now = Instant::now();
+        let mut admitted = lock(&shared.admitted);
+        while admitted.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {
+            admitted.pop_front();
+        }
+        if admitted.len() >= max {
+            return Some(answer("1"));
+        }
+        admitted.push_back(now);
+    }
+    None
 }
 
 #[derive(Deserialize)]
@@ -859,6 +1051,11 @@ fn fingerprint(body: &[u8]) -> String {
         Some(info) => info.sha256,
         None => hex::encode(Sha256::digest(body)),
     }
+}
+
+/// A whole body's identity (the IETF `Idempotency-Key` draft's request fingerprint).
+fn body_fingerprint(body: &[u8]) -> String {
+    format!("body:{}", hex::encode(Sha256::digest(body)))
 }
 
 /// The original payload bytes of a stored document (envelope or bare payload).
@@ -898,19 +1095,20 @@ fn batch_items<'a>(headers: &HeaderMap, body: &'a [u8]) -> Option<Vec<&'a [u8]>>
 fn store(shared: &Shared, settings: &Settings, headers: &HeaderMap, body: &Bytes, space: Option<&str>) -> Response {
     let mut default_records;
     let mut spaces;
-    let (records, required_header, reject_marker) = match space {
+    let (records, required_header, reject_marker, strict_bodies) = match space {
         None => {
             default_records = lock(&shared.records);
-            (&mut *default_records, settings.required_header.as_ref(), settings.reject_marker.as_ref())
+            (&mut *default_records, settings.required_header.as_ref(), settings.reject_marker.as_ref(), false)
         }
         Some(name) => {
             spaces = lock(&shared.spaces);
             match spaces.get_mut(name) {
-                Some(s) => (&mut s.records, s.required_header.as_ref(), s.reject_marker.as_ref()),
+                Some(s) => (&mut s.records, s.required_header.as_ref(), s.reject_marker.as_ref(), s.fingerprint_bodies),
                 None => return StatusCode::NOT_FOUND.into_response(),
             }
         }
     };
+    let by_body = strict_bodies || settings.strict.fingerprint_bodies;
     if let Some((name, value)) = required_header
         && headers.get(name.as_str()).and_then(|v| v.to_str().ok()) != Some(value.as_str())
     {
@@ -937,9 +1135,10 @@ fn store(shared: &Shared, settings: &Settings, headers: &HeaderMap, body: &Bytes
         return status(code).into_response();
     }
     let key = request_key(headers).unwrap_or_else(unkeyed);
-    let fingerprint = fingerprint(body);
+    let fingerprint = if by_body { body_fingerprint(body) } else { fingerprint(body) };
+    let repeat = if settings.strict.replay_first_answer { settings.success_status } else { settings.duplicate_status };
     let (code, id) = match records.get(&key) {
-        Some(existing) if existing.fingerprint == fingerprint => (settings.duplicate_status, existing.id.clone()),
+        Some(existing) if existing.fingerprint == fingerprint => (repeat, existing.id.clone()),
         Some(existing) => (settings.conflict_status, existing.id.clone()),
         None => {
             let kept = if settings.keep_bodies { body.clone() } else { Bytes::new() };

@@ -6,7 +6,7 @@
 //!   a reused stream sequence).
 //! - [`in_order`]: writing concurrently while keeping the contract's ordering rule.
 //! - [`retry`]: backoff and retries inside a write, within the write's budget, and the
-//!   retry fields of a sink section.
+//!   retry fields of a sink section; [`rate`]: pacing writes under a rate limit.
 //! - [`checks`]: checks of config values several sinks share (bounded text, tokens,
 //!   seconds).
 //! - [`metadata`]: the standard metadata document stored next to a payload.
@@ -30,6 +30,7 @@ pub mod files;
 pub mod holding;
 pub mod in_order;
 pub mod metadata;
+pub mod rate;
 pub mod relational;
 pub mod retry;
 pub mod subject;

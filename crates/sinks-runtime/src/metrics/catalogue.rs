@@ -131,6 +131,10 @@ catalogue! {
         TelemetryExportErrors => ("telemetry_export_errors", Extension, "OTLP exports (metrics or traces) that failed; no delivery waits on them"),
         DestinationOutagePausedSeconds => ("destination_outage_paused_seconds", Extension, "Seconds fetching was paused while the runner held messages through a destination outage (delivery.outage_hold_seconds)"),
         MessagesReleasedAfterOutageHold => ("messages_released_after_outage_hold", Extension, "Held messages released (NAKed with backoff) because the destination outage outlasted delivery.outage_hold_seconds"),
+        DestinationHeldSeconds => ("destination_held_seconds", Extension, "Seconds during which the runner held at least one batch (heartbeated, no delivery used) because the destination was down or throttling"),
+        DestinationThrottledSeconds => ("destination_throttled_seconds", Extension, "Seconds during which the runner held messages the destination throttled (HTTP 429, S3 SlowDown, too many connections) until its Retry-After"),
+        MessagesThrottled => ("messages_throttled", Extension, "Writes of a message the destination throttled (each answer counted; the message is held and written again, never redelivered for it)"),
+        RateLimitWait => ("rate_limit_wait_seconds", Extension, "Seconds writes waited for sink.rate_limit (messages or bytes per second) before they were sent"),
         StreamIdentityChanges => ("stream_identity_changes", Extension, "Changes of the consumed stream's identity found by this process: deleted and re-created, or moved back below the highest sequence seen (stream_guard)"),
         StreamMessagesRemovedUnsettled => ("stream_messages_removed_unsettled", Extension, "Messages the stream removed (limits, purge) before this consumer settled them, as far as the consumer's ack floor tells"),
     }

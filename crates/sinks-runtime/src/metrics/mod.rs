@@ -316,6 +316,8 @@ enum Derived {
     Connected(Arc<Status>),
     /// The process-wide count of retries in place.
     RetriesInPlace,
+    /// The process-wide seconds writes waited for a rate limit.
+    RateLimitWait,
 }
 
 impl Derived {
@@ -325,6 +327,7 @@ impl Derived {
             Self::Ready(s) => f64::from(u8::from(s.readiness().ready)),
             Self::Connected(s) => f64::from(u8::from(s.nats_connected())),
             Self::RetriesInPlace => sinks_toolkit::retry::retries_in_place() as f64,
+            Self::RateLimitWait => crate::limit::waited_seconds(),
         }
     }
 }
@@ -336,13 +339,17 @@ impl EncodeMetric for Derived {
                 &sinks_toolkit::retry::retries_in_place(),
                 None,
             ),
+            Self::RateLimitWait => encoder.encode_counter::<prometheus_client::encoding::NoLabelSet, _, u64>(
+                &crate::limit::waited_seconds(),
+                None,
+            ),
             _ => encoder.encode_gauge(&self.value()),
         }
     }
 
     fn metric_type(&self) -> MetricType {
         match self {
-            Self::RetriesInPlace => MetricType::Counter,
+            Self::RetriesInPlace | Self::RateLimitWait => MetricType::Counter,
             _ => MetricType::Gauge,
         }
     }
@@ -387,6 +394,7 @@ impl Recorded {
         for id in CounterId::ALL {
             match id {
                 CounterId::RetriesInPlace => registry.register(id.name(), id.help(), Derived::RetriesInPlace),
+                CounterId::RateLimitWait => registry.register(id.name(), id.help(), Derived::RateLimitWait),
                 _ => registry.register(id.name(), id.help(), counters[id.index()].clone()),
             }
         }
@@ -489,6 +497,7 @@ impl Metrics {
     pub fn counter(&self, id: CounterId) -> u64 {
         match (&self.0.recorded, id) {
             (Some(_), CounterId::RetriesInPlace) => sinks_toolkit::retry::retries_in_place(),
+            (Some(_), CounterId::RateLimitWait) => crate::limit::waited_seconds() as u64,
             (Some(r), _) => r.counters[id.index()].get(),
             (None, _) => 0,
         }

@@ -13,6 +13,7 @@ use sinks_policy::Pipeline;
 
 use sinks_toolkit::holding::Pending;
 
+use super::evidence::Evidence;
 use super::guard::Guard;
 use super::handle::Handle;
 use super::outage::{Holds, Outage};
@@ -84,6 +85,8 @@ pub(super) struct Ctx {
     pub(super) js: async_nats::jetstream::Context,
     /// Batches holding their messages through a destination outage (see `hold`).
     pub(super) holds: Holds,
+    /// What the destination has shown of itself (see `evidence`), for the holds.
+    pub(super) evidence: Evidence,
     /// Becomes true when a stop was requested.
     pub(super) stop: tokio::sync::watch::Receiver<bool>,
 }

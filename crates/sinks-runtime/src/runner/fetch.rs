@@ -63,6 +63,7 @@ pub(super) async fn fetch_loop(
         }
         // Fetch first, then wait for a free slot: the next batch is already here when the
         // current one settles. Everything fetched is processed, even after a stop request.
+        let mut canary = false;
         let (started, fetched) = match ahead.take() {
             Some((started, task)) => (started, task.await.unwrap_or_else(|e| Err(FetchError::from_task(&e)))),
             // The stream's identity changed and nothing was decided: nothing new is fetched
@@ -73,14 +74,31 @@ pub(super) async fn fetch_loop(
                 }
                 continue;
             }
-            // A batch holds its messages through a destination outage: nothing new is
-            // fetched (what is still in the stream spends no delivery either).
-            None if ctx.holds.paused() => {
-                if !ctx.holds.wait_open(stop).await {
-                    break;
+            // A batch holds its messages through a destination outage or throttling: nothing
+            // new is fetched (what is still in the stream spends no delivery either), but one
+            // canary message now and then: a destination that takes writes again, or never
+            // stopped (a poison message held alone), shows it (`evidence`).
+            None if ctx.holds.paused() => match open_or_canary(ctx, stop).await {
+                None => break,
+                Some(false) => continue,
+                Some(true) => {
+                    let started = Instant::now();
+                    match source.fetch(1, timeout.min(CANARY_WAIT)).await {
+                        Ok(fetched) if fetched.is_empty() => {
+                            ctx.evidence.set_drained(true);
+                            ctx.evidence.canary_done();
+                            continue;
+                        }
+                        fetched => {
+                            canary = fetched.is_ok();
+                            if !canary {
+                                ctx.evidence.canary_done();
+                            }
+                            (started, fetched)
+                        }
+                    }
                 }
-                continue;
-            }
+            },
             None => {
                 let started = Instant::now();
                 let fetched = tokio::select! {
@@ -100,6 +118,9 @@ pub(super) async fn fetch_loop(
                     .map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle)))
                     .collect();
                 ctx.lock_parking().note_fetch(&batch.envelopes, started);
+                if !batch.is_empty() {
+                    ctx.evidence.set_drained(false);
+                }
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
                     failures = 0;
@@ -127,6 +148,12 @@ pub(super) async fn fetch_loop(
         if batch.is_empty() {
             continue;
         }
+        if canary {
+            tracing::debug!(
+                stream_sequence = batch.envelopes[0].jetstream().stream_sequence,
+                "fetched a canary while holding"
+            );
+        }
         size = (size * 2).min(delivery.batch_size);
         // At full size, the next pull request goes out now, so the server fills it while this
         // batch is admitted and spawned (one request/response round trip per batch is what a
@@ -139,8 +166,13 @@ pub(super) async fn fetch_loop(
         ctx.metrics.inc(CounterId::MessagesFetched, batch.len() as u64);
         ctx.metrics.inc(CounterId::BatchesFetched, 1);
         ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
-        let Ok(permit) = hold_while(ctx, &[&batch.handles], Arc::clone(&permits).acquire_owned()).await else { break };
-        spawn(ctx, &mut gate, batch, Origin::Fetched, permit);
+        let Ok(permit) = hold_while(ctx, &[&batch.handles], Arc::clone(&permits).acquire_owned()).await else {
+            if canary {
+                ctx.evidence.canary_done();
+            }
+            break;
+        };
+        spawn(ctx, &mut gate, batch, if canary { Origin::Canary } else { Origin::Fetched }, permit);
     }
     // A fetch asked for ahead and abandoned (a stop while disconnected) brings nothing.
     if let Some((_, task)) = ahead {
@@ -148,6 +180,26 @@ pub(super) async fn fetch_loop(
     }
     // Wait until every batch task has returned its permit.
     let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
+}
+
+/// How often a canary may be fetched while a hold pauses fetching.
+const CANARY_EVERY: Duration = Duration::from_secs(2);
+/// How long a canary fetch waits for a message.
+const CANARY_WAIT: Duration = Duration::from_millis(500);
+
+/// Waits until fetching is open again (`Some(false)`), a canary may go (`Some(true)`, taken),
+/// or a stop came (`None`).
+async fn open_or_canary(ctx: &Ctx, stop: &watch::Receiver<bool>) -> Option<bool> {
+    loop {
+        tokio::select! {
+            open = ctx.holds.wait_open(stop) => return open.then_some(false),
+            () = tokio::time::sleep(CANARY_EVERY) => {
+                if ctx.evidence.take_canary(Instant::now(), CANARY_EVERY) {
+                    return Some(true);
+                }
+            }
+        }
+    }
 }
 
 /// Binds the consumer again when it is gone (its stream was deleted, or it was deleted), once
@@ -218,6 +270,9 @@ fn spawn(
     ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
     tokio::spawn(async move {
         forward::process(&ctx, batch, origin, waits, done).await;
+        if origin == Origin::Canary {
+            ctx.evidence.canary_done();
+        }
         ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
         ctx.metrics.status().progress();
         drop(permit);

@@ -12,8 +12,8 @@
 //!    the refused messages' settlements are planned under the same lock;
 //! 4. put it in priority-lane order and write it (with in-progress heartbeats), while the
 //!    refused messages are dead-lettered;
-//! 5. when the destination is down (every message failed temporarily), hold the batch
-//!    through the outage and write it again (`hold`);
+//! 5. when the destination is down (every message failed temporarily) or throttled some
+//!    messages, hold them and write them again (`hold`);
 //! 6. keep what a holding sink took into objects not committed yet (`pending`), and plan the
 //!    rest's settlement (`written`: outcomes recorded, the outage log, held-back messages
 //!    parked), release the ordering gate, and apply the settlements (`settle`).
@@ -40,6 +40,9 @@ use crate::metrics::{CounterId, TimingId};
 pub(super) enum Origin {
     /// Fetched from JetStream: the policy steps run on each message.
     Fetched,
+    /// Fetched from JetStream as a canary while a hold paused fetching (`fetch`): a fetched
+    /// message in every way, whose settlement lets the next canary go.
+    Canary,
     /// A chunk of a draining lot ([`super::parking::Parking::take_ready`]): these messages
     /// went through the policy steps when they were fetched, and must not again (encryption,
     /// custody and the rest are not idempotent).
@@ -74,7 +77,9 @@ pub(super) async fn process(
     // this batch's policy work overlaps their writes (on another core) instead of queueing
     // behind them. Nothing that depends on the earlier batches (parking, settlement) moves.
     let (batch, refused, rejections) = match origin {
-        Origin::Fetched | Origin::Rescued | Origin::Redriven => apply_policies(ctx, batch, origin != Origin::Fetched),
+        Origin::Fetched | Origin::Canary | Origin::Rescued | Origin::Redriven => {
+            apply_policies(ctx, batch, matches!(origin, Origin::Rescued | Origin::Redriven))
+        }
         Origin::Parked => (batch, Batch::default(), Vec::new()),
     };
     if !waits.is_empty() {
@@ -136,6 +141,8 @@ async fn write(ctx: &Ctx, batch: &Batch<Handle>) -> Vec<MessageOutcome> {
     } else {
         keep_alive(ctx, &batch.handles, crate::otel::scope(ids, write)).await
     };
+    ctx.evidence.observe(&batch.envelopes, &outcomes, writing);
+    ctx.holds.note_throttled(outcomes.iter().filter(|o| o.throttled()).count());
     let exemplar = ids.filter(|i| i.sampled).map(|i| (i.trace_hex(), i.span_hex()));
     ctx.metrics.observe_traced(TimingId::SinkBatchWriteSeconds, writing.elapsed().as_secs_f64(), exemplar);
     if let Some(span) = span {

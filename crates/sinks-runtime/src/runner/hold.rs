@@ -1,34 +1,41 @@
-//! Riding out a destination outage (`delivery.outage_hold_seconds`): back-pressure instead of
-//! burning deliveries.
+//! Riding out a destination outage or its throttling (`delivery.outage_hold_seconds`):
+//! back-pressure instead of burning deliveries.
 //!
 //! A batch in which every message failed temporarily (or was held back behind such a
-//! failure) means the destination is down, not that its messages are bad. Settling them as
-//! usual would NAK them, and every redelivery during the outage would use one of their
-//! `max_deliver` deliveries until they are dead-lettered for nothing. Instead [`ride_out`]:
+//! failure) means the destination is down, not that its messages are bad; a message the
+//! destination throttled (HTTP 429, S3 `SlowDown`, too many connections) met the
+//! destination's limit, whatever happened to its batch-mates. Settling them as usual would NAK
+//! them, and every redelivery would use one of their `max_deliver` deliveries until they are
+//! dead-lettered for nothing. Instead [`ride_out`]:
 //! - keeps the messages unacknowledged with in-progress heartbeats (`+WPI`: AckWait starts
 //!   again, no delivery is used);
-//! - stops the fetch loop from fetching anything new (`outage::Holds::paused`), so what is
-//!   still in the stream is not delivered (and spends nothing) either; with a fan-out the other
-//!   targets go on, and only the messages that need the target that is down are held (their failures
-//!   carry [`SinkError::is_outage`]); the consumer's `max_ack_pending` bounds how many;
-//! - probes the destination with backoff and jitter (its health check), and writes the held
-//!   messages again once it answers;
-//! - resumes as soon as a write makes them durable or fails them for another reason (a
-//!   partial failure is no outage: it settles as it always did), and gives up holding when
-//!   the destination answers its health check yet the write fails again three times (the
-//!   messages fail on their own: a single message's batch looks like an outage at first);
-//! - after `delivery.outage_hold_seconds` releases them to their normal course (the gate
-//!   NAKs them with backoff; each later hold costs one delivery), and on a stop request
-//!   settles them at once, as a stop always did.
+//! - stops the fetch loop from fetching anything new (`outage::Holds::paused`), except one
+//!   canary message now and then (`fetch`), so what is still in the stream spends nothing
+//!   either; with a fan-out the other targets go on, and only the messages that need the target
+//!   that is down or throttling are held; the consumer's `max_ack_pending` bounds how many;
+//! - waits with backoff and jitter (at least the `Retry-After` the destination asked for), then
+//!   writes again: everything held when the destination answers its health check, when a
+//!   write elsewhere stored something since the hold began, or when only throttled messages
+//!   are held; otherwise one message of the batch (the first of its ordering key, a
+//!   different one each time), so a destination whose health check cannot say (`OPTIONS`
+//!   answered 501, a health URL that lies) is still noticed the moment it takes writes;
+//! - lets a message go as soon as a write makes it durable or fails it for another reason;
+//!   a temporary failure while the destination demonstrably stores other writes (a probe of
+//!   the same batch, another batch, a canary) is the message's own: it leaves too and is
+//!   remembered (`evidence`), so its next delivery is not held again. When the stream has
+//!   nothing else to try and the destination answers its health check, three failed writes
+//!   and [`HEALTH_VERDICT_AFTER`] make the same verdict;
+//! - after `delivery.outage_hold_seconds` releases what is still held to its normal course
+//!   (the gate NAKs it with backoff; each later hold costs one delivery), and on a stop
+//!   request settles it at once, as a stop always did.
 //!
 //! One log line when the first batch starts holding (what is held, fetching paused), one per
-//! `outage::OUTAGE_LOG_INTERVAL` while it lasts, one when the last held batch ends; the gauges
-//! `destination_outage` and `outage_held_messages`, the counter
-//! `destination_outage_paused_seconds`, and `/readyz` not ready meanwhile. Those lines and
-//! gauges, and the pause, belong to the holds' state (`outage::Holds`), which the run's
-//! context keeps; this module is the task that holds a batch.
-//!
-//! [`SinkError::is_outage`]: sinks_contract::SinkError::is_outage
+//! `outage::OUTAGE_LOG_INTERVAL` while it lasts with the latest failure, one when the last
+//! held batch ends; the gauges `destination_outage` and `outage_held_messages`, the counters
+//! `destination_outage_paused_seconds`, `destination_held_seconds` and
+//! `destination_throttled_seconds`, and `/readyz` not ready meanwhile. Those lines and gauges,
+//! and the pause, belong to the holds' state (`outage::Holds`), which the run's context keeps;
+//! this module is the task that holds a batch.
 
 use std::time::{Duration, Instant};
 
@@ -38,34 +45,66 @@ use sinks_contract::sink::MessageOutcome;
 use super::context::Ctx;
 use super::handle::Handle;
 use super::heartbeat::{hold_while, keep_alive};
-use super::outage::Ended;
+use super::outage::{Ended, HoldKind};
 
 /// First delay between probes; it doubles up to [`PROBE_MAX`].
 const PROBE_BASE: Duration = Duration::from_millis(250);
-/// Longest delay between probes.
-const PROBE_MAX: Duration = Duration::from_secs(5);
+/// Longest delay between probes: the end of an outage is noticed within it.
+pub(super) const PROBE_MAX: Duration = Duration::from_secs(5);
 /// Writes that fail again although the destination answered its health check before each,
-/// after which the held messages are taken to fail on their own (no outage).
+/// after which (with nothing else in the stream to try, and [`HEALTH_VERDICT_AFTER`] gone)
+/// the held messages are taken to fail on their own.
 const HEALTHY_FAILURES: u32 = 3;
+/// How long the health check's word alone takes to outweigh failing writes.
+const HEALTH_VERDICT_AFTER: Duration = Duration::from_secs(10);
 
-/// Which messages of a write are held through an outage: every one, when each failed
-/// temporarily or was held back behind such a failure (the destination is down); with a
-/// fan-out, the temporary failures marked as their target's outage and the messages held
-/// back behind them. Empty otherwise: a partial failure is no outage. Pure.
-pub(super) fn held_positions(fanout: bool, envelopes: &[Envelope], outcomes: &[MessageOutcome]) -> Vec<usize> {
-    let all_down = outcomes.iter().any(MessageOutcome::failed_temporarily)
-        && outcomes.iter().all(|o| o.failed_temporarily() || matches!(o, MessageOutcome::HeldBack));
-    if !fanout {
-        return if all_down { (0..outcomes.len()).collect() } else { Vec::new() };
+/// What one message's outcome means for its hold.
+fn down(o: &MessageOutcome) -> bool {
+    o.failed_temporarily()
+}
+
+/// Which messages of a write are held: every message the destination throttled, with the
+/// messages held back behind it (its ordering key); and, when every message failed
+/// temporarily or was held back (the destination is down), every one, unless each of the
+/// failures failed on its own before (`alone`) while no other batch holds (`holding`): a
+/// poison message redelivered alone is no outage. With a fan-out (`fanout`), the temporary
+/// failures marked as their target's outage instead, with what is held back behind them.
+/// Empty otherwise: a partial failure is no outage. Pure.
+pub(super) fn held_positions(
+    fanout: bool,
+    envelopes: &[Envelope],
+    outcomes: &[MessageOutcome],
+    alone: &dyn Fn(u64) -> bool,
+    holding: bool,
+) -> Vec<usize> {
+    let all_down =
+        outcomes.iter().any(down) && outcomes.iter().all(|o| down(o) || matches!(o, MessageOutcome::HeldBack));
+    let poison_alone = || {
+        envelopes
+            .iter()
+            .zip(outcomes)
+            .filter(|(_, o)| down(o) && !o.throttled())
+            .all(|(e, _)| alone(e.jetstream().stream_sequence))
+    };
+    if !fanout && all_down && (holding || !poison_alone()) {
+        return (0..outcomes.len()).collect();
     }
-    let down = |o: &MessageOutcome| matches!(o, MessageOutcome::Failed(e) if !e.is_permanent() && e.is_outage());
+    let heads = |o: &MessageOutcome| {
+        o.throttled() || (fanout && matches!(o, MessageOutcome::Failed(e) if !e.is_permanent() && e.is_outage()))
+    };
+    behind(envelopes, outcomes, heads)
+}
+
+/// The positions whose outcome `head` picks, with the messages held back behind them (the
+/// same ordering key).
+fn behind(envelopes: &[Envelope], outcomes: &[MessageOutcome], head: impl Fn(&MessageOutcome) -> bool) -> Vec<usize> {
     let keys: Vec<_> =
-        envelopes.iter().zip(outcomes).filter(|(_, o)| down(o)).filter_map(|(e, _)| e.order_key()).collect();
+        envelopes.iter().zip(outcomes).filter(|(_, o)| head(o)).filter_map(|(e, _)| e.order_key()).collect();
     outcomes
         .iter()
         .enumerate()
         .filter(|(i, o)| {
-            down(o)
+            head(o)
                 || (matches!(o, MessageOutcome::HeldBack)
                     && envelopes[*i].order_key().is_some_and(|k| keys.contains(&k)))
         })
@@ -80,10 +119,70 @@ fn probe_delay(attempt: u32, sample: f64) -> Duration {
     full.mul_f64(0.5 + sample.clamp(0.0, 1.0) / 2.0)
 }
 
-/// Holds the messages of `envelopes` (with `handles`) whose `outcomes` show a destination
-/// outage until the destination answers again, `delivery.outage_hold_seconds` passes or a
-/// stop is requested (see the module documentation); returns the outcomes to settle, those
-/// of the last write for the held messages.
+/// The messages a one-message probe may write: each held position that is the first held
+/// message of its ordering key (or has none), so a probe never overtakes its key.
+fn probe_heads(held: &[usize], envelopes: &[Envelope]) -> Vec<usize> {
+    let mut seen = Vec::new();
+    let mut heads = Vec::new();
+    for &i in held {
+        match envelopes[i].order_key() {
+            Some(key) if seen.contains(&key) => {}
+            Some(key) => {
+                seen.push(key);
+                heads.push(i);
+            }
+            None => heads.push(i),
+        }
+    }
+    heads
+}
+
+/// Which held messages stay held after a write: a throttled one does; a temporary failure
+/// does unless the destination is shown to store writes (`up`: then it failed on its own and
+/// goes, listed in the second vector); a message held back stays while an earlier message of
+/// its key stays; anything else (durable, permanent, pending) goes. Pure.
+pub(super) fn still_held(
+    held: &[usize],
+    envelopes: &[Envelope],
+    outcomes: &[MessageOutcome],
+    up: bool,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut stay: Vec<usize> = Vec::new();
+    let mut alone = Vec::new();
+    for &i in held {
+        let o = &outcomes[i];
+        let keep = if o.throttled() {
+            true
+        } else if down(o) {
+            if up {
+                alone.push(i);
+            }
+            !up
+        } else if matches!(o, MessageOutcome::HeldBack) {
+            let key = envelopes[i].order_key();
+            key.is_some() && stay.iter().any(|&j| envelopes[j].order_key() == key)
+        } else {
+            false
+        };
+        if keep {
+            stay.push(i);
+        }
+    }
+    (stay, alone)
+}
+
+/// The latest failure among `positions`, for the log.
+fn reason_of(outcomes: &[MessageOutcome], positions: &[usize]) -> Option<String> {
+    positions.iter().find_map(|&i| match &outcomes[i] {
+        MessageOutcome::Failed(e) => Some(e.display_chain()),
+        _ => None,
+    })
+}
+
+/// Holds the messages of `envelopes` (with `handles`) whose `outcomes` show an outage or
+/// throttling until they can be written, `delivery.outage_hold_seconds` passes or a stop is
+/// requested (see the module documentation); returns the outcomes to settle, those of the
+/// last write for the held messages.
 pub(super) async fn ride_out(
     ctx: &Ctx,
     envelopes: &[Envelope],
@@ -95,29 +194,38 @@ pub(super) async fn ride_out(
         return outcomes;
     }
     let fanout = ctx.sink.name() == "fanout";
-    let held = held_positions(fanout, envelopes, &outcomes);
+    let alone = |seq| ctx.evidence.failed_alone(seq);
+    let mut held = held_positions(fanout, envelopes, &outcomes, &alone, ctx.holds.active());
     if held.is_empty() {
         return outcomes;
     }
-    let reason = outcomes
-        .iter()
-        .find_map(|o| match o {
-            MessageOutcome::Failed(e) => Some(e.display_chain()),
-            _ => None,
-        })
-        .unwrap_or_default();
+    let kind = if held.iter().all(|&i| !down(&outcomes[i]) || outcomes[i].throttled()) {
+        HoldKind::Throttled
+    } else {
+        HoldKind::Outage
+    };
+    let mut reason = reason_of(&outcomes, &held).unwrap_or_default();
+    let count = held.len();
     let batch: Vec<Envelope> = held.iter().map(|&i| envelopes[i].clone()).collect();
     let acks: Vec<Handle> = held.iter().map(|&i| handles[i].clone()).collect();
     let pause = !fanout;
-    ctx.holds.enter(&batch, pause, &reason);
+    ctx.holds.enter(&batch, pause, &reason, kind);
+    drop(batch);
     let started = Instant::now();
-    let mut latest: Option<Vec<MessageOutcome>> = None;
-    let mut attempt = 0u32;
-    let mut healthy_failures = 0u32;
+    let (mut attempt, mut healthy_failures, mut turn) = (0u32, 0u32, 0usize);
+    let mut left_alone = false;
     let ended = loop {
         attempt += 1;
+        let asked = held
+            .iter()
+            .filter_map(|&i| match &outcomes[i] {
+                MessageOutcome::Failed(e) => e.retry_after(),
+                _ => None,
+            })
+            .max()
+            .unwrap_or_default();
         let left = limit.saturating_sub(started.elapsed());
-        let delay = probe_delay(attempt, rand::random::<f64>()).min(left);
+        let delay = probe_delay(attempt, rand::random::<f64>()).max(asked).min(left);
         let mut stop = ctx.stop.clone();
         let stopped = hold_while(ctx, &[&acks], async {
             tokio::select! {
@@ -133,29 +241,77 @@ pub(super) async fn ride_out(
         if started.elapsed() >= limit {
             break Ended::Released;
         }
-        if keep_alive(ctx, &acks, ctx.sink.health_check()).await.is_err() {
-            continue;
+        let throttled_only = held.iter().all(|&i| !down(&outcomes[i]) || outcomes[i].throttled());
+        let elsewhere = ctx.evidence.committed_since(started);
+        let healthy = !(elsewhere || throttled_only) && keep_alive(ctx, &acks, ctx.sink.health_check()).await.is_ok();
+        let everything = elsewhere || throttled_only || healthy;
+        let first: Vec<usize> = if everything {
+            held.clone()
+        } else {
+            let heads = probe_heads(&held, envelopes);
+            turn += 1;
+            vec![heads[turn % heads.len().max(1)]]
+        };
+        let mut stored = write_again(ctx, &acks, envelopes, &first, &mut outcomes).await;
+        if stored && !everything {
+            // The probe went through: the destination is back; the rest goes now.
+            let rest: Vec<usize> = held.iter().copied().filter(|i| !first.contains(i)).collect();
+            stored |= write_again(ctx, &acks, envelopes, &rest, &mut outcomes).await;
         }
-        let again =
-            keep_alive(ctx, &acks, sinks_contract::sink::write_isolating(ctx.sink.as_ref(), &batch, ctx.write_budget))
-                .await;
-        let still = held_positions(fanout, &batch, &again).len() == batch.len();
-        latest = Some(again);
-        if !still {
-            break Ended::Recovered;
+        if let Some(latest) = reason_of(&outcomes, &held) {
+            reason = latest;
         }
-        healthy_failures += 1;
-        if healthy_failures >= HEALTHY_FAILURES {
-            break Ended::NotAnOutage;
+        let up = stored || ctx.evidence.committed_since(started);
+        let (stay, alone) = still_held(&held, envelopes, &outcomes, up);
+        if !alone.is_empty() {
+            left_alone = true;
+            ctx.evidence.remember_alone(alone.iter().map(|&i| envelopes[i].jetstream().stream_sequence));
+        }
+        held = stay;
+        if held.is_empty() {
+            break if left_alone { Ended::NotAnOutage } else { Ended::Recovered };
+        }
+        if healthy && !stored {
+            healthy_failures += 1;
+            if healthy_failures >= HEALTHY_FAILURES
+                && ctx.evidence.drained()
+                && started.elapsed() >= HEALTH_VERDICT_AFTER
+                && !held.iter().any(|&i| outcomes[i].throttled())
+            {
+                ctx.evidence.remember_alone(
+                    held.iter().filter(|&&i| down(&outcomes[i])).map(|&i| envelopes[i].jetstream().stream_sequence),
+                );
+                break Ended::NotAnOutage;
+            }
         }
     };
-    ctx.holds.leave(batch.len(), pause, ended);
-    if let Some(latest) = latest {
-        for (i, outcome) in held.into_iter().zip(latest) {
-            outcomes[i] = outcome;
-        }
-    }
+    ctx.holds.leave(count, pause, ended, kind);
     outcomes
+}
+
+/// Writes the messages at `positions` again (heartbeating `acks`), records the outcomes into
+/// `outcomes` and reports them as evidence; true when anything was stored.
+async fn write_again(
+    ctx: &Ctx,
+    acks: &[Handle],
+    envelopes: &[Envelope],
+    positions: &[usize],
+    outcomes: &mut [MessageOutcome],
+) -> bool {
+    if positions.is_empty() {
+        return false;
+    }
+    let batch: Vec<Envelope> = positions.iter().map(|&i| envelopes[i].clone()).collect();
+    let began = Instant::now();
+    let again =
+        keep_alive(ctx, acks, sinks_contract::sink::write_isolating(ctx.sink.as_ref(), &batch, ctx.write_budget)).await;
+    ctx.evidence.observe(&batch, &again, began);
+    ctx.holds.note_throttled(again.iter().filter(|o| o.throttled()).count());
+    let stored = again.iter().any(MessageOutcome::is_durable);
+    for (&i, outcome) in positions.iter().zip(again) {
+        outcomes[i] = outcome;
+    }
+    stored
 }
 
 #[cfg(test)]
@@ -174,6 +330,7 @@ mod tests {
                     'c' => MessageOutcome::Committed,
                     't' => MessageOutcome::temporary("down"),
                     'o' => MessageOutcome::Failed(SinkError::temporary("target down").with_outage()),
+                    'r' => MessageOutcome::Failed(SinkError::throttled("429")),
                     'p' => MessageOutcome::permanent("bad"),
                     'h' => MessageOutcome::HeldBack,
                     'w' => MessageOutcome::Pending,
@@ -185,9 +342,10 @@ mod tests {
     }
 
     #[test]
-    fn what_is_held_through_an_outage() {
+    fn what_is_held() {
+        let never = |_: u64| false;
         // (fan-out?, outcomes, held positions)
-        let rows: [(bool, &str, &[usize]); 10] = [
+        let rows: [(bool, &str, &[usize]); 16] = [
             (false, "tttt", &[0, 1, 2, 3]),
             (false, "thth", &[0, 1, 2, 3]),
             (false, "tctt", &[]),
@@ -195,15 +353,65 @@ mod tests {
             (false, "hhhh", &[]),
             (false, "twtt", &[]),
             (false, "", &[]),
+            // Throttled messages are held whatever their batch-mates did, with what is held
+            // back behind them (s.k0: positions 0, 2, 4; s.k1: 1, 3, 5).
+            (false, "rccc", &[0]),
+            (false, "rchc", &[0, 2]),
+            (false, "crch", &[1, 3]),
+            (false, "rrrr", &[0, 1, 2, 3]),
+            (false, "rtrt", &[0, 1, 2, 3]),
             (true, "tttt", &[]),
             (true, "ocot", &[0, 2]),
             // A message held back behind an outage failure of its key (s.k0) is held with it.
             (true, "ochh", &[0, 2]),
+            (true, "crcc", &[1]),
         ];
         for (fanout, outcomes, want) in rows {
             let (envelopes, outcomes) = batch(outcomes);
-            assert_eq!(held_positions(fanout, &envelopes, &outcomes), want, "{fanout} {outcomes:?}");
+            assert_eq!(held_positions(fanout, &envelopes, &outcomes, &never, false), want, "{fanout} {outcomes:?}");
         }
+    }
+
+    #[test]
+    fn a_batch_of_messages_that_failed_alone_before_is_no_outage_unless_one_is_held() {
+        let alone = |seq: u64| seq == 1 || seq == 2;
+        let (envelopes, outcomes) = batch("tt");
+        assert_eq!(held_positions(false, &envelopes, &outcomes, &alone, false), Vec::<usize>::new());
+        assert_eq!(held_positions(false, &envelopes, &outcomes, &alone, true), vec![0, 1], "an outage is on");
+        let (envelopes, outcomes) = batch("ttt");
+        assert_eq!(held_positions(false, &envelopes, &outcomes, &alone, false), vec![0, 1, 2], "3 is new");
+        let (envelopes, outcomes) = batch("tr");
+        assert_eq!(held_positions(false, &envelopes, &outcomes, &alone, false), vec![1], "throttled is held");
+    }
+
+    #[test]
+    fn after_a_write_what_stays_held() {
+        // (outcomes after the write, destination shown up?, stays, left alone)
+        let rows: [(&str, bool, &[usize], &[usize]); 6] = [
+            ("tttt", false, &[0, 1, 2, 3], &[]),
+            ("tttt", true, &[], &[0, 1, 2, 3]),
+            ("ctct", true, &[], &[1, 3]),
+            // A throttled message keeps what is held back behind it (s.k0: 0 and 2).
+            ("rchc", true, &[0, 2], &[]),
+            // s.k0 (0, 2) still failing keeps its held-back message; s.k1's blocker is stored.
+            ("tchh", false, &[0, 2], &[]),
+            ("pcwh", false, &[], &[]),
+        ];
+        for (outcomes, up, stay, alone) in rows {
+            let (envelopes, outcomes) = batch(outcomes);
+            let held: Vec<usize> = (0..outcomes.len()).collect();
+            let (s, a) = still_held(&held, &envelopes, &outcomes, up);
+            assert_eq!((s.as_slice(), a.as_slice()), (stay, alone), "{outcomes:?} up={up}");
+        }
+    }
+
+    #[test]
+    fn a_probe_writes_only_the_first_message_of_a_key() {
+        let (envelopes, _) = batch("tttt");
+        assert_eq!(probe_heads(&[0, 1, 2, 3], &envelopes), vec![0, 1]);
+        assert_eq!(probe_heads(&[2, 3], &envelopes), vec![2, 3]);
+        let unkeyed: Vec<Envelope> = envelopes.iter().cloned().map(|e| e.with_order_key(None)).collect();
+        assert_eq!(probe_heads(&[0, 1, 2, 3], &unkeyed), vec![0, 1, 2, 3]);
     }
 
     #[test]

@@ -43,6 +43,7 @@
 
 mod batch;
 mod context;
+mod evidence;
 mod fetch;
 mod forward;
 mod guard;
@@ -375,6 +376,7 @@ async fn run_inner(
         guard: Arc::clone(&guard),
         js: js.clone(),
         holds: Holds::new(metrics.clone(), sink.name(), config.delivery.outage_hold_seconds),
+        evidence: Default::default(),
         stop: stop.clone(),
     });
     let lag = tokio::spawn(watch_stream(
@@ -514,6 +516,7 @@ pub async fn redrive(
         guard: Arc::new(Guard::off(&config, metrics.clone())),
         js,
         holds: Holds::new(metrics.clone(), sink.name(), 0),
+        evidence: Default::default(),
         stop,
         config,
     };

@@ -268,12 +268,39 @@ pub(super) struct Holds {
 struct State {
     batches: usize,
     pausing: usize,
+    /// Batches held for throttling (every held message throttled).
+    throttling: usize,
     messages: usize,
     since: Option<Instant>,
     logged: Option<Instant>,
     /// When the paused time was last added to its counter.
     counted: Option<Instant>,
+    /// When the held and throttled times were last added to their counters.
+    held_counted: Option<Instant>,
+    throttled_counted: Option<Instant>,
     released: u64,
+    /// The kind of the hold that began the current period (for its lines).
+    kind: Option<HoldKind>,
+}
+
+/// Why a batch is held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum HoldKind {
+    /// The destination is down.
+    Outage,
+    /// The destination throttled every held message (its own limit).
+    Throttled,
+}
+
+/// Adds the whole seconds since `*since` to `counter` and moves `*since` on by them.
+fn count_seconds(metrics: &Metrics, counter: CounterId, since: &mut Option<Instant>, now: Instant) {
+    if let Some(at) = *since {
+        let whole = now.duration_since(at).as_secs();
+        if whole > 0 {
+            metrics.inc(counter, whole);
+            *since = Some(at + Duration::from_secs(whole));
+        }
+    }
 }
 
 /// How a batch's hold ended.
@@ -283,8 +310,8 @@ pub(super) enum Ended {
     Recovered,
     /// `delivery.outage_hold_seconds` passed.
     Released,
-    /// The destination answered its health check, yet the held messages kept failing: they
-    /// fail on their own, not for an outage.
+    /// The destination took other writes (or answered its health check with nothing else to
+    /// try), yet held messages kept failing: they fail on their own, not for an outage.
     NotAnOutage,
     /// A stop was requested.
     Stopped,
@@ -316,29 +343,63 @@ impl Holds {
         }
     }
 
-    pub(super) fn enter(&self, batch: &[Envelope], pause: bool, reason: &str) {
+    /// True while a batch is held.
+    pub(super) fn active(&self) -> bool {
+        self.lock().batches > 0
+    }
+
+    /// Counts messages the destination throttled.
+    pub(super) fn note_throttled(&self, messages: usize) {
+        if messages > 0 {
+            self.metrics.inc(CounterId::MessagesThrottled, messages as u64);
+        }
+    }
+
+    pub(super) fn enter(&self, batch: &[Envelope], pause: bool, reason: &str, kind: HoldKind) {
         let messages = batch.len();
         let now = Instant::now();
         let mut s = self.lock();
         s.batches += 1;
         s.messages += messages;
         s.pausing += usize::from(pause);
+        if kind == HoldKind::Throttled {
+            if s.throttling == 0 {
+                s.throttled_counted = Some(now);
+            }
+            s.throttling += 1;
+        }
         if s.since.is_none() {
             s.since = Some(now);
             s.logged = Some(now);
             s.counted = Some(now);
-            tracing::warn!(
-                sink = self.sink.as_str(),
-                messages,
-                first_sequence = batch.first().map_or(0, |e| e.jetstream().stream_sequence),
-                last_sequence = batch.last().map_or(0, |e| e.jetstream().stream_sequence),
-                class = "temporary",
-                fetching = if pause { "paused" } else { "goes on for the other targets" },
-                hold_limit_s = self.limit_s,
-                reason,
-                "destination unavailable: holding the batch unacknowledged (in-progress heartbeats, no delivery \
+            s.held_counted = Some(now);
+            s.kind = Some(kind);
+            if kind == HoldKind::Throttled {
+                tracing::warn!(
+                    sink = self.sink.as_str(),
+                    messages,
+                    first_sequence = batch.first().map_or(0, |e| e.jetstream().stream_sequence),
+                    last_sequence = batch.last().map_or(0, |e| e.jetstream().stream_sequence),
+                    fetching = if pause { "paused" } else { "goes on for the other targets" },
+                    hold_limit_s = self.limit_s,
+                    reason,
+                    "destination throttling: holding the throttled messages unacknowledged (in-progress heartbeats, no \
+                     delivery used) until its Retry-After"
+                );
+            } else {
+                tracing::warn!(
+                    sink = self.sink.as_str(),
+                    messages,
+                    first_sequence = batch.first().map_or(0, |e| e.jetstream().stream_sequence),
+                    last_sequence = batch.last().map_or(0, |e| e.jetstream().stream_sequence),
+                    class = "temporary",
+                    fetching = if pause { "paused" } else { "goes on for the other targets" },
+                    hold_limit_s = self.limit_s,
+                    reason,
+                    "destination unavailable: holding the batch unacknowledged (in-progress heartbeats, no delivery \
                  used) and probing the destination"
-            );
+                );
+            }
         }
         self.metrics.set(GaugeId::DestinationOutage, 1.0);
         self.metrics.set(GaugeId::OutageHeldMessages, s.messages as f64);
@@ -352,32 +413,55 @@ impl Holds {
     pub(super) fn tick(&self, reason: &str) {
         let now = Instant::now();
         let mut s = self.lock();
-        if let Some(counted) = s.counted {
-            let whole = now.duration_since(counted).as_secs();
-            if whole > 0 && s.pausing > 0 {
-                self.metrics.inc(CounterId::DestinationOutagePausedSeconds, whole);
-                s.counted = Some(counted + Duration::from_secs(whole));
-            }
+        if s.pausing > 0 {
+            count_seconds(&self.metrics, CounterId::DestinationOutagePausedSeconds, &mut s.counted, now);
+        }
+        count_seconds(&self.metrics, CounterId::DestinationHeldSeconds, &mut s.held_counted, now);
+        if s.throttling > 0 {
+            count_seconds(&self.metrics, CounterId::DestinationThrottledSeconds, &mut s.throttled_counted, now);
         }
         if s.logged.is_some_and(|at| now.duration_since(at) >= OUTAGE_LOG_INTERVAL) {
             s.logged = Some(now);
-            tracing::warn!(
-                sink = self.sink.as_str(),
-                outage_seconds = s.since.map_or(0, |t| now.duration_since(t).as_secs()),
-                batches = s.batches,
-                messages = s.messages,
-                reason,
-                "destination still unavailable: messages held, fetching paused"
-            );
+            let outage_seconds = s.since.map_or(0, |t| now.duration_since(t).as_secs());
+            let (batches, messages) = (s.batches, s.messages);
+            let sink = self.sink.as_str();
+            if s.kind == Some(HoldKind::Throttled) {
+                tracing::warn!(
+                    sink,
+                    outage_seconds,
+                    batches,
+                    messages,
+                    reason,
+                    "destination still throttling: messages held, fetching paused"
+                );
+            } else {
+                tracing::warn!(
+                    sink,
+                    outage_seconds,
+                    batches,
+                    messages,
+                    reason,
+                    "destination still unavailable: messages held, fetching paused"
+                );
+            }
         }
     }
 
-    pub(super) fn leave(&self, messages: usize, pause: bool, ended: Ended) {
+    pub(super) fn leave(&self, messages: usize, pause: bool, ended: Ended, kind: HoldKind) {
         let now = Instant::now();
         let mut s = self.lock();
         s.batches -= 1;
         s.messages -= messages;
         s.pausing -= usize::from(pause);
+        if kind == HoldKind::Throttled {
+            s.throttling -= 1;
+            if s.throttling == 0 {
+                let since = s.throttled_counted.take();
+                if let Some(at) = since {
+                    self.metrics.inc(CounterId::DestinationThrottledSeconds, now.duration_since(at).as_secs());
+                }
+            }
+        }
         if ended == Ended::Released {
             s.released += messages as u64;
             self.metrics.inc(CounterId::MessagesReleasedAfterOutageHold, messages as u64);
@@ -392,8 +476,16 @@ impl Holds {
         if s.batches > 0 {
             return;
         }
+        if let Some(at) = s.held_counted {
+            self.metrics.inc(CounterId::DestinationHeldSeconds, now.duration_since(at).as_secs());
+        }
         let outage_seconds = s.since.map_or(0, |t| now.duration_since(t).as_secs());
         match ended {
+            Ended::Recovered if s.kind == Some(HoldKind::Throttled) => tracing::info!(
+                sink = self.sink.as_str(),
+                throttled_seconds = outage_seconds,
+                "destination throttling over: the held messages were written; fetching resumes"
+            ),
             Ended::Recovered => tracing::info!(
                 sink = self.sink.as_str(),
                 outage_seconds,
@@ -415,8 +507,8 @@ impl Holds {
             Ended::NotAnOutage => tracing::warn!(
                 sink = self.sink.as_str(),
                 outage_seconds,
-                "the destination answers its health check but the held messages keep failing: they are settled as \
-                 usual (NAKed with backoff); fetching resumes"
+                "the destination takes writes but some held messages keep failing: they fail on their own and are \
+                 settled as usual (NAKed with backoff, dead-lettered on their last delivery); fetching resumes"
             ),
         }
         *s = State::default();
