@@ -17,25 +17,14 @@ use async_nats::HeaderMap;
 use bytes::Bytes;
 use serde_json::json;
 use sink_s3::certify::S3Harness;
-use sinks_testkit::{
-    FaultProxy, HttpTestServer, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, cannot_run, read_stream, stream_with_subjects,
-    unique, wait_until,
-};
+use sinks_testkit::{FaultProxy, HttpTestServer, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, cannot_run, wait_until};
 use sinks_toolkit::batch::{BatchCompression, Format, encode};
-use support::{Env, Sink, env};
+use support::{Env, Sink, dead_lettered, dlq_stream, env};
 
 /// How long the destination is down.
 const OUTAGE: Duration = Duration::from_secs(10);
 const KEY_ENV: &str = "E2E_OUTAGE_S3_ACCESS_KEY_ID";
 const SECRET_ENV: &str = "E2E_OUTAGE_S3_SECRET_ACCESS_KEY";
-
-/// A dead-letter stream for `e`: its name and the subject the config sends to.
-async fn dlq(e: &Env) -> (String, String) {
-    let stream = unique("OUTDLQ");
-    let subject = format!("{}.dead", stream.to_lowercase());
-    stream_with_subjects(&e.js, &stream, &[&subject]).await;
-    (stream, subject)
-}
 
 /// Publishes `n` messages on 4 subjects, one every `every`, as steady traffic (the subject
 /// of message `i` is `<root>.orders.k{i % 4}`; no message ids: keys are stream sequences).
@@ -60,17 +49,6 @@ fn outage(after: Duration, down: impl Fn(bool) + Send + 'static) -> tokio::task:
         tokio::time::sleep(OUTAGE).await;
         down(false);
     })
-}
-
-/// The dead-lettered stream sequences.
-async fn dead_lettered(e: &Env, dlq_stream: &str) -> Vec<u64> {
-    read_stream(&e.js, dlq_stream)
-        .await
-        .iter()
-        .map(|(_, _, _, body)| {
-            serde_json::from_slice::<serde_json::Value>(body).unwrap()["stream_sequence"].as_u64().unwrap()
-        })
-        .collect()
 }
 
 /// The stream sequences an HTTP endpoint stored, with how often each was answered as new.
@@ -108,7 +86,7 @@ fn http_config(
 /// dead-lettered, every message stored exactly once. The endpoint, for more checks.
 async fn through_an_http_outage(n: u64, workers: usize) -> Arc<HttpTestServer> {
     let e = env().await;
-    let (dlq_stream, dlq_subject) = dlq(&e).await;
+    let (dlq_stream, dlq_subject) = dlq_stream(&e).await;
     let endpoint = Arc::new(HttpTestServer::start().await.unwrap());
     endpoint.set_keep_bodies(false);
     let config = http_config(&e, &endpoint, &dlq_subject, json!({"max_deliver": 3, "ack_wait_seconds": 4}));
@@ -168,7 +146,7 @@ async fn s3_in_batch_mode_waits_out_ten_seconds_of_503_with_nothing_dead_lettere
     let bucket = h.bucket().await.unwrap();
     let proxy = Arc::new(FaultProxy::start(h.endpoint(), 0, None).await.unwrap());
     let e = env().await;
-    let (dlq_stream, dlq_subject) = dlq(&e).await;
+    let (dlq_stream, dlq_subject) = dlq_stream(&e).await;
     let sink = json!({"type": "s3", "bucket": bucket.name(), "prefix": "lake", "endpoint_url": proxy.url(),
                       "allow_http_for_local_testing": true, "region_name": "us-east-1",
                       "credential_mode": "environment", "aws_access_key_id_env": KEY_ENV,
@@ -215,7 +193,7 @@ async fn s3_in_batch_mode_waits_out_ten_seconds_of_503_with_nothing_dead_lettere
 async fn the_rescue_waits_for_an_endpoint_that_is_down_instead_of_dead_lettering() {
     const N: u64 = 300;
     let e = env().await;
-    let (dlq_stream, dlq_subject) = dlq(&e).await;
+    let (dlq_stream, dlq_subject) = dlq_stream(&e).await;
     let endpoint = HttpTestServer::start().await.unwrap();
     endpoint.set_keep_bodies(false);
     // Every delivery is the last: a worker killed while it holds messages leaves them to

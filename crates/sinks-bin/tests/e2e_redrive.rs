@@ -17,15 +17,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use sinks_testkit::{HttpTestServer, read_stream, stream_with_subjects, unique, wait_until};
-use support::{Env, Sink, env, json, nats_sink, records, sequences, text};
-
-/// A DLQ stream for `e`; returns `(stream, subject)`.
-async fn dlq_stream(e: &Env) -> (String, String) {
-    let name = unique("DLQ");
-    let subject = format!("{}.dead", name.to_lowercase());
-    stream_with_subjects(&e.js, &name, &[&subject]).await;
-    (name, subject)
-}
+use support::{Env, Sink, dlq_stream, env, json, nats_sink, records, sequences, text};
 
 /// The file-sink record path of stream sequence `seq` (subjects `k{(seq-1)%3}`).
 fn record_path(e: &Env, seq: u64) -> PathBuf {

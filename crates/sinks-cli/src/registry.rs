@@ -264,9 +264,16 @@ impl Registry {
     /// What `nats-sink validate` says about the active sink of `section` beyond its type (a
     /// batch mode's objects), for a sample message of `stream` on `subject`.
     pub(crate) fn describe(&self, section: &SinkSection, stream: &str, subject: &str) -> Vec<String> {
-        self.factory(section.kind().unwrap_or_default())
-            .map(|f| f.describe(section, stream, subject))
-            .unwrap_or_default()
+        let mut own = section.clone();
+        let limit = own.0.remove(limit::SECTION).and_then(|v| RateLimit::parse("sink.rate_limit", v).ok());
+        let mut lines = self
+            .factory(section.kind().unwrap_or_default())
+            .map(|f| f.describe(&own, stream, subject))
+            .unwrap_or_default();
+        if let Some(limit) = limit {
+            lines.push(format!("rate limit: {}", limit.describe()));
+        }
+        lines
     }
 
     /// `config` with every sink section's creation switch off (`nats-sink test-sink` without

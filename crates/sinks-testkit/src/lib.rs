@@ -43,8 +43,8 @@ pub use coherence::{
 pub use fault_proxy::FaultProxy;
 #[cfg(feature = "certify")]
 pub use http::{
-    FINGERPRINT_HEADER, HttpFault, HttpServerTls, HttpTestServer, INGEST_PATH, LoggedRequest, RESPONSE_ID_HEADER,
-    StoredRecord, shared_http,
+    FINGERPRINT_HEADER, HealthAnswer, HttpFault, HttpServerTls, HttpTestServer, INGEST_PATH, LoggedRequest,
+    RESPONSE_ID_HEADER, StoredRecord, Strict, Throttle, shared_http,
 };
 pub use kvlite::{
     KVLITE_FREE_DISK_FLOOR, KVLITE_JAVA_OPTS_ENV, KvLite, NOSQL_LIVE_ENV, ORACLE_NOSQL_DIR_ENV, ORACLE_NOSQL_VERSION,

@@ -206,6 +206,25 @@ impl Env {
     }
 }
 
+/// A dead-letter stream for `e`: its name and the subject a config sends to.
+pub async fn dlq_stream(e: &Env) -> (String, String) {
+    let name = unique("DLQ");
+    let subject = format!("{}.dead", name.to_lowercase());
+    stream_with_subjects(&e.js, &name, &[&subject]).await;
+    (name, subject)
+}
+
+/// The stream sequences the dead-letter stream `dlq` holds records of, in its order.
+pub async fn dead_lettered(e: &Env, dlq: &str) -> Vec<u64> {
+    sinks_testkit::read_stream(&e.js, dlq)
+        .await
+        .iter()
+        .map(|(_, _, _, body)| {
+            serde_json::from_slice::<serde_json::Value>(body).unwrap()["stream_sequence"].as_u64().unwrap()
+        })
+        .collect()
+}
+
 /// A JSON payload for message `i`.
 pub fn json(i: usize) -> Bytes {
     Bytes::from(format!(r#"{{"order":{i},"note":"ünïcode"}}"#))

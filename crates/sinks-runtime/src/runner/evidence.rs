@@ -1,8 +1,9 @@
 //! What the destination has shown of itself, for the outage hold's judgement (`hold`): when it
 //! last made something durable, which messages failed on their own (temporarily, in a write
-//! that stored others), whether the stream has anything left to try as a canary while
-//! fetching is paused, and the one canary in flight. A leaf of the runner: every write reports
-//! here (`forward::write`, the hold's probes), the hold and the fetch loop read it.
+//! that stored others), when a canary (a fresh message fetched while a hold pauses fetching)
+//! last failed as the held ones do, and the canaries in flight. A leaf of the runner: every
+//! write reports here (`forward::write`, the hold's probes), the hold and the fetch loop read
+//! it.
 //!
 //! Why: a batch whose every message failed temporarily looks like an outage, but so does a
 //! message the destination refuses for ever (a poison message answered 503) redelivered alone.
@@ -19,6 +20,9 @@ use sinks_contract::sink::MessageOutcome;
 
 /// How many messages that failed alone are remembered (the oldest are forgotten first).
 const ALONE_REMEMBERED: usize = 4096;
+/// Canaries unsettled at once: one may wait behind a held batch of its ordering key, the next
+/// may have another key.
+const CANARIES: usize = 5;
 
 /// The evidence of one run.
 #[derive(Debug, Default)]
@@ -34,10 +38,10 @@ struct State {
     /// oldest first, and the same as a set.
     alone: VecDeque<u64>,
     alone_set: HashSet<u64>,
-    /// The last canary fetch found nothing: the stream has nothing else to try.
-    drained: bool,
-    /// A canary is fetched, writing or held.
-    canary: bool,
+    /// When the last canary whose write failed entirely (temporarily) was written.
+    canary_down: Option<Instant>,
+    /// Canaries fetched and not settled yet (writing, held, or waiting for their key).
+    canaries: usize,
     /// When the last canary was fetched.
     canary_at: Option<Instant>,
 }
@@ -86,31 +90,35 @@ impl Evidence {
         self.lock().last_commit.is_some_and(|at| at > t)
     }
 
-    /// Notes whether the last fetch while fetching is paused found nothing.
-    pub(super) fn set_drained(&self, drained: bool) {
-        self.lock().drained = drained;
+    /// Takes in a canary's write, begun at `began`: when nothing of it was stored and it
+    /// failed temporarily, the destination fails fresh messages too (an outage).
+    pub(super) fn canary_written(&self, outcomes: &[MessageOutcome], began: Instant) {
+        if outcomes.iter().any(MessageOutcome::failed_temporarily) && !outcomes.iter().any(MessageOutcome::is_durable) {
+            self.lock().canary_down = Some(began);
+        }
     }
 
-    /// True when the stream had nothing else to offer the last time it was asked.
-    pub(super) fn drained(&self) -> bool {
-        self.lock().drained
+    /// True when a canary written after `t` failed as the held messages do.
+    pub(super) fn canary_down_since(&self, t: Instant) -> bool {
+        self.lock().canary_down.is_some_and(|at| at > t)
     }
 
-    /// True (and the canary taken) when a canary may be fetched at `now`: none is in flight
-    /// and none was fetched in the last `every`.
+    /// True (and a canary taken) when a canary may be fetched at `now`: fewer than five are
+    /// unsettled and none was fetched in the last `every`.
     pub(super) fn take_canary(&self, now: Instant, every: Duration) -> bool {
         let mut s = self.lock();
-        if s.canary || s.canary_at.is_some_and(|at| now.duration_since(at) < every) {
+        if s.canaries >= CANARIES || s.canary_at.is_some_and(|at| now.duration_since(at) < every) {
             return false;
         }
-        s.canary = true;
+        s.canaries += 1;
         s.canary_at = Some(now);
         true
     }
 
-    /// The canary has settled (or none came).
+    /// A canary has settled (or none came).
     pub(super) fn canary_done(&self) {
-        self.lock().canary = false;
+        let mut s = self.lock();
+        s.canaries = s.canaries.saturating_sub(1);
     }
 }
 
@@ -173,6 +181,18 @@ mod tests {
     }
 
     #[test]
+    fn a_canary_that_fails_entirely_is_evidence_of_an_outage() {
+        let e = Evidence::default();
+        let t0 = Instant::now();
+        let (_, stored) = write(1, "c");
+        e.canary_written(&stored, t0 + Duration::from_secs(1));
+        assert!(!e.canary_down_since(t0), "stored: no outage");
+        let (_, failed) = write(2, "t");
+        e.canary_written(&failed, t0 + Duration::from_secs(2));
+        assert!(e.canary_down_since(t0) && !e.canary_down_since(t0 + Duration::from_secs(2)));
+    }
+
+    #[test]
     fn the_memory_is_bounded_and_forgets_the_oldest() {
         let e = Evidence::default();
         e.remember_alone(0..(ALONE_REMEMBERED as u64 + 10));
@@ -181,14 +201,18 @@ mod tests {
     }
 
     #[test]
-    fn one_canary_at_a_time_and_not_more_often_than_asked() {
+    fn five_canaries_at_most_and_not_more_often_than_asked() {
         let e = Evidence::default();
         let t0 = Instant::now();
         let every = Duration::from_secs(2);
         assert!(e.take_canary(t0, every));
-        assert!(!e.take_canary(t0 + Duration::from_secs(5), every), "one in flight");
-        e.canary_done();
         assert!(!e.take_canary(t0 + Duration::from_secs(1), every), "too soon");
-        assert!(e.take_canary(t0 + Duration::from_secs(3), every));
+        assert!(e.take_canary(t0 + Duration::from_secs(2), every));
+        assert!(e.take_canary(t0 + Duration::from_secs(4), every));
+        assert!(e.take_canary(t0 + Duration::from_secs(6), every));
+        assert!(e.take_canary(t0 + Duration::from_secs(8), every));
+        assert!(!e.take_canary(t0 + Duration::from_secs(10), every), "five unsettled");
+        e.canary_done();
+        assert!(e.take_canary(t0 + Duration::from_secs(10), every));
     }
 }

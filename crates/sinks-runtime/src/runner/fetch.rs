@@ -46,9 +46,11 @@ pub(super) async fn fetch_loop(
     // Slow start: the first batches are smaller (1/8, 1/4, 1/2 of batch_size), so the first
     // commit and ack come quickly after a start or restart.
     let mut size = delivery.batch_size.div_ceil(8);
-    // The next batch's fetch, already asked for (see below).
+    // The next batch's fetch, already asked for (see below), and its result once taken in
+    // while the current batch waits for a slot (then it is heartbeated with it).
     let mut ahead: Option<(Instant, Ahead)> = None;
-    while !*stop.borrow() || ahead.is_some() {
+    let mut taken_in: Option<(Instant, Result<Vec<Delivery>, FetchError>)> = None;
+    while !*stop.borrow() || ahead.is_some() || taken_in.is_some() {
         // A draining lot's next chunk leaves before anything new is fetched: it is older.
         let ready = {
             let mut parking = ctx.lock_parking();
@@ -58,17 +60,18 @@ pub(super) async fn fetch_loop(
             let Ok(permit) = hold_while(ctx, &[&ready.handles], Arc::clone(&permits).acquire_owned()).await else {
                 break;
             };
-            spawn(ctx, &mut gate, ready, Origin::Parked, permit);
+            spawn(ctx, &mut gate, ready, Origin::Parked, Some(permit));
             continue;
         }
         // Fetch first, then wait for a free slot: the next batch is already here when the
         // current one settles. Everything fetched is processed, even after a stop request.
         let mut canary = false;
-        let (started, fetched) = match ahead.take() {
-            Some((started, task)) => (started, task.await.unwrap_or_else(|e| Err(FetchError::from_task(&e)))),
+        let (started, fetched) = match taken_in.take().map(Ok).unwrap_or_else(|| Err(ahead.take())) {
+            Ok(ready) => ready,
+            Err(Some((started, task))) => (started, task.await.unwrap_or_else(|e| Err(FetchError::from_task(&e)))),
             // The stream's identity changed and nothing was decided: nothing new is fetched
             // (what was fetched before goes on to its settlement).
-            None if ctx.guard.paused() => {
+            Err(None) if ctx.guard.paused() => {
                 if !ctx.guard.wait_open(stop).await {
                     break;
                 }
@@ -78,14 +81,13 @@ pub(super) async fn fetch_loop(
             // new is fetched (what is still in the stream spends no delivery either), but one
             // canary message now and then: a destination that takes writes again, or never
             // stopped (a poison message held alone), shows it (`evidence`).
-            None if ctx.holds.paused() => match open_or_canary(ctx, stop).await {
+            Err(None) if ctx.holds.paused() => match open_or_canary(ctx, stop).await {
                 None => break,
                 Some(false) => continue,
                 Some(true) => {
                     let started = Instant::now();
                     match source.fetch(1, timeout.min(CANARY_WAIT)).await {
                         Ok(fetched) if fetched.is_empty() => {
-                            ctx.evidence.set_drained(true);
                             ctx.evidence.canary_done();
                             continue;
                         }
@@ -99,7 +101,7 @@ pub(super) async fn fetch_loop(
                     }
                 }
             },
-            None => {
+            Err(None) => {
                 let started = Instant::now();
                 let fetched = tokio::select! {
                     fetched = source.fetch(size, timeout) => fetched,
@@ -118,9 +120,6 @@ pub(super) async fn fetch_loop(
                     .map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle)))
                     .collect();
                 ctx.lock_parking().note_fetch(&batch.envelopes, started);
-                if !batch.is_empty() {
-                    ctx.evidence.set_drained(false);
-                }
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
                     failures = 0;
@@ -166,13 +165,33 @@ pub(super) async fn fetch_loop(
         ctx.metrics.inc(CounterId::MessagesFetched, batch.len() as u64);
         ctx.metrics.inc(CounterId::BatchesFetched, 1);
         ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
-        let Ok(permit) = hold_while(ctx, &[&batch.handles], Arc::clone(&permits).acquire_owned()).await else {
-            if canary {
-                ctx.evidence.canary_done();
+        if canary {
+            // A canary takes no slot: the held batches keep theirs, and it must not wait for them.
+            spawn(ctx, &mut gate, batch, Origin::Canary, None);
+            continue;
+        }
+        let permit = match Arc::clone(&permits).try_acquire_owned() {
+            Ok(permit) => permit,
+            Err(_) => {
+                // No free slot: a fetch asked for ahead is taken in now, so its messages are
+                // heartbeated with this batch's while both wait (a long outage hold must not let
+                // them pass their AckWait unseen).
+                if let Some((started, task)) = ahead.take() {
+                    let fetched = hold_while(ctx, &[&batch.handles], task).await;
+                    taken_in = Some((started, fetched.unwrap_or_else(|e| Err(FetchError::from_task(&e)))));
+                }
+                let next: Vec<Handle> = match &taken_in {
+                    Some((_, Ok(deliveries))) => deliveries.iter().map(|(_, h)| Handle::Delivery(h.clone())).collect(),
+                    _ => Vec::new(),
+                };
+                let Ok(permit) = hold_while(ctx, &[&batch.handles, &next], Arc::clone(&permits).acquire_owned()).await
+                else {
+                    break;
+                };
+                permit
             }
-            break;
         };
-        spawn(ctx, &mut gate, batch, if canary { Origin::Canary } else { Origin::Fetched }, permit);
+        spawn(ctx, &mut gate, batch, Origin::Fetched, Some(permit));
     }
     // A fetch asked for ahead and abandoned (a stop while disconnected) brings nothing.
     if let Some((_, task)) = ahead {
@@ -183,7 +202,7 @@ pub(super) async fn fetch_loop(
 }
 
 /// How often a canary may be fetched while a hold pauses fetching.
-const CANARY_EVERY: Duration = Duration::from_secs(2);
+const CANARY_EVERY: Duration = Duration::from_secs(1);
 /// How long a canary fetch waits for a message.
 const CANARY_WAIT: Duration = Duration::from_millis(500);
 
@@ -257,24 +276,23 @@ async fn prefetch(source: Arc<Source>, size: usize, timeout: Duration) -> Result
 }
 
 /// Enters `batch` into the ordering gate and runs it in a task of its own, which gives the
-/// permit back when the batch has settled.
+/// permit back (a canary has none) when the batch has settled.
 fn spawn(
     ctx: &Arc<Ctx>,
     gate: &mut OrderingGate,
     batch: Batch<Handle>,
     origin: Origin,
-    permit: tokio::sync::OwnedSemaphorePermit,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
     let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
     let ctx = Arc::clone(ctx);
     ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
     tokio::spawn(async move {
-        forward::process(&ctx, batch, origin, waits, done).await;
+        forward::process(&ctx, batch, origin, (waits, done), permit).await;
         if origin == Origin::Canary {
             ctx.evidence.canary_done();
         }
         ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
         ctx.metrics.status().progress();
-        drop(permit);
     });
 }

@@ -60,12 +60,14 @@ pub(super) enum Origin {
 
 /// One batch's task (see the module documentation for its steps). `waits` are the writes of
 /// earlier batches sharing its keys; `done` tells later ones that its own write is over.
+/// `permit` is its in-flight slot, given back when it settles, or as soon as it is held
+/// through an outage (a held batch writes nothing meanwhile).
 pub(super) async fn process(
     ctx: &Ctx,
     batch: Batch<Handle>,
     origin: Origin,
-    waits: Vec<watch::Receiver<bool>>,
-    done: watch::Sender<bool>,
+    (waits, done): (Vec<watch::Receiver<bool>>, watch::Sender<bool>),
+    mut permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
     if let Some(traces) = &ctx.traces {
         traces.begin(&batch.envelopes);
@@ -100,10 +102,14 @@ pub(super) async fn process(
         (batch, refused)
     };
     let batch = in_write_order(ctx, batch);
+    let began = Instant::now();
     let (outcomes, ()) = tokio::join!(write(ctx, &batch), settle::apply(ctx, refused));
+    if origin == Origin::Canary {
+        ctx.evidence.canary_written(&outcomes, began);
+    }
     // A destination that is down: the batch waits for it, heartbeated, instead of using up
     // its deliveries.
-    let outcomes = super::hold::ride_out(ctx, &batch.envelopes, &batch.handles, outcomes).await;
+    let outcomes = super::hold::ride_out(ctx, &batch.envelopes, &batch.handles, outcomes, &mut permit).await;
     // A holding sink's pending messages wait for their object; the rest settle now.
     let (batch, outcomes) = super::pending::hold(ctx, batch, outcomes);
     if batch.is_empty() {

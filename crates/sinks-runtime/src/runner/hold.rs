@@ -9,10 +9,14 @@
 //! dead-lettered for nothing. Instead [`ride_out`]:
 //! - keeps the messages unacknowledged with in-progress heartbeats (`+WPI`: AckWait starts
 //!   again, no delivery is used);
-//! - stops the fetch loop from fetching anything new (`outage::Holds::paused`), except one
-//!   canary message now and then (`fetch`), so what is still in the stream spends nothing
-//!   either; with a fan-out the other targets go on, and only the messages that need the target
-//!   that is down or throttling are held; the consumer's `max_ack_pending` bounds how many;
+//! - stops the fetch loop from fetching anything new (`outage::Holds::paused`) when the
+//!   destination throttles or fails messages on their first delivery, except a canary message
+//!   now and then (`fetch`), so what is still in the stream spends nothing either; a hold of
+//!   messages delivered before (a restart's redeliveries, a poison message back alone) lets
+//!   fetching go on, and the others' writes show whether the destination is up; with a
+//!   fan-out the other targets go on, and only the messages that need the target that is down
+//!   or throttling are held; the consumer's `max_ack_pending` bounds how many; a held batch
+//!   gives its in-flight slot back;
 //! - waits with backoff and jitter (at least the `Retry-After` the destination asked for), then
 //!   writes again: everything held when the destination answers its health check, when a
 //!   write elsewhere stored something since the hold began, or when only throttled messages
@@ -22,9 +26,11 @@
 //! - lets a message go as soon as a write makes it durable or fails it for another reason;
 //!   a temporary failure while the destination demonstrably stores other writes (a probe of
 //!   the same batch, another batch, a canary) is the message's own: it leaves too and is
-//!   remembered (`evidence`), so its next delivery is not held again. When the stream has
-//!   nothing else to try and the destination answers its health check, three failed writes
-//!   and [`HEALTH_VERDICT_AFTER`] make the same verdict;
+//!   remembered (`evidence`), so its next delivery is not held again. When nothing else can
+//!   be written (every canary waits behind a held message of its ordering key) and the
+//!   destination answers its health check, three failed writes over [`HEALTH_VERDICT_AFTER`]
+//!   end the hold the same way (not remembered: a health URL may lie), unless a canary failed
+//!   as the held messages do meanwhile (then it is an outage);
 //! - after `delivery.outage_hold_seconds` releases what is still held to its normal course
 //!   (the gate NAKs it with backoff; each later hold costs one delivery), and on a stop
 //!   request settles it at once, as a stop always did.
@@ -52,8 +58,8 @@ const PROBE_BASE: Duration = Duration::from_millis(250);
 /// Longest delay between probes: the end of an outage is noticed within it.
 pub(super) const PROBE_MAX: Duration = Duration::from_secs(5);
 /// Writes that fail again although the destination answered its health check before each,
-/// after which (with nothing else in the stream to try, and [`HEALTH_VERDICT_AFTER`] gone)
-/// the held messages are taken to fail on their own.
+/// after which (with [`HEALTH_VERDICT_AFTER`] gone and no canary failing meanwhile) the held
+/// messages are taken to fail on their own.
 const HEALTHY_FAILURES: u32 = 3;
 /// How long the health check's word alone takes to outweigh failing writes.
 const HEALTH_VERDICT_AFTER: Duration = Duration::from_secs(10);
@@ -188,6 +194,7 @@ pub(super) async fn ride_out(
     envelopes: &[Envelope],
     handles: &[Handle],
     mut outcomes: Vec<MessageOutcome>,
+    slot: &mut Option<tokio::sync::OwnedSemaphorePermit>,
 ) -> Vec<MessageOutcome> {
     let limit = Duration::from_secs(ctx.config.delivery.outage_hold_seconds);
     if limit.is_zero() || *ctx.stop.borrow() || outcomes.len() != envelopes.len() {
@@ -207,10 +214,21 @@ pub(super) async fn ride_out(
     let mut reason = reason_of(&outcomes, &held).unwrap_or_default();
     let count = held.len();
     let batch: Vec<Envelope> = held.iter().map(|&i| envelopes[i].clone()).collect();
-    let acks: Vec<Handle> = held.iter().map(|&i| handles[i].clone()).collect();
-    let pause = !fanout;
-    ctx.holds.enter(&batch, pause, &reason, kind);
+    // Every message of the batch is heartbeated, not only the held ones: the others wait
+    // for their settlement with the batch until the hold ends.
+    let acks: Vec<Handle> = handles.to_vec();
+    // Fetching pauses for throttling, and for an outage that fresh messages meet (a message on
+    // its first delivery is held): then what is still in the stream would only fail too. A
+    // hold of messages delivered before (a restart's redeliveries, a poison message coming
+    // back alone) lets fetching go on, so the writes of the others show whether the
+    // destination is up.
+    let pause = !fanout && (kind == HoldKind::Throttled || batch.iter().any(|e| e.jetstream().delivered <= 1));
+    let fetching =
+        if fanout { "goes on for the other targets" } else { "goes on (the held messages were delivered before)" };
+    ctx.holds.enter(&batch, (pause, fetching), &reason, kind);
     drop(batch);
+    // A held batch writes nothing until its probes: its in-flight slot goes to the next one.
+    drop(slot.take());
     let started = Instant::now();
     let (mut attempt, mut healthy_failures, mut turn) = (0u32, 0u32, 0usize);
     let mut left_alone = false;
@@ -274,13 +292,10 @@ pub(super) async fn ride_out(
         if healthy && !stored {
             healthy_failures += 1;
             if healthy_failures >= HEALTHY_FAILURES
-                && ctx.evidence.drained()
                 && started.elapsed() >= HEALTH_VERDICT_AFTER
+                && !ctx.evidence.canary_down_since(started)
                 && !held.iter().any(|&i| outcomes[i].throttled())
             {
-                ctx.evidence.remember_alone(
-                    held.iter().filter(|&&i| down(&outcomes[i])).map(|&i| envelopes[i].jetstream().stream_sequence),
-                );
                 break Ended::NotAnOutage;
             }
         }

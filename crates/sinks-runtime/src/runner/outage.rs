@@ -355,7 +355,9 @@ impl Holds {
         }
     }
 
-    pub(super) fn enter(&self, batch: &[Envelope], pause: bool, reason: &str, kind: HoldKind) {
+    /// A batch starts holding `batch` for `reason`; `pause`: fetching pauses meanwhile, else
+    /// `fetching` says why it goes on.
+    pub(super) fn enter(&self, batch: &[Envelope], (pause, fetching): (bool, &str), reason: &str, kind: HoldKind) {
         let messages = batch.len();
         let now = Instant::now();
         let mut s = self.lock();
@@ -380,7 +382,7 @@ impl Holds {
                     messages,
                     first_sequence = batch.first().map_or(0, |e| e.jetstream().stream_sequence),
                     last_sequence = batch.last().map_or(0, |e| e.jetstream().stream_sequence),
-                    fetching = if pause { "paused" } else { "goes on for the other targets" },
+                    fetching = if pause { "paused" } else { fetching },
                     hold_limit_s = self.limit_s,
                     reason,
                     "destination throttling: holding the throttled messages unacknowledged (in-progress heartbeats, no \
@@ -393,7 +395,7 @@ impl Holds {
                     first_sequence = batch.first().map_or(0, |e| e.jetstream().stream_sequence),
                     last_sequence = batch.last().map_or(0, |e| e.jetstream().stream_sequence),
                     class = "temporary",
-                    fetching = if pause { "paused" } else { "goes on for the other targets" },
+                    fetching = if pause { "paused" } else { fetching },
                     hold_limit_s = self.limit_s,
                     reason,
                     "destination unavailable: holding the batch unacknowledged (in-progress heartbeats, no delivery \

@@ -94,6 +94,6 @@ async fn write_chunk(ctx: &Ctx, chunk: Vec<RedriveItem>, marker: &Arc<dyn Redriv
         }
         // Nothing waits for it and it waits for nothing: no ordering key, no gate.
         let (done, _) = watch::channel(false);
-        forward::process(ctx, batch, origin, Vec::new(), done).await;
+        forward::process(ctx, batch, origin, (Vec::new(), done), None).await;
     }
 }

@@ -195,7 +195,7 @@ async fn rescue(ctx: &Ctx, capture: &Capture, cases: Vec<Case>) {
     }
     // Nothing waits for it and it waits for nothing: no ordering key, no gate.
     let (done, _) = watch::channel(false);
-    forward::process(ctx, batch, Origin::Rescued, Vec::new(), done).await;
+    forward::process(ctx, batch, Origin::Rescued, (Vec::new(), done), None).await;
 }
 
 /// Counts an exhausted message its stream no longer holds.
