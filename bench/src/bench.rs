@@ -581,11 +581,13 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let work = root.join("target/bench");
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds, nosql_store) = rt.block_on(async {
+    let (results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds, nosql_store, accuracy) =
+        rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
         let mut results = Vec::new();
+        let mut accuracy = String::new();
         let mut oracle = Vec::new();
         let mut steps = Vec::new();
         let mut member_load = Vec::new();
@@ -678,6 +680,11 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     features::publish(&js).await?;
                     let plain = config(&url, features::STREAM, &args, json!({"type": "blackhole"}));
                     features::run(&programs.nats_sink, &plain, &js, &work, &mut results, wanted).await?;
+                }
+                if wanted(features::ACCURACY_ID) && !args.ceilings {
+                    features::publish(&js).await?;
+                    let plain = config(&url, features::STREAM, &args, json!({"type": "blackhole"}));
+                    accuracy = features::accuracy(&programs.nats_sink, &plain, &js, &work).await?;
                 }
             }
             if suites.contains(&"core") {
@@ -942,7 +949,20 @@ pub(crate) fn run(args: Args) -> Result<()> {
             scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
         }
         drop(server);
-        anyhow::Ok((results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds, nosql_store))
+        anyhow::Ok((
+            results,
+            scale_rows,
+            oracle,
+            steps,
+            pairs,
+            control,
+            member_load,
+            lake,
+            grid,
+            rounds,
+            nosql_store,
+            accuracy,
+        ))
     })?;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
@@ -961,6 +981,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     report.push_str(&nosql::render(nosql_store.as_ref()));
     report.push_str(&render_oracle(&oracle));
     report.push_str(&features::render_steps(&steps));
+    report.push_str(&accuracy);
     std::fs::write(work.join("report.md"), &report)?;
     println!("{report}");
     println!("report: {}", work.join("report.md").display());

@@ -14,6 +14,12 @@
 //! | delivery ledger | one receipt per message, awaited before its ack (`before_ack`), into a JetStream stream |
 //! | payload encryption | AES-256-GCM of every payload before the sink |
 //! | OpenTelemetry | traces with every message sampled; OTLP metrics every second (metrics on in both sides) |
+//! | rate limit | `sink.rate_limit` far above the ceiling (a billion messages per second): the pacing's own cost |
+//!
+//! The rate limit's accuracy ([`accuracy`], row id `blackhole-rate-limit-accuracy`): two
+//! processes side by side, one limited to 5,000 messages per second and one to as many payload
+//! bytes per second as 5,000 of these messages carry, each rate achieved against its setting
+//! (target: within 5 %).
 //!
 //! The messages carry what the policies read (`bin/support/policed.rs`, shared with
 //! `policy_steps`, which measures each step alone), so with the policies on every message
@@ -59,7 +65,7 @@ const LEDGER_SUBJECT: &str = "benchledger.receipts";
 type Row = (&'static str, &'static str, &'static str, &'static str);
 
 /// The rows, in the order they run and are reported.
-const ROWS: [Row; 9] = [
+const ROWS: [Row; 10] = [
     (
         "message policies: every section present, each disabled / absent",
         "policies absent",
@@ -89,7 +95,13 @@ const ROWS: [Row; 9] = [
         "metrics on, OTLP on",
         "≥ 0.97",
     ),
+    ("rate limit: far above the ceiling / none", "rate limit absent", "rate limit far above", "≥ 0.97"),
 ];
+
+/// The id `--only` matches the rate limit's accuracy by.
+pub(super) const ACCURACY_ID: &str = "blackhole-rate-limit-accuracy";
+/// The rate the accuracy runs are limited to, messages per second.
+const ACCURACY_RATE: f64 = 5_000.0;
 
 /// The id `--only` matches a row by: `blackhole-features-` and its variant's label in words
 /// joined by `-` (`blackhole-features-policies-on`).
@@ -173,7 +185,46 @@ fn configs(plain: &Value, otlp: &str) -> Vec<(Value, Value)> {
             with(&|c| c["opentelemetry"] = json!({"endpoint": otlp, "traces": {"enabled": true, "sample_ratio": 1.0}})),
         ),
         (metrics_on, exported),
+        (plain.clone(), with(&|c| c["sink"]["rate_limit"] = json!({"messages_per_second": 1e9}))),
     ]
+}
+
+/// The rate limit's accuracy: the blackhole on [`STREAM`] limited to [`ACCURACY_RATE`]
+/// messages per second beside one limited to the payload bytes of as many messages per
+/// second, both run together; the report's lines (achieved rate against the setting).
+pub(super) async fn accuracy(program: &Path, plain: &Value, js: &Js, work: &Path) -> Result<String> {
+    let bytes: usize = (0..STREAM.total).map(|i| policed::payload(i).len()).sum();
+    let per_message = bytes as f64 / STREAM.total as f64;
+    let byte_rate = (ACCURACY_RATE * per_message).round();
+    let mut by_messages = plain.clone();
+    by_messages["sink"]["rate_limit"] = json!({"messages_per_second": ACCURACY_RATE});
+    by_messages["nats"]["consumer"] = json!(SIDE_BASE);
+    let mut by_bytes = plain.clone();
+    by_bytes["sink"]["rate_limit"] = json!({"bytes_per_second": byte_rate});
+    by_bytes["nats"]["consumer"] = json!(SIDE_VARIANT);
+    let a = write(&work.join("blackhole-rate-messages.json"), &by_messages)?;
+    let b = write(&work.join("blackhole-rate-bytes.json"), &by_bytes)?;
+    let sides = [("rate limit by messages", a.as_path()), ("rate limit by bytes", b.as_path())];
+    let (m, b) = side_by_side(program, sides, js, STREAM, 0, work).await?;
+    let row = |what: &str, setting: String, achieved: f64, target: f64| {
+        format!(
+            "| {what} | {setting} | {achieved:.0} messages/s | {:.3} | {:.2} s for {} messages |\n",
+            achieved / target,
+            STREAM.total as f64 / achieved,
+            STREAM.total
+        )
+    };
+    let mut md = String::from(
+        "\n## The rate limit's accuracy (blackhole, side by side)\n\n| limit | setting | achieved | achieved / setting (target 0.95–1.05) | wall |\n|---|---|---:|---:|---:|\n",
+    );
+    md.push_str(&row("messages per second", format!("{ACCURACY_RATE} messages/s"), m.rate(), ACCURACY_RATE));
+    md.push_str(&row(
+        "payload bytes per second",
+        format!("{byte_rate} bytes/s ({per_message:.0} bytes a message)"),
+        b.rate(),
+        byte_rate / per_message,
+    ));
+    Ok(md)
 }
 
 /// Runs the pairs of every `wanted` row (by [`row_id`]); `plain` is the blackhole config on [`STREAM`] (its

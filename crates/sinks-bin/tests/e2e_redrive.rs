@@ -3,7 +3,8 @@
 //! redrive brings back exactly those messages, each stored once, every record marked done in
 //! the redrive bucket, receipts written and `reconcile` clean afterwards. Also: a dry run
 //! writes and marks nothing; three kill -9 during a redrive and the same command again store
-//! each message once and leave nothing behind; a message that keeps failing is dead-lettered
+//! each message once and leave nothing behind, at an endpoint that fingerprints each key's
+//! body and loses every tenth key's first answer (no second body for any key); a message that keeps failing is dead-lettered
 //! again with its redrive count until `--max-redrives`, then left for a person; a fan-out's
 //! failed target is redriven alone.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
@@ -205,6 +206,15 @@ async fn three_kill_9_during_a_redrive_then_the_same_command_store_each_message_
     assert_eq!(run.terminate(), Some(0));
     endpoint.set_reject_marker(None);
     endpoint.set_delay(Duration::from_millis(5));
+    // As strict as the standards allow from here on: each key's first body is its fingerprint
+    // (another body for it would be 422), a repeat of it gets the first answer again, and
+    // every 10th key's first answer is lost after the store.
+    endpoint.set_strict(sinks_testkit::Strict {
+        fingerprint_bodies: true,
+        replay_first_answer: true,
+        lose_answer_every: Some(10),
+        ..sinks_testkit::Strict::default()
+    });
     let bucket = unique("redrive");
     let mut killed_at = Vec::new();
     for quarter in 1..=3 {
@@ -231,6 +241,9 @@ async fn three_kill_9_during_a_redrive_then_the_same_command_store_each_message_
     let successes = endpoint.successes();
     assert_eq!(successes.len(), TOTAL, "every message is in the destination");
     assert!(successes.values().all(|n| *n == 1), "each committed exactly once: {successes:?}");
+    let answers = endpoint.answers();
+    assert_eq!(answers.get(&422), None, "one body per key across the kills: {answers:?}");
+    assert!(answers.get(&0).copied().unwrap_or(0) > 0, "answers were lost: {answers:?}");
     let marked = marks(&e, &bucket).await;
     assert_eq!(marked.len(), TOTAL, "every record is marked done");
     assert!(marked.values().all(|end| end == "redriven" || end == "duplicate"), "{marked:?}");

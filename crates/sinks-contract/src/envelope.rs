@@ -191,7 +191,7 @@ pub struct Envelope {
     subject: String,
     payload: Bytes,
     headers: Headers,
-    jetstream: JetStreamInfo,
+    pub(crate) jetstream: JetStreamInfo,
     message_id: Option<String>,
     presence: PayloadPresence,
     app: AppMetadata,
@@ -287,12 +287,6 @@ impl Envelope {
     /// subject, the default `delivery.ordering_key`; the runner sets the configured one.
     pub fn order_key(&self) -> Option<OrderKey> {
         self.order_key
-    }
-
-    /// The JetStream facts, to change (the test builders make another delivery of an event).
-    #[cfg(feature = "testing")]
-    pub(crate) fn jetstream_mut(&mut self) -> &mut JetStreamInfo {
-        &mut self.jetstream
     }
 
     /// Replaces the receive time (used when rebuilding an envelope, and in tests).

@@ -52,8 +52,7 @@ struct Extra {
     /// The destination as a whole failed (every message of its write failed temporarily),
     /// not this message.
     outage: bool,
-    /// The destination refused the write for its own limits (HTTP 429, S3 `SlowDown`, "too
-    /// many connections"): back-pressure, not a failure of the message.
+    /// Throttled by the destination's own limits ([`SinkError::throttled`]).
     throttled: bool,
 }
 
@@ -67,11 +66,9 @@ impl SinkError {
         Self::new(ErrorClass::Temporary, message)
     }
 
-    /// The destination refused the write for its own limits (HTTP 429, S3 `SlowDown`, MySQL
-    /// "too many connections", a NoSQL write limit): a temporary failure the runner treats as
-    /// back-pressure. It holds the message (heartbeated, no delivery used) and writes it
-    /// again after [`SinkError::retry_after`], however long the destination throttles (up to
-    /// `delivery.outage_hold_seconds`), instead of redelivering it against `max_deliver`.
+    /// The destination refused the write for its own limits (HTTP 429, S3 `SlowDown`, "too many
+    /// connections"): temporary, and the runner holds the message (no delivery used) until
+    /// [`SinkError::retry_after`] instead of redelivering it against `max_deliver`.
     pub fn throttled(message: impl Into<String>) -> Self {
         let mut e = Self::new(ErrorClass::Temporary, message);
         e.extra.get_or_insert_default().throttled = true;

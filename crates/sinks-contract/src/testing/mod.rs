@@ -35,13 +35,11 @@ pub fn envelope_with(
     )
 }
 
-/// The same event delivered again `later`: through another consumer (a replay's, say), at a
-/// later consumer sequence, with the next delivery count and more pending. Everything that
-/// belongs to the event (subject, payload, headers, stream, sequence, timestamp, what the
-/// policy steps attached) is unchanged.
+/// The same event delivered again `later`: through another consumer, at a later consumer
+/// sequence, the next delivery count; everything of the event itself unchanged.
 pub fn redelivery(first: &Envelope, later: time::Duration) -> Envelope {
     let mut again = first.clone().with_received_at(first.received_at() + later);
-    let js = again.jetstream_mut();
+    let js = &mut again.jetstream;
     js.consumer = format!("{}-again", js.consumer);
     js.consumer_sequence += 7;
     js.delivered += 1;

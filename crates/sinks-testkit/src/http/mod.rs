@@ -52,6 +52,11 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
+mod strict;
+
+pub use strict::{HealthAnswer, Strict, Throttle};
+use strict::{body_fingerprint, throttled};
+
 /// The schema of the HTTP sink's envelope documents (`sink_http`'s `request::SCHEMA`; a test
 /// there checks they agree): bodies with it are read as envelopes.
 pub const ENVELOPE_SCHEMA: &str = "nats_sinks.http.message.v1";
@@ -173,54 +178,6 @@ struct Shared {
     writes_seen: AtomicUsize,
     /// True while nothing listens on the port ([`HttpTestServer::set_refusing`]).
     refusing: watch::Sender<bool>,
-}
-
-/// How a health probe (`GET /health`) is answered.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum HealthAnswer {
-    /// 200, or 503 during an outage ([`HttpTestServer::set_down`]): the truth (default).
-    #[default]
-    Truthful,
-    /// 200 whatever happens: a health URL served by something that stays up while writes
-    /// fail.
-    AlwaysHealthy,
-    /// 503 whatever happens: a health URL that is broken while writes work.
-    AlwaysFailing,
-}
-
-/// A throttle: 429 with `Retry-After` to `percent` % of write requests (spread evenly) until
-/// `until`.
-#[derive(Debug, Clone)]
-pub struct Throttle {
-    /// Share of write requests answered 429, 1–100.
-    pub percent: u32,
-    /// When the throttle ends (`None`: never).
-    pub until: Option<Instant>,
-    /// The `Retry-After` value sent with each 429.
-    pub retry_after: String,
-}
-
-/// How strictly the server behaves (all off by default).
-#[derive(Debug, Clone, Default)]
-pub struct Strict {
-    /// Fingerprint a key's whole first body (not just its payload): a repeat with any other
-    /// body is a conflict (422).
-    pub fingerprint_bodies: bool,
-    /// Answer a repeat with the same body with the first answer (the success status), as the
-    /// IETF draft and payment APIs do, instead of the duplicate status.
-    pub replay_first_answer: bool,
-    /// Store the first request of every key whose trailing number is a multiple of this,
-    /// then drop the connection without answering: committed, the answer lost.
-    pub lose_answer_every: Option<u64>,
-    /// The status `OPTIONS` is answered with (default 204).
-    pub options_status: Option<u16>,
-    /// How `GET /health` answers.
-    pub health: HealthAnswer,
-    /// A throttle by share of requests.
-    pub throttle: Option<Throttle>,
-    /// At most this many write requests per second (a sliding second); the others are
-    /// answered 429 with `Retry-After: 1`.
-    pub max_per_second: Option<usize>,
 }
 
 /// One namespace: its own records, refusal marker and required header.
@@ -992,39 +949,6 @@ async fn handle_write(
     response
 }
 
-/// A 429 for this write request when a throttle or the rate limit says so.
-fn throttled(shared: &Shared, strict: &Strict) -> Option<Response> {
-    let answer = |retry_after: &str| {
-        let mut response = StatusCode::TOO_MANY_REQUESTS.into_response();
-        if let Ok(value) = HeaderValue::from_str(retry_after) {
-            response.headers_mut().insert(header::RETRY_AFTER, value);
-        }
-        response
-    };
-    let n = shared.writes_seen.fetch_add(1, Ordering::SeqCst);
-    if let Some(t) = &strict.throttle
-        && t.until.is_none_or(|until| Instant::now() < until)
-    {
-        // Spread evenly: request n is throttled when its share crosses a whole request.
-        let percent = t.percent.clamp(1, 100) as usize;
-        if (n + 1) * percent / 100 != n * percent / 100 {
-            return Some(answer(&t.retry_after));
-        }
-    }
-    if let Some(max) = strict.max_per_second {
-        let now = Instant::now();
-        let mut admitted = lock(&shared.admitted);
-        while admitted.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {
-            admitted.pop_front();
-        }
-        if admitted.len() >= max {
-            return Some(answer("1"));
-        }
-        admitted.push_back(now);
-    }
-    None
-}
-
 #[derive(Deserialize)]
 struct EnvelopeView<'a> {
     schema: Option<String>,
@@ -1051,11 +975,6 @@ fn fingerprint(body: &[u8]) -> String {
         Some(info) => info.sha256,
         None => hex::encode(Sha256::digest(body)),
     }
-}
-
-/// A whole body's identity (the IETF `Idempotency-Key` draft's request fingerprint).
-fn body_fingerprint(body: &[u8]) -> String {
-    format!("body:{}", hex::encode(Sha256::digest(body)))
 }
 
 /// The original payload bytes of a stored document (envelope or bare payload).
