@@ -181,6 +181,15 @@ fn sections() -> Vec<Section> {
     sink("blackhole", "performance.md", json!({}), |s| {
         effective(sinks_runtime::blackhole::BlackholeConfig::from_section(s))
     });
+    sections.push(Section {
+        title: "`sink.rate_limit` (any sink type, and `sinks.<name>.rate_limit`)".into(),
+        prefix: "sink.rate_limit",
+        page: "delivery.md",
+        base: json!({"messages_per_second": 100}),
+        parse: Box::new(|input: &Value| {
+            effective(sinks_runtime::limit::RateLimit::parse("sink.rate_limit", input.clone()))
+        }),
+    });
     sections
 }
 
