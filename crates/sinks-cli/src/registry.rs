@@ -606,6 +606,41 @@ mod tests {
         assert!(messages(r.build_active(&bad).unwrap_err())[0].0.starts_with("sinks.a."));
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_rate_limit_paces_any_kind_and_every_named_sink_and_names_its_fields() {
+        let r = registry();
+        let limited = json!({"type": "there", "rate_limit": {"messages_per_second": 10, "burst_messages": 1}});
+        let built = r.build(&section(limited.clone())).unwrap();
+        assert_eq!(
+            built.effective,
+            json!({"there": true, "rate_limit": {"messages_per_second": 10.0, "burst_messages": 1}}),
+            "the effective config shows it; the kind's factory never saw it"
+        );
+        let batch: Vec<sinks_contract::Envelope> =
+            (1..=5).map(|s| sinks_contract::testing::envelope("S", s, "s.x", "{}")).collect();
+        let started = tokio::time::Instant::now();
+        let outcomes = built.sink.write(&batch, std::time::Duration::from_secs(30)).await.unwrap();
+        assert_eq!(outcomes.len(), 5);
+        assert_eq!(started.elapsed().as_millis(), 400, "one at once, then one every 100 ms");
+        assert!(r.describe(&section(limited), "S", "s.x").iter().any(|l| l.contains("10 messages/s (burst 1)")));
+        let named = messages(
+            r.build_named("db", &section(json!({"type": "here", "rate_limit": {"messages_per_second": 0}})))
+                .unwrap_err(),
+        );
+        assert_eq!(
+            named,
+            [("sinks.db.rate_limit.messages_per_second".to_owned(), "must be a number above 0".to_owned())]
+        );
+        // A bad kind field and a bad rate limit are reported together.
+        let both = messages(
+            r.build(&section(json!({"type": "there", "nope": 1, "rate_limit": {"bytes_per_second": -1}}))).unwrap_err(),
+        );
+        assert_eq!(
+            both.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+            ["sink.nope", "sink.rate_limit.bytes_per_second"]
+        );
+    }
+
     /// A binary's own subcommands.
     #[derive(Debug, clap::Subcommand)]
     enum Own {
