@@ -283,8 +283,10 @@ pub(crate) mod tests {
     /// Most lines of the contract's sources (tests included): the trait, the envelope, the
     /// outcomes, errors, keys, payload modes, ordering keys and the config section fit. Raised
     /// from 3,000 when the envelope's attached documents became `json::JsonDoc` (canonical
-    /// text, value on demand: 2,952 lines to 3,060), a type of the envelope, not a mechanic.
-    const CONTRACT_MAX_LINES: usize = 3_100;
+    /// text, value on demand: 2,952 lines to 3,060), a type of the envelope, not a mechanic;
+    /// and to 3,200 for the envelope's `Origin` (where an event was first stored, the key of
+    /// `origin_sequence`) and the throttled failure class (3,097 to about 3,160).
+    const CONTRACT_MAX_LINES: usize = 3_200;
 
     /// The normal (non-dev, non-build) dependencies `package` declares, optional ones included.
     fn declared_dependencies(meta: &serde_json::Value, package: &str) -> Vec<String> {

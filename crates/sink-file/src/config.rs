@@ -35,6 +35,10 @@ pub enum FilenameStrategy {
     /// (`{stream}.{epoch}-…` in a later epoch of it, `Envelope::keyed_stream`).
     #[default]
     StreamSequence,
+    /// `{origin}-{sequence:020}` of the stream the event was first stored in (through a
+    /// mirror or a source), in the directory of the subject it was stored under there: one
+    /// file per event whatever the path. For a plain stream exactly `stream_sequence`'s.
+    OriginSequence,
     /// `{message_id}-{sha256(message_id)[:16]}`: the publisher's `Nats-Msg-Id`.
     MessageId,
     /// `{subject}-{sha256(payload)}`: content addressed; refused for headers-only messages.
@@ -47,7 +51,7 @@ impl FilenameStrategy {
     /// `duplicate_policy`), or the publisher's identity (the policy decides).
     pub fn key_basis(self) -> KeyBasis {
         match self {
-            Self::StreamSequence => KeyBasis::StreamSequence,
+            Self::StreamSequence | Self::OriginSequence => KeyBasis::StreamSequence,
             Self::MessageId | Self::PayloadSha256 => KeyBasis::Publisher,
         }
     }

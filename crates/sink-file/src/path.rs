@@ -79,6 +79,10 @@ pub(crate) fn file_stem(envelope: &Envelope, strategy: FilenameStrategy) -> Resu
             // `{stream}.{epoch}` in a later epoch: `.` is kept, and no stream name has one.
             Ok(format!("{}-{:020}", safe_component(&envelope.keyed_stream(), "stream"), js.stream_sequence))
         }
+        FilenameStrategy::OriginSequence => {
+            let (stream, sequence) = envelope.origin_sequence()?;
+            Ok(format!("{}-{sequence:020}", safe_component(&stream, "stream")))
+        }
         FilenameStrategy::MessageId => {
             let id = envelope.message_id().ok_or(IdempotencyError::MissingMessageId)?;
             Ok(format!("{}-{}", safe_component(id, "message"), &sha256_hex(id.as_bytes())[..16]))
@@ -121,7 +125,11 @@ pub(crate) fn relative_path(
     partition_by_subject: bool,
 ) -> Result<RelativePath, IdempotencyError> {
     let file_name = format!("{}{extension}", file_stem(envelope, strategy)?);
-    let partition = partition_by_subject.then(|| safe_component(envelope.subject(), "subject"));
+    let subject = match strategy {
+        FilenameStrategy::OriginSequence => envelope.origin_subject(),
+        _ => envelope.subject(),
+    };
+    let partition = partition_by_subject.then(|| safe_component(subject, "subject"));
     Ok(RelativePath { partition, file_name })
 }
 

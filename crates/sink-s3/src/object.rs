@@ -144,6 +144,10 @@ fn raw_key(envelope: &Envelope, strategy: KeyStrategy) -> Result<String, Idempot
         KeyStrategy::StreamSequence => {
             format!("stream-sequence/{}/{}", safe_part(&envelope.keyed_stream()), js.stream_sequence)
         }
+        KeyStrategy::OriginSequence => {
+            let (stream, sequence) = envelope.origin_sequence()?;
+            format!("stream-sequence/{}/{sequence}", safe_part(&stream))
+        }
         KeyStrategy::MessageId => format!("message-id/{}", safe_part(envelope.message_id().unwrap_or_default())),
         KeyStrategy::PayloadSha256 => {
             format!("payload-sha256/{}/{}", safe_part(envelope.subject()), sha256_hex(envelope.payload()))

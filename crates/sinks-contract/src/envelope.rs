@@ -185,6 +185,26 @@ impl AppMetadata {
     }
 }
 
+/// Where an event was first stored, for a message that reached the consumed stream through
+/// a mirror or a source (set by the runtime, [`Envelope::with_origin`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Origin {
+    /// The origin stream (`{stream}@{domain}` when it lives in a JetStream domain) and the
+    /// event's sequence there.
+    Stored {
+        /// The origin stream's name, qualified by its domain when it has one.
+        stream: Arc<str>,
+        /// The event's sequence in it.
+        sequence: u64,
+        /// The subject it was stored under there, when a subject transform changed it on the
+        /// way (`None`: the same subject).
+        subject: Option<Arc<str>>,
+    },
+    /// The origin cannot be told, and why (a key made of it is refused for that message).
+    Unresolved(Arc<str>),
+}
+
 /// One JetStream message as a sink sees it. Immutable; holds no ack handle.
 #[derive(Debug, Clone)]
 pub struct Envelope {
@@ -201,6 +221,7 @@ pub struct Envelope {
     security_labels: Option<Arc<JsonDoc>>,
     custody: Option<Arc<JsonDoc>>,
     epoch: Option<Arc<str>>,
+    origin: Option<Origin>,
     sealed: bool,
 }
 
@@ -236,6 +257,7 @@ impl Envelope {
             security_labels: None,
             custody: None,
             epoch: None,
+            origin: None,
             sealed: false,
         }
     }
@@ -356,6 +378,42 @@ impl Envelope {
     /// The epoch of the message's stream, when it is not the stream's first identity.
     pub fn stream_epoch(&self) -> Option<&str> {
         self.epoch.as_deref()
+    }
+
+    /// Sets where the event was first stored (the runtime does, for mirrors and sources).
+    #[must_use]
+    pub fn with_origin(mut self, origin: Option<Origin>) -> Self {
+        self.origin = origin;
+        self
+    }
+
+    /// Where the event was first stored: `None` for a message stored directly in the
+    /// consumed stream (or before the runtime looked).
+    pub fn origin(&self) -> Option<&Origin> {
+        self.origin.as_ref()
+    }
+
+    /// The stream the event was first stored in and its sequence there: the origin, or the
+    /// keyed stream ([`Envelope::keyed_stream`]) and sequence of a message stored directly.
+    pub fn origin_sequence(&self) -> Result<(std::borrow::Cow<'_, str>, u64), crate::idempotency::IdempotencyError> {
+        use crate::idempotency::IdempotencyError;
+        match &self.origin {
+            Some(Origin::Stored { stream, sequence, .. }) => Ok((std::borrow::Cow::Borrowed(stream), *sequence)),
+            Some(Origin::Unresolved(why)) => Err(IdempotencyError::OriginUnresolved(why.to_string())),
+            None if self.jetstream.stream.is_empty() || self.jetstream.stream_sequence == 0 => {
+                Err(IdempotencyError::MissingStreamSequence)
+            }
+            None => Ok((self.keyed_stream(), self.jetstream.stream_sequence)),
+        }
+    }
+
+    /// The subject the event was first stored under: its origin's when a subject transform
+    /// changed it on the way, else the subject.
+    pub fn origin_subject(&self) -> &str {
+        match &self.origin {
+            Some(Origin::Stored { subject: Some(subject), .. }) => subject,
+            _ => &self.subject,
+        }
     }
 
     /// The stream name that keys and names derived from the stream sequence use: the stream's

@@ -38,6 +38,12 @@ impl IdempotencyKey {
         Self(format!("stream-sequence:{stream}:{seq}"))
     }
 
+    /// `stream-sequence:{origin}:{seq}` of the stream `envelope`'s event was first stored in
+    /// ([`Envelope::origin`]; the consumed stream when it has none).
+    pub fn origin_sequence(envelope: &Envelope) -> Result<Self, IdempotencyError> {
+        envelope.origin_sequence().map(|(stream, sequence)| Self::stream_sequence(&stream, sequence))
+    }
+
     /// `message-id:{id}`.
     pub fn message_id(id: &str) -> Self {
         Self(format!("message-id:{id}"))
@@ -84,6 +90,11 @@ pub enum IdempotencyError {
     /// The `stream_sequence` strategy was chosen but stream metadata is missing.
     #[error("message has no stream sequence")]
     MissingStreamSequence,
+    /// The `origin_sequence` strategy was chosen but the stream the event was first stored
+    /// in could not be told (a `Nats-Stream-Source` header that does not parse, a chain
+    /// whose earlier copy is gone).
+    #[error("the origin of the message cannot be told: {0}")]
+    OriginUnresolved(String),
     /// The payload field strategy could not find a usable scalar.
     #[error("payload field `{path}` {problem}")]
     PayloadField {
@@ -101,6 +112,7 @@ impl IdempotencyError {
             Self::PayloadOmitted => "payload_omitted",
             Self::MissingMessageId => "message_id_missing",
             Self::MissingStreamSequence => "stream_sequence_missing",
+            Self::OriginUnresolved(_) => "origin_unresolved",
             Self::PayloadField { .. } => "payload_field_unusable",
         }
     }
@@ -116,6 +128,10 @@ pub enum KeySource {
     IdempotencyKey,
     /// `stream-sequence:{stream}:{seq}` only.
     StreamSequence,
+    /// `stream-sequence:{origin}:{seq}` of the stream the event was first stored in (through
+    /// a mirror or a source; [`Envelope::origin`]): the same event reached by any path gets
+    /// one key. For a plain stream, exactly [`KeySource::StreamSequence`]'s key.
+    OriginSequence,
     /// `message-id:{id}` only.
     MessageId,
     /// `payload-sha256:{subject}:{hex}` (refused for headers-only deliveries).
@@ -128,6 +144,7 @@ impl KeySource {
         match self {
             Self::IdempotencyKey => "idempotency_key",
             Self::StreamSequence => "stream_sequence",
+            Self::OriginSequence => "origin_sequence",
             Self::MessageId => "message_id",
             Self::PayloadSha256 => "payload_sha256",
         }
@@ -142,6 +159,7 @@ impl KeySource {
                 Err(IdempotencyError::MissingStreamSequence)
             }
             Self::StreamSequence => Ok(IdempotencyKey::stream_sequence(&envelope.keyed_stream(), js.stream_sequence)),
+            Self::OriginSequence => IdempotencyKey::origin_sequence(envelope),
             Self::MessageId => {
                 envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)
             }
@@ -158,6 +176,8 @@ pub enum IdempotencyStrategy {
     /// `stream-sequence:{stream}:{seq}`; recommended for a single stream.
     #[default]
     StreamSequence,
+    /// The origin's stream sequence (see [`KeySource::OriginSequence`]).
+    OriginSequence,
     /// `message-id:{id}` from the publisher's `Nats-Msg-Id` (survives mirrors and sources).
     MessageId,
     /// A scalar taken from the normalized JSON payload at a dotted path.
@@ -165,6 +185,11 @@ pub enum IdempotencyStrategy {
 }
 
 impl IdempotencyStrategy {
+    /// True for the strategies whose keys are a stream and a sequence.
+    pub fn is_sequence(self) -> bool {
+        matches!(self, Self::StreamSequence | Self::OriginSequence)
+    }
+
     /// Derives the key for `envelope`. `payload_field` needs the dotted `path` and the
     /// normalized payload as a JSON value.
     pub fn key_for(
@@ -181,6 +206,7 @@ impl IdempotencyStrategy {
                 }
                 Ok(IdempotencyKey::stream_sequence(&envelope.keyed_stream(), js.stream_sequence))
             }
+            Self::OriginSequence => IdempotencyKey::origin_sequence(envelope),
             Self::MessageId => {
                 envelope.message_id().map(IdempotencyKey::message_id).ok_or(IdempotencyError::MissingMessageId)
             }

@@ -19,7 +19,8 @@ use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use sinks_contract::envelope::Envelope;
+use sinks_contract::IdempotencyKey;
+use sinks_contract::envelope::{Envelope, Origin};
 use sinks_contract::error::SinkError;
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
 use sinks_toolkit::metadata::{payload_presence_json, rfc3339};
@@ -208,6 +209,12 @@ pub fn record(envelope: &Envelope, error: &SinkError, sink: &str, config: &DeadL
     if let Some(epoch) = envelope.stream_epoch() {
         map.insert("stream_epoch".into(), epoch.into());
     }
+    // Only for a message that came through a mirror or a source (or in a JetStream domain):
+    // where the event was first stored, the key `origin_sequence` gives it.
+    if let Some(Origin::Stored { stream, sequence, .. }) = envelope.origin() {
+        let origin = json!({"stream": &**stream, "sequence": sequence, "subject": envelope.origin_subject()});
+        map.insert("origin".into(), origin);
+    }
     if let Some(ts) = js.timestamp {
         map.insert("timestamp".into(), rfc3339(ts).into());
     }
@@ -246,7 +253,12 @@ fn counted_msg_id(envelope: &Envelope, error: &SinkError, redrives: u32) -> Stri
 }
 
 fn uncounted_msg_id(envelope: &Envelope, error: &SinkError) -> String {
-    match envelope.idempotency_key() {
+    // One record per event whichever mirror or source it was dead-lettered from.
+    let key = match envelope.origin() {
+        Some(Origin::Stored { .. }) => IdempotencyKey::origin_sequence(envelope),
+        _ => envelope.idempotency_key(),
+    };
+    match key {
         Ok(key) if error.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
             let print = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(envelope.payload()));
             format!("nats-sinks-dlq:{key}:reused:{}", &print[..32])

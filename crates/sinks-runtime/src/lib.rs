@@ -36,6 +36,7 @@ pub mod inspect;
 pub mod ledger;
 pub mod limit;
 pub mod metrics;
+pub mod origin;
 pub mod otel;
 pub mod reconcile;
 pub mod redrive;

@@ -300,7 +300,9 @@ pub async fn reconcile(
     mut progress: impl FnMut(Progress),
 ) -> Result<Summary, ReconcileError> {
     let client = crate::connect::connect(&config.nats).await.map_err(|e| failed(format!("{e:?}")))?;
-    let js = jetstream::new(client);
+    let js = jetstream::new(client.clone());
+    // The same keys the run derives: a mirror's or a sourced stream's messages under their origin.
+    let origins = crate::origin::Resolver::prepare(client, js.clone(), &config.nats.stream).await;
     let mut source = js
         .get_stream(&config.nats.stream)
         .await
@@ -438,7 +440,11 @@ pub async fn reconcile(
         if !filters.iter().any(|f| subject::matches(f, &m.subject)) {
             summary.other_subjects += 1;
         } else if let Some(e) = envelope_of(&m, &config.nats.stream) {
-            batch.push(e.with_stream_epoch(epoch.clone()));
+            let e = e.with_stream_epoch(epoch.clone());
+            batch.push(match &origins {
+                Some(origins) => origins.resolve(e).await,
+                None => e,
+            });
         }
         if batch.len() >= chunk {
             check_chunk(sink, &read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;

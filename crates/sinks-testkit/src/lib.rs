@@ -35,6 +35,7 @@ mod process;
 mod seaweedfs;
 mod sizes;
 mod skip;
+mod tcp_proxy;
 
 pub use cluster::{CLUSTER_NODES, NatsCluster};
 pub use coherence::{
@@ -73,3 +74,4 @@ pub use sizes::{
 pub use skip::cannot_run;
 #[cfg(feature = "certify")]
 pub use skip::{ALLOWED_SKIPS, ORACLE_DATABASE, SKIP_LOG_ENV, allowed_skip, env_or_allowed_skip};
+pub use tcp_proxy::TcpProxy;

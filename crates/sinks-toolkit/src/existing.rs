@@ -114,7 +114,7 @@ pub fn key_basis(envelope: &Envelope, strategy: KeySource) -> KeyBasis {
 /// such a sink's static capabilities assume.
 pub fn strategy_basis(strategy: KeySource) -> KeyBasis {
     match strategy {
-        KeySource::StreamSequence | KeySource::IdempotencyKey => KeyBasis::StreamSequence,
+        KeySource::StreamSequence | KeySource::OriginSequence | KeySource::IdempotencyKey => KeyBasis::StreamSequence,
         KeySource::MessageId | KeySource::PayloadSha256 => KeyBasis::Publisher,
     }
 }

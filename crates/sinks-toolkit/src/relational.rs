@@ -63,11 +63,9 @@ impl IdempotencyConfig {
             .as_ref()
             .is_some_and(|c| c.len() == 2 && c.iter().zip(DEFAULT_KEY).all(|(a, b)| a.eq_ignore_ascii_case(b)));
         match (&self.columns, self.strategy) {
-            (Some(_), s) if default_pair && s != IdempotencyStrategy::StreamSequence => {
-                vec![columns.message_id.clone()]
-            }
+            (Some(_), s) if default_pair && !s.is_sequence() => vec![columns.message_id.clone()],
             (Some(c), _) => c.clone(),
-            (None, IdempotencyStrategy::StreamSequence) => {
+            (None, IdempotencyStrategy::StreamSequence | IdempotencyStrategy::OriginSequence) => {
                 vec![columns.stream_name.clone(), columns.stream_sequence.clone()]
             }
             (None, _) => vec![columns.message_id.clone()],
@@ -438,7 +436,11 @@ pub fn map_row(
         }
     };
     let metadata = MetadataDoc::scoped(envelope, stored_at, scope);
-    let js = envelope.jetstream();
+    // The key pair holds the stream the event was first stored in under `origin_sequence`.
+    let (key_stream, key_sequence) = match idempotency.strategy {
+        IdempotencyStrategy::OriginSequence => envelope.origin_sequence().map_err(invalid)?,
+        _ => (envelope.keyed_stream(), envelope.jetstream().stream_sequence),
+    };
     let app = envelope.app();
     let payload_text = normalized.value.get().to_owned();
     let fingerprint = hex::encode(Sha256::digest(payload_text.as_bytes()));
@@ -446,8 +448,8 @@ pub fn map_row(
     let cells = fields
         .iter()
         .map(|f| match f {
-            Field::StreamName => text(&envelope.keyed_stream()),
-            Field::StreamSequence => Cell::UInt(js.stream_sequence),
+            Field::StreamName => text(&key_stream),
+            Field::StreamSequence => Cell::UInt(key_sequence),
             Field::Subject => text(envelope.subject()),
             Field::MessageId => Cell::Text(derived_id.clone().or_else(|| envelope.message_id().map(str::to_owned))),
             Field::Priority => Cell::Text(app.priority.clone()),

@@ -87,6 +87,9 @@ pub(super) struct Ctx {
     pub(super) holds: Holds,
     /// What the destination has shown of itself (see `evidence`), for the holds.
     pub(super) evidence: Evidence,
+    /// Where each event was first stored, for a mirror or a sourced stream (`None`: a plain
+    /// stream outside any domain, nothing to resolve).
+    pub(super) origins: Option<Arc<crate::origin::Resolver>>,
     /// Becomes true when a stop was requested.
     pub(super) stop: tokio::sync::watch::Receiver<bool>,
 }

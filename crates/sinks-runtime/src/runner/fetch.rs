@@ -115,10 +115,13 @@ pub(super) async fn fetch_loop(
         let batch: Batch<Handle> = match fetched {
             Ok(fetched) => {
                 // The runner owns the batch from here on; each message gets its ordering key.
-                let batch: Batch<Handle> = fetched
+                let mut batch: Batch<Handle> = fetched
                     .into_iter()
                     .map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle)))
                     .collect();
+                if let Some(origins) = &ctx.origins {
+                    batch.envelopes = origins.resolve_all(std::mem::take(&mut batch.envelopes)).await;
+                }
                 ctx.lock_parking().note_fetch(&batch.envelopes, started);
                 if failures > 0 {
                     tracing::info!(failures, "fetching recovered");
@@ -263,6 +266,9 @@ async fn rebind(ctx: &Ctx, source: &Source) -> bool {
         }
     }
     source.replace_consumer(bound.consumer);
+    if let Some(origins) = &ctx.origins {
+        origins.forget();
+    }
     tracing::info!(stream = %name, consumer = %consumer, action = bound.action, "consumer bound again");
     true
 }

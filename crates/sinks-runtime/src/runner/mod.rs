@@ -353,6 +353,9 @@ async fn run_inner(
     let policy_steps: Vec<&'static str> = pipeline.steps();
     let guard = Arc::new(guard);
     let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone(), guard.watch()));
+    // Mirrors and sources: where each event was first stored (nothing to do for a plain stream
+    // outside any domain).
+    let origins = crate::origin::Resolver::prepare(client.clone(), js.clone(), &config.nats.stream).await.map(Arc::new);
     let ctx = Arc::new(Ctx {
         sink: Arc::clone(&sink),
         policy,
@@ -377,6 +380,7 @@ async fn run_inner(
         js: js.clone(),
         holds: Holds::new(metrics.clone(), sink.name(), config.delivery.outage_hold_seconds),
         evidence: Default::default(),
+        origins,
         stop: stop.clone(),
     });
     let lag = tokio::spawn(watch_stream(
@@ -484,6 +488,7 @@ pub async fn redrive(
         Err(e) => return Err(RunError::SinkOpen(e.display_chain())),
     }
     let js = async_nats::jetstream::new(client.clone());
+    let origins = crate::origin::Resolver::prepare(client.clone(), js.clone(), &config.nats.stream).await.map(Arc::new);
     let ack_wait = Duration::from_secs_f64(config.consumer_management.ack_wait_seconds.unwrap_or(30.0).max(1.0));
     let policy = GatePolicy {
         backoff: config.delivery.backoff(),
@@ -517,6 +522,7 @@ pub async fn redrive(
         js,
         holds: Holds::new(metrics.clone(), sink.name(), 0),
         evidence: Default::default(),
+        origins,
         stop,
         config,
     };

@@ -81,7 +81,11 @@ async fn write_chunk(ctx: &Ctx, chunk: Vec<RedriveItem>, marker: &Arc<dyn Redriv
     for item in chunk {
         let ticket = RedriveTicket::new(item.ticket, item.redrives, item.target, Arc::clone(marker));
         let handle = Handle::Redrive(Arc::new(ticket));
-        let envelope = item.envelope.with_order_key(None);
+        let envelope = match &ctx.origins {
+            Some(origins) => origins.resolve(item.envelope).await,
+            None => item.envelope,
+        };
+        let envelope = envelope.with_order_key(None);
         if item.policies {
             checked.push(envelope, handle);
         } else {

@@ -172,6 +172,10 @@ async fn rescue(ctx: &Ctx, capture: &Capture, cases: Vec<Case>) {
                 let envelope = Envelope::new(raw.subject.as_str(), raw.payload, headers, jetstream)
                     .with_app_metadata(app)
                     .with_stream_epoch(epoch.clone());
+                let envelope = match &ctx.origins {
+                    Some(origins) => origins.resolve(envelope).await,
+                    None => envelope,
+                };
                 batch.push(envelope, advisory);
             }
             Err(e) if e.kind() == LastRawMessageErrorKind::NoMessageFound => {

@@ -10,7 +10,7 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use super::{NATS_RESERVED_HEADERS, OTHER_STANDARD_HEADERS};
-use sinks_contract::envelope::{Envelope, Headers, MSG_SIZE_HEADER};
+use sinks_contract::envelope::{Envelope, Headers, MSG_SIZE_HEADER, Origin};
 use sinks_contract::json::JsonDoc;
 
 /// Integer nanoseconds since the Unix epoch (exact, no float rounding).
@@ -278,6 +278,10 @@ struct JetStreamDoc<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     delivered: Option<u64>,
     domain: Option<&'a str>,
+    /// Where the event was first stored, for a message that came through a mirror or a
+    /// source (or in a JetStream domain): absent for a plain stream's own message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    origin: Option<OriginDoc<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pending: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -290,6 +294,15 @@ struct JetStreamDoc<'a> {
     stream_sequence: u64,
     timestamp: Option<Rfc3339Text>,
     timestamp_epoch_ns: Option<i64>,
+}
+
+/// `jetstream.origin`: the stream the event was first stored in, its sequence and subject
+/// there (the key `origin_sequence` gives it).
+#[derive(Debug, Serialize)]
+struct OriginDoc<'a> {
+    sequence: u64,
+    stream: &'a str,
+    subject: &'a str,
 }
 
 #[derive(Debug, Serialize)]
@@ -386,6 +399,12 @@ impl<'a> MetadataDoc<'a> {
                 consumer_sequence: delivery.then_some(js.consumer_sequence),
                 delivered: delivery.then_some(js.delivered),
                 domain: js.domain.as_deref(),
+                origin: match envelope.origin() {
+                    Some(Origin::Stored { stream, sequence, .. }) => {
+                        Some(OriginDoc { sequence: *sequence, stream, subject: envelope.origin_subject() })
+                    }
+                    _ => None,
+                },
                 pending: delivery.then_some(js.pending),
                 redelivered: delivery.then(|| envelope.redelivered()),
                 stream: &js.stream,
@@ -668,6 +687,13 @@ impl JetStreamDoc<'_> {
             o.key(b"\"delivered\":").unsigned(delivered);
         }
         null_or_string(o.key(b"\"domain\":"), self.domain);
+        if let Some(origin) = &self.origin {
+            let mut inner = Members::open(o.key(b"\"origin\":"));
+            inner.key(b"\"sequence\":").unsigned(origin.sequence);
+            inner.key(b"\"stream\":").string(origin.stream);
+            inner.key(b"\"subject\":").string(origin.subject);
+            inner.close();
+        }
         if let Some(pending) = delivery(self.pending) {
             o.key(b"\"pending\":").unsigned(pending);
         }
@@ -872,6 +898,11 @@ mod tests {
                 .with_security_labels(Some(serde_json::json!({"releasability": ["NATO"]})))
                 .with_custody(Some(serde_json::json!({"record_hash": "x"})))
                 .with_stream_epoch(Some("e2".into()))
+                .with_origin(Some(Origin::Stored {
+                    stream: "ORDERS@edge".into(),
+                    sequence: 7,
+                    subject: Some("orders.raw".into()),
+                }))
                 .with_received_at(at),
             Envelope::new("a", Vec::new(), Headers::new().with("Nats-Time-Stamp", "not a time"), js(None, None)),
         ]

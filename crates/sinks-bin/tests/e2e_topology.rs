@@ -1,0 +1,271 @@
+//! JetStream topologies through the binary: one event reached through a mirror, a source, a
+//! chain of them, a subject transform or a leaf node is one record under `origin_sequence`,
+//! and the same runs under `stream_sequence` show the second copies docs/topology.md warns
+//! about.
+//!
+//! - Disaster recovery: a sink on stream TP, then (TP lost) a sink on its mirror TPDR writing
+//!   into the same destination: 800 records for 800 events (1,200 under `stream_sequence`).
+//! - Aggregation: EU and US sourced into HUB, a sink on EU and one on HUB into one
+//!   destination: each event once.
+//! - A chain (A sourced into B, B into C, B mirrored into MB) and a subject transform: each
+//!   event once, filed under the subject it was published on.
+//! - Edge to core: a stream on a leaf node with its own JetStream domain, sourced into the
+//!   hub over the leaf link, the link cut for 10 s under traffic: each event once, nothing
+//!   lost.
+//! - The same failover and aggregation into MySQL and S3.
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use async_nats::jetstream::stream::{Config as StreamConfig, External, Source, SubjectTransform};
+use async_nats::jetstream::{self, Context};
+use bytes::Bytes;
+use serde_json::{Value, json};
+use sinks_testkit::{NatsServer, TcpProxy, unique, wait_until};
+use support::{Sink, records};
+
+/// A private server (with `extra` configuration) and a directory for the test.
+struct Net {
+    server: NatsServer,
+    js: Context,
+    dir: tempfile::TempDir,
+}
+
+async fn net(extra: Option<&str>) -> Net {
+    let server = match extra {
+        Some(config) => NatsServer::start_with_config(config),
+        None => NatsServer::start(),
+    };
+    let js = server.js().await;
+    Net { server, js, dir: tempfile::tempdir().unwrap() }
+}
+
+async fn plain(js: &Context, name: &str, subjects: &[&str]) {
+    let subjects = subjects.iter().map(|s| (*s).to_owned()).collect();
+    js.create_stream(StreamConfig { name: name.into(), subjects, ..Default::default() }).await.unwrap();
+}
+
+fn source(name: &str) -> Source {
+    Source { name: name.into(), ..Default::default() }
+}
+
+async fn sourced(js: &Context, name: &str, sources: Vec<Source>) {
+    js.create_stream(StreamConfig { name: name.into(), sources: Some(sources), ..Default::default() }).await.unwrap();
+}
+
+async fn mirror(js: &Context, name: &str, of: &str) {
+    js.create_stream(StreamConfig { name: name.into(), mirror: Some(source(of)), ..Default::default() }).await.unwrap();
+}
+
+/// Publishes `n` events on `{root}.k{i % 3}` (no message ids: keys come from the streams).
+async fn publish(js: &Context, root: &str, from: usize, n: usize) {
+    for i in from..from + n {
+        js.publish(format!("{root}.k{}", i % 3), Bytes::from(format!("{{\"{root}\":{i}}}")))
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+}
+
+/// Waits until `stream` holds `n` messages (a mirror or source has caught up).
+async fn holds(js: &Context, stream: &str, n: u64) {
+    let caught_up = wait_until(Duration::from_secs(30), || async {
+        let mut s = js.get_stream(stream).await.unwrap();
+        s.info().await.unwrap().state.messages >= n
+    })
+    .await;
+    assert!(caught_up, "{stream} did not reach {n} messages");
+}
+
+/// A file-sink config consuming `stream` through a new consumer, into `out`, naming files by
+/// `strategy`.
+fn file_config(dir: &Path, url: &str, stream: &str, out: &Path, strategy: &str) -> PathBuf {
+    let consumer = unique("topo");
+    let config = json!({
+        "nats": {"url": url, "stream": stream, "consumer": consumer, "subject": ">"},
+        "delivery": {"batch_timeout_ms": 200},
+        "consumer_management": {"ack_wait_seconds": 5},
+        "logging": {"level": "INFO"},
+        "sink": {"type": "file", "directory": out, "filename_strategy": strategy},
+    });
+    let path = dir.join(format!("{consumer}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&config).unwrap()).unwrap();
+    path
+}
+
+/// Runs `nats-sink` on `config` until the consumer of `stream` settled every message.
+async fn drain(js: &Context, dir: &Path, config: &Path) -> String {
+    let consumer: Value = serde_json::from_slice(&std::fs::read(config).unwrap()).unwrap();
+    let (stream, name) = (
+        consumer["nats"]["stream"].as_str().unwrap().to_owned(),
+        consumer["nats"]["consumer"].as_str().unwrap().to_owned(),
+    );
+    let run = Sink::start(config, dir, &[]);
+    let done = wait_until(Duration::from_secs(90), || sinks_testkit::consumer_settled_on(js, &stream, &name)).await;
+    let (code, logs) = run.stop();
+    assert!(done, "{stream} not drained; log:\n{logs}");
+    assert_eq!(code, Some(0), "{logs}");
+    logs
+}
+
+/// The file records under `out` by the event they hold (its payload), with how many files
+/// each has.
+fn events_in(out: &Path) -> BTreeMap<String, usize> {
+    let mut seen = BTreeMap::new();
+    for record in records(out) {
+        *seen.entry(record["payload"].to_string()).or_insert(0) += 1;
+    }
+    seen
+}
+
+/// Every one of `n` events once, and nothing else.
+fn once_each(out: &Path, n: usize, what: &str) {
+    let seen = events_in(out);
+    let twice: Vec<_> = seen.iter().filter(|(_, c)| **c > 1).take(5).collect();
+    assert!(twice.is_empty(), "{what}: events written twice: {twice:?}");
+    assert_eq!(seen.len(), n, "{what}: {} events for {n}", seen.len());
+}
+
+/// The disaster-recovery failover: a sink on TP, its mirror TPDR taking over.
+async fn failover(strategy: &str) -> usize {
+    let n = net(None).await;
+    plain(&n.js, "TP", &["tp.>"]).await;
+    mirror(&n.js, "TPDR", "TP").await;
+    let out = n.dir.path().join("out");
+    publish(&n.js, "tp", 0, 400).await;
+    drain(&n.js, n.dir.path(), &file_config(n.dir.path(), &n.server.url(), "TP", &out, strategy)).await;
+    publish(&n.js, "tp", 400, 400).await;
+    holds(&n.js, "TPDR", 800).await;
+    // TP is lost: the sink is pointed at the mirror, a new consumer into the same directory.
+    drain(&n.js, n.dir.path(), &file_config(n.dir.path(), &n.server.url(), "TPDR", &out, strategy)).await;
+    records(&out).len()
+}
+
+#[tokio::test]
+async fn a_failover_to_the_mirror_writes_each_event_once() {
+    let files = failover("origin_sequence").await;
+    assert_eq!(files, 800, "origin_sequence: one file per event across the failover");
+    let control = failover("stream_sequence").await;
+    assert_eq!(control, 1_200, "stream_sequence: every event the primary stored is written again");
+}
+
+/// Regions EU and US sourced into HUB; a sink on EU and one on HUB into one directory.
+async fn aggregation(strategy: &str) -> (usize, BTreeMap<String, usize>) {
+    let n = net(None).await;
+    plain(&n.js, "EU", &["eu.>"]).await;
+    plain(&n.js, "US", &["us.>"]).await;
+    sourced(&n.js, "HUB", vec![source("EU"), source("US")]).await;
+    let out = n.dir.path().join("out");
+    publish(&n.js, "eu", 0, 300).await;
+    publish(&n.js, "us", 0, 300).await;
+    holds(&n.js, "HUB", 600).await;
+    drain(&n.js, n.dir.path(), &file_config(n.dir.path(), &n.server.url(), "EU", &out, strategy)).await;
+    drain(&n.js, n.dir.path(), &file_config(n.dir.path(), &n.server.url(), "HUB", &out, strategy)).await;
+    (records(&out).len(), events_in(&out))
+}
+
+#[tokio::test]
+async fn a_hub_sourcing_regions_writes_each_event_once() {
+    let (files, events) = aggregation("origin_sequence").await;
+    assert_eq!((files, events.len()), (600, 600), "origin_sequence: one file per event");
+    let (files, _) = aggregation("stream_sequence").await;
+    assert_eq!(files, 900, "stream_sequence: the EU events a second time, under the hub's name");
+}
+
+#[tokio::test]
+async fn a_chain_and_a_subject_transform_lead_back_to_the_first_origin() {
+    let n = net(None).await;
+    plain(&n.js, "A", &["a.>"]).await;
+    sourced(&n.js, "B", vec![source("A")]).await;
+    sourced(&n.js, "C", vec![source("B")]).await;
+    mirror(&n.js, "MB", "B").await;
+    let transform = SubjectTransform { source: "a.>".into(), destination: "t.>".into() };
+    sourced(&n.js, "T", vec![Source { subject_transforms: vec![transform], ..source("A") }]).await;
+    publish(&n.js, "a", 0, 120).await;
+    for stream in ["B", "C", "MB", "T"] {
+        holds(&n.js, stream, 120).await;
+    }
+    let out = n.dir.path().join("out");
+    for stream in ["A", "C", "MB", "T"] {
+        drain(&n.js, n.dir.path(), &file_config(n.dir.path(), &n.server.url(), stream, &out, "origin_sequence")).await;
+    }
+    once_each(&out, 120, "A, C (a source of a source), MB (a mirror of a source) and T (a transform)");
+    // Filed under A's name and the subject each event was published on, whatever the path.
+    for record in records(&out) {
+        let origin = &record["metadata"]["jetstream"]["origin"];
+        let subject = record["subject"].as_str().unwrap();
+        if record["stream"] == "A" {
+            assert!(origin.is_null(), "A's own messages have no origin: {record}");
+        } else {
+            assert_eq!(origin["stream"], "A", "{record}");
+            assert!(origin["subject"].as_str().unwrap().starts_with("a."), "{record}");
+        }
+        assert!(subject.starts_with("a.") || subject.starts_with("t."), "{subject}");
+    }
+    let dirs: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    assert!(dirs.iter().all(|d| d.starts_with("a.")), "partitioned by the published subject: {dirs:?}");
+}
+
+/// An edge server (a leaf node with JetStream domain `edge`) holding stream E, sourced into
+/// the hub's HUB (domain `hub`) over the leaf link through a proxy; a sink on E (at the edge)
+/// and one on HUB (at the hub) into one directory; the link cut for 10 s under traffic.
+#[tokio::test]
+async fn an_edge_stream_over_a_leaf_node_writes_each_event_once_through_a_cut_link() {
+    let leaf_port = sinks_testkit::free_port();
+    let hub =
+        net(Some(&format!("jetstream {{ domain: hub }}\nleafnodes {{ listen: \"127.0.0.1:{leaf_port}\" }}\n"))).await;
+    let link = TcpProxy::start(([127, 0, 0, 1], leaf_port).into()).await.unwrap();
+    let edge = net(Some(&format!(
+        "jetstream {{ domain: edge }}\nleafnodes {{ remotes: [ {{ url: \"nats://{}\" }} ] }}\n",
+        link.addr()
+    )))
+    .await;
+    plain(&edge.js, "E", &["e.>"]).await;
+    let from_edge =
+        Source { external: Some(External { api_prefix: "$JS.edge.API".into(), delivery_prefix: None }), ..source("E") };
+    // The hub may not see the edge's domain until the leaf link is up.
+    let made = wait_until(Duration::from_secs(30), || async {
+        let config = StreamConfig { name: "HUB".into(), sources: Some(vec![from_edge.clone()]), ..Default::default() };
+        hub.js.create_stream(config).await.is_ok()
+    })
+    .await;
+    assert!(made, "the hub's stream sourcing the edge");
+    let out = hub.dir.path().join("out");
+    publish(&edge.js, "e", 0, 200).await;
+    holds(&hub.js, "HUB", 200).await;
+    // The hub's sink runs through it all: traffic at the edge while the link is cut for 10 s,
+    // then restored.
+    let hub_config = file_config(hub.dir.path(), &hub.server.url(), "HUB", &out, "origin_sequence");
+    let hub_sink = Sink::start(&hub_config, hub.dir.path(), &[]);
+    let traffic = {
+        let js = edge.js.clone();
+        tokio::spawn(async move {
+            for i in 200..400 {
+                publish(&js, "e", i, 1).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
+    link.set_cut(true);
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    link.set_cut(false);
+    traffic.await.unwrap();
+    holds(&hub.js, "HUB", 400).await;
+    let hub_consumer: Value = serde_json::from_slice(&std::fs::read(&hub_config).unwrap()).unwrap();
+    let name = hub_consumer["nats"]["consumer"].as_str().unwrap().to_owned();
+    let settled = wait_until(Duration::from_secs(60), || sinks_testkit::consumer_settled_on(&hub.js, "HUB", &name)).await;
+    let (code, logs) = hub_sink.stop();
+    assert!(settled && code == Some(0), "the hub's sink drained; log:\n{logs}");
+    let edge_config = file_config(edge.dir.path(), &edge.server.url(), "E", &out, "origin_sequence");
+    drain(&edge.js, edge.dir.path(), &edge_config).await;
+    once_each(&out, 400, "the edge's events from the edge and from the hub");
+    let names: Vec<String> =
+        records(&out).iter().map(|r| r["metadata"]["jetstream"]["origin"]["stream"].to_string()).collect();
+    assert!(names.iter().all(|n| n == "\"E@edge\""), "the origin names its domain: {:?}", &names[..3]);
+}
