@@ -197,6 +197,10 @@ impl Harness for CoherenceHarness {
         Some((fixture, sinks_contract::testing::envelope("CERT", 900, "cert.poison", big)))
     }
 
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        Some(self.fixture(|c| c.key_strategy = crate::config::KeyStrategy::OriginSequence).await)
+    }
+
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
         let mut config = CoherenceSinkConfig::new(format!("127.0.0.1:{closed}"), "unreachable");

@@ -26,7 +26,8 @@ const MIB: u64 = 1024 * 1024;
 
 /// Which identity an entry key is built from: `idempotency_key` (default: the envelope's
 /// key, `stream-sequence:S:N`, else `message-id:ID`, else `payload-sha256:SUBJ:HEX`),
-/// `stream_sequence`, `message_id` or `payload_sha256`.
+/// `stream_sequence`, `origin_sequence` (the stream the event was first stored in, through a
+/// mirror or a source), `message_id` or `payload_sha256`.
 pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 
 /// Whether entries go to a Coherence cache or map.
@@ -112,7 +113,8 @@ pub struct CoherenceSinkConfig {
     /// `json`, the only value.
     #[serde(default)]
     pub serializer: Serializer,
-    /// `idempotency_key` (default), `stream_sequence`, `message_id` or `payload_sha256`.
+    /// `idempotency_key` (default), `stream_sequence`, `origin_sequence` (the stream the event was
+    /// first stored in, through a mirror or a source), `message_id` or `payload_sha256`.
     #[serde(default)]
     pub key_strategy: KeyStrategy,
     /// Optional namespace written as `<key_prefix>:` in front of every key

@@ -162,8 +162,11 @@ pub(crate) fn prepare(
     stored_at: OffsetDateTime,
 ) -> Result<Prepared, EntryError> {
     let key = entry_key(envelope, config)?;
-    let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
-    let json = document(envelope, &normalized, (stored_at, config.metadata_scope))?;
+    // Keyed by the origin, the entry is the event as its origin stored it, whatever the path.
+    let origin_keyed = config.key_strategy == crate::config::KeyStrategy::OriginSequence;
+    let event = config.metadata_scope.content_of(envelope, origin_keyed)?;
+    let normalized = payload::normalize(event.payload(), config.payload_mode)?;
+    let json = document(&event, &normalized, (stored_at, config.metadata_scope))?;
     if json.len() as u64 > config.max_value_bytes {
         return Err(EntryError::TooLarge { size: json.len(), max: config.max_value_bytes });
     }

@@ -103,9 +103,13 @@ fn walk(root: &Path, pick: impl Fn(Bytes, Bytes) -> Bytes) -> Result<Vec<Record>
 }
 
 async fn fixture(mode: PayloadMode) -> Result<Fixture, String> {
+    fixture_with(|config| config.payload_mode = mode).await
+}
+
+async fn fixture_with(adjust: impl FnOnce(&mut FileSinkConfig)) -> Result<Fixture, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut config = FileSinkConfig::new(dir.path().join("out"));
-    config.payload_mode = mode;
+    adjust(&mut config);
     let sink = FileSink::new(config).map_err(|e| e.to_string())?;
     sink.open().await.map_err(|e| e.display_chain())?;
     Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(DirReadBack { dir }) })
@@ -124,6 +128,10 @@ impl Harness for FileHarness {
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
         let fx = fixture(PayloadMode::JsonOnly).await.ok()?;
         Some((fx, envelope(sinks_certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+    }
+
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        Some(fixture_with(|config| config.filename_strategy = crate::FilenameStrategy::OriginSequence).await)
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
@@ -246,6 +254,13 @@ impl Harness for FileBatchHarness {
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
         let fx = batch_fixture(PayloadMode::JsonOnly).await.ok()?;
         Some((fx, envelope(sinks_certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+    }
+
+    fn no_key_per_event(&self) -> Option<&'static str> {
+        Some(
+            "batch files are named by the consumed stream's sequences: sink.filename_strategy: \
+                  origin_sequence is refused with sink.mode: batch",
+        )
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -85,7 +85,8 @@ pub struct FileSinkConfig {
     /// `include_metadata`, `partition_by_subject` and `pretty` do not apply.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchConfig>,
-    /// How file names are derived: `stream_sequence` (default), `message_id` or `payload_sha256`.
+    /// How file names are derived: `stream_sequence` (default), `origin_sequence` (one file per
+    /// event through a mirror or a source; not in batch mode), `message_id` or `payload_sha256`.
     /// In a later epoch of the stream a `stream_sequence` name is `{stream}.{epoch}-{seq}`.
     #[serde(default)]
     pub filename_strategy: FilenameStrategy,
@@ -213,6 +214,8 @@ impl FileSinkConfig {
         issues.range("sink.compression_level", u64::from(self.compression_level), 1, 9);
         sinks_toolkit::files::check_modes(self.file_mode, self.dir_mode, &mut issues);
         sinks_toolkit::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
+        let origin = self.filename_strategy == FilenameStrategy::OriginSequence;
+        sinks_toolkit::batch::config::refuse_origin_keys(self.mode, "sink.filename_strategy", origin, &mut issues);
         if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Overwrite {
             issues.push(
                 "sink.duplicate_policy",
@@ -340,6 +343,8 @@ mod tests {
         assert_eq!(issue_paths(r#"{"directory":"  "}"#), ["sink.directory"]);
         assert_eq!(issue_paths(r#"{"directory":"out","mode":"append"}"#), ["sink.mode"]);
         assert_eq!(issue_paths(r#"{"directory":"out","filename_strategy":"uuid"}"#), ["sink.filename_strategy"]);
+        let batch_by_origin = r#"{"directory":"out","mode":"batch","filename_strategy":"origin_sequence"}"#;
+        assert_eq!(issue_paths(batch_by_origin), ["sink.filename_strategy"]);
         assert_eq!(issue_paths(r#"{"directory":"out","compression_level":0}"#), ["sink.compression_level"]);
         assert_eq!(issue_paths(r#"{"directory":"out","compression_level":10}"#), ["sink.compression_level"]);
     }

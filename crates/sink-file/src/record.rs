@@ -66,6 +66,9 @@ pub(crate) enum RecordError {
     /// Serializing or compressing the record failed.
     #[error("record cannot be encoded ({0})")]
     Encode(String),
+    /// Keyed by `origin_sequence`, and where the event was first stored cannot be told.
+    #[error(transparent)]
+    Origin(#[from] sinks_contract::idempotency::IdempotencyError),
 }
 
 /// A record ready to be written.
@@ -122,8 +125,11 @@ pub(crate) fn encode(
     stored_at: OffsetDateTime,
 ) -> Result<EncodedRecord, RecordError> {
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
+    // Keyed by the origin, the record is the event as its origin stored it, whatever the path.
+    let origin_keyed = config.filename_strategy == crate::FilenameStrategy::OriginSequence;
+    let event = config.metadata_scope.content_of(envelope, origin_keyed)?;
     let json =
-        record_json(envelope, &normalized, config.include_metadata, config.pretty, (stored_at, config.metadata_scope))?;
+        record_json(&event, &normalized, config.include_metadata, config.pretty, (stored_at, config.metadata_scope))?;
     let bytes =
         config.compression.apply(json, config.compression_level).map_err(|e| RecordError::Encode(e.to_string()))?;
     Ok(EncodedRecord { bytes, payload_sha256: normalized.sha256 })

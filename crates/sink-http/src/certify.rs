@@ -153,7 +153,13 @@ impl HttpHarness {
     }
 
     async fn fixture(space: Space) -> Result<Fixture, String> {
-        let sink = HttpSink::new(Self::config_for(&space)).map_err(|e| e.to_string())?;
+        Self::fixture_with(space, |_| {}).await
+    }
+
+    async fn fixture_with(space: Space, adjust: impl FnOnce(&mut HttpSinkConfig)) -> Result<Fixture, String> {
+        let mut config = Self::config_for(&space);
+        adjust(&mut config);
+        let sink = HttpSink::new(config).map_err(|e| e.to_string())?;
         sink.open().await.map_err(|e| e.display_chain())?;
         Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(space) })
     }
@@ -173,6 +179,15 @@ impl Harness for HttpHarness {
         let fixture = Self::fixture(self.space(Some(POISON_MARKER), true).await.ok()?).await.ok()?;
         let payload = format!("this payload is refused by the endpoint: {POISON_MARKER}");
         Some((fixture, envelope(CERT_STREAM, 7, "cert.poison", payload)))
+    }
+
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        let space = match self.space(None, true).await {
+            Ok(space) => space,
+            Err(e) => return Some(Err(e)),
+        };
+        let by_origin = |c: &mut HttpSinkConfig| c.idempotency.strategy = crate::config::KeyStrategy::OriginSequence;
+        Some(Self::fixture_with(space, by_origin).await)
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -144,7 +144,8 @@ pub struct IdempotencyConfig {
     pub required: bool,
     /// Header that carries the key (default `Idempotency-Key`).
     pub header: String,
-    /// `idempotency_key` (default), `stream_sequence`, `message_id` or `payload_sha256`.
+    /// `idempotency_key` (default), `stream_sequence`, `origin_sequence` (the stream the event was
+    /// first stored in, through a mirror or a source), `message_id` or `payload_sha256`.
     pub strategy: KeyStrategy,
 }
 

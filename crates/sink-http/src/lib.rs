@@ -31,7 +31,8 @@
 //!
 //! **Idempotency.** The key is derived from the event identity, never from the attempt:
 //! `idempotency.strategy` `idempotency_key` (the envelope default: `stream-sequence:S:N`,
-//! else `message-id:ID`, else `payload-sha256:SUBJ:HEX`), `stream_sequence`, `message_id` or
+//! else `message-id:ID`, else `payload-sha256:SUBJ:HEX`), `stream_sequence`, `origin_sequence`
+//! (one key per event through a mirror or a source), `message_id` or
 //! `payload_sha256`. The header carries it with controls, space, `%` and non-ASCII bytes
 //! percent-encoded (one-to-one; the usual keys are unchanged); the envelope's
 //! `idempotency_key` field carries it verbatim. With `idempotency.required` (default), a

@@ -125,6 +125,9 @@ pub(crate) enum RequestError {
     /// Serializing the body failed.
     #[error("request body cannot be encoded ({0})")]
     Encode(String),
+    /// Keyed by `origin_sequence`, and where the event was first stored cannot be told.
+    #[error(transparent)]
+    Origin(#[from] IdempotencyError),
 }
 
 /// The idempotency key of `envelope` under `config`: `Ok(None)` when keys are disabled, or
@@ -157,6 +160,11 @@ pub(crate) fn message_body(
     let body = match config.body_format {
         BodyFormat::Payload => normalized.value.get().as_bytes().to_vec(),
         BodyFormat::Envelope => {
+            // Keyed by the origin, the body is the event as its origin stored it, whatever
+            // the path: one key, one body.
+            let origin_keyed = config.idempotency.strategy == crate::config::KeyStrategy::OriginSequence;
+            let event = config.metadata_scope.content_of(envelope, origin_keyed)?;
+            let envelope = &*event;
             let js = envelope.jetstream();
             let app = envelope.app();
             let delivery = metadata::DeliveryFields::of(envelope, sent_at, config.metadata_scope);

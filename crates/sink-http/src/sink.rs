@@ -462,6 +462,7 @@ impl Inner {
             let error_type = match e {
                 request::RequestError::Payload(_) | request::RequestError::Encode(_) => "SerializationError",
                 request::RequestError::TooLarge { .. } => "PermanentSinkError",
+                request::RequestError::Origin(_) => "ValidationError",
             };
             SinkError::permanent(format!("cannot build the request body: {e}")).with_error_type(error_type)
         })?;

@@ -236,6 +236,11 @@ impl Harness for MySqlHarness {
         Some((fx, envelope(sinks_certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
     }
 
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        let by_origin = serde_json::json!({"idempotency": {"strategy": "origin_sequence"}});
+        Some(self.fixture(by_origin).await.map(|(f, _)| f))
+    }
+
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
         let config = self.config("unreachable", serde_json::json!({"port": 1, "connection_timeout": 2.0})).ok()?;
         Some(Arc::new(MySqlSink::new(config).ok()?.with_password(&self.password)))

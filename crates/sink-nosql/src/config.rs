@@ -99,7 +99,8 @@ impl AuthMode {
 
 /// Which identity a row key is built from: `idempotency_key` (default: the envelope's key,
 /// `stream-sequence:S:N`, else `message-id:ID`, else `payload-sha256:SUBJECT:HEX`),
-/// `stream_sequence`, `message_id` or `payload_sha256`. The raw key string is the row key.
+/// `stream_sequence`, `origin_sequence` (the stream the event was first stored in, through a
+/// mirror or a source), `message_id` or `payload_sha256`. The raw key string is the row key.
 pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 
 /// What a write does when its row key already exists: `skip_existing` (put if absent, with
@@ -190,7 +191,8 @@ pub struct NoSqlSinkConfig {
     /// (use an unencrypted key file readable only by the sink, or the instance principal).
     #[serde(default)]
     pub oci_private_key_passphrase_env: Option<String>,
-    /// `idempotency_key` (default), `stream_sequence`, `message_id` or `payload_sha256`.
+    /// `idempotency_key` (default), `stream_sequence`, `origin_sequence` (the stream the event was
+    /// first stored in, through a mirror or a source), `message_id` or `payload_sha256`.
     #[serde(default)]
     pub key_strategy: KeyStrategy,
     /// Optional namespace written as `<key_prefix>:` in front of every row key (letters,

@@ -155,6 +155,10 @@ pub(crate) fn prepare(
     stored_at: OffsetDateTime,
 ) -> Result<PreparedRow, RowError> {
     let key = row_key(envelope, config)?;
+    // Keyed by the origin, the row is the event as its origin stored it, whatever the path.
+    let origin_keyed = config.key_strategy == crate::config::KeyStrategy::OriginSequence;
+    let event = config.metadata_scope.content_of(envelope, origin_keyed)?;
+    let envelope = &*event;
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
     let doc = metadata::MetadataDoc::scoped(envelope, stored_at, config.metadata_scope);
     let document = event_json(envelope, &normalized, &doc, config.store_payload_text)?;

@@ -97,6 +97,11 @@ impl ReadBack for ScriptedReadBack {
     }
 }
 
+/// The section members that key each row by `origin_sequence` (clause C14).
+fn by_origin() -> serde_json::Value {
+    serde_json::json!({"idempotency": {"strategy": "origin_sequence"}})
+}
+
 impl ScriptedHarness {
     /// The configuration of a scripted fixture writing `table`.
     pub fn config(table: &str, extra: serde_json::Value) -> Result<OracleSinkConfig, String> {
@@ -121,8 +126,12 @@ impl ScriptedHarness {
     }
 
     async fn fixture(&self) -> Result<(Fixture, ScriptedDriver, String), String> {
+        self.fixture_with(serde_json::json!({})).await
+    }
+
+    async fn fixture_with(&self, extra: serde_json::Value) -> Result<(Fixture, ScriptedDriver, String), String> {
         let table = unique_table("cert");
-        let (sink, driver) = Self::sink(&table, serde_json::json!({})).await?;
+        let (sink, driver) = Self::sink(&table, extra).await?;
         let read_back = ScriptedReadBack { driver: driver.clone(), table: table.clone() };
         Ok((Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) }, driver, table))
     }
@@ -145,6 +154,10 @@ impl Harness for ScriptedHarness {
         driver.reject_rows(RowRule::too_large(Some(&table), "SUBJECT", 24));
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
         Some((fx, envelope(sinks_certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+    }
+
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        Some(self.fixture_with(by_origin()).await.map(|(f, _, _)| f))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
@@ -315,10 +328,14 @@ impl LiveHarness {
     }
 
     async fn fixture(&self) -> Result<(Fixture, String), String> {
+        self.fixture_with(serde_json::json!({})).await
+    }
+
+    async fn fixture_with(&self, extra: serde_json::Value) -> Result<(Fixture, String), String> {
         let live = self.live()?.clone();
         let table = unique_table("cert");
-        let config = OracleSinkConfig::from_section(&section(self.section(&table, serde_json::json!({}))?))
-            .map_err(|e| e.to_string())?;
+        let config =
+            OracleSinkConfig::from_section(&section(self.section(&table, extra)?)).map_err(|e| e.to_string())?;
         let sink = OracleSink::new(config).map_err(|e| e.to_string())?.with_password(&live.password);
         sink.open().await.map_err(|e| e.display_chain())?;
         let read_back = LiveReadBack { live, table: table.clone() };
@@ -404,6 +421,10 @@ impl Harness for LiveHarness {
         self.live().ok()?.run(sql, false).await.ok()?;
         let subject = "cert.poison.this.subject.is.far.too.long.for.the.column";
         Some((fx, envelope(sinks_certify::CERT_STREAM, 7, subject, r#"{"poison":true}"#)))
+    }
+
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        Some(self.fixture_with(by_origin()).await.map(|(f, _)| f))
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

@@ -377,6 +377,10 @@ impl Harness for S3Harness {
         Some((fixture, sinks_contract::testing::envelope("CERT", 900, "cert.poison", big)))
     }
 
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        Some(self.fixture(|c| c.key_strategy = crate::config::KeyStrategy::OriginSequence).await)
+    }
+
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
         let mut config = S3SinkConfig::new("unreachable-bucket");
@@ -449,6 +453,13 @@ impl Harness for S3BatchHarness {
         fx.sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
         fx.read_back = Box::new(self.0.read_back(&config, bucket).ok()?);
         Some((fx, poison))
+    }
+
+    fn no_key_per_event(&self) -> Option<&'static str> {
+        Some(
+            "batch objects are named by the consumed stream's sequences: sink.key_strategy: \
+                  origin_sequence is refused with sink.mode: batch",
+        )
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {

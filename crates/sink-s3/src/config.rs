@@ -161,7 +161,9 @@ pub struct S3SinkConfig {
     /// Name of the environment variable holding a session token (optional).
     #[serde(default)]
     pub aws_session_token_env: Option<String>,
-    /// `idempotency_key` (default), `stream_sequence`, `message_id` or `payload_sha256`.
+    /// `idempotency_key` (default), `stream_sequence`, `origin_sequence` (the stream the event
+    /// was first stored in, through a mirror or a source; not in batch mode), `message_id` or
+    /// `payload_sha256`.
     #[serde(default)]
     pub key_strategy: KeyStrategy,
     /// Optional namespace written as `<key_prefix>:` in front of the key (same character
@@ -422,6 +424,8 @@ impl S3SinkConfig {
             }
         }
         sinks_toolkit::batch::config::validate_mode(self.mode, self.batch.as_ref(), &mut issues);
+        let origin = self.key_strategy == KeyStrategy::OriginSequence;
+        sinks_toolkit::batch::config::refuse_origin_keys(self.mode, "sink.key_strategy", origin, &mut issues);
         if self.mode == WriteMode::Batch && self.duplicate_policy == DuplicatePolicy::Replace {
             issues.push(
                 "sink.duplicate_policy",
@@ -606,8 +610,12 @@ mod tests {
         .unwrap();
         assert_eq!(c.batch_config().map(|b| (b.max_messages, b.extension())), Some((100, "ndjson.gz")));
         assert_eq!(parse(serde_json::json!({"bucket": "b-1"})).unwrap().batch_config(), None);
-        let rows: [(serde_json::Value, &[&str]); 4] = [
+        let rows: [(serde_json::Value, &[&str]); 5] = [
             (serde_json::json!({"bucket": "b-1", "batch": {}}), &["sink.batch"]),
+            (
+                serde_json::json!({"bucket": "b-1", "mode": "batch", "key_strategy": "origin_sequence"}),
+                &["sink.key_strategy"],
+            ),
             (
                 serde_json::json!({"bucket": "b-1", "mode": "batch", "duplicate_policy": "replace"}),
                 &["sink.duplicate_policy"],

@@ -260,6 +260,10 @@ pub(crate) fn prepare(
     stored_at: OffsetDateTime,
 ) -> Result<Prepared, ObjectError> {
     let key = object_key(envelope, config)?;
+    // Keyed by the origin, the object is the event as its origin stored it, whatever the path.
+    let origin_keyed = config.key_strategy == crate::config::KeyStrategy::OriginSequence;
+    let event = config.metadata_scope.content_of(envelope, origin_keyed)?;
+    let envelope = &*event;
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
     let doc = metadata::MetadataDoc::scoped(envelope, stored_at, config.metadata_scope);
     let json = match config.object_format {

@@ -103,6 +103,13 @@ impl Harness for SpoolHarness {
         Some((fx, envelope(sinks_certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
     }
 
+    fn no_key_per_event(&self) -> Option<&'static str> {
+        Some(
+            "the spool is custody, not the destination: it names its copy by the delivered key and keeps \
+                  the origin, which replay restores for a target keyed by origin_sequence",
+        )
+    }
+
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
         // The spool's volume went away after start-up: the directory is gone.
         let dir = tempfile::tempdir().ok()?;

@@ -15,7 +15,10 @@
 //!   joined with `,` in `headers` (the reference's single-valued map) and kept exactly in
 //!   `headers_values` (nats-sinks extension, ignored by the reference). In a later epoch of
 //!   the stream the envelope also has `stream_epoch` (nats-sinks extension): the idempotency
-//!   key, and so the file name, is `{stream}.{epoch}`'s, and replay restores the epoch.
+//!   key, and so the file name, is `{stream}.{epoch}`'s, and replay restores the epoch. A
+//!   message that came through a mirror or a source also has `origin` (nats-sinks
+//!   extension, `Origin::to_json`): replay restores it, for a target keyed by
+//!   `origin_sequence`.
 //!
 //! Documents are written with sorted keys and a trailing newline, compact unless `pretty`.
 
@@ -129,6 +132,11 @@ pub fn plain_record(
         // message as the spool did (`{stream}.{epoch}`), never under an earlier event's key.
         if let Some(epoch) = envelope.stream_epoch() {
             map.insert("stream_epoch".into(), epoch.into());
+        }
+        // Only for a message that came through a mirror or a source: replay restores it, so
+        // a target keyed by `origin_sequence` keys the event as it would have unspooled.
+        if let Some(origin) = envelope.origin() {
+            map.insert("origin".into(), origin.to_json());
         }
     }
     let preview_value: Value = serde_json::from_str(normalized.value.get()).unwrap_or(Value::Null);
@@ -338,10 +346,18 @@ pub fn envelope_of(record: &Value) -> Result<Envelope, RecordError> {
     };
     let received = time_of(&e["received_at_epoch_ns"], "received_at_epoch_ns")?.unwrap_or_else(OffsetDateTime::now_utc);
     let epoch = opt_str(&e["stream_epoch"], "stream_epoch")?;
+    let origin = match &e["origin"] {
+        Value::Null => None,
+        value => Some(
+            sinks_contract::envelope::Origin::from_json(value)
+                .map_err(|m| RecordError::Format(format!("envelope.{m}")))?,
+        ),
+    };
     Ok(Envelope::new(subject, Bytes::from(payload_bytes(record)?), headers, jetstream)
         .with_app_metadata(app)
         .with_received_at(received)
-        .with_stream_epoch(epoch.map(Into::into)))
+        .with_stream_epoch(epoch.map(Into::into))
+        .with_origin(origin))
 }
 
 #[cfg(test)]
@@ -430,6 +446,24 @@ mod tests {
         let mut wrong = plain;
         wrong["envelope"]["stream_epoch"] = 17.into();
         assert!(matches!(envelope_of(&wrong), Err(RecordError::Format(_))));
+    }
+
+    #[test]
+    fn an_origin_is_kept_and_restored_for_a_target_keyed_by_it() {
+        use sinks_contract::envelope::Origin;
+        let config = SpoolSinkConfig::plaintext("/x");
+        let first = plain_record(&envelope(), &config, OffsetDateTime::now_utc()).unwrap();
+        assert!(first["envelope"].get("origin").is_none(), "the reference's shape for a plain stream");
+        let origin = Origin::Stored { stream: "ORDERS@hub".into(), sequence: 9, subject: Some("o.eu".into()) };
+        let hubbed = envelope().with_origin(Some(origin.clone()));
+        let plain = plain_record(&hubbed, &config, OffsetDateTime::now_utc()).unwrap();
+        let back = envelope_of(&unwrap(&encode(&wrapper(&plain, None), false), &Keyring::new()).unwrap()).unwrap();
+        assert_eq!(back.origin(), Some(&origin));
+        let key = sinks_contract::IdempotencyKey::origin_sequence(&back).unwrap();
+        assert_eq!(key.to_string(), "stream-sequence:ORDERS@hub:9");
+        let mut wrong = plain;
+        wrong["envelope"]["origin"]["sequence"] = 0.into();
+        assert!(matches!(envelope_of(&wrong), Err(RecordError::Format(m)) if m.contains("origin.sequence")));
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! - Edge to core: a stream on a leaf node with its own JetStream domain, sourced into the
 //!   hub over the leaf link, the link cut for 10 s under traffic: each event once, nothing
 //!   lost.
-//! - The same failover and aggregation into MySQL and S3.
+//! - The same failover and aggregation into MySQL, S3 and an HTTP endpoint that fingerprints
+//!   whole bodies (the IETF Idempotency-Key draft's 422 for a second body under one key):
+//!   one record per event, and never a second body for one key whatever the path.
 #![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
 
 mod support;
@@ -21,11 +23,11 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use async_nats::jetstream::Context;
 use async_nats::jetstream::stream::{Config as StreamConfig, External, Source, SubjectTransform};
-use async_nats::jetstream::{self, Context};
 use bytes::Bytes;
 use serde_json::{Value, json};
-use sinks_testkit::{NatsServer, TcpProxy, unique, wait_until};
+use sinks_testkit::{HttpTestServer, NatsServer, Strict, TcpProxy, unique, wait_until};
 use support::{Sink, records};
 
 /// A private server (with `extra` configuration) and a directory for the test.
@@ -259,7 +261,8 @@ async fn an_edge_stream_over_a_leaf_node_writes_each_event_once_through_a_cut_li
     holds(&hub.js, "HUB", 400).await;
     let hub_consumer: Value = serde_json::from_slice(&std::fs::read(&hub_config).unwrap()).unwrap();
     let name = hub_consumer["nats"]["consumer"].as_str().unwrap().to_owned();
-    let settled = wait_until(Duration::from_secs(60), || sinks_testkit::consumer_settled_on(&hub.js, "HUB", &name)).await;
+    let settled =
+        wait_until(Duration::from_secs(60), || sinks_testkit::consumer_settled_on(&hub.js, "HUB", &name)).await;
     let (code, logs) = hub_sink.stop();
     assert!(settled && code == Some(0), "the hub's sink drained; log:\n{logs}");
     let edge_config = file_config(edge.dir.path(), &edge.server.url(), "E", &out, "origin_sequence");
@@ -268,4 +271,90 @@ async fn an_edge_stream_over_a_leaf_node_writes_each_event_once_through_a_cut_li
     let names: Vec<String> =
         records(&out).iter().map(|r| r["metadata"]["jetstream"]["origin"]["stream"].to_string()).collect();
     assert!(names.iter().all(|n| n == "\"E@edge\""), "the origin names its domain: {:?}", &names[..3]);
+}
+
+/// A MySQL, S3 or fingerprinting HTTP destination (the certification's crash targets) keyed
+/// by `origin_sequence`: its `sink` section, reader and environment, and the endpoint.
+async fn destination(
+    kind: &str,
+) -> (Value, Box<dyn sinks_certify::ReadBack>, Vec<(String, String)>, Option<std::sync::Arc<HttpTestServer>>) {
+    use sinks_certify::Harness;
+    let mut endpoint = None;
+    let target = match kind {
+        "mysql" => {
+            let server = sinks_testkit::shared_mysql().unwrap_or_else(|e| sinks_testkit::cannot_run("e2e_topology", e));
+            sink_mysql::certify::MySqlHarness::new(sink_mysql::certify::TestServer::new(server.host, server.port))
+                .crash_target()
+                .await
+        }
+        "http" => {
+            let server = std::sync::Arc::new(HttpTestServer::start().await.unwrap());
+            server.set_request_log(false);
+            server.set_strict(Strict { fingerprint_bodies: true, replay_first_answer: true, ..Strict::default() });
+            endpoint = Some(server.clone());
+            sink_http::certify::HttpHarness::new(server.base_url()).crash_target().await
+        }
+        _ => {
+            let weed =
+                sinks_testkit::shared_s3().await.unwrap_or_else(|e| sinks_testkit::cannot_run("e2e_topology", e));
+            let harness = sink_s3::certify::S3Harness::new(
+                weed.endpoint,
+                weed.filer,
+                sinks_testkit::S3_ACCESS_KEY_ID,
+                sinks_testkit::S3_SECRET_ACCESS_KEY,
+            );
+            harness.crash_target().await
+        }
+    }
+    .unwrap();
+    let mut section = target.sink_section;
+    match kind {
+        "s3" => section["key_strategy"] = json!("origin_sequence"),
+        _ => section["idempotency"] = json!({"strategy": "origin_sequence"}),
+    }
+    (section, target.read_back, target.env, endpoint)
+}
+
+#[tokio::test]
+async fn mysql_s3_and_http_keep_one_record_per_event_across_a_failover_and_a_hub() {
+    for kind in ["mysql", "s3", "http"] {
+        let n = net(None).await;
+        plain(&n.js, "TP", &["tp.>"]).await;
+        mirror(&n.js, "TPDR", "TP").await;
+        sourced(&n.js, "HUB", vec![source("TP")]).await;
+        let (section, read_back, env, endpoint) = destination(kind).await;
+        let envs: Vec<(&str, String)> = env.iter().map(|(k, v)| (k.as_str(), v.clone())).collect();
+        let run = |stream: &str| {
+            let consumer = unique("topo");
+            let config = json!({
+                "nats": {"url": n.server.url(), "stream": stream, "consumer": consumer, "subject": ">"},
+                "delivery": {"batch_timeout_ms": 200}, "logging": {"level": "INFO"}, "sink": section.clone(),
+            });
+            let path = n.dir.path().join(format!("{consumer}.json"));
+            std::fs::write(&path, serde_json::to_vec(&config).unwrap()).unwrap();
+            (path, stream.to_owned(), consumer)
+        };
+        publish(&n.js, "tp", 0, 300).await;
+        holds(&n.js, "TPDR", 300).await;
+        holds(&n.js, "HUB", 300).await;
+        // The primary, its mirror after a failover and a hub that sources it, in turn.
+        for stream in ["TP", "TPDR", "HUB"] {
+            let (path, stream, consumer) = run(stream);
+            let sink = Sink::start(&path, n.dir.path(), &envs);
+            let done =
+                wait_until(Duration::from_secs(90), || sinks_testkit::consumer_settled_on(&n.js, &stream, &consumer))
+                    .await;
+            let (code, logs) = sink.stop();
+            assert!(done && code == Some(0), "{kind} {stream}; log:\n{logs}");
+        }
+        let records = read_back.read_all().await.unwrap();
+        let keys: std::collections::BTreeSet<&String> = records.iter().map(|(k, _)| k).collect();
+        assert_eq!((records.len(), keys.len()), (300, 300), "{kind}: one record per event");
+        assert!(keys.iter().all(|k| k.starts_with("stream-sequence:TP:")), "{kind}: keyed by the origin: {keys:?}");
+        if let Some(endpoint) = endpoint {
+            let answers = endpoint.answers();
+            assert_eq!(answers.get(&422), None, "never a second body for one key: {answers:?}");
+            assert!(answers.get(&201).or(answers.get(&200)).is_some_and(|n| *n >= 900), "three paths: {answers:?}");
+        }
+    }
 }

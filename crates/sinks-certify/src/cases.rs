@@ -520,7 +520,7 @@ pub async fn c13_one_event_one_content(h: &dyn Harness) -> Outcome {
     };
     let headers = |s: u64| {
         Headers::new()
-            .with("Nats-Msg-Id", &format!("cert-{s}"))
+            .with("Nats-Msg-Id", format!("cert-{s}"))
             .with("X-Cert", "one event")
             .with("Nats-Time-Stamp", "2026-12-06T10:00:00Z")
     };
@@ -554,4 +554,57 @@ pub async fn c13_one_event_one_content(h: &dyn Harness) -> Outcome {
         }
         None => Outcome::Pass,
     }
+}
+
+/// C14: one key and one content for an event whatever the path. Under `origin_sequence`
+/// ([`super::Harness::origin_keyed`]) a sink keys an event by the stream it was first stored
+/// in and its sequence there (`Envelope::origin`, set by the runtime), and stores the event as
+/// its origin stored it, so the same event read from its origin, from a mirror after a
+/// failover (the same sequence, another stream) and from a hub that sources it (another
+/// sequence and subject, and the `Nats-Stream-Source` header) is one record, byte for byte
+/// the same whichever path wrote it first; a message whose origin cannot be told is refused,
+/// permanently, as `origin_unresolved`.
+pub async fn c14_one_key_whatever_the_path(h: &dyn Harness) -> Outcome {
+    use sinks_contract::envelope::{Origin, STREAM_SOURCE_HEADER};
+    if let Some(reason) = h.no_key_per_event() {
+        return Outcome::Skip { allowed: super::skips::NO_KEY_PER_EVENT.into(), reason: reason.into() };
+    }
+    let origin_keyed = || async {
+        match h.origin_keyed().await {
+            Some(fx) => fx.map_err(|e| format!("cannot run: no destination: {e}")),
+            None => Err("cannot run: the harness offers no destination keyed by origin_sequence".into()),
+        }
+    };
+    let (fx, hub_first) = (check!(origin_keyed().await), check!(origin_keyed().await));
+    let payload = json(7);
+    let published = Headers::new().with("Nats-Msg-Id", "c14-7");
+    let origin = || Some(Origin::Stored { stream: CERT_STREAM.into(), sequence: 7, subject: Some("cert.k7".into()) });
+    let first = envelope_with(CERT_STREAM, 7, "cert.k7", payload.clone(), published.clone(), 1);
+    let mirrored = envelope_with("CERTDR", 7, "cert.k7", payload.clone(), published.clone(), 1).with_origin(origin());
+    let hub_headers = published.with(STREAM_SOURCE_HEADER, format!("{CERT_STREAM} 7 > cert.> hub.cert.k7 abcdefgh"));
+    let hub = envelope_with("CERTHUB", 3, "hub.cert.k7", payload.clone(), hub_headers, 2).with_origin(origin());
+    check!(all_committed(&check!(write(fx.sink.as_ref(), std::slice::from_ref(&first)).await)));
+    for (path, e) in [("a mirror", &mirrored), ("a hub", &hub)] {
+        let outcomes = check!(write(fx.sink.as_ref(), std::slice::from_ref(e)).await);
+        if !matches!(outcomes[0], MessageOutcome::Duplicate | MessageOutcome::Committed) {
+            fail!("the event again through {path}: {}", label(&outcomes[0]));
+        }
+    }
+    let want = vec![(format!("stream-sequence:{CERT_STREAM}:7"), payload)];
+    check!(holds_exactly(&fx, &want).await);
+    // The same event written first through the hub, to a destination of its own.
+    check!(all_committed(&check!(write(hub_first.sink.as_ref(), std::slice::from_ref(&hub)).await)));
+    check!(holds_exactly(&hub_first, &want).await);
+    let (direct, hubbed) = (check!(stored_content(&fx).await), check!(stored_content(&hub_first).await));
+    if let Some(difference) = first_difference(&direct, &hubbed) {
+        fail!("the event stored from a hub differs from the event stored from its stream: {difference}");
+    }
+    let lost = Origin::Unresolved("the header names no known source".into());
+    let unresolved = envelope_with("CERTHUB", 4, "cert.k8", json(8), Headers::new(), 1).with_origin(Some(lost));
+    match &check!(write(fx.sink.as_ref(), std::slice::from_ref(&unresolved)).await)[0] {
+        MessageOutcome::Failed(e) if e.is_permanent() => {}
+        other => fail!("a message whose origin cannot be told: {}", label(other)),
+    }
+    check!(holds_exactly(&fx, &want).await);
+    Outcome::Pass
 }

@@ -105,6 +105,20 @@ pub trait Harness: Send + Sync {
         None
     }
 
+    /// A fresh destination whose sink keys each message by `origin_sequence` (clause C14). The
+    /// default offers none, which fails C14 unless [`Harness::no_key_per_event`] says why it
+    /// cannot apply.
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        None
+    }
+
+    /// Why this sink mode has no key of its own per event (batch objects, the spool's custody
+    /// copy), which skips C14 under the allow-listed [`skips::NO_KEY_PER_EVENT`]; `None` (the
+    /// default) for a sink that keys each message.
+    fn no_key_per_event(&self) -> Option<&'static str> {
+        None
+    }
+
     /// A sink whose destination is unreachable (closed port, removed directory), if one can
     /// be made.
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
@@ -189,6 +203,7 @@ pub const CLAUSES: &[(&str, &str, CaseFn)] = &[
     ("C11", "no secrets or payloads in logs", |h| Box::pin(c11_no_secrets_or_payloads_in_logs(h))),
     ("C12", "a reused stream sequence is refused", |h| Box::pin(c12_reused_sequence_is_refused(h))),
     ("C13", "one event, one content", |h| Box::pin(c13_one_event_one_content(h))),
+    ("C14", "one key for an event through a mirror or a source", |h| Box::pin(c14_one_key_whatever_the_path(h))),
 ];
 
 /// Runs one clause by id, catching panics as failures.
@@ -267,6 +282,7 @@ macro_rules! certify_tests {
         $crate::certify_tests!(@case $harness, c11_no_secrets_or_payloads_in_logs, "C11");
         $crate::certify_tests!(@case $harness, c12_reused_sequence_is_refused, "C12");
         $crate::certify_tests!(@case $harness, c13_one_event_one_content, "C13");
+        $crate::certify_tests!(@case $harness, c14_one_key_whatever_the_path, "C14");
     };
     (@case $harness:expr, $name:ident, $id:literal) => {
         #[tokio::test]

@@ -50,6 +50,10 @@ impl Harness for MemoryHarness {
         Some((fixture(sink), envelope(super::CERT_STREAM, 7, "cert.poison", poison)))
     }
 
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        Some(Ok(fixture(Arc::new(MemorySink::keyed_by(sinks_contract::idempotency::KeySource::OriginSequence)))))
+    }
+
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
         let sink = MemorySink::new();
         sink.faults.unreachable.store(true, std::sync::atomic::Ordering::Relaxed);

@@ -37,6 +37,7 @@ pub struct MemorySink {
     records: Mutex<HashMap<String, Bytes>>,
     commits: Mutex<Vec<(u64, Option<sinks_contract::OrderKey>)>>,
     writes: AtomicUsize,
+    key: sinks_contract::idempotency::KeySource,
     /// Injected faults.
     pub faults: FaultPlan,
 }
@@ -45,6 +46,11 @@ impl MemorySink {
     /// An empty sink without faults.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty sink that keys each message by `key` (the default: the envelope's own key).
+    pub fn keyed_by(key: sinks_contract::idempotency::KeySource) -> Self {
+        Self { key, ..Self::default() }
     }
 
     /// The committed payload for `key`, read without going through `write`.
@@ -135,7 +141,7 @@ impl Sink for MemorySink {
                     blocked.extend(e.order_key());
                     return MessageOutcome::temporary("injected temporary failure of one message");
                 }
-                let key = match e.idempotency_key() {
+                let key = match self.key.key_of(e) {
                     Ok(k) => k,
                     Err(err) => return MessageOutcome::Failed(SinkError::permanent(err.to_string())),
                 };

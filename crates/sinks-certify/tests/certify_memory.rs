@@ -21,6 +21,19 @@ impl certify::Harness for Missing {
     }
 }
 
+/// The memory sink, offered with its own keys only (no destination keyed by origin).
+struct WithoutOriginKeys;
+
+#[async_trait::async_trait]
+impl certify::Harness for WithoutOriginKeys {
+    fn name(&self) -> &'static str {
+        "without-origin-keys"
+    }
+    async fn fresh(&self) -> Result<certify::Fixture, String> {
+        certify::Harness::fresh(&MemoryHarness).await
+    }
+}
+
 #[tokio::test]
 async fn run_all_reports_every_clause_in_order() {
     // An unavailable harness: run_all reports every clause without running any.
@@ -75,6 +88,16 @@ mod broken {
         StoresDeliveryFacts,
         /// Overwrites the stored record on every delivery with this delivery's facts.
         OverwritesWithDeliveryFacts,
+        /// Offered keyed by origin, keys by the delivering stream's sequence all the same.
+        KeysByDeliveredStream,
+        /// Keyed by origin, stores the delivering stream's name with the payload: the event
+        /// through a mirror sends other content under its one key.
+        StoresThePath,
+        /// Keyed by origin, overwrites the record with the delivering stream's name.
+        OverwritesWithThePath,
+        /// Keyed by origin, writes a message whose origin cannot be told under its delivered
+        /// stream's key.
+        GuessesUnresolvedOrigins,
     }
 
     #[derive(Debug)]
@@ -118,6 +141,34 @@ mod broken {
                     payload.extend_from_slice(format!(" received={}", e.received_at()).as_bytes());
                     self.inner.set(&key, Some(payload.into()));
                     outcomes.push(MessageOutcome::Committed);
+                } else if matches!(self.flaw, Flaw::StoresThePath) {
+                    let mut payload = e.payload().to_vec();
+                    payload.extend_from_slice(format!(" via={}", e.jetstream().stream).as_bytes());
+                    let stamped = e.clone().with_payload(payload.into());
+                    outcomes.extend(
+                        self.inner.write(std::slice::from_ref(&stamped), sinks_contract::DEFAULT_BUDGET).await?,
+                    );
+                } else if matches!(self.flaw, Flaw::OverwritesWithThePath) {
+                    let key = sinks_contract::IdempotencyKey::origin_sequence(e).map(|k| k.to_string());
+                    let mut payload = e.payload().to_vec();
+                    if e.origin().is_some() {
+                        payload.extend_from_slice(format!(" via={}", e.jetstream().stream).as_bytes());
+                    }
+                    match key {
+                        Ok(key) => {
+                            self.inner.set(&key, Some(payload.into()));
+                            outcomes.push(MessageOutcome::Committed);
+                        }
+                        Err(err) => outcomes.push(MessageOutcome::Failed(SinkError::permanent(err.to_string()))),
+                    }
+                } else if matches!(self.flaw, Flaw::GuessesUnresolvedOrigins) {
+                    let guessed = match e.origin() {
+                        Some(sinks_contract::envelope::Origin::Unresolved(_)) => e.clone().with_origin(None),
+                        _ => e.clone(),
+                    };
+                    outcomes.extend(
+                        self.inner.write(std::slice::from_ref(&guessed), sinks_contract::DEFAULT_BUDGET).await?,
+                    );
                 } else if matches!(self.flaw, Flaw::IgnoresEpoch) {
                     let plain = e.clone().with_stream_epoch(None);
                     outcomes
@@ -166,6 +217,14 @@ mod broken {
             let sink = Arc::new(Broken { inner: Arc::clone(&inner), flaw: self.0, down: false });
             Ok(Fixture { sink, read_back: Box::new(Reader(inner)) })
         }
+        async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+            let inner = Arc::new(match self.0 {
+                Flaw::KeysByDeliveredStream => MemorySink::new(),
+                _ => MemorySink::keyed_by(sinks_contract::idempotency::KeySource::OriginSequence),
+            });
+            let sink = Arc::new(Broken { inner: Arc::clone(&inner), flaw: self.0, down: false });
+            Some(Ok(Fixture { sink, read_back: Box::new(Reader(inner)) }))
+        }
         async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
             Some(Arc::new(Broken { inner: Arc::new(MemorySink::new()), flaw: self.0, down: true }))
         }
@@ -184,11 +243,18 @@ async fn the_cases_catch_broken_sinks() {
         (Flaw::IgnoresEpoch, "C12"),
         (Flaw::StoresDeliveryFacts, "C13"),
         (Flaw::OverwritesWithDeliveryFacts, "C13"),
+        (Flaw::KeysByDeliveredStream, "C14"),
+        (Flaw::StoresThePath, "C14"),
+        (Flaw::OverwritesWithThePath, "C14"),
+        (Flaw::GuessesUnresolvedOrigins, "C14"),
     ] {
         let result = certify::run_case(&BrokenHarness(flaw), clause).await;
         assert!(matches!(result.outcome, Outcome::Fail(_)), "{flaw:?} must fail {clause}, got {:?}", result.outcome);
     }
     // A harness that cannot make a poison message cannot show C6: that fails, never skips.
     let cannot = certify::run_case(&BrokenHarness(Flaw::DropsWrites), "C6").await;
+    assert!(matches!(&cannot.outcome, Outcome::Fail(r) if r.starts_with("cannot run")), "{:?}", cannot.outcome);
+    // Nor can one without a destination keyed by origin show C14.
+    let cannot = certify::run_case(&WithoutOriginKeys, "C14").await;
     assert!(matches!(&cannot.outcome, Outcome::Fail(r) if r.starts_with("cannot run")), "{:?}", cannot.outcome);
 }

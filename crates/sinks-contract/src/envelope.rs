@@ -22,6 +22,11 @@ pub const MESSAGE_ID_HEADERS: [&str; 3] = ["Nats-Msg-Id", "Nats-Message-Id", "me
 /// the metadata document's creation time and for freshness.
 pub const CREATED_AT_HEADER: &str = "Nats-Time-Stamp";
 
+/// Header a sourcing stream adds to each message it stores: where the message came from
+/// (`Envelope::origin` is read from it). It differs by path, so content made of the event
+/// at its origin ([`Envelope::at_origin`]) leaves it out.
+pub const STREAM_SOURCE_HEADER: &str = "Nats-Stream-Source";
+
 /// Header that JetStream sets on headers-only deliveries: the size of the omitted body.
 pub const MSG_SIZE_HEADER: &str = "Nats-Msg-Size";
 
@@ -203,6 +208,39 @@ pub enum Origin {
     },
     /// The origin cannot be told, and why (a key made of it is refused for that message).
     Unresolved(Arc<str>),
+}
+
+impl Origin {
+    /// The origin as a JSON object [`Origin::from_json`] reads back exactly, for a record
+    /// that is written back into a sink later (the spool's): `{"stream", "sequence",
+    /// "subject"}` (`subject` null when unchanged) or `{"unresolved": why}`.
+    pub fn to_json(&self) -> serde_json::Value {
+        match self {
+            Self::Stored { stream, sequence, subject } => {
+                serde_json::json!({"stream": &**stream, "sequence": sequence, "subject": subject.as_deref()})
+            }
+            Self::Unresolved(why) => serde_json::json!({ "unresolved": &**why }),
+        }
+    }
+
+    /// Reads [`Origin::to_json`]'s object; an error names what is wrong.
+    pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
+        if let Some(why) = value.get("unresolved") {
+            return why
+                .as_str()
+                .map(|w| Self::Unresolved(w.into()))
+                .ok_or_else(|| "origin.unresolved must be a string".into());
+        }
+        let stream = value["stream"].as_str().filter(|s| !s.is_empty()).ok_or("origin.stream must be a stream name")?;
+        let sequence =
+            value["sequence"].as_u64().filter(|s| *s > 0).ok_or("origin.sequence must be a positive integer")?;
+        let subject = match &value["subject"] {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(s) => Some(s.as_str().into()),
+            _ => return Err("origin.subject must be a string or null".into()),
+        };
+        Ok(Self::Stored { stream: stream.into(), sequence, subject })
+    }
 }
 
 /// One JetStream message as a sink sees it. Immutable; holds no ack handle.
@@ -407,6 +445,37 @@ impl Envelope {
         }
     }
 
+    /// The event as its origin stored it, for content that must be the same whatever path
+    /// delivered it (a sink keyed by `origin_sequence` writes it): the origin's stream (no
+    /// epoch, no domain: a domain is part of the origin's name), sequence and subject, the
+    /// headers without [`STREAM_SOURCE_HEADER`], and no JetStream timestamp (a sourcing
+    /// stream stamps its own time on its copy; the publisher's `Nats-Time-Stamp` header
+    /// stays). A message stored directly keeps its stream, epoch, sequence and subject. The
+    /// delivery's facts (consumer, sequences, delivery count, receive time) are kept, so a
+    /// document of the delivery still tells them. Refused when the origin cannot be told.
+    pub fn at_origin(&self) -> Result<Self, crate::idempotency::IdempotencyError> {
+        let mut event = self.clone();
+        match &self.origin {
+            Some(Origin::Stored { stream, sequence, subject }) => {
+                event.jetstream.stream = stream.to_string();
+                event.jetstream.stream_sequence = *sequence;
+                event.epoch = None;
+                if let Some(subject) = subject {
+                    event.subject = subject.to_string();
+                }
+            }
+            Some(Origin::Unresolved(why)) => {
+                return Err(crate::idempotency::IdempotencyError::OriginUnresolved(why.to_string()));
+            }
+            None => {}
+        }
+        event.origin = None;
+        event.jetstream.domain = None;
+        event.jetstream.timestamp = None;
+        event.headers.entries.retain(|(name, _)| !name.eq_ignore_ascii_case(STREAM_SOURCE_HEADER));
+        Ok(event)
+    }
+
     /// The subject the event was first stored under: its origin's when a subject transform
     /// changed it on the way, else the subject.
     pub fn origin_subject(&self) -> &str {
@@ -533,5 +602,54 @@ mod tests {
         // Derived when the message was delivered, not from the headers kept.
         assert_eq!(slim.message_id(), Some("m-7"));
         assert_eq!(slim.payload().as_ref(), b"{}");
+    }
+
+    #[test]
+    fn an_origin_reads_back_as_written_and_a_broken_one_is_named() {
+        let origins = [
+            Origin::Stored { stream: "ORDERS@hub".into(), sequence: 7, subject: None },
+            Origin::Stored { stream: "E".into(), sequence: 1, subject: Some("edge.a".into()) },
+            Origin::Unresolved("no source named X".into()),
+        ];
+        for origin in origins {
+            assert_eq!(Origin::from_json(&origin.to_json()), Ok(origin.clone()));
+        }
+        let broken = [
+            (serde_json::json!({"stream": "S"}), "origin.sequence"),
+            (serde_json::json!({"stream": "", "sequence": 1}), "origin.stream"),
+            (serde_json::json!({"stream": "S", "sequence": 1, "subject": 3}), "origin.subject"),
+            (serde_json::json!({"unresolved": 1}), "origin.unresolved"),
+        ];
+        for (value, names) in broken {
+            let err = Origin::from_json(&value).unwrap_err();
+            assert!(err.starts_with(names), "{value}: {err}");
+        }
+    }
+
+    #[test]
+    fn every_path_of_one_event_has_one_content_at_its_origin() {
+        let at = |e: &Envelope| {
+            let o = e.at_origin().unwrap();
+            (o.jetstream().stream.clone(), o.jetstream().stream_sequence, o.subject().to_owned(), o.headers().clone())
+        };
+        let payload = Bytes::from_static(b"{}");
+        let published = Headers::new().with("Nats-Msg-Id", "m-7");
+        let direct = crate::testing::envelope_with("ORDERS", 7, "o.eu", payload.clone(), published.clone(), 1);
+        let origin = || Some(Origin::Stored { stream: "ORDERS".into(), sequence: 7, subject: Some("o.eu".into()) });
+        let mirrored = crate::testing::envelope_with("DR", 7, "o.eu", payload.clone(), published.clone(), 1)
+            .with_origin(origin())
+            .with_stream_epoch(Some("e2".into()));
+        let sourced_headers = published.clone().with(STREAM_SOURCE_HEADER, "ORDERS 7 > o.> hub.o.eu x");
+        let sourced =
+            crate::testing::envelope_with("HUB", 3, "hub.o.eu", payload, sourced_headers, 2).with_origin(origin());
+        let want = at(&direct);
+        assert_eq!(want, ("ORDERS".to_owned(), 7, "o.eu".to_owned(), published));
+        assert_eq!(at(&mirrored), want);
+        assert_eq!(at(&sourced), want);
+        let hubbed = sourced.at_origin().unwrap();
+        assert_eq!((hubbed.origin(), hubbed.stream_epoch(), hubbed.jetstream().timestamp), (None, None, None));
+        assert_eq!(hubbed.jetstream().delivered, 2, "the delivery's facts stay");
+        let lost = direct.with_origin(Some(Origin::Unresolved("no such source".into())));
+        assert!(lost.at_origin().is_err());
     }
 }

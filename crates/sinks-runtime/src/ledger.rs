@@ -162,6 +162,10 @@ pub struct Receipt {
     /// moved back, whose keys carry it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_epoch: Option<String>,
+    /// Where the event was first stored (`stream-sequence:{origin}:{seq}`), for a message that
+    /// came through a mirror or a source (or in a JetStream domain): the `origin_sequence` key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin_key: Option<String>,
     /// Consumer that delivered the message.
     pub consumer: String,
     /// Subject the message was published on.
@@ -370,6 +374,10 @@ pub fn receipt_with(
         stream: js.stream.clone(),
         stream_sequence: js.stream_sequence,
         stream_epoch: envelope.stream_epoch().map(str::to_owned),
+        origin_key: envelope
+            .origin()
+            .and_then(|_| sinks_contract::IdempotencyKey::origin_sequence(envelope).ok())
+            .map(|k| k.to_string()),
         consumer: js.consumer.clone(),
         subject: envelope.subject().to_owned(),
         message_id: envelope.message_id().map(str::to_owned),

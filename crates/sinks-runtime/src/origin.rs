@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 use sinks_contract::envelope::{Envelope, Origin};
 
 /// The header a sourced stream adds.
-pub const SOURCE_HEADER: &str = "Nats-Stream-Source";
+pub const SOURCE_HEADER: &str = sinks_contract::envelope::STREAM_SOURCE_HEADER;
 
 /// How far a chain of mirrors and sources is followed.
 const MAX_HOPS: usize = 8;

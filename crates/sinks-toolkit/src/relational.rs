@@ -422,6 +422,10 @@ pub fn map_row(
     let invalid = |e: sinks_contract::idempotency::IdempotencyError| {
         SinkError::permanent(e.to_string()).with_error_type("ValidationError").with_reason(e.reason_code())
     };
+    // Keyed by the origin, the row is the event as its origin stored it, whatever the path.
+    let origin_keyed = idempotency.strategy == IdempotencyStrategy::OriginSequence;
+    let event = scope.content_of(envelope, origin_keyed).map_err(invalid)?;
+    let envelope = &*event;
     let derived_id = match idempotency.strategy {
         IdempotencyStrategy::PayloadField => Some(
             idempotency

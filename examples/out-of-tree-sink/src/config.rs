@@ -30,8 +30,9 @@ pub struct SqliteSinkConfig {
     #[serde(default = "default_true")]
     pub create_table: bool,
     /// What identifies a message (the row's primary key): `idempotency_key` (the default:
-    /// stream sequence, else message id, else payload hash), `stream_sequence`, `message_id`
-    /// or `payload_sha256`.
+    /// stream sequence, else message id, else payload hash), `stream_sequence`,
+    /// `origin_sequence` (the stream the event was first stored in, through a mirror or a
+    /// source), `message_id` or `payload_sha256`.
     #[serde(default)]
     pub key: KeySource,
     /// What a different payload under a stored key does (see [`ConflictPolicy`]).

@@ -1,5 +1,5 @@
 //! The SQLite sink against the contract's certification suite (`sinks-certify`): one test
-//! per clause, C1 to C12. Every fixture is a fresh database in a temporary directory, read
+//! per clause, C1 to C14. Every fixture is a fresh database in a temporary directory, read
 //! back with a connection of its own, not through the sink.
 
 use std::path::PathBuf;
@@ -64,6 +64,11 @@ impl Harness for SqliteHarness {
         let fx = fixture(|c| c.max_payload_bytes = 256).await.ok()?;
         let big = format!("{{\"pad\":\"{}\"}}", "p".repeat(300));
         Some((fx, envelope(sinks_certify::CERT_STREAM, 7, "cert.poison", big)))
+    }
+
+    /// Rows keyed by where each event was first stored (`key: origin_sequence`).
+    async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
+        Some(fixture(|c| c.key = sinks_contract::idempotency::KeySource::OriginSequence).await)
     }
 
     /// The database's directory does not exist (a volume that is not mounted).

@@ -295,6 +295,19 @@ pub fn validate_mode(mode: WriteMode, batch: Option<&BatchConfig>, issues: &mut 
     }
 }
 
+/// Refuses `origin_sequence` (the key knob at `field`) in batch mode: a batch object is named
+/// by the consumed stream's sequences and holds rows of that stream, so it cannot key an event
+/// by the stream it was first stored in. Refused rather than ignored.
+pub fn refuse_origin_keys(mode: WriteMode, field: &str, origin_keyed: bool, issues: &mut Issues) {
+    if mode == WriteMode::Batch && origin_keyed {
+        issues.push(
+            field,
+            "`origin_sequence` needs one record per message: batch objects are named by the consumed \
+             stream's sequences (see docs/topology.md)",
+        );
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,6 +317,18 @@ mod tests {
         let mut issues = Issues::default();
         config.validate(&mut issues);
         issues.finish().err().map(|e| e.issues.into_iter().map(|i| i.path).collect()).unwrap_or_default()
+    }
+
+    #[test]
+    fn origin_keys_are_refused_in_batch_mode_only() {
+        let refused = |mode, origin| {
+            let mut issues = Issues::default();
+            refuse_origin_keys(mode, "sink.key_strategy", origin, &mut issues);
+            issues.finish().err().map(|e| e.issues.into_iter().map(|i| i.path).collect::<Vec<_>>())
+        };
+        assert_eq!(refused(WriteMode::Batch, true), Some(vec!["sink.key_strategy".to_owned()]));
+        assert_eq!(refused(WriteMode::Batch, false), None);
+        assert_eq!(refused(WriteMode::OneFilePerMessage, true), None);
     }
 
     #[test]

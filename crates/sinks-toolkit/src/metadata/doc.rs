@@ -166,6 +166,23 @@ pub enum MetadataScope {
 }
 
 impl MetadataScope {
+    /// The envelope a sink builds stored content from. Under keys of the event's origin
+    /// (`origin_keyed`: `origin_sequence`) and this scope `Message`, the event as its origin
+    /// stored it ([`Envelope::at_origin`]), so the same event read from its stream, a mirror
+    /// or a hub that sources it writes the same bytes under its one key; else the envelope
+    /// as delivered. An error when the origin cannot be told (the key is refused too).
+    pub fn content_of(
+        self,
+        envelope: &Envelope,
+        origin_keyed: bool,
+    ) -> Result<std::borrow::Cow<'_, Envelope>, sinks_contract::idempotency::IdempotencyError> {
+        if origin_keyed && self == Self::Message {
+            envelope.at_origin().map(std::borrow::Cow::Owned)
+        } else {
+            Ok(std::borrow::Cow::Borrowed(envelope))
+        }
+    }
+
     /// The members [`MetadataDoc::write_in_key_order`] leaves out under this scope (with the
     /// custody object kept).
     pub fn left_out(self) -> LeftOut {
