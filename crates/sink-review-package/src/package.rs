@@ -118,7 +118,7 @@ pub(crate) enum BuildError {
 }
 
 /// SHA-256 of `bytes` in lowercase hex.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 

@@ -99,10 +99,11 @@ impl Report {
 /// True when `name` is the temporary directory of a package being written (`.pkg-….tmp`,
 /// or `.pkg-….<random>.tmp` for a second delivery written at the same time).
 pub fn is_temporary_name(name: &str) -> bool {
-    name.strip_prefix('.')
-        .and_then(|rest| rest.strip_suffix(".tmp"))
-        .and_then(|rest| rest.get(..36))
-        .is_some_and(package::is_package_id)
+    let Some(rest) = name.strip_prefix('.').and_then(|rest| rest.strip_suffix(".tmp")) else {
+        return false;
+    };
+    let (id, random) = rest.split_at_checked(36).unwrap_or((rest, ""));
+    package::is_package_id(id) && (random.is_empty() || random.starts_with('.'))
 }
 
 /// Checks every package directly below `root`. An error only when `root` cannot be listed.
@@ -284,7 +285,7 @@ pub fn check_package(dir: &Path, name: &str) -> (PackageState, Option<String>) {
         let mut extra: Vec<String> = entries
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n != HASHES && !listed.contains_key(n.as_str()))
+            .filter(|n| n != HASHES && n != MANIFEST && !listed.contains_key(n.as_str()))
             .collect();
         extra.sort();
         bad.extend(extra.into_iter().map(|n| format!("{n}: a file no list names")));
@@ -312,5 +313,6 @@ mod tests {
         assert!(!is_temporary_name(&id));
         assert!(!is_temporary_name(".nats-sinks-healthcheck.abc.tmp"));
         assert!(!is_temporary_name(&format!(".{id}")));
+        assert!(!is_temporary_name(&format!(".{id}x.tmp")));
     }
 }
