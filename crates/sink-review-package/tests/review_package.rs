@@ -105,7 +105,7 @@ async fn a_temporary_directory_left_by_a_crash_is_never_a_package_and_is_rewritt
     assert_eq!(presence(&sink, std::slice::from_ref(&e)).await, [Presence::Missing], "not taken for a package");
     // The message was not acknowledged: its redelivery cleans and writes the package.
     assert_eq!(classes(&write(&sink, &[redelivery(&e)]).await), [OutcomeClass::Committed]);
-    assert_eq!(entries(&root), [id.clone()], "the temporary directory is gone");
+    assert_eq!(entries(&root), std::slice::from_ref(&id), "the temporary directory is gone");
     let report = verify::verify_root(&root).unwrap();
     assert_eq!(report.counts(), (1, 0, 0), "{report:?}");
     assert_eq!(fs::read(root.join(&id).join("payload.bin")).unwrap(), b"payload");
