@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
+use sinks_runtime::config::KindDefaults;
 
 use crate::{Registry, exit};
 
@@ -86,7 +87,7 @@ pub(crate) fn run(registry: &Registry, request: &Request) -> ExitCode {
         Ok(raw) => raw,
         Err(e) => return exit::config_failure(&e),
     };
-    let rendered = render(&manifest(&raw, request.dataset_name.as_deref()));
+    let rendered = render(&manifest(&raw, request.dataset_name.as_deref(), &registry.kind_defaults()));
     let Some(output) = &request.output else {
         return crate::output::emit(&format!("{rendered}\n"));
     };
@@ -106,9 +107,10 @@ pub(crate) fn run(registry: &Registry, request: &Request) -> ExitCode {
     }
 }
 
-/// The manifest of the config tree `raw` (the file merged with the environment, as loaded).
-pub(crate) fn manifest(raw: &Value, dataset_name: Option<&str>) -> Value {
-    let config = view::normalized(raw);
+/// The manifest of the config tree `raw` (the file merged with the environment, as loaded),
+/// with the optional fan-out target waits of `kinds`.
+pub(crate) fn manifest(raw: &Value, dataset_name: Option<&str>, kinds: &KindDefaults) -> Value {
+    let config = view::normalized(raw, kinds);
     let text = |v: &Value| v.as_str().map(str::to_owned);
     let stream = &config["nats"]["stream"];
     let mut subject_patterns = vec![config["nats"]["subject"].clone()];
@@ -313,17 +315,18 @@ mod tests {
             "nats": {"stream": "ORDERS", "consumer": "c", "subject": "orders.>", "password_env": "P"},
             "consumer_management": {"filter_subjects": ["orders.a", "orders.b"]},
             "mission_metadata": {"enabled": true, "default": {"retention_category": "short", "schema_version": 2, "x": [1]}},
-            "sink": {"type": "fanout", "sinks": {"f": {"type": "file", "directory": "o"}},
+            "sink": {"type": "fanout", "sinks": {"f": {"type": "disk", "directory": "o"}},
                      "routes": [{"name": "r", "match": {"subject": ">"}, "targets": ["f"]}]}
         });
-        let m = manifest(&raw, None);
+        let kinds = KindDefaults::default();
+        let m = manifest(&raw, None, &kinds);
         assert_eq!(m["schema"], SCHEMA);
         assert_eq!(
             m["dataset"],
             json!({"name": "ORDERS", "stream": "ORDERS", "consumer": "c",
                                          "subject_patterns": ["orders.>", "orders.a", "orders.b"]})
         );
-        assert_eq!(m["sinks"], json!({"active": "fanout", "named": {"f": "file"}}));
+        assert_eq!(m["sinks"], json!({"active": "fanout", "named": {"f": "disk"}}));
         assert_eq!(
             m["routing"],
             json!({"enabled": true, "mode": "first", "default_targets": [],
@@ -334,7 +337,7 @@ mod tests {
         assert_eq!(m["governance"]["schema_profile"], Value::Null);
         assert_eq!(m["metadata"]["mission_metadata_enabled"], true);
         assert_eq!(m["redacted_config"]["nats"]["password_env"], view::REDACTED);
-        assert_eq!(manifest(&raw, Some("orders-product"))["dataset"]["name"], "orders-product");
+        assert_eq!(manifest(&raw, Some("orders-product"), &kinds)["dataset"]["name"], "orders-product");
     }
 
     #[test]

@@ -6,11 +6,14 @@
 //! gets the same document for the same file.
 //!
 //! What the reference does not know (this project's extension sections and fields) is kept
-//! as it was given, redacted by the same rules. A field this build reads differently from
+//! as it was given, redacted by the same rules. The waits of optional fan-out targets come
+//! from the kinds the binary registers (`KindDefaults`), which for the reference's sink types
+//! are the reference's (a test of sinks-bin holds them to its table). A field this build reads differently from
 //! the reference (`nats.max_reconnect_attempts` is accepted and not used) still shows the
 //! reference's value: the view describes the file, not this build's behaviour.
 
 use serde_json::{Map, Value};
+use sinks_runtime::config::KindDefaults;
 
 use super::schema::{self, Kind};
 
@@ -32,25 +35,17 @@ const SENSITIVE_KEY_PARTS: [&str; 11] = [
     "key_material",
 ];
 
-/// The sink types the reference's fan-out knows waits for, with those waits
-/// (`minimum_wait_ms`, `timeout_ms`) for an optional target.
-const OPTIONAL_TARGET_WAITS: [(&str, u64, u64); 8] = [
-    ("coherence", 1000, 5000),
-    ("file", 100, 1000),
-    ("http", 1000, 5000),
-    ("mysql", 1000, 5000),
-    ("oracle", 1000, 5000),
-    ("oracle_nosql", 1000, 5000),
-    ("s3", 1000, 5000),
-    ("spool", 100, 1000),
-];
-
-/// The normalized (not yet redacted) view of `raw`, a whole config tree.
-pub(crate) fn normalized(raw: &Value) -> Value {
+/// The normalized (not yet redacted) view of `raw`, a whole config tree, with the optional
+/// fan-out target waits of `kinds`.
+pub(crate) fn normalized(raw: &Value, kinds: &KindDefaults) -> Value {
     let mut root = raw.as_object().cloned().unwrap_or_default();
-    inline_fanout(&mut root);
-    named_sink_types(&mut root);
-    normalize_model("AppConfig", Value::Object(root))
+    inline_fanout(&mut root, kinds);
+    named_sink_types(&mut root, kinds);
+    let mut view = normalize_model("AppConfig", Value::Object(root));
+    if let Some(Value::Object(routing)) = view.get_mut("routing") {
+        optional_target_waits(routing, kinds);
+    }
+    view
 }
 
 /// `value` redacted with the reference's rules: a key naming a secret hides its value, a
@@ -99,7 +94,7 @@ fn redact_value(key: &str, value: &Value) -> Value {
 /// The compact fan-out form (`sink.type: fanout` with `sink.sinks` and route fields) moved
 /// into the top-level `sinks` and `routing` sections, as the reference does before anything
 /// else.
-fn inline_fanout(root: &mut Map<String, Value>) {
+fn inline_fanout(root: &mut Map<String, Value>, kinds: &KindDefaults) {
     let Some(Value::Object(sink)) = root.get_mut("sink") else { return };
     if sink.get("type").and_then(Value::as_str).map(|t| t.trim().to_lowercase()).as_deref() != Some("fanout") {
         return;
@@ -123,7 +118,7 @@ fn inline_fanout(root: &mut Map<String, Value>) {
         routing.insert(target.into(), value);
     }
     if !explicit_types {
-        let inferred = inferred_types(root.get("sinks"), &routing);
+        let inferred = inferred_types(root.get("sinks"), &routing, kinds);
         if !inferred.is_empty() {
             routing.insert("target_sink_types".into(), Value::Object(inferred));
         }
@@ -133,13 +128,13 @@ fn inline_fanout(root: &mut Map<String, Value>) {
 
 /// Named sinks' types filled into `routing.target_sink_types` for every target the routes
 /// name, where the map does not name it yet.
-fn named_sink_types(root: &mut Map<String, Value>) {
+fn named_sink_types(root: &mut Map<String, Value>, kinds: &KindDefaults) {
     let sinks = root.get("sinks").cloned();
     let Some(Value::Object(routing)) = root.get_mut("routing") else { return };
     if !matches!(sinks, Some(Value::Object(_))) {
         return;
     }
-    let inferred = inferred_types(sinks.as_ref(), routing);
+    let inferred = inferred_types(sinks.as_ref(), routing, kinds);
     if inferred.is_empty() {
         return;
     }
@@ -150,9 +145,9 @@ fn named_sink_types(root: &mut Map<String, Value>) {
     routing.insert("target_sink_types".into(), Value::Object(types));
 }
 
-/// The type of every named sink a route (or the default) targets, for the types the
-/// reference's fan-out knows.
-fn inferred_types(sinks: Option<&Value>, routing: &Map<String, Value>) -> Map<String, Value> {
+/// The type of every named sink a route (or the default) targets, for the types that have
+/// optional-target waits.
+fn inferred_types(sinks: Option<&Value>, routing: &Map<String, Value>, kinds: &KindDefaults) -> Map<String, Value> {
     let Some(Value::Object(sinks)) = sinks else { return Map::new() };
     let mut names: Vec<String> = target_names(routing.get("default_targets"));
     if let Some(Value::Array(routes)) = routing.get("routes") {
@@ -164,7 +159,7 @@ fn inferred_types(sinks: Option<&Value>, routing: &Map<String, Value>) -> Map<St
     for name in names {
         let kind =
             sinks.get(&name).and_then(|s| s.get("type")).and_then(Value::as_str).map(|t| t.trim().to_lowercase());
-        if let Some(kind) = kind.filter(|k| OPTIONAL_TARGET_WAITS.iter().any(|(t, ..)| t == k)) {
+        if let Some(kind) = kind.filter(|k| kinds.optional_wait(k).is_some()) {
             out.insert(name, Value::from(kind));
         }
     }
@@ -210,9 +205,6 @@ fn normalize_model(name: &str, value: Value) -> Value {
     }
     // Whatever the reference does not know (this project's extensions) stays as given.
     out.extend(input);
-    if name == "RoutingMatchPolicyConfig" {
-        optional_target_waits(&mut out);
-    }
     Value::Object(out)
 }
 
@@ -358,7 +350,7 @@ fn targets(value: Value) -> Value {
 
 /// Optional targets without explicit waits get the waits of their sink type, as the
 /// reference's routing policy fills them (when routing is on or has default targets).
-fn optional_target_waits(routing: &mut Map<String, Value>) {
+fn optional_target_waits(routing: &mut Map<String, Value>, kinds: &KindDefaults) {
     let enabled = routing.get("enabled").and_then(Value::as_bool).unwrap_or(false);
     let has_defaults = routing.get("default_targets").and_then(Value::as_array).is_some_and(|d| !d.is_empty());
     if !enabled && !has_defaults {
@@ -371,11 +363,10 @@ fn optional_target_waits(routing: &mut Map<String, Value>) {
             return;
         }
         let kind = target.get("sink").and_then(Value::as_str).and_then(|s| types.get(s)).and_then(Value::as_str);
-        let Some((_, minimum, timeout)) = kind.and_then(|k| OPTIONAL_TARGET_WAITS.iter().find(|(t, ..)| *t == k))
-        else {
+        let Some(wait) = kind.and_then(|k| kinds.optional_wait(k)) else {
             return;
         };
-        for (key, wait) in [("minimum_wait_ms", *minimum), ("timeout_ms", *timeout)] {
+        for (key, wait) in [("minimum_wait_ms", wait.minimum_wait_ms), ("timeout_ms", wait.timeout_ms)] {
             if target.get(key).is_none_or(Value::is_null) {
                 target.insert(key.into(), Value::from(wait));
             }
@@ -410,8 +401,19 @@ fn standard_headers(section: &mut Map<String, Value>) {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use sinks_runtime::config::OptionalWait;
 
     use super::*;
+
+    /// Two kinds with the waits of the reference's local and networked sinks.
+    fn kinds() -> KindDefaults {
+        [
+            ("disk", OptionalWait { minimum_wait_ms: 100, timeout_ms: 1000 }),
+            ("remote", OptionalWait { minimum_wait_ms: 1000, timeout_ms: 5000 }),
+        ]
+        .into_iter()
+        .collect()
+    }
 
     #[test]
     fn every_model_a_field_names_exists() {
@@ -429,9 +431,11 @@ mod tests {
 
     #[test]
     fn a_minimal_config_is_filled_with_the_references_defaults() {
-        let view = normalized(&json!({"nats": {"stream": "S", "consumer": "c", "subject": "s.>"},
-                                      "sink": {"type": " File ", "directory": "out"}}));
-        assert_eq!(view["sink"], json!({"type": "file", "directory": "out"}));
+        let view = normalized(
+            &json!({"nats": {"stream": "S", "consumer": "c", "subject": "s.>"}, "sink": {"type": " Disk ", "directory": "out"}}),
+            &kinds(),
+        );
+        assert_eq!(view["sink"], json!({"type": "disk", "directory": "out"}));
         assert_eq!(view["nats"]["max_reconnect_attempts"], 60);
         assert_eq!(view["delivery"]["retry_backoff_multiplier"], 2.0);
         assert_eq!(view["message_metadata"]["priority"], json!({"default": null, "header": "Nats-Sinks-Priority"}));
@@ -442,16 +446,19 @@ mod tests {
 
     #[test]
     fn shorthands_are_spelled_out() {
-        let view = normalized(&json!({
-            "nats": {"stream": "S", "consumer": "c", "subject": "s.>"},
-            "logging": {"level": " debug "},
-            "delivery": {"retry_backoff_multiplier": 3},
-            "message_metadata": {"labels": {"default": "a; b;;a"}, "priority": {"default": "  "},
-                                 "rules": [{"subject": "s.x", "labels": "x;y"}]},
-            "encryption": {"algorithm": "AES_256_GCM"},
-            "sink": {"type": "fanout", "sinks": {"f": {"type": "file", "directory": "o"}, "x": {"type": "custom"}},
-                     "routes": [{"name": "r", "match": {"priority": "urgent"}, "targets": ["x", {"sink": "f", "required": false}]}]}
-        }));
+        let view = normalized(
+            &json!({
+                "nats": {"stream": "S", "consumer": "c", "subject": "s.>"},
+                "logging": {"level": " debug "},
+                "delivery": {"retry_backoff_multiplier": 3},
+                "message_metadata": {"labels": {"default": "a; b;;a"}, "priority": {"default": "  "},
+                                     "rules": [{"subject": "s.x", "labels": "x;y"}]},
+                "encryption": {"algorithm": "AES_256_GCM"},
+                "sink": {"type": "fanout", "sinks": {"f": {"type": "disk", "directory": "o"}, "x": {"type": "custom"}},
+                         "routes": [{"name": "r", "match": {"priority": "urgent"}, "targets": ["x", {"sink": "f", "required": false}]}]}
+            }),
+            &kinds(),
+        );
         assert_eq!(view["logging"]["level"], "DEBUG");
         assert_eq!(view["delivery"]["retry_backoff_multiplier"], 3.0);
         assert_eq!(view["message_metadata"]["labels"], json!({"default": ["a", "b"], "header": "Nats-Sinks-Labels"}));
@@ -462,7 +469,7 @@ mod tests {
         assert_eq!(view["sinks"]["f"]["directory"], "o");
         let routing = &view["routing"];
         assert_eq!(routing["enabled"], true);
-        assert_eq!(routing["target_sink_types"], json!({"f": "file"}));
+        assert_eq!(routing["target_sink_types"], json!({"f": "disk"}), "x has no waits: it is not a fan-out kind");
         assert_eq!(routing["routes"][0]["match"]["priority"], json!(["urgent"]));
         assert_eq!(
             routing["routes"][0]["targets"][0],
