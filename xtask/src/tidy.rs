@@ -379,7 +379,8 @@ pub(crate) mod tests {
     }
 
     /// Destination sink kinds, as a config's `type` names them.
-    const SINK_KINDS: [&str; 8] = ["file", "mysql", "oracle", "http", "s3", "spool", "coherence", "oracle_nosql"];
+    const SINK_KINDS: [&str; 9] =
+        ["file", "mysql", "oracle", "http", "s3", "spool", "coherence", "oracle_nosql", "review_package"];
 
     /// `"kind"` literals outside test modules (everything from the first `#[cfg(test)]` on),
     /// except on a line that says it holds `not a sink kind` (JetStream's storage type `file`).
