@@ -366,3 +366,35 @@ async fn verify_packages_reports_damage_and_exits_1() {
     damaged.sort_unstable();
     assert_eq!(conflicts, damaged, "{doc}");
 }
+
+#[tokio::test]
+async fn an_encrypted_subject_stays_sealed_in_payload_bin_and_decrypts() {
+    const KEY_ENV: &str = "E2E_REVIEW_PACKAGE_KEY_B64";
+    let key = "QkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkJCQkI=";
+    let e = env().await;
+    publish(&e).await;
+    let out_dir = e.dir.path().join("packages");
+    let extra = json!({"encryption": {"enabled": true, "key_id": "review", "key_b64_env": KEY_ENV}});
+    let config = e.write_config_json_as("config.json", section(&out_dir), extra);
+    let run = Sink::start(&config, e.dir.path(), &[(KEY_ENV, key.to_owned())]);
+    assert!(wait_until(Duration::from_secs(120), || e.settled()).await, "{}", run.logs());
+    assert_eq!(run.terminate(), Some(0));
+    let messages = messages();
+    for (id, files) in packages(&out_dir) {
+        let manifest = parse(&files["manifest.json"]);
+        let seq = manifest["stream_sequence"].as_u64().unwrap();
+        let plaintext = &messages[seq as usize - 1].1;
+        let sealed = &files["payload.bin"];
+        assert!(parse(sealed).get("_nats_sinks_encryption").is_some(), "{id}: payload.bin is the encryption envelope");
+        assert!(plaintext.len() < 4 || !sealed.windows(plaintext.len()).any(|w| w == plaintext.as_ref()), "{id}: no plaintext");
+        let path = out_dir.join(&id).join("payload.bin");
+        let out = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
+            .args(["decrypt", config.to_str().unwrap(), path.to_str().unwrap()])
+            .args(["--subject", manifest["subject"].as_str().unwrap(), "--stream", &e.stream, "--sequence", &seq.to_string()])
+            .env(KEY_ENV, key)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{id}: {}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.stdout, plaintext.as_ref(), "{id}: decrypts to the published bytes");
+    }
+}
