@@ -16,7 +16,7 @@
 //! | `hashes.json` | always | schema and `files`: the same list plus `manifest.json` |
 //!
 //! JSON files are the reference's `json.dumps(sort_keys=True, ensure_ascii=False)`, indented
-//! (`pretty`, the default) or compact, with a trailing newline ([`crate::json_text`]). Two
+//! (`pretty`, the default) or compact, with a trailing newline (the module `json_text`). Two
 //! members only this sink writes, each only where the reference's manifest cannot tell what
 //! this sink must know: `stream_epoch` in a later epoch of the stream (the package id then
 //! comes from `{stream}.{epoch}`), and `payload_sha256` when `include_payload` is off (the

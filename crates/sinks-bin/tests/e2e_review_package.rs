@@ -386,11 +386,21 @@ async fn an_encrypted_subject_stays_sealed_in_payload_bin_and_decrypts() {
         let plaintext = &messages[seq as usize - 1].1;
         let sealed = &files["payload.bin"];
         assert!(parse(sealed).get("_nats_sinks_encryption").is_some(), "{id}: payload.bin is the encryption envelope");
-        assert!(plaintext.len() < 4 || !sealed.windows(plaintext.len()).any(|w| w == plaintext.as_ref()), "{id}: no plaintext");
+        assert!(
+            plaintext.len() < 4 || !sealed.windows(plaintext.len()).any(|w| w == plaintext.as_ref()),
+            "{id}: no plaintext"
+        );
         let path = out_dir.join(&id).join("payload.bin");
         let out = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
             .args(["decrypt", config.to_str().unwrap(), path.to_str().unwrap()])
-            .args(["--subject", manifest["subject"].as_str().unwrap(), "--stream", &e.stream, "--sequence", &seq.to_string()])
+            .args([
+                "--subject",
+                manifest["subject"].as_str().unwrap(),
+                "--stream",
+                &e.stream,
+                "--sequence",
+                &seq.to_string(),
+            ])
             .env(KEY_ENV, key)
             .output()
             .unwrap();
