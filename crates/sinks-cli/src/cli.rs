@@ -47,6 +47,7 @@ pub(crate) enum Command {
     /// Print (or write) the redacted data-product manifest of the config for a data
     /// catalogue (`nats_sinks.catalog_manifest.v1`, the reference's): dataset, sinks, routing,
     /// metadata and governance posture, and the redacted configuration. Reads the config only.
+    /// [needs the `catalogue` feature]
     ExportCatalogueManifest {
         /// Config file.
         config: PathBuf,

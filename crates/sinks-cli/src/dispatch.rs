@@ -11,9 +11,9 @@ use sinks_runtime::RunError;
 use sinks_runtime::config::redact;
 
 use crate::cli::{Accept, Cli, Command};
-use crate::{
-    Registry, catalogue, decrypt, exit, inspect, output, reconcile_cmd, redrive, replay, run, stream_plan, test_sink,
-};
+#[cfg(feature = "catalogue")]
+use crate::catalogue;
+use crate::{Registry, decrypt, exit, inspect, output, reconcile_cmd, redrive, replay, run, stream_plan, test_sink};
 
 /// Runs the command `matches` name; returns the exit code.
 pub(crate) async fn dispatch(matches: &clap::ArgMatches, registry: &Registry) -> ExitCode {
@@ -109,8 +109,13 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
             }
             Err(e) => exit::config_failure(&e),
         },
+        #[cfg(feature = "catalogue")]
         Command::ExportCatalogueManifest { config, output, dataset_name, overwrite } => {
             catalogue::run(registry, &catalogue::Request { config, output, dataset_name, overwrite })
+        }
+        #[cfg(not(feature = "catalogue"))]
+        Command::ExportCatalogueManifest { .. } => {
+            exit::missing_build_feature("export-catalogue-manifest", "catalogue")
         }
         Command::Ddl { config } => match registry.load(&config) {
             Ok((c, built)) => match built.ddl {

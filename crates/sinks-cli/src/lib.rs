@@ -28,6 +28,7 @@
 //! This crate names no sink kind (`xtask/src/tidy.rs` checks it), and its public API holds
 //! no async-nats type.
 
+#[cfg(feature = "catalogue")]
 mod catalogue;
 mod cli;
 mod decrypt;
