@@ -211,7 +211,7 @@ mod tests {
         std::fs::write(&path, typed.to_string()).unwrap();
         let issues: Vec<(String, String)> =
             registry().load_config(&path).unwrap_err().issues.into_iter().map(|i| (i.path, i.message)).collect();
-        let unknown = "must be one of coherence, file, http, mysql, oracle, oracle_nosql, s3, spool";
+        let unknown = "must be one of coherence, file, http, mysql, oracle, oracle_nosql, review_package, s3, spool";
         // The message names the kinds, then where in the file the value is.
         assert!(
             issues.iter().any(|(path, message)| path == "routing.target_sink_types.h" && message.starts_with(unknown)),
