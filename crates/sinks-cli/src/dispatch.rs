@@ -10,9 +10,9 @@ use sinks_contract::ConfigError;
 use sinks_runtime::RunError;
 use sinks_runtime::config::redact;
 
-use crate::cli::{Accept, Cli, Command};
 #[cfg(feature = "catalogue")]
 use crate::catalogue;
+use crate::cli::{Accept, Cli, Command};
 use crate::{Registry, decrypt, exit, inspect, output, reconcile_cmd, redrive, replay, run, stream_plan, test_sink};
 
 /// Runs the command `matches` name; returns the exit code.
