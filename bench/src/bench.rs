@@ -7,7 +7,8 @@
 //! ceiling), `nats-sink` with the blackhole sink (five runs, the median counts; then metrics off and
 //! on side by side: both processes started together on two durable consumers of the same
 //! stream, sharing the machine at every moment, ten times; the medians of the ten rate ratios
-//! and of the ten ratios of the sink's CPU per message count), with the file sink (fsync off and on), and,
+//! and of the ten ratios of the sink's CPU per message count), with the file sink (fsync off and on), the
+//! review package sink (fsync off and on), and,
 //! with `--reference`, the Python reference (`nats-sinks==0.4.3` in a venv under
 //! `target/bench/`) on the identical JSON config file. For each: wall time from spawn until
 //! JetStream shows every message acknowledged, msgs/s, peak RSS (VmHWM), CPU time per message,
@@ -98,7 +99,8 @@ pub(crate) struct Args {
     #[arg(long)]
     reference: bool,
     /// Measure only the nats-sink variants whose id contains this (`blackhole`, `features`
-    /// (the blackhole's feature costs off and on; `features-policies` only the policy rows), `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `mysql`, `http`, `s3`,
+    /// (the blackhole's feature costs off and on; `features-policies` only the policy rows), `file-nofsync`, `file-fsync`, `file-encrypted`, `file-fanout`, `review-package-nofsync`,
+    /// `review-package-fsync`, `mysql`, `http`, `s3`,
     /// `coherence`, `nosql`, `oracle`); the ceilings always run.
     #[arg(long)]
     only: Option<String>,
@@ -785,6 +787,27 @@ pub(crate) fn run(args: Args) -> Result<()> {
                     let name = "nats-sink, file sink, fsync off, encrypted";
                     results.push(measure(name, cmd, &js, stream, &Reset::Dir(&out), &log("file-encrypted")).await?);
                 }
+                // The review package sink: per message a directory of four files (metadata,
+                // payload, manifest, hash list) renamed into place, fsync off and on, with the
+                // reference's beside it.
+                for (id, fsync) in [("review-package-nofsync", false), ("review-package-fsync", true)] {
+                    if wanted(id) && !args.ceilings {
+                        let on = if fsync { "on" } else { "off" };
+                        let sink = json!({"type": "review_package", "enabled": true, "directory": out, "fsync": fsync});
+                        let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
+                        let mut cmd = Command::new(&programs.nats_sink);
+                        cmd.arg("run").arg(&path);
+                        let name = format!("nats-sink, review package sink, fsync {on}");
+                        results.push(measure(&name, cmd, &js, stream, &Reset::Dir(&out), &log(id)).await?);
+                        if let Some(py) = &programs.reference {
+                            let mut cmd = Command::new(py);
+                            cmd.arg("run").arg(&path);
+                            let name = format!("Python reference 0.4.3, review package sink, fsync {on}");
+                            let log = log(&format!("reference-{id}"));
+                            results.push(measure(&name, cmd, &js, stream, &Reset::Dir(&out), &log).await?);
+                        }
+                    }
+                }
             }
             if suites.contains(&"mysql") && wanted("mysql") {
                 let password = format!("bench-{:016x}", rand::random::<u64>());
@@ -1046,6 +1069,16 @@ fn render(args: &Args, results: &[Measurement], pairs: &Pairs, control: &[f64]) 
             "file fsync on / reference",
             ratio("nats-sink, file sink, fsync on", &format!("{reference}, file sink, fsync on")),
             "≥ 6",
+        ),
+        (
+            "review package fsync off / reference",
+            ratio("nats-sink, review package sink, fsync off", &format!("{reference}, review package sink, fsync off")),
+            "",
+        ),
+        (
+            "review package fsync on / reference",
+            ratio("nats-sink, review package sink, fsync on", &format!("{reference}, review package sink, fsync on")),
+            "",
         ),
         (
             "file fsync off, encrypted / plain",

@@ -46,7 +46,7 @@ pub(crate) struct Args {
 /// runs; its passes are labelled as scripted; its crash clauses are the allow-listed
 /// `oracle-database` skip); `oracle` is the live harness (every clause is that skip unless
 /// `NATS_SINKS_TEST_ORACLE_DSN`, `_USER` and `_PASSWORD` name a database).
-const SINKS: [(&str, &str); 9] = [
+const SINKS: [(&str, &str); 10] = [
     ("file", "sink-file"),
     ("mysql", "sink-mysql"),
     ("http", "sink-http"),
@@ -56,6 +56,7 @@ const SINKS: [(&str, &str); 9] = [
     ("nosql", "sink-nosql"),
     ("oracle-scripted", "sink-oracle"),
     ("oracle", "sink-oracle"),
+    ("review_package", "sink-review-package"),
 ];
 
 /// The clauses every report of `sink` must hold: C1–C12; K1 and K2 for the sinks of

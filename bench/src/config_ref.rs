@@ -178,6 +178,9 @@ fn sections() -> Vec<Section> {
     sink("oracle_nosql", "nosql-sink.md", json!({"endpoint": "http://localhost:8080", "table_name": "t"}), |s| {
         effective(sink_nosql::NoSqlSinkConfig::from_section(s))
     });
+    sink("review_package", "review-package-sink.md", json!({"enabled": true, "directory": "/review"}), |s| {
+        effective(sink_review_package::ReviewPackageSinkConfig::from_section(s))
+    });
     sink("blackhole", "performance.md", json!({}), |s| {
         effective(sinks_runtime::blackhole::BlackholeConfig::from_section(s))
     });

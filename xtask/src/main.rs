@@ -249,6 +249,7 @@ const SLIM_E2E: &[(&str, &[&str])] = &[
     ("coherence", &["e2e_coherence"]),
     ("nosql", &["e2e_nosql"]),
     ("oracle", &["cli_oracle"]),
+    ("review_package", &["e2e_review_package"]),
 ];
 
 fn slim_e2e(env: &[(&str, String)], full: bool) -> Result<()> {

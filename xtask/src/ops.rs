@@ -19,7 +19,8 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 
 /// Every sink feature of `sinks-bin`, each of which builds a slim binary on its own.
-pub(crate) const SINK_FEATURES: &[&str] = &["file", "mysql", "http", "s3", "spool", "coherence", "nosql", "oracle"];
+pub(crate) const SINK_FEATURES: &[&str] =
+    &["file", "mysql", "http", "s3", "spool", "coherence", "nosql", "oracle", "review_package"];
 
 /// The file-only binary's budget, stripped: 8 MiB (issue 46; docs/operations.md).
 pub(crate) const FILE_ONLY_BUDGET: u64 = 8 * 1024 * 1024;
@@ -398,7 +399,8 @@ fn helm_check(root: &Path, tools: &crate::setup::DeployTools, nats_sink: &Path, 
         let sink = name.trim_end_matches("-values.yaml");
         let label = format!("{HELM_CHART}/ci/{name}");
         helm_output(helm(&["lint", "--strict", "--quiet"], Some(file)), &format!("helm lint --strict with {label}"))?;
-        let release = format!("nats-sink-{sink}");
+        // A release name is a DNS label: `review_package` is released as `review-package`.
+        let release = format!("nats-sink-{}", sink.replace('_', "-"));
         let rendered = helm_output(
             helm(&["template", &release, "--namespace", "nats-sinks"], Some(file)),
             &format!("helm template with {label}"),

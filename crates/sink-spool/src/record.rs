@@ -27,6 +27,7 @@ use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use sinks_contract::envelope::Origin;
 use sinks_contract::{AppMetadata, Envelope, Headers, JetStreamInfo, payload};
 use sinks_toolkit::encryption::{Binding, Cipher, DecryptError, Keyring};
 use sinks_toolkit::metadata::MetadataDoc;
@@ -136,7 +137,7 @@ pub fn plain_record(
         // Only for a message that came through a mirror or a source: replay restores it, so
         // a target keyed by `origin_sequence` keys the event as it would have unspooled.
         if let Some(origin) = envelope.origin() {
-            map.insert("origin".into(), origin.to_json());
+            map.insert("origin".into(), origin_json(origin));
         }
     }
     let preview_value: Value = serde_json::from_str(normalized.value.get()).unwrap_or(Value::Null);
@@ -304,6 +305,36 @@ fn time_of(v: &Value, field: &str) -> Result<Option<OffsetDateTime>, RecordError
     }
 }
 
+/// The record's `origin` object (`origin_of` reads it back exactly): `{"stream", "sequence",
+/// "subject"}` (`subject` null when unchanged) or `{"unresolved": why}`.
+fn origin_json(origin: &Origin) -> Value {
+    match origin {
+        Origin::Stored { stream, sequence, subject } => {
+            serde_json::json!({"stream": &**stream, "sequence": sequence, "subject": subject.as_deref()})
+        }
+        Origin::Unresolved(why) => serde_json::json!({ "unresolved": &**why }),
+        _ => Value::Null,
+    }
+}
+
+/// Reads [`origin_json`]'s object; an error names the member that is wrong.
+fn origin_of(value: &Value) -> Result<Origin, String> {
+    if let Some(why) = value.get("unresolved") {
+        return why
+            .as_str()
+            .map(|w| Origin::Unresolved(w.into()))
+            .ok_or_else(|| "origin.unresolved must be a string".into());
+    }
+    let stream = value["stream"].as_str().filter(|s| !s.is_empty()).ok_or("origin.stream must be a stream name")?;
+    let sequence = value["sequence"].as_u64().filter(|s| *s > 0).ok_or("origin.sequence must be a positive integer")?;
+    let subject = match &value["subject"] {
+        Value::Null => None,
+        Value::String(s) => Some(s.as_str().into()),
+        _ => return Err("origin.subject must be a string or null".into()),
+    };
+    Ok(Origin::Stored { stream: stream.into(), sequence, subject })
+}
+
 /// The envelope a plain record was made from, for replay into another sink.
 pub fn envelope_of(record: &Value) -> Result<Envelope, RecordError> {
     let e = &record["envelope"];
@@ -348,10 +379,7 @@ pub fn envelope_of(record: &Value) -> Result<Envelope, RecordError> {
     let epoch = opt_str(&e["stream_epoch"], "stream_epoch")?;
     let origin = match &e["origin"] {
         Value::Null => None,
-        value => Some(
-            sinks_contract::envelope::Origin::from_json(value)
-                .map_err(|m| RecordError::Format(format!("envelope.{m}")))?,
-        ),
+        value => Some(origin_of(value).map_err(|m| RecordError::Format(format!("envelope.{m}")))?),
     };
     Ok(Envelope::new(subject, Bytes::from(payload_bytes(record)?), headers, jetstream)
         .with_app_metadata(app)
@@ -450,7 +478,6 @@ mod tests {
 
     #[test]
     fn an_origin_is_kept_and_restored_for_a_target_keyed_by_it() {
-        use sinks_contract::envelope::Origin;
         let config = SpoolSinkConfig::plaintext("/x");
         let first = plain_record(&envelope(), &config, OffsetDateTime::now_utc()).unwrap();
         assert!(first["envelope"].get("origin").is_none(), "the reference's shape for a plain stream");
@@ -464,6 +491,17 @@ mod tests {
         let mut wrong = plain;
         wrong["envelope"]["origin"]["sequence"] = 0.into();
         assert!(matches!(envelope_of(&wrong), Err(RecordError::Format(m)) if m.contains("origin.sequence")));
+        let lost = Origin::Unresolved("no source named X".into());
+        assert_eq!(origin_of(&origin_json(&lost)), Ok(lost));
+        let broken = [
+            (serde_json::json!({"stream": "", "sequence": 1}), "origin.stream"),
+            (serde_json::json!({"stream": "S", "sequence": 1, "subject": 3}), "origin.subject"),
+            (serde_json::json!({"unresolved": 1}), "origin.unresolved"),
+        ];
+        for (value, names) in broken {
+            let err = origin_of(&value).unwrap_err();
+            assert!(err.starts_with(names), "{value}: {err}");
+        }
     }
 
     #[test]

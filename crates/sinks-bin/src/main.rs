@@ -1,6 +1,6 @@
 //! `nats-sink`: the sink kinds of nats-sinks, each behind its own cargo feature, registered
-//! with the operator commands of `sinks-cli`, plus the two commands that belong to one kind
-//! (`replay-spool`, `query-lineage`). The only place that names every sink kind: a kind this
+//! with the operator commands of `sinks-cli`, plus the three commands that belong to one kind
+//! (`replay-spool`, `query-lineage`, `verify-packages`). The only place that names every sink kind: a kind this
 //! binary was built without is registered as known, so a config of that `type` is named as
 //! such instead of being "unknown".
 //!
@@ -14,6 +14,8 @@ mod memory;
 mod replay_spool;
 #[cfg(feature = "spool")]
 mod spool_files;
+#[cfg(feature = "review_package")]
+mod verify_packages;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +47,7 @@ fn registry() -> Registry {
     kind!(r, "coherence", "coherence", Remote, sink_coherence::CoherenceFactory);
     kind!(r, "nosql", "oracle_nosql", Remote, sink_nosql::NoSqlFactory);
     kind!(r, "oracle", "oracle", Remote, sink_oracle::OracleFactory);
+    kind!(r, "review_package", "review_package", Local, sink_review_package::ReviewPackageFactory);
     #[cfg(feature = "spool")]
     let r = r.stored_format(Box::new(spool_files::SpoolFiles));
     r.commands(own)
@@ -95,10 +98,26 @@ enum Own {
         #[arg(long)]
         dry_run: bool,
     },
+    /// Read every package of a review package sink back and check it against its
+    /// manifest and hash list: exit 0 when all are intact, 1 when one is incomplete or
+    /// tampered. Changes nothing. [needs the `review_package` feature]
+    VerifyPackages {
+        /// Config file (`sink.type = "review_package"`, or a named sink of that type).
+        config: PathBuf,
+        /// Check this named sink (from `sinks`) instead of the active sink.
+        #[arg(long)]
+        sink_name: Option<String>,
+        /// `text` or `json`.
+        #[arg(long, default_value = "text")]
+        format: String,
+    },
 }
 
 /// Runs one of [`Own`].
-#[allow(unused_variables, reason = "a build without the spool or oracle feature ignores their arguments")]
+#[allow(
+    unused_variables,
+    reason = "a build without the spool, oracle or review_package feature ignores their arguments"
+)]
 fn own(command: Own, registry: &Registry) -> CommandFuture<'_> {
     Box::pin(async move {
         match command {
@@ -114,6 +133,12 @@ fn own(command: Own, registry: &Registry) -> CommandFuture<'_> {
             Own::QueryLineage { config, field, value, table, limit, format, include_payload, dry_run } => {
                 let options = lineage::Options { field, value, table, limit, format, include_payload, dry_run };
                 lineage::exit(lineage::run(registry, &config, options).await)
+            }
+            #[cfg(not(feature = "review_package"))]
+            Own::VerifyPackages { .. } => sinks_cli::exit::missing_feature("verify-packages", "review_package"),
+            #[cfg(feature = "review_package")]
+            Own::VerifyPackages { config, sink_name, format } => {
+                verify_packages::run(registry, &config, sink_name.as_deref(), &format).await
             }
         }
     })
@@ -151,6 +176,9 @@ mod tests {
                 ("mysql", 1000, 5000),
                 ("oracle", 1000, 5000),
                 ("oracle_nosql", 1000, 5000),
+                // Not in the reference's table (its fan-out gives review_package no waits of
+                // its own); a local directory, waited for like file and spool.
+                ("review_package", 100, 1000),
                 ("s3", 1000, 5000),
                 ("spool", 100, 1000),
             ]
@@ -183,7 +211,7 @@ mod tests {
         std::fs::write(&path, typed.to_string()).unwrap();
         let issues: Vec<(String, String)> =
             registry().load_config(&path).unwrap_err().issues.into_iter().map(|i| (i.path, i.message)).collect();
-        let unknown = "must be one of coherence, file, http, mysql, oracle, oracle_nosql, s3, spool";
+        let unknown = "must be one of coherence, file, http, mysql, oracle, oracle_nosql, review_package, s3, spool";
         // The message names the kinds, then where in the file the value is.
         assert!(
             issues.iter().any(|(path, message)| path == "routing.target_sink_types.h" && message.starts_with(unknown)),

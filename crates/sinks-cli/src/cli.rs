@@ -44,6 +44,23 @@ pub(crate) enum Command {
         #[arg(long, value_enum)]
         format: Option<output::ConfigFormat>,
     },
+    /// Print (or write) the redacted data-product manifest of the config for a data
+    /// catalogue (`nats_sinks.catalog_manifest.v1`, the reference's): dataset, sinks, routing,
+    /// metadata and governance posture, and the redacted configuration. Reads the config only.
+    /// [needs the `catalogue` feature]
+    ExportCatalogueManifest {
+        /// Config file.
+        config: PathBuf,
+        /// Write the manifest to this file instead of standard output.
+        #[arg(long)]
+        output: Option<PathBuf>,
+        /// Name the dataset (default: the stream's name).
+        #[arg(long)]
+        dataset_name: Option<String>,
+        /// Replace an existing `--output` file.
+        #[arg(long)]
+        overwrite: bool,
+    },
     /// Open the destination, run its health check and close it (NATS is not contacted).
     /// Changes nothing unless `--create` is given: what `run` would create (a missing
     /// directory, missing tables) is named instead.

@@ -1,7 +1,7 @@
 //! Runs the command the command line names: a binary's own subcommand
 //! ([`Registry::commands`]) or one of the built-in ones. The short commands are here; `run`,
-//! `test-sink`, `replay`, `redrive`, `reconcile`, `decrypt`, `inspect-ordered` and
-//! `stream-plan` have modules of their own.
+//! `test-sink`, `replay`, `redrive`, `reconcile`, `decrypt`, `inspect-ordered`,
+//! `stream-plan` and `export-catalogue-manifest` have modules of their own.
 
 use std::process::ExitCode;
 
@@ -10,6 +10,8 @@ use sinks_contract::ConfigError;
 use sinks_runtime::RunError;
 use sinks_runtime::config::redact;
 
+#[cfg(feature = "catalogue")]
+use crate::catalogue;
 use crate::cli::{Accept, Cli, Command};
 use crate::{Registry, decrypt, exit, inspect, output, reconcile_cmd, redrive, replay, run, stream_plan, test_sink};
 
@@ -107,6 +109,14 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
             }
             Err(e) => exit::config_failure(&e),
         },
+        #[cfg(feature = "catalogue")]
+        Command::ExportCatalogueManifest { config, output, dataset_name, overwrite } => {
+            catalogue::run(registry, &catalogue::Request { config, output, dataset_name, overwrite })
+        }
+        #[cfg(not(feature = "catalogue"))]
+        Command::ExportCatalogueManifest { .. } => {
+            exit::missing_build_feature("export-catalogue-manifest", "catalogue")
+        }
         Command::Ddl { config } => match registry.load(&config) {
             Ok((c, built)) => match built.ddl {
                 Some(statements) => {

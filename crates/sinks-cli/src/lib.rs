@@ -13,6 +13,7 @@
 //! ```
 //!
 //! [`main`] parses the command line and runs `run`, `validate`, `show-effective-config`,
+//! `export-catalogue-manifest`,
 //! `test-sink`, `ddl`, `decrypt`, `stream-plan`, `inspect-ordered`, `sinks`, `completions`,
 //! `man`, `reconcile`, `stream-identity`, `replay` and `redrive` for the kinds of the [`Registry`]
 //! (each a [`sinks_contract::SinkFactory`]; the runtime's `blackhole` and the `fanout` of
@@ -27,6 +28,8 @@
 //! This crate names no sink kind (`xtask/src/tidy.rs` checks it), and its public API holds
 //! no async-nats type.
 
+#[cfg(feature = "catalogue")]
+mod catalogue;
 mod cli;
 mod decrypt;
 mod dispatch;

@@ -27,7 +27,7 @@ const REMOTE_WAIT: OptionalWait = OptionalWait { minimum_wait_ms: 1000, timeout_
 
 /// Sink types of the reference that nats-sinks does not implement yet: refused by name, so
 /// a config written for them never runs as something else.
-const NOT_YET: &[&str] = &["review_package", "foundry", "gotham"];
+const NOT_YET: &[&str] = &["foundry", "gotham"];
 
 /// The type of the active sink that writes to the named sinks (`sinks`).
 const FANOUT: &str = "fanout";

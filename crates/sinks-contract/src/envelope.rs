@@ -210,39 +210,6 @@ pub enum Origin {
     Unresolved(Arc<str>),
 }
 
-impl Origin {
-    /// The origin as a JSON object [`Origin::from_json`] reads back exactly, for a record
-    /// that is written back into a sink later (the spool's): `{"stream", "sequence",
-    /// "subject"}` (`subject` null when unchanged) or `{"unresolved": why}`.
-    pub fn to_json(&self) -> serde_json::Value {
-        match self {
-            Self::Stored { stream, sequence, subject } => {
-                serde_json::json!({"stream": &**stream, "sequence": sequence, "subject": subject.as_deref()})
-            }
-            Self::Unresolved(why) => serde_json::json!({ "unresolved": &**why }),
-        }
-    }
-
-    /// Reads [`Origin::to_json`]'s object; an error names what is wrong.
-    pub fn from_json(value: &serde_json::Value) -> Result<Self, String> {
-        if let Some(why) = value.get("unresolved") {
-            return why
-                .as_str()
-                .map(|w| Self::Unresolved(w.into()))
-                .ok_or_else(|| "origin.unresolved must be a string".into());
-        }
-        let stream = value["stream"].as_str().filter(|s| !s.is_empty()).ok_or("origin.stream must be a stream name")?;
-        let sequence =
-            value["sequence"].as_u64().filter(|s| *s > 0).ok_or("origin.sequence must be a positive integer")?;
-        let subject = match &value["subject"] {
-            serde_json::Value::Null => None,
-            serde_json::Value::String(s) => Some(s.as_str().into()),
-            _ => return Err("origin.subject must be a string or null".into()),
-        };
-        Ok(Self::Stored { stream: stream.into(), sequence, subject })
-    }
-}
-
 /// One JetStream message as a sink sees it. Immutable; holds no ack handle.
 #[derive(Debug, Clone)]
 pub struct Envelope {
@@ -602,28 +569,6 @@ mod tests {
         // Derived when the message was delivered, not from the headers kept.
         assert_eq!(slim.message_id(), Some("m-7"));
         assert_eq!(slim.payload().as_ref(), b"{}");
-    }
-
-    #[test]
-    fn an_origin_reads_back_as_written_and_a_broken_one_is_named() {
-        let origins = [
-            Origin::Stored { stream: "ORDERS@hub".into(), sequence: 7, subject: None },
-            Origin::Stored { stream: "E".into(), sequence: 1, subject: Some("edge.a".into()) },
-            Origin::Unresolved("no source named X".into()),
-        ];
-        for origin in origins {
-            assert_eq!(Origin::from_json(&origin.to_json()), Ok(origin.clone()));
-        }
-        let broken = [
-            (serde_json::json!({"stream": "S"}), "origin.sequence"),
-            (serde_json::json!({"stream": "", "sequence": 1}), "origin.stream"),
-            (serde_json::json!({"stream": "S", "sequence": 1, "subject": 3}), "origin.subject"),
-            (serde_json::json!({"unresolved": 1}), "origin.unresolved"),
-        ];
-        for (value, names) in broken {
-            let err = Origin::from_json(&value).unwrap_err();
-            assert!(err.starts_with(names), "{value}: {err}");
-        }
     }
 
     #[test]

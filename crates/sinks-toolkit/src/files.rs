@@ -1,6 +1,7 @@
 //! Placing a written temp file at its final name without replacing what is there: the
 //! atomic create-if-absent the file sink (`skip_existing`, `fail`), its batch manifests and
-//! the spool's custody files all rely on.
+//! the spool's custody files all rely on; and the same for a whole directory
+//! ([`place_new_dir`], the review package sink's packages).
 //!
 //! It also holds the modes of what a sink creates on disk ([`FileMode`]: the `file_mode` and
 //! `dir_mode` settings of the file and spool sinks), applied exactly, whatever the umask.
@@ -164,6 +165,34 @@ pub fn place_new(temp: NamedTempFile, target: &Path) -> io::Result<()> {
     linked
 }
 
+/// Renames the directory `temp` to `target` unless something exists at `target`, which is
+/// then left as it is: the error is [`io::ErrorKind::AlreadyExists`] (the temp directory
+/// stays, for the caller to remove). Durability is the caller's: fsync the directory's
+/// files and the directory before, its parent after.
+///
+/// On Linux this is `renameat2(RENAME_NOREPLACE)`. Elsewhere (and on a file system without
+/// the flag) a plain `rename`, which never replaces a non-empty directory (`ENOTEMPTY`,
+/// `EEXIST`) nor a file (`ENOTDIR`): only an empty directory at `target` could be replaced,
+/// and an empty directory holds nothing to lose.
+pub fn place_new_dir(temp: &Path, target: &Path) -> io::Result<()> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    {
+        use rustix::fs::{CWD, RenameFlags, renameat_with};
+        use rustix::io::Errno;
+        match renameat_with(CWD, temp, CWD, target, RenameFlags::NOREPLACE) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == Errno::INVAL || e == Errno::NOSYS => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    match std::fs::rename(temp, target) {
+        Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTEMPTY | libc::EEXIST | libc::ENOTDIR)) => {
+            Err(io::Error::new(io::ErrorKind::AlreadyExists, e))
+        }
+        other => other,
+    }
+}
+
 /// Removes a temp file; a failure to do so is only worth a warning.
 fn discard(temp: NamedTempFile) {
     let path = temp.path().to_path_buf();
@@ -258,6 +287,30 @@ mod tests {
         let err = place_new(temp_with(dir.path(), b"x"), &target).expect_err("exists");
         assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
         assert!(!elsewhere.exists(), "nothing was written through the dangling link");
+    }
+
+    fn dir_with(parent: &Path, name: &str, body: &[u8]) -> std::path::PathBuf {
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::write(dir.join("f"), body).expect("write");
+        dir
+    }
+
+    #[test]
+    fn a_directory_is_placed_at_a_new_name_and_never_over_an_existing_one() {
+        let root = tempfile::tempdir().expect("dir");
+        let target = root.path().join("pkg");
+        place_new_dir(&dir_with(root.path(), ".one.tmp", b"one"), &target).expect("placed");
+        assert_eq!(std::fs::read(target.join("f")).expect("read"), b"one");
+        let second = dir_with(root.path(), ".two.tmp", b"two");
+        let err = place_new_dir(&second, &target).expect_err("exists");
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(target.join("f")).expect("read"), b"one", "never replaced");
+        assert!(second.is_dir(), "the temp directory is the caller's to remove");
+        // A file at the name counts as existing too.
+        std::fs::write(root.path().join("file"), b"x").expect("write");
+        let err = place_new_dir(&second, &root.path().join("file")).expect_err("a file is there");
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
     }
 
     #[test]

@@ -16,8 +16,8 @@
 //! - [`batch`]: the batch mode of the object sinks (partitions, naming, manifests, NDJSON
 //!   and Parquet encoders, the writer), and [`holding`]: what a holding sink and whoever
 //!   writes through one need.
-//! - [`files`] (create-if-absent placement), [`compression`], [`blocking`] work, and NATS
-//!   [`subject`] patterns.
+//! - [`files`] (create-if-absent placement) and [`fs_errors`] (filesystem errors in the
+//!   contract's classes), [`compression`], [`blocking`] work, and NATS [`subject`] patterns.
 
 pub mod batch;
 pub mod blocking;
@@ -27,6 +27,7 @@ pub mod compression;
 pub mod encryption;
 pub mod existing;
 pub mod files;
+pub mod fs_errors;
 pub mod holding;
 pub mod in_order;
 pub mod metadata;

@@ -86,7 +86,7 @@ feature is the sink type; `nosql` for oracle_nosql), with image.tag or appVersio
 */}}
 {{- define "nats-sink.image" -}}
 {{- $type := include "nats-sink.sinkType" . -}}
-{{- $features := dict "file" "file" "mysql" "mysql" "http" "http" "s3" "s3" "spool" "spool" "coherence" "coherence" "oracle_nosql" "nosql" "oracle" "oracle" -}}
+{{- $features := dict "file" "file" "mysql" "mysql" "http" "http" "s3" "s3" "spool" "spool" "coherence" "coherence" "oracle_nosql" "nosql" "oracle" "oracle" "review_package" "review_package" -}}
 {{- $name := .Values.image.name -}}
 {{- if not $name -}}
 {{- if not (hasKey $features $type) -}}
@@ -99,7 +99,8 @@ feature is the sink type; `nosql` for oracle_nosql), with image.tag or appVersio
 
 {{/*
 Checks of values that would render valid objects but a pod that cannot work: the grace
-period against the stop budget, and the file and spool sinks' directory against the volume.
+period against the stop budget, and the file, spool and review package sinks' directory
+against the volume.
 */}}
 {{- define "nats-sink.checks" -}}
 {{- $config := include "nats-sink.config" . | fromJson -}}
@@ -111,7 +112,7 @@ period against the stop budget, and the file and spool sinks' directory against 
 {{- fail (printf "terminationGracePeriodSeconds %v is below the stop budget of %v s (80 %% of the ack wait plus nats.drain_timeout_seconds)" .Values.terminationGracePeriodSeconds $budget) -}}
 {{- end -}}
 {{- $type := $config.sink.type | default "" -}}
-{{- if has $type (list "file" "spool") -}}
+{{- if has $type (list "file" "spool" "review_package") -}}
 {{- $dir := $config.sink.directory | default "" | toString -}}
 {{- $mount := .Values.persistence.mountPath | trimSuffix "/" -}}
 {{- if not .Values.persistence.enabled -}}
