@@ -144,49 +144,11 @@ impl DocWriter for Compact {
     }
 }
 
-/// Python's `repr(float)` of a finite `x`: the shortest digits that read back as `x`, in
-/// positional notation when the decimal exponent is in `-4..16` (`.0` after a whole number),
-/// else `d.ddde±XX` with at least two exponent digits. A non-finite `x` writes `null` (the
-/// reference refuses it; nothing this sink computes is one).
+/// Python's `repr(float)` of `x` (`sinks_toolkit::pyfloat`). A non-finite `x` writes `null`
+/// (the reference refuses it; nothing this sink computes is one).
 pub(crate) fn write_python_float(x: f64, out: &mut Vec<u8>) {
-    if !x.is_finite() {
+    if sinks_toolkit::pyfloat::write_repr(x, out).is_err() {
         out.extend_from_slice(b"null");
-        return;
-    }
-    if x == 0.0 {
-        out.extend_from_slice(if x.is_sign_negative() { b"-0.0" } else { b"0.0" });
-        return;
-    }
-    // Rust's `{:e}` is the shortest round-trip form too: `d.ddde-x`.
-    let sci = format!("{:e}", x.abs());
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exponent.parse().unwrap_or(0);
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    if x.is_sign_negative() {
-        out.push(b'-');
-    }
-    if (-4..16).contains(&exp) {
-        let point = exp + 1;
-        if point <= 0 {
-            out.extend_from_slice(b"0.");
-            out.extend(std::iter::repeat_n(b'0', point.unsigned_abs() as usize));
-            out.extend_from_slice(digits.as_bytes());
-        } else if point as usize >= digits.len() {
-            out.extend_from_slice(digits.as_bytes());
-            out.extend(std::iter::repeat_n(b'0', point as usize - digits.len()));
-            out.extend_from_slice(b".0");
-        } else {
-            let (int, frac) = digits.split_at(point as usize);
-            let _ = write!(out, "{int}.{frac}");
-        }
-    } else {
-        let (first, rest) = digits.split_at(1);
-        out.extend_from_slice(first.as_bytes());
-        if !rest.is_empty() {
-            let _ = write!(out, ".{rest}");
-        }
-        let sign = if exp < 0 { '-' } else { '+' };
-        let _ = write!(out, "e{sign}{:02}", exp.unsigned_abs());
     }
 }
 
@@ -263,31 +225,10 @@ mod tests {
     }
 
     #[test]
-    fn floats_print_as_python_repr() {
-        // Python 3's repr() of the same numbers.
-        let table: &[(f64, &str)] = &[
-            (1.0, "1.0"),
-            (0.5, "0.5"),
-            (0.93, "0.93"),
-            (123.456, "123.456"),
-            (1e16, "1e+16"),
-            (1.5e16, "1.5e+16"),
-            (9999999999999998.0, "9999999999999998.0"),
-            (1e-4, "0.0001"),
-            (1.5e-5, "1.5e-05"),
-            (0.00001234, "1.234e-05"),
-            (0.1 + 0.2, "0.30000000000000004"),
-            (-2.5, "-2.5"),
-            (1e300, "1e+300"),
-            (5e-324, "5e-324"),
-            (0.0, "0.0"),
-            (-0.0, "-0.0"),
-            (100.0, "100.0"),
-            (1234567890123456.0, "1234567890123456.0"),
-        ];
-        for (x, want) in table {
-            assert_eq!(float(*x), *want, "{x:e}");
-        }
+    fn floats_print_as_python_repr_and_a_non_finite_one_as_null() {
+        // Python 3's repr() (the table is sinks_toolkit::pyfloat's).
+        assert_eq!((float(0.93), float(1.5e-5), float(1e16)), ("0.93".into(), "1.5e-05".into(), "1e+16".into()));
+        assert_eq!(float(f64::NAN), "null");
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub mod fs_errors;
 pub mod holding;
 pub mod in_order;
 pub mod metadata;
+pub mod pyfloat;
 pub mod rate;
 pub mod relational;
 pub mod retry;
