@@ -358,3 +358,54 @@ async fn mysql_s3_and_http_keep_one_record_per_event_across_a_failover_and_a_hub
         }
     }
 }
+
+/// A re-created origin behind a hub: the new stream numbers its events from 1 again, the hub
+/// sources them (nats-server starts a source again from the new stream's first sequence), and
+/// their origin keys name the earlier events' records. Origin keys cannot tell the two apart:
+/// the sink refuses each reused one as `sequence_reused` (dead-lettered with that reason, the
+/// earlier record kept) and writes the rest. docs/topology.md says what to key by when origins
+/// may be re-created.
+#[tokio::test]
+async fn a_re_created_origin_behind_a_hub_has_its_reused_sequences_refused_never_overwritten() {
+    let n = net(None).await;
+    plain(&n.js, "TP", &["tp.>"]).await;
+    sourced(&n.js, "HUB", vec![source("TP")]).await;
+    plain(&n.js, "TOPODLQ", &["topo.dead"]).await;
+    publish(&n.js, "tp", 0, 5).await;
+    holds(&n.js, "HUB", 5).await;
+    n.js.delete_stream("TP").await.unwrap();
+    plain(&n.js, "TP", &["tp.>"]).await;
+    // On the same subjects as the earlier events of the same sequences (files are filed by
+    // subject).
+    publish(&n.js, "tp", 99, 8).await;
+    // The hub's source notices the new stream after its retry interval.
+    let resumed = wait_until(Duration::from_secs(90), || async {
+        n.js.get_stream("HUB").await.unwrap().info().await.unwrap().state.messages >= 13
+    })
+    .await;
+    assert!(resumed, "the hub sourced the re-created stream");
+    let out = n.dir.path().join("out");
+    let config = file_config(n.dir.path(), &n.server.url(), "HUB", &out, "origin_sequence");
+    let mut top: Value = serde_json::from_slice(&std::fs::read(&config).unwrap()).unwrap();
+    top["dead_letter"] = json!({"enabled": true, "subject": "topo.dead"});
+    top["nats"]["subject"] = json!("tp.>");
+    std::fs::write(&config, serde_json::to_vec(&top).unwrap()).unwrap();
+    drain(&n.js, n.dir.path(), &config).await;
+    // Five earlier events and the three new ones whose sequences were not used before.
+    let held: Vec<String> = events_in(&out).into_keys().collect();
+    let want: Vec<String> =
+        [0, 1, 2, 3, 4, 104, 105, 106].iter().map(|i| json!({"tp": i}).to_string()).collect::<Vec<_>>();
+    let mut want_sorted = want.clone();
+    want_sorted.sort();
+    assert_eq!(held, want_sorted, "the earlier records kept, the new sequences written");
+    let dead = sinks_testkit::read_stream(&n.js, "TOPODLQ").await;
+    let reasons: Vec<(u64, String)> = dead
+        .iter()
+        .map(|(_, _, _, body)| {
+            let record: Value = serde_json::from_slice(body).unwrap();
+            (record["origin"]["sequence"].as_u64().unwrap_or(0), record["reason"].as_str().unwrap_or("").to_owned())
+        })
+        .collect();
+    let expected: Vec<(u64, String)> = (1..=5).map(|s| (s, "sequence_reused".to_owned())).collect();
+    assert_eq!(reasons, expected, "each reused origin sequence refused with its reason");
+}
