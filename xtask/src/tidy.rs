@@ -283,8 +283,10 @@ pub(crate) mod tests {
     /// Most lines of the contract's sources (tests included): the trait, the envelope, the
     /// outcomes, errors, keys, payload modes, ordering keys and the config section fit. Raised
     /// from 3,000 when the envelope's attached documents became `json::JsonDoc` (canonical
-    /// text, value on demand: 2,952 lines to 3,060), a type of the envelope, not a mechanic.
-    const CONTRACT_MAX_LINES: usize = 3_100;
+    /// text, value on demand: 2,952 lines to 3,060), a type of the envelope, not a mechanic;
+    /// to 3,120 when reading a section came to return what it could read with its problems
+    /// (`config::deserialize_salvaged`: `validate` reports every problem at once).
+    const CONTRACT_MAX_LINES: usize = 3_120;
 
     /// The normal (non-dev, non-build) dependencies `package` declares, optional ones included.
     fn declared_dependencies(meta: &serde_json::Value, package: &str) -> Vec<String> {

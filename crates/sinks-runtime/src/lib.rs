@@ -37,6 +37,7 @@ pub mod ledger;
 pub mod limit;
 pub mod metrics;
 pub mod otel;
+pub mod program;
 pub mod reconcile;
 pub mod redrive;
 pub mod runner;
