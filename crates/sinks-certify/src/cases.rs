@@ -520,7 +520,7 @@ pub async fn c13_one_event_one_content(h: &dyn Harness) -> Outcome {
     };
     let headers = |s: u64| {
         Headers::new()
-            .with("Nats-Msg-Id", &format!("cert-{s}"))
+            .with("Nats-Msg-Id", format!("cert-{s}"))
             .with("X-Cert", "one event")
             .with("Nats-Time-Stamp", "2026-12-06T10:00:00Z")
     };

@@ -43,6 +43,7 @@ mod replay;
 mod run;
 mod stream_plan;
 mod test_sink;
+mod validate;
 
 use std::process::ExitCode;
 
@@ -57,6 +58,8 @@ pub use registry::{CommandFuture, Known, Registry};
 /// kinds' drivers, [`sinks_contract::SinkFactory::process_defaults`]), then starts the async
 /// runtime.
 pub fn main(registry: Registry) -> ExitCode {
+    // Every message names this program (`sqlite-sink replay …`), the runtime's included.
+    sinks_runtime::program::set_name(&registry.program());
     let matches = registry.command().after_help(cli::after_help(&registry)).get_matches();
     process::apply_before_threads(&registry);
     // Blocking threads do file I/O and fsyncs; 16 keep enough fsyncs in flight for the
