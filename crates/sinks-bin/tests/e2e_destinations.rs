@@ -16,7 +16,7 @@
 //!   keys dead-lettered, every other message stored once.
 //! - 429 with `Retry-After: 1` to 30 % and to 100 % of requests for 20 s: nothing
 //!   dead-lettered; with `sink.rate_limit` under the endpoint's limit, no 429 at all.
-#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr)]
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::print_stderr)]
 
 mod support;
 
