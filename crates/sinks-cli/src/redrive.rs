@@ -132,7 +132,10 @@ async fn redrive(registry: &Registry, config: &sinks_runtime::Config, options: &
         println!("--new-epoch: the records refused as sequence_reused are written under keys of epoch {epoch}");
     }
     if plan.selected.is_empty() {
+        // A run still ends with its (empty) table; a dry run has nothing to list.
         println!("nothing to redrive: every selected record is done");
+    }
+    if options.dry_run && plan.selected.is_empty() {
         plan.close().await;
         return Ok(ExitCode::SUCCESS);
     }
