@@ -198,12 +198,13 @@ impl Config {
             return checked.map(|()| config);
         }
         for issue in &mut found {
-            // A whole number of the wrong type is told its range too.
-            let said = sinks_contract::config::wording::rephrase(&issue.message);
-            if let (Some(rest), Some(bound)) =
-                (said.strip_prefix("expected a whole number"), bound_of(&config, kinds, &issue.path))
-            {
-                issue.message = format!("expected a whole number {bound}{}", rest.trim_start_matches(" (0 or more)"));
+            // A whole number of the wrong type is told its range too (serde's text keeps its
+            // shape: `…, expected usize in 1..=10000`, which `wording` puts in words).
+            let expected = issue.message.rsplit_once(", expected ").map(|(_, t)| t).unwrap_or_default();
+            let whole = (expected.starts_with('u') || expected.starts_with('i'))
+                && (expected[1..].chars().all(|c| c.is_ascii_digit()) || &expected[1..] == "size");
+            if let (true, Some(bound)) = (whole, bound_of(&config, kinds, &issue.path)) {
+                issue.message = format!("{} {bound}", issue.message);
             }
         }
         for issue in checked.err().map(|e| e.issues).unwrap_or_default() {
@@ -396,8 +397,9 @@ fn bound_of(config: &Config, kinds: &KindDefaults, path: &str) -> Option<String>
         let Ok(probed) = serde_json::from_value::<Config>(tried) else { continue };
         let refused = probed.validate_with(kinds).err().into_iter().flat_map(|e| e.issues);
         if let Some(issue) = refused.into_iter().find(|i| i.path == path) {
+            // `Issues::range`'s words: `in 1..=10000`, `at least 1`.
             let bound = issue.message.strip_prefix("must be ").and_then(|m| m.split(" (got ").next());
-            return bound.map(str::to_owned);
+            return bound.filter(|b| b.starts_with("in ") || b.starts_with("at least ")).map(str::to_owned);
         }
     }
     None
