@@ -71,6 +71,9 @@ fn every_command_lists_its_config_formats_and_exit_codes() {
         "stream-identity",
         "replay",
         "redrive",
+        // The binary's own commands too.
+        "replay-spool",
+        "query-lineage",
     ];
     for command in reads_config.iter().chain(&["sinks", "completions"]) {
         let help = text(&nats_sink(&[command, "--help"], dir.path()));

@@ -274,17 +274,14 @@ fn more_codes(command: &str) -> &'static [u8] {
     }
 }
 
-/// `command` with every built-in subcommand's own `--help` ending in the config formats (when
-/// it reads a config) and the exit codes it can return.
-pub(crate) fn with_subcommand_help(command: clap::Command) -> clap::Command {
-    let names: Vec<String> =
-        <Cli as clap::CommandFactory>::command().get_subcommands().map(|c| c.get_name().to_owned()).collect();
-    names.iter().fold(command, |command, name| {
-        command.mut_subcommand(name, |sub| {
-            let reads_config = sub.get_arguments().any(|a| a.get_id() == "config");
-            let codes = crate::exit::codes_help(more_codes(name));
-            let text = if reads_config { format!("{CONFIG_FILES}\n\n{codes}") } else { codes };
-            sub.after_help(text)
-        })
-    })
+/// `command` with every subcommand's own `--help` (a binary's own ones included) ending in the
+/// config formats (when it reads a config) and the exit codes it can return.
+pub(crate) fn with_subcommand_help(mut command: clap::Command) -> clap::Command {
+    for sub in command.get_subcommands_mut() {
+        let reads_config = sub.get_arguments().any(|a| a.get_id().as_str().ends_with("config"));
+        let codes = crate::exit::codes_help(more_codes(sub.get_name()));
+        let text = if reads_config { format!("{CONFIG_FILES}\n\n{codes}") } else { codes };
+        *sub = std::mem::take(sub).after_help(text);
+    }
+    command
 }

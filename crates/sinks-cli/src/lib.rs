@@ -21,8 +21,10 @@
 //! (`metrics.listen`) and logs to standard error (`logging`).
 //!
 //! Exit codes ([`exit`]): 0 success (including a graceful stop on SIGTERM/SIGINT), 1 runtime
-//! error, 2 configuration error (the message names the field). `reconcile` adds its own (see
-//! `docs/ledger.md`).
+//! error, 2 configuration error (the message names the field); `reconcile` adds 3 and 4 (see
+//! `docs/ledger.md`), `redrive` 5 (`docs/redrive.md`). Every command's `--help` ends with the
+//! codes it can return. Every message names the program by the name it was started as (or
+//! [`Registry::name`]).
 //!
 //! This crate names no sink kind (`xtask/src/tidy.rs` checks it), and its public API holds
 //! no async-nats type.

@@ -162,10 +162,10 @@ impl Registry {
     /// comment of a binary's subcommand enum (which clap would make the `about`).
     pub(crate) fn command(&self) -> clap::Command {
         let command = <crate::cli::Cli as clap::CommandFactory>::command().name(sinks_runtime::program::name());
-        let command = crate::cli::with_subcommand_help(command);
         let about = command.get_about().cloned();
         let long_about = command.get_long_about().cloned();
         let command = self.extensions.iter().fold(command, |command, e| e.augment(command));
+        let command = crate::cli::with_subcommand_help(command);
         let command = match self.about.map(clap::builder::StyledStr::from).or(about) {
             Some(about) => command.about(about),
             None => command.about(None::<&'static str>),

@@ -498,12 +498,12 @@ mod tests {
             "ledger": {"enabled": true, "subject": "ledger.orders"},
             "advisories": {"enabled": true, "subjects": ["$JS.EVENT.ADVISORY.CONSUMER.>"]},
         }));
-        let p = plan(&full, defaults(), Existing::Unknown).unwrap();
-        assert!(p.runtime_publish_permissions.contains(&"ledger.orders".to_owned()));
-        assert!(!p.runtime_publish_permissions.contains(&"$JS.API.STREAM.NAMES".to_owned()), "no DLQ, no lookup");
-        assert_eq!(p.runtime_subscribe_permissions, ["_INBOX.>", "$JS.EVENT.ADVISORY.CONSUMER.>"]);
-        let unique: std::collections::BTreeSet<&String> = p.runtime_publish_permissions.iter().collect();
-        assert_eq!(unique.len(), p.runtime_publish_permissions.len(), "each subject once");
+        let all = plan(&full, defaults(), Existing::Unknown).unwrap();
+        assert!(all.runtime_publish_permissions.contains(&"ledger.orders".to_owned()));
+        assert!(!all.runtime_publish_permissions.contains(&"$JS.API.STREAM.NAMES".to_owned()), "no DLQ, no lookup");
+        assert_eq!(all.runtime_subscribe_permissions, ["_INBOX.>", "$JS.EVENT.ADVISORY.CONSUMER.>"]);
+        let unique: std::collections::BTreeSet<&String> = all.runtime_publish_permissions.iter().collect();
+        assert_eq!(unique.len(), all.runtime_publish_permissions.len(), "each subject once");
         assert_eq!(p.subjects, ["orders.eu.>", "orders.us.>"]);
         assert!(p.create[0].nats.contains("--subjects 'orders.eu.>,orders.us.>'"), "{}", p.create[0].nats);
     }
