@@ -2,9 +2,9 @@
 //! way docs/writing-a-sink.md tells an outside team to: the example is copied out of this
 //! repository (a directory of its own under the system's temporary directory, where no
 //! `.cargo/config.toml` or workspace of this repository is found), the kit of crates it needs
-//! is made beside it (`cargo xtask sink-kit`, [`crate::kit`]), and it is formatted, linted
-//! (clippy `-D warnings`) and tested there (its certification clauses and its binary against
-//! a private nats-server). Nothing it builds comes from a path into the repository: every
+//! is made beside it (`cargo xtask sink-kit`, [`crate::kit`]), and it is formatted, then linted
+//! (clippy `-D warnings`, while its tests build) and tested there (its certification clauses
+//! and its binary against a private nats-server). Nothing it builds comes from a path into the repository: every
 //! package cargo resolves is the copy itself or a registry's (checked). Its build shares the
 //! root `target/`, so third-party dependencies it has in common with the workspace are
 //! compiled once where cargo can reuse them.
@@ -61,7 +61,7 @@ fn cargo_in(dir: &Path, args: &[&str], env: &[(&str, String)]) -> Result<()> {
 fn paths_into(dir: &Path, repo: &Path) -> Result<Vec<String>> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline"])
+        .args(["metadata", "--format-version", "1"])
         .current_dir(dir)
         .output()
         .context("running cargo metadata")?;
@@ -93,12 +93,17 @@ pub(crate) fn run(env: &[(&str, String)]) -> Result<()> {
     std::fs::write(&lock, crate::kit::without_kit_entries(&pinned))?;
     let target = crate::target_dir().display().to_string();
     cargo_in(&copy, &["fmt", "--check"], &[])?;
-    cargo_in(&copy, &["clippy", "--all-targets", "--target-dir", &target, "--", "-D", "warnings"], &[])?;
     let into = paths_into(&copy, &root)?;
     if !into.is_empty() {
         bail!("the copied example builds {} from paths into the repository", into.join(", "));
     }
-    cargo_in(&copy, &["test", "--target-dir", &target], env)
+    // Linted while its tests build, in one build: clippy-driver compiles the example's own
+    // targets (what `cargo clippy --all-targets -- -D warnings` lints; RUSTC_WORKSPACE_WRAPPER
+    // and CLIPPY_ARGS are how cargo-clippy hands it over), plain rustc every dependency. A
+    // `cargo clippy` of its own would check the kit's crates a second time, for nothing.
+    let mut lint = vec![("RUSTC_WORKSPACE_WRAPPER", "clippy-driver".to_owned())];
+    lint.push(("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__".to_owned()));
+    cargo_in(&copy, &["test", "--target-dir", &target], &[&lint[..], env].concat())
 }
 
 #[cfg(test)]
