@@ -36,7 +36,8 @@ pub(crate) enum Command {
         #[arg(long, conflicts_with = "no_environment")]
         connect: bool,
         /// Every other check, but the environment variables the config names (secrets, keys)
-        /// need not be set: each unset one is listed as a note (exit 0 when nothing else is wrong).
+        /// need not be set: each unset one is listed as a note (exit 0 when nothing else is
+        /// wrong). Overrides from the environment (NATS_SINKS__…) still apply.
         #[arg(long)]
         no_environment: bool,
     },
