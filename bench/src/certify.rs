@@ -125,6 +125,17 @@ fn certify_through_cargo(args: &Args) -> Result<(Vec<SinkReport>, Result<()>)> {
     let mut packages: Vec<&str> =
         SINKS.iter().filter(|(name, _)| names.contains(name)).map(|(_, package)| *package).collect();
     packages.dedup();
+    // The clauses run under cargo-nextest: without it, one line says what installs it (not a
+    // matrix of clauses that did not run).
+    let nextest = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !nextest {
+        bail!(
+            "cargo-nextest is not installed: `cargo xtask certify` installs it (pinned), as `cargo xtask setup` does"
+        );
+    }
     // The crash clauses run the `nats-sink` this build makes.
     crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
     let results = sinks_testkit::workspace_root().join("target/certify/results");

@@ -492,8 +492,14 @@ fn one_of(variants: &[String]) -> String {
     variants.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(" \\| ")
 }
 
-/// serde's description of a type, in the words of this page.
+/// serde's description of a type, in the words of this page (a whole number's range, which
+/// config loading adds, left out: `u64 in 1..=300` is `u64`).
 fn words(expected: &str) -> String {
+    let integer = |t: &str| {
+        (t.starts_with('u') || t.starts_with('i')) && (t[1..].chars().all(|c| c.is_ascii_digit()) || &t[1..] == "size")
+    };
+    let ranged = [" in ", " at least "].iter().find_map(|m| expected.split_once(m)).map(|(t, _)| t);
+    let expected = ranged.filter(|t| integer(t)).unwrap_or(expected);
     match expected {
         "a string" | "string" => "string".into(),
         "a boolean" => "boolean".into(),
@@ -502,11 +508,7 @@ fn words(expected: &str) -> String {
         "a list of strings" => "list of string".into(),
         "f64" | "f32" => "number".into(),
         "path string" => "path".into(),
-        t if (t.starts_with('u') || t.starts_with('i'))
-            && (t[1..].chars().all(|c| c.is_ascii_digit()) || &t[1..] == "size") =>
-        {
-            format!("integer (`{t}`)")
-        }
+        t if integer(t) => format!("integer (`{t}`)"),
         other => escape(other),
     }
 }

@@ -7,6 +7,13 @@
 //! Rust toolchain (the page must not need one: a `cargo` command in a run block fails the
 //! check). A block that fails fails the check, with the block and the session's output. The
 //! page is run, not copied: a command edited there is the command that runs here.
+//!
+//! Then the page's claims its blocks cannot show by running ([`CLAIMS`]): `validate` reports
+//! every problem at once (the page's `orders.toml` with four mistakes gets four errors in one
+//! run), `validate --connect` names the consumer it will create (in the session's output), and
+//! the page's running check (`grep -q 'consuming'`) is not fooled by a pause: the page's
+//! server started again on its data, the stream deleted and created again, a start of the sink
+//! waits for a decision and logs no "consuming".
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -103,8 +110,8 @@ pub(crate) fn run() -> Result<()> {
         .output()
         .context("running bash")?;
     let ran = shell.len();
-    stop_servers(dir);
     if !out.status.success() {
+        stop_servers(dir);
         let stderr = String::from_utf8_lossy(&out.stderr);
         let failed =
             stderr.rfind(MARKER).and_then(|at| stderr[at + MARKER.len()..].lines().next()?.parse::<usize>().ok());
@@ -119,8 +126,89 @@ pub(crate) fn run() -> Result<()> {
         bail!("{PAGE} has {files} config files and {ran} command blocks: nothing was checked");
     }
     eprintln!("docs: {PAGE} ran as written: {files} config files, {ran} command blocks");
+    let claims = check_claims(dir, &path, &String::from_utf8_lossy(&out.stdout));
+    stop_servers(dir);
+    claims?;
+    eprintln!("docs: {PAGE}'s claims hold: every problem at once, the consumer named, no \"consuming\" while paused");
     Ok(())
 }
+
+/// What `validate --connect` says of the page's consumer on a fresh server.
+const CONSUMER_NAMED: &str = "consumer `orders-to-files` does not exist yet: run creates it";
+
+/// The four mistakes of a first config, each named by its field.
+const MISTAKEN: [&str; 4] = ["delivery.ack_policy", "delivery.batch_size", "dead_letter.subject", "sink.directory"];
+
+/// The edits of the page's `orders.toml` that make them: a line, and what replaces it.
+const EDITS: [(&str, &str); 3] = [
+    ("[sink]", "[delivery]\nack_policy = \"after_commit\"\nbatch_size = 0\n\n[sink]"),
+    ("subject = \"dlq.orders\"", ""),
+    ("directory = \"./out\"", ""),
+];
+
+/// The claims check ([`run`]'s module documentation): after the page, in its directory, with
+/// its binaries on `path`; `said` is what the page's blocks printed.
+fn check_claims(dir: &Path, path: &str, said: &str) -> Result<()> {
+    if !said.contains(CONSUMER_NAMED) {
+        bail!("{PAGE} says `validate --connect` names the consumer it will create; it printed:\n{said}");
+    }
+    let mut broken = std::fs::read_to_string(dir.join("orders.toml")).context("the page's orders.toml")?;
+    for (line, instead) in EDITS {
+        if !broken.contains(line) {
+            bail!("{PAGE}'s orders.toml has no line `{line}` to make a mistake of");
+        }
+        broken = broken.replacen(line, instead, 1);
+    }
+    std::fs::write(dir.join("broken.toml"), &broken)?;
+    let out = Command::new("nats-sink")
+        .args(["validate", "broken.toml"])
+        .current_dir(dir)
+        .env("PATH", path)
+        .output()
+        .context("running nats-sink validate")?;
+    let errors = String::from_utf8_lossy(&out.stderr);
+    let named = |field: &str| {
+        errors.lines().any(|l| l.starts_with("error: configuration:") && l.contains(&format!("`{field}`")))
+    };
+    if out.status.code() != Some(2) || !MISTAKEN.iter().all(|field| named(field)) {
+        bail!("{PAGE} says validate reports every problem at once; four mistakes in one run gave:\n{errors}");
+    }
+    let paused = Command::new("bash")
+        .args(["-e", "-c", PAUSE])
+        .current_dir(dir)
+        .env("PATH", path)
+        .env_remove("NATS_SINKS_NATS_URL")
+        .output()
+        .context("running bash")?;
+    if !paused.status.success() {
+        bail!(
+            "{PAGE}'s running check (`grep -q 'consuming'`) must fail while the sink is paused:\n{}{}",
+            String::from_utf8_lossy(&paused.stdout),
+            String::from_utf8_lossy(&paused.stderr)
+        );
+    }
+    Ok(())
+}
+
+/// The pause: the page's server again on its data, the stream deleted and created again, a
+/// start of the sink that waits for a decision. It logs the change and never "consuming".
+const PAUSE: &str = r#"
+export NATS_URL=nats://127.0.0.1:14222
+.gs-venv/bin/nats-server -js -a 127.0.0.1 -p 14222 -sd ./gs-nats-data > claims-server.log 2>&1 &
+echo $! > nats-server.pid
+for _ in $(seq 100); do nats account info > /dev/null 2>&1 && break; sleep 0.1; done
+nats stream rm -f ORDERS
+nats stream add ORDERS --subjects 'orders.>' --defaults > /dev/null
+nats-sink run orders.toml > claims-sink.log 2>&1 &
+SINK=$!
+for _ in $(seq 150); do grep -q 'the stream changed under the consumer' claims-sink.log && break; sleep 0.1; done
+sleep 1
+kill -TERM $SINK
+wait $SINK
+cat claims-sink.log
+grep -q 'the stream changed under the consumer' claims-sink.log
+! grep -q 'consuming' claims-sink.log
+"#;
 
 /// Kills a nats-server the page left running (its pid file), so that a failing block leaves
 /// nothing behind.

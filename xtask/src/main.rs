@@ -25,6 +25,9 @@
 //!   `test`.
 //! - `package-check`: every publishable crate packaged offline, and the release workflow's
 //!   publish order; runs in `test`.
+//! - `sink-kit`: the crates a sink written outside this repository needs, packaged into a
+//!   local registry it builds on before they are published (docs/writing-a-sink.md); the
+//!   out-of-tree phase of `test` builds the example with it.
 //! - `docs`: the generated configuration reference, the links of `docs/`, the mdBook site
 //!   (`target/book`) and `cargo doc` without warnings; runs in `test`.
 //! - `fuzz`: the cargo-fuzz targets in `fuzz/`, each for a bounded time (nightly; not in CI).
@@ -37,6 +40,7 @@ mod deny;
 mod doc_run;
 mod docs;
 mod fuzz;
+mod kit;
 mod ops;
 mod out_of_tree;
 mod phases;
@@ -91,6 +95,12 @@ enum Cmd {
     Docs(docs::Args),
     /// Package every publishable crate offline and check the release workflow's publish order.
     PackageCheck,
+    /// Package the crates a sink written outside this repository needs into a local registry
+    /// (target/sink-kit), for a sink to build on before they are published.
+    SinkKit(kit::Args),
+    /// Copy examples/out-of-tree-sink out of the tree, build it on the kit and test it there
+    /// (the out-of-tree phase of `test`; installs nats-server).
+    OutOfTree,
     /// The supply-chain check: cargo-deny against deny.toml (advisories, licences, sources, bans).
     Deny,
 }
@@ -111,6 +121,12 @@ fn main() -> ExitCode {
         Cmd::Man => ops::man(),
         Cmd::Docs(args) => docs::run(&args),
         Cmd::PackageCheck => ops::package_check(),
+        Cmd::SinkKit(args) => kit::run(&args),
+        Cmd::OutOfTree => setup::ensure(&[setup::Need::Nats]).and_then(|tools| {
+            let env: Vec<(&str, String)> =
+                tools.nats_server.iter().map(|bin| ("NATS_SERVER_BIN", bin.display().to_string())).collect();
+            out_of_tree::run(&env)
+        }),
         Cmd::Deny => deny::run(),
     };
     match result {
@@ -210,7 +226,8 @@ fn option<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
 }
 
 /// The tools `cargo xtask <command> ARGS…` needs: the servers for `certify` and `bench` (and
-/// nginx when the benchmark's suites include `http`); for the soak, nats-server, and MariaDB
+/// nginx when the benchmark's suites include `http`), and for `certify` cargo-nextest too,
+/// which runs each sink crate's certification tests; for the soak, nats-server, and MariaDB
 /// and SeaweedFS when its sinks include `mysql` and `s3`. An option left out stands for its
 /// default, which includes them all.
 fn needs(command: &str, args: &[String]) -> Vec<setup::Need> {
@@ -229,6 +246,7 @@ fn needs(command: &str, args: &[String]) -> Vec<setup::Need> {
             needs
         }
         "bench" if names("--suite", "http") => [setup::Need::SERVERS, &[setup::Need::Nginx]].concat(),
+        "certify" => [setup::Need::SERVERS, &[setup::Need::Nextest]].concat(),
         _ => setup::Need::SERVERS.to_vec(),
     }
 }
@@ -436,6 +454,16 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_forwarded_command_installs_the_tools_it_runs() {
+        // `certify` runs the sink crates' certification tests under cargo-nextest: a fresh
+        // machine has none (it once failed there with `no such command: nextest`).
+        assert!(needs("certify", &[]).contains(&setup::Need::Nextest));
+        assert!(needs("certify", &["--sink".into(), "file".into()]).contains(&setup::Need::Nats));
+        assert!(needs("bench", &["--suite".into(), "http".into()]).contains(&setup::Need::Nginx));
+        assert_eq!(needs("soak", &["--sinks".into(), "file".into()]), [setup::Need::Nats]);
+    }
 
     #[test]
     fn every_sink_feature_has_its_slim_end_to_end_run() {

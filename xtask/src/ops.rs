@@ -477,7 +477,14 @@ fn rendered_config(manifests: &str) -> Result<(String, String)> {
 }
 
 fn run(cmd: &mut Command, what: &str) -> Result<()> {
-    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    let out = match cmd.output() {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let program = cmd.get_program().to_string_lossy().into_owned();
+            bail!("{program} is not installed: {}", system_tool_hint(&program));
+        }
+        Err(e) => return Err(e).with_context(|| format!("running {what}")),
+    };
     if !out.status.success() {
         bail!(
             "{what} failed: {}{}",
@@ -486,6 +493,30 @@ fn run(cmd: &mut Command, what: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// A crate replaced by `[patch.crates-io]` is built from its local copy, so a build never
+/// reads its registry entry; packaging resolves it against crates.io as publishing will, and
+/// offline that needs the entry cached (a fresh machine has none): this reads it once.
+pub(crate) fn cache_patched_entries(root: &Path) -> Result<()> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?;
+    for name in patched_crates(&manifest) {
+        let mut info = Command::new(&cargo);
+        info.args(["info", "--quiet", "--registry", "crates-io", &name]).current_dir(std::env::temp_dir());
+        output(info, &format!("cargo info {name}"))?;
+    }
+    Ok(())
+}
+
+/// What installs a system tool `deploy-check` runs (a Debian package: it needs root, so
+/// `.ci/run` installs it, not `cargo xtask setup`).
+fn system_tool_hint(program: &str) -> &'static str {
+    match program {
+        "promtool" => "`apt-get install prometheus` installs it (as .ci/run does)",
+        "systemd-analyze" => "`apt-get install systemd` installs it",
+        _ => "`cargo xtask setup` installs the tools it can; .ci/run lists the Debian packages",
+    }
 }
 
 /// The names of the crates the manifest's `[patch.crates-io]` section replaces.
@@ -587,15 +618,7 @@ pub(crate) fn package_check() -> Result<()> {
     }
     eprintln!("package-check: release.yml publishes the {} publishable crates in dependency order", order.len());
 
-    // A crate replaced by `[patch.crates-io]` is built from its local copy, so a build never
-    // reads its registry entry; packaging resolves it against crates.io as publishing will,
-    // and offline that needs the entry cached (a fresh machine has none): read it once.
-    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).context("reading Cargo.toml")?;
-    for name in patched_crates(&manifest) {
-        let mut info = Command::new(&cargo);
-        info.args(["info", "--quiet", "--registry", "crates-io", &name]).current_dir(std::env::temp_dir());
-        output(info, &format!("cargo info {name}"))?;
-    }
+    cache_patched_entries(&root)?;
     let mut args = vec!["package", "--workspace", "--no-verify", "--allow-dirty", "--offline", "--quiet"];
     for name in &private {
         args.extend(["--exclude", name]);
@@ -608,6 +631,14 @@ pub(crate) fn package_check() -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_tool_is_one_line_naming_what_installs_it() {
+        let e = run(&mut Command::new("nats-sinks-no-such-tool"), "a tool").unwrap_err().to_string();
+        assert_eq!(e.lines().count(), 1, "{e}");
+        assert!(e.starts_with("nats-sinks-no-such-tool is not installed: ") && e.contains("cargo xtask setup"), "{e}");
+        assert!(system_tool_hint("promtool").contains("apt-get install prometheus"));
+    }
 
     #[test]
     fn the_file_only_binary_fails_over_its_budget_or_off_its_row() {

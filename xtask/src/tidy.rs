@@ -285,9 +285,11 @@ pub(crate) mod tests {
     /// from 3,000 when the envelope's attached documents became `json::JsonDoc` (canonical
     /// text, value on demand: 2,952 lines to 3,060), a type of the envelope, not a mechanic;
     /// and to 3,200 for the envelope's `Origin` (where an event was first stored, the key of
-    /// `origin_sequence`) and the throttled failure class (3,097 to about 3,160); and to 3,300
+    /// `origin_sequence`) and the throttled failure class (3,097 to about 3,160); to 3,300
     /// for `Envelope::at_origin` (the event as its origin stored it, what an origin-keyed sink
-    /// writes, so one event has one content whatever path delivered it: 3,244).
+    /// writes, so one event has one content whatever path delivered it: 3,244) and for reading
+    /// a section with its problems (`config::deserialize_salvaged`: `validate` reports every
+    /// problem at once).
     const CONTRACT_MAX_LINES: usize = 3_300;
 
     /// The normal (non-dev, non-build) dependencies `package` declares, optional ones included.

@@ -79,7 +79,7 @@ fn show_effective_config_fills_defaults_and_redacts() {
     let stdout = text(&out.stdout);
     assert!(!stdout.contains("MY_NATS_PASSWORD"), "env var names of secrets are redacted");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(v["nats"]["password_env"], "********");
+    assert_eq!(v["nats"]["password_env"], "REDACTED", "a valid variable name stands in for it");
     assert_eq!(v["nats"]["user"], "app");
     assert_eq!(v["delivery"]["batch_size"], 100);
     assert_eq!(v["consumer_management"]["mode"], "create_if_missing");
@@ -103,15 +103,27 @@ fn test_sink_opens_and_checks_the_destination() {
     let out = nats_sink(&["test-sink", path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let said = text(&out.stdout);
-    assert!(said.contains("would create: sink: `run` creates the directory") && said.contains("--create"), "{said}");
+    assert!(
+        said.contains("`run` would create the directory") && said.contains("nats-sink test-sink --create"),
+        "{said}"
+    );
+    assert!(!said.contains("is false"), "the switch is on in the config: {said}");
     assert!(!dir.path().join("out").exists(), "test-sink changed nothing");
     let out = nats_sink(&["test-sink", "--create", path.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("is reachable and healthy"), "{}", text(&out.stdout));
+    // Once it is there, nothing would be created: test-sink says nothing of creating it.
+    let out = nats_sink(&["test-sink", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stdout).contains("would create"), "{}", text(&out.stdout));
     assert!(dir.path().join("out").is_dir(), "--create made the directory");
     // Once it exists, test-sink opens it and checks its health, still creating nothing new.
     let out = nats_sink(&["test-sink", path.to_str().unwrap()]);
     assert!(text(&out.stdout).contains("is reachable and healthy"), "{}", text(&out.stdout));
+    // Once it is there, nothing would be created: test-sink says nothing of creating it.
+    let out = nats_sink(&["test-sink", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(!text(&out.stdout).contains("would create"), "{}", text(&out.stdout));
 
     let missing = format!(
         r#"{{"nats": {{{NATS_OK}}}, "sink": {{"type": "file", "directory": "{}", "create_directory": false}}}}"#,
@@ -161,7 +173,7 @@ fn the_reference_s3_example_validates_offline_and_its_secret_names_are_masked() 
     let stdout = text(&out.stdout);
     assert!(!stdout.contains("NATS_SINKS_S3_SECRET_ACCESS_KEY") && !stdout.contains("NATS_SINKS_S3_ACCESS_KEY_ID"));
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    assert_eq!(v["sink"]["aws_secret_access_key_env"], "********");
+    assert_eq!(v["sink"]["aws_secret_access_key_env"], "REDACTED");
     assert_eq!(v["sink"]["max_concurrent_requests"], 64, "defaults filled in");
     assert_eq!(v["sink"]["content_check"], true);
     let bad = body.replace("\"duplicate_policy\": \"skip_existing\"", "\"duplicate_policy\": \"fail_existing\"");

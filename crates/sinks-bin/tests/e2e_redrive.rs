@@ -272,7 +272,7 @@ async fn a_message_that_keeps_failing_is_dead_lettered_again_then_left_for_a_per
     // The destination stays broken for message 5.
     for (run, count) in [(1, "1"), (2, "2")] {
         let out = redrive(&e, &config, &bucket, &["--max-redrives", "2"]).await;
-        assert_eq!(out.status.code(), Some(0), "run {run}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(5), "run {run}: a dead letter remains: {}", text(&out));
         assert_eq!((row(&out, "failed again"), row(&out, "redriven")), (1, 0), "run {run}: {}", text(&out));
         let letters = dead_letters(&e, &dlq).await;
         assert_eq!(letters.len(), run + 1, "a new dead letter per failed redrive");
@@ -283,7 +283,7 @@ async fn a_message_that_keeps_failing_is_dead_lettered_again_then_left_for_a_per
     }
     for _ in 0..2 {
         let out = redrive(&e, &config, &bucket, &["--max-redrives", "2"]).await;
-        assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+        assert_eq!(out.status.code(), Some(5), "left for a person: {}", text(&out));
         assert_eq!((row(&out, "failed again"), row(&out, "left for a person")), (0, 1), "{}", text(&out));
         let said = String::from_utf8_lossy(&out.stdout);
         assert!(said.contains("redriven 2 times already (--max-redrives 2)"), "with the reason: {said}");
@@ -294,6 +294,7 @@ async fn a_message_that_keeps_failing_is_dead_lettered_again_then_left_for_a_per
     // Fixed at last: the one record left is redriven.
     unblock(&e, 5);
     let out = redrive(&e, &config, &bucket, &["--max-redrives", "3"]).await;
+    assert_eq!(out.status.code(), Some(0), "nothing remains: {}", text(&out));
     assert_eq!(row(&out, "redriven"), 1, "{}", text(&out));
     assert_eq!(sequences(&e.out()).get(&5), Some(&1));
 }
@@ -590,7 +591,7 @@ async fn an_original_the_stream_lost_is_taken_from_its_record_or_reported_gone()
     }
     let bucket = unique("redrive");
     let out = redrive(&g, &config, &bucket, &[]).await;
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(out.status.code(), Some(5), "a gone original is a dead letter that remains: {}", text(&out));
     assert_eq!((row(&out, "redriven"), row(&out, "gone")), (1, 1), "{}", text(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("gone: dead letter 1 (stream sequence 3"), "{}", text(&out));
     assert_eq!(sequences(&g.out()).len(), 5);

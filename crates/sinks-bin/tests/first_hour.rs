@@ -123,7 +123,7 @@ subject = "orders.>"
             "wrong type",
             format!("{base}[delivery]\nbatch_size = \"many\"\n[sink]\ntype = \"file\"\ndirectory = \"/tmp/x\"\n"),
             &[],
-            &["`delivery.batch_size`", "expected a whole number (0 or more), got the string \"many\""],
+            &["`delivery.batch_size`", "expected a whole number in 1..=10000, got the string \"many\""],
         ),
         (
             "typo in an override",

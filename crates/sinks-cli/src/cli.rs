@@ -25,20 +25,26 @@ pub(crate) enum Command {
         log_level: Option<String>,
     },
     /// Check the config (every field, and that the environment variables it names are set);
-    /// exit 2 naming the field on error. With `--connect`, also check it against the NATS
-    /// server without consuming or changing anything.
+    /// exit 2 naming every problem at once. With `--connect`, also check it against the NATS
+    /// server without consuming or changing anything. With `--no-environment` (a CI pipeline
+    /// without the production secrets), unset variables are notes, not errors.
     Validate {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         /// Also connect and check the stream, its subjects, the DLQ stream, the consumer and the
         /// exhaustion capture stream (one attempt; exit 1 when the server cannot be reached).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "no_environment")]
         connect: bool,
+        /// Every other check, but the environment variables the config names (secrets, keys)
+        /// need not be set: each unset one is listed as a note (exit 0 when nothing else is
+        /// wrong). Overrides from the environment (NATS_SINKS__…) still apply.
+        #[arg(long)]
+        no_environment: bool,
     },
     /// Print the config with defaults filled in and secrets redacted, in the input's format
     /// (or `--format`), sections in the order of the docs.
     ShowEffectiveConfig {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         /// `json`, `toml` or `yaml`; default: the config file's own format.
         #[arg(long, value_enum)]
@@ -65,7 +71,7 @@ pub(crate) enum Command {
     /// Changes nothing unless `--create` is given: what `run` would create (a missing
     /// directory, missing tables) is named instead.
     TestSink {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         /// Also create what `run` would create (the directory, the tables).
         #[arg(long)]
@@ -79,13 +85,13 @@ pub(crate) enum Command {
     },
     /// Print the CREATE TABLE statements of the configured tables (relational sinks).
     Ddl {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
     },
     /// Print the plaintext of a stored record, DLQ record, encryption envelope or spool file,
     /// with the keys the config names (read from the environment).
     Decrypt {
-        /// Config file (its `encryption` section, and `sink.encryption` of a spool).
+        /// Config file (.json, .toml, .yaml; its `encryption` section, and `sink.encryption` of a spool).
         config: PathBuf,
         /// The file to decrypt, or `-` for standard input.
         file: PathBuf,
@@ -99,10 +105,12 @@ pub(crate) enum Command {
         #[arg(long)]
         sequence: Option<u64>,
     },
-    /// Print an offline plan for the stream and durable consumer the config reads: settings,
-    /// the permissions the worker needs, a `nats stream add` example. Connects to nothing.
+    /// Print a plan for the stream and durable consumer the config reads: settings, the
+    /// permissions the worker needs, the `nats` commands that create everything. Offline
+    /// unless `--connect`, which reads the existing consumer (its max_deliver decides whether
+    /// the rescue's capture stream is needed).
     StreamPlan {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         /// Retention policy: limits, interest or workqueue.
         #[arg(long, default_value = "limits")]
@@ -122,11 +130,15 @@ pub(crate) enum Command {
         /// `text` or `json`.
         #[arg(long, default_value = "text")]
         format: String,
+        /// Read the existing consumer on the server (changes nothing): its max_deliver decides
+        /// whether the rescue's capture stream is needed.
+        #[arg(long)]
+        connect: bool,
     },
     /// Show messages of the configured stream and subjects through an ephemeral ordered
     /// consumer: builds no sink, acknowledges nothing, payloads redacted unless asked for.
     InspectOrdered {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         #[command(flatten)]
         options: inspect::Options,
@@ -152,7 +164,7 @@ pub(crate) enum Command {
     /// Compare a range of the source stream with the destination, the ledger and the DLQ,
     /// message by message (reads only; exit 0 only when nothing is missing or conflicting).
     Reconcile {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         /// First stream sequence.
         #[arg(long, conflicts_with = "since")]
@@ -182,7 +194,7 @@ pub(crate) enum Command {
     /// `replay` (the same data was restored: keys as before, stored events come back as
     /// duplicates).
     StreamIdentity {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         /// Decide the pending change.
         #[arg(long, value_enum)]
@@ -191,7 +203,7 @@ pub(crate) enum Command {
     /// Re-deliver a range of the stream to the configured sink through a temporary consumer
     /// (the production consumer is untouched; what is already there comes back as duplicates).
     Replay {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         /// First stream sequence (this or `--since`).
         #[arg(long, conflicts_with = "since")]
@@ -207,7 +219,7 @@ pub(crate) enum Command {
     /// exactly once, through the same pipeline; each dead-letter record is marked done once
     /// its message is stored (or dead-lettered again). The same command again resumes.
     Redrive {
-        /// Config file.
+        /// Config file (.json, .toml, .yaml).
         config: PathBuf,
         #[command(flatten)]
         options: redrive::Options,
@@ -255,13 +267,39 @@ pub(crate) enum Accept {
 /// What `--help` adds: the sinks built into this binary and the environment override
 /// convention.
 pub(crate) fn after_help(registry: &crate::Registry) -> String {
+    let codes: Vec<u8> = crate::exit::CODES.iter().map(|(c, _)| *c).collect();
     format!(
-        "Sinks built into this binary: {}.\n\n\
+        "Sinks built into this binary: {}.\n\n{CONFIG_FILES}\n\n\
          Every config field can be overridden from the environment: NATS_SINKS__<SECTION>__<FIELD>=value \
          (double underscores separate the path, e.g. NATS_SINKS__DELIVERY__BATCH_SIZE=100), plus the \
          reference's fixed names such as NATS_SINKS_NATS_URL. Secrets are only ever read from the \
-         environment variables named by `*_env` fields.\n\n\
-         Exit codes: 0 success, 1 runtime error, 2 configuration error (naming the field).",
-        registry.available().join(", ")
+         environment variables named by `*_env` fields.\n\n{}",
+        registry.available().join(", "),
+        crate::exit::codes_help(&codes)
     )
+}
+
+/// What every command that reads a config says about its formats.
+const CONFIG_FILES: &str = "Config files: JSON (the Python reference's layout), TOML or YAML, by extension \
+                            (.json, .toml, .yaml or .yml).";
+
+/// The codes a built-in command can exit with beyond 0, 1 and 2.
+fn more_codes(command: &str) -> &'static [u8] {
+    match command {
+        "reconcile" => &[crate::exit::RECONCILE_GONE, crate::exit::RECONCILE_UNCHECKED],
+        "redrive" => &[crate::exit::REDRIVE_LEFT],
+        _ => &[],
+    }
+}
+
+/// `command` with every subcommand's own `--help` (a binary's own ones included) ending in the
+/// config formats (when it reads a config) and the exit codes it can return.
+pub(crate) fn with_subcommand_help(mut command: clap::Command) -> clap::Command {
+    for sub in command.get_subcommands_mut() {
+        let reads_config = sub.get_arguments().any(|a| a.get_id().as_str().ends_with("config"));
+        let codes = crate::exit::codes_help(more_codes(sub.get_name()));
+        let text = if reads_config { format!("{CONFIG_FILES}\n\n{codes}") } else { codes };
+        *sub = std::mem::take(sub).after_help(text);
+    }
+    command
 }

@@ -13,7 +13,9 @@ use sinks_runtime::config::redact;
 #[cfg(feature = "catalogue")]
 use crate::catalogue;
 use crate::cli::{Accept, Cli, Command};
-use crate::{Registry, decrypt, exit, inspect, output, reconcile_cmd, redrive, replay, run, stream_plan, test_sink};
+use crate::{
+    Registry, decrypt, exit, inspect, output, reconcile_cmd, redrive, replay, run, stream_plan, test_sink, validate,
+};
 
 /// Runs the command `matches` name; returns the exit code.
 pub(crate) async fn dispatch(matches: &clap::ArgMatches, registry: &Registry) -> ExitCode {
@@ -29,71 +31,32 @@ pub(crate) async fn dispatch(matches: &clap::ArgMatches, registry: &Registry) ->
 #[allow(clippy::print_stdout)]
 async fn builtin(command: Command, registry: &Registry) -> ExitCode {
     match command {
-        Command::Validate { config, connect } => match registry.load(&config).and_then(|loaded| {
-            // The variables the config names must be set now (run would fail on them), and
-            // the policy and encryption keys must read.
-            let unset = loaded.0.unset_secrets();
-            if !unset.is_empty() {
-                return Err(ConfigError { issues: unset });
-            }
-            sinks_policy::Pipeline::from_config(loaded.0.policy_sections())?;
-            Ok(loaded)
-        }) {
-            Ok((c, _)) => {
-                if connect {
-                    match sinks_runtime::runner::check_against_server(&c).await {
-                        Ok(notes) => {
-                            for note in notes {
-                                println!("{note}");
-                            }
-                        }
-                        Err(RunError::Config(e)) => return exit::config_failure(&e),
-                        Err(e) => {
-                            exit::report(&e.to_string());
-                            return ExitCode::from(1);
-                        }
-                    }
-                }
-                println!(
-                    "configuration is valid: sink={} stream={} consumer={} subject={} dead_letter={}",
-                    c.sink.kind().unwrap_or_default(),
-                    c.nats.stream,
-                    c.nats.consumer,
-                    c.nats.subject,
-                    if c.dead_letter.enabled {
-                        c.dead_letter.subject.as_deref().unwrap_or_default()
-                    } else {
-                        "disabled"
-                    },
-                );
-                for line in registry.describe(&c.sink, &c.nats.stream, &c.nats.subject) {
-                    println!("{line}");
-                }
-                let (routes, warnings) = c.routing.describe(c.sink.kind());
-                for line in routes {
-                    println!("{line}");
-                }
-                for warning in warnings.into_iter().chain(sinks_runtime::runner::config_warnings(&c)) {
-                    println!("warning: {warning}");
-                }
-                let policies = sinks_policy::describe(c.policy_sections());
-                if !policies.is_empty() {
-                    println!("message policies, in the order they run:");
-                    for line in policies {
-                        println!("  {line}");
-                    }
-                }
-                ExitCode::SUCCESS
-            }
-            Err(e) => exit::config_failure(&e),
-        },
+        Command::Validate { config, connect, no_environment } => {
+            validate::run(registry, validate::Request { config: &config, connect, no_environment }).await
+        }
         Command::ShowEffectiveConfig { config: path, format } => match registry.load(&path) {
             Ok((c, built)) => {
                 let mut value = serde_json::to_value(&c).unwrap_or_default();
+                let kind = c.sink.kind().unwrap_or_default();
+                let mut effective = built.effective;
+                if kind.eq_ignore_ascii_case("fanout") {
+                    // A fan-out's named sinks, filled in, where the config has them: top-level
+                    // `sinks`, each with its type (the output reads back as the same config).
+                    let named = effective.as_object_mut().and_then(|m| m.remove("sinks"));
+                    if let (Some(serde_json::Value::Object(mut named)), Some(slot)) = (named, value.get_mut("sinks")) {
+                        for (name, section) in &mut named {
+                            if let (Some(map), Some(kind)) =
+                                (section.as_object_mut(), c.sinks.get(name).and_then(|s| s.kind()))
+                            {
+                                map.insert("type".into(), kind.into());
+                            }
+                        }
+                        *slot = serde_json::Value::Object(named);
+                    }
+                }
                 if let Some(sink) = value.get_mut("sink") {
-                    let mut effective = built.effective;
                     if let Some(map) = effective.as_object_mut() {
-                        map.insert("type".into(), c.sink.kind().unwrap_or_default().into());
+                        map.insert("type".into(), kind.into());
                     }
                     *sink = effective;
                 }
@@ -132,8 +95,17 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
             },
             Err(e) => exit::config_failure(&e),
         },
-        Command::StreamPlan { config, retention, discard, storage, replicas, duplicate_window_seconds, format } => {
-            let planned = registry.load(&config).and_then(|(c, _)| {
+        Command::StreamPlan {
+            config,
+            retention,
+            discard,
+            storage,
+            replicas,
+            duplicate_window_seconds,
+            format,
+            connect,
+        } => {
+            let loaded = registry.load(&config).and_then(|(c, _)| {
                 let settings = stream_plan::StreamSettings::new(
                     &retention,
                     &discard,
@@ -144,8 +116,24 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
                 if format != "text" && format != "json" {
                     return Err(ConfigError::single("--format", "must be text or json"));
                 }
-                stream_plan::plan(&c, settings)
+                Ok((c, settings))
             });
+            let (c, settings) = match loaded {
+                Ok(loaded) => loaded,
+                Err(e) => return exit::config_failure(&e),
+            };
+            let existing = if connect {
+                match stream_plan::read_consumer(&c).await {
+                    Ok(existing) => existing,
+                    Err(message) => {
+                        exit::report(&message);
+                        return ExitCode::from(exit::RUNTIME_ERROR);
+                    }
+                }
+            } else {
+                stream_plan::Existing::Unknown
+            };
+            let planned = stream_plan::plan(&c, settings, existing);
             match planned {
                 Ok(plan) if format == "json" => {
                     output::emit(&format!("{}\n", serde_json::to_string_pretty(&plan).unwrap_or_default()))
@@ -197,7 +185,7 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
             clap_complete::generate(
                 clap_complete::Shell::from(shell),
                 &mut registry.command(),
-                "nats-sink",
+                sinks_runtime::program::name(),
                 &mut script,
             );
             output::emit(&String::from_utf8_lossy(&script))

@@ -22,8 +22,10 @@
 //! (`metrics.listen`) and logs to standard error (`logging`).
 //!
 //! Exit codes ([`exit`]): 0 success (including a graceful stop on SIGTERM/SIGINT), 1 runtime
-//! error, 2 configuration error (the message names the field). `reconcile` adds its own (see
-//! `docs/ledger.md`).
+//! error, 2 configuration error (the message names the field); `reconcile` adds 3 and 4 (see
+//! `docs/ledger.md`), `redrive` 5 (`docs/redrive.md`). Every command's `--help` ends with the
+//! codes it can return. Every message names the program by the name it was started as (or
+//! [`Registry::name`]).
 //!
 //! This crate names no sink kind (`xtask/src/tidy.rs` checks it), and its public API holds
 //! no async-nats type.
@@ -46,6 +48,7 @@ mod replay;
 mod run;
 mod stream_plan;
 mod test_sink;
+mod validate;
 
 use std::process::ExitCode;
 
@@ -60,6 +63,8 @@ pub use registry::{CommandFuture, Known, Registry};
 /// kinds' drivers, [`sinks_contract::SinkFactory::process_defaults`]), then starts the async
 /// runtime.
 pub fn main(registry: Registry) -> ExitCode {
+    // Every message names this program (`sqlite-sink replay …`), the runtime's included.
+    sinks_runtime::program::set_name(&registry.program());
     let matches = registry.command().after_help(cli::after_help(&registry)).get_matches();
     process::apply_before_threads(&registry);
     // Blocking threads do file I/O and fsyncs; 16 keep enough fsyncs in flight for the

@@ -69,16 +69,63 @@ pub(crate) fn section_order(config: &sinks_runtime::Config) -> Vec<String> {
     key_order(&serde_json::to_string(config).unwrap_or_default())
 }
 
-/// `value` without its `null`s (TOML has none: an absent key is the default).
-fn without_nulls(value: &serde_json::Value) -> serde_json::Value {
-    match value {
-        serde_json::Value::Object(map) => serde_json::Value::Object(
-            map.iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k.clone(), without_nulls(v))).collect(),
-        ),
-        serde_json::Value::Array(items) => {
-            serde_json::Value::Array(items.iter().filter(|v| !v.is_null()).map(without_nulls).collect())
+/// `value` as TOML: every number as the integer or float it is (never serde_json's private
+/// form of a number, which a `serde_json` with `arbitrary_precision` hands to any other
+/// serializer), without its `null`s (TOML has none: an absent key is the default). `at` names
+/// the value in an error.
+fn toml_value(value: &serde_json::Value, at: &str) -> Result<Option<toml::Value>, String> {
+    use serde_json::Value as J;
+    Ok(Some(match value {
+        J::Null => return Ok(None),
+        J::Bool(b) => toml::Value::Boolean(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => toml::Value::Integer(i),
+            (None, Some(u), _) => {
+                return Err(format!(
+                    "`{at}` = {u} cannot be written as TOML (its integers end at {}): use --format json or yaml",
+                    i64::MAX
+                ));
+            }
+            (None, None, Some(f)) => toml::Value::Float(f),
+            (None, None, None) => return Err(format!("`{at}` = {n} is not a number TOML can hold")),
+        },
+        J::String(s) => toml::Value::String(s.clone()),
+        J::Array(items) => {
+            let mut out = Vec::with_capacity(items.len());
+            for (i, item) in items.iter().enumerate() {
+                out.extend(toml_value(item, &format!("{at}[{i}]"))?);
+            }
+            toml::Value::Array(out)
         }
-        other => other.clone(),
+        J::Object(map) => {
+            let mut table = toml::Table::new();
+            for (k, v) in map {
+                if let Some(v) = toml_value(v, &format!("{at}.{k}"))? {
+                    table.insert(k.clone(), v);
+                }
+            }
+            toml::Value::Table(table)
+        }
+    }))
+}
+
+/// `value` as YAML, every number as the integer or float it is (see [`toml_value`]).
+fn yaml_value(value: &serde_json::Value) -> serde_yaml::Value {
+    use serde_json::Value as J;
+    match value {
+        J::Null => serde_yaml::Value::Null,
+        J::Bool(b) => serde_yaml::Value::Bool(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => serde_yaml::Value::Number(i.into()),
+            (None, Some(u), _) => serde_yaml::Value::Number(u.into()),
+            (None, None, Some(f)) => serde_yaml::Value::Number(f.into()),
+            (None, None, None) => serde_yaml::Value::String(n.to_string()),
+        },
+        J::String(s) => serde_yaml::Value::String(s.clone()),
+        J::Array(items) => serde_yaml::Value::Sequence(items.iter().map(yaml_value).collect()),
+        J::Object(map) => serde_yaml::Value::Mapping(
+            map.iter().map(|(k, v)| (serde_yaml::Value::String(k.clone()), yaml_value(v))).collect(),
+        ),
     }
 }
 
@@ -101,8 +148,9 @@ pub(crate) fn render(value: &serde_json::Value, order: &[String], format: Config
         }
         ConfigFormat::Toml => {
             for key in keys {
-                let mut one = serde_json::Map::new();
-                one.insert(key.clone(), without_nulls(&map[key]));
+                let Some(section) = toml_value(&map[key], key)? else { continue };
+                let mut one = toml::Table::new();
+                one.insert(key.clone(), section);
                 let text = toml::to_string(&one).map_err(|e| format!("`{key}` cannot be written as TOML: {e}"))?;
                 if !out.is_empty() {
                     out.push('\n');
@@ -112,8 +160,8 @@ pub(crate) fn render(value: &serde_json::Value, order: &[String], format: Config
         }
         ConfigFormat::Yaml => {
             for key in keys {
-                let mut one = serde_json::Map::new();
-                one.insert(key.clone(), map[key].clone());
+                let mut one = serde_yaml::Mapping::new();
+                one.insert(serde_yaml::Value::String(key.clone()), yaml_value(&map[key]));
                 out.push_str(&serde_yaml::to_string(&one).map_err(|e| e.to_string())?);
             }
         }
@@ -129,7 +177,7 @@ mod tests {
     #[test]
     fn sections_keep_their_order_and_every_format_reads_back_the_same() {
         let value = serde_json::json!({
-            "advisories": {"enabled": false, "subjects": ["a", "b"]},
+            "advisories": {"enabled": false, "subjects": ["a", "b"], "ratio": 0.5, "wait": 30.0, "big": 9_007_199_254_740_993_u64},
             "nats": {"url": "nats://x:4222", "name": null},
             "sink": {"type": "file", "directory": "/out", "batch": {"max_messages": 10}},
         });
@@ -141,7 +189,9 @@ mod tests {
         let toml_text = render(&value, &order, ConfigFormat::Toml).unwrap();
         assert!(toml_text.starts_with("[nats]"), "{toml_text}");
         let back: serde_json::Value = toml::from_str(&toml_text).unwrap();
-        assert_eq!(back, without_nulls(&value), "TOML drops only the nulls");
+        let mut no_null = value.clone();
+        no_null["nats"].as_object_mut().unwrap().remove("name");
+        assert_eq!(back, no_null, "TOML drops only the nulls");
         let yaml = render(&value, &order, ConfigFormat::Yaml).unwrap();
         assert!(yaml.starts_with("nats:"), "{yaml}");
         assert_eq!(serde_yaml::from_str::<serde_json::Value>(&yaml).unwrap(), value);

@@ -176,7 +176,10 @@ pub(crate) async fn run(registry: &Registry, request: Request) -> ExitCode {
                 println!("epoch {} (the stream now):", summary.epoch.as_deref().unwrap_or("first"));
             }
             if let Some(undecided) = &summary.undecided {
-                println!("{undecided}: a sequence an earlier event used counts as reused (nats-sink stream-identity)");
+                println!(
+                    "{undecided}: a sequence an earlier event used counts as reused ({} stream-identity)",
+                    sinks_runtime::program::name()
+                );
             }
             let counts: Vec<String> = classes.iter().map(|c| format!("{}={}", c.as_str(), summary.count(*c))).collect();
             println!("{}", counts.join(" "));
@@ -192,11 +195,11 @@ pub(crate) async fn run(registry: &Registry, request: Request) -> ExitCode {
         return ExitCode::from(1);
     }
     if !summary.clean() {
-        ExitCode::from(1)
+        ExitCode::from(exit::RUNTIME_ERROR)
     } else if summary.count(Class::Gone) > 0 {
-        ExitCode::from(3)
+        ExitCode::from(exit::RECONCILE_GONE)
     } else if summary.count(Class::Unchecked) > 0 {
-        ExitCode::from(4)
+        ExitCode::from(exit::RECONCILE_UNCHECKED)
     } else {
         ExitCode::SUCCESS
     }
@@ -206,7 +209,8 @@ pub(crate) async fn run(registry: &Registry, request: Request) -> ExitCode {
 fn write_repair(file: Option<&Path>, commands: &[String], format: Format) -> Result<(), String> {
     match file {
         Some(path) => {
-            let mut text = String::from("#!/bin/sh\n# written by nats-sink reconcile --repair\nset -e\n");
+            let mut text =
+                format!("#!/bin/sh\n# written by {} reconcile --repair\nset -e\n", sinks_runtime::program::name());
             for c in commands {
                 text.push_str(c);
                 text.push('\n');

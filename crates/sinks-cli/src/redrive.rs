@@ -4,8 +4,12 @@
 //! `docs/redrive.md`). This module is the command: its flags, the sinks it builds through the
 //! registry (the active sink, or a fan-out's named target), the progress on stderr (a bar on
 //! a terminal, a line per tenth otherwise) and the output. `--dry-run` changes nothing and
-//! says what a run would do. The run ends with a table on stdout; exit 0 when every selected
-//! record reached an end, 1 when some were not done (run again), 2 on a configuration error.
+//! says what a run would do. `--new-epoch` is the way back from a re-created stream accepted
+//! as a replay: the records refused as `sequence_reused` are written under the key of the
+//! stream's own epoch. The run ends with a table on stdout; exit 0 when every selected record
+//! was stored (or found stored), 5 when every one reached an end but dead letters remain
+//! (failed again, left for a person, gone: a job can tell), 1 when some were not done (run
+//! again), 2 on a configuration error.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -47,6 +51,11 @@ pub(crate) struct Options {
     /// The key-value bucket of the done markers.
     #[arg(long, default_value = "nats_sinks_redrive")]
     bucket: String,
+    /// Only the records refused as `sequence_reused`, each written under a key of the stream's
+    /// own epoch: the way back after a re-created stream was accepted as a replay
+    /// (`stream-identity --accept replay`) that it was not (docs/redrive.md).
+    #[arg(long)]
+    new_epoch: bool,
 }
 
 impl Options {
@@ -64,6 +73,7 @@ impl Options {
             max_redrives: self.max_redrives,
             dry_run: self.dry_run,
             bucket: self.bucket.clone(),
+            new_epoch: self.new_epoch,
         }
     }
 }
@@ -118,6 +128,17 @@ async fn redrive(registry: &Registry, config: &sinks_runtime::Config, options: &
         plan.selected.len() + plan.already,
         plan.already
     );
+    if let Some(epoch) = &plan.epoch {
+        println!("--new-epoch: the records refused as sequence_reused are written under keys of epoch {epoch}");
+    }
+    if plan.selected.is_empty() {
+        // A run still ends with its (empty) table; a dry run has nothing to list.
+        println!("nothing to redrive: every selected record is done");
+    }
+    if options.dry_run && plan.selected.is_empty() {
+        plan.close().await;
+        return Ok(ExitCode::SUCCESS);
+    }
     if options.dry_run {
         dry_run(&plan.selected);
         plan.close().await;
@@ -144,7 +165,19 @@ async fn redrive(registry: &Registry, config: &sinks_runtime::Config, options: &
         bar.finish_and_clear();
     }
     table(&outcome);
-    Ok(if outcome.complete() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(exit_code(&outcome))
+}
+
+/// 1 while some records are not done (run again), 5 when all reached an end but dead letters
+/// remain (failed again, left for a person, gone), else 0.
+fn exit_code(outcome: &Outcome) -> ExitCode {
+    if !outcome.complete() {
+        ExitCode::from(exit::RUNTIME_ERROR)
+    } else if outcome.tally.failed_again > 0 || !outcome.left.is_empty() || !outcome.gone.is_empty() {
+        ExitCode::from(exit::REDRIVE_LEFT)
+    } else {
+        ExitCode::SUCCESS
+    }
 }
 
 /// The progress of a run on stderr: `bar` on a terminal, else a line per tenth.
@@ -186,6 +219,12 @@ fn table(outcome: &Outcome) {
     }
     for (seq, why) in &tally.not_done {
         println!("not done: dead letter {seq}: {why} (run the same command again)");
+    }
+    if tally.failed_again > 0 {
+        println!(
+            "failed again: {} dead-lettered again with their redrive count; fix the cause, then redrive again",
+            tally.failed_again
+        );
     }
     if *stopped {
         println!("stopped before every record was redriven; run the same command again to go on");

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use sinks_contract::{BuiltSink, Reach, Sink, SinkFactory};
+use sinks_contract::{BuiltSink, Creation, Reach, Sink, SinkFactory};
 use sinks_runtime::Config;
 use sinks_runtime::blackhole::BlackholeFactory;
 use sinks_runtime::config::{ConfigError, ConfigIssue, KindDefaults, OptionalWait, SinkSection};
@@ -63,6 +63,7 @@ pub struct Registry {
     formats: Vec<Box<dyn StoredFormat>>,
     about: Option<&'static str>,
     version: Option<&'static str>,
+    name: Option<&'static str>,
 }
 
 impl Default for Registry {
@@ -83,7 +84,29 @@ impl Registry {
             formats: Vec::new(),
             about: None,
             version: None,
+            name: None,
         }
+    }
+
+    /// With the name the binary calls itself in `--help` and in every command it tells the
+    /// operator to run (`sqlite-sink replay …`); by default the name it was started as.
+    #[must_use]
+    pub fn name(mut self, name: &'static str) -> Self {
+        self.name = Some(name);
+        self
+    }
+
+    /// The program's name: [`Registry::name`], else the file name it was started as, else
+    /// `nats-sink`.
+    pub(crate) fn program(&self) -> String {
+        if let Some(name) = self.name {
+            return name.to_owned();
+        }
+        std::env::args_os()
+            .next()
+            .and_then(|arg| std::path::Path::new(&arg).file_name().map(|n| n.to_string_lossy().into_owned()))
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "nats-sink".to_owned())
     }
 
     /// With the line `--help` opens with (by default, this library's description).
@@ -138,10 +161,11 @@ impl Registry {
     /// The binary's `about` and `version` win over the built-in ones, and over the doc
     /// comment of a binary's subcommand enum (which clap would make the `about`).
     pub(crate) fn command(&self) -> clap::Command {
-        let command = <crate::cli::Cli as clap::CommandFactory>::command();
+        let command = <crate::cli::Cli as clap::CommandFactory>::command().name(sinks_runtime::program::name());
         let about = command.get_about().cloned();
         let long_about = command.get_long_about().cloned();
         let command = self.extensions.iter().fold(command, |command, e| e.augment(command));
+        let command = crate::cli::with_subcommand_help(command);
         let command = match self.about.map(clap::builder::StyledStr::from).or(about) {
             Some(about) => command.about(about),
             None => command.about(None::<&'static str>),
@@ -277,15 +301,16 @@ impl Registry {
     }
 
     /// `config` with every sink section's creation switch off (`nats-sink test-sink` without
-    /// `--create` changes nothing), and for each switch that was on, what `run` would create.
-    pub(crate) fn without_creation(&self, config: &Config) -> (Config, Vec<String>) {
+    /// `--create` changes nothing), and for each switch that was on, where (`sink`,
+    /// `sinks.<name>`) and what `run` would create.
+    pub(crate) fn without_creation(&self, config: &Config) -> (Config, Vec<(String, Creation)>) {
         let mut dry = config.clone();
         let mut notes = Vec::new();
         let mut off = |at: &str, section: &mut SinkSection| {
             let Some(factory) = self.factory(section.kind().unwrap_or_default()) else { return };
             if let Some(creation) = factory.creation(section) {
-                notes.push(format!("{at}: `run` creates {} ({at}.{})", creation.what, creation.field));
-                section.0.insert(creation.field, false.into());
+                section.0.insert(creation.field.clone(), false.into());
+                notes.push((at.to_owned(), creation));
             }
         };
         off("sink", &mut dry.sink);
@@ -441,7 +466,6 @@ impl<E: clap::Subcommand + std::fmt::Debug + Send + 'static> Extension for Comma
 mod tests {
     #![allow(clippy::unwrap_used)]
     use serde_json::json;
-    use sinks_contract::Creation;
     use sinks_runtime::blackhole::{BlackholeConfig, BlackholeSink};
 
     use super::*;
@@ -569,10 +593,9 @@ mod tests {
             "sinks": {"a": {"type": "here", "make": false}, "b": {"type": "here", "place": "/b"}, "c": {"type": "there"}},
         }));
         let (dry, notes) = r.without_creation(&c);
-        assert_eq!(
-            notes,
-            ["sink: `run` creates the place /p (sink.make)", "sinks.b: `run` creates the place /b (sinks.b.make)",]
-        );
+        let said: Vec<(&str, &str, &str)> =
+            notes.iter().map(|(at, c)| (at.as_str(), c.field.as_str(), c.what.as_str())).collect();
+        assert_eq!(said, [("sink", "make", "the place /p"), ("sinks.b", "make", "the place /b")]);
         assert_eq!(dry.sink.0["make"], false);
         assert_eq!(dry.sinks["b"].0["make"], false);
         assert!(!dry.sinks["c"].0.contains_key("make"));

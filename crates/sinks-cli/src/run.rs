@@ -21,7 +21,12 @@ pub(crate) async fn run(registry: &Registry, config: &Path, log_level: Option<&s
     if let Err(message) = init_logging(&c, log_level) {
         return exit::config_failure(&ConfigError::single("logging.level", message));
     }
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), sink = built.sink.name(), "starting nats-sink");
+    tracing::info!(
+        program = sinks_runtime::program::name(),
+        version = env!("CARGO_PKG_VERSION"),
+        sink = built.sink.name(),
+        "starting"
+    );
     let metrics = Metrics::new(&c.metrics);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let server = match c.metrics.listen_addr() {

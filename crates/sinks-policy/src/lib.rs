@@ -181,15 +181,25 @@ impl Pipeline {
     /// The steps `config` enables. Reads every key from the environment; a missing or bad
     /// key is an error naming its field.
     pub fn from_config(config: Sections<'_>) -> Result<Self, ConfigError> {
+        Self::from_config_with(config, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Pipeline::from_config`] reading the keys' variables through `lookup` (`nats-sink
+    /// validate --no-environment` checks everything else with stand-in keys).
+    pub fn from_config_with(
+        config: Sections<'_>,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let on = |enabled: bool| enabled.then_some(());
         Ok(Self {
             mission: on(config.mission_metadata.enabled).map(|()| config.mission_metadata.clone()),
             labels: on(config.security_labels.enabled).map(|()| config.security_labels.clone()),
-            authenticity: authenticity::Authenticator::from_config(
+            authenticity: authenticity::Authenticator::from_config_with(
                 config.message_authenticity,
                 "message_authenticity",
+                lookup,
             )?,
-            encryption: PayloadEncryption::from_config(config.encryption, "encryption")?,
+            encryption: PayloadEncryption::from_config_with(config.encryption, "encryption", lookup)?,
             size: on(config.size_policy.enabled).map(|()| config.size_policy.clone()),
             presink: on(config.pre_sink_policy.enabled).map(|()| config.pre_sink_policy.clone()),
             custody: on(config.custody.enabled).map(|()| config.custody.clone()),

@@ -194,6 +194,13 @@ pub fn epoch_tag(change: &Change) -> String {
     }
 }
 
+/// The epoch tag a stream created at `created` gets when a new epoch is decided for it after
+/// a re-creation (the same as [`epoch_tag`] gives): what `redrive --new-epoch` writes under
+/// after a `replay` that should have been a new epoch.
+pub fn epoch_of_stream(created: OffsetDateTime) -> String {
+    format!("e{}", created.unix_timestamp_nanos())
+}
+
 impl Record {
     /// The first record of `stream` and `consumer`: the live identity, first epoch.
     pub fn first(stream: &str, consumer: &str, live: &Live, now: OffsetDateTime) -> Self {
@@ -311,6 +318,7 @@ impl Store {
     /// `create_if_missing` and `reconcile` consumer modes; in `bind_only` a missing bucket
     /// is a configuration error naming the fix).
     pub(crate) async fn open(js: &Context, config: &Config, replicas: usize) -> Result<Self, SetupError> {
+        let program = crate::program::name();
         let bucket = config.stream_guard.bucket.clone();
         let key = record_key(&config.nats.stream, &config.nats.consumer);
         let kv = match js.get_key_value(&bucket).await {
@@ -321,7 +329,7 @@ impl Store {
                         "stream_guard.bucket",
                         format!(
                             "key-value bucket `{bucket}` does not exist and consumer_management.mode is bind_only: \
-                             create it (`nats-sink stream-plan` prints the command) or set stream_guard.identity = false"
+                             create it (`{program} stream-plan` prints the command) or set stream_guard.identity = false"
                         ),
                     )
                     .into());
@@ -443,6 +451,15 @@ pub(crate) async fn operate(
         (None, Verdict::Same) => None,
     };
     match (change, decision) {
+        (None, Some(Decision::NewEpoch)) if record.history.last().is_some_and(|p| p.decision == Decision::Replay) => {
+            let past = record.history.last().map(|p| p.ended_at.clone()).unwrap_or_default();
+            lines.push(format!(
+                "the stream is the one recorded: nothing to decide. It was decided `replay` ({past}); if that was wrong, \
+                 the new events it refused as sequence_reused come back, each under a key of this stream's own epoch, \
+                 with `{} redrive CONFIG --new-epoch` (docs/redrive.md); the new events stored meanwhile keep their keys",
+                crate::program::name()
+            ));
+        }
         (None, _) => lines.push("the stream is the one recorded: nothing to decide".into()),
         (Some(change), None) => lines.push(format!(
             "the stream was {} ({}): undecided; fetching is paused until `--accept new-epoch` or `--accept replay`",

@@ -39,6 +39,26 @@ impl Connection {
         Ok(OrderedMessages { messages })
     }
 
+    /// The `max_deliver` of `consumer` of `stream` as the server has it: `Ok(None)` when the
+    /// stream or the consumer does not exist, `Ok(Some(None))` when it redelivers without
+    /// limit. The error is a sentence for the operator.
+    pub async fn consumer_max_deliver(&self, stream: &str, consumer: &str) -> Result<Option<Option<u64>>, String> {
+        use async_nats::jetstream::context::{ConsumerInfoErrorKind, GetStreamErrorKind};
+        let handle = match self.js.get_stream(stream).await {
+            Ok(handle) => handle,
+            Err(e) if matches!(e.kind(), GetStreamErrorKind::JetStream(j) if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(format!("cannot read stream `{stream}`: {e}")),
+        };
+        match handle.consumer_info(consumer).await {
+            Ok(info) => Ok(Some(u64::try_from(info.config.max_deliver).ok().filter(|m| *m > 0))),
+            Err(e) if e.kind() == ConsumerInfoErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("cannot read consumer `{consumer}` of stream `{stream}`: {e}")),
+        }
+    }
+
     /// How far `consumer` of `stream` has got; `None` when either cannot be read now.
     pub async fn consumer_progress(&self, stream: &str, consumer: &str) -> Option<ConsumerProgress> {
         let stream = self.js.get_stream(stream).await.ok()?;

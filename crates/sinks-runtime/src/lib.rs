@@ -38,6 +38,7 @@ pub mod limit;
 pub mod metrics;
 pub mod origin;
 pub mod otel;
+pub mod program;
 pub mod reconcile;
 pub mod redrive;
 pub mod runner;

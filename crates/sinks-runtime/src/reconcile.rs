@@ -606,11 +606,13 @@ fn envelope_of(m: &Message, stream: &str) -> Option<Envelope> {
     Some(Envelope::new(m.subject.as_str(), m.payload.clone(), headers, jetstream))
 }
 
-/// The `nats-sink replay` command lines that re-deliver `ranges` under `config_path`.
+/// The `replay` command lines of this program ([`crate::program::name`]: `nats-sink replay`,
+/// `sqlite-sink replay`, …) that re-deliver `ranges` under `config_path`.
 pub fn repair_commands(config_path: &str, ranges: &[(u64, u64)]) -> Vec<String> {
+    let program = crate::program::name();
     ranges
         .iter()
-        .map(|(a, b)| format!("nats-sink replay {} --from-seq {a} --to-seq {b}", shell_quote(config_path)))
+        .map(|(a, b)| format!("{program} replay {} --from-seq {a} --to-seq {b}", shell_quote(config_path)))
         .collect()
 }
 

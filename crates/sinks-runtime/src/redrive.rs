@@ -49,6 +49,10 @@ pub struct Options {
     pub dry_run: bool,
     /// The key-value bucket of the done markers.
     pub bucket: String,
+    /// Only the records refused as `sequence_reused`, each written under the key of the
+    /// source stream's own epoch ([`crate::identity::epoch_of_stream`]): the way back from a
+    /// re-created stream accepted as a replay that was none.
+    pub new_epoch: bool,
 }
 
 /// One selected record and what became of it before the write.
@@ -76,6 +80,8 @@ pub struct Plan {
     pub already: usize,
     /// Those the filters select that are not done yet (up to the limit), in DLQ order.
     pub selected: Vec<Selected>,
+    /// The epoch the records are written in (`Options::new_epoch`).
+    pub epoch: Option<String>,
     client: async_nats::Client,
     marks: Marks,
 }
@@ -125,9 +131,12 @@ pub async fn prepare(config: &Config, options: &Options) -> Result<Option<Plan>,
     let dlq_info = dlq.info().await.map_err(failed)?.clone();
     let source =
         js.get_stream(&config.nats.stream).await.map_err(|e| failed(format!("stream {}: {e}", config.nats.stream)))?;
+    let epoch = options.new_epoch.then(|| crate::identity::epoch_of_stream(source.cached_info().created));
     let marks = Marks::open(&js, &options.bucket, &dlq_info, !options.dry_run).await.map_err(failed)?;
     let done = marks.done().await.map_err(failed)?;
-    let matching: Vec<&Record> = all.iter().filter(|r| options.filters.matches(r)).collect();
+    let reused = |r: &Record| r.reason.as_deref() == Some(sinks_toolkit::existing::SEQUENCE_REUSED);
+    let matching: Vec<&Record> =
+        all.iter().filter(|r| options.filters.matches(r) && (!options.new_epoch || reused(r))).collect();
     let already = matching.iter().filter(|r| done.contains_key(&r.dlq_seq)).count();
     let todo: Vec<&Record> = matching
         .into_iter()
@@ -135,7 +144,7 @@ pub async fn prepare(config: &Config, options: &Options) -> Result<Option<Plan>,
         .take(options.limit.unwrap_or(usize::MAX))
         .collect();
     // The originals are looked up side by side (one stream read each), in record order.
-    let lookups = futures::stream::iter(todo.iter().map(|r| records::original(&source, config, r)))
+    let lookups = futures::stream::iter(todo.iter().map(|r| records::original(&source, config, r, epoch.as_deref())))
         .buffered(LOOKUPS_IN_FLIGHT)
         .collect::<Vec<_>>()
         .await;
@@ -157,7 +166,15 @@ pub async fn prepare(config: &Config, options: &Options) -> Result<Option<Plan>,
         let item = if left.is_some() { None } else { found.item };
         selected.push(Selected { record: record.clone(), origin: found.origin, left, item });
     }
-    Ok(Some(Plan { dlq_stream: dlq_info.config.name.clone(), records: all.len(), already, selected, client, marks }))
+    Ok(Some(Plan {
+        dlq_stream: dlq_info.config.name.clone(),
+        records: all.len(),
+        already,
+        selected,
+        epoch,
+        client,
+        marks,
+    }))
 }
 
 impl Plan {

@@ -257,6 +257,9 @@ pub(crate) async fn ensure_streams(js: &Context, config: &Config) -> Result<stre
             .into());
         }
         let subjects = if sm.subjects.is_empty() { vec![config.nats.subject.clone()] } else { sm.subjects.clone() };
+        if let Some(e) = consumed_again(config, &subjects) {
+            return Err(e.into());
+        }
         create_stream(js, name, subjects, config).await?;
     }
     if let (Some(dl_stream), Some(subject)) = (&sm.dead_letter_stream, &config.dead_letter.subject)
@@ -291,11 +294,26 @@ pub(crate) async fn preflight(js: &Context, config: &Config) -> Result<Vec<Strin
                 )
                 .into());
             }
+            let sm = &config.stream_management;
+            let subjects = if sm.subjects.is_empty() { vec![config.nats.subject.clone()] } else { sm.subjects.clone() };
+            if let Some(e) = consumed_again(config, &subjects) {
+                return Err(e.into());
+            }
             notes.push(format!(
                 "stream `{name}` does not exist yet: run creates it (stream_management.create_if_missing)"
             ));
             plan_dead_letter_stream(js, config, &mut notes).await?;
             plan_guard_bucket(js, config, &mut notes).await?;
+            if config.nats.durable {
+                notes.push(format!(
+                    "consumer `{}` does not exist yet: run creates it in stream `{name}`",
+                    config.nats.consumer
+                ));
+            }
+            if let Some(max) = config.consumer_management.max_deliver.filter(|m| *m > 0 && config.rescue.enabled) {
+                let capture = config.rescue.stream_name(name, &config.nats.consumer);
+                notes.push(format!("run creates stream `{capture}` to capture exhaustions (max_deliver {max})"));
+            }
             return Ok(notes);
         }
         Err(e) => return Err(unavailable(e)),
@@ -351,7 +369,7 @@ pub(crate) async fn preflight(js: &Context, config: &Config) -> Result<Vec<Strin
             Err(_) if cm.mode == ConsumerMode::BindOnly => {
                 return Err(ConfigError::single(
                     "rescue.stream",
-                    format!("stream `{capture}` does not exist and consumer_management.mode is bind_only: create it (`nats-sink stream-plan` prints the command) or set rescue.enabled = false"),
+                    format!("stream `{capture}` does not exist and consumer_management.mode is bind_only: create it (`{} stream-plan --connect` prints the command for this consumer's max_deliver) or set rescue.enabled = false", crate::program::name()),
                 )
                 .into());
             }
@@ -417,6 +435,7 @@ async fn plan_dead_letter_stream(js: &Context, config: &Config, notes: &mut Vec<
 /// What `validate --connect` says of the stream guard's bucket: there, created by run, or (in
 /// `bind_only`) the error run would stop with.
 async fn plan_guard_bucket(js: &Context, config: &Config, notes: &mut Vec<String>) -> Result<(), SetupError> {
+    let program = crate::program::name();
     let guard = &config.stream_guard;
     if !guard.identity {
         notes.push("stream_guard.identity is off: a re-created stream is caught only at the destination".into());
@@ -429,7 +448,7 @@ async fn plan_guard_bucket(js: &Context, config: &Config, notes: &mut Vec<String
                 "stream_guard.bucket",
                 format!(
                     "key-value bucket `{}` does not exist and consumer_management.mode is bind_only: create it \
-                     (`nats-sink stream-plan` prints the command) or set stream_guard.identity = false",
+                     (`{program} stream-plan` prints the command) or set stream_guard.identity = false",
                     guard.bucket
                 ),
             )
@@ -448,11 +467,16 @@ async fn check_dead_letter_stream(js: &Context, config: &Config) -> Result<(), S
         return Ok(());
     };
     match js.stream_by_subject(subject).await {
+        Ok(stream) if stream == config.nats.stream => match consumed_again(config, &[subject.to_owned()]) {
+            Some(e) => Err(e.into()),
+            None => Ok(()),
+        },
         Ok(_) => Ok(()),
         Err(e) if e.kind() == jetstream::context::GetStreamByNameErrorKind::NotFound => Err(ConfigError::single(
             "dead_letter.subject",
             format!(
-                "no stream captures `{subject}`: every dead letter would fail; create one (`nats-sink stream-plan` plans it) or set stream_management.dead_letter_stream with create_if_missing"
+                "no stream captures `{subject}`: every dead letter would fail; create one (`{} stream-plan` plans it) or set stream_management.dead_letter_stream with create_if_missing",
+                crate::program::name()
             ),
         )
         .into()),
@@ -461,6 +485,31 @@ async fn check_dead_letter_stream(js: &Context, config: &Config) -> Result<(), S
             Ok(())
         }
     }
+}
+
+/// The error when dead-letter records would be consumed again: the consumed stream captures
+/// `dead_letter.subject` (one of `stream_subjects`, the subjects it has or would be created
+/// with, matches it) and the consumer's filters match it too. `None` otherwise: a
+/// `dead_letter.subject` that `nats.subject` matches is fine while another stream captures it.
+pub(crate) fn consumed_again(config: &Config, stream_subjects: &[String]) -> Option<ConfigError> {
+    let (true, Some(dlq)) = (config.dead_letter.enabled, config.dead_letter.subject.as_deref()) else {
+        return None;
+    };
+    let captured = stream_subjects.iter().any(|s| sinks_toolkit::subject::matches(s, dlq));
+    let filters = config.consumer_management.effective_filters(&config.nats.subject);
+    let filter = filters.iter().find(|f| sinks_toolkit::subject::matches(f, dlq))?;
+    captured.then(|| {
+        ConfigError::single(
+            "dead_letter.subject",
+            format!(
+                "stream `{}` captures `{dlq}` and the consumer's filter `{filter}` matches it: every dead-letter \
+                 record would be consumed again as an event; put dead letters on a subject outside the stream \
+                 (e.g. `dlq.{}`) captured by a stream of their own",
+                config.nats.stream,
+                config.nats.stream.to_ascii_lowercase()
+            ),
+        )
+    })
 }
 
 /// Binds, creates or reconciles the consumer per `consumer_management.mode`.
@@ -580,6 +629,7 @@ pub(crate) async fn ensure_capture(
     config: &Config,
     max_deliver: Option<u64>,
 ) -> Result<Option<Capture>, SetupError> {
+    let program = crate::program::name();
     let rescue = &config.rescue;
     if max_deliver.is_none() || !config.nats.durable {
         return Ok(None);
@@ -617,7 +667,7 @@ pub(crate) async fn ensure_capture(
                     "rescue.stream",
                     format!(
                         "stream `{name}` capturing `{subject}` does not exist and consumer_management.mode is bind_only: \
-                         create it (`nats-sink stream-plan` prints the command) or set rescue.enabled = false"
+                         create it (`{program} stream-plan --connect` prints the command for this consumer's max_deliver) or set rescue.enabled = false"
                     ),
                 )
                 .into());
@@ -646,7 +696,7 @@ pub(crate) async fn ensure_capture(
                 "rescue.consumer",
                 format!(
                     "consumer `{rescue_consumer}` of stream `{name}` does not exist and consumer_management.mode is \
-                     bind_only: create it (`nats-sink stream-plan` prints the command) or set rescue.enabled = false"
+                     bind_only: create it (`{program} stream-plan --connect` prints the command for this consumer's max_deliver) or set rescue.enabled = false"
                 ),
             )
             .into());

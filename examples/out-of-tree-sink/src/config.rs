@@ -26,7 +26,8 @@ pub struct SqliteSinkConfig {
     /// Table the rows go to (letters, digits and `_`, at most 64 characters).
     #[serde(default = "default_table")]
     pub table: String,
-    /// Create the table when it is missing (default on). Off: a missing table stops start-up.
+    /// Create the database file and the table when they are missing (default on). Off: a
+    /// missing file or table stops start-up.
     #[serde(default = "default_true")]
     pub create_table: bool,
     /// What identifies a message (the row's primary key): `idempotency_key` (the default:

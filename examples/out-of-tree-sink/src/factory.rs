@@ -27,10 +27,14 @@ impl SinkFactory for SqliteFactory {
         Reach::Local
     }
 
-    /// `create_table` (default on) creates the table when it is missing.
+    /// `create_table` (default on) creates the database file and the table when they are
+    /// missing.
     fn creation(&self, section: &SinkSection) -> Option<Creation> {
-        let table = section.0.get("table").and_then(serde_json::Value::as_str).unwrap_or("messages");
-        Creation::when_on(section, "create_table", true, format!("the table {table} when it is missing"))
+        let text = |field: &str, default: &str| {
+            section.0.get(field).and_then(serde_json::Value::as_str).unwrap_or(default).to_owned()
+        };
+        let (path, table) = (text("path", "?"), text("table", "messages"));
+        Creation::when_on(section, "create_table", true, format!("the database {path} and its table {table}"))
     }
 
     /// Where a sample message goes.

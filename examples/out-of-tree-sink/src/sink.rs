@@ -84,9 +84,19 @@ impl Inner {
         self.connection.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Opens the database for writing, durable commits on, the table there.
+    /// Opens the database for writing, durable commits on, the table there. The database file
+    /// is created only with `create_table` (`test-sink` turns it off to change nothing).
     fn connect(&self) -> Result<Connection, SinkError> {
-        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+        let path = &self.config.path;
+        let flags = if self.config.create_table {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE
+        } else if !path.exists() {
+            return Err(
+                SinkError::config(format!("the database {} does not exist", path.display())).with_field("sink.path")
+            );
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+        };
         let conn =
             Connection::open_with_flags(&self.config.path, flags).map_err(|e| classify("opening the database", e))?;
         conn.pragma_update(None, "journal_mode", "WAL").map_err(|e| classify("switching to the wal journal", e))?;

@@ -1,14 +1,18 @@
-//! The `sqlite-sink` binary end to end, against a private JetStream server (`sinks-testkit`):
+//! The `sqlite-sink` binary end to end, against a private JetStream server (`support`):
 //! `validate` accepts the example config; `run` stores every published message exactly
-//! once and acknowledges it; `reconcile` finds rows that went missing, `replay` brings them
-//! back, and `reconcile` then finds nothing missing.
+//! once and acknowledges it; `reconcile` finds rows that went missing, prints the
+//! `sqlite-sink replay` commands that bring them back, `replay` does, and `reconcile` then
+//! finds nothing missing. `test-sink` creates nothing and says what `run` would create, as
+//! `sqlite-sink`: every command the binary prints names it.
+
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use bytes::Bytes;
-use sinks_testkit::{NatsServer, stream_with_subjects, unique, wait_until};
+use support::{NatsServer, stream_with_subjects, unique, wait_until};
 
 const MESSAGES: u64 = 40;
 
@@ -50,6 +54,28 @@ fn validate_accepts_the_example_config() {
     let out = sqlite_sink(&["validate", config.to_str().expect("utf-8 path")]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(text(&out).contains("sink=sqlite"), "{}", text(&out));
+}
+
+#[test]
+fn test_sink_creates_nothing_and_names_this_binary() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let db = dir.path().join("orders.db");
+    let config = serde_json::json!({
+        "nats": {"url": "nats://127.0.0.1:4222", "stream": "ORDERS", "consumer": "c", "subject": "orders.>"},
+        "sink": {"type": "sqlite", "path": db},
+    });
+    let path = dir.path().join("config.json");
+    std::fs::write(&path, serde_json::to_vec(&config).expect("json")).expect("write config");
+    let out = sqlite_sink(&["test-sink", path.to_str().expect("utf-8 path")]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!db.exists(), "test-sink changes nothing without --create");
+    assert!(text(&out).contains("`sqlite-sink test-sink --create`"), "{}", text(&out));
+    assert!(!text(&out).contains("nats-sink"), "{}", text(&out));
+    let out = sqlite_sink(&["test-sink", "--create", path.to_str().expect("utf-8 path")]);
+    assert!(out.status.success() && db.exists(), "{}", text(&out));
+    // There now, nothing would be created: nothing is said of creating it.
+    let out = sqlite_sink(&["test-sink", path.to_str().expect("utf-8 path")]);
+    assert!(text(&out).contains("is reachable and healthy") && !text(&out).contains("would create"), "{}", text(&out));
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -101,9 +127,10 @@ async fn run_stores_each_message_once_and_reconcile_and_replay_repair_a_loss() {
     conn.execute("DELETE FROM messages WHERE stream_sequence IN (5, 17, 33)", []).expect("delete");
     drop(conn);
     let range = ["--from-seq", "1", "--to-seq", "40"];
-    let found = sqlite_sink(&[&["reconcile", config_arg][..], &range[..]].concat());
+    let found = sqlite_sink(&[&["reconcile", config_arg, "--repair"][..], &range[..]].concat());
     assert_eq!(found.status.code(), Some(1), "three rows are missing: {}", text(&found));
     assert!(text(&found).contains("missing=3"), "{}", text(&found));
+    assert!(text(&found).contains("sqlite-sink replay ") && !text(&found).contains("nats-sink"), "{}", text(&found));
     let replayed = sqlite_sink(&[&["replay", config_arg][..], &range[..]].concat());
     assert!(replayed.status.success(), "{}", text(&replayed));
     assert_exactly_once(&db);

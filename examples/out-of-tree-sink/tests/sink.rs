@@ -121,6 +121,11 @@ async fn a_missing_table_without_create_table_stops_start_up_naming_the_field() 
     let dir = tempfile::tempdir().expect("a temporary directory");
     let mut config = SqliteSinkConfig::new(dir.path().join("sink.db"));
     config.create_table = false;
+    // Without create_table nothing is created: not the file, and not the table.
+    let error = SqliteSink::new(config.clone()).open().await.expect_err("no database");
+    assert_eq!((error.class(), error.field()), (ErrorClass::Config, Some("sink.path")));
+    assert!(!dir.path().join("sink.db").exists(), "the file was not created");
+    drop(rusqlite::Connection::open(dir.path().join("sink.db")).expect("an empty database"));
     let error = SqliteSink::new(config).open().await.expect_err("no table");
     assert_eq!((error.class(), error.field()), (ErrorClass::Config, Some("sink.table")));
     let missing_dir = SqliteSink::new(SqliteSinkConfig::new(dir.path().join("nowhere/sink.db")));

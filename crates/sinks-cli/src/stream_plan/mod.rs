@@ -7,12 +7,17 @@
 //! `bind_only` worker then finds.
 //!
 //! Unlike the reference's fixed list, the runtime permissions follow what this config makes
-//! the worker do: consumer creation only when `consumer_management.mode` may create, the DLQ
-//! subject only when dead-lettering is on, stream creation only with
-//! `stream_management.create_if_missing`. With a `max_deliver` and `rescue` on, the plan
-//! includes the stream capturing the consumer's exhaustion advisories, the rescue consumer,
-//! the commands that create both (needed before the first run with `bind_only`) and the
-//! permissions the rescue uses.
+//! the worker do, every JetStream API subject it calls: consumer creation only when
+//! `consumer_management.mode` may create, the DLQ subject (and the stream lookup by subject
+//! that checks a stream captures it) only when dead-lettering is on, the ledger's subject
+//! with the ledger, stream creation only with `stream_management.create_if_missing`, the
+//! advisory subjects it subscribes to with `advisories`. With `rescue` on, the plan includes
+//! the stream capturing the consumer's exhaustion advisories, the rescue consumer, the
+//! commands that create both (needed before the first run with `bind_only`) and the
+//! permissions the rescue uses: as needed when the config sets a `max_deliver`, and marked as
+//! needed only if the consumer has one when it does not (a consumer an administrator created
+//! with `--max-deliver`); `--connect` reads the existing consumer and decides
+//! ([`Existing`]).
 
 mod resources;
 
@@ -79,7 +84,27 @@ pub(crate) struct RescuePlan {
     stream: String,
     subject: String,
     consumer: String,
+    /// The consumer's `max_deliver`, when known (the config's, or the existing consumer's).
+    max_deliver: Option<u64>,
+    /// `None`: needed. Else when it is needed (a `max_deliver` the plan cannot see offline).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    only_if: Option<String>,
 }
+
+/// What the plan knows of the durable consumer on the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Existing {
+    /// Nothing: the plan is offline.
+    Unknown,
+    /// `--connect` found no such consumer (the config's settings will make it).
+    Missing,
+    /// `--connect` found it, with this `max_deliver` (`None`: unlimited).
+    MaxDeliver(Option<u64>),
+}
+
+/// When the capture stream is needed although the plan cannot tell.
+const ONLY_IF_MAX_DELIVER: &str = "only if the consumer has a max_deliver (one an administrator set, e.g. `nats consumer add \
+                                   --max-deliver`; the config sets none): `stream-plan --connect` reads it";
 
 fn choice(value: &str, field: &str, allowed: &[&str]) -> Result<String, ConfigError> {
     let normalized = value.trim().to_ascii_lowercase();
@@ -118,8 +143,8 @@ impl StreamSettings {
     }
 }
 
-/// Builds the plan from a validated config; pure.
-pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPlan, ConfigError> {
+/// Builds the plan from a validated config and what is known of the consumer; pure.
+pub(crate) fn plan(config: &Config, settings: StreamSettings, existing: Existing) -> Result<StreamPlan, ConfigError> {
     let stream = config.nats.stream.clone();
     if stream.is_empty() || stream.chars().any(|c| c.is_whitespace() || c.is_control() || ".*>/\\".contains(c)) {
         return Err(ConfigError::single(
@@ -136,6 +161,8 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
 
     let mut publish = vec![
         format!("$JS.API.STREAM.INFO.{stream}"),
+        // The stream guard reads the oldest unsettled message's time (a stream with max_age).
+        format!("$JS.API.STREAM.MSG.GET.{stream}"),
         format!("$JS.API.CONSUMER.INFO.{stream}.{consumer}"),
         format!("$JS.API.CONSUMER.MSG.NEXT.{stream}.{consumer}"),
         format!("$JS.ACK.{stream}.{consumer}.>"),
@@ -148,6 +175,13 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         && let Some(subject) = &config.dead_letter.subject
     {
         publish.push(subject.clone());
+        // Start-up checks that a stream captures it (streams listed by subject).
+        publish.push("$JS.API.STREAM.NAMES".to_owned());
+    }
+    if config.ledger.enabled
+        && let Some(subject) = &config.ledger.subject
+    {
+        publish.push(subject.clone());
     }
     if config.stream_management.create_if_missing {
         publish.push(format!("$JS.API.STREAM.CREATE.{stream}"));
@@ -156,11 +190,10 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
             publish.push(format!("$JS.API.STREAM.CREATE.{dlq_stream}"));
         }
     }
-    let rescue = rescue_plan(config);
+    let rescue = rescue_plan(config, existing);
     if let Some(r) = &rescue {
         publish.extend([
             format!("$JS.API.STREAM.INFO.{}", r.stream),
-            format!("$JS.API.STREAM.MSG.GET.{stream}"),
             format!("$JS.API.CONSUMER.INFO.{}.{}", r.stream, r.consumer),
             format!("$JS.API.CONSUMER.MSG.NEXT.{}.{}", r.stream, r.consumer),
             format!("$JS.ACK.{}.{}.>", r.stream, r.consumer),
@@ -183,7 +216,12 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
             publish.push(format!("$JS.API.STREAM.CREATE.{kv}"));
         }
     }
-    let subscribe = vec!["_INBOX.>".to_owned()];
+    let mut subscribe = vec!["_INBOX.>".to_owned()];
+    if config.advisories.enabled {
+        subscribe.extend(config.advisories.subjects.iter().cloned());
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    publish.retain(|p| seen.insert(p.clone()));
     let runtime = publish.iter().chain(&subscribe).cloned().collect();
 
     let administration = vec![
@@ -194,8 +232,19 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         format!("$JS.API.CONSUMER.CREATE.{stream}.{consumer}"),
         format!("$JS.API.CONSUMER.DURABLE.CREATE.{stream}.{consumer}"),
     ];
+    let program = sinks_runtime::program::name();
     let mut notes = vec![
-        "offline plan: nats-sink connected to nothing and changed nothing to produce it".to_owned(),
+        match existing {
+            Existing::Unknown => format!("offline plan: {program} connected to nothing and changed nothing to produce it"),
+            Existing::Missing => format!(
+                "{program} read the server (changing nothing): consumer `{consumer}` does not exist yet, so the config's \
+                 settings make it"
+            ),
+            Existing::MaxDeliver(max) => format!(
+                "{program} read the server (changing nothing): consumer `{consumer}` exists with max_deliver {}",
+                max.map_or_else(|| "unlimited".to_owned(), |m| m.to_string())
+            ),
+        },
         "apply stream and consumer changes with a separate administrative identity".to_owned(),
         "the worker acknowledges only after its destination committed; no stream setting changes that".to_owned(),
         match config.consumer_management.mode {
@@ -204,12 +253,14 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         },
     ];
     notes.push(match (&rescue, config.rescue.enabled) {
-        (Some(_), _) if config.consumer_management.mode == ConsumerMode::BindOnly => {
-            "rescue: with bind_only, create the capture stream and the rescue consumer (above) before the first run, or the worker refuses to start".to_owned()
-        }
+        (Some(r), _) if config.consumer_management.mode == ConsumerMode::BindOnly => format!(
+            "rescue: with bind_only, create the capture stream and the rescue consumer (above) before the first run, or \
+             the worker refuses to start{}",
+            r.only_if.as_ref().map_or_else(String::new, |when| format!(" ({when})"))
+        ),
         (Some(_), _) => "rescue: the worker creates the capture stream and the rescue consumer when they are missing; never delete the capture stream while messages can still exhaust their deliveries".to_owned(),
         (None, false) => "rescue is off: a message whose last allowed delivery is lost to a crash is dropped by the server".to_owned(),
-        (None, true) => "rescue applies when the consumer has a max_deliver (consumer_management.max_deliver, or an existing consumer's): the worker then captures its exhaustion advisories".to_owned(),
+        (None, true) => "rescue is not needed: the consumer redelivers without limit (no max_deliver)".to_owned(),
     });
     notes.push(match &guard {
         Some(g) => format!(
@@ -224,7 +275,8 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
         ),
         None => "stream_guard.identity is off: a stream deleted and re-created is caught only at the destination (sequence_reused)".to_owned(),
     });
-    let create = resources::resources(config, &settings);
+    let create =
+        resources::resources(config, &settings, rescue.as_ref().map(|r| (r.max_deliver, r.only_if.as_deref())));
     Ok(StreamPlan {
         warnings: warnings(&config.nats.stream, &settings),
         stream_guard: guard,
@@ -242,6 +294,18 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings) -> Result<StreamPl
     })
 }
 
+/// What the server has of the durable consumer `config` names (`stream-plan --connect`):
+/// connects once and reads, changing nothing. The error is a sentence for the operator.
+pub(crate) async fn read_consumer(config: &Config) -> Result<Existing, String> {
+    let connection = sinks_runtime::inspect::Connection::open(&config.nats)
+        .await
+        .map_err(|e| format!("cannot read the consumer: {e}"))?;
+    Ok(match connection.consumer_max_deliver(&config.nats.stream, &config.nats.consumer).await? {
+        None => Existing::Missing,
+        Some(max) => Existing::MaxDeliver(max),
+    })
+}
+
 /// The stream identity bucket of `config`, when `stream_guard.identity` is on.
 fn guard_plan(config: &Config) -> Option<GuardPlan> {
     let guard = &config.stream_guard;
@@ -254,15 +318,29 @@ fn guard_plan(config: &Config) -> Option<GuardPlan> {
     })
 }
 
-/// The exhaustion capture of `config`, when it has a `max_deliver` and `rescue` is on.
-fn rescue_plan(config: &Config) -> Option<RescuePlan> {
+/// The exhaustion capture of `config` with `rescue` on (and a durable consumer), whenever a
+/// `max_deliver` may apply: the existing consumer's when known, else the config's, else (an
+/// offline plan without one) marked as needed only if the consumer turns out to have one.
+fn rescue_plan(config: &Config, existing: Existing) -> Option<RescuePlan> {
     let rescue = &config.rescue;
-    config.consumer_management.max_deliver.filter(|m| *m > 0 && rescue.enabled && config.nats.durable)?;
+    if !rescue.enabled || !config.nats.durable {
+        return None;
+    }
+    let configured = config.consumer_management.max_deliver.and_then(|m| u64::try_from(m).ok()).filter(|m| *m > 0);
+    let (max_deliver, only_if) = match existing {
+        Existing::MaxDeliver(None) => return None,
+        Existing::MaxDeliver(Some(max)) => (Some(max), None),
+        Existing::Missing => (Some(configured?), None),
+        Existing::Unknown => match configured {
+            Some(max) => (Some(max), None),
+            None => (None, Some(ONLY_IF_MAX_DELIVER.to_owned())),
+        },
+    };
     let (stream, consumer) = (&config.nats.stream, &config.nats.consumer);
     let capture = rescue.stream_name(stream, consumer);
     let subject = sinks_runtime::config::rescue::RescueConfig::advisory_subject(stream, consumer);
     let rescue_consumer = rescue.consumer_name(consumer);
-    Some(RescuePlan { stream: capture, subject, consumer: rescue_consumer })
+    Some(RescuePlan { stream: capture, subject, consumer: rescue_consumer, max_deliver, only_if })
 }
 
 fn warnings(stream: &str, settings: &StreamSettings) -> Vec<String> {
@@ -271,9 +349,10 @@ fn warnings(stream: &str, settings: &StreamSettings) -> Vec<String> {
         warnings.push("replicas 1 keeps one copy: fine at the edge, no redundancy in a cluster".to_owned());
     }
     // Offline, the server's sync setting is unknown (`validate --connect` reads it).
-    let sync = sinks_runtime::durability::SyncSetting::Unknown(
-        "stream-plan connects to nothing; `nats-sink validate --connect` with nats.monitoring_url reads it".into(),
-    );
+    let sync = sinks_runtime::durability::SyncSetting::Unknown(format!(
+        "stream-plan does not read it; `{} validate --connect` with nats.monitoring_url does",
+        sinks_runtime::program::name()
+    ));
     if settings.storage == STORAGE_TYPES[0]
         && let Some(lint) = sinks_runtime::durability::lint(stream, usize::from(settings.replicas), &sync)
     {
@@ -341,13 +420,19 @@ pub(crate) fn render_text(plan: &StreamPlan) -> String {
             "exhaustion capture (rescue):\n  stream: {}\n  subject: {}\n  rescue consumer: {}\n",
             r.stream, r.subject, r.consumer
         ));
+        match (&r.only_if, r.max_deliver) {
+            (Some(when), _) => out.push_str(&format!("  needed {when}\n")),
+            (None, Some(max)) => out.push_str(&format!("  needed: the consumer has max_deliver {max}\n")),
+            (None, None) => {}
+        }
     }
     if let Some(g) = &plan.stream_guard {
         out.push_str(&format!("stream identity (stream_guard):\n  bucket: {}\n  key: {}\n", g.bucket, g.key));
     }
     out.push_str("create, in this order, with the nats CLI (natscli; NATS_URL or --server names the server):\n");
     for r in &plan.create {
-        out.push_str(&format!("  # {}: {}\n  {}\n", r.what, r.name, r.nats));
+        let when = r.only_if.as_ref().map_or_else(String::new, |w| format!(" (needed {w})"));
+        out.push_str(&format!("  # {}: {}{when}\n  {}\n", r.what, r.name, r.nats));
     }
     out.push_str("or with the JetStream API (request on the subject, JSON body):\n");
     for r in &plan.create {
@@ -384,7 +469,7 @@ mod tests {
 
     #[test]
     fn permissions_follow_what_the_config_makes_the_worker_do() {
-        let p = plan(&config(serde_json::json!({})), defaults()).unwrap();
+        let p = plan(&config(serde_json::json!({})), defaults(), Existing::Unknown).unwrap();
         assert!(p.runtime_publish_permissions.contains(&"$JS.API.CONSUMER.MSG.NEXT.ORDERS.orders-sink".to_owned()));
         assert!(p.runtime_publish_permissions.contains(&"$JS.API.CONSUMER.CREATE.ORDERS.orders-sink".to_owned()));
         assert!(
@@ -402,19 +487,44 @@ mod tests {
             "consumer_management": {"mode": "bind_only", "filter_subjects": ["orders.eu.>", "orders.us.>"]},
             "dead_letter": {"enabled": true, "subject": "dlq.orders"}
         }));
-        let p = plan(&bind, defaults()).unwrap();
+        let p = plan(&bind, defaults(), Existing::Unknown).unwrap();
         assert!(!p.runtime_publish_permissions.iter().any(|x| x.contains("CONSUMER.CREATE")));
         assert!(p.runtime_publish_permissions.contains(&"dlq.orders".to_owned()));
+        assert!(
+            p.runtime_publish_permissions.contains(&"$JS.API.STREAM.NAMES".to_owned()),
+            "start-up looks up the stream that captures the DLQ subject"
+        );
+        let full = config(serde_json::json!({
+            "ledger": {"enabled": true, "subject": "ledger.orders"},
+            "advisories": {"enabled": true, "subjects": ["$JS.EVENT.ADVISORY.CONSUMER.>"]},
+        }));
+        let all = plan(&full, defaults(), Existing::Unknown).unwrap();
+        assert!(all.runtime_publish_permissions.contains(&"ledger.orders".to_owned()));
+        assert!(!all.runtime_publish_permissions.contains(&"$JS.API.STREAM.NAMES".to_owned()), "no DLQ, no lookup");
+        assert_eq!(all.runtime_subscribe_permissions, ["_INBOX.>", "$JS.EVENT.ADVISORY.CONSUMER.>"]);
+        let unique: std::collections::BTreeSet<&String> = all.runtime_publish_permissions.iter().collect();
+        assert_eq!(unique.len(), all.runtime_publish_permissions.len(), "each subject once");
         assert_eq!(p.subjects, ["orders.eu.>", "orders.us.>"]);
         assert!(p.create[0].nats.contains("--subjects 'orders.eu.>,orders.us.>'"), "{}", p.create[0].nats);
     }
 
     #[test]
     fn with_a_max_deliver_the_plan_has_the_capture_stream_and_its_permissions() {
-        let p = plan(&config(serde_json::json!({})), defaults()).unwrap();
-        assert!(p.rescue.is_none(), "no max_deliver: nothing to capture");
+        // No max_deliver in the config: the capture is planned, marked as needed only if the
+        // consumer has one; --connect decides by the consumer on the server.
+        let p = plan(&config(serde_json::json!({})), defaults(), Existing::Unknown).unwrap();
+        let r = p.rescue.as_ref().unwrap();
+        assert!(r.only_if.as_deref().is_some_and(|w| w.contains("--connect")), "{:?}", r.only_if);
+        assert!(p.create.iter().any(|c| c.what.contains("capture") && c.only_if.is_some()));
+        assert!(render_text(&p).contains("(needed only if the consumer has a max_deliver"), "{}", render_text(&p));
+        let unlimited = plan(&config(serde_json::json!({})), defaults(), Existing::MaxDeliver(None)).unwrap();
+        assert!(unlimited.rescue.is_none() && !unlimited.create.iter().any(|c| c.what.contains("capture")));
+        let set_by_admin = plan(&config(serde_json::json!({})), defaults(), Existing::MaxDeliver(Some(5))).unwrap();
+        let r = set_by_admin.rescue.as_ref().unwrap();
+        assert_eq!((r.max_deliver, r.only_if.as_deref()), (Some(5), None));
+        assert!(plan(&config(serde_json::json!({})), defaults(), Existing::Missing).unwrap().rescue.is_none());
         let bind = config(serde_json::json!({"consumer_management": {"mode": "bind_only", "max_deliver": 3}}));
-        let p = plan(&bind, defaults()).unwrap();
+        let p = plan(&bind, defaults(), Existing::Unknown).unwrap();
         let r = p.rescue.as_ref().unwrap();
         assert_eq!(r.stream, "NATS_SINKS_RESCUE_ORDERS_orders-sink");
         assert_eq!(r.subject, "$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.ORDERS.orders-sink");
@@ -436,7 +546,7 @@ mod tests {
         );
         assert!(render_text(&p).contains("exhaustion capture (rescue)"));
         let off = config(serde_json::json!({"consumer_management": {"max_deliver": 3}, "rescue": {"enabled": false}}));
-        let p = plan(&off, defaults()).unwrap();
+        let p = plan(&off, defaults(), Existing::Unknown).unwrap();
         assert!(p.rescue.is_none());
         assert!(p.notes.iter().any(|n| n.contains("rescue is off")));
     }
@@ -451,12 +561,16 @@ mod tests {
         );
         let risky = StreamSettings::new("WorkQueue", "new", "memory", 3, 30).unwrap();
         assert_eq!(risky.retention, "workqueue");
-        let p = plan(&config(serde_json::json!({})), risky).unwrap();
+        let p = plan(&config(serde_json::json!({})), risky, Existing::Unknown).unwrap();
         assert_eq!(p.warnings.len(), 4, "{:?}", p.warnings);
-        let single = plan(&config(serde_json::json!({})), defaults()).unwrap();
+        let single = plan(&config(serde_json::json!({})), defaults(), Existing::Unknown).unwrap();
         assert!(single.warnings.iter().any(|w| w.contains("sync setting is unknown")), "{:?}", single.warnings);
-        let calm = plan(&config(serde_json::json!({})), StreamSettings::new("limits", "old", "file", 3, 120).unwrap())
-            .unwrap();
+        let calm = plan(
+            &config(serde_json::json!({})),
+            StreamSettings::new("limits", "old", "file", 3, 120).unwrap(),
+            Existing::Unknown,
+        )
+        .unwrap();
         assert!(calm.warnings.is_empty(), "{:?}", calm.warnings);
         assert!(render_text(&calm).contains("nats stream add ORDERS --subjects 'orders.>' --retention limits"));
     }
@@ -468,7 +582,7 @@ mod tests {
             "dead_letter": {"enabled": true, "subject": "dlq.orders"},
             "ledger": {"enabled": true, "subject": "ledger.orders"},
         }));
-        let p = plan(&full, defaults()).unwrap();
+        let p = plan(&full, defaults(), Existing::Unknown).unwrap();
         let what: Vec<&str> = p.create.iter().map(|c| c.what.as_str()).collect();
         assert_eq!(
             what,

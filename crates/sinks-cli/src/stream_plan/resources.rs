@@ -27,6 +27,9 @@ pub(crate) struct Resource {
     pub(crate) api_subject: String,
     /// Its JSON body.
     pub(crate) api_body: serde_json::Value,
+    /// `None`: needed. Else when it is needed (the rescue's, without a known `max_deliver`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) only_if: Option<String>,
 }
 
 fn command(parts: &[String]) -> String {
@@ -89,6 +92,7 @@ fn stream(
         nats: command(&parts),
         api_subject: format!("$JS.API.STREAM.CREATE.{name}"),
         api_body: serde_json::to_value(&config).unwrap_or_default(),
+        only_if: None,
     }
 }
 
@@ -157,6 +161,7 @@ fn consumer(config: &Config) -> Resource {
         nats,
         api_subject: format!("$JS.API.CONSUMER.CREATE.{stream}.{name}"),
         api_body: serde_json::json!({"stream_name": stream, "config": desired, "action": "create"}),
+        only_if: None,
     }
 }
 
@@ -194,6 +199,7 @@ fn rescue_consumer(capture: &str, name: &str) -> Resource {
         nats: command(&parts),
         api_subject: format!("$JS.API.CONSUMER.CREATE.{capture}.{name}"),
         api_body: serde_json::json!({"stream_name": capture, "config": desired, "action": "create"}),
+        only_if: None,
     }
 }
 
@@ -224,6 +230,7 @@ fn bucket(name: &str, replicas: u8) -> Resource {
         nats: command(&parts),
         api_subject: format!("$JS.API.STREAM.CREATE.KV_{name}"),
         api_body: serde_json::to_value(&config).unwrap_or_default(),
+        only_if: None,
     }
 }
 
@@ -238,8 +245,13 @@ pub(crate) fn ledger_stream(config: &Config) -> String {
     format!("{}_LEDGER", config.nats.stream)
 }
 
-/// Everything `config` needs on the server, in the order to create it.
-pub(crate) fn resources(config: &Config, settings: &StreamSettings) -> Vec<Resource> {
+/// Everything `config` needs on the server, in the order to create it; `rescue` is the
+/// rescue's `max_deliver` and when it is needed (see `super::RescuePlan`), when it applies.
+pub(crate) fn resources(
+    config: &Config,
+    settings: &StreamSettings,
+    rescue: Option<(Option<u64>, Option<&str>)>,
+) -> Vec<Resource> {
     let mut out = Vec::new();
     let source_subjects = if config.stream_management.subjects.is_empty() {
         config.consumer_management.effective_filters(&config.nats.subject)
@@ -260,20 +272,23 @@ pub(crate) fn resources(config: &Config, settings: &StreamSettings) -> Vec<Resou
     if let (true, Some(subject)) = (config.ledger.enabled, &config.ledger.subject) {
         out.push(stream("ledger stream", &ledger_stream(config), std::slice::from_ref(subject), settings, false, None));
     }
-    let rescue =
-        config.consumer_management.max_deliver.filter(|m| *m > 0 && config.rescue.enabled && config.nats.durable);
     let capture = rescue.map(|_| config.rescue.stream_name(&config.nats.stream, &config.nats.consumer));
+    let only_if = rescue.and_then(|(_, when)| when.map(str::to_owned));
     if let Some(capture) = &capture {
         let subject =
             sinks_runtime::config::rescue::RescueConfig::advisory_subject(&config.nats.stream, &config.nats.consumer);
         let age = Duration::from_secs(config.rescue.max_age_seconds);
-        out.push(stream("exhaustion capture stream (rescue)", capture, &[subject], settings, false, Some(age)));
+        let mut made = stream("exhaustion capture stream (rescue)", capture, &[subject], settings, false, Some(age));
+        made.only_if.clone_from(&only_if);
+        out.push(made);
     }
     if config.nats.durable {
         out.push(consumer(config));
     }
     if let Some(capture) = &capture {
-        out.push(rescue_consumer(capture, &config.rescue.consumer_name(&config.nats.consumer)));
+        let mut made = rescue_consumer(capture, &config.rescue.consumer_name(&config.nats.consumer));
+        made.only_if = only_if;
+        out.push(made);
     }
     if config.stream_guard.identity {
         out.push(bucket(&config.stream_guard.bucket, settings.replicas));

@@ -146,12 +146,21 @@ const MAX_ISSUES: usize = 32;
 /// serde stops at the first problem; to report them all at once, the offending value is taken
 /// out (an unknown field, or a value of the wrong type, which then takes its default) and the
 /// rest is read again, up to `MAX_ISSUES` (32) problems. A missing required field ends the search.
-pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, mut value: serde_json::Value) -> Result<T, ConfigError> {
+pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, value: serde_json::Value) -> Result<T, ConfigError> {
+    let (parsed, issues) = deserialize_salvaged(prefix, value);
+    parsed.filter(|_| issues.is_empty()).ok_or(ConfigError { issues })
+}
+
+/// [`deserialize_at`] that also returns `T` as read once every bad value was taken out (the
+/// caller can check the rest and report it all at once); `None` when the search ended first.
+pub fn deserialize_salvaged<T: DeserializeOwned>(
+    prefix: &str,
+    mut value: serde_json::Value,
+) -> (Option<T>, Vec<ConfigIssue>) {
     let mut issues = Vec::new();
     loop {
         let error = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
-            Ok(parsed) if issues.is_empty() => return Ok(parsed),
-            Ok(_) => return Err(ConfigError { issues }),
+            Ok(parsed) => return (Some(parsed), issues),
             Err(e) => e,
         };
         let (issue, segments) = issue_of(prefix, &error);
@@ -161,7 +170,7 @@ pub fn deserialize_at<T: DeserializeOwned>(prefix: &str, mut value: serde_json::
             issues.push(issue);
         }
         if missing || repeated || issues.len() >= MAX_ISSUES || !take_out(&mut value, &segments) {
-            return Err(ConfigError { issues });
+            return (None, issues);
         }
     }
 }
@@ -284,6 +293,8 @@ mod tests {
         let paths: Vec<&str> = e.issues.iter().map(|i| i.path.as_str()).collect();
         assert_eq!(paths, ["sink.uri", "sink.url"]);
         assert!(deserialize_at::<Required>("sink", serde_json::json!({"url": "x"})).is_ok());
+        let (read, issues) = deserialize_salvaged::<Section>("sink", serde_json::json!({"fsync": "yes", "zz": 1}));
+        assert_eq!((read.map(|s| s.fsync), issues.len()), (Some(false), 2), "defaults stand in for bad values");
     }
 
     #[test]

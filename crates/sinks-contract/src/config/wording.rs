@@ -47,6 +47,14 @@ fn found_words(found: &str) -> String {
 /// X` (a section), or a description serde's derive wrote (kept).
 fn expected_words(expected: &str) -> String {
     let expected = expected.trim();
+    // A whole number with its range, as config loading adds it (`usize in 1..=10000`).
+    for marker in [" in ", " at least "] {
+        if let Some((rust, bound)) = expected.split_once(marker)
+            && let Some(words) = type_words(rust)
+        {
+            return format!("{}{marker}{bound}", words.trim_end_matches(" (0 or more)"));
+        }
+    }
     if let Some(words) = type_words(expected) {
         return words.to_owned();
     }
@@ -173,6 +181,10 @@ mod tests {
                 "unknown field `batch_siz`; did you mean `batch_size`? (set by the environment variable NATS_SINKS__DELIVERY__BATCH_SIZ)",
             ),
             ("must be at least 1 (got 0)", "must be at least 1 (got 0)"),
+            (
+                "invalid type: string \"x\", expected u64 in 1..=300",
+                "expected a whole number in 1..=300, got the string \"x\"",
+            ),
         ];
         for (serde, ours) in table {
             assert_eq!(rephrase(serde), ours, "{serde}");

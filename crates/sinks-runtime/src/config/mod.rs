@@ -186,12 +186,33 @@ impl Config {
     pub fn from_value_with(mut value: serde_json::Value, kinds: &KindDefaults) -> Result<Self, ConfigError> {
         routing::normalize_compact_fanout(&mut value)?;
         implied_metrics(&mut value);
-        let mut config: Self = deserialize_at("", value)?;
+        // Every problem at once: the values serde refused are taken out (their defaults stand
+        // in), and the rest is checked too (ranges, rules between fields).
+        let (parsed, mut found) = sinks_contract::config::deserialize_salvaged::<Self>("", value);
+        let Some(mut config) = parsed else { return Err(ConfigError { issues: found }) };
         config.message_metadata.fill_default_headers();
         let named = config.named_sink_types();
         config.routing.complete(&named, kinds);
-        config.validate_with(kinds)?;
-        Ok(config)
+        let checked = config.validate_with(kinds);
+        if found.is_empty() {
+            return checked.map(|()| config);
+        }
+        for issue in &mut found {
+            // A whole number of the wrong type is told its range too (serde's text keeps its
+            // shape: `…, expected usize in 1..=10000`, which `wording` puts in words).
+            let expected = issue.message.rsplit_once(", expected ").map(|(_, t)| t).unwrap_or_default();
+            let whole = (expected.starts_with('u') || expected.starts_with('i'))
+                && (expected[1..].chars().all(|c| c.is_ascii_digit()) || &expected[1..] == "size");
+            if let (true, Some(bound)) = (whole, bound_of(&config, kinds, &issue.path)) {
+                issue.message = format!("{} {bound}", issue.message);
+            }
+        }
+        for issue in checked.err().map(|e| e.issues).unwrap_or_default() {
+            if !found.iter().any(|f| f.path == issue.path) {
+                found.push(issue);
+            }
+        }
+        Err(ConfigError { issues: found })
     }
 
     /// Every `*_env` field of the NATS section and of the sinks this run uses (the active
@@ -213,6 +234,23 @@ impl Config {
         if self.sink.kind() == Some("fanout") {
             for (name, section) in &self.sinks {
                 check(&format!("sinks.{name}"), &serde_json::Value::Object(section.0.clone()));
+            }
+        }
+        issues
+    }
+
+    /// Every `*_env` field of the whole config (every section, every named sink) whose
+    /// environment variable is not set now: what `validate --no-environment` lists as notes.
+    pub fn unset_variables(&self) -> Vec<ConfigIssue> {
+        let mut issues = Vec::new();
+        if let serde_json::Value::Object(sections) = serde_json::to_value(self).unwrap_or_default() {
+            for (section, value) in &sections {
+                missing_env_vars(section, value, &mut |path, var| {
+                    issues.push(ConfigIssue {
+                        path,
+                        message: format!("names the environment variable `{var}`, which is not set"),
+                    });
+                });
             }
         }
         issues
@@ -276,13 +314,12 @@ impl Config {
             match dl.subject.as_deref() {
                 None => issues.push("dead_letter.subject", "required when dead_letter.enabled is true"),
                 Some(s) => {
+                    // A subject nats.subject matches is a problem only when the consumed stream
+                    // captures it too (then its records would be consumed again): the server
+                    // knows, so `validate --connect` and `run` check it (`setup`); offline it is
+                    // a warning (`runner::config_warnings`).
                     if let Err(e) = subject::validate_literal(s) {
                         issues.push("dead_letter.subject", e.to_string());
-                    } else if subject::matches(&self.nats.subject, s) {
-                        issues.push(
-                            "dead_letter.subject",
-                            "must not be matched by nats.subject (records would be consumed again)",
-                        );
                     }
                 }
             }
@@ -346,6 +383,26 @@ impl Config {
     fn unsupported_sections(&self) -> [(&'static str, &Option<NotYetSupported>); NOT_YET_SUPPORTED.len()] {
         [("push_consumer", &self.push_consumer), ("plugins", &self.plugins)]
     }
+}
+
+/// The range validation holds the whole number at `path` (`delivery.batch_size`) of `config`
+/// to (`in 1..=10000`, `at least 1`), found by trying the smallest and the largest values
+/// there; `None` when none is refused (or `path` is no plain field).
+fn bound_of(config: &Config, kinds: &KindDefaults, path: &str) -> Option<String> {
+    let tree = serde_json::to_value(config).ok()?;
+    let pointer = format!("/{}", path.replace('.', "/"));
+    for probe in [0, u64::from(u32::MAX), u64::MAX] {
+        let mut tried = tree.clone();
+        *tried.pointer_mut(&pointer)? = probe.into();
+        let Ok(probed) = serde_json::from_value::<Config>(tried) else { continue };
+        let refused = probed.validate_with(kinds).err().into_iter().flat_map(|e| e.issues);
+        if let Some(issue) = refused.into_iter().find(|i| i.path == path) {
+            // `Issues::range`'s words: `in 1..=10000`, `at least 1`.
+            let bound = issue.message.strip_prefix("must be ").and_then(|m| m.split(" (got ").next());
+            return bound.filter(|b| b.starts_with("in ") || b.starts_with("at least ")).map(str::to_owned);
+        }
+    }
+    None
 }
 
 /// Asking for an output of the metrics turns their recording on: OTLP metrics

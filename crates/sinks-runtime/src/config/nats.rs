@@ -273,7 +273,7 @@ impl NatsConfig {
         }
         self.validate_websocket(issues);
         if !self.allow_reconnect {
-            issues.push("nats.allow_reconnect", "must be true: nats-sink always reconnects");
+            issues.push("nats.allow_reconnect", format!("must be true: {} always reconnects", crate::program::name()));
         }
         issues.range("nats.connect_timeout_seconds", self.connect_timeout_seconds, 1, 300);
         issues.range("nats.reconnect_time_wait_seconds", self.reconnect_time_wait_seconds, 0, 3600);

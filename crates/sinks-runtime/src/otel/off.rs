@@ -20,7 +20,10 @@ impl Telemetry {
         if config.opentelemetry.active() {
             return Err(ConfigError::single(
                 "opentelemetry",
-                "this build has no OpenTelemetry export (build nats-sink with the `otel` feature, on by default)",
+                format!(
+                    "this build has no OpenTelemetry export (build {} with the `otel` feature, on by default)",
+                    crate::program::name()
+                ),
             ));
         }
         Ok(Self)

@@ -36,6 +36,8 @@ pub struct Record {
     pub error_type: String,
     /// The error text.
     pub error: Option<String>,
+    /// The reason code (`sequence_reused`, …), when the record has one.
+    pub reason: Option<String>,
     /// The fan-out target that failed.
     pub target: Option<String>,
     /// How many times the message was redriven before this record was made.
@@ -92,6 +94,7 @@ impl Record {
             timestamp: text("timestamp"),
             error_type: text("error_type").unwrap_or_default(),
             error: text("error"),
+            reason: text("reason"),
             target: text("target"),
             redrive_count: counted.or(header_count).unwrap_or(0),
             stream_epoch: text("stream_epoch"),
@@ -199,6 +202,7 @@ pub(crate) async fn original(
     source: &jetstream::stream::Stream,
     config: &Config,
     record: &Record,
+    new_epoch: Option<&str>,
 ) -> Result<Found, String> {
     let in_stream = match source.get_raw_message(record.stream_sequence).await {
         Ok(raw) => {
@@ -267,6 +271,16 @@ pub(crate) async fn original(
         );
         return Ok(Found { origin, item: None, refused: Some(refused) });
     }
+    // `--new-epoch`: the same message under the key of the stream's own epoch, which no
+    // earlier stream's record can hold.
+    let envelope = match new_epoch {
+        Some(epoch) if record.stream_epoch.as_deref() == Some(epoch) => {
+            let refused = format!("it was dead-lettered in epoch {epoch} already: a new epoch changes nothing");
+            return Ok(Found { origin, item: None, refused: Some(refused) });
+        }
+        Some(epoch) => envelope.with_stream_epoch(Some(Arc::from(epoch))),
+        None => envelope,
+    };
     let item = RedriveItem {
         envelope,
         ticket: record.dlq_seq,

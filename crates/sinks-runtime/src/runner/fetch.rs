@@ -43,6 +43,10 @@ pub(super) async fn fetch_loop(
     let timeout = Duration::from_millis(delivery.batch_timeout_ms);
     let backoff = reconnect_backoff();
     let mut failures = 0u64;
+    // The stream could not be read at the last look (deleted?): said once, looked at again
+    // every lag poll interval, fetch failures meanwhile quiet.
+    let mut stream_gone = false;
+    let poll = Duration::from_secs(ctx.config.metrics.lag_poll_interval_seconds.max(1));
     // Slow start: the first batches are smaller (1/8, 1/4, 1/2 of batch_size), so the first
     // commit and ack come quickly after a start or restart.
     let mut size = delivery.batch_size.div_ceil(8);
@@ -134,14 +138,34 @@ pub(super) async fn fetch_loop(
                 RunStats::add(&ctx.stats.fetch_failures, 1);
                 ctx.metrics.inc(CounterId::FetchErrors, 1);
                 let delay = backoff.delay(failures, 0.5);
-                tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
-                // Failing fetches may mean the consumer is gone (a deleted stream takes its
-                // consumers with it): look, and bind it again once the stream is there.
-                if failures.is_multiple_of(3) && rebind(ctx, source).await {
-                    failures = 0;
-                    continue;
+                if stream_gone {
+                    tracing::debug!(error = %e, attempt = failures, "fetch failed while the stream cannot be read");
+                } else {
+                    tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
                 }
-                if sleep_or_stop(delay, stop).await {
+                // Failing fetches may mean the consumer is gone (a deleted stream takes its
+                // consumers with it): look at once, and bind it again once the stream is there.
+                let wait = match rebind(ctx, source).await {
+                    Rebound::Bound => {
+                        (failures, stream_gone) = (0, false);
+                        continue;
+                    }
+                    Rebound::StreamGone(e) => {
+                        if !stream_gone {
+                            tracing::warn!(
+                                stream = %ctx.config.nats.stream,
+                                error = %e,
+                                every_s = poll.as_secs(),
+                                "the stream cannot be read (deleted?); not ready, and looking for it again every \
+                                 metrics.lag_poll_interval_seconds"
+                            );
+                        }
+                        stream_gone = true;
+                        poll
+                    }
+                    Rebound::No => delay,
+                };
+                if sleep_or_stop(wait, stop).await {
                     break;
                 }
                 continue;
@@ -224,53 +248,66 @@ async fn open_or_canary(ctx: &Ctx, stop: &watch::Receiver<bool>) -> Option<bool>
     }
 }
 
+/// What [`rebind`] found.
+enum Rebound {
+    /// The source fetches from a newly bound consumer.
+    Bound,
+    /// The stream cannot be read (deleted?): not ready until it is back.
+    StreamGone(String),
+    /// Nothing to do or not done now (the consumer is there, or binding failed).
+    No,
+}
+
 /// Binds the consumer again when it is gone (its stream was deleted, or it was deleted), once
 /// the stream is there; checks the stream's identity before anything is fetched from it.
-/// True when the source fetches from a newly bound consumer.
-async fn rebind(ctx: &Ctx, source: &Source) -> bool {
+/// While the stream or the consumer is missing, `/readyz` says the consumer is not bound.
+async fn rebind(ctx: &Ctx, source: &Source) -> Rebound {
     let config = &ctx.config;
     let (name, consumer) = (&config.nats.stream, &config.nats.consumer);
     let stream = match ctx.js.get_stream(name).await {
         Ok(stream) => stream,
         Err(e) => {
-            tracing::warn!(stream = %name, error = %e, "the stream cannot be read (deleted?); waiting for it");
-            return false;
+            ctx.metrics.status().set_consumer_bound(false);
+            return Rebound::StreamGone(e.to_string());
         }
     };
     if !config.nats.durable {
-        return false;
+        return Rebound::No;
     }
     match stream.consumer_info(consumer).await {
-        Ok(_) => return false,
-        Err(e) if e.kind() == async_nats::jetstream::context::ConsumerInfoErrorKind::NotFound => {}
-        Err(_) => return false,
+        Ok(_) => return Rebound::No,
+        Err(e) if e.kind() == async_nats::jetstream::context::ConsumerInfoErrorKind::NotFound => {
+            ctx.metrics.status().set_consumer_bound(false);
+        }
+        Err(_) => return Rebound::No,
     }
     tracing::warn!(stream = %name, consumer = %consumer, "the consumer is gone (its stream deleted and created again?); binding it again");
     let bound = match crate::setup::ensure_consumer(&stream, config).await {
         Ok(bound) => bound,
         Err(e) => {
             tracing::error!(stream = %name, consumer = %consumer, error = %e, "cannot bind the consumer again; retrying");
-            return false;
+            return Rebound::No;
         }
     };
     match live_now(&stream, &bound.consumer).await {
         Ok(live) => {
             if let Err(e) = ctx.guard.check(&live).await {
                 tracing::error!(error = %e, "checking the stream's identity failed; not fetching from the new consumer yet");
-                return false;
+                return Rebound::No;
             }
         }
         Err(e) => {
             tracing::warn!(error = %e, "reading the stream failed; retrying");
-            return false;
+            return Rebound::No;
         }
     }
     source.replace_consumer(bound.consumer);
     if let Some(origins) = &ctx.origins {
         origins.forget();
     }
+    ctx.metrics.status().set_consumer_bound(true);
     tracing::info!(stream = %name, consumer = %consumer, action = bound.action, "consumer bound again");
-    true
+    Rebound::Bound
 }
 
 /// The task of a fetch asked for ahead.

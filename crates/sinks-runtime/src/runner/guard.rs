@@ -192,11 +192,12 @@ impl Guard {
             return Err(crate::config::ConfigError::single(
                 "nats.stream",
                 format!(
-                    "stream `{}` changed under consumer `{}` and no decision was made ({}): run `nats-sink \
+                    "stream `{}` changed under consumer `{}` and no decision was made ({}): run `{} \
                      stream-identity CONFIG` first",
                     self.stream,
                     self.consumer,
-                    record.describe()
+                    record.describe(),
+                    crate::program::name()
                 ),
             )
             .into());
@@ -215,12 +216,13 @@ impl Guard {
             live.last_sequence
         );
         let todo = match self.on_change {
-            OnStreamChange::Pause => {
-                "fetching is paused and nothing is acknowledged: run `nats-sink stream-identity CONFIG --accept new-epoch` \
+            OnStreamChange::Pause => format!(
+                "fetching is paused and nothing is acknowledged: run `{} stream-identity CONFIG --accept new-epoch` \
                  (new events get keys of their own) or `--accept replay` (the same data was restored), or set \
-                 stream_guard.on_change = \"new_epoch\""
-            }
-            OnStreamChange::NewEpoch => "a new epoch starts (stream_guard.on_change = \"new_epoch\")",
+                 stream_guard.on_change = \"new_epoch\"",
+                crate::program::name()
+            ),
+            OnStreamChange::NewEpoch => "a new epoch starts (stream_guard.on_change = \"new_epoch\")".to_owned(),
         };
         tracing::error!(
             stream = %self.stream,
@@ -401,7 +403,7 @@ pub(crate) async fn watch_stream(
                             first_sequence = info.state.first_sequence,
                             ack_floor,
                             "the stream removed messages this consumer had not settled (its limits or a purge): \
-                             they are gone from the stream; `nats-sink reconcile` shows them as gone"
+                             they are gone from the stream; `reconcile` shows them as gone"
                         );
                     }
                 }
@@ -417,7 +419,7 @@ pub(crate) async fn watch_stream(
                 reminded = tokio::time::Instant::now();
                 tracing::warn!(
                     stream = %config.nats.stream,
-                    "still paused: the stream's identity changed and no decision was made (nats-sink stream-identity)"
+                    "still paused: the stream's identity changed and no decision was made (the stream-identity command)"
                 );
             }
         }

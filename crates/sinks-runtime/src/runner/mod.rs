@@ -116,7 +116,20 @@ pub enum RunError {
 pub fn config_warnings(config: &Config) -> Vec<String> {
     let cm = &config.consumer_management;
     let ack_wait = Duration::from_secs_f64(cm.ack_wait_seconds.unwrap_or(30.0).max(0.0));
-    startup::warnings(config, cm.max_ack_pending, ack_wait)
+    let mut warnings = startup::warnings(config, cm.max_ack_pending, ack_wait);
+    // Offline, which stream captures the dead letters is unknown (`setup::consumed_again`).
+    let filters = cm.effective_filters(&config.nats.subject);
+    if let (true, Some(dlq)) = (config.dead_letter.enabled, config.dead_letter.subject.as_deref())
+        && let Some(filter) = filters.iter().find(|f| sinks_toolkit::subject::matches(f, dlq))
+    {
+        warnings.push(format!(
+            "dead_letter.subject `{dlq}` is matched by the consumer's filter `{filter}`: fine while a stream of its own \
+             captures it, refused when stream `{}` does (its records would be consumed again); `validate --connect` and \
+             `run` check which",
+            config.nats.stream
+        ));
+    }
+    warnings
 }
 
 /// Checks `config` against the NATS server it names without consuming or changing
@@ -294,6 +307,13 @@ async fn run_inner(
         return Ok(());
     };
     let delivery = &config.delivery;
+    // "consuming" only when it is: a stream whose identity changed undecided pauses fetching
+    // from the start (the guard said why, once), and the line says so instead.
+    let state = if guard.paused() {
+        "bound, not fetching: paused until the stream's identity is decided (stream-identity --accept)"
+    } else {
+        "consuming"
+    };
     tracing::info!(
         servers = %servers,
         stream = %config.nats.stream,
@@ -308,7 +328,7 @@ async fn run_inner(
         dead_letter = %if config.dead_letter.enabled { config.dead_letter.subject.as_deref().unwrap_or("?") } else { "off" },
         rescue = capture.is_some(),
         destination = %destination,
-        "consuming"
+        "{state}"
     );
     for warning in startup::warnings(&config, bound.max_ack_pending, bound.ack_wait) {
         tracing::warn!("{warning}");

@@ -114,7 +114,7 @@ mod tests {
         assert_eq!(host_port("tls://a:1/x?y"), "a:1");
         assert_eq!(host_port("b:2"), "b:2");
         let d = destination(&c.sink);
-        assert_eq!(d, "http url=********");
+        assert_eq!(d, "http url=https://********@api.example/ingest");
         let file = SinkSection(serde_json::json!({"type": "file", "directory": "/out"}).as_object().unwrap().clone());
         assert_eq!(destination(&file), "file directory=/out");
     }

@@ -68,8 +68,13 @@ impl Key {
     /// Reads and decodes the key named by environment variable `name`; `path` is the config
     /// field that names it (for the error).
     pub fn from_env(name: &str, path: &str) -> Result<Self, ConfigError> {
-        let value = std::env::var(name)
-            .map_err(|_| ConfigError::single(path, format!("environment variable {name} is not set")))?;
+        Self::from_lookup(name, path, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Key::from_env`] reading the variable through `lookup`.
+    pub fn from_lookup(name: &str, path: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let value =
+            lookup(name).ok_or_else(|| ConfigError::single(path, format!("environment variable {name} is not set")))?;
         Self::from_b64(&value).map_err(|e| {
             ConfigError::single(path, format!("environment variable {name} {e} (an AES-256 key is 32 bytes)"))
         })
@@ -381,9 +386,18 @@ impl Keyring {
     /// Every key of `config` (active key, rule keys, decryption-only keys), read from the
     /// environment; an error names the field.
     pub fn from_config(config: &EncryptionConfig, path: &str) -> Result<Self, ConfigError> {
+        Self::from_config_with(config, path, &|name| std::env::var(name).ok())
+    }
+
+    /// [`Keyring::from_config`] reading the variables through `lookup`.
+    pub fn from_config_with(
+        config: &EncryptionConfig,
+        path: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Self, ConfigError> {
         let mut ring = Self::new();
         if let Some(env) = &config.key_b64_env {
-            ring.insert(config.key_id.clone(), Key::from_env(env, &format!("{path}.key_b64_env"))?);
+            ring.insert(config.key_id.clone(), Key::from_lookup(env, &format!("{path}.key_b64_env"), lookup)?);
         }
         for (i, rule) in config.rules.iter().enumerate() {
             if let Some(policy) = config.rule_policy(rule) {
@@ -392,12 +406,12 @@ impl Keyring {
                 } else {
                     format!("{path}.key_b64_env")
                 };
-                ring.insert(policy.key_id.clone(), Key::from_env(&policy.key_b64_env, &field)?);
+                ring.insert(policy.key_id.clone(), Key::from_lookup(&policy.key_b64_env, &field, lookup)?);
             }
         }
         for (i, key) in config.decrypt_keys.iter().enumerate() {
             let field = format!("{path}.decrypt_keys[{i}].key_b64_env");
-            ring.insert(key.key_id.clone(), Key::from_env(&key.key_b64_env, &field)?);
+            ring.insert(key.key_id.clone(), Key::from_lookup(&key.key_b64_env, &field, lookup)?);
         }
         Ok(ring)
     }
@@ -489,10 +503,19 @@ pub struct PayloadEncryption {
 impl PayloadEncryption {
     /// `None` when nothing is ever encrypted.
     pub fn from_config(config: &EncryptionConfig, path: &str) -> Result<Option<Self>, ConfigError> {
+        Self::from_config_with(config, path, &|name| std::env::var(name).ok())
+    }
+
+    /// [`PayloadEncryption::from_config`] reading the keys' variables through `lookup`.
+    pub fn from_config_with(
+        config: &EncryptionConfig,
+        path: &str,
+        lookup: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, ConfigError> {
         if !config.is_active() {
             return Ok(None);
         }
-        let keyring = Keyring::from_config(config, path)?;
+        let keyring = Keyring::from_config_with(config, path, lookup)?;
         let cipher = |policy: Option<Policy>| -> Result<Option<Cipher>, ConfigError> {
             let Some(policy) = policy else { return Ok(None) };
             let key =
