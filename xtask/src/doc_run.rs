@@ -1,5 +1,5 @@
-//! Runs `docs/getting-started.md` as a newcomer with a release binary would (`cargo xtask
-//! docs` runs it; CI too): in a fresh directory beside the workspace, every `toml` block is
+//! Runs `docs/getting-started.md` and `docs/topology.md` ([`PAGES`]) as a newcomer with a
+//! release binary would (`cargo xtask docs` runs them; CI too): each in a fresh directory beside the workspace, every `toml` block is
 //! written under the name in its first line (`# orders.toml`), then the `sh` blocks are run
 //! in page order in one `bash -e` session (as typed into one terminal: an `export` carries
 //! over), with a slim `nats-sink` (the file, HTTP, S3 and spool sinks, as a release binary of
@@ -8,20 +8,26 @@
 //! check). A block that fails fails the check, with the block and the session's output. The
 //! page is run, not copied: a command edited there is the command that runs here.
 //!
-//! Then the page's claims its blocks cannot show by running ([`CLAIMS`]): `validate` reports
+//! Then getting-started's claims its blocks cannot show by running (`check_claims`): `validate` reports
 //! every problem at once (the page's `orders.toml` with four mistakes gets four errors in one
 //! run), `validate --connect` names the consumer it will create (in the session's output), and
 //! the page's running check (`grep -q 'consuming'`) is not fooled by a pause: the page's
 //! server started again on its data, the stream deleted and created again, a start of the sink
 //! waits for a decision and logs no "consuming".
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-/// The page that is run.
+/// The getting-started page, whose claims are checked too.
 pub(crate) const PAGE: &str = "docs/getting-started.md";
+
+/// The topology page: a hub, an edge server over a leaf link, a mirror and sources.
+pub(crate) const TOPOLOGY: &str = "docs/topology.md";
+
+/// Every page that is run, in order.
+pub(crate) const PAGES: [&str; 2] = [PAGE, TOPOLOGY];
 
 /// A fenced block of the page: its language and text.
 #[derive(Debug, PartialEq, Eq)]
@@ -70,19 +76,46 @@ fn session(blocks: &[&Block]) -> String {
 }
 
 /// What marks the start of a block in the session's standard error.
-const MARKER: &str = "### getting-started block ";
+const MARKER: &str = "### page block ";
 
-/// Runs the page (see the module documentation).
+/// A page's session that ran: its directory (removed on drop), the `PATH` it ran with and its
+/// standard output.
+struct Ran {
+    scratch: tempfile::TempDir,
+    path: String,
+    stdout: String,
+}
+
+/// Runs every page (see the module documentation), and getting-started's claims.
 pub(crate) fn run() -> Result<()> {
+    for page in PAGES {
+        let ran = run_page(page)?;
+        if page == PAGE {
+            let claims = check_claims(ran.scratch.path(), &ran.path, &ran.stdout);
+            stop_servers(ran.scratch.path());
+            claims?;
+            eprintln!(
+                "docs: {PAGE}'s claims hold: every problem at once, the consumer named, no \"consuming\" while paused"
+            );
+        } else {
+            stop_servers(ran.scratch.path());
+        }
+    }
+    Ok(())
+}
+
+/// Runs `page`'s blocks in a fresh directory; the servers it started are still running.
+fn run_page(page: &str) -> Result<Ran> {
     let root = sinks_testkit::workspace_root();
-    let page = std::fs::read_to_string(root.join(PAGE)).with_context(|| format!("reading {PAGE}"))?;
-    let blocks = blocks(&page);
-    let scratch = tempfile::Builder::new().prefix("getting-started-").tempdir_in(crate::target_dir())?;
+    let text = std::fs::read_to_string(root.join(page)).with_context(|| format!("reading {page}"))?;
+    let blocks = blocks(&text);
+    let stem = page.trim_start_matches("docs/").trim_end_matches(".md");
+    let scratch = tempfile::Builder::new().prefix(&format!("{stem}-")).tempdir_in(crate::target_dir())?;
     let dir = scratch.path();
     let mut files = 0;
     for block in blocks.iter().filter(|b| b.lang == "toml") {
         let name = file_name(block).with_context(|| {
-            format!("a toml block of {PAGE} does not name its file in its first line (`# name.toml`):\n{}", block.text)
+            format!("a toml block of {page} does not name its file in its first line (`# name.toml`):\n{}", block.text)
         })?;
         std::fs::write(dir.join(name), &block.text)?;
         files += 1;
@@ -90,7 +123,7 @@ pub(crate) fn run() -> Result<()> {
     let shell: Vec<&Block> = blocks.iter().filter(|b| b.lang == "sh").collect();
     if let Some(block) = shell.iter().find(|b| b.text.lines().any(|l| l.trim_start().starts_with("cargo "))) {
         bail!(
-            "a run block of {PAGE} needs a Rust toolchain (`cargo`); the page must work with a release binary:\n{}",
+            "a run block of {page} needs a Rust toolchain (`cargo`); the page must work with a release binary:\n{}",
             block.text
         );
     }
@@ -117,20 +150,17 @@ pub(crate) fn run() -> Result<()> {
             stderr.rfind(MARKER).and_then(|at| stderr[at + MARKER.len()..].lines().next()?.parse::<usize>().ok());
         let block = failed.and_then(|i| shell.get(i)).map_or("?", |b| b.text.as_str());
         bail!(
-            "a block of {PAGE} failed ({}):\n{block}\n--- stdout:\n{}\n--- stderr:\n{stderr}",
+            "a block of {page} failed ({}):\n{block}\n--- stdout:\n{}\n--- stderr:\n{stderr}",
             out.status,
             String::from_utf8_lossy(&out.stdout)
         );
     }
     if files == 0 || ran == 0 {
-        bail!("{PAGE} has {files} config files and {ran} command blocks: nothing was checked");
+        stop_servers(dir);
+        bail!("{page} has {files} config files and {ran} command blocks: nothing was checked");
     }
-    eprintln!("docs: {PAGE} ran as written: {files} config files, {ran} command blocks");
-    let claims = check_claims(dir, &path, &String::from_utf8_lossy(&out.stdout));
-    stop_servers(dir);
-    claims?;
-    eprintln!("docs: {PAGE}'s claims hold: every problem at once, the consumer named, no \"consuming\" while paused");
-    Ok(())
+    eprintln!("docs: {page} ran as written: {files} config files, {ran} command blocks");
+    Ok(Ran { path, stdout: String::from_utf8_lossy(&out.stdout).into_owned(), scratch })
 }
 
 /// What `validate --connect` says of the page's consumer on a fresh server.
@@ -210,12 +240,14 @@ grep -q 'the stream changed under the consumer' claims-sink.log
 ! grep -q 'consuming' claims-sink.log
 "#;
 
-/// Kills a nats-server the page left running (its pid file), so that a failing block leaves
-/// nothing behind.
+/// Kills every server the page left running (each `*.pid` file it wrote), so that a failing
+/// block leaves nothing behind.
 fn stop_servers(dir: &Path) {
-    let pid: PathBuf = dir.join("nats-server.pid");
-    if let Ok(pid) = std::fs::read_to_string(pid) {
-        let _ = Command::new("kill").arg(pid.trim()).stderr(std::process::Stdio::null()).status();
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for path in entries.flatten().map(|e| e.path()).filter(|p| p.extension().is_some_and(|x| x == "pid")) {
+        if let Ok(pid) = std::fs::read_to_string(&path) {
+            let _ = Command::new("kill").arg(pid.trim()).stderr(std::process::Stdio::null()).status();
+        }
     }
 }
 
@@ -246,5 +278,18 @@ mod tests {
             "no run block needs a Rust toolchain"
         );
         assert!(b.iter().any(|b| b.lang == "sh" && b.text.contains("nats pub")), "events are published with natscli");
+    }
+
+    #[test]
+    fn the_topology_page_sets_up_with_natscli_and_runs_the_sink() {
+        let page = std::fs::read_to_string(sinks_testkit::workspace_root().join(TOPOLOGY)).unwrap();
+        let b = blocks(&page);
+        let configs: Vec<&Block> = b.iter().filter(|b| b.lang == "toml").collect();
+        assert!(configs.len() >= 3 && configs.iter().all(|b| file_name(b).is_some()), "every config names its file");
+        assert!(configs.iter().all(|b| b.text.contains("origin_sequence")), "every config keys by the origin");
+        let shell: String = b.iter().filter(|b| b.lang == "sh").map(|b| b.text.as_str()).collect();
+        for needed in ["nats stream add", "--mirror", "nats-sink run", "\"external\"", "test \""] {
+            assert!(shell.contains(needed), "the page runs `{needed}`");
+        }
     }
 }

@@ -26,7 +26,7 @@ pub(crate) struct Args {
     /// Skip `cargo doc` (the slowest step).
     #[arg(long)]
     pub(crate) no_rustdoc: bool,
-    /// Skip running docs/getting-started.md.
+    /// Skip running the pages that run as printed (docs/getting-started.md, docs/topology.md).
     #[arg(long)]
     pub(crate) no_getting_started: bool,
 }

@@ -294,11 +294,15 @@ async fn the_reference_and_nats_sink_write_the_same_rows() {
     let e = env().await;
     let messages = 60;
     e.publish(messages, mixed).await;
-    // One config, only the table differs; the same consumer name for both runs (deleted in
-    // between), so that consumer names and sequences match too.
+    // One config, only the table differs (and ours writes the reference's whole document,
+    // `metadata_scope: "delivery"`, not only the event's facts); the same consumer name for
+    // both runs (deleted in between), so that consumer names and sequences match too.
     let config = |table: &str, name: &str| {
-        let sink = json!({"type": "oracle_nosql", "endpoint": endpoint.trim_start_matches("http://"),
-                          "table_name": table, "auto_create": true, "table_poll_interval_ms": 200});
+        let mut sink = json!({"type": "oracle_nosql", "endpoint": endpoint.trim_start_matches("http://"),
+                              "table_name": table, "auto_create": true, "table_poll_interval_ms": 200});
+        if name == "ours.json" {
+            sink["metadata_scope"] = json!("delivery");
+        }
         let config = json!({"nats": {"url": e.server.url(), "stream": e.stream, "consumer": e.consumer,
                                      "subject": format!("{}.>", e.subject_root)},
                             "logging": {"level": "INFO"}, "sink": sink});

@@ -224,7 +224,7 @@ for r in json.load(sys.stdin):
     meta.pop("custody", None); meta.pop("freshness", None)
     for f in ("stored_at", "stored_at_epoch_ns", "received_at", "received_at_epoch_ns"):
         meta["timestamps"].pop(f, None)
-    for f in ("consumer_sequence", "delivered", "redelivered", "pending"):
+    for f in ("consumer", "consumer_sequence", "delivered", "redelivered", "pending"):
         meta["jetstream"].pop(f, None)
     material = {"schema": c["schema"], "schema_version": c["schema_version"], "algorithm": c["algorithm"],
         "key_id": c["key_id"], "payload_hash": c["payload_hash"], "metadata_hash": c["metadata_hash"],

@@ -35,9 +35,10 @@ use sinks_toolkit::metadata::{DocWriter as _, LeftOut, MetadataDoc};
 pub const SCHEMA: &str = "nats_sinks.custody.v1";
 /// Per-delivery fields left out of the metadata hash under `metadata_hash_scope: "message"`
 /// (`freshness` is left out as a whole).
-pub const PER_DELIVERY_FIELDS: [(&str, &str); 6] = [
+pub const PER_DELIVERY_FIELDS: [(&str, &str); 7] = [
     ("timestamps", "received_at"),
     ("timestamps", "received_at_epoch_ns"),
+    ("jetstream", "consumer"),
     ("jetstream", "consumer_sequence"),
     ("jetstream", "delivered"),
     ("jetstream", "redelivered"),
@@ -343,7 +344,7 @@ pub fn canonical_metadata(
     sink: &mut Sink,
 ) -> Result<(), crate::canonical::CanonicalError> {
     let message = scope == HashScope::Message;
-    let left_out = LeftOut { custody: true, stored_at: true, freshness: message, delivery: message, consumer: false };
+    let left_out = LeftOut { custody: true, stored_at: true, freshness: message, delivery: message, consumer: message };
     sink.clear();
     MetadataDoc::new(envelope, envelope.received_at()).write_in_key_order(sink, left_out)
 }

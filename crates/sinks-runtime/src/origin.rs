@@ -17,9 +17,16 @@
 //! and chains through the streams' configs (cached) and, for a chain, one message read per
 //! hop, and names the origin `{stream}` or, in a JetStream domain, `{stream}@{domain}`, so the
 //! same event gets the same name whichever server's consumer reads it.
+//!
+//! A stream of the chain that does not answer (a leaf link or the link to another domain cut,
+//! a request timed out) is waited for: the message is held and asked about again, never
+//! refused for it. Only what cannot be told at all (a header that does not parse, a source
+//! the config does not name, a stream or message the server says does not exist) refuses an
+//! `origin_sequence` key.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use async_nats::jetstream::{self, Context};
 use sha2::{Digest, Sha256};
@@ -30,6 +37,53 @@ pub const SOURCE_HEADER: &str = sinks_contract::envelope::STREAM_SOURCE_HEADER;
 
 /// How far a chain of mirrors and sources is followed.
 const MAX_HOPS: usize = 8;
+
+/// The first wait before a stream that did not answer is asked again; doubled up to
+/// [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_millis(200);
+/// The longest wait between two questions to a stream that does not answer.
+const MAX_RETRY: Duration = Duration::from_secs(5);
+
+/// Why an origin is not known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Untold {
+    /// Not now: a stream of the chain does not answer (no responders, a timeout); asked again.
+    Unreachable(String),
+    /// Never: the origin cannot be told (a refused `origin_sequence` key).
+    Refused(String),
+}
+
+impl From<String> for Untold {
+    fn from(why: String) -> Self {
+        Self::Refused(why)
+    }
+}
+
+/// Whether a failed JetStream request is the server's answer (`false`) or no answer at all
+/// (`true`: nobody responds on the API subject, or the request timed out), anywhere in
+/// `error`'s chain of sources.
+fn no_answer(error: &(dyn std::error::Error + 'static)) -> bool {
+    use async_nats::jetstream::context::{RequestError, RequestErrorKind};
+    let mut next = Some(error);
+    while let Some(e) = next {
+        if let Some(e) = e.downcast_ref::<RequestError>() {
+            return matches!(e.kind(), RequestErrorKind::NoResponders | RequestErrorKind::TimedOut);
+        }
+        if let Some(e) = e.downcast_ref::<async_nats::RequestError>() {
+            return matches!(
+                e.kind(),
+                async_nats::RequestErrorKind::NoResponders | async_nats::RequestErrorKind::TimedOut
+            );
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// `why` as [`Untold::Unreachable`] when `error` is no answer, else [`Untold::Refused`].
+fn untold(error: &(dyn std::error::Error + 'static), why: String) -> Untold {
+    if no_answer(error) { Untold::Unreachable(why) } else { Untold::Refused(why) }
+}
 
 /// What a `Nats-Stream-Source` header says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -172,26 +226,52 @@ impl Resolver {
         out
     }
 
-    /// `envelope` with its origin set.
+    /// `envelope` with its origin set. While a stream of its chain does not answer, the
+    /// question is asked again (a growing wait, said once); the caller holds the message
+    /// meanwhile and may stop waiting by dropping the future.
     pub(crate) async fn resolve(&self, envelope: Envelope) -> Envelope {
-        let origin = match self.origin_of(&envelope).await {
-            Ok(origin) => origin,
-            Err(why) => {
-                tracing::warn!(
-                    stream_sequence = envelope.jetstream().stream_sequence,
-                    reason = %why,
-                    "the origin of a message cannot be told; an origin_sequence key is refused for it"
-                );
-                Origin::Unresolved(why.into())
+        let mut wait = FIRST_RETRY;
+        let mut waited = false;
+        let origin = loop {
+            match self.origin_of(&envelope).await {
+                Ok(origin) => break origin,
+                Err(Untold::Refused(why)) => {
+                    tracing::warn!(
+                        stream_sequence = envelope.jetstream().stream_sequence,
+                        reason = %why,
+                        "the origin of a message cannot be told; an origin_sequence key is refused for it"
+                    );
+                    break Origin::Unresolved(why.into());
+                }
+                Err(Untold::Unreachable(why)) => {
+                    if !waited {
+                        tracing::warn!(
+                            stream_sequence = envelope.jetstream().stream_sequence,
+                            reason = %why,
+                            "a stream the message came through does not answer; the message is held and its \
+                             origin asked for again until it does"
+                        );
+                    }
+                    waited = true;
+                    tokio::time::sleep(wait).await;
+                    wait = (wait * 2).min(MAX_RETRY);
+                }
             }
         };
+        if waited {
+            tracing::info!(
+                stream_sequence = envelope.jetstream().stream_sequence,
+                "the origin of the held message is known again"
+            );
+        }
         envelope.with_origin(Some(origin))
     }
 
-    async fn origin_of(&self, envelope: &Envelope) -> Result<Origin, String> {
+    async fn origin_of(&self, envelope: &Envelope) -> Result<Origin, Untold> {
         let sequence = envelope.jetstream().stream_sequence;
         let consumed = At { api: None, name: self.consumed.clone() };
-        let header = envelope.headers().get(SOURCE_HEADER).map(parse_source_header).transpose()?;
+        let header =
+            envelope.headers().get(SOURCE_HEADER).map(parse_source_header).transpose().map_err(Untold::Refused)?;
         self.follow(consumed, sequence, header, None, 0).await.map(|(at, sequence, subject)| {
             let stream = if at.api.is_none() && at.name == self.consumed {
                 envelope.keyed_stream().into_owned()
@@ -212,9 +292,9 @@ impl Resolver {
         header: Option<SourceHeader>,
         subject: Option<String>,
         hops: usize,
-    ) -> Result<(At, u64, Option<String>), String> {
+    ) -> Result<(At, u64, Option<String>), Untold> {
         if hops > MAX_HOPS {
-            return Err(format!("more than {MAX_HOPS} mirrors and sources lead to it"));
+            return Err(Untold::Refused(format!("more than {MAX_HOPS} mirrors and sources lead to it")));
         }
         match (&*self.kind(&at).await?, header) {
             (Kind::Plain, _) => Ok((at, sequence, subject)),
@@ -274,7 +354,7 @@ impl Resolver {
     }
 
     /// What stream `at` is (cached).
-    async fn kind(&self, at: &At) -> Result<Arc<Kind>, String> {
+    async fn kind(&self, at: &At) -> Result<Arc<Kind>, Untold> {
         if let Some(kind) = self.kinds.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(at) {
             return Ok(Arc::clone(kind));
         }
@@ -282,8 +362,8 @@ impl Resolver {
             .context(at.api.as_deref())
             .get_stream(&at.name)
             .await
-            .map_err(|e| format!("stream `{}` cannot be read: {e}", at.name))?;
-        let info = stream.info().await.map_err(|e| format!("stream `{}` cannot be read: {e}", at.name))?;
+            .map_err(|e| untold(&e, format!("stream `{}` cannot be read: {e}", at.name)))?;
+        let info = stream.info().await.map_err(|e| untold(&e, format!("stream `{}` cannot be read: {e}", at.name)))?;
         let at_of = |s: &jetstream::stream::Source| At {
             api: s.external.as_ref().map(|x| x.api_prefix.clone()),
             name: s.name.clone(),
@@ -299,17 +379,17 @@ impl Resolver {
     }
 
     /// The source header of message `sequence` of stream `at` (`None`: it has none).
-    async fn source_header_of(&self, at: &At, sequence: u64) -> Result<Option<SourceHeader>, String> {
+    async fn source_header_of(&self, at: &At, sequence: u64) -> Result<Option<SourceHeader>, Untold> {
         let stream = self
             .context(at.api.as_deref())
             .get_stream_no_info(&at.name)
             .await
-            .map_err(|e| format!("stream `{}` cannot be read: {e}", at.name))?;
-        let message = stream
-            .get_raw_message(sequence)
-            .await
-            .map_err(|e| format!("message {sequence} of `{}`, which it came through, is gone: {e}", at.name))?;
-        message.headers.get(SOURCE_HEADER).map(|v| parse_source_header(v.as_str())).transpose()
+            .map_err(|e| untold(&e, format!("stream `{}` cannot be read: {e}", at.name)))?;
+        let message = stream.get_raw_message(sequence).await.map_err(|e| {
+            let why = format!("message {sequence} of `{}`, which it came through, cannot be read: {e}", at.name);
+            untold(&e, why)
+        })?;
+        message.headers.get(SOURCE_HEADER).map(|v| parse_source_header(v.as_str())).transpose().map_err(Untold::Refused)
     }
 }
 
@@ -340,6 +420,20 @@ mod tests {
         for bad in ["", "   ", "A", "A x", "A 0", "A -1", ":hash 3", "A: 3", "a.b 3", "A* 3", "$JS.ACK.X.c.1"] {
             assert!(parse_source_header(bad).is_err(), "`{bad}` must be refused");
         }
+    }
+
+    #[test]
+    fn no_answer_is_told_from_the_servers_answer() {
+        use async_nats::jetstream::context::{GetStreamError, GetStreamErrorKind, RequestError, RequestErrorKind};
+        let cut = RequestError::new(RequestErrorKind::NoResponders);
+        assert!(no_answer(&cut), "nobody answers the API subject (a link cut)");
+        assert!(no_answer(&RequestError::new(RequestErrorKind::TimedOut)));
+        assert!(!no_answer(&RequestError::new(RequestErrorKind::Other)));
+        let wrapped = GetStreamError::with_source(GetStreamErrorKind::Request, cut);
+        assert!(no_answer(&wrapped), "found through the chain of sources");
+        assert_eq!(untold(&wrapped, "x".into()), Untold::Unreachable("x".into()));
+        let missing = GetStreamError::new(GetStreamErrorKind::InvalidStreamName);
+        assert_eq!(untold(&missing, "y".into()), Untold::Refused("y".into()));
     }
 
     #[test]

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
+use sinks_contract::idempotency::KeySource;
 use sinks_contract::{
     BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
     Sink, SinkError,
@@ -173,6 +174,18 @@ impl Inner {
                 );
             }
         };
+        // Keyed by the origin, the row describes the event as its origin stored it, so the same
+        // event through a mirror or a source writes the same row (certification clause C14).
+        let event = match self.config.key {
+            KeySource::OriginSequence => match envelope.at_origin() {
+                Ok(event) => std::borrow::Cow::Owned(event),
+                Err(e) => {
+                    return MessageOutcome::Failed(SinkError::permanent(e.to_string()).with_reason(e.reason_code()));
+                }
+            },
+            _ => std::borrow::Cow::Borrowed(envelope),
+        };
+        let envelope = &*event;
         let payload = envelope.payload();
         if payload.len() > self.config.max_payload_bytes {
             return MessageOutcome::Failed(

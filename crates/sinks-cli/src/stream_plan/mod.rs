@@ -160,6 +160,8 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings, existing: Existing
     };
 
     let mut publish = vec![
+        // The account's JetStream domain (origin keys of a stream in a domain name it).
+        "$JS.API.INFO".to_owned(),
         format!("$JS.API.STREAM.INFO.{stream}"),
         // The stream guard reads the oldest unsettled message's time (a stream with max_age).
         format!("$JS.API.STREAM.MSG.GET.{stream}"),
@@ -246,6 +248,11 @@ pub(crate) fn plan(config: &Config, settings: StreamSettings, existing: Existing
             ),
         },
         "apply stream and consumer changes with a separate administrative identity".to_owned(),
+        format!(
+            "if `{stream}` is a mirror or is sourced from other streams, also allow `$JS.API.STREAM.INFO.<name>` for each \
+             stream it follows (and their own origins): the worker reads them to key each event by its origin \
+             (docs/topology.md); without them an origin_sequence key is refused, never guessed"
+        ),
         "the worker acknowledges only after its destination committed; no stream setting changes that".to_owned(),
         match config.consumer_management.mode {
             ConsumerMode::BindOnly => "consumer_management.mode is bind_only: create the durable consumer before the first run".to_owned(),

@@ -124,7 +124,17 @@ pub(super) async fn fetch_loop(
                     .map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle)))
                     .collect();
                 if let Some(origins) = &ctx.origins {
-                    batch.envelopes = origins.resolve_all(std::mem::take(&mut batch.envelopes)).await;
+                    // A stream of an origin's chain that does not answer holds the batch
+                    // (heartbeated, so the wait costs no delivery); a stop meanwhile leaves it
+                    // unacknowledged, to be delivered again.
+                    let envelopes = std::mem::take(&mut batch.envelopes);
+                    let held = [&batch.handles[..]];
+                    let resolving = hold_while(ctx, &held, origins.resolve_all(envelopes));
+                    let mut stopped = stop.clone();
+                    tokio::select! {
+                        resolved = resolving => batch.envelopes = resolved,
+                        _ = stopped.wait_for(|s| *s) => continue,
+                    }
                 }
                 ctx.lock_parking().note_fetch(&batch.envelopes, started);
                 if failures > 0 {
