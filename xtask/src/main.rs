@@ -150,6 +150,16 @@ pub(crate) fn debug_nats_sink() -> std::path::PathBuf {
 }
 
 /// Runs `cargo` with `args` from the workspace root, failing on a non-zero exit.
+/// The environment under which a cargo build lints the workspace's own crates as clippy
+/// `-D warnings` does while compiling them (how `cargo clippy` hands over to clippy-driver:
+/// `RUSTC_WORKSPACE_WRAPPER` and `CLIPPY_ARGS`); dependencies are compiled by plain rustc.
+pub(crate) fn lint_env() -> Vec<(&'static str, String)> {
+    vec![
+        ("RUSTC_WORKSPACE_WRAPPER", "clippy-driver".to_owned()),
+        ("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__".to_owned()),
+    ]
+}
+
 pub(crate) fn cargo(args: &[&str], envs: &[(&str, String)]) -> Result<()> {
     sinks_testkit::cargo(args, envs).map_err(anyhow::Error::msg)
 }
@@ -366,8 +376,13 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     let collector = std::thread::spawn(|| setup::natscli().and_then(|_| setup::collector()));
     let deploy_tools = std::thread::spawn(|| setup::ensure(&LATER[..2]));
     phases.run("fmt", || cargo(&["fmt", "--all", "--check"], &[]))?;
-    phases.run("clippy", || cargo(&["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"], &[]))?;
-    phases.run("test build", || cargo(&["nextest", "run", "--workspace", "--no-run"], &[]))?;
+    // Linted while the tests build, in one build (what `cargo clippy --workspace --all-targets
+    // -- -D warnings` lints: the test build compiles every target of every member, examples
+    // included; there are no benches). A `cargo clippy` of its own checked every dependency a
+    // second time: about 200 s of a fresh CI run. The run below keeps the same environment,
+    // so nothing is built again.
+    let lint = lint_env();
+    phases.run("clippy and test build", || cargo(&["nextest", "run", "--workspace", "--no-run"], &lint))?;
     let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
     let collector = collector.context("building the OpenTelemetry Collector")?;
     // One SeaweedFS, one MariaDB, one Coherence member and one KVLite store for every S3,
@@ -382,7 +397,7 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     let (coherence_member, coherence_env) =
         rt.block_on(sinks_testkit::start_coherence_for_run()).map_err(anyhow::Error::msg)?;
     let (mysql_server, mysql_env) = sinks_testkit::start_mysql_for_run().map_err(anyhow::Error::msg)?;
-    let mut env = Vec::new();
+    let mut env = lint;
     if let (Some(nats), Some(weed)) = (&tools.nats_server, &tools.weed) {
         env.push(("NATS_SERVER_BIN", nats.display().to_string()));
         env.push(("SEAWEEDFS_BIN", weed.display().to_string()));
@@ -412,6 +427,9 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     };
     env.extend(plan.env());
     env.push((sinks_testkit::SOAK_MINUTES_ENV, soak_minutes.to_string()));
+    if args.full {
+        env.push((sinks_testkit::ROUNDS_ENV, "full".to_owned()));
+    }
     // The file-only release binary (fat LTO, about 320 s of CPU) builds beside the tests at idle
     // priority, in its own target directory: the size check after them needs it.
     let root = sinks_testkit::workspace_root();

@@ -101,9 +101,7 @@ pub(crate) fn run(env: &[(&str, String)]) -> Result<()> {
     // targets (what `cargo clippy --all-targets -- -D warnings` lints; RUSTC_WORKSPACE_WRAPPER
     // and CLIPPY_ARGS are how cargo-clippy hands it over), plain rustc every dependency. A
     // `cargo clippy` of its own would check the kit's crates a second time, for nothing.
-    let mut lint = vec![("RUSTC_WORKSPACE_WRAPPER", "clippy-driver".to_owned())];
-    lint.push(("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__".to_owned()));
-    cargo_in(&copy, &["test", "--target-dir", &target], &[&lint[..], env].concat())
+    cargo_in(&copy, &["test", "--target-dir", &target], &[&crate::lint_env()[..], env].concat())
 }
 
 #[cfg(test)]

@@ -11,6 +11,17 @@ pub const SOAK_CI_MINUTES: f64 = 2.0;
 /// The soak's minutes in a full run (`cargo xtask test --full`).
 pub const SOAK_FULL_MINUTES: f64 = 10.0;
 
+/// Environment variable: `full` runs the tests that repeat one crash to catch a rare race
+/// (a kill during the last deliveries, a sink dying on a message's last delivery) for their
+/// full number of rounds ([`rounds`]); anything else, or unset, for CI's.
+pub const ROUNDS_ENV: &str = "NATS_SINKS_ROUNDS";
+
+/// The rounds a repeating test runs: `full` when [`ROUNDS_ENV`] says `full` (`cargo xtask test
+/// --full`), else `ci` (a CI run and a plain `cargo nextest run`).
+pub fn rounds(ci: usize, full: usize) -> usize {
+    if std::env::var(ROUNDS_ENV).is_ok_and(|v| v.trim() == "full") { full } else { ci }
+}
+
 /// Knobs of one crash certification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
