@@ -26,6 +26,7 @@ use sinks_contract::{DestinationRef, SinkError};
 use sinks_toolkit::batch::{ObjectLog, TempObject};
 use sinks_toolkit::blocking::blocking;
 use sinks_toolkit::files::{self, FileMode};
+use sinks_toolkit::sink_root::sync_dir;
 
 use crate::error::classify;
 
@@ -80,10 +81,6 @@ fn ensure_dirs(root: &Path, rel: &str, mode: FileMode) -> Result<PathBuf, SinkEr
         }
     }
     Ok(dir)
-}
-
-fn sync_dir(dir: &Path) -> Result<(), SinkError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| classify(e, "cannot fsync directory"))
 }
 
 fn parent(path: &Path) -> &Path {

@@ -4,4 +4,4 @@
 //! unusable file systems are configuration errors; a directory or symlink where the
 //! message's file goes is permanent; anything unknown is retried).
 
-pub(crate) use sinks_toolkit::fs_errors::{class_of, classify};
+pub(crate) use sinks_toolkit::fs_errors::classify;

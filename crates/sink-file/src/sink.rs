@@ -24,7 +24,7 @@
 //! [`crate::batch::FileLog`] when they are full or old (see `sinks_toolkit::batch`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, BufReader, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -32,18 +32,19 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, ErrorClass, Holding,
-    MessageOutcome, OrderKey, Presence, ReadBack, Reconcile, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, Holding, MessageOutcome, OrderKey,
+    Presence, ReadBack, Reconcile, Sink, SinkError,
 };
 use sinks_toolkit::batch::{BatchWriter, Settings};
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::existing::{self, OnExisting, Stored};
 use sinks_toolkit::files::{self, FileMode};
+use sinks_toolkit::sink_root::{self, expand_home, sync_dir};
 use time::OffsetDateTime;
 
 use crate::batch::FileLog;
 use crate::config::FileSinkConfig;
-use crate::error::{class_of, classify};
+use crate::error::classify;
 use crate::path::{self, RelativePath};
 use crate::record;
 
@@ -52,11 +53,6 @@ pub(crate) const MAX_PARALLEL_TASKS: usize = 8;
 
 /// Most file or directory fsyncs one batch has in flight at a time.
 pub(crate) const MAX_PARALLEL_FSYNCS: usize = 64;
-
-/// Prefix of the probe file written by `open` and `health_check`.
-const PROBE_PREFIX: &str = ".nats-sinks-healthcheck.";
-/// Bytes the health check writes: as much as a small record, so a full disk fails it.
-const PROBE_BYTES: usize = 4096;
 
 /// Durable local-file destination: one JSON document per message below a root directory.
 #[derive(Debug, Clone)]
@@ -298,67 +294,19 @@ impl Inner {
 
     /// Resolves, creates if allowed, and probes the root directory.
     fn prepare_root(&self) -> Result<PathBuf, SinkError> {
-        let dir = expand_home(&self.config.directory);
-        let shown = dir.display();
-        match fs::metadata(&dir) {
-            Ok(meta) if !meta.is_dir() => {
-                return Err(SinkError::config(format!("`{shown}` is not a directory")).with_field("sink.directory"));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if !self.config.create_directory {
-                    return Err(SinkError::config(format!(
-                        "`{shown}` does not exist and sink.create_directory is false: create it, or set sink.create_directory = true"
-                    ))
-                    .with_field("sink.directory"));
-                }
-                self.config
-                    .dir_mode
-                    .create_dir_all(&dir)
-                    .map_err(|e| open_error(e, &format!("cannot create `{shown}`")))?;
-                if self.config.fsync
-                    && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
-                    && let Err(e) = sync_dir(parent)
-                {
-                    tracing::warn!(error = %e.display_chain(), "cannot fsync the parent of sink.directory");
-                }
-            }
-            Err(e) => return Err(open_error(e, &format!("cannot access `{shown}`"))),
-        }
-        let root = fs::canonicalize(&dir).map_err(|e| open_error(e, &format!("cannot resolve `{shown}`")))?;
-        let probe = tempfile::Builder::new()
-            .prefix(PROBE_PREFIX)
-            .suffix(".tmp")
-            .tempfile_in(&root)
-            .map_err(|e| open_error(e, &format!("`{shown}` is not writable")))?;
-        if let Err(e) = probe.close() {
-            tracing::warn!(error = %e, "cannot remove the start-up probe file");
-        }
-        Ok(root)
+        let c = &self.config;
+        sink_root::prepare(&c.directory, c.create_directory, c.dir_mode, c.fsync)
     }
 
     /// Checks that the root takes a record: a probe file written (and fsynced, with
     /// `fsync`) and removed.
     fn probe(&self) -> Result<(), SinkError> {
-        let unhealthy = |e: io::Error, what: &str| SinkError::temporary(what.to_owned()).with_source(e);
-        let root = match self.root.get() {
-            Some(root) => root.clone(),
-            None => fs::canonicalize(expand_home(&self.config.directory))
-                .map_err(|e| unhealthy(e, "file sink root is not accessible"))?,
-        };
-        let mut probe = tempfile::Builder::new()
-            .prefix(PROBE_PREFIX)
-            .suffix(".tmp")
-            .tempfile_in(&root)
-            .map_err(|e| unhealthy(e, "cannot create a probe file in the file sink root"))?;
-        // A record's worth of bytes: an empty file can still be made on a full disk (it needs
-        // an inode, no block), so only a write tells that records cannot be placed.
-        std::io::Write::write_all(probe.as_file_mut(), &[0u8; PROBE_BYTES])
-            .map_err(|e| unhealthy(e, "cannot write a probe file in the file sink root (disk full?)"))?;
-        if self.config.fsync {
-            probe.as_file().sync_all().map_err(|e| unhealthy(e, "cannot fsync the probe file"))?;
-        }
-        probe.close().map_err(|e| unhealthy(e, "cannot remove the probe file"))
+        sink_root::probe(
+            self.root.get().map(PathBuf::as_path),
+            &self.config.directory,
+            self.config.fsync,
+            "file sink root",
+        )
     }
 
     /// Stages one envelope: derives its path and record, settles a redelivery whose file
@@ -576,10 +524,6 @@ async fn sync_directories(placed: &mut [Placed]) {
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<(), SinkError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| classify(e, "cannot fsync directory"))
-}
-
 /// The messages of one ordering key (or one message without a key), in input order.
 #[derive(Debug, Default)]
 struct Lane(Vec<(usize, Step)>);
@@ -653,48 +597,9 @@ impl TaskFailed for Placed {
     }
 }
 
-/// An error from preparing the root at start-up: permission, read-only and unusable paths
-/// are configuration errors (fatal at start-up); others stay temporary (retried).
-/// An error preparing the root at start-up: what only the configuration (or the machine's
-/// set-up) can fix is a configuration error of `sink.directory`: a permission refused, a read-only
-/// file system, a part of the path that is a regular file (`ENOTDIR`, which while writing
-/// means a directory removed underneath, and is retried then). The rest (a full disk, an
-/// I/O error) can heal by itself and is retried.
-fn open_error(e: io::Error, what: &str) -> SinkError {
-    let class = match e.raw_os_error() {
-        Some(libc::ENOTDIR) => ErrorClass::Config,
-        _ => class_of(&e),
-    };
-    match class {
-        ErrorClass::Temporary => SinkError::temporary(what.to_owned()),
-        ErrorClass::Permanent | ErrorClass::Config => SinkError::config(what.to_owned()).with_field("sink.directory"),
-    }
-    .with_source(e)
-}
-
-/// Replaces a leading `~` with `$HOME`, like the reference's `expanduser`.
-fn expand_home(path: &Path) -> PathBuf {
-    let Ok(rest) = path.strip_prefix("~") else {
-        return path.to_path_buf();
-    };
-    match std::env::var_os("HOME") {
-        Some(home) if !home.is_empty() => PathBuf::from(home).join(rest),
-        _ => path.to_path_buf(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn home_expansion() {
-        assert_eq!(expand_home(Path::new("/abs/dir")), PathBuf::from("/abs/dir"));
-        assert_eq!(expand_home(Path::new("rel")), PathBuf::from("rel"));
-        if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
-            assert_eq!(expand_home(Path::new("~/out")), PathBuf::from(home).join("out"));
-        }
-    }
 
     /// The place phase keeps the ordering rule: behind a temporary failure of its key a
     /// staged file is held back (and its temp file discarded); other keys go on.

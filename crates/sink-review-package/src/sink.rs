@@ -19,7 +19,7 @@
 //!    failure fails every message that depended on it (temporarily).
 
 use std::collections::{HashMap, HashSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
@@ -33,20 +33,17 @@ use sinks_contract::{
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
 use sinks_toolkit::files;
+use sinks_toolkit::sink_root::{self, expand_home, sync_dir};
 use time::OffsetDateTime;
 
 use crate::config::ReviewPackageSinkConfig;
-use crate::error::{classify, open_error};
+use crate::error::classify;
 use crate::package::{self, BuildError, Package, Shape};
 use crate::verify;
 
 /// Most blocking tasks one batch uses at a time (each stages its packages one after another,
 /// every file fsynced, so enough of them keep the disk's queue full).
 pub(crate) const MAX_PARALLEL_TASKS: usize = 16;
-/// Prefix of the probe file written by `open` and `health_check`.
-const PROBE_PREFIX: &str = ".nats-sinks-healthcheck.";
-/// Bytes the health check writes: as much as a small package file, so a full disk fails it.
-const PROBE_BYTES: usize = 4096;
 /// What the existing-key decision calls a package in its messages and logs.
 const RECORD: &str = "review package";
 
@@ -312,67 +309,15 @@ impl Inner {
 
     /// Resolves, creates if allowed, and probes the root directory.
     fn prepare_root(&self) -> Result<PathBuf, SinkError> {
-        let dir = expand_home(&self.config.directory);
-        let shown = dir.display();
-        match fs::metadata(&dir) {
-            Ok(meta) if !meta.is_dir() => {
-                return Err(SinkError::config(format!("`{shown}` is not a directory")).with_field("sink.directory"));
-            }
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                if !self.config.create_directory {
-                    return Err(SinkError::config(format!(
-                        "`{shown}` does not exist and sink.create_directory is false: create it, or set sink.create_directory = true"
-                    ))
-                    .with_field("sink.directory"));
-                }
-                self.config
-                    .dir_mode
-                    .create_dir_all(&dir)
-                    .map_err(|e| open_error(e, &format!("cannot create `{shown}`")))?;
-                if self.config.fsync
-                    && let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty())
-                    && let Err(e) = sync_dir(parent)
-                {
-                    tracing::warn!(error = %e.display_chain(), "cannot fsync the parent of sink.directory");
-                }
-            }
-            Err(e) => return Err(open_error(e, &format!("cannot access `{shown}`"))),
-        }
-        let root = fs::canonicalize(&dir).map_err(|e| open_error(e, &format!("cannot resolve `{shown}`")))?;
-        let probe = tempfile::Builder::new()
-            .prefix(PROBE_PREFIX)
-            .suffix(".tmp")
-            .tempfile_in(&root)
-            .map_err(|e| open_error(e, &format!("`{shown}` is not writable")))?;
-        if let Err(e) = probe.close() {
-            tracing::warn!(error = %e, "cannot remove the start-up probe file");
-        }
-        Ok(root)
+        let c = &self.config;
+        sink_root::prepare(&c.directory, c.create_directory, c.dir_mode, c.fsync)
     }
 
     /// Checks that the root takes a package: a probe file written (and fsynced, with
     /// `fsync`) and removed.
     fn probe(&self) -> Result<(), SinkError> {
-        let unhealthy = |e: io::Error, what: &str| SinkError::temporary(what.to_owned()).with_source(e);
-        let root = match self.root.get() {
-            Some(root) => root.clone(),
-            None => fs::canonicalize(expand_home(&self.config.directory))
-                .map_err(|e| unhealthy(e, "review package root is not accessible"))?,
-        };
-        let mut probe = tempfile::Builder::new()
-            .prefix(PROBE_PREFIX)
-            .suffix(".tmp")
-            .tempfile_in(&root)
-            .map_err(|e| unhealthy(e, "cannot create a probe file in the review package root"))?;
-        probe
-            .as_file_mut()
-            .write_all(&[0u8; PROBE_BYTES])
-            .map_err(|e| unhealthy(e, "cannot write a probe file in the review package root (disk full?)"))?;
-        if self.config.fsync {
-            probe.as_file().sync_all().map_err(|e| unhealthy(e, "cannot fsync the probe file"))?;
-        }
-        probe.close().map_err(|e| unhealthy(e, "cannot remove the probe file"))
+        let root = self.root.get().map(PathBuf::as_path);
+        sink_root::probe(root, &self.config.directory, self.config.fsync, "review package root")
     }
 
     /// Stages one envelope: settles a redelivery whose package exists, else writes its
@@ -555,10 +500,6 @@ impl Inner {
     }
 }
 
-fn sync_dir(dir: &Path) -> Result<(), SinkError> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| classify(e, "cannot fsync a directory"))
-}
-
 /// The messages of one ordering key (or one message without a key), in input order.
 #[derive(Debug, Default)]
 struct Lane(Vec<(usize, Step)>);
@@ -630,17 +571,6 @@ impl TaskFailed for Step {
 impl TaskFailed for Placed {
     fn task_failed() -> Self {
         Self::failed(SinkError::temporary("review package write task failed"))
-    }
-}
-
-/// Replaces a leading `~` with `$HOME`, like the reference's `expanduser`.
-pub(crate) fn expand_home(path: &Path) -> PathBuf {
-    let Ok(rest) = path.strip_prefix("~") else {
-        return path.to_path_buf();
-    };
-    match std::env::var_os("HOME") {
-        Some(home) if !home.is_empty() => PathBuf::from(home).join(rest),
-        _ => path.to_path_buf(),
     }
 }
 

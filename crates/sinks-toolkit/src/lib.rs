@@ -35,4 +35,5 @@ pub mod pyfloat;
 pub mod rate;
 pub mod relational;
 pub mod retry;
+pub mod sink_root;
 pub mod subject;
