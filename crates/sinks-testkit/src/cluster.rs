@@ -51,6 +51,7 @@ pub struct NatsCluster {
     bin: PathBuf,
     cluster_name: String,
     jetstream: String,
+    server: String,
 }
 
 /// Where a cluster's nodes run and what their configs add, for [`NatsCluster::start_with`].
@@ -61,6 +62,8 @@ pub struct ClusterSpec {
     pub nodes: Vec<(IpAddr, Vec<String>)>,
     /// Lines added to every node's `jetstream {}` block (`sync_interval: always`).
     pub jetstream: String,
+    /// Lines added at the top of every node's config (`ping_interval: "1s"`).
+    pub server: String,
 }
 
 impl NatsCluster {
@@ -94,7 +97,8 @@ impl NatsCluster {
                 }
             })
             .collect();
-        let mut cluster = Self { nodes, dir, bin: find_nats_server(), cluster_name, jetstream: spec.jetstream };
+        let mut cluster =
+            Self { nodes, dir, bin: find_nats_server(), cluster_name, jetstream: spec.jetstream, server: spec.server };
         cluster.write_configs();
         for i in 0..CLUSTER_NODES {
             cluster.spawn(i);
@@ -109,9 +113,10 @@ impl NatsCluster {
             self.nodes.iter().map(|n| format!("\"nats-route://{}:{}\"", n.host, n.route_port)).collect();
         for node in &self.nodes {
             let text = format!(
-                "server_name: \"{name}\"\nlisten: \"{host}:{port}\"\nhttp: \"{host}:{monitor_port}\"\n\
+                "{server}\nserver_name: \"{name}\"\nlisten: \"{host}:{port}\"\nhttp: \"{host}:{monitor_port}\"\n\
                  jetstream {{\n  store_dir: \"{store}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n{jetstream}\n}}\n\
                  cluster {{\n  name: \"{cluster_name}\"\n  listen: \"{host}:{route_port}\"\n  routes: [{routes}]\n}}\n",
+                server = self.server,
                 name = node.name,
                 host = node.host,
                 port = node.port,

@@ -28,6 +28,7 @@ mod kvlite;
 mod mariadb;
 mod names;
 mod nats;
+mod net_cluster;
 mod netns;
 mod nosql;
 mod otelcol;
@@ -58,6 +59,7 @@ pub use nats::{
     NATSCLI_ENV, NatsServer, consumer_settled, consumer_settled_on, find_nats_server, find_natscli, js_publish_all,
     read_stream, stream_with_subjects, try_find_nats_server, wait_until,
 };
+pub use net_cluster::{NetCluster, QUICK_PINGS};
 pub use netns::{HOST, MAX_MEMBERS, Member, Net};
 pub use nosql::{NoSqlTestServer, Nson};
 pub use otelcol::{Collector, CollectorTls, OTELCOL_ENV, find_collector};

@@ -22,7 +22,7 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::os::fd::AsFd as _;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -209,12 +209,80 @@ impl Net {
 
     /// True when a TCP connection from inside member `from` to `to` is established within
     /// `timeout` (a probe that a link carries, or, false, that it is cut or nothing listens).
+    /// A connection needs both directions: a one-way cut stops it either way.
     pub fn connects(&self, from: &str, to: SocketAddr, timeout: Duration) -> bool {
-        let probe = move || TcpStream::connect_timeout(&to, timeout).map(drop);
-        match &self.member(from).netns {
-            Some(netns) => in_netns(netns, probe).is_ok(),
-            None => probe().is_ok(),
+        self.in_member(from, move || TcpStream::connect_timeout(&to, timeout).map(drop)).is_ok()
+    }
+
+    /// True when a UDP datagram sent from member `from` reaches member `to` within
+    /// `timeout`: the probe of one direction alone (a one-way cut lets the other through).
+    pub fn datagram_arrives(&self, from: &str, to: &str, timeout: Duration) -> bool {
+        let (from_ip, to_ip) = (self.ip(from), self.ip(to));
+        let Ok(receiver) = self.in_member(to, move || UdpSocket::bind((to_ip, 0))) else { return false };
+        let Ok(target) = receiver.local_addr() else { return false };
+        let sent = self.in_member(from, move || {
+            let socket = UdpSocket::bind((from_ip, 0))?;
+            for _ in 0..3 {
+                socket.send_to(b"probe", target)?;
+            }
+            Ok(())
+        });
+        if sent.is_err() || receiver.set_read_timeout(Some(timeout)).is_err() {
+            return false;
         }
+        let mut buf = [0u8; 16];
+        matches!(receiver.recv_from(&mut buf), Ok((n, source)) if &buf[..n] == b"probe" && source.ip() == from_ip)
+    }
+
+    /// Runs `f` inside member `name`'s namespace (on a thread of its own), or here for the
+    /// host. A socket made there stays in that namespace.
+    pub fn in_member<T: Send + 'static>(
+        &self,
+        name: &str,
+        f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+    ) -> std::io::Result<T> {
+        match &self.member(name).netns {
+            Some(netns) => in_netns(netns, f),
+            None => f(),
+        }
+    }
+
+    /// The `/24` slot this net holds (its namespaces are named `nsk{slot}-…`).
+    pub fn slot(&self) -> u32 {
+        self.slot
+    }
+
+    /// The names of the namespaces this net made, the router's included.
+    pub fn namespace_names(&self) -> Vec<String> {
+        self.namespaces()
+    }
+
+    /// The network namespaces and links that exist now and belong to `slot` (`nsk{slot}-…`,
+    /// `nk{slot}…`): empty once a net is gone. For tests of the cleanup.
+    pub fn leftovers(slot: u32) -> Vec<String> {
+        let mut left = Vec::new();
+        let run = |args: &[&str]| {
+            Command::new(ip_binary().unwrap_or_else(|_| "ip".into()))
+                .args(args)
+                .output()
+                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                .unwrap_or_default()
+        };
+        let prefix = format!("nsk{slot}-");
+        for line in run(&["netns", "list"]).lines() {
+            let name = line.split_whitespace().next().unwrap_or_default();
+            if name.starts_with(&prefix) {
+                left.push(format!("netns {name}"));
+            }
+        }
+        let link = format!("nk{slot}");
+        for line in run(&["-o", "link", "show"]).lines() {
+            let name = line.split(": ").nth(1).unwrap_or_default().split('@').next().unwrap_or_default();
+            if name.starts_with(&link) && name[link.len()..].starts_with(|c: char| !c.is_ascii_digit()) {
+                left.push(format!("link {name}"));
+            }
+        }
+        left
     }
 
     /// The namespaces this net made (the router's included).
@@ -246,6 +314,12 @@ fn ip_binary() -> Result<PathBuf, String> {
         Some(PathBuf::from("/sbin/ip")),
     ])
     .ok_or_else(|| "no `ip` command: install iproute2 (apt-get install iproute2)".into())
+}
+
+/// The path of iproute2's `ip` as a string (`ip` when it cannot be found; running it then
+/// fails with that).
+pub(crate) fn ip_program() -> String {
+    ip_binary().map_or_else(|_| "ip".to_owned(), |p| p.display().to_string())
 }
 
 /// Runs `ip ARGS…`; an error names the command and what `ip` said.
@@ -365,20 +439,22 @@ mod tests {
         assert!(!net.connects("a", b, quick), "a reaches b through a cut");
         assert!(!net.connects("b", a, quick), "b's connection needs a's answers, which are cut");
         assert!(net.connects(HOST, a, quick) && net.connects(HOST, b, quick), "the host was cut too");
+        let instant = Duration::from_millis(300);
+        assert!(!net.datagram_arrives("a", "b", instant), "a datagram from a reached b through the cut");
+        assert!(net.datagram_arrives("b", "a", quick), "the cut from a to b stopped b's datagrams to a");
         assert_eq!(net.cuts(), [("a".to_owned(), "b".to_owned())]);
         net.heal().unwrap();
         assert!(net.connects("a", b, quick), "a heal left the cut");
         net.partition(&["a"], &["b", HOST]).unwrap();
         assert!(!net.connects(HOST, a, quick) && !net.connects("b", a, quick) && net.connects(HOST, b, quick));
-        let namespaces = net.namespaces();
-        let link = net.host_link.clone();
+        let slot = net.slot();
+        assert_eq!(
+            Net::leftovers(slot).len(),
+            4,
+            "the probe of leftovers does not see the net: {:?}",
+            Net::leftovers(slot)
+        );
         drop(net);
-        std::thread::sleep(Duration::from_millis(300));
-        let listed = Command::new(ip_binary().unwrap()).args(["netns", "list"]).output().unwrap();
-        let listed = String::from_utf8_lossy(&listed.stdout).into_owned();
-        for ns in namespaces {
-            assert!(!listed.lines().any(|l| l.split_whitespace().next() == Some(ns.as_str())), "{ns} is left");
-        }
-        assert!(ip(&["link", "show", &link]).is_err(), "the host link {link} is left");
+        assert_eq!(Net::leftovers(slot), Vec::<String>::new(), "the net left something behind");
     }
 }
