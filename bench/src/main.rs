@@ -20,6 +20,7 @@
 mod bench;
 mod certify;
 mod config_ref;
+mod jepsen;
 mod soak;
 
 use std::path::PathBuf;

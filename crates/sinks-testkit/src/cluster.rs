@@ -6,12 +6,20 @@
 //! intact, or do that to the whole cluster. Helpers create replicated streams (retrying while
 //! the cluster forms), name the stream and consumer leaders, and find the node a named client
 //! is connected to. A watchdog kills every node when the test process ends.
+//!
+//! [`NatsCluster::start_with`] places the nodes elsewhere ([`ClusterSpec`]): each on an address
+//! of its own and started through a command such as `ip netns exec NS` (a node per network
+//! namespace of a [`crate::Net`], so that the links between them can be cut), with lines of its
+//! own in every node's `jetstream {}` block; such a cluster can also pause a node (SIGSTOP),
+//! change those lines for the next start, and stop every node cleanly so its store can be read.
 
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, context::Context, stream};
+use rustix::process::Signal;
 
 use crate::nats::find_nats_server;
 use crate::process::{free_port, kill_child};
@@ -23,6 +31,11 @@ pub const CLUSTER_NODES: usize = 3;
 #[derive(Debug)]
 struct Node {
     name: String,
+    /// The address it binds (client, route and monitoring ports).
+    host: IpAddr,
+    /// The command it is started through (program and arguments), empty for none.
+    wrap: Vec<String>,
+    route_port: u16,
     port: u16,
     monitor_port: u16,
     config: PathBuf,
@@ -36,37 +49,57 @@ pub struct NatsCluster {
     nodes: Vec<Node>,
     dir: tempfile::TempDir,
     bin: PathBuf,
+    cluster_name: String,
+    jetstream: String,
+    server: String,
+}
+
+/// Where a cluster's nodes run and what their configs add, for [`NatsCluster::start_with`].
+#[derive(Debug, Clone, Default)]
+pub struct ClusterSpec {
+    /// Per node: the address it binds, and the command (program and arguments) it is started
+    /// through, e.g. `ip netns exec NS`. Empty: every node on 127.0.0.1, started directly.
+    pub nodes: Vec<(IpAddr, Vec<String>)>,
+    /// Lines added to every node's `jetstream {}` block (`sync_interval: always`).
+    pub jetstream: String,
+    /// Lines added at the top of every node's config (`ping_interval: "1s"`).
+    pub server: String,
 }
 
 impl NatsCluster {
     /// Starts three JetStream nodes routed to each other and waits until the cluster has a
     /// JetStream meta leader (it answers account requests), which takes a few seconds.
     pub async fn start() -> Self {
+        Self::start_with(ClusterSpec::default()).await
+    }
+
+    /// [`NatsCluster::start`] with the nodes placed as `spec` says.
+    pub async fn start_with(spec: ClusterSpec) -> Self {
         let dir = tempfile::Builder::new().prefix("nats-cluster-").tempdir().unwrap();
         let cluster_name = crate::unique("C");
-        let ports: Vec<(u16, u16, u16)> = (0..CLUSTER_NODES).map(|_| (free_port(), free_port(), free_port())).collect();
-        let routes: Vec<String> =
-            ports.iter().map(|(_, route, _)| format!("\"nats-route://127.0.0.1:{route}\"")).collect();
-        let nodes = ports
-            .iter()
-            .enumerate()
-            .map(|(i, &(port, route_port, monitor_port))| {
+        let loopback = (IpAddr::V4(Ipv4Addr::LOCALHOST), Vec::new());
+        let nodes = (0..CLUSTER_NODES)
+            .map(|i| {
+                let (host, wrap) = spec.nodes.get(i).cloned().unwrap_or_else(|| loopback.clone());
                 let name = format!("n{i}");
                 let node_dir = dir.path().join(&name);
                 std::fs::create_dir_all(node_dir.join("store")).unwrap();
-                let config = node_dir.join("server.conf");
-                let text = format!(
-                    "server_name: \"{name}\"\nlisten: \"127.0.0.1:{port}\"\nhttp: \"127.0.0.1:{monitor_port}\"\n\
-                     jetstream {{\n  store_dir: \"{store}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n}}\n\
-                     cluster {{\n  name: \"{cluster_name}\"\n  listen: \"127.0.0.1:{route_port}\"\n  routes: [{routes}]\n}}\n",
-                    store = node_dir.join("store").display(),
-                    routes = routes.join(", "),
-                );
-                std::fs::write(&config, text).unwrap();
-                Node { name, port, monitor_port, config, log: node_dir.join("server.log"), child: None }
+                Node {
+                    name,
+                    host,
+                    wrap,
+                    route_port: free_port(),
+                    port: free_port(),
+                    monitor_port: free_port(),
+                    config: node_dir.join("server.conf"),
+                    log: node_dir.join("server.log"),
+                    child: None,
+                }
             })
             .collect();
-        let mut cluster = Self { nodes, dir, bin: find_nats_server() };
+        let mut cluster =
+            Self { nodes, dir, bin: find_nats_server(), cluster_name, jetstream: spec.jetstream, server: spec.server };
+        cluster.write_configs();
         for i in 0..CLUSTER_NODES {
             cluster.spawn(i);
         }
@@ -74,11 +107,47 @@ impl NatsCluster {
         cluster
     }
 
+    /// Writes every node's config file (read at its next start).
+    fn write_configs(&self) {
+        let routes: Vec<String> =
+            self.nodes.iter().map(|n| format!("\"nats-route://{}:{}\"", n.host, n.route_port)).collect();
+        for node in &self.nodes {
+            let text = format!(
+                "{server}\nserver_name: \"{name}\"\nlisten: \"{host}:{port}\"\nhttp: \"{host}:{monitor_port}\"\n\
+                 jetstream {{\n  store_dir: \"{store}\"\n  max_memory_store: 64MB\n  max_file_store: 1GB\n{jetstream}\n}}\n\
+                 cluster {{\n  name: \"{cluster_name}\"\n  listen: \"{host}:{route_port}\"\n  routes: [{routes}]\n}}\n",
+                server = self.server,
+                name = node.name,
+                host = node.host,
+                port = node.port,
+                monitor_port = node.monitor_port,
+                route_port = node.route_port,
+                store = self.store_dir_of(node).display(),
+                jetstream = self.jetstream,
+                cluster_name = self.cluster_name,
+                routes = routes.join(", "),
+            );
+            std::fs::write(&node.config, text).unwrap();
+        }
+    }
+
+    fn store_dir_of(&self, node: &Node) -> PathBuf {
+        self.dir.path().join(&node.name).join("store")
+    }
+
     fn spawn(&mut self, i: usize) {
         let bin = self.bin.clone();
         let node = &mut self.nodes[i];
         let ready_before = ready_lines(&node.log);
-        let child = Command::new(&bin)
+        let mut command = match node.wrap.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(&bin);
+                c
+            }
+            None => Command::new(&bin),
+        };
+        let child = command
             .arg("-c")
             .arg(&node.config)
             .arg("-l")
@@ -167,7 +236,73 @@ impl NatsCluster {
 
     /// The client URL of node `i`.
     pub fn url(&self, i: usize) -> String {
-        format!("nats://127.0.0.1:{}", self.nodes[i].port)
+        format!("nats://{}:{}", self.nodes[i].host, self.nodes[i].port)
+    }
+
+    /// The monitoring URL of node `i` (`http://HOST:PORT`, for `/varz`, `/healthz`, `/jsz`).
+    pub fn monitoring_url(&self, i: usize) -> String {
+        format!("http://{}:{}", self.nodes[i].host, self.nodes[i].monitor_port)
+    }
+
+    /// The client and route addresses of node `i`.
+    pub fn addrs(&self, i: usize) -> (std::net::SocketAddr, std::net::SocketAddr) {
+        let node = &self.nodes[i];
+        ((node.host, node.port).into(), (node.host, node.route_port).into())
+    }
+
+    /// The store directory of node `i` (its `jetstream/` is below it).
+    pub fn store_dir(&self, i: usize) -> PathBuf {
+        self.store_dir_of(&self.nodes[i])
+    }
+
+    /// The process id of node `i` while it runs.
+    pub fn pid(&self, i: usize) -> Option<u32> {
+        self.nodes[i].child.as_ref().map(Child::id)
+    }
+
+    /// Pauses node `i` (SIGSTOP): it keeps its connections and answers nothing until
+    /// [`NatsCluster::resume`].
+    pub fn pause(&self, i: usize) {
+        self.signal(i, Signal::STOP);
+    }
+
+    /// Resumes a paused node `i` (SIGCONT).
+    pub fn resume(&self, i: usize) {
+        self.signal(i, Signal::CONT);
+    }
+
+    fn signal(&self, i: usize, signal: Signal) {
+        if let Some(child) = self.nodes[i].child.as_ref() {
+            let _ = rustix::process::kill_process(rustix::process::Pid::from_child(child), signal);
+        }
+    }
+
+    /// Replaces the lines added to every node's `jetstream {}` block; a node reads them at
+    /// its next start (a restart).
+    pub fn set_jetstream(&mut self, lines: &str) {
+        lines.clone_into(&mut self.jetstream);
+        self.write_configs();
+    }
+
+    /// Stops every node cleanly (SIGTERM, a resumed node first; SIGKILL after 20 s) and waits,
+    /// so that every store is flushed and can be read.
+    pub fn stop_all(&mut self) {
+        for i in 0..CLUSTER_NODES {
+            self.resume(i);
+            self.signal(i, Signal::TERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(20);
+        for node in &mut self.nodes {
+            while let Some(c) = node.child.as_mut() {
+                if c.try_wait().ok().flatten().is_some() {
+                    node.child = None;
+                } else if Instant::now() > deadline {
+                    kill_child(&mut node.child);
+                } else {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        }
     }
 
     /// The server name of node `i` (`n{i}`).
@@ -249,7 +384,7 @@ impl NatsCluster {
     pub async fn node_of_client(&self, name: &str) -> Option<usize> {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().ok()?;
         for (i, node) in self.nodes.iter().enumerate() {
-            let url = format!("http://127.0.0.1:{}/connz?limit=4096", node.monitor_port);
+            let url = format!("http://{}:{}/connz?limit=4096", node.host, node.monitor_port);
             let Ok(response) = http.get(&url).send().await else { continue };
             let Ok(bytes) = response.bytes().await else { continue };
             let Ok(body) = serde_json::from_slice::<serde_json::Value>(&bytes) else { continue };

@@ -28,6 +28,8 @@ mod kvlite;
 mod mariadb;
 mod names;
 mod nats;
+mod net_cluster;
+mod netns;
 mod nosql;
 mod otelcol;
 mod pki;
@@ -37,7 +39,7 @@ mod sizes;
 mod skip;
 mod tcp_proxy;
 
-pub use cluster::{CLUSTER_NODES, NatsCluster};
+pub use cluster::{CLUSTER_NODES, ClusterSpec, NatsCluster};
 pub use coherence::{
     COHERENCE_ENV, CoherenceMember, JAVA_OPTS_ENV, coherence_lib, find_java, shared_coherence, start_coherence_for_run,
 };
@@ -57,6 +59,8 @@ pub use nats::{
     NATSCLI_ENV, NatsServer, consumer_settled, consumer_settled_on, find_nats_server, find_natscli, js_publish_all,
     read_stream, stream_with_subjects, try_find_nats_server, wait_until,
 };
+pub use net_cluster::{NetCluster, QUICK_PINGS};
+pub use netns::{HOST, MAX_MEMBERS, Member, Net};
 pub use nosql::{NoSqlTestServer, Nson};
 pub use otelcol::{Collector, CollectorTls, OTELCOL_ENV, find_collector};
 pub use pki::TestPki;
