@@ -675,9 +675,9 @@ mod tests {
         let manifest = "[workspace]\nmembers = []\n\n[patch.crates-io]\n# vendored\n\"a-crate\" = { path = \"v/a\" }\nb = { git = \"x\" }\n\n[profile.dist]\nlto = \"fat\"\n";
         assert_eq!(patched_crates(manifest), ["a-crate", "b"]);
         assert!(patched_crates("[workspace]\nmembers = []\n").is_empty());
-        // The workspace's own manifest: the vendored NoSQL SDK (docs/nosql-sink.md) and NATS
-        // client (vendor/async-nats/PATCH.md).
+        // The workspace's own manifest: only the vendored NoSQL SDK (a durability fix,
+        // docs/nosql-sink.md); no dependency is forked for size (docs/dependencies.md).
         let ours = std::fs::read_to_string(sinks_testkit::workspace_root().join("Cargo.toml")).unwrap();
-        assert_eq!(patched_crates(&ours), ["oracle-nosql-rust-sdk", "async-nats"]);
+        assert_eq!(patched_crates(&ours), ["oracle-nosql-rust-sdk"]);
     }
 }
