@@ -32,8 +32,8 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, ErrorClass, Holding,
-    MessageOutcome, OrderKey, Presence, ReadBack, Reconcile, Sink, SinkError,
+    BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, Holding, MessageOutcome, OrderKey,
+    Presence, ReadBack, Reconcile, Sink, SinkError,
 };
 use sinks_toolkit::batch::{BatchWriter, Settings};
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
@@ -43,7 +43,7 @@ use time::OffsetDateTime;
 
 use crate::batch::FileLog;
 use crate::config::FileSinkConfig;
-use crate::error::{class_of, classify};
+use crate::error::{classify, open_error};
 use crate::path::{self, RelativePath};
 use crate::record;
 
@@ -651,25 +651,6 @@ impl TaskFailed for Placed {
     fn task_failed() -> Self {
         Self::failed(SinkError::temporary("file write task failed"))
     }
-}
-
-/// An error from preparing the root at start-up: permission, read-only and unusable paths
-/// are configuration errors (fatal at start-up); others stay temporary (retried).
-/// An error preparing the root at start-up: what only the configuration (or the machine's
-/// set-up) can fix is a configuration error of `sink.directory`: a permission refused, a read-only
-/// file system, a part of the path that is a regular file (`ENOTDIR`, which while writing
-/// means a directory removed underneath, and is retried then). The rest (a full disk, an
-/// I/O error) can heal by itself and is retried.
-fn open_error(e: io::Error, what: &str) -> SinkError {
-    let class = match e.raw_os_error() {
-        Some(libc::ENOTDIR) => ErrorClass::Config,
-        _ => class_of(&e),
-    };
-    match class {
-        ErrorClass::Temporary => SinkError::temporary(what.to_owned()),
-        ErrorClass::Permanent | ErrorClass::Config => SinkError::config(what.to_owned()).with_field("sink.directory"),
-    }
-    .with_source(e)
 }
 
 /// Replaces a leading `~` with `$HOME`, like the reference's `expanduser`.
