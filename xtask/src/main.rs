@@ -41,6 +41,8 @@ mod doc_run;
 mod docs;
 mod fuzz;
 mod kit;
+#[cfg(test)]
+mod modgraph;
 mod ops;
 mod out_of_tree;
 mod phases;

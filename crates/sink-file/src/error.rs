@@ -1,7 +1,9 @@
-//! Classification of the file sink's filesystem errors into `SinkError` classes: the
-//! errno table of `sinks_toolkit::fs_errors`, which the review package sink shares (full
-//! disk, I/O error and a vanished directory are temporary; permission, read-only and
-//! unusable file systems are configuration errors; a directory or symlink where the
-//! message's file goes is permanent; anything unknown is retried).
+//! Classification of the file sink's filesystem errors into `SinkError` classes: the one
+//! errno table of `sinks_toolkit::fs_errors`, which the review package and spool sinks share
+//! (a full disk, an I/O error and a vanished directory are temporary; permission, read-only
+//! and unusable file systems are configuration errors; a directory or symlink where the
+//! message's file goes, a path too long or a file too large for the filesystem are permanent
+//! for that message; anything unknown is retried). Preparing the root at start-up is
+//! `sinks_toolkit::sink_root`.
 
 pub(crate) use sinks_toolkit::fs_errors::classify;

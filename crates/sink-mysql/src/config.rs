@@ -9,9 +9,7 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::config::{ConfigError, EnvName, Issues, SinkSection, is_env_name};
 use sinks_contract::{IdempotencyStrategy, PayloadMode};
 use sinks_toolkit::metadata::MetadataScope;
-use sinks_toolkit::relational::UpsertUpdateColumns;
-
-use crate::sql;
+use sinks_toolkit::relational::{self, PlanConfig, UpsertUpdateColumns};
 
 /// How rows are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -145,6 +143,22 @@ fn default_pool_size() -> usize {
 }
 
 impl MySqlSinkConfig {
+    /// The table side of `config` as the shared plan reads it: names allow-listed and kept as
+    /// configured, a key in every mode but `append`, update columns planned in every mode.
+    pub(crate) fn plan_config(&self) -> PlanConfig<'_, UpsertUpdateColumns> {
+        PlanConfig {
+            table: &self.table,
+            routes: &self.table_routes,
+            columns: &self.columns,
+            idempotency: &self.idempotency,
+            update_columns: self.upsert_update_columns.as_deref(),
+            keyed: self.mode != WriteMode::Append,
+            updates: true,
+            conflict_policy: self.conflict_policy.is_some(),
+            identifier: |name, qualified| valid_identifier(name, qualified).then(|| name.to_owned()),
+        }
+    }
+
     /// Parses and validates the `sink` section; applies the legacy column aliases.
     pub fn from_section(section: &SinkSection) -> Result<Self, ConfigError> {
         let mut config: Self = section.parse()?;
@@ -211,7 +225,7 @@ impl MySqlSinkConfig {
         {
             issues.push("sink.idempotency.payload_field", "a dotted path is required for the payload_field strategy");
         }
-        if let Err((path, message)) = sql::TablePlan::validate_all(self) {
+        if let Err((path, message)) = relational::TablePlan::validate_all(&self.plan_config()) {
             issues.push(&path, message);
         }
         for (i, route) in self.table_routes.iter().enumerate() {
@@ -229,9 +243,44 @@ impl MySqlSinkConfig {
     }
 }
 
+/// Checks an identifier, optionally `schema.table` when `qualified`: the allow-list every
+/// table and column name of the configuration passes (`[A-Za-z_][A-Za-z0-9_$]{0,63}`), since
+/// identifiers cannot be bound (`sql.rs` quotes them).
+pub(crate) fn valid_identifier(name: &str, qualified: bool) -> bool {
+    let part_ok = |p: &str| {
+        let mut chars = p.chars();
+        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
+            && p.len() <= 64
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
+    };
+    let parts: Vec<&str> = name.split('.').collect();
+    match parts.as_slice() {
+        [one] => part_ok(one),
+        [schema, table] if qualified => part_ok(schema) && part_ok(table),
+        _ => false,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identifiers_are_allow_listed() {
+        for (name, qualified, ok) in [
+            ("EVENTS", false, true),
+            ("db.EVENTS", true, true),
+            ("db.EVENTS", false, false),
+            ("a.b.c", true, false),
+            ("1abc", false, false),
+            ("ev`ents", false, false),
+            ("ev ents", false, false),
+            ("_x$1", false, true),
+            ("", false, false),
+        ] {
+            assert_eq!(valid_identifier(name, qualified), ok, "{name}");
+        }
+    }
 
     fn section(v: serde_json::Value) -> SinkSection {
         match v {

@@ -9,9 +9,9 @@
 use std::fmt::Write as _;
 use std::ops::Deref;
 
-use sinks_toolkit::relational::{self, PlanConfig, UpsertUpdateColumns};
+use sinks_toolkit::relational;
 
-use crate::config::{MySqlSinkConfig, WriteMode};
+use crate::config::MySqlSinkConfig;
 
 pub(crate) use sinks_toolkit::columns::Field;
 
@@ -34,22 +34,6 @@ fn ddl_type(field: Field, key: bool) -> &'static str {
 /// Columns the generated DDL declares `NOT NULL` (besides the key).
 fn not_null(field: Field) -> bool {
     matches!(field, Field::StreamName | Field::StreamSequence | Field::Subject | Field::ReceivedAt | Field::StoredAt)
-}
-
-/// Checks an identifier, optionally `schema.table` when `qualified`.
-pub(crate) fn valid_identifier(name: &str, qualified: bool) -> bool {
-    let part_ok = |p: &str| {
-        let mut chars = p.chars();
-        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic() || c == '_')
-            && p.len() <= 64
-            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$')
-    };
-    let parts: Vec<&str> = name.split('.').collect();
-    match parts.as_slice() {
-        [one] => part_ok(one),
-        [schema, table] if qualified => part_ok(schema) && part_ok(table),
-        _ => false,
-    }
 }
 
 /// Backtick-quotes a validated identifier (each part of `schema.table`).
@@ -83,22 +67,6 @@ impl Deref for TablePlan {
     }
 }
 
-/// The table side of `config` as the shared plan reads it: names allow-listed and kept as
-/// configured, a key in every mode but `append`, update columns planned in every mode.
-fn plan_config(config: &MySqlSinkConfig) -> PlanConfig<'_, UpsertUpdateColumns> {
-    PlanConfig {
-        table: &config.table,
-        routes: &config.table_routes,
-        columns: &config.columns,
-        idempotency: &config.idempotency,
-        update_columns: config.upsert_update_columns.as_deref(),
-        keyed: config.mode != WriteMode::Append,
-        updates: true,
-        conflict_policy: config.conflict_policy.is_some(),
-        identifier: |name, qualified| valid_identifier(name, qualified).then(|| name.to_owned()),
-    }
-}
-
 impl TablePlan {
     /// Plans for the default table and every route (routes sharing a table must agree), as
     /// the configuration says: with the fingerprint column when `conflict_policy` is set.
@@ -113,13 +81,8 @@ impl TablePlan {
         config: &MySqlSinkConfig,
         has_fp: impl Fn(&str) -> bool,
     ) -> Result<Vec<Self>, (String, String)> {
-        let plans = relational::TablePlan::all_with(&plan_config(config), has_fp)?;
+        let plans = relational::TablePlan::all_with(&config.plan_config(), has_fp)?;
         Ok(plans.into_iter().map(Self).collect())
-    }
-
-    /// Validation entry point for the config.
-    pub(crate) fn validate_all(config: &MySqlSinkConfig) -> Result<(), (String, String)> {
-        relational::TablePlan::validate_all(&plan_config(config))
     }
 
     /// The fingerprint column's name, whether or not the plan writes it.
@@ -233,23 +196,6 @@ mod tests {
         }
         let serde_json::Value::Object(m) = v else { unreachable!() };
         MySqlSinkConfig::from_section(&sinks_contract::config::SinkSection(m)).unwrap()
-    }
-
-    #[test]
-    fn identifiers_are_allow_listed() {
-        for (name, qualified, ok) in [
-            ("EVENTS", false, true),
-            ("db.EVENTS", true, true),
-            ("db.EVENTS", false, false),
-            ("a.b.c", true, false),
-            ("1abc", false, false),
-            ("ev`ents", false, false),
-            ("ev ents", false, false),
-            ("_x$1", false, true),
-            ("", false, false),
-        ] {
-            assert_eq!(valid_identifier(name, qualified), ok, "{name}");
-        }
     }
 
     #[test]

@@ -15,13 +15,12 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::config::{ConfigError, EnvName, Issues, SinkSection, is_env_name};
 use sinks_contract::{IdempotencyStrategy, PayloadMode};
 use sinks_toolkit::metadata::MetadataScope;
+use sinks_toolkit::relational::{self, MergeUpdateColumns, PlanConfig};
 
 pub use table::{
     ColumnMapping, ConflictPolicy, IdempotencyConfig, JsonColumnType, StagingCleanup, StagingConfig, TableRoute,
     WriteMode,
 };
-
-use crate::sql;
 
 /// Most connections (and blocking threads) one sink may use.
 pub(crate) const MAX_POOL: u32 = 64;
@@ -150,6 +149,63 @@ fn default_table() -> String {
 }
 
 impl OracleSinkConfig {
+    /// The table side of this configuration as the shared plan reads it: names allow-listed
+    /// and upper-cased, a key in the keyed modes, update columns only with `merge`.
+    pub(crate) fn plan_config(&self) -> PlanConfig<'_, MergeUpdateColumns> {
+        PlanConfig {
+            table: &self.table,
+            routes: &self.table_routes,
+            columns: &self.columns,
+            idempotency: &self.idempotency,
+            update_columns: self.merge_update_columns.as_deref(),
+            keyed: self.mode.keyed(),
+            updates: self.mode == WriteMode::Merge,
+            conflict_policy: self.conflict_policy.is_some(),
+            identifier: normalize,
+        }
+    }
+
+    /// The shared plans of the default table and every route, with the fingerprint column
+    /// also in the tables `has_fp` names; the staging table must not be one of them.
+    pub(crate) fn table_plans(
+        &self,
+        has_fp: impl Fn(&str) -> bool,
+    ) -> Result<Vec<relational::TablePlan>, (String, String)> {
+        let plans = relational::TablePlan::all_with(&self.plan_config(), has_fp)?;
+        if let Some(staging) = self.staging_table() {
+            match staging {
+                Ok(name) if plans.iter().any(|p| p.table == name) => {
+                    return Err(("sink.staging.table".into(), "must not be one of the target tables".into()));
+                }
+                Ok(_) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(plans)
+    }
+
+    /// The normalized staging table name, when staging is on.
+    fn staging_table(&self) -> Option<Result<String, (String, String)>> {
+        if !self.staging.enabled {
+            return None;
+        }
+        let table = self.staging.table.as_deref()?;
+        Some(normalize(table, true).ok_or_else(|| {
+            ("sink.staging.table".to_owned(), format!("`{table}` is not a valid table name (table or schema.table)"))
+        }))
+    }
+
+    /// The staging table and its batch id column, normalized, when staging is on.
+    pub(crate) fn staging_names(&self) -> Result<Option<(String, String)>, (String, String)> {
+        let Some(table) = self.staging_table() else { return Ok(None) };
+        let table = table?;
+        let column = &self.staging.batch_id_column;
+        let Some(batch_column) = normalize(column, false) else {
+            return Err(("sink.staging.batch_id_column".into(), format!("`{column}` is not a valid column name")));
+        };
+        Ok(Some((table, batch_column)))
+    }
+
     /// Parses and validates the `sink` section; applies the legacy column aliases.
     pub fn from_section(section: &SinkSection) -> Result<Self, ConfigError> {
         let mut config: Self = section.parse()?;
@@ -259,10 +315,13 @@ impl OracleSinkConfig {
         {
             issues.push("sink.idempotency.payload_field", "a dotted path is required for the payload_field strategy");
         }
-        if let Err((path, message)) = sql::TablePlan::validate_all(self) {
+        // Unplannable tables are reported by the checks above.
+        if self.plan_config().plannable()
+            && let Err((path, message)) = self.table_plans(|_| false)
+        {
             issues.push(&path, message);
         }
-        if let Err((path, message)) = sql::StagingPlan::of(self) {
+        if let Err((path, message)) = self.staging_names() {
             issues.push(&path, message);
         }
         for (i, route) in self.table_routes.iter().enumerate() {
@@ -287,6 +346,25 @@ impl OracleSinkConfig {
         }
         issues.finish()
     }
+}
+
+/// Normalizes an identifier of the configuration (a table or column name; identifiers
+/// cannot be bound, so every one passes this allow-list and `sql.rs` quotes it) (optionally `schema.table` when `qualified`) to upper case, or
+/// `None` when it fails the allow-list.
+pub(crate) fn normalize(name: &str, qualified: bool) -> Option<String> {
+    let part_ok = |p: &str| {
+        let mut chars = p.chars();
+        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
+            && p.len() <= 128
+            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '#'))
+    };
+    let parts: Vec<&str> = name.split('.').collect();
+    let ok = match parts.as_slice() {
+        [one] => part_ok(one),
+        [schema, table] if qualified => part_ok(schema) && part_ok(table),
+        _ => false,
+    };
+    ok.then(|| name.to_ascii_uppercase())
 }
 
 #[cfg(test)]

@@ -24,30 +24,13 @@
 
 use std::ops::Deref;
 
-use sinks_toolkit::relational::{self, MergeUpdateColumns, PlanConfig};
+use sinks_toolkit::relational;
 
-use crate::config::{JsonColumnType, OracleSinkConfig, WriteMode};
+pub(crate) use crate::config::normalize;
+use crate::config::{JsonColumnType, OracleSinkConfig};
 use crate::driver::{Op, Statement};
 
 pub(crate) use sinks_toolkit::columns::Field;
-
-/// Normalizes an identifier (optionally `schema.table` when `qualified`) to upper case, or
-/// `None` when it fails the allow-list.
-pub(crate) fn normalize(name: &str, qualified: bool) -> Option<String> {
-    let part_ok = |p: &str| {
-        let mut chars = p.chars();
-        matches!(chars.next(), Some(c) if c.is_ascii_alphabetic())
-            && p.len() <= 128
-            && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '$' | '#'))
-    };
-    let parts: Vec<&str> = name.split('.').collect();
-    let ok = match parts.as_slice() {
-        [one] => part_ok(one),
-        [schema, table] if qualified => part_ok(schema) && part_ok(table),
-        _ => false,
-    };
-    ok.then(|| name.to_ascii_uppercase())
-}
 
 /// Double-quotes a normalized identifier (each part of `schema.table`).
 pub(crate) fn quote(name: &str) -> String {
@@ -73,22 +56,6 @@ impl Deref for TablePlan {
     }
 }
 
-/// The table side of `config` as the shared plan reads it: names allow-listed and
-/// upper-cased, a key in the keyed modes, update columns only with `merge`.
-fn plan_config(config: &OracleSinkConfig) -> PlanConfig<'_, MergeUpdateColumns> {
-    PlanConfig {
-        table: &config.table,
-        routes: &config.table_routes,
-        columns: &config.columns,
-        idempotency: &config.idempotency,
-        update_columns: config.merge_update_columns.as_deref(),
-        keyed: config.mode.keyed(),
-        updates: config.mode == WriteMode::Merge,
-        conflict_policy: config.conflict_policy.is_some(),
-        identifier: normalize,
-    }
-}
-
 impl TablePlan {
     /// Plans for the default table and every route (routes sharing a table must agree), as
     /// the configuration says: with the fingerprint column when `conflict_policy` is set.
@@ -104,25 +71,7 @@ impl TablePlan {
         config: &OracleSinkConfig,
         has_fp: impl Fn(&str) -> bool,
     ) -> Result<Vec<Self>, (String, String)> {
-        let plans = relational::TablePlan::all_with(&plan_config(config), has_fp)?;
-        if let Some(staging) = StagingPlan::table(config) {
-            match staging {
-                Ok(name) if plans.iter().any(|p| p.table == name) => {
-                    return Err(("sink.staging.table".into(), "must not be one of the target tables".into()));
-                }
-                Ok(_) => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(plans.into_iter().map(Self).collect())
-    }
-
-    /// Validation entry point for the config (the shared checks, and the staging table's).
-    pub(crate) fn validate_all(config: &OracleSinkConfig) -> Result<(), (String, String)> {
-        if !plan_config(config).plannable() {
-            return Ok(()); // reported by the config itself
-        }
-        Self::all(config).map(drop)
+        Ok(config.table_plans(has_fp)?.into_iter().map(Self).collect())
     }
 
     /// `SELECT "<fingerprint column>" FROM t WHERE 1 = 0`: succeeds when the table has the
@@ -333,25 +282,9 @@ pub(crate) struct StagingPlan {
 }
 
 impl StagingPlan {
-    /// The normalized staging table name of `config`, when staging is on.
-    fn table(config: &OracleSinkConfig) -> Option<Result<String, (String, String)>> {
-        if !config.staging.enabled {
-            return None;
-        }
-        let table = config.staging.table.as_deref()?;
-        Some(normalize(table, true).ok_or_else(|| {
-            ("sink.staging.table".to_owned(), format!("`{table}` is not a valid table name (table or schema.table)"))
-        }))
-    }
-
     /// The staging plan of `config`, when staging is on.
     pub(crate) fn of(config: &OracleSinkConfig) -> Result<Option<Self>, (String, String)> {
-        let Some(table) = Self::table(config) else { return Ok(None) };
-        let table = table?;
-        let column = &config.staging.batch_id_column;
-        let Some(batch_column) = normalize(column, false) else {
-            return Err(("sink.staging.batch_id_column".into(), format!("`{column}` is not a valid column name")));
-        };
+        let Some((table, batch_column)) = config.staging_names()? else { return Ok(None) };
         let delete = config.staging.cleanup == crate::config::StagingCleanup::DeleteOnSuccess;
         Ok(Some(Self { table, batch_column, delete }))
     }

@@ -41,7 +41,7 @@ use sinks_toolkit::files;
 use time::OffsetDateTime;
 
 use crate::config::{DrainOrdering, SpoolSinkConfig};
-use crate::error::{classify, full};
+use crate::error::{classify, full, open_error};
 use crate::record::{self, FILE_SUFFIX, RecordError};
 
 /// Most blocking tasks a batch uses for staging and placing.
@@ -306,9 +306,6 @@ impl Inner {
     fn prepare_root(&self) -> Result<PathBuf, SinkError> {
         let dir = expand_home(&self.config.directory);
         let shown = dir.display();
-        let field = |e: SinkError| {
-            if e.class() == sinks_contract::ErrorClass::Temporary { e } else { e.with_field("sink.directory") }
-        };
         match fs::metadata(&dir) {
             Ok(meta) if !meta.is_dir() => {
                 return Err(SinkError::config(format!("`{shown}` is not a directory")).with_field("sink.directory"));
@@ -318,7 +315,7 @@ impl Inner {
                 self.config
                     .dir_mode
                     .create_dir_all(&dir)
-                    .map_err(|e| field(classify(e, &format!("cannot create `{shown}`"))))?;
+                    .map_err(|e| open_error(e, &format!("cannot create `{shown}`")))?;
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 return Err(SinkError::config(format!(
@@ -333,7 +330,7 @@ impl Inner {
                 .with_source(e)
                 .with_field("sink.directory"));
             }
-            Err(e) => return Err(field(classify(e, &format!("cannot inspect `{shown}`")))),
+            Err(e) => return Err(open_error(e, &format!("cannot inspect `{shown}`"))),
         }
         let root = fs::canonicalize(&dir).map_err(|e| classify(e, "cannot resolve sink.directory"))?;
         self.rescan(&root)?;

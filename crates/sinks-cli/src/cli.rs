@@ -264,6 +264,28 @@ pub(crate) enum Accept {
     Replay,
 }
 
+/// The whole command line of `registry`'s binary: the built-in subcommands, then the
+/// binary's own. The binary's `about` and `version` win over the built-in ones, and over the
+/// doc comment of a binary's subcommand enum (which clap would make the `about`).
+pub(crate) fn command(registry: &crate::Registry) -> clap::Command {
+    let command = <Cli as clap::CommandFactory>::command().name(sinks_runtime::program::name());
+    let about = command.get_about().cloned();
+    let long_about = command.get_long_about().cloned();
+    let command = with_subcommand_help(registry.add_commands(command));
+    let command = match registry.about_text().map(clap::builder::StyledStr::from).or(about) {
+        Some(about) => command.about(about),
+        None => command.about(None::<&'static str>),
+    };
+    let command = match long_about {
+        Some(long_about) => command.long_about(long_about),
+        None => command.long_about(None::<&'static str>),
+    };
+    match registry.version_text() {
+        Some(version) => command.version(version),
+        None => command,
+    }
+}
+
 /// What `--help` adds: the sinks built into this binary and the environment override
 /// convention.
 pub(crate) fn after_help(registry: &crate::Registry) -> String {

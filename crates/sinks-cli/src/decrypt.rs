@@ -2,7 +2,7 @@
 //! prints the plaintext, with the keys the config names (read from the environment).
 //!
 //! Recognized inputs, in this order:
-//! - a file in a stored format of a kind's own, registered as a [`StoredFormat`] (the spool's
+//! - a file in a stored format of a kind's own, registered as a [`StoredFormat`](crate::StoredFormat) (the spool's
 //!   files, `nats_sinks.spool.wrapper.v1`, keys from `sink.encryption` of a spool config):
 //!   prints the plain record;
 //! - a bare encryption envelope (`{"_nats_sinks_encryption": …}`): prints the payload
@@ -24,18 +24,6 @@ use sinks_toolkit::encryption;
 use sinks_toolkit::encryption::{Binding, ENVELOPE_KEY, Keyring};
 
 use crate::Registry;
-
-/// A file format of a sink kind's own that `nats-sink decrypt` reads (the spool's record
-/// files), registered with [`Registry::stored_format`].
-pub trait StoredFormat: Send + Sync + std::fmt::Debug {
-    /// The keys `config` names for this format besides its `encryption` section (a spool's
-    /// `sink.encryption`); `None` when `config` is not one of this format's kind.
-    fn keyring(&self, config: &Config) -> Result<Option<Keyring>, ConfigError>;
-
-    /// The plaintext of `bytes` (whose JSON is `document`) when they are a file of this
-    /// format, decrypted with `keys`; `None` when they are not one. The error is a sentence.
-    fn decrypt(&self, bytes: &[u8], document: &serde_json::Value, keys: &Keyring) -> Option<Result<Vec<u8>, String>>;
-}
 
 /// Where a bare envelope belongs (for version 2).
 #[derive(Debug, Clone, Default)]

@@ -184,7 +184,7 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
             let mut script = Vec::new();
             clap_complete::generate(
                 clap_complete::Shell::from(shell),
-                &mut registry.command(),
+                &mut crate::cli::command(registry),
                 sinks_runtime::program::name(),
                 &mut script,
             );
@@ -193,7 +193,7 @@ async fn builtin(command: Command, registry: &Registry) -> ExitCode {
         #[cfg(feature = "completions")]
         Command::Man => {
             let mut page = Vec::new();
-            match clap_mangen::Man::new(registry.command()).render(&mut page) {
+            match clap_mangen::Man::new(crate::cli::command(registry)).render(&mut page) {
                 Ok(()) => output::emit(&String::from_utf8_lossy(&page)),
                 Err(e) => {
                     exit::report(&format!("cannot render the man page: {e}"));

@@ -52,9 +52,8 @@ mod validate;
 
 use std::process::ExitCode;
 
-pub use decrypt::StoredFormat;
 pub use logging::init_logging;
-pub use registry::{CommandFuture, Known, Registry};
+pub use registry::{CommandFuture, Known, Registry, StoredFormat};
 
 /// Runs the command line of the process against `registry` and returns the exit code.
 ///
@@ -65,7 +64,7 @@ pub use registry::{CommandFuture, Known, Registry};
 pub fn main(registry: Registry) -> ExitCode {
     // Every message names this program (`sqlite-sink replay …`), the runtime's included.
     sinks_runtime::program::set_name(&registry.program());
-    let matches = registry.command().after_help(cli::after_help(&registry)).get_matches();
+    let matches = cli::command(&registry).after_help(cli::after_help(&registry)).get_matches();
     process::apply_before_threads(&registry);
     // Blocking threads do file I/O and fsyncs; 16 keep enough fsyncs in flight for the
     // filesystem to commit them together, while each extra thread costs resident memory.

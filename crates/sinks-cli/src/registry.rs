@@ -18,7 +18,19 @@ use sinks_runtime::blackhole::BlackholeFactory;
 use sinks_runtime::config::{ConfigError, ConfigIssue, KindDefaults, OptionalWait, SinkSection};
 use sinks_runtime::limit::{self, RateLimit, RateLimited};
 
-use crate::decrypt::StoredFormat;
+use sinks_toolkit::encryption::Keyring;
+
+/// A file format of a sink kind's own that `nats-sink decrypt` reads (the spool's record
+/// files), registered with [`Registry::stored_format`].
+pub trait StoredFormat: Send + Sync + std::fmt::Debug {
+    /// The keys `config` names for this format besides its `encryption` section (a spool's
+    /// `sink.encryption`); `None` when `config` is not one of this format's kind.
+    fn keyring(&self, config: &Config) -> Result<Option<Keyring>, ConfigError>;
+
+    /// The plaintext of `bytes` (whose JSON is `document`) when they are a file of this
+    /// format, decrypted with `keys`; `None` when they are not one. The error is a sentence.
+    fn decrypt(&self, bytes: &[u8], document: &serde_json::Value, keys: &Keyring) -> Option<Result<Vec<u8>, String>>;
+}
 
 /// Optional-target waits of the local sinks ([`Reach::Local`]).
 const LOCAL_WAIT: OptionalWait = OptionalWait { minimum_wait_ms: 100, timeout_ms: 1000 };
@@ -157,27 +169,20 @@ impl Registry {
         self
     }
 
-    /// The whole command line: the built-in subcommands, then the binary's own.
-    /// The binary's `about` and `version` win over the built-in ones, and over the doc
-    /// comment of a binary's subcommand enum (which clap would make the `about`).
-    pub(crate) fn command(&self) -> clap::Command {
-        let command = <crate::cli::Cli as clap::CommandFactory>::command().name(sinks_runtime::program::name());
-        let about = command.get_about().cloned();
-        let long_about = command.get_long_about().cloned();
-        let command = self.extensions.iter().fold(command, |command, e| e.augment(command));
-        let command = crate::cli::with_subcommand_help(command);
-        let command = match self.about.map(clap::builder::StyledStr::from).or(about) {
-            Some(about) => command.about(about),
-            None => command.about(None::<&'static str>),
-        };
-        let command = match long_about {
-            Some(long_about) => command.long_about(long_about),
-            None => command.long_about(None::<&'static str>),
-        };
-        match self.version {
-            Some(version) => command.version(version),
-            None => command,
-        }
+    /// `command` with the binary's own subcommands added (the whole command line is
+    /// `crate::cli::command`).
+    pub(crate) fn add_commands(&self, command: clap::Command) -> clap::Command {
+        self.extensions.iter().fold(command, |command, e| e.augment(command))
+    }
+
+    /// The binary's `about`, when it set one (it wins over the built-in one).
+    pub(crate) fn about_text(&self) -> Option<&'static str> {
+        self.about
+    }
+
+    /// The binary's `version`, when it set one.
+    pub(crate) fn version_text(&self) -> Option<&'static str> {
+        self.version
     }
 
     /// Runs the binary's own subcommand `matches` names, if it is one.
@@ -685,17 +690,17 @@ mod tests {
     #[tokio::test]
     async fn a_binary_adds_subcommands_after_the_built_in_ones() {
         let r = registry().commands(hello);
-        let command = r.command();
+        let command = crate::cli::command(&r);
         let names: Vec<&str> = command.get_subcommands().map(|c| c.get_name()).collect();
         assert_eq!(names.first(), Some(&"run"));
         assert_eq!(names.last(), Some(&"hello"));
         // The subcommand enum's doc comment does not become the binary's `about`.
         assert_eq!(command.get_about(), <crate::cli::Cli as clap::CommandFactory>::command().get_about());
-        let named = registry().about("mine").version("9.9.9").commands(hello).command();
+        let named = crate::cli::command(&registry().about("mine").version("9.9.9").commands(hello));
         assert_eq!((named.get_about().unwrap().to_string().as_str(), named.get_version()), ("mine", Some("9.9.9")));
-        let matches = r.command().try_get_matches_from(["nats-sink", "hello", "--code", "4"]).unwrap();
+        let matches = crate::cli::command(&r).try_get_matches_from(["nats-sink", "hello", "--code", "4"]).unwrap();
         assert_eq!(r.run_extension(&matches).unwrap().await, ExitCode::from(7));
-        let builtin = r.command().try_get_matches_from(["nats-sink", "sinks"]).unwrap();
+        let builtin = crate::cli::command(&r).try_get_matches_from(["nats-sink", "sinks"]).unwrap();
         assert!(r.run_extension(&builtin).is_none());
     }
 }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use time::OffsetDateTime;
 
-use crate::idempotency::{IdempotencyError, IdempotencyKey};
 use crate::json::JsonDoc;
+use crate::key::{IdempotencyError, IdempotencyKey};
 use crate::ordering::OrderKey;
 
 /// Header names that carry a publisher message id, in lookup order (case-insensitive).
@@ -400,8 +400,7 @@ impl Envelope {
 
     /// The stream the event was first stored in and its sequence there: the origin, or the
     /// keyed stream ([`Envelope::keyed_stream`]) and sequence of a message stored directly.
-    pub fn origin_sequence(&self) -> Result<(std::borrow::Cow<'_, str>, u64), crate::idempotency::IdempotencyError> {
-        use crate::idempotency::IdempotencyError;
+    pub fn origin_sequence(&self) -> Result<(std::borrow::Cow<'_, str>, u64), IdempotencyError> {
         match &self.origin {
             Some(Origin::Stored { stream, sequence, .. }) => Ok((std::borrow::Cow::Borrowed(stream), *sequence)),
             Some(Origin::Unresolved(why)) => Err(IdempotencyError::OriginUnresolved(why.to_string())),
@@ -420,7 +419,7 @@ impl Envelope {
     /// stays). A message stored directly keeps its stream, epoch, sequence and subject. The
     /// delivery's facts (consumer, sequences, delivery count, receive time) are kept, so a
     /// document of the delivery still tells them. Refused when the origin cannot be told.
-    pub fn at_origin(&self) -> Result<Self, crate::idempotency::IdempotencyError> {
+    pub fn at_origin(&self) -> Result<Self, IdempotencyError> {
         let mut event = self.clone();
         match &self.origin {
             Some(Origin::Stored { stream, sequence, subject }) => {
@@ -432,7 +431,7 @@ impl Envelope {
                 }
             }
             Some(Origin::Unresolved(why)) => {
-                return Err(crate::idempotency::IdempotencyError::OriginUnresolved(why.to_string()));
+                return Err(IdempotencyError::OriginUnresolved(why.to_string()));
             }
             None => {}
         }
@@ -545,7 +544,17 @@ impl Envelope {
     /// A headers-only message (body omitted) without stream sequence or message id has no
     /// safe key: every omitted body is empty, so a hash would collide.
     pub fn idempotency_key(&self) -> Result<IdempotencyKey, IdempotencyError> {
-        IdempotencyKey::default_for(self)
+        let js = &self.jetstream;
+        if !js.stream.is_empty() && js.stream_sequence > 0 {
+            return Ok(IdempotencyKey::stream_sequence(&self.keyed_stream(), js.stream_sequence));
+        }
+        if let Some(id) = self.message_id() {
+            return Ok(IdempotencyKey::message_id(id));
+        }
+        if self.presence().omitted {
+            return Err(IdempotencyError::PayloadOmitted);
+        }
+        Ok(IdempotencyKey::payload_sha256(self.subject(), self.payload()))
     }
 }
 

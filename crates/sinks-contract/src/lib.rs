@@ -20,6 +20,7 @@ pub mod error;
 pub mod factory;
 pub mod idempotency;
 pub mod json;
+mod key;
 pub mod ordering;
 pub mod payload;
 pub mod sink;

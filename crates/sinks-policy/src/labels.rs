@@ -50,8 +50,8 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::mission::{self, normalized_allow_list, render_short};
-use super::object_rules::{ObjectRules, check_object, normalize_object, sorted_list};
+use super::mission::{self, render_short};
+use super::object_rules::{ObjectRules, check_object, normalize_object, normalized_allow_list, sorted_list};
 use super::{Rejection, Step};
 use crate::pycompat;
 use crate::strict_doc::{self, Json, Problem, has_control};

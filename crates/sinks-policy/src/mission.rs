@@ -53,7 +53,7 @@ use serde_json::Value;
 use super::profiles::{self, MetadataProfile};
 use super::{Rejection, Step};
 use crate::canonical;
-use crate::object_rules::{ObjectRules, check_object, normalize_object};
+use crate::object_rules::{ObjectRules, check_object, normalize_object, normalized_allow_list};
 use crate::pycompat;
 use crate::strict_doc::{self, Json};
 use crate::violation::{Kind, Violation};
@@ -281,17 +281,6 @@ pub(crate) fn check_allow_list(path: &str, entries: &[String], issues: &mut Issu
             issues.push(&format!("{path}[{i}]"), "must not contain control characters");
         }
     }
-}
-
-/// An allow-list as the reference uses it: entries trimmed, blanks dropped, de-duplicated.
-pub(crate) fn normalized_allow_list(entries: &[String]) -> Vec<&str> {
-    let mut out: Vec<&str> = Vec::new();
-    for entry in entries.iter().map(|e| pycompat::strip(e)) {
-        if !entry.is_empty() && !out.contains(&entry) {
-            out.push(entry);
-        }
-    }
-    out
 }
 
 /// Compact canonical JSON of `value`, cut at [`DESCRIBE_WIDTH`] characters.

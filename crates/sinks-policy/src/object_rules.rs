@@ -3,14 +3,26 @@
 //! operator's profiles and the size of the canonical rendering, in the reference's order
 //! ([`check_object`]); [`normalize_object`] also keeps the checked object as the document a
 //! step attaches (its canonical text, rendered where the size is checked and measured by it).
+//! [`normalized_allow_list`] is the reference's reading of every allow-list of both.
 
 use sinks_contract::json::JsonDoc;
 
 use crate::canonical;
-use crate::mission::normalized_allow_list;
 use crate::profiles::{self, MetadataProfile};
+use crate::pycompat;
 use crate::strict_doc::{self, Json, Problem};
 use crate::violation::{Kind, Violation};
+
+/// An allow-list as the reference uses it: entries trimmed, blanks dropped, de-duplicated.
+pub(crate) fn normalized_allow_list(entries: &[String]) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    for entry in entries.iter().map(|e| pycompat::strip(e)) {
+        if !entry.is_empty() && !out.contains(&entry) {
+            out.push(entry);
+        }
+    }
+    out
+}
 
 /// What an object is checked against besides the generic bounds.
 #[derive(Debug, Clone, Copy)]

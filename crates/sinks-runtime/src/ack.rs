@@ -37,6 +37,8 @@ use sinks_contract::error::SinkError;
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
 use sinks_toolkit::retry::Backoff;
 
+pub use crate::config::TemporaryAction;
+
 /// What one fan-out target did with a message.
 #[derive(Debug)]
 pub enum TargetResult {
@@ -72,7 +74,7 @@ pub fn fanout_outcome(targets: Vec<TargetOutcome>) -> MessageOutcome {
                 return MessageOutcome::Failed(named(&t.target, e));
             }
             TargetResult::Outcome(MessageOutcome::Conflict(ConflictResolution::Rejected)) => {
-                return MessageOutcome::Failed(named(&t.target, &crate::dlq::conflict_error()));
+                return MessageOutcome::Failed(named(&t.target, &crate::reasons::conflict_error()));
             }
             _ => {}
         }
@@ -105,17 +107,6 @@ pub fn fanout_outcome(targets: Vec<TargetOutcome>) -> MessageOutcome {
         return MessageOutcome::Duplicate;
     }
     MessageOutcome::Committed
-}
-
-/// What to do with a temporary failure that is still within `max_retries`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum TemporaryAction {
-    /// NAK with the backoff delay (default).
-    #[default]
-    Nak,
-    /// Send nothing; JetStream redelivers after AckWait.
-    LeaveUnacked,
 }
 
 /// How the original is settled once its DLQ record is stored.

@@ -39,6 +39,7 @@ pub mod metrics;
 pub mod origin;
 pub mod otel;
 pub mod program;
+mod reasons;
 pub mod reconcile;
 pub mod redrive;
 pub mod runner;

@@ -14,7 +14,17 @@ use async_nats::jetstream::stream::{self, ConsumerCreateStrictErrorKind, Consume
 use async_nats::jetstream::{self, Context};
 
 use crate::config::{Config, ConfigError, ConfigIssue, ConsumerManagementConfig, ConsumerMode, StreamStorage};
-use crate::runner::StartAt;
+
+/// Where a new consumer starts reading its stream (`RunOptions::start`; the runner re-exports
+/// it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartAt {
+    /// At this stream sequence (1 is the first).
+    Sequence(u64),
+    /// At the first message stored at or after this time.
+    Time(time::OffsetDateTime),
+}
 
 /// Why setup failed.
 #[derive(Debug, thiserror::Error)]

@@ -19,7 +19,18 @@ use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
 use sinks_toolkit::metadata::MessageMetadataConfig;
 use tokio::sync::watch;
 
-use crate::runner::GuardState;
+/// What the fetch loop and the source need to know from the stream guard
+/// (`runner::guard`, which sets it; the source reads it for every message).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct GuardState {
+    /// The epoch the stream's keys are scoped to (`None`: the first).
+    pub(crate) epoch: Option<Arc<str>>,
+    /// Fetching is paused: the stream's identity changed and nothing was decided.
+    pub(crate) paused: bool,
+    /// The creation time of the stream the consumer works in, once known (the rescue drops
+    /// advisories older than it: they name an earlier stream's messages).
+    pub(crate) created: Option<OffsetDateTime>,
+}
 
 /// One fetched message: the envelope the sink sees and the ack handle only the runner may use.
 pub(crate) type Delivery = (Envelope, AckHandle);

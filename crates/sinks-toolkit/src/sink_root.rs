@@ -4,19 +4,18 @@
 //! health check with a file of a record's size (written, fsynced with `fsync`, removed), and
 //! directories fsynced with the errno classes of [`crate::fs_errors`].
 //!
-//! Start-up errors that only the configuration or the machine's set-up can fix (a
-//! permission refused, a read-only file system, a part of the path that is a regular file)
-//! are configuration errors of `sink.directory`; the rest (a full disk, an I/O error) can heal
-//! by itself and is retried.
+//! Start-up errors are classed by [`crate::fs_errors::open_error`]: what only the
+//! configuration or the machine's set-up can fix is a configuration error of `sink.directory`;
+//! the rest (a full disk, an I/O error) can heal by itself and is retried.
 
 use std::fs::{self, File};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
-use sinks_contract::{ErrorClass, SinkError};
+use sinks_contract::SinkError;
 
 use crate::files::FileMode;
-use crate::fs_errors::{class_of, classify};
+use crate::fs_errors::{classify, open_error};
 
 /// Prefix of the probe files the start-up and the health check write (never a record's or a
 /// package's name: a listing of the root skips them).
@@ -38,21 +37,6 @@ pub fn expand_home(path: &Path) -> PathBuf {
         Some(home) if !home.is_empty() => PathBuf::from(home).join(rest),
         _ => path.to_path_buf(),
     }
-}
-
-/// An error preparing the root at start-up, as the module documentation classes it.
-/// `ENOTDIR` (a part of the path is a regular file) is a configuration error here; while
-/// writing it means a directory removed underneath, and is retried then.
-pub fn open_error(e: io::Error, what: &str) -> SinkError {
-    let class = match e.raw_os_error() {
-        Some(libc::ENOTDIR) => ErrorClass::Config,
-        _ => class_of(&e),
-    };
-    match class {
-        ErrorClass::Temporary => SinkError::temporary(what.to_owned()),
-        ErrorClass::Permanent | ErrorClass::Config => SinkError::config(what.to_owned()).with_field(FIELD),
-    }
-    .with_source(e)
 }
 
 /// Fsyncs directory `dir` (its entries made durable), classed as a write error.
@@ -129,6 +113,8 @@ pub fn probe(root: Option<&Path>, directory: &Path, fsync: bool, what: &str) -> 
 
 #[cfg(test)]
 mod tests {
+    use sinks_contract::ErrorClass;
+
     use super::*;
 
     #[test]
@@ -138,14 +124,6 @@ mod tests {
         if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
             assert_eq!(expand_home(Path::new("~/out")), PathBuf::from(home).join("out"));
         }
-    }
-
-    #[test]
-    fn start_up_errors_are_configuration_errors_unless_they_can_heal() {
-        let e = open_error(io::Error::from_raw_os_error(libc::EACCES), "cannot create `x`");
-        assert_eq!((e.class(), e.field()), (ErrorClass::Config, Some(FIELD)));
-        assert_eq!(open_error(io::Error::from_raw_os_error(libc::ENOTDIR), "x").class(), ErrorClass::Config);
-        assert_eq!(open_error(io::Error::from_raw_os_error(libc::ENOSPC), "x").class(), ErrorClass::Temporary);
     }
 
     #[test]

@@ -5,8 +5,18 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use super::Issues;
-use crate::ack::TemporaryAction;
 use sinks_toolkit::retry::{Backoff, BackoffMode, Jitter};
+
+/// What to do with a temporary failure that is still within `max_retries`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TemporaryAction {
+    /// NAK with the backoff delay (default).
+    #[default]
+    Nak,
+    /// Send nothing; JetStream redelivers after AckWait.
+    LeaveUnacked,
+}
 
 /// `delivery` section.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,8 +8,10 @@
 //! segments), plus the reference's fixed names such as `NATS_SINKS_NATS_URL`.
 
 mod consumer;
+pub mod dead_letter;
 mod delivery;
 pub mod guard;
+pub mod ledger;
 pub mod metrics;
 mod nats;
 pub mod otel;
@@ -30,10 +32,13 @@ use serde::{Deserialize, Serialize};
 pub use consumer::{
     ConsumerManagementConfig, ConsumerMode, DeliverPolicy, ReplayPolicy, StreamManagementConfig, StreamStorage,
 };
+pub use dead_letter::{DeadLetterConfig, EncryptedPayload};
 pub use delivery::{
     AckConfirmationConfig, AckPolicyName, DeliveryConfig, InProgressConfig, LogFormat, LoggingConfig, OrderingKey,
+    TemporaryAction,
 };
 pub use guard::{OnStreamChange, StreamGuardConfig};
+pub use ledger::{LedgerConfig, LedgerMode};
 pub use metrics::{AdvisoriesConfig, MetricsConfig};
 pub use nats::NatsConfig;
 pub use otel::{OpenTelemetryConfig, OtlpProtocol};
@@ -42,7 +47,6 @@ pub use sinks_toolkit::encryption::config as encryption;
 
 pub use routing::{KindDefaults, OptionalWait};
 
-use crate::dlq::DeadLetterConfig;
 use sinks_toolkit::metadata::MessageMetadataConfig;
 use sinks_toolkit::subject;
 
@@ -69,7 +73,7 @@ pub struct Config {
     pub logging: LoggingConfig,
     /// Opt-in delivery receipts: one per settled message, published after commit.
     #[serde(default)]
-    pub ledger: crate::ledger::LedgerConfig,
+    pub ledger: LedgerConfig,
     /// Priority, classification and labels resolution.
     #[serde(default)]
     pub message_metadata: MessageMetadataConfig,

@@ -15,6 +15,7 @@
 pub mod catalogue;
 mod histogram;
 pub mod snapshot;
+mod stats;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -34,8 +35,8 @@ pub(crate) use histogram::keep_values as histogram_keep_values;
 pub use histogram::{LocalTiming, Summary, Timing};
 
 use crate::config::MetricsConfig;
-use crate::runner::RunStats;
 use sinks_contract::sink::OutcomeClass;
+pub use stats::RunStats;
 
 /// The exposition format of [`Metrics::encode`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

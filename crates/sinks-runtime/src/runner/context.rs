@@ -18,13 +18,12 @@ use super::guard::Guard;
 use super::handle::Handle;
 use super::outage::{Holds, Outage};
 use super::parking::Parking;
-use super::stats::RunStats;
 use crate::ack::GatePolicy;
 use crate::config::Config;
 use crate::dlq::DeadLetterPublisher;
 use crate::freshness::Freshness;
 use crate::ledger::LedgerPublisher;
-use crate::metrics::{GaugeId, Metrics, OutcomeCounters};
+use crate::metrics::{GaugeId, Metrics, OutcomeCounters, RunStats};
 
 /// What the runner keeps of a pending message (one a holding sink took into an object not
 /// committed yet), to settle it from its final outcome (see `pending`).

@@ -14,8 +14,7 @@ use super::handle::Handle;
 use super::heartbeat::hold_while;
 use super::ordering::{OrderingGate, batch_keys, with_order_key};
 use super::reconnect::{reconnect_backoff, sleep_or_stop};
-use super::stats::RunStats;
-use crate::metrics::{CounterId, GaugeId, TimingId};
+use crate::metrics::{CounterId, GaugeId, RunStats, TimingId};
 use crate::source::{Delivery, FetchError, Source};
 
 /// Resolves once a stop was requested while the connection is down (a fetch in progress

@@ -31,9 +31,8 @@ use super::context::Ctx;
 use super::handle::Handle;
 use super::heartbeat::{WriteHeartbeat, hold_while, keep_alive};
 use super::settle::{self, Cause};
-use super::stats::RunStats;
 use super::tally::PolicyTally;
-use crate::metrics::{CounterId, TimingId};
+use crate::metrics::{CounterId, RunStats, TimingId};
 
 /// Where a batch comes from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

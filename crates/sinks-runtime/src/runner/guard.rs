@@ -29,18 +29,7 @@ use crate::config::{Config, OnStreamChange};
 use crate::identity::{ChangeKind, Decision, Live, Record, Store, Verdict, judge};
 use crate::metrics::{CounterId, GaugeId, Metrics};
 use crate::setup::SetupError;
-
-/// What the fetch loop and the source need to know from the guard.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct GuardState {
-    /// The epoch the stream's keys are scoped to (`None`: the first).
-    pub(crate) epoch: Option<Arc<str>>,
-    /// Fetching is paused: the stream's identity changed and nothing was decided.
-    pub(crate) paused: bool,
-    /// The creation time of the stream the consumer works in, once known (the rescue drops
-    /// advisories older than it: they name an earlier stream's messages).
-    pub(crate) created: Option<OffsetDateTime>,
-}
+use crate::source::GuardState;
 
 /// The guard of one run: the identity record (when `stream_guard.identity` is on and the
 /// consumer durable) and the state handed to the fetch loop and the source.

@@ -26,8 +26,7 @@ use std::time::Duration;
 use async_nats::jetstream::AckKind;
 use sinks_contract::sink::MessageOutcome;
 
-use super::stats::RunStats;
-use crate::metrics::{CounterId, Metrics};
+use crate::metrics::{CounterId, Metrics, RunStats};
 use crate::source::AckHandle;
 
 /// How long a NAKed advisory waits before the rescue tries again.
@@ -202,8 +201,8 @@ impl Handle {
 /// reason `max_deliver_exhausted`, dead-lettered when a DLQ is configured). A policy's
 /// refusal is not a write and keeps its own reason (it never comes here). Pure.
 pub(super) fn last_chance(outcome: MessageOutcome, delivered: u64) -> MessageOutcome {
-    match crate::dlq::record_error(&outcome) {
-        Some(error) => MessageOutcome::Failed(crate::dlq::exhausted_error(delivered, &error)),
+    match crate::reasons::record_error(&outcome) {
+        Some(error) => MessageOutcome::Failed(crate::reasons::exhausted_error(delivered, &error)),
         None => outcome,
     }
 }
@@ -270,7 +269,7 @@ mod tests {
         ] {
             let MessageOutcome::Failed(e) = last_chance(failed, 3) else { panic!("a failure") };
             assert!(e.is_permanent(), "dead-lettered, not retried: {e:?}");
-            assert_eq!(e.reason(), Some(crate::dlq::EXHAUSTED_REASON));
+            assert_eq!(e.reason(), Some(crate::reasons::EXHAUSTED_REASON));
             assert!(e.display_chain().contains("after 3 deliveries"), "{}", e.display_chain());
         }
         let MessageOutcome::Failed(e) = last_chance(MessageOutcome::temporary("the destination refuses this"), 5)

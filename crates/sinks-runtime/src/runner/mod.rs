@@ -33,10 +33,10 @@
 //! the retries of start-up steps; `rescue` the intake of messages the server stopped
 //! redelivering; `redrive` the run of `nats-sink redrive` (dead-lettered messages brought
 //! back, each settled through its record's ticket); `context` the per-run context the tasks share; `batch` the batch type;
-//! `stats` the run's counters.
+//! and the run's counters (`RunStats`) sit below it, in `metrics`.
 //!
 //! The modules form layers, never a cycle (`tests/runner_modules.rs` checks it): the leaves
-//! (`batch`, `handle`, `stats`, `parking`, `outage`, `guard`, `ordering`, `tally`, …) know
+//! (`batch`, `handle`, `parking`, `outage`, `guard`, `ordering`, `tally`, …) know
 //! no task; `context` names only leaves; every task depends on `context` and the leaves, and
 //! on tasks below it (`forward` on `written`, `pending`, `hold` and `settle`; `rescue`,
 //! `redrive` and `fetch` on `forward`); this file wires them together and nothing depends on it.
@@ -61,7 +61,6 @@ mod redrive;
 mod rescue;
 mod settle;
 mod startup;
-mod stats;
 mod tally;
 mod written;
 
@@ -76,7 +75,6 @@ use tokio::sync::watch;
 
 use self::context::{Ctx, write_budget};
 use self::fetch::fetch_loop;
-pub(crate) use self::guard::GuardState;
 use self::guard::{Guard, live_now, watch_stream};
 pub use self::handle::{RedriveEnd, RedriveMarker};
 use self::health::probe_sink;
@@ -85,7 +83,6 @@ use self::outage::{Holds, Outage};
 use self::parking::Parking;
 use self::reconnect::{Reaching, Retry, retry_until};
 pub use self::redrive::RedriveItem;
-pub use self::stats::RunStats;
 use crate::ack::{AfterDeadLetter, GatePolicy};
 use crate::config::{Config, ConfigError};
 use crate::connect::{self, ConnectError};
@@ -93,6 +90,8 @@ use crate::dlq::DeadLetterPublisher;
 use crate::freshness::Freshness;
 use crate::ledger::LedgerPublisher;
 use crate::metrics::Metrics;
+pub use crate::metrics::RunStats;
+pub use crate::setup::StartAt;
 use crate::setup::{self, SetupError};
 use crate::source::Source;
 
@@ -196,16 +195,6 @@ pub struct RunOptions {
     pub start: Option<StartAt>,
     /// Name of an ephemeral consumer (the server picks one when `None`).
     pub consumer_name: Option<String>,
-}
-
-/// Where a new consumer starts reading its stream ([`RunOptions::start`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum StartAt {
-    /// At this stream sequence (1 is the first).
-    Sequence(u64),
-    /// At the first message stored at or after this time.
-    Time(time::OffsetDateTime),
 }
 
 /// [`run`] with [`RunOptions`].

@@ -41,8 +41,7 @@ use super::batch::Batch;
 use super::context::Ctx;
 use super::forward::{self, Origin};
 use super::handle::{Handle, count_rescue_failure};
-use super::stats::RunStats;
-use crate::metrics::CounterId;
+use crate::metrics::{CounterId, RunStats};
 use crate::setup::Capture;
 use crate::source::{AckHandle, handle_of, headers_of};
 

@@ -30,11 +30,10 @@ use super::context::Ctx;
 use super::handle::{Handle, count_rescue_failure, redrive_end};
 use super::outage::Failures;
 use super::parking::{HELD_BACK_MARGIN, Parking};
-use super::stats::RunStats;
 use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
-use crate::dlq;
 use crate::ledger::LedgerMode;
-use crate::metrics::{CounterId, GaugeId, Metrics, TimingId};
+use crate::metrics::{CounterId, GaugeId, Metrics, RunStats, TimingId};
+use crate::reasons;
 
 /// Why a set of messages is being settled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -343,7 +342,7 @@ async fn traced(
             settlement: settled.label(),
             dead_lettered,
         };
-        crate::otel::finish(span, fate, dead_lettered.then(|| dlq::reason(outcome)));
+        crate::otel::finish(span, fate, dead_lettered.then(|| reasons::reason(outcome)));
     }
     settled
 }
@@ -530,10 +529,10 @@ async fn dead_letter(
     handle: &Handle,
 ) -> AckKind {
     let rescued = handle.rescued();
-    let Some(error) = dlq::record_error(outcome) else { return AckKind::Ack };
+    let Some(error) = reasons::record_error(outcome) else { return AckKind::Ack };
     let redrive = handle.redrive();
     let error = match redrive.and_then(|t| t.target()) {
-        Some(target) if error.target().is_none() => dlq::RecordError::Made(error.duplicate().with_target(target)),
+        Some(target) if error.target().is_none() => reasons::RecordError::Made(error.duplicate().with_target(target)),
         _ => error,
     };
     let seq = envelope.jetstream().stream_sequence;
@@ -543,7 +542,7 @@ async fn dead_letter(
         Some(dlq) => match dlq.publish_counted(envelope, &error, ctx.sink.name(), count).await {
             Ok(()) => {
                 RunStats::add(&ctx.stats.dead_lettered, 1);
-                let reason = dlq::reason(outcome);
+                let reason = reasons::reason(outcome);
                 ctx.metrics.inc(CounterId::MessagesDlq, 1);
                 ctx.metrics.dlq_record(reason);
                 if count > 0 {

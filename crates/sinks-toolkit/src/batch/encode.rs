@@ -1,6 +1,7 @@
 //! Writing batch objects into a local file, row by row, and reading their rows back.
 //!
-//! An [`Encoder`] streams rows into a file (a temporary file the sink later stages):
+//! An [`Encoder`] (the trait every format implements, defined with the row in
+//! [`super::row`]) streams rows into a file (a temporary file the sink later stages):
 //! NDJSON through a 64 KiB buffer and, when configured, a streaming gzip or Zstandard
 //! encoder; Parquet ([`super::parquet`]) through arrow-rs, one row group at a time. Nothing
 //! keeps all of an object's rows in memory: an open object costs its encoder's buffers,
@@ -17,25 +18,10 @@ use serde_json::value::RawValue;
 
 use super::config::{BatchCompression, BatchConfig, Format};
 use super::row::Row;
+pub use super::row::{Encoder, GZIP_LEVEL, StoredRow, ZSTD_LEVEL};
 
 /// Buffer between an NDJSON encoder and its file.
 const WRITE_BUFFER: usize = 64 * 1024;
-/// Zstandard level of NDJSON objects (the library's default).
-pub const ZSTD_LEVEL: i32 = 3;
-/// gzip level of NDJSON objects.
-pub const GZIP_LEVEL: u32 = 6;
-
-/// Streams the rows of one object into a file.
-pub trait Encoder: Send {
-    /// Appends one row.
-    fn append(&mut self, row: &Row) -> io::Result<()>;
-
-    /// Writes what the format needs at the end (a gzip trailer, a Parquet footer), flushes
-    /// its buffers into the file (not to the disk: staging decides that), and gives the
-    /// file back.
-    fn finish(self: Box<Self>) -> io::Result<File>;
-}
-
 /// An encoder for `config`'s format and compression, writing into `file`.
 pub fn encoder(config: &BatchConfig, file: File) -> io::Result<Box<dyn Encoder>> {
     let buffered = BufWriter::with_capacity(WRITE_BUFFER, file);
@@ -93,19 +79,6 @@ impl<W: Finish> Encoder for Ndjson<W> {
     fn finish(self: Box<Self>) -> io::Result<File> {
         self.0.done()
     }
-}
-
-/// One row read back from an object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredRow {
-    /// Stream.
-    pub stream: String,
-    /// Stream sequence.
-    pub stream_sequence: u64,
-    /// SHA-256 of the original payload bytes (hex).
-    pub payload_sha256: String,
-    /// The stored payload's JSON text (empty unless asked for).
-    pub payload: String,
 }
 
 #[derive(Deserialize)]

@@ -30,8 +30,7 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 
 use super::config::{BatchCompression, ColumnConfig, ColumnType};
-use super::encode::{Encoder, StoredRow, ZSTD_LEVEL};
-use super::row::{Cell, ROW_SCHEMA, Row};
+use super::row::{Cell, Encoder, ROW_SCHEMA, Row, StoredRow, ZSTD_LEVEL};
 
 /// Rows gathered in column builders before they go to the writer.
 const BATCH_ROWS: usize = 1024;
@@ -236,7 +235,7 @@ impl Encoder for ParquetEncoder {
     }
 }
 
-/// Reads the rows of a Parquet object (see [`super::encode::read_rows`]).
+/// Reads the rows of a Parquet object (`super::encode::read_rows` calls it for Parquet).
 pub(super) fn read_rows(file: File, with_payload: bool, mut each: impl FnMut(StoredRow)) -> Result<u64, String> {
     let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| format!("not a parquet file: {e}"))?;
     let mut names = vec!["stream", "stream_sequence", "payload_sha256"];

@@ -7,6 +7,13 @@
 //! An NDJSON row embeds it as JSON; a Parquet row stores its JSON text. An encrypted
 //! subject's payload is the encryption envelope (the runner encrypts before any sink sees
 //! a message), so a row never holds the plaintext of an encrypted message.
+//!
+//! What every format shares sits here too, below the formats: the [`Encoder`] trait each
+//! format's writer implements (NDJSON in [`super::encode`], Parquet in `super::parquet`), a
+//! row as read back ([`StoredRow`]) and the compression levels.
+
+use std::fs::File;
+use std::io;
 
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -15,6 +22,35 @@ use time::OffsetDateTime;
 use super::config::{ColumnConfig, ColumnType};
 use sinks_contract::envelope::Envelope;
 use sinks_contract::payload::{NormalizedPayload, PayloadMode};
+
+/// Zstandard level of NDJSON objects and Parquet pages (the library's default).
+pub const ZSTD_LEVEL: i32 = 3;
+/// gzip level of NDJSON objects.
+pub const GZIP_LEVEL: u32 = 6;
+
+/// Streams the rows of one object into a file.
+pub trait Encoder: Send {
+    /// Appends one row.
+    fn append(&mut self, row: &Row) -> io::Result<()>;
+
+    /// Writes what the format needs at the end (a gzip trailer, a Parquet footer), flushes
+    /// its buffers into the file (not to the disk: staging decides that), and gives the
+    /// file back.
+    fn finish(self: Box<Self>) -> io::Result<File>;
+}
+
+/// One row read back from an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredRow {
+    /// Stream.
+    pub stream: String,
+    /// Stream sequence.
+    pub stream_sequence: u64,
+    /// SHA-256 of the original payload bytes (hex).
+    pub payload_sha256: String,
+    /// The stored payload's JSON text (empty unless asked for).
+    pub payload: String,
+}
 
 /// Schema name of an NDJSON row and of the Parquet file metadata.
 pub const ROW_SCHEMA: &str = "nats_sinks.batch.row.v1";

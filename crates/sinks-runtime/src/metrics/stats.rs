@@ -1,5 +1,6 @@
-//! The run's counters ([`RunStats`]): what the runner did, for logs and tests. A leaf: every
-//! task of the runner counts here, and this module depends on none of them.
+//! The run's counters ([`RunStats`]): what the runner did, for logs and tests. A leaf below
+//! the runner and the metrics: every task of the runner counts here, the metrics read it, and
+//! this module depends on none of them.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
