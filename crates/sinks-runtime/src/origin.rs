@@ -13,7 +13,7 @@
 //! - a source of a sourced stream writes its own header over the one the message had, so a
 //!   chain is followed by reading the message it names in the intermediate stream.
 //!
-//! [`parse_source_header`] reads the header (pure, table-tested); [`Resolver`] follows mirrors
+//! [`parse_source_header`] reads the header (pure, table-tested); `Resolver` follows mirrors
 //! and chains through the streams' configs (cached) and, for a chain, one message read per
 //! hop, and names the origin `{stream}` or, in a JetStream domain, `{stream}@{domain}`, so the
 //! same event gets the same name whichever server's consumer reads it.

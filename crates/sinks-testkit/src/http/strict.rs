@@ -14,7 +14,7 @@ use super::{Shared, lock};
 /// How a health probe (`GET /health`) is answered.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum HealthAnswer {
-    /// 200, or 503 during an outage ([`HttpTestServer::set_down`]): the truth (default).
+    /// 200, or 503 during an outage ([`HttpTestServer::set_down`](super::HttpTestServer::set_down)): the truth (default).
     #[default]
     Truthful,
     /// 200 whatever happens: a health URL served by something that stays up while writes

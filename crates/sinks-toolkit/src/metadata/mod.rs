@@ -1,5 +1,5 @@
 //! Message metadata: application fields resolved from headers (this file), and the standard
-//! metadata document every JSON-storing sink writes next to the payload ([`doc`], re-exported
+//! metadata document every JSON-storing sink writes next to the payload (`doc.rs`, re-exported
 //! here).
 //!
 //! Application fields (priority, classification, labels) resolve as in the reference: a
