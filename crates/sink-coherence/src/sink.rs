@@ -173,8 +173,6 @@ impl Sink for CoherenceSink {
 }
 
 impl Destinations for CoherenceSink {
-    fn enable(&self) {}
-
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let key = entry::entry_key(envelope, &self.inner.config).ok()?;
         Some(DestinationRef::Cache { cache: self.inner.config.cache_name.clone(), key })

@@ -213,8 +213,6 @@ impl Sink for FileSink {
 }
 
 impl Destinations for FileSink {
-    fn enable(&self) {}
-
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         if let Some(writer) = &self.inner.batch {
             return writer.destination(envelope);

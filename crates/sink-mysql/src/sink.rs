@@ -586,8 +586,6 @@ impl Sink for MySqlSink {
 }
 
 impl Destinations for MySqlSink {
-    fn enable(&self) {}
-
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let plan = &self.inner.plans()[self.inner.plan_for(envelope.subject())];
         let row = row::map(

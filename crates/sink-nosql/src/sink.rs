@@ -202,8 +202,6 @@ impl Sink for NoSqlSink {
 }
 
 impl Destinations for NoSqlSink {
-    fn enable(&self) {}
-
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let key = row::row_key(envelope, &self.inner.config).ok()?;
         Some(DestinationRef::Row { table: self.inner.table.clone(), key })

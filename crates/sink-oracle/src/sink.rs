@@ -541,8 +541,6 @@ impl Sink for OracleSink {
 }
 
 impl Destinations for OracleSink {
-    fn enable(&self) {}
-
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let inner = &self.inner;
         let plan = &inner.write_plans()[inner.plan_for(envelope.subject())];

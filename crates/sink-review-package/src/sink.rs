@@ -224,8 +224,6 @@ impl Sink for ReviewPackageSink {
 }
 
 impl Destinations for ReviewPackageSink {
-    fn enable(&self) {}
-
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let root = match self.inner.root.get() {
             Some(root) => root.clone(),

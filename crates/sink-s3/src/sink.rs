@@ -212,8 +212,6 @@ impl Sink for S3Sink {
 }
 
 impl Destinations for S3Sink {
-    fn enable(&self) {}
-
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         if let Some(writer) = &self.inner.batch {
             return writer.destination(envelope);

@@ -12,6 +12,12 @@ use crate::envelope::Envelope;
 
 pub use crate::key::{IdempotencyError, IdempotencyKey};
 
+/// The reason code every sink gives a message refused because its key (a stream sequence,
+/// an origin sequence) already holds a different event's record: the record is kept and the
+/// message is refused permanently (certification clause C12), and DLQ records, metrics and
+/// `redrive` read this code. Sinks that decide through `sinks_toolkit::existing` use it there.
+pub const SEQUENCE_REUSED: &str = "sequence_reused";
+
 impl IdempotencyKey {
     /// `stream-sequence:{origin}:{seq}` of the stream `envelope`'s event was first stored in
     /// ([`Envelope::origin`]; the consumed stream when it has none).

@@ -346,8 +346,9 @@ pub trait Destinations: Send + Sync + std::fmt::Debug {
     /// Told once, before [`Sink::open`], that the core will ask [`Destinations::destination`]
     /// for every settled message (the delivery ledger is on). A sink that must remember
     /// something per message to answer (the HTTP sink keeps each answer's status) keeps
-    /// nothing until it is told; one that needs nothing does nothing.
-    fn enable(&self);
+    /// nothing until it is told; one that needs nothing leaves this default, which does
+    /// nothing.
+    fn enable(&self) {}
 
     /// Where `envelope` is stored, reported next to its durable `outcome` (committed,
     /// duplicate, kept or overwritten conflict). Called by the core after the write

@@ -53,8 +53,8 @@ use sinks_contract::idempotency::{IdempotencyKey, KeySource};
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
 
 /// The reason code of a message refused because its stream sequence was used before by a
-/// different event (DLQ records, metrics).
-pub const SEQUENCE_REUSED: &str = "sequence_reused";
+/// different event (DLQ records, metrics): the contract's.
+pub use sinks_contract::idempotency::SEQUENCE_REUSED;
 
 /// What a sink does when the key it writes already holds a record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

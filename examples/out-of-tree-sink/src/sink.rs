@@ -364,8 +364,6 @@ impl Reconcile for SqliteSink {
 
 impl Destinations for SqliteSink {
     /// Nothing to remember: a row's place follows from the message's key.
-    fn enable(&self) {}
-
     fn destination(&self, envelope: &Envelope, _outcome: &MessageOutcome) -> Option<DestinationRef> {
         let key = self.inner.config.key.key_of(envelope).ok()?;
         Some(DestinationRef::Row { table: self.inner.config.table.clone(), key: key.as_str().to_owned() })
