@@ -399,16 +399,7 @@ fn watchdog(slot: u32) {
          {ip} link del nk{slot}h 2>/dev/null; \
          for n in $({ip} netns list | awk '{{print $1}}' | grep '^nsk{slot}-'); do {ip} netns del \"$n\"; done"
     );
-    let spawned = Command::new("sh")
-        .arg("-c")
-        .arg(script)
-        .arg("netns-watchdog")
-        .arg(std::process::id().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn();
-    drop(spawned);
+    crate::process::detached_sh(&script, "netns-watchdog", &[]);
 }
 
 #[cfg(test)]

@@ -189,18 +189,24 @@ pub(crate) fn kill_child(child: &mut Option<Child>) {
 pub fn watch(child: &Child) {
     let script = "P=$1; C=$2; while kill -0 \"$P\" 2>/dev/null && kill -0 \"$C\" 2>/dev/null; do sleep 0.5; done; \
                   kill -9 \"$C\" 2>/dev/null";
+    detached_sh(script, "watchdog", &[&child.id().to_string()]);
+}
+
+/// Runs shell `script` detached from this process, as `name`, with this process's id as `$1`
+/// and `args` after it: the watchdogs that clean up after this process however it ends.
+/// The `sh` is reaped by nobody while this process runs; a zombie costs nothing and goes with
+/// it. Without `sh` there is no watchdog, which only matters on a crash.
+pub(crate) fn detached_sh(script: &str, name: &str, args: &[&str]) {
     let spawned = Command::new("sh")
         .arg("-c")
         .arg(script)
-        .arg("watchdog")
+        .arg(name)
         .arg(std::process::id().to_string())
-        .arg(child.id().to_string())
+        .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn();
-    // The watchdog is reaped by nobody while we run; a zombie `sh` costs nothing and goes
-    // with this process. Without `sh` there is no watchdog, which only matters on a crash.
     drop(spawned);
 }
 
