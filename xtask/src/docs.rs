@@ -7,7 +7,8 @@
 //!    heading of that page): mdBook itself does not check links.
 //! 3. The mdBook site builds into `target/book` with no warning (`book.toml` at the root,
 //!    pages from `docs/`; mdBook pinned by `cargo xtask setup`).
-//! 4. `cargo doc --workspace --no-deps` builds with `RUSTDOCFLAGS=-D warnings`.
+//! 4. `cargo doc --workspace --no-deps` builds with `RUSTDOCFLAGS=-D warnings` (`cargo xtask
+//!    test` builds it beside the tests, in `target/rustdoc`, and runs the rest here).
 //! 5. `docs/getting-started.md` runs as written ([`crate::doc_run`]; `--no-getting-started`
 //!    skips it).
 
@@ -66,9 +67,27 @@ pub(crate) fn run(args: &Args) -> Result<()> {
     eprintln!("docs: the book is in target/book (open target/book/index.html)");
 
     if !args.no_rustdoc {
-        crate::cargo(&["doc", "--workspace", "--no-deps", "--locked"], &[("RUSTDOCFLAGS", "-D warnings".into())])?;
+        rustdoc(None, false)?;
     }
     eprintln!("docs: done in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// `cargo doc --workspace --no-deps` with `RUSTDOCFLAGS=-D warnings`, into `target_dir` when
+/// given (a build beside others takes its own, so that neither waits for the other's lock),
+/// at idle priority when `idle` (`cargo xtask test` runs it beside the tests).
+pub(crate) fn rustdoc(target_dir: Option<&Path>, idle: bool) -> Result<()> {
+    let mut cmd = crate::ops::cargo_command(idle);
+    cmd.args(["doc", "--workspace", "--no-deps", "--locked", "--quiet"])
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .current_dir(sinks_testkit::workspace_root());
+    if let Some(dir) = target_dir {
+        cmd.arg("--target-dir").arg(dir);
+    }
+    let status = cmd.status().context("running cargo doc")?;
+    if !status.success() {
+        bail!("cargo doc --workspace --no-deps failed with -D warnings ({status})");
+    }
     Ok(())
 }
 

@@ -305,6 +305,38 @@ fn slim_e2e(env: &[(&str, String)], full: bool) -> Result<()> {
     Ok(())
 }
 
+/// Prints the `count` slowest tests of the last nextest run (its JUnit report, which
+/// `.config/nextest.toml` asks for), so that a run's log shows where its time went.
+fn slowest_tests(count: usize) {
+    let report = target_dir().join("nextest/default/junit.xml");
+    let Ok(xml) = std::fs::read_to_string(&report) else {
+        eprintln!("no JUnit report at {}", report.display());
+        return;
+    };
+    let mut timed = junit_times(&xml);
+    timed.sort_by(|a, b| b.1.total_cmp(&a.1));
+    eprintln!("the {count} slowest tests:");
+    for (name, seconds) in timed.iter().take(count) {
+        eprintln!("{seconds:>8.1} s  {name}");
+    }
+}
+
+/// `(classname name, seconds)` of every `<testcase>` of a JUnit report.
+fn junit_times(xml: &str) -> Vec<(String, f64)> {
+    let attr = |tag: &str, key: &str| -> Option<String> {
+        let at = tag.find(&format!(" {key}=\""))? + key.len() + 3;
+        Some(tag[at..at + tag[at..].find('"')?].to_owned())
+    };
+    xml.split("<testcase")
+        .skip(1)
+        .filter_map(|rest| {
+            let tag = &rest[..rest.find('>')?];
+            let seconds = attr(tag, "time")?.parse().ok()?;
+            Some((format!("{} {}", attr(tag, "classname").unwrap_or_default(), attr(tag, "name")?), seconds))
+        })
+        .collect()
+}
+
 /// Options of `cargo xtask test`.
 #[derive(Debug, clap::Args)]
 struct TestArgs {
@@ -432,12 +464,24 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     if args.full {
         env.push((sinks_testkit::ROUNDS_ENV, "full".to_owned()));
     }
-    // The file-only release binary (fat LTO, about 320 s of CPU) builds beside the tests at idle
-    // priority, in its own target directory: the size check after them needs it.
+    // The file-only release binary (fat LTO, about 320 s of CPU), then the workspace's rustdoc
+    // (`-D warnings`), build beside the tests at idle priority, each in its own target
+    // directory: the size check and the docs phase after them need them. Both only take CPU
+    // time the tests leave (about 120 s of a run when they ran after the tests).
     let root = sinks_testkit::workspace_root();
-    let file_only = std::thread::spawn(move || ops::build_file_only(&root, true));
+    let (size_sent, size_received) = std::sync::mpsc::channel();
+    let beside = std::thread::spawn(move || {
+        let _ = size_sent.send(ops::build_file_only(&root, true));
+        docs::rustdoc(Some(&root.join("target/rustdoc")), true)
+    });
     let tested =
         phases.run("nextest (every test)", || cargo(&["nextest", "run", "--workspace", "--no-fail-fast"], &env));
+    slowest_tests(12);
+    // The README's main job on the `nats-sink` the test build made (default features), before
+    // the slim builds below replace it in target/debug.
+    let tested = tested.and_then(|()| {
+        phases.run("quick start", || quickstart::run(quickstart::Args { prebuilt: true, ..Default::default() }))
+    });
     // The matrix links nothing: `sinks-bench`, as the test build built it, reads the records.
     SINKS_BENCH_BUILT.store(true, std::sync::atomic::Ordering::Relaxed);
     let certified = tested.and_then(|()| {
@@ -456,16 +500,18 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
         deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment and docs tools panicked"))?;
     certified?;
     deployable.context("installing the deployment and docs tools")?;
-    phases.run("quick start", || quickstart::run(quickstart::Args::default()))?;
     phases.run("slim binary sizes", || {
-        let size = file_only.join().map_err(|_| anyhow::anyhow!("building the file-only binary panicked"))??;
+        let size = size_received.recv().map_err(|_| anyhow::anyhow!("building the file-only binary panicked"))??;
         let root = sinks_testkit::workspace_root();
         let doc = std::fs::read_to_string(root.join("docs/operations.md"))?;
         ops::check_sizes(&root, &doc, Some(size))
     })?;
     phases.run("deploy check", ops::deploy_check)?;
     phases.run("package check", ops::package_check)?;
-    phases.run("docs", || docs::run(&docs::Args::default()))?;
+    phases.run("docs", || {
+        docs::run(&docs::Args { no_rustdoc: true, ..Default::default() })?;
+        beside.join().map_err(|_| anyhow::anyhow!("running cargo doc panicked"))?
+    })?;
     sinks_bench(&["skips", &skip_log.display().to_string()], &[])?;
     eprintln!("all checks passed");
     Ok(())
@@ -474,6 +520,17 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_junit_report_gives_each_test_its_time() {
+        let xml = r#"<testsuites><testsuite name="a"><testcase name="one" classname="sinks-bin::e2e_file" time="12.5">
+            </testcase><testcase name="two" classname="x" time="0.25"/></testsuite></testsuites>"#;
+        assert_eq!(
+            junit_times(xml),
+            vec![("sinks-bin::e2e_file one".to_owned(), 12.5), ("x two".to_owned(), 0.25)]
+        );
+        assert!(junit_times("<testsuites/>").is_empty());
+    }
 
     #[test]
     fn every_forwarded_command_installs_the_tools_it_runs() {

@@ -106,18 +106,7 @@ pub(crate) fn sizes(args: &SizesArgs) -> Result<()> {
 /// `nice -n 19`): it then takes only CPU time that nothing else wants. Returns the stripped
 /// binary's size in bytes.
 fn build_dist(target: &Path, features: &str, idle: bool) -> Result<u64> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut cmd = if idle && Path::new("/usr/bin/chrt").exists() {
-        let mut c = Command::new("/usr/bin/chrt");
-        c.args(["--idle", "0", &cargo]);
-        c
-    } else if idle {
-        let mut c = Command::new("nice");
-        c.args(["-n", "19", &cargo]);
-        c
-    } else {
-        Command::new(&cargo)
-    };
+    let mut cmd = cargo_command(idle);
     cmd.args(["build", "--locked", "--quiet", "--profile", "dist", "-p", "sinks-bin", "--no-default-features"])
         .args(["--features", features, "--target-dir"])
         .arg(target)
@@ -128,6 +117,24 @@ fn build_dist(target: &Path, features: &str, idle: bool) -> Result<u64> {
     }
     let binary = target.join("dist/nats-sink");
     Ok(std::fs::metadata(&binary).with_context(|| format!("reading {}", binary.display()))?.len())
+}
+
+/// A `cargo` command (the one running xtask), at idle priority when `idle`: Linux
+/// `SCHED_IDLE` through `chrt`, else `nice -n 19`, so that it takes only CPU time nothing
+/// else wants.
+pub(crate) fn cargo_command(idle: bool) -> Command {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    if idle && Path::new("/usr/bin/chrt").exists() {
+        let mut c = Command::new("/usr/bin/chrt");
+        c.args(["--idle", "0", &cargo]);
+        c
+    } else if idle {
+        let mut c = Command::new("nice");
+        c.args(["-n", "19", &cargo]);
+        c
+    } else {
+        Command::new(&cargo)
+    }
 }
 
 /// Builds the file-only `dist` binary into target/sizes (see [`build_dist`]); its size.

@@ -34,12 +34,16 @@ const OUT: &str = "quickstart-out";
 pub(crate) struct Args {
     /// Demo messages to publish.
     #[arg(long, default_value_t = 5)]
-    count: usize,
+    pub(crate) count: usize,
+    /// Run the `nats-sink` a build already left in target/debug instead of building it
+    /// (`cargo xtask test`: the test build made it, with the default features).
+    #[arg(skip)]
+    pub(crate) prebuilt: bool,
 }
 
 impl Default for Args {
     fn default() -> Self {
-        Self { count: 5 }
+        Self { count: 5, prebuilt: false }
     }
 }
 
@@ -130,7 +134,9 @@ impl Demo {
         let root = sinks_testkit::workspace_root();
         let tools = setup::ensure(&[Need::Nats])?;
         let nats_server = tools.nats_server.context("nats-server was not installed")?;
-        crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
+        if !args.prebuilt {
+            crate::cargo(&["build", "--quiet", "-p", "sinks-bin"], &[])?;
+        }
         let nats_sink = crate::debug_nats_sink();
         let state = root.join(".local/quickstart");
         std::fs::create_dir_all(state.join("nats"))?;
