@@ -35,6 +35,7 @@ use sink_mysql::certify::TestServer;
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 mod ceiling;
+pub(crate) mod compare;
 mod features;
 mod grid;
 mod http;

@@ -6,6 +6,8 @@
 //! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
 //!   (docs/performance.md); the raw-ceiling programs are this package's other binaries
 //!   (`src/bin/`).
+//! - `compare`: the core contenders of a base revision's build and the work tree's, in
+//!   alternating pairs (`cargo xtask bench --compare REV`).
 //! - `certify`: the sink contract and crash certification of every sink
 //!   (docs/certification.md).
 //! - `soak`: the chaos soak (docs/reliability.md).
@@ -47,6 +49,9 @@ enum Cmd {
     Certify(certify::Args),
     /// Measure throughput against the raw ceiling (and, optionally, the Python reference).
     Bench(bench::Args),
+    /// The core contenders of two `nats-sink` builds in alternating pairs (`cargo xtask bench
+    /// --compare REV` builds them and runs this).
+    Compare(bench::compare::Args),
     /// The chaos soak: faults injected at random (seeded) while the sink runs; every message
     /// must end in the destination exactly once or in the DLQ.
     Soak(soak::Args),
@@ -63,6 +68,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Cmd::Certify(args) => certify::run(args),
         Cmd::Bench(args) => bench::run(args),
+        Cmd::Compare(args) => bench::compare::run(args),
         Cmd::Soak(args) => soak::run(args),
         Cmd::ConfigReference(args) => config_ref::run(&args),
         Cmd::Skips { log } => {

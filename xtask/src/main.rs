@@ -36,6 +36,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod architecture;
+mod compare;
 mod deny;
 mod doc_run;
 mod docs;
@@ -74,7 +75,8 @@ enum Cmd {
     /// Certify sinks: contract clauses and crash certification.
     #[command(disable_help_flag = true)]
     Certify(Forwarded),
-    /// Measure throughput against the raw ceiling (and, optionally, the Python reference).
+    /// Measure throughput against the raw ceiling (and, optionally, the Python reference);
+    /// `--compare REV`: the core contenders of revision REV and of the work tree side by side.
     #[command(disable_help_flag = true)]
     Bench(Forwarded),
     /// The chaos soak: faults injected at random (seeded) while the sink runs; every message
@@ -114,7 +116,10 @@ fn main() -> ExitCode {
         Cmd::Test(args) if args.quick => test_quick(),
         Cmd::Test(args) => test(&args),
         Cmd::Certify(args) => forward("certify", &args),
-        Cmd::Bench(args) => forward("bench", &args),
+        Cmd::Bench(args) => match compare::split(&args.args) {
+            (Some(rev), rest) => compare::run(&rev, &rest),
+            (None, _) => forward("bench", &args),
+        },
         Cmd::Publish(args) => publish::run(args),
         Cmd::Soak(args) => forward("soak", &args),
         Cmd::Fuzz(args) => fuzz::run(args),
@@ -525,10 +530,7 @@ mod tests {
     fn the_junit_report_gives_each_test_its_time() {
         let xml = r#"<testsuites><testsuite name="a"><testcase name="one" classname="sinks-bin::e2e_file" time="12.5">
             </testcase><testcase name="two" classname="x" time="0.25"/></testsuite></testsuites>"#;
-        assert_eq!(
-            junit_times(xml),
-            vec![("sinks-bin::e2e_file one".to_owned(), 12.5), ("x two".to_owned(), 0.25)]
-        );
+        assert_eq!(junit_times(xml), vec![("sinks-bin::e2e_file one".to_owned(), 12.5), ("x two".to_owned(), 0.25)]);
         assert!(junit_times("<testsuites/>").is_empty());
     }
 
