@@ -45,42 +45,60 @@ impl Drop for TcpProxy {
     }
 }
 
+/// A listener on one port that a switch turns off (nothing listens: connections are refused)
+/// and on again (the same port bound again, retried while the kernel still holds it): the
+/// proxy's cut, and the HTTP test server's down mode.
+pub(crate) struct SwitchedListener {
+    addr: Option<SocketAddr>,
+    listener: Option<TcpListener>,
+    off: watch::Receiver<bool>,
+}
+
+impl SwitchedListener {
+    /// Serves `listener` while `off` holds `false`.
+    pub(crate) fn new(listener: TcpListener, off: watch::Receiver<bool>) -> Self {
+        Self { addr: listener.local_addr().ok(), listener: Some(listener), off }
+    }
+
+    /// The next connection accepted while the switch is on; `None` once `stop` changes (or
+    /// the port can no longer be known).
+    pub(crate) async fn accept(&mut self, stop: &mut watch::Receiver<bool>) -> Option<TcpStream> {
+        loop {
+            if *self.off.borrow_and_update() {
+                self.listener = None;
+                tokio::select! {
+                    _ = self.off.wait_for(|off| !*off) => {}
+                    _ = stop.changed() => return None,
+                }
+                continue;
+            }
+            let Some(bound) = &self.listener else {
+                match TcpListener::bind(self.addr?).await {
+                    Ok(l) => self.listener = Some(l),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+                }
+                continue;
+            };
+            tokio::select! {
+                accepted = bound.accept() => match accepted {
+                    Ok((tcp, _)) => return Some(tcp),
+                    Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                },
+                _ = self.off.changed() => {}
+                _ = stop.changed() => return None,
+            }
+        }
+    }
+}
+
 async fn serve(
     listener: TcpListener,
     upstream: SocketAddr,
     cut: Arc<watch::Sender<bool>>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let addr = listener.local_addr().ok();
-    let mut listener = Some(listener);
-    let mut cuts = cut.subscribe();
-    loop {
-        if *cuts.borrow_and_update() {
-            listener = None;
-            tokio::select! {
-                _ = cuts.wait_for(|c| !*c) => {}
-                _ = stop.changed() => return,
-            }
-            continue;
-        }
-        let Some(bound) = &listener else {
-            match addr {
-                Some(addr) => match TcpListener::bind(addr).await {
-                    Ok(l) => listener = Some(l),
-                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-                },
-                None => return,
-            }
-            continue;
-        };
-        let client = tokio::select! {
-            accepted = bound.accept() => match accepted {
-                Ok((client, _)) => client,
-                Err(_) => continue,
-            },
-            _ = cuts.changed() => continue,
-            _ = stop.changed() => return,
-        };
+    let mut switched = SwitchedListener::new(listener, cut.subscribe());
+    while let Some(client) = switched.accept(&mut stop).await {
         let mut link_cut = cut.subscribe();
         let mut link_stop = stop.clone();
         tokio::spawn(async move {

@@ -636,41 +636,9 @@ async fn accept_loop(
     shared: Arc<Shared>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let addr = listener.local_addr().ok();
-    let mut listener = Some(listener);
-    let mut refusing = shared.refusing.subscribe();
-    loop {
-        if *refusing.borrow_and_update() {
-            // Nothing listens while the endpoint is down: connections are refused.
-            listener = None;
-            tokio::select! {
-                _ = refusing.wait_for(|r| !*r) => {}
-                _ = stop.changed() => return,
-            }
-            continue;
-        }
-        let Some(bound) = &listener else {
-            // Bind the same port again (retrying while the kernel still holds it).
-            match addr {
-                Some(addr) => match TcpListener::bind(addr).await {
-                    Ok(l) => listener = Some(l),
-                    Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-                },
-                None => return,
-            }
-            continue;
-        };
-        let tcp = tokio::select! {
-            accepted = bound.accept() => match accepted {
-                Ok((tcp, _)) => tcp,
-                Err(_) => {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                    continue;
-                }
-            },
-            _ = refusing.changed() => continue,
-            _ = stop.changed() => return,
-        };
+    // Nothing listens while the endpoint is down: connections are refused.
+    let mut switched = crate::tcp_proxy::SwitchedListener::new(listener, shared.refusing.subscribe());
+    while let Some(tcp) = switched.accept(&mut stop).await {
         shared.connections.fetch_add(1, Ordering::SeqCst);
         let app = app.clone();
         let acceptor = acceptor.clone();
@@ -1141,6 +1109,30 @@ mod tests {
         nd.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/x-ndjson"));
         let lines = format!("{env}\n{env}\n");
         assert_eq!(batch_items(&nd, lines.as_bytes()).map(|i| i.len()), Some(2));
+    }
+
+    #[tokio::test]
+    async fn a_refusing_endpoint_refuses_connections_and_takes_them_again_on_its_port() {
+        let server = HttpTestServer::start().await.unwrap();
+        let addr = server.addr();
+        let connects = || async move { tokio::net::TcpStream::connect(addr).await.is_ok() };
+        assert!(connects().await);
+        server.set_refusing(true);
+        let refused = async {
+            while connects().await {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), refused).await.expect("the port still takes connections");
+        server.set_refusing(false);
+        let taken = async {
+            while !connects().await {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), taken).await.expect("the port was not bound again");
+        let served = reqwest::get(server.health_url()).await.unwrap();
+        assert!(served.status().is_success(), "{}", served.status());
     }
 
     #[test]
