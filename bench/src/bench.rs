@@ -29,13 +29,15 @@ use async_nats::jetstream::Context as Js;
 use bytes::Bytes;
 use futures::StreamExt;
 use oracle::{OraclePhase, render_oracle};
-use proc::{Load, on_cpu, proc_stats, render_member_load};
+use proc::{on_cpu, proc_stats, render_member_load};
 use serde_json::json;
 use sink_mysql::certify::TestServer;
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
 mod ceiling;
+mod coherence;
 pub(crate) mod compare;
+mod core_suite;
 mod features;
 mod grid;
 mod http;
@@ -526,6 +528,21 @@ pub(crate) fn run(args: Args) -> Result<()> {
     if args.profile {
         profile::enable()?;
     }
+    let programs = build(&args, &suites, &root)?;
+    let work = root.join("target/bench");
+    std::fs::create_dir_all(&work)?;
+    let rt = tokio::runtime::Runtime::new()?;
+    let collected = rt.block_on(measure_suites(&args, &suites, &programs, &root, &work))?;
+    let report = report(&args, &collected);
+    std::fs::write(work.join("report.md"), &report)?;
+    println!("{report}");
+    println!("report: {}", work.join("report.md").display());
+    Ok(())
+}
+
+/// Builds what the chosen suites run (release builds of the binary, its slim builds and the
+/// raw loops; the reference's venv with `--reference`) and names each program.
+fn build(args: &Args, suites: &[&str], root: &Path) -> Result<Programs> {
     if suites.iter().all(|s| *s == "scale") {
         // The scale suite runs only nats-sink with the file, MySQL and blackhole sinks.
         crate::cargo(
@@ -579,437 +596,275 @@ pub(crate) fn run(args: Args) -> Result<()> {
         policy_steps: release.join("policy_steps"),
         raw_ceiling: release.join("raw_ceiling"),
         raw_nosql: release.join("raw_nosql"),
-        reference: if args.reference { Some(reference_venv(&root)?) } else { None },
+        reference: if args.reference { Some(reference_venv(root)?) } else { None },
     };
-    let work = root.join("target/bench");
-    std::fs::create_dir_all(&work)?;
-    let rt = tokio::runtime::Runtime::new()?;
-    let (results, scale_rows, oracle, steps, pairs, control, member_load, lake, grid, rounds, nosql_store, accuracy) =
-        rt.block_on(async {
-        let server = NatsServer::start();
-        let js = server.js().await;
-        let url = server.url();
-        let mut results = Vec::new();
-        let mut accuracy = String::new();
-        let mut oracle = Vec::new();
-        let mut steps = Vec::new();
-        let mut member_load = Vec::new();
-        let mut lake = lake::Lake::default();
-        // The file sink's rounds with fsync on, the ceiling's runs first.
-        let mut rounds: Vec<Vec<Measurement>> = Vec::new();
-        // Metrics on / off and the encryption control, side by side: rate ratios and CPU ratios.
-        let (mut pairs, mut control) = (Pairs::default(), Vec::new());
-        let wanted = |id: &str| args.only.as_deref().is_none_or(|o| id.contains(o));
-        let log = |name: &str| work.join(format!("{name}.log"));
-        // Runs nats-sink, then (with --reference) the Python reference, on one config file.
-        macro_rules! pair {
-            ($id:expr, $name:expr, $stream:expr, $sink:expr, $reset:expr, $envs:expr) => {{
-                let path = write(&work.join(format!("{}.json", $id)), &config(&url, $stream, &args, $sink))?;
-                let mut cmd = Command::new(&programs.nats_sink);
-                cmd.arg("run").arg(&path).envs($envs);
-                results.push(measure($name, cmd, &js, $stream, $reset, &log($id)).await?);
-                if let Some(py) = &programs.reference {
-                    let mut cmd = Command::new(py);
-                    cmd.arg("run").arg(&path).envs($envs);
-                    let name = $name.replace("nats-sink", "Python reference 0.4.3");
-                    results.push(measure(&name, cmd, &js, $stream, $reset, &log(&format!("reference-{}", $id))).await?);
-                }
-            }};
+    Ok(programs)
+}
+
+/// What one run's suites share: the options, the programs, the private nats-server and the
+/// work directory (configs and logs).
+struct Bench<'a> {
+    args: &'a Args,
+    programs: &'a Programs,
+    js: &'a Js,
+    url: &'a str,
+    work: &'a Path,
+}
+
+impl Bench<'_> {
+    /// Whether `--only` leaves the contender or suite `id` in.
+    fn wanted(&self, id: &str) -> bool {
+        self.args.only.as_deref().is_none_or(|o| id.contains(o))
+    }
+
+    /// The log file of the run `name`.
+    fn log(&self, name: &str) -> PathBuf {
+        self.work.join(format!("{name}.log"))
+    }
+
+    /// Runs nats-sink, then (with `--reference`) the Python reference, on one config file
+    /// `{id}.json` with `sink`, under the environment `envs`; the measurements go to
+    /// `results`.
+    async fn pair(
+        &self,
+        (id, name): (&str, &str),
+        stream: Stream,
+        sink: serde_json::Value,
+        reset: &Reset<'_>,
+        envs: &[(&str, &str)],
+        results: &mut Vec<Measurement>,
+    ) -> Result<()> {
+        let path = write(&self.work.join(format!("{id}.json")), &config(self.url, stream, self.args, sink))?;
+        let mut cmd = Command::new(&self.programs.nats_sink);
+        cmd.arg("run").arg(&path).envs(envs.iter().copied());
+        results.push(measure(name, cmd, self.js, stream, reset, &self.log(id)).await?);
+        if let Some(py) = &self.programs.reference {
+            let mut cmd = Command::new(py);
+            cmd.arg("run").arg(&path).envs(envs.iter().copied());
+            let name = name.replace("nats-sink", "Python reference 0.4.3");
+            results.push(measure(&name, cmd, self.js, stream, reset, &self.log(&format!("reference-{id}"))).await?);
         }
-        if suites.contains(&"core") || suites.contains(&"mysql") {
-            let stream = Stream { name: "BENCH", subject_root: "bench", total: args.messages, subjects: 8 };
-            publish_stream(&js, stream).await;
-            if suites.contains(&"core") {
-                // The framework's overhead, whole processes: its own stream, 500,000 by default.
-                let stream =
-                    Stream { name: "BENCHBH", subject_root: "benchbh", total: args.blackhole_messages, subjects: 8 };
-                publish_stream(&js, stream).await;
-                let mut raw = Command::new(&programs.raw_consume);
-                raw.args([&url, stream.name, CONSUMER, &stream.total.to_string(), &args.batch.to_string()]);
-                results.push(measure(ceiling::RAW_CONSUME, raw, &js, stream, &Reset::None, &log("raw")).await?);
-                if wanted("blackhole") {
-                    let plain = config(&url, stream, &args, json!({"type": "blackhole"}));
-                    let plain_path = write(&work.join("blackhole.json"), &plain)?;
-                    let name = "nats-sink, blackhole sink";
-                    results.push(median_run(name, &programs.nats_sink, &plain_path, &js, stream, &log("blackhole")).await?);
-                }
-                if wanted("blackhole") && !args.ceilings {
-                    let plain = config(&url, stream, &args, json!({"type": "blackhole"}));
-                    // Metrics off and on (registry, /metrics listener, snapshot every second)
-                    // side by side: run one after the other, the two differ by more from run
-                    // to run on this machine (±15 %) than metrics could cost. The two share
-                    // one nats-server, which paces both, so a side-by-side ratio shows only
-                    // part of a cost: a control pair with payload encryption (a known CPU
-                    // cost) measures how much, next to the same control run alone.
-                    let mut off = plain.clone();
-                    off["nats"]["consumer"] = json!(SIDE_BASE);
-                    let mut on = off.clone();
-                    on["nats"]["consumer"] = json!(SIDE_VARIANT);
-                    let mut encrypted = on.clone();
-                    on["metrics"] = json!({
-                        "enabled": true,
-                        "listen": format!("127.0.0.1:{}", sinks_testkit::free_port()),
-                        "snapshot_file": work.join("blackhole-metrics.snapshot.json"),
-                        "snapshot_interval_seconds": 1,
-                    });
-                    encrypted["encryption"] = json!({"enabled": true, "key_id": "bench", "key_b64_env": BENCH_KEY_ENV});
-                    let off_path = write(&work.join("blackhole-side-off.json"), &off)?;
-                    let on_path = write(&work.join("blackhole-side-on.json"), &on)?;
-                    let encrypted_path = write(&work.join("blackhole-side-encrypted.json"), &encrypted)?;
-                    let program = &programs.nats_sink;
-                    for round in 0..METRICS_PAIRS {
-                        let sides = [("metrics off", off_path.as_path()), ("metrics on", on_path.as_path())];
-                        let (off, on) = side_by_side(program, sides, &js, stream, round, &work).await?;
-                        pairs.rate.push(on.rate() / off.rate());
-                        pairs.cpu.push(off.cpu_us_per_msg() / on.cpu_us_per_msg());
-                        results.extend([off, on]);
-                    }
-                    for round in 0..CONTROL_PAIRS {
-                        let sides = [("plain", off_path.as_path()), ("encrypted", encrypted_path.as_path())];
-                        let (plain, encrypted) = side_by_side(program, sides, &js, stream, round, &work).await?;
-                        control.push(encrypted.rate() / plain.rate());
-                        results.extend([plain, encrypted]);
-                    }
-                    let mut alone_encrypted = encrypted.clone();
-                    alone_encrypted["nats"]["consumer"] = json!(CONSUMER);
-                    let alone_path = write(&work.join("blackhole-encrypted.json"), &alone_encrypted)?;
-                    let name = "nats-sink, blackhole sink, encrypted";
-                    results.push(median_run(name, program, &alone_path, &js, stream, &log("blackhole-encrypted")).await?);
-                }
-                if features::any_wanted(wanted) && !args.ceilings {
-                    // What each optional feature costs off and on (policies, ledger,
-                    // encryption, OpenTelemetry), on a stream whose messages carry what the
-                    // policies read.
-                    features::publish(&js).await?;
-                    let plain = config(&url, features::STREAM, &args, json!({"type": "blackhole"}));
-                    features::run(&programs.nats_sink, &plain, &js, &work, &mut results, wanted).await?;
-                }
-                if wanted(features::ACCURACY_ID) && !args.ceilings {
-                    features::publish(&js).await?;
-                    let plain = config(&url, features::STREAM, &args, json!({"type": "blackhole"}));
-                    accuracy = features::accuracy(&programs.nats_sink, &plain, &js, &work).await?;
-                }
-            }
-            if suites.contains(&"core") {
-                // File output goes to the system temp directory: on this machine kind, file
-                // creation in a long-used build tree is measurably slower than in a fresh one.
-                let scratch = tempfile::tempdir()?;
-                let out = scratch.path().join("out");
-                for (id, fsync) in [("file-nofsync", false), ("file-fsync", true)] {
-                    if wanted(id) {
-                        let (ceiling, mode, on) = if fsync {
-                            (ceiling::RAW_FILE_FSYNC, "fsync", "on")
-                        } else {
-                            (ceiling::RAW_FILE_NOFSYNC, "nofsync", "off")
-                        };
-                        let dir = out.display().to_string();
-                        // The default config, then the raw loop's own work: no ordering, and
-                        // then also all files in one directory as the loop writes them (the
-                        // sink's default partitions by subject: 8 directories and the root
-                        // fsynced per batch, not one).
-                        let file_config = |suffix: &str, ordered: bool, partition: bool| {
-                            let sink = json!({"type": "file", "directory": out, "fsync": fsync, "partition_by_subject": partition});
-                            let mut c = config(&url, stream, &args, sink);
-                            if !ordered {
-                                c["delivery"]["ordering_key"] = "none".into();
-                            }
-                            write(&work.join(format!("{id}{suffix}.json")), &c)
-                        };
-                        let path = file_config("", true, true)?;
-                        let unordered = file_config("-none", false, true)?;
-                        let flat = file_config("-none-flat", false, false)?;
-                        let contenders = [
-                            (format!("nats-sink, file sink, fsync {on}"), &programs.nats_sink, &path),
-                            (format!("nats-sink (file-only build), file sink, fsync {on}"), &programs.nats_sink_file, &path),
-                            (
-                                format!("nats-sink (file-only build), file sink, fsync {on}, ordering none"),
-                                &programs.nats_sink_file,
-                                &unordered,
-                            ),
-                            (
-                                format!("nats-sink (file-only build), file sink, fsync {on}, ordering none, one directory"),
-                                &programs.nats_sink_file,
-                                &flat,
-                            ),
-                        ];
-                        // With fsync the disk's latency drifts between runs: the rounds alternate
-                        // the ceiling and the contenders (in an order rotated every round), and
-                        // each row is the median round.
-                        let round_count = if fsync { FSYNC_ROUNDS } else { 1 };
-                        let mut runs: Vec<Vec<Measurement>> = vec![Vec::new(); contenders.len() + 1];
-                        for round in 0..round_count {
-                            let raw = ceiling::raw_command(&programs.raw_ceiling, &url, stream, &args, 0, &["file", &dir, mode]);
-                            let name = format!("{ceiling} (no framework)");
-                            runs[0].push(measure(&name, raw, &js, stream, &Reset::Dir(&out), &log(&format!("raw-{id}"))).await?);
-                            for i in ceiling::round_order(contenders.len(), round) {
-                                let (name, program, config) = &contenders[i];
-                                let mut cmd = Command::new(program);
-                                cmd.arg("run").arg(config);
-                                let log = log(&format!("{id}-{i}-{round}"));
-                                runs[i + 1].push(measure(name, cmd, &js, stream, &Reset::Dir(&out), &log).await?);
-                            }
-                        }
-                        if fsync {
-                            rounds = runs.clone();
-                        }
-                        for runs in runs {
-                            let name = runs[0].name.clone();
-                            results.push(if runs.len() == 1 { runs.into_iter().next().expect("one run") } else { median(runs, &name) });
-                        }
-                        if let Some(py) = &programs.reference {
-                            let mut cmd = Command::new(py);
-                            cmd.arg("run").arg(&path);
-                            let name = format!("Python reference 0.4.3, file sink, fsync {on}");
-                            results.push(measure(&name, cmd, &js, stream, &Reset::Dir(&out), &log(&format!("reference-{id}"))).await?);
-                        }
-                    }
-                }
-                // Fan-out: the same stream to two file targets (both required), written
-                // concurrently; the ratio to one file target is the fan-out's overhead.
-                if wanted("file-fanout") && !args.ceilings {
-                    let sink = json!({"type": "fanout",
-                        "sinks": {"a": {"type": "file", "directory": out.join("a"), "fsync": false},
-                                  "b": {"type": "file", "directory": out.join("b"), "fsync": false}},
-                        "routes": [{"name": "all", "match": {"subject": ">"}, "targets": ["a", "b"]}]});
-                    let path = write(&work.join("file-fanout.json"), &config(&url, stream, &args, sink))?;
-                    let mut cmd = Command::new(&programs.nats_sink);
-                    cmd.arg("run").arg(&path);
-                    let name = "nats-sink, fan-out to two file sinks, fsync off";
-                    results.push(measure(name, cmd, &js, stream, &Reset::Dir(&out), &log("file-fanout")).await?);
-                }
-                // The cost of payload encryption: the same file sink, every payload AES-256-GCM
-                // encrypted before the sink sees it.
-                if wanted("file-encrypted") && !args.ceilings {
-                    let mut encrypted = config(&url, stream, &args, json!({"type": "file", "directory": out, "fsync": false}));
-                    encrypted["encryption"] = json!({"enabled": true, "key_id": "bench", "key_b64_env": BENCH_KEY_ENV});
-                    let path = write(&work.join("file-encrypted.json"), &encrypted)?;
-                    let mut cmd = Command::new(&programs.nats_sink);
-                    cmd.arg("run").arg(&path).env(BENCH_KEY_ENV, BENCH_KEY_B64);
-                    let name = "nats-sink, file sink, fsync off, encrypted";
-                    results.push(measure(name, cmd, &js, stream, &Reset::Dir(&out), &log("file-encrypted")).await?);
-                }
-                // The review package sink: per message a directory of four files (metadata,
-                // payload, manifest, hash list) renamed into place, fsync off and on, with the
-                // reference's beside it.
-                for (id, fsync) in [("review-package-nofsync", false), ("review-package-fsync", true)] {
-                    if wanted(id) && !args.ceilings {
-                        let on = if fsync { "on" } else { "off" };
-                        let sink = json!({"type": "review_package", "enabled": true, "directory": out, "fsync": fsync});
-                        let path = write(&work.join(format!("{id}.json")), &config(&url, stream, &args, sink))?;
-                        let mut cmd = Command::new(&programs.nats_sink);
-                        cmd.arg("run").arg(&path);
-                        let name = format!("nats-sink, review package sink, fsync {on}");
-                        results.push(measure(&name, cmd, &js, stream, &Reset::Dir(&out), &log(id)).await?);
-                        if let Some(py) = &programs.reference {
-                            let mut cmd = Command::new(py);
-                            cmd.arg("run").arg(&path);
-                            let name = format!("Python reference 0.4.3, review package sink, fsync {on}");
-                            let log = log(&format!("reference-{id}"));
-                            results.push(measure(&name, cmd, &js, stream, &Reset::Dir(&out), &log).await?);
-                        }
-                    }
-                }
-            }
-            if suites.contains(&"mysql") && wanted("mysql") {
-                let password = format!("bench-{:016x}", rand::random::<u64>());
-                // The run's private MariaDB (started for this process unless one is named).
-                let addr = sinks_testkit::shared_mysql().map_err(anyhow::Error::msg)?;
-                let server = TestServer::new(addr.host.clone(), addr.port);
-                mysql_bench_user(&server, &password).await?;
-                let (host, port) = (addr.host, addr.port);
-                let mut raw = Command::new(&programs.raw_mysql);
-                raw.args([&url, stream.name, CONSUMER, &stream.total.to_string(), &args.batch.to_string()])
-                    .args([&port.to_string(), MYSQL_BENCH_USER, &password, MYSQL_TABLE]);
-                let name = format!("{} (no framework)", ceiling::RAW_MYSQL);
-                let name = name.as_str();
-                results.push(measure(name, raw, &js, stream, &Reset::Table(&server, MYSQL_TABLE), &log("raw-mysql")).await?);
-                let sink = json!({"type": "mysql", "host": host, "port": port, "database": "test", "user": MYSQL_BENCH_USER,
-                                  "password_env": MYSQL_PASSWORD_ENV, "table": MYSQL_TABLE, "mode": "upsert", "auto_create": true});
-                let envs = [(MYSQL_PASSWORD_ENV, password.as_str())];
-                pair!("mysql", "nats-sink, mysql sink, upsert", stream, sink, &Reset::Table(&server, MYSQL_TABLE), envs);
-                let mut slim = Command::new(&programs.nats_sink_mysql);
-                slim.arg("run").arg(work.join("mysql.json")).envs(envs);
-                let name = "nats-sink (mysql-only build), mysql sink, upsert";
-                results.push(measure(name, slim, &js, stream, &Reset::Table(&server, MYSQL_TABLE), &log("mysql-slim")).await?);
-            }
+        Ok(())
+    }
+}
+
+/// Everything the suites measured, for the report.
+#[derive(Default)]
+struct Collected {
+    results: Vec<Measurement>,
+    scale_rows: Vec<scale::ScaleRow>,
+    oracle: Vec<OraclePhase>,
+    steps: Vec<features::StepCost>,
+    /// Metrics on / off side by side: rate ratios and CPU ratios.
+    pairs: Pairs,
+    /// The encryption control, side by side: rate ratios.
+    control: Vec<f64>,
+    member_load: Vec<proc::MemberLoad>,
+    lake: lake::Lake,
+    grid: Vec<grid::Row>,
+    /// The file sink's rounds with fsync on, the ceiling's runs first.
+    rounds: Vec<Vec<Measurement>>,
+    nosql_store: Option<nosql::StoreMemory>,
+    accuracy: String,
+}
+
+/// Runs every chosen suite against one private nats-server.
+async fn measure_suites(
+    args: &Args,
+    suites: &[&str],
+    programs: &Programs,
+    root: &Path,
+    work: &Path,
+) -> Result<Collected> {
+    let server = NatsServer::start();
+    let js = server.js().await;
+    let url = server.url();
+    let b = Bench { args, programs, js: &js, url: &url, work };
+    let mut c = Collected::default();
+    if suites.contains(&"core") || suites.contains(&"mysql") {
+        let stream = Stream { name: "BENCH", subject_root: "bench", total: args.messages, subjects: 8 };
+        publish_stream(&js, stream).await;
+        if suites.contains(&"core") {
+            core_suite::overhead(&b, &mut c).await?;
+            core_suite::files(&b, stream, &mut c).await?;
         }
-        if suites.contains(&"http") && wanted("http") {
-            http::run(&args, &programs, &js, &url, &work, &mut results).await?;
+        if suites.contains(&"mysql") && b.wanted("mysql") {
+            mysql(&b, stream, &mut c.results).await?;
         }
-        if suites.contains(&"s3") && wanted("s3") {
-            let stream = Stream { name: "BENCHS3", subject_root: "benchs3", total: args.s3_messages, subjects: 8 };
-            publish_stream(&js, stream).await;
-            results.extend(lake::per_message(&args, &programs, &js, &url, stream, &work, &mut lake).await?);
+    }
+    if suites.contains(&"http") && b.wanted("http") {
+        http::run(args, programs, &js, &url, work, &mut c.results).await?;
+    }
+    if suites.contains(&"s3") && b.wanted("s3") {
+        let stream = Stream { name: "BENCHS3", subject_root: "benchs3", total: args.s3_messages, subjects: 8 };
+        publish_stream(&js, stream).await;
+        c.results.extend(lake::per_message(args, programs, &js, &url, stream, work, &mut c.lake).await?);
+    }
+    if suites.contains(&"lake-memory") {
+        c.lake.memory = lake::memory_suite(args, programs, &js, &url, work).await?;
+    }
+    if suites.contains(&"coherence") && b.wanted("coherence") {
+        coherence::run(&b, &mut c).await?;
+    }
+    if suites.contains(&"nosql") && b.wanted("nosql") {
+        c.nosql_store = Some(nosql::run(args, programs, &js, &url, work, &mut c.results).await?);
+    }
+    if suites.contains(&"policies") && b.wanted("policies") {
+        policies(&b, root, &mut c.steps)?;
+    }
+    if suites.contains(&"oracle") && b.wanted("oracle") {
+        oracle_scripted(&b, &mut c.oracle).await?;
+    }
+    if suites.contains(&"grid") {
+        c.grid = grid::run(args, programs, &js, &url, work).await?;
+    }
+    if suites.contains(&"scale") {
+        let pids: Vec<u32> = server.pid().into_iter().collect();
+        c.scale_rows = scale::run(args, programs, &js, &url, &pids, work).await?;
+    }
+    drop(server);
+    Ok(c)
+}
+
+/// The MySQL suite on `stream`: the raw multi-row upsert loop, nats-sink (and the reference)
+/// and the mysql-only build, against the run's private MariaDB.
+async fn mysql(b: &Bench<'_>, stream: Stream, results: &mut Vec<Measurement>) -> Result<()> {
+    let (args, programs, js, url, work) = (b.args, b.programs, b.js, b.url, b.work);
+    let log = |name: &str| b.log(name);
+    let password = format!("bench-{:016x}", rand::random::<u64>());
+    // The run's private MariaDB (started for this process unless one is named).
+    let addr = sinks_testkit::shared_mysql().map_err(anyhow::Error::msg)?;
+    let server = TestServer::new(addr.host.clone(), addr.port);
+    mysql_bench_user(&server, &password).await?;
+    let (host, port) = (addr.host, addr.port);
+    let mut raw = Command::new(&programs.raw_mysql);
+    raw.args([url, stream.name, CONSUMER, &stream.total.to_string(), &args.batch.to_string()]).args([
+        &port.to_string(),
+        MYSQL_BENCH_USER,
+        &password,
+        MYSQL_TABLE,
+    ]);
+    let name = format!("{} (no framework)", ceiling::RAW_MYSQL);
+    let name = name.as_str();
+    results.push(measure(name, raw, js, stream, &Reset::Table(&server, MYSQL_TABLE), &log("raw-mysql")).await?);
+    let sink = json!({"type": "mysql", "host": host, "port": port, "database": "test", "user": MYSQL_BENCH_USER,
+                      "password_env": MYSQL_PASSWORD_ENV, "table": MYSQL_TABLE, "mode": "upsert", "auto_create": true});
+    let envs = [(MYSQL_PASSWORD_ENV, password.as_str())];
+    let reset = Reset::Table(&server, MYSQL_TABLE);
+    b.pair(("mysql", "nats-sink, mysql sink, upsert"), stream, sink, &reset, &envs, results).await?;
+    let mut slim = Command::new(&programs.nats_sink_mysql);
+    slim.arg("run").arg(work.join("mysql.json")).envs(envs);
+    let name = "nats-sink (mysql-only build), mysql sink, upsert";
+    results.push(measure(name, slim, js, stream, &Reset::Table(&server, MYSQL_TABLE), &log("mysql-slim")).await?);
+    Ok(())
+}
+
+/// The policies suite: each message policy step alone, in one process (no NATS, no sink),
+/// and with `--reference` the reference's own pipeline functions.
+fn policies(b: &Bench<'_>, root: &Path, steps: &mut Vec<features::StepCost>) -> Result<()> {
+    let (args, programs) = (b.args, b.programs);
+    let log = |name: &str| b.log(name);
+    let out = Command::new(&programs.policy_steps)
+        .arg(args.policy_messages.to_string())
+        .env(BENCH_KEY_ENV, BENCH_KEY_B64)
+        .stderr(std::fs::File::create(log("policy-steps"))?)
+        .output()?;
+    if !out.status.success() {
+        bail!("policy_steps failed ({}); log {}", out.status, log("policy-steps").display());
+    }
+    for step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
+        eprintln!("policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
+        steps.push(step);
+    }
+    if let Some(cli) = &programs.reference {
+        // The reference's own pipeline functions on the same messages and sections, in
+        // its own process (a fifth of the messages: it is two orders slower).
+        let script = root.join("crates/sinks-policy/tests/reference/time_policy_steps.py");
+        let count = (args.policy_messages / 5).max(1_000);
+        let out = Command::new(cli.with_file_name("python"))
+            .arg(&script)
+            .arg(count.to_string())
+            .env(BENCH_KEY_ENV, BENCH_KEY_B64)
+            .stderr(std::fs::File::create(log("policy-steps-reference"))?)
+            .output()?;
+        if !out.status.success() {
+            bail!("{} failed ({}); log {}", script.display(), out.status, log("policy-steps-reference").display());
         }
-        if suites.contains(&"lake-memory") {
-            lake.memory = lake::memory_suite(&args, &programs, &js, &url, &work).await?;
+        for mut step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
+            eprintln!("reference policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
+            step.step = format!("{}{}", features::REFERENCE_STEP, step.step);
+            steps.push(step);
         }
-        if suites.contains(&"coherence") && wanted("coherence") {
-            let stream =
-                Stream { name: "BENCHCOH", subject_root: "benchcoh", total: args.coherence_messages, subjects: 8 };
-            publish_stream(&js, stream).await;
-            // One private Coherence member (active persistence, one member: no backups) for
-            // every contender; a fresh cache each (a second run's entries would all exist),
-            // counted and destroyed after its run.
-            let member = sinks_testkit::CoherenceMember::start().await.map_err(anyhow::Error::msg)?;
-            // nats-sink on the default config (ordered by subject: one put in flight per
-            // subject), with `ordering_key: none` and with the legacy protocol (nats-sink
-            // only; the reference has no such fields), and the reference on the default config.
-            let sink = &programs.nats_sink;
-            let mut contenders = vec![
-                ("coherence", "nats-sink, coherence sink".to_owned(), sink.clone(), true, None),
-                ("coherence-none", "nats-sink, coherence sink, ordering none".to_owned(), sink.clone(), false, None),
-                ("coherence-legacy", "nats-sink, coherence sink, legacy protocol".to_owned(), sink.clone(), true, Some("legacy")),
-            ];
-            if let Some(py) = &programs.reference {
-                let name = "Python reference 0.4.3, coherence sink".to_owned();
-                contenders.push(("reference-coherence", name, py.clone(), true, None));
-            }
-            // A fresh JVM compiles its hot paths during its first thousands of puts: one
-            // run of nats-sink into a scratch cache first, not counted, so that every
-            // measured contender meets the same warm member.
-            let harness = sink_coherence::certify::CoherenceHarness::new(member.address());
-            let warm_up = ("coherence-warm-up", "warm-up (not counted)".to_owned(), sink.clone(), false, None);
-            for (index, (id, name, program, ordered, protocol)) in std::iter::once(warm_up).chain(contenders).enumerate() {
-                let cache = sink_coherence::certify::CoherenceHarness::cache_name();
-                let mut sink = json!({"type": "coherence", "address": member.address(), "cache_name": &cache});
-                if let Some(protocol) = protocol {
-                    sink["protocol"] = protocol.into();
-                }
-                let mut config = config(&url, stream, &args, sink);
-                if !ordered {
-                    config["delivery"]["ordering_key"] = "none".into();
-                }
-                let path = write(&work.join(format!("{id}.json")), &config)?;
-                let mut cmd = Command::new(program);
-                cmd.arg("run").arg(&path);
-                let before = Load::now(member.pid());
-                let measured = measure(&name, cmd, &js, stream, &Reset::None, &log(id)).await?;
-                let load = Load::now(member.pid()).since(&before, &name, stream.total);
-                // Every message is an entry; then the cache is destroyed, so that each
-                // contender meets a member holding only its own cache.
-                let mut read_config = harness.config();
-                read_config.cache_name = cache;
-                let reader = harness.read_back(&read_config).map_err(anyhow::Error::msg)?;
-                let entries = reader.size().await.map_err(anyhow::Error::msg)?;
-                drop(reader);
-                if usize::try_from(entries).ok() != Some(stream.total) {
-                    bail!("{name}: {entries} entries stored for {} messages", stream.total);
-                }
-                if index > 0 {
-                    member_load.push(load);
-                    results.push(measured);
-                }
-            }
-            drop(member);
-        }
-        let mut nosql_store = None;
-        if suites.contains(&"nosql") && wanted("nosql") {
-            nosql_store = Some(nosql::run(&args, &programs, &js, &url, &work, &mut results).await?);
-        }
-        if suites.contains(&"policies") && wanted("policies") {
-            // Each message policy step alone, in one process (no NATS, no sink).
-            let out = Command::new(&programs.policy_steps)
-                .arg(args.policy_messages.to_string())
-                .env(BENCH_KEY_ENV, BENCH_KEY_B64)
-                .stderr(std::fs::File::create(log("policy-steps"))?)
-                .output()?;
-            if !out.status.success() {
-                bail!("policy_steps failed ({}); log {}", out.status, log("policy-steps").display());
-            }
-            for step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
-                eprintln!("policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
-                steps.push(step);
-            }
-            if let Some(cli) = &programs.reference {
-                // The reference's own pipeline functions on the same messages and sections, in
-                // its own process (a fifth of the messages: it is two orders slower).
-                let script = root.join("crates/sinks-policy/tests/reference/time_policy_steps.py");
-                let count = (args.policy_messages / 5).max(1_000);
-                let out = Command::new(cli.with_file_name("python"))
-                    .arg(&script)
-                    .arg(count.to_string())
-                    .env(BENCH_KEY_ENV, BENCH_KEY_B64)
-                    .stderr(std::fs::File::create(log("policy-steps-reference"))?)
-                    .output()?;
-                if !out.status.success() {
-                    bail!("{} failed ({}); log {}", script.display(), out.status, log("policy-steps-reference").display());
-                }
-                for mut step in String::from_utf8_lossy(&out.stdout).lines().filter_map(features::StepCost::parse) {
-                    eprintln!("reference policy step {}: CPU {:.2} µs/msg", step.step, step.cpu_us);
-                    step.step = format!("{}{}", features::REFERENCE_STEP, step.step);
-                    steps.push(step);
-                }
-            }
-        }
-        if suites.contains(&"oracle") && wanted("oracle") {
-            // In one process: the Oracle sink's write path on prepared envelopes, then the
-            // runner into the blackhole sink and into the Oracle sink over the scripted
-            // database (no Oracle database can be had here).
-            let stream = Stream { name: "BENCHORA", subject_root: "benchora", total: args.oracle_messages, subjects: 8 };
-            publish_stream(&js, stream).await;
-            let out = Command::new(&programs.oracle_scripted)
-                .arg(&url)
-                .arg(stream.name)
-                .arg(format!("{}.>", stream.subject_root))
-                .args([stream.total.to_string(), args.batch.to_string(), args.in_flight.to_string()])
-                .stderr(std::fs::File::create(log("oracle-scripted"))?)
-                .output()?;
-            if !out.status.success() {
-                bail!("oracle_scripted failed ({}); log {}", out.status, log("oracle-scripted").display());
-            }
-            for phase in String::from_utf8_lossy(&out.stdout).lines().filter_map(OraclePhase::parse) {
-                eprintln!(
-                    "oracle {}: CPU {:.2} µs/row, backend {:.2} µs/row, wall {:.2} s",
-                    phase.phase, phase.cpu_us, phase.backend_us, phase.wall_s
-                );
-                oracle.push(phase);
-            }
-        }
-        let grid = if suites.contains(&"grid") { grid::run(&args, &programs, &js, &url, &work).await? } else { Vec::new() };
-        let mut scale_rows = Vec::new();
-        if suites.contains(&"scale") {
-            let pids: Vec<u32> = server.pid().into_iter().collect();
-            scale_rows = scale::run(&args, &programs, &js, &url, &pids, &work).await?;
-        }
-        drop(server);
-        anyhow::Ok((
-            results,
-            scale_rows,
-            oracle,
-            steps,
-            pairs,
-            control,
-            member_load,
-            lake,
-            grid,
-            rounds,
-            nosql_store,
-            accuracy,
-        ))
-    })?;
+    }
+    Ok(())
+}
+
+/// The Oracle suite, in one process: the Oracle sink's write path on prepared envelopes,
+/// then the runner into the blackhole sink and into the Oracle sink over the scripted
+/// database (no Oracle database can be had here).
+async fn oracle_scripted(b: &Bench<'_>, oracle: &mut Vec<OraclePhase>) -> Result<()> {
+    let (args, programs, js, url) = (b.args, b.programs, b.js, b.url);
+    let log = |name: &str| b.log(name);
+    // In one process: the Oracle sink's write path on prepared envelopes, then the
+    // runner into the blackhole sink and into the Oracle sink over the scripted
+    // database (no Oracle database can be had here).
+    let stream = Stream { name: "BENCHORA", subject_root: "benchora", total: args.oracle_messages, subjects: 8 };
+    publish_stream(js, stream).await;
+    let out = Command::new(&programs.oracle_scripted)
+        .arg(url)
+        .arg(stream.name)
+        .arg(format!("{}.>", stream.subject_root))
+        .args([stream.total.to_string(), args.batch.to_string(), args.in_flight.to_string()])
+        .stderr(std::fs::File::create(log("oracle-scripted"))?)
+        .output()?;
+    if !out.status.success() {
+        bail!("oracle_scripted failed ({}); log {}", out.status, log("oracle-scripted").display());
+    }
+    for phase in String::from_utf8_lossy(&out.stdout).lines().filter_map(OraclePhase::parse) {
+        eprintln!(
+            "oracle {}: CPU {:.2} µs/row, backend {:.2} µs/row, wall {:.2} s",
+            phase.phase, phase.cpu_us, phase.backend_us, phase.wall_s
+        );
+        oracle.push(phase);
+    }
+    Ok(())
+}
+
+/// The report of everything `c` holds, in Markdown.
+fn report(args: &Args, c: &Collected) -> String {
+    let Collected {
+        results,
+        scale_rows,
+        oracle,
+        steps,
+        pairs,
+        control,
+        member_load,
+        lake,
+        grid,
+        rounds,
+        nosql_store,
+        accuracy,
+    } = c;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
     } else {
-        render(&args, &results, &pairs, &control) + &features::render(&results)
+        render(args, results, pairs, control) + &features::render(results)
     };
     if !scale_rows.is_empty() {
-        report.push_str(&scale::render(&args, &scale_rows));
+        report.push_str(&scale::render(args, scale_rows));
     }
-    report.push_str(&lake::render(&lake, results.iter().find(|m| m.name == "nats-sink, s3 sink")));
-    report.push_str(&ceiling::render(&results));
-    report.push_str(&ceiling::render_rounds(&rounds));
-    report.push_str(&grid::render(&grid));
-    report.push_str(&profile::render(&results));
-    report.push_str(&render_member_load(&member_load));
+    report.push_str(&lake::render(lake, results.iter().find(|m| m.name == "nats-sink, s3 sink")));
+    report.push_str(&ceiling::render(results));
+    report.push_str(&ceiling::render_rounds(rounds));
+    report.push_str(&grid::render(grid));
+    report.push_str(&profile::render(results));
+    report.push_str(&render_member_load(member_load));
     report.push_str(&nosql::render(nosql_store.as_ref()));
-    report.push_str(&render_oracle(&oracle));
-    report.push_str(&features::render_steps(&steps));
-    report.push_str(&accuracy);
-    std::fs::write(work.join("report.md"), &report)?;
-    println!("{report}");
-    println!("report: {}", work.join("report.md").display());
-    Ok(())
+    report.push_str(&render_oracle(oracle));
+    report.push_str(&features::render_steps(steps));
+    report.push_str(accuracy);
+    report
 }
 
 fn render(args: &Args, results: &[Measurement], pairs: &Pairs, control: &[f64]) -> String {

@@ -1,6 +1,10 @@
 //! ARCHITECTURE.md kept true, as tests: its code map names every source file of every crate
 //! and no file that does not exist, and its table of each crate's dependencies is what the
 //! manifests declare (`XTASK_BLESS=1 cargo test -p xtask architecture` rewrites the table).
+//! The claims of its prose a test can read are read too: the number of floors it states is
+//! the number of floors of the product crates' graph, every line or dependency cap it states
+//! is the constant the tidy test enforces, and every repository path it quotes (`crates/…`,
+//! `xtask/…`, `docs/…`) exists.
 
 #[cfg(test)]
 mod tests {
@@ -186,6 +190,166 @@ mod tests {
         assert_eq!(
             have, want,
             "{DOC}'s dependency table is stale (XTASK_BLESS=1 cargo test -p xtask architecture rewrites it)"
+        );
+    }
+
+    /// Counts ARCHITECTURE.md may spell in words.
+    const NUMBER_WORDS: [&str; 13] =
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+
+    /// The number `word` spells: digits (with thousands commas) or a number word.
+    fn number(word: &str) -> Option<usize> {
+        let word = word.trim_matches(|c: char| !c.is_ascii_alphanumeric()).to_ascii_lowercase();
+        NUMBER_WORDS.iter().position(|w| *w == word).or_else(|| word.replace(',', "").parse().ok())
+    }
+
+    /// The crates of the product: every workspace member but the test servers, the bench and
+    /// xtask, which stand apart.
+    const APART: [&str; 3] = ["sinks-testkit", "sinks-bench", "xtask"];
+
+    /// The floors of the product crates' graph: a crate with no product dependency is on the
+    /// first floor, any other one floor above its highest dependency (optional ones included:
+    /// a sink crate's `certify` feature brings sinks-certify).
+    fn floors(meta: &serde_json::Value) -> usize {
+        let members: Vec<&str> =
+            meta["workspace_members"].as_array().unwrap().iter().filter_map(|m| m.as_str()).collect();
+        let product: std::collections::BTreeMap<String, Vec<String>> = meta["packages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| members.contains(&p["id"].as_str().unwrap()))
+            .filter(|p| !APART.contains(&p["name"].as_str().unwrap()))
+            .map(|p| {
+                let deps = p["dependencies"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter(|d| d["kind"].is_null())
+                    .map(|d| d["name"].as_str().unwrap().to_owned())
+                    .collect();
+                (p["name"].as_str().unwrap().to_owned(), deps)
+            })
+            .collect();
+        fn floor(name: &str, graph: &std::collections::BTreeMap<String, Vec<String>>, depth: usize) -> usize {
+            assert!(depth <= graph.len(), "the crate graph has a cycle through {name}");
+            let deps = graph.get(name).map(Vec::as_slice).unwrap_or_default();
+            1 + deps.iter().filter(|d| graph.contains_key(*d)).map(|d| floor(d, graph, depth + 1)).max().unwrap_or(0)
+        }
+        product.keys().map(|name| floor(name, &product, 0)).max().unwrap_or(0)
+    }
+
+    /// What is wrong with the floors `doc` states (`N floors`) for a graph of `floors`.
+    fn floor_problems(doc: &str, floors: usize) -> Vec<String> {
+        let words: Vec<&str> = doc.split_whitespace().collect();
+        let stated: Vec<usize> =
+            words.windows(2).filter(|w| w[1].starts_with("floors")).filter_map(|w| number(w[0])).collect();
+        if stated.is_empty() {
+            return vec![format!("{DOC} states no number of floors; the crate graph has {floors}")];
+        }
+        stated
+            .into_iter()
+            .filter(|n| *n != floors)
+            .map(|n| format!("{DOC} states {n} floors; the crate graph has {floors}"))
+            .collect()
+    }
+
+    /// What is wrong with the caps `doc` states: `over N lines` is the cap of every file,
+    /// `at N lines` the contract's, `N dependencies` after such a cap the contract's.
+    fn cap_problems(doc: &str, file_lines: usize, contract_lines: usize, contract_deps: usize) -> Vec<String> {
+        let words: Vec<&str> = doc.split_whitespace().collect();
+        let mut problems = Vec::new();
+        let mut stated = 0;
+        for (i, w) in words.iter().enumerate().skip(2) {
+            let Some(n) = number(words[i - 1]) else { continue };
+            let before = words[i - 2];
+            let (what, cap) = if w.starts_with("lines") && before == "over" {
+                ("file", file_lines)
+            } else if w.starts_with("lines") && (before == "at" || before == "about") {
+                ("contract", contract_lines)
+            } else if w.starts_with("dependencies") && before == "and" && words[i - 3].starts_with("lines") {
+                ("contract's dependency", contract_deps)
+            } else {
+                continue;
+            };
+            stated += 1;
+            if before == "about" {
+                problems.push(format!("{DOC} states the {what} cap as about {n}: a cap is exact ({cap})"));
+            } else if n != cap {
+                problems.push(format!("{DOC} states the {what} cap as {n}; the tidy test enforces {cap}"));
+            }
+        }
+        if stated == 0 {
+            problems.push(format!("{DOC} states no cap"));
+        }
+        problems
+    }
+
+    /// The repository paths `doc` quotes (`crates/…`, `xtask/…`, `docs/…` in backticks) that do
+    /// not exist below `root`. A placeholder (`<sink>`) or a pattern (`*`) is no path.
+    fn missing_paths(root: &Path, doc: &str) -> Vec<String> {
+        doc.split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|quoted| ["crates/", "xtask/", "docs/"].iter().any(|p| quoted.starts_with(p)))
+            .filter(|quoted| !quoted.contains(['<', '*', ' ']))
+            .map(|quoted| quoted.split("::").next().unwrap_or(quoted))
+            .filter(|path| !root.join(path).exists())
+            .map(|path| format!("{DOC} quotes `{path}`, which does not exist"))
+            .collect()
+    }
+
+    #[test]
+    fn the_floors_stated_are_the_floors_of_the_crate_graph() {
+        let root = sinks_testkit::workspace_root();
+        let doc = std::fs::read_to_string(root.join(DOC)).unwrap();
+        let floors = floors(&crate::tidy::tests::metadata());
+        assert!(floors >= 5, "the product has at least the contract, toolkit, runtime, CLI and binary floors");
+        let problems = floor_problems(&doc, floors);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        // The check catches a wrong count, in words or digits, and a missing one.
+        assert_eq!(
+            floor_problems("Five floors, no arrow up", 6),
+            ["ARCHITECTURE.md states 5 floors; the crate graph has 6"]
+        );
+        assert!(!floor_problems("6 floors, no arrow up", 7).is_empty());
+        assert!(floor_problems("Six floors.", 6).is_empty());
+        assert!(!floor_problems("Floors, no arrow up", 6).is_empty());
+    }
+
+    #[test]
+    fn every_cap_stated_is_the_one_the_tidy_test_enforces() {
+        use crate::tidy::tests::{CONTRACT_MAX_DEPENDENCIES, CONTRACT_MAX_LINES, MAX_FILE_LINES};
+        let root = sinks_testkit::workspace_root();
+        let doc = std::fs::read_to_string(root.join(DOC)).unwrap();
+        let caps = (MAX_FILE_LINES, CONTRACT_MAX_LINES, CONTRACT_MAX_DEPENDENCIES);
+        let problems = cap_problems(&doc, caps.0, caps.1, caps.2);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        // The check catches each wrong cap.
+        let wrong = "no source file over 1,000 lines; a tidy test caps it at 3,000 lines and\nten dependencies";
+        let problems = cap_problems(wrong, 1_200, 3_300, 11);
+        assert_eq!(problems.len(), 3, "{problems:?}");
+        assert!(
+            problems[0].contains("file cap as 1000") && problems[1].contains("contract cap as 3000"),
+            "{problems:?}"
+        );
+        assert!(problems[2].contains("dependency cap as 10"), "{problems:?}");
+        assert!(cap_problems("caps it at about 3,300 lines", 1_200, 3_300, 11)[0].contains("a cap is exact"));
+        assert!(cap_problems("no file over 1,200 lines", 1_200, 3_300, 11).is_empty());
+        assert!(!cap_problems("no cap here", 1_200, 3_300, 11).is_empty());
+    }
+
+    #[test]
+    fn every_repository_path_quoted_exists() {
+        let root = sinks_testkit::workspace_root();
+        let doc = std::fs::read_to_string(root.join(DOC)).unwrap();
+        let problems = missing_paths(&root, &doc);
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+        // The check catches a path that does not exist, and reads past a placeholder.
+        let sample = "`xtask/src/tidy.rs`, `crates/sinks-bin/deploy/grafana-dashboard.json`, `docs/<page>.md`, \
+                      `crates/sinks-runtime/src/runner/settle.rs::Planner::plan`, `runner/gone.rs`";
+        assert_eq!(
+            missing_paths(&root, sample),
+            ["ARCHITECTURE.md quotes `crates/sinks-bin/deploy/grafana-dashboard.json`, which does not exist"]
         );
     }
 }

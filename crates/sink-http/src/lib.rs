@@ -67,8 +67,13 @@ mod answers;
 #[cfg(feature = "certify")]
 pub mod certify;
 mod config;
+mod deliver;
+mod endpoint;
 mod error;
 mod factory;
+mod outcome;
+mod plan;
+mod reconcile;
 mod request;
 mod sink;
 

@@ -1,6 +1,8 @@
 //! The operator commands of issue 22 through the real binary: `inspect-ordered` against a
 //! private JetStream server (never acks, never creates a durable consumer, redacts secrets),
-//! `stream-plan` offline, and the completion script.
+//! and `validate --connect` against `run` on every example config (`stream-plan` offline,
+//! the completion script and printing into a closed pipe are the library's:
+//! `crates/sinks-cli/tests/commands.rs`).
 #![allow(clippy::unwrap_used)]
 
 mod support;
@@ -57,72 +59,6 @@ async fn inspect_ordered_reads_without_acking_and_redacts_what_is_secret() {
 
     let out = nats_sink(&["inspect-ordered", config, "--output", "../escape.jsonl"], e.dir.path());
     assert_eq!(out.status.code(), Some(2), "an output path outside --output-root is refused");
-}
-
-#[test]
-fn stream_plan_and_completions_work_offline() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("c.json");
-    std::fs::write(
-        &config,
-        json!({"nats": {"url": "nats://127.0.0.1:1", "stream": "ORDERS", "consumer": "orders-sink", "subject": "orders.>"},
-               "dead_letter": {"enabled": true, "subject": "dlq.orders"},
-               "sink": {"type": "file", "directory": dir.path().join("out")}})
-        .to_string(),
-    )
-    .unwrap();
-    let config = config.to_str().unwrap();
-    let out = nats_sink(&["stream-plan", config, "--format", "json", "--replicas", "3"], dir.path());
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let plan: Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(plan["recommended_stream_settings"]["replicas"], 3);
-    let publish: Vec<&str> =
-        plan["runtime_publish_permissions"].as_array().unwrap().iter().map(|v| v.as_str().unwrap()).collect();
-    assert!(publish.contains(&"dlq.orders") && publish.contains(&"$JS.ACK.ORDERS.orders-sink.>"), "{publish:?}");
-
-    let out = nats_sink(&["stream-plan", config, "--replicas", "9"], dir.path());
-    assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--replicas"));
-
-    let out = nats_sink(&["completions", "bash"], dir.path());
-    assert!(out.status.success());
-    let script = String::from_utf8(out.stdout).unwrap();
-    assert!(script.contains("stream-plan") && script.contains("inspect-ordered"), "{script}");
-}
-
-/// The printing commands end quietly when their reader goes away (`| head -1`): the read end
-/// of the pipe is closed before they write, and they must exit 0, never panic.
-#[test]
-fn printing_commands_end_quietly_on_a_closed_pipe() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("c.json");
-    std::fs::write(
-        &config,
-        r#"{"nats": {"url": "nats://127.0.0.1:4222", "stream": "S", "consumer": "c", "subject": "s.>"},
-            "sink": {"type": "blackhole"}}"#,
-    )
-    .unwrap();
-    let config = config.to_str().unwrap();
-    for args in [
-        vec!["completions", "bash"],
-        vec!["man"],
-        vec!["show-effective-config", config],
-        vec!["stream-plan", config],
-        vec!["stream-plan", config, "--format", "json"],
-    ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_nats-sink"))
-            .args(&args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        // The reader goes away before the command writes.
-        drop(child.stdout.take());
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(!stderr.contains("panicked"), "{args:?} panicked: {stderr}");
-        assert_eq!(out.status.code(), Some(0), "{args:?}: {stderr}");
-    }
 }
 
 /// `validate --connect` and `run` agree on every example config (the quick start, the

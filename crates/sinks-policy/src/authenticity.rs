@@ -365,8 +365,8 @@ fn with_signed_bytes<R>(
         schema: SCHEMA,
         version: 1,
     };
-    crate::canonical::with_sink(|sink| {
-        crate::canonical::serialize_into(&document, &[], sink).ok().map(|()| f(sink.bytes()))
+    crate::canonical::with_buf(|buf| {
+        crate::canonical::serialize_into(&document, &[], buf).ok().map(|()| f(buf.bytes()))
     })
 }
 

@@ -19,16 +19,16 @@ use serde_json::Value;
 
 #[cfg(test)]
 pub(crate) mod arbitrary;
+mod buf;
 mod ser;
-mod sink;
 #[cfg(test)]
 mod stream_tests;
 mod text;
 
+pub use buf::CanonicalBuf;
 pub use ser::serialize_into;
 #[cfg(test)]
 pub(crate) use ser::stream_into;
-pub use sink::Sink;
 pub use text::{NotStrict, strict_text_into};
 
 /// A value the canonical form cannot represent.
@@ -154,7 +154,7 @@ pub fn len_of<T: serde::Serialize + ?Sized>(value: &T) -> u64 {
 /// ([`MetadataDoc::write_in_key_order`](sinks_toolkit::metadata::MetadataDoc::write_in_key_order)),
 /// without the serde route's member tracking.
 pub fn metadata_len(doc: &sinks_toolkit::metadata::MetadataDoc<'_>) -> u64 {
-    let mut counter = sink::Counter::default();
+    let mut counter = buf::Counter::default();
     match doc.write_in_key_order(&mut counter, sinks_toolkit::metadata::LeftOut::default()) {
         Ok(()) => counter.len(),
     }
@@ -163,9 +163,9 @@ pub fn metadata_len(doc: &sinks_toolkit::metadata::MetadataDoc<'_>) -> u64 {
 /// `value` as a document to attach to an envelope: its canonical text (the bytes of
 /// [`serialize_into`]), its value left to be parsed from that text when a sink asks for it.
 pub fn doc_of<T: serde::Serialize + ?Sized>(value: &T) -> Result<sinks_contract::json::JsonDoc, CanonicalError> {
-    with_sink(|sink| {
-        serialize_into(value, &[], sink)?;
-        Ok(doc_from(sink))
+    with_buf(|buf| {
+        serialize_into(value, &[], buf)?;
+        Ok(doc_from(buf))
     })
 }
 
@@ -185,12 +185,12 @@ pub(crate) fn checked_value(doc: &sinks_contract::json::JsonDoc) -> serde_json::
     doc.value().clone()
 }
 
-/// The bytes in `sink` (canonical JSON, written from Rust strings: always UTF-8) as a
+/// The bytes in `buf` (canonical JSON, written from Rust strings: always UTF-8) as a
 /// document to attach.
-pub(crate) fn doc_from(sink: &Sink) -> sinks_contract::json::JsonDoc {
-    let text = match std::str::from_utf8(sink.bytes()) {
+pub(crate) fn doc_from(buf: &CanonicalBuf) -> sinks_contract::json::JsonDoc {
+    let text = match std::str::from_utf8(buf.bytes()) {
         Ok(text) => text.to_owned(),
-        Err(_) => String::from_utf8_lossy(sink.bytes()).into_owned(),
+        Err(_) => String::from_utf8_lossy(buf.bytes()).into_owned(),
     };
     sinks_contract::json::JsonDoc::from_canonical(text)
 }
@@ -200,17 +200,17 @@ const KEPT_BUFFER_BYTES: usize = 256 * 1024;
 
 thread_local! {
     /// This thread's rendering buffer, reused from message to message by the policy steps.
-    static SINK: std::cell::RefCell<Sink> = std::cell::RefCell::new(Sink::new());
+    static BUF: std::cell::RefCell<CanonicalBuf> = std::cell::RefCell::new(CanonicalBuf::new());
 }
 
 /// Calls `f` with this thread's rendering buffer (cleared after; dropped when it grew past
 /// 256 KiB). Not for use inside `f`.
-pub(crate) fn with_sink<R>(f: impl FnOnce(&mut Sink) -> R) -> R {
-    SINK.with_borrow_mut(|sink| {
-        let result = f(sink);
-        sink.clear();
-        if sink.capacity() > KEPT_BUFFER_BYTES {
-            *sink = Sink::new();
+pub(crate) fn with_buf<R>(f: impl FnOnce(&mut CanonicalBuf) -> R) -> R {
+    BUF.with_borrow_mut(|buf| {
+        let result = f(buf);
+        buf.clear();
+        if buf.capacity() > KEPT_BUFFER_BYTES {
+            *buf = CanonicalBuf::new();
         }
         result
     })
@@ -414,14 +414,14 @@ mod tests {
         ] {
             let mut want = Vec::new();
             write_number(&text.parse().unwrap(), &mut want).unwrap();
-            let mut sink = Sink::new();
-            assert!(stream_into(&PreciseNumber(text), &[], &mut sink).is_ok(), "{text}");
-            assert_eq!(sink.bytes(), want, "{text}");
+            let mut buf = CanonicalBuf::new();
+            assert!(stream_into(&PreciseNumber(text), &[], &mut buf).is_ok(), "{text}");
+            assert_eq!(buf.bytes(), want, "{text}");
             assert_eq!(ser::count(&PreciseNumber(text)).ok(), Some(want.len() as u64), "{text}");
             let value: Value = serde_json::from_str(text).unwrap();
             assert_eq!(len_of(&value), to_vec(&value).unwrap().len() as u64, "{text}");
         }
-        assert!(stream_into(&PreciseNumber("not a number"), &[], &mut Sink::new()).is_err());
+        assert!(stream_into(&PreciseNumber("not a number"), &[], &mut CanonicalBuf::new()).is_err());
     }
 
     #[test]

@@ -24,7 +24,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256, Sha512};
 
 use super::{Rejection, Step};
-use crate::canonical::Sink;
+use crate::canonical::CanonicalBuf;
 use sinks_contract::config::Issues;
 use sinks_contract::envelope::Envelope;
 use sinks_contract::json::JsonDoc;
@@ -194,20 +194,20 @@ impl CustodyConfig {
     /// The object itself is written as its canonical text (its members are fixed, in key
     /// order) and attached as such: its value is parsed only if a sink asks for it.
     pub fn compute(&self, envelope: &Envelope) -> Result<JsonDoc, Rejection> {
-        crate::canonical::with_sink(|sink| self.compute_with(envelope, sink))
+        crate::canonical::with_buf(|buf| self.compute_with(envelope, buf))
     }
 
-    fn compute_with(&self, envelope: &Envelope, sink: &mut Sink) -> Result<JsonDoc, Rejection> {
+    fn compute_with(&self, envelope: &Envelope, buf: &mut CanonicalBuf) -> Result<JsonDoc, Rejection> {
         let algorithm = self.algorithm;
         let payload_hash = if self.hash_payload {
-            canonical_payload(envelope.payload(), sink);
-            Some(self.digest(sink.bytes(), "payload")?)
+            canonical_payload(envelope.payload(), buf);
+            Some(self.digest(buf.bytes(), "payload")?)
         } else {
             None
         };
         let metadata_hash = if self.hash_metadata {
-            canonical_metadata(envelope, self.metadata_hash_scope, sink).map_err(not_canonical("metadata"))?;
-            Some(self.digest(sink.bytes(), "metadata")?)
+            canonical_metadata(envelope, self.metadata_hash_scope, buf).map_err(not_canonical("metadata"))?;
+            Some(self.digest(buf.bytes(), "metadata")?)
         } else {
             None
         };
@@ -227,29 +227,29 @@ impl CustodyConfig {
             stream_sequence: js.stream_sequence,
             subject: envelope.subject(),
         };
-        material.write(sink);
-        let record_hash = self.digest(sink.bytes(), "record")?;
+        material.write(buf);
+        let record_hash = self.digest(buf.bytes(), "record")?;
         // The object, written in key order (the members of `compute_by_value_tree` in the
         // tests, which compare both).
         let flag = |value: bool| if value { &b"true"[..] } else { &b"false"[..] };
-        sink.clear();
-        text(sink, b"{\"algorithm\":", Some(algorithm.name()));
-        sink.raw(b",\"hash_input_format\":\"canonical-json\",\"hash_metadata\":");
-        sink.raw(flag(self.hash_metadata));
-        sink.raw(b",\"hash_payload\":");
-        sink.raw(flag(self.hash_payload));
-        text(sink, b",\"key_id\":", self.key_id());
-        text(sink, b",\"metadata_hash\":", metadata_hash.as_deref());
+        buf.clear();
+        text(buf, b"{\"algorithm\":", Some(algorithm.name()));
+        buf.raw(b",\"hash_input_format\":\"canonical-json\",\"hash_metadata\":");
+        buf.raw(flag(self.hash_metadata));
+        buf.raw(b",\"hash_payload\":");
+        buf.raw(flag(self.hash_payload));
+        text(buf, b",\"key_id\":", self.key_id());
+        text(buf, b",\"metadata_hash\":", metadata_hash.as_deref());
         if self.metadata_hash_scope == HashScope::Message {
-            sink.raw(b",\"metadata_hash_scope\":\"message\"");
+            buf.raw(b",\"metadata_hash_scope\":\"message\"");
         }
-        text(sink, b",\"payload_hash\":", payload_hash.as_deref());
-        text(sink, b",\"previous_record_hash\":", previous.as_deref());
-        sink.raw(b",\"privacy\":\"hashes_are_not_encryption\"");
-        text(sink, b",\"record_hash\":", Some(&record_hash));
-        text(sink, b",\"schema\":", Some(SCHEMA));
-        sink.raw(b",\"schema_version\":1}");
-        Ok(crate::canonical::doc_from(sink))
+        text(buf, b",\"payload_hash\":", payload_hash.as_deref());
+        text(buf, b",\"previous_record_hash\":", previous.as_deref());
+        buf.raw(b",\"privacy\":\"hashes_are_not_encryption\"");
+        text(buf, b",\"record_hash\":", Some(&record_hash));
+        text(buf, b",\"schema\":", Some(SCHEMA));
+        buf.raw(b",\"schema_version\":1}");
+        Ok(crate::canonical::doc_from(buf))
     }
 
     /// The hex digest of one canonical input, or the rejection of an input over
@@ -287,66 +287,66 @@ struct RecordMaterial<'a> {
 }
 
 impl RecordMaterial<'_> {
-    /// The canonical bytes of the material into `sink` (cleared first): its members are fixed,
+    /// The canonical bytes of the material into `buf` (cleared first): its members are fixed,
     /// so they are written in key order as they are, keys included, with only the values
     /// escaped; the same bytes as serializing it (a test compares both).
-    fn write(&self, sink: &mut Sink) {
-        sink.clear();
-        text(sink, b"{\"algorithm\":", Some(self.algorithm));
-        text(sink, b",\"key_id\":", self.key_id);
-        text(sink, b",\"message_id\":", self.message_id);
-        text(sink, b",\"metadata_hash\":", self.metadata_hash);
-        text(sink, b",\"payload_hash\":", self.payload_hash);
-        text(sink, b",\"previous_record_hash\":", self.previous_record_hash);
-        text(sink, b",\"schema\":", Some(self.schema));
-        sink.raw(b",\"schema_version\":");
-        sink.unsigned(u64::from(self.schema_version));
-        text(sink, b",\"stream\":", Some(self.stream));
-        sink.raw(b",\"stream_sequence\":");
-        sink.unsigned(self.stream_sequence);
-        text(sink, b",\"subject\":", Some(self.subject));
-        sink.raw(b"}");
+    fn write(&self, buf: &mut CanonicalBuf) {
+        buf.clear();
+        text(buf, b"{\"algorithm\":", Some(self.algorithm));
+        text(buf, b",\"key_id\":", self.key_id);
+        text(buf, b",\"message_id\":", self.message_id);
+        text(buf, b",\"metadata_hash\":", self.metadata_hash);
+        text(buf, b",\"payload_hash\":", self.payload_hash);
+        text(buf, b",\"previous_record_hash\":", self.previous_record_hash);
+        text(buf, b",\"schema\":", Some(self.schema));
+        buf.raw(b",\"schema_version\":");
+        buf.unsigned(u64::from(self.schema_version));
+        text(buf, b",\"stream\":", Some(self.stream));
+        buf.raw(b",\"stream_sequence\":");
+        buf.unsigned(self.stream_sequence);
+        text(buf, b",\"subject\":", Some(self.subject));
+        buf.raw(b"}");
     }
 }
 
 /// A member with a fixed `key` (its comma, quotes and colon included) and a string value
 /// (escaped) or `null`.
-fn text(sink: &mut Sink, key: &[u8], value: Option<&str>) {
-    sink.raw(key);
+fn text(buf: &mut CanonicalBuf, key: &[u8], value: Option<&str>) {
+    buf.raw(key);
     match value {
-        Some(value) => sink.string(value),
-        None => sink.raw(b"null"),
+        Some(value) => buf.string(value),
+        None => buf.raw(b"null"),
     }
 }
 
 /// The canonical bytes of the payload as sinks store it under `json_or_envelope` (those of
-/// [`payload_value`]), into `sink`: strict JSON is read once, straight into its canonical
+/// [`payload_value`]), into `buf`: strict JSON is read once, straight into its canonical
 /// form; anything else is wrapped as the sinks wrap it, then rendered.
-pub fn canonical_payload(payload: &[u8], sink: &mut Sink) {
-    if crate::canonical::strict_text_into(payload, sink).is_ok() {
+pub fn canonical_payload(payload: &[u8], buf: &mut CanonicalBuf) {
+    if crate::canonical::strict_text_into(payload, buf).is_ok() {
         return;
     }
     // Not strict JSON: the text or bytes envelope, which is strict JSON itself.
     let wrapped = payload::normalize(payload, PayloadMode::JsonOrEnvelope);
     let text = wrapped.as_ref().map_or("null", |w| w.value.get());
-    if crate::canonical::strict_text_into(text.as_bytes(), sink).is_err() {
-        sink.clear();
+    if crate::canonical::strict_text_into(text.as_bytes(), buf).is_err() {
+        buf.clear();
     }
 }
 
 /// The canonical bytes of the metadata document hashed for `envelope` under `scope` (those of
-/// [`metadata_input`]), into `sink` (cleared first): written by the document's own writer in
+/// [`metadata_input`]), into `buf` (cleared first): written by the document's own writer in
 /// key order, never the sink's own storage time nor the custody object, and under
 /// `HashScope::Message` neither `freshness` nor the [`PER_DELIVERY_FIELDS`].
 pub fn canonical_metadata(
     envelope: &Envelope,
     scope: HashScope,
-    sink: &mut Sink,
+    buf: &mut CanonicalBuf,
 ) -> Result<(), crate::canonical::CanonicalError> {
     let message = scope == HashScope::Message;
     let left_out = LeftOut { custody: true, stored_at: true, freshness: message, delivery: message, consumer: message };
-    sink.clear();
-    MetadataDoc::new(envelope, envelope.received_at()).write_in_key_order(sink, left_out)
+    buf.clear();
+    MetadataDoc::new(envelope, envelope.received_at()).write_in_key_order(buf, left_out)
 }
 
 /// The payload as sinks store it under `json_or_envelope`, parsed.
@@ -484,13 +484,13 @@ mod tests {
 
         #[test]
         fn streamed_inputs_are_the_value_tree_inputs(e in crate::canonical::arbitrary::envelope()) {
-            let mut sink = Sink::new();
-            canonical_payload(e.payload(), &mut sink);
-            prop_assert_eq!(sink.bytes(), &crate::canonical::to_vec(&payload_value(&e)).unwrap()[..]);
+            let mut buf = CanonicalBuf::new();
+            canonical_payload(e.payload(), &mut buf);
+            prop_assert_eq!(buf.bytes(), &crate::canonical::to_vec(&payload_value(&e)).unwrap()[..]);
             for scope in [HashScope::Message, HashScope::Delivery] {
-                canonical_metadata(&e, scope, &mut sink).unwrap();
+                canonical_metadata(&e, scope, &mut buf).unwrap();
                 let tree = crate::canonical::to_vec(&metadata_input(&e, scope)).unwrap();
-                prop_assert_eq!(sink.bytes(), &tree[..], "{:?}", scope);
+                prop_assert_eq!(buf.bytes(), &tree[..], "{:?}", scope);
             }
         }
 
@@ -513,7 +513,7 @@ mod tests {
                 stream_sequence: sequence,
                 subject: text(7).unwrap_or("a.b"),
             };
-            let mut written = Sink::new();
+            let mut written = CanonicalBuf::new();
             material.write(&mut written);
             let serialized = crate::canonical::to_vec(&serde_json::to_value(&material).unwrap()).unwrap();
             prop_assert_eq!(written.bytes(), &serialized[..]);

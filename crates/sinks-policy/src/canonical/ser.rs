@@ -13,7 +13,7 @@ use std::fmt;
 
 use serde::ser::{self, Impossible, Serialize};
 
-use super::sink::{Counter, Omit, Out, Repeats, Sink, push_integer};
+use super::buf::{CanonicalBuf, Counter, Omit, Out, Repeats, push_integer};
 use super::text::PRECISE_NUMBER_TOKEN;
 use super::{CanonicalError, write_number};
 
@@ -21,33 +21,37 @@ use super::{CanonicalError, write_number};
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
 /// Writes the canonical bytes of `value` (those of [`super::to_vec`] on
-/// `serde_json::to_value(value)`) into `sink`, leaving out every member whose path from the
+/// `serde_json::to_value(value)`) into `buf`, leaving out every member whose path from the
 /// root (keys through objects) is in `omit`, as removing it from the value would. An error
 /// only when the value cannot be rendered at all.
 pub fn serialize_into<T: Serialize + ?Sized>(
     value: &T,
     omit: &[&[&str]],
-    sink: &mut Sink,
+    buf: &mut CanonicalBuf,
 ) -> Result<(), CanonicalError> {
-    if stream_into(value, omit, sink).is_ok() {
+    if stream_into(value, omit, buf).is_ok() {
         return Ok(());
     }
     let mut tree = serde_json::to_value(value).map_err(|_| CanonicalError::NonFinite)?;
     for path in omit {
         remove_path(&mut tree, path);
     }
-    sink.clear();
-    sink.out = super::to_vec(&tree)?;
+    buf.clear();
+    buf.out = super::to_vec(&tree)?;
     Ok(())
 }
 
 /// [`serialize_into`] without the value route: `Err` for what it leaves to that route.
-pub(crate) fn stream_into<T: Serialize + ?Sized>(value: &T, omit: &[&[&str]], sink: &mut Sink) -> Result<(), Fallback> {
-    sink.clear();
+pub(crate) fn stream_into<T: Serialize + ?Sized>(
+    value: &T,
+    omit: &[&[&str]],
+    buf: &mut CanonicalBuf,
+) -> Result<(), Fallback> {
+    buf.clear();
     if omit.len() > Omit::MAX_PATHS {
         return Err(Fallback);
     }
-    value.serialize(&mut Ser { out: sink, omit: Omit::new(omit), number: false, skip_value: false })
+    value.serialize(&mut Ser { out: buf, omit: Omit::new(omit), number: false, skip_value: false })
 }
 
 /// The length of the canonical bytes of `value` (what [`serialize_into`] would write with

@@ -5,12 +5,12 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 use super::ser::{remove_path, stream_into};
-use super::{Sink, arbitrary, serialize_into, strict_text_into, to_vec};
+use super::{CanonicalBuf, arbitrary, serialize_into, strict_text_into, to_vec};
 
 fn streamed<T: serde::Serialize + ?Sized>(value: &T, omit: &[&[&str]]) -> Vec<u8> {
-    let mut sink = Sink::new();
-    serialize_into(value, omit, &mut sink).unwrap();
-    sink.bytes().to_vec()
+    let mut buf = CanonicalBuf::new();
+    serialize_into(value, omit, &mut buf).unwrap();
+    buf.bytes().to_vec()
 }
 
 /// What the value route makes of `text`: `None` when strict reading refuses it.
@@ -21,8 +21,8 @@ fn tree_of_text(text: &[u8]) -> Option<Vec<u8>> {
 }
 
 fn read(text: &[u8]) -> Option<Vec<u8>> {
-    let mut sink = Sink::new();
-    strict_text_into(text, &mut sink).ok().map(|()| sink.bytes().to_vec())
+    let mut buf = CanonicalBuf::new();
+    strict_text_into(text, &mut buf).ok().map(|()| buf.bytes().to_vec())
 }
 
 proptest! {
@@ -187,15 +187,15 @@ fn structs_and_maps_of_every_shape_stream_as_their_trees_render() {
         b: serde_bytes_like::Bytes(vec![1, 2]),
         a: (None, true, f64::NAN),
     };
-    let mut sink = Sink::new();
-    assert!(stream_into(&pure, &[], &mut sink).is_ok(), "written without the value route");
-    assert_eq!(sink.bytes(), to_vec(&serde_json::to_value(&pure).unwrap()).unwrap());
-    assert!(stream_into(&pure, &[&["z"][..], &["m", "12"][..]], &mut sink).is_ok());
+    let mut buf = CanonicalBuf::new();
+    assert!(stream_into(&pure, &[], &mut buf).is_ok(), "written without the value route");
+    assert_eq!(buf.bytes(), to_vec(&serde_json::to_value(&pure).unwrap()).unwrap());
+    assert!(stream_into(&pure, &[&["z"][..], &["m", "12"][..]], &mut buf).is_ok());
     let mut tree = serde_json::to_value(&pure).unwrap();
     tree.as_object_mut().unwrap().remove("z");
     tree["m"].as_object_mut().unwrap().remove("12");
-    assert_eq!(sink.bytes(), to_vec(&tree).unwrap());
-    assert!(stream_into(&12_u128, &[], &mut sink).is_err(), "a 128-bit integer takes the value route");
+    assert_eq!(buf.bytes(), to_vec(&tree).unwrap());
+    assert!(stream_into(&12_u128, &[], &mut buf).is_err(), "a 128-bit integer takes the value route");
     assert_eq!(streamed(&json!({}), &[]), b"{}");
     assert_eq!(streamed(&json!([]), &[]), b"[]");
     assert_eq!(streamed(&json!({"only": 1}), &[&["only"]]), b"{}");
@@ -229,7 +229,7 @@ fn strings_escape_as_json_dumps_does_at_every_offset() {
         for pad in 0..17 {
             let s = format!("{}{c}{}", "x".repeat(pad), "é".repeat(pad % 3));
             let mut out = Vec::new();
-            super::sink::escape_into(&s, &mut out);
+            super::buf::escape_into(&s, &mut out);
             assert_eq!(String::from_utf8(out).unwrap(), rule(&s), "{s:?}");
         }
     }

@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
-use super::sink::{Repeats, Sink, push_integer};
+use super::buf::{CanonicalBuf, Repeats, push_integer};
 use super::write_number;
 use super::write_python_float;
 
@@ -19,13 +19,13 @@ pub(super) const PRECISE_NUMBER_TOKEN: &str = "$serde_json::private::Number";
 pub struct NotStrict;
 
 /// Writes the canonical bytes of the strict JSON text `text` (those of [`super::to_vec`] on
-/// the [`serde_json::Value`] parsed from it) into `sink`, reading the text once. `Err` exactly
+/// the [`serde_json::Value`] parsed from it) into `buf`, reading the text once. `Err` exactly
 /// when [`sinks_contract::json::validate_strict`] refuses the text (not JSON, a repeated key, a
-/// number no finite float holds), or when it is not UTF-8; `sink` then holds nothing useful.
-pub fn strict_text_into(text: &[u8], sink: &mut Sink) -> Result<(), NotStrict> {
-    sink.clear();
+/// number no finite float holds), or when it is not UTF-8; `buf` then holds nothing useful.
+pub fn strict_text_into(text: &[u8], buf: &mut CanonicalBuf) -> Result<(), NotStrict> {
+    buf.clear();
     let mut de = serde_json::Deserializer::from_slice(text);
-    TextSeed { sink }.deserialize(&mut de).map_err(|_| NotStrict)?;
+    TextSeed { buf }.deserialize(&mut de).map_err(|_| NotStrict)?;
     de.end().map_err(|_| NotStrict)
 }
 
@@ -38,7 +38,7 @@ fn precise_numbers() -> bool {
 }
 
 struct TextSeed<'s> {
-    sink: &'s mut Sink,
+    buf: &'s mut CanonicalBuf,
 }
 
 impl<'de> DeserializeSeed<'de> for TextSeed<'_> {
@@ -50,14 +50,14 @@ impl<'de> DeserializeSeed<'de> for TextSeed<'_> {
 
 /// An array item: its comma, then the value.
 struct ItemSeed<'s> {
-    sink: &'s mut Sink,
+    buf: &'s mut CanonicalBuf,
 }
 
 impl<'de> DeserializeSeed<'de> for ItemSeed<'_> {
     type Value = ();
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        self.sink.item();
-        d.deserialize_any(TextSeed { sink: self.sink })
+        self.buf.item();
+        d.deserialize_any(TextSeed { buf: self.buf })
     }
 }
 
@@ -68,40 +68,40 @@ impl<'de> Visitor<'de> for TextSeed<'_> {
         f.write_str("a JSON value")
     }
     fn visit_bool<E>(self, v: bool) -> Result<(), E> {
-        self.sink.out.extend_from_slice(if v { b"true" } else { b"false" });
+        self.buf.out.extend_from_slice(if v { b"true" } else { b"false" });
         Ok(())
     }
     fn visit_i64<E>(self, v: i64) -> Result<(), E> {
-        push_integer(v, &mut self.sink.out);
+        push_integer(v, &mut self.buf.out);
         Ok(())
     }
     fn visit_u64<E>(self, v: u64) -> Result<(), E> {
-        push_integer(v, &mut self.sink.out);
+        push_integer(v, &mut self.buf.out);
         Ok(())
     }
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        write_python_float(v, &mut self.sink.out).map_err(|_| E::custom("non-finite number"))
+        write_python_float(v, &mut self.buf.out).map_err(|_| E::custom("non-finite number"))
     }
     fn visit_str<E>(self, v: &str) -> Result<(), E> {
-        self.sink.string(v);
+        self.buf.string(v);
         Ok(())
     }
     fn visit_unit<E>(self) -> Result<(), E> {
-        self.sink.out.extend_from_slice(b"null");
+        self.buf.out.extend_from_slice(b"null");
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        self.sink.begin(false, None);
-        while seq.next_element_seed(ItemSeed { sink: self.sink })?.is_some() {}
-        self.sink.end_array();
+        self.buf.begin(false, None);
+        while seq.next_element_seed(ItemSeed { buf: self.buf })?.is_some() {}
+        self.buf.end_array();
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
         let duplicate = |_| de::Error::custom("duplicate object key");
-        match map.next_key_seed(KeySeed { sink: self.sink, first: true })? {
+        match map.next_key_seed(KeySeed { buf: self.buf, first: true })? {
             None => {
-                self.sink.begin(true, None);
-                return self.sink.end_object(Repeats::Refuse).map_err(duplicate);
+                self.buf.begin(true, None);
+                return self.buf.end_object(Repeats::Refuse).map_err(duplicate);
             }
             Some(Key::Number) => {
                 // A number under `arbitrary_precision` (or, without it, an object whose only key
@@ -112,24 +112,24 @@ impl<'de> Visitor<'de> for TextSeed<'_> {
                 }
                 if precise_numbers() {
                     let number: serde_json::Number = text.parse().map_err(|_| de::Error::custom("invalid number"))?;
-                    return write_number(&number, &mut self.sink.out).map_err(|_| de::Error::custom("invalid number"));
+                    return write_number(&number, &mut self.buf.out).map_err(|_| de::Error::custom("invalid number"));
                 }
-                self.sink.begin(true, None);
-                self.sink.key(PRECISE_NUMBER_TOKEN);
-                self.sink.string(&text);
-                self.sink.end_member();
-                return self.sink.end_object(Repeats::Refuse).map_err(duplicate);
+                self.buf.begin(true, None);
+                self.buf.key(PRECISE_NUMBER_TOKEN);
+                self.buf.string(&text);
+                self.buf.end_member();
+                return self.buf.end_object(Repeats::Refuse).map_err(duplicate);
             }
             Some(Key::Written) => {
-                map.next_value_seed(TextSeed { sink: self.sink })?;
-                self.sink.end_member();
+                map.next_value_seed(TextSeed { buf: self.buf })?;
+                self.buf.end_member();
             }
         }
-        while map.next_key_seed(KeySeed { sink: self.sink, first: false })?.is_some() {
-            map.next_value_seed(TextSeed { sink: self.sink })?;
-            self.sink.end_member();
+        while map.next_key_seed(KeySeed { buf: self.buf, first: false })?.is_some() {
+            map.next_value_seed(TextSeed { buf: self.buf })?;
+            self.buf.end_member();
         }
-        self.sink.end_object(Repeats::Refuse).map_err(duplicate)
+        self.buf.end_object(Repeats::Refuse).map_err(duplicate)
     }
 }
 
@@ -141,9 +141,9 @@ enum Key {
     Written,
 }
 
-/// Reads one key into the sink, borrowing it from the text when it has no escape.
+/// Reads one key into the buffer, borrowing it from the text when it has no escape.
 struct KeySeed<'s> {
-    sink: &'s mut Sink,
+    buf: &'s mut CanonicalBuf,
     first: bool,
 }
 
@@ -165,9 +165,9 @@ impl<'de> Visitor<'de> for KeySeed<'_> {
             if key == PRECISE_NUMBER_TOKEN {
                 return Ok(Key::Number);
             }
-            self.sink.begin(true, None);
+            self.buf.begin(true, None);
         }
-        self.sink.key(key);
+        self.buf.key(key);
         Ok(Key::Written)
     }
 }

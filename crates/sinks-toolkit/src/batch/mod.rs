@@ -11,7 +11,12 @@
 //!   [`parquet`] behind the cargo feature `parquet`);
 //! - [`index`]: the committed manifests a writer knows, bounded;
 //! - [`describe`]: what `nats-sink validate` says about a batch mode;
-//! - [`engine`]: the [`BatchWriter`] itself.
+//! - [`object_log`]: what a sink supplies ([`ObjectLog`]) and how it configured the mode
+//!   ([`Settings`]);
+//! - [`engine`]: the [`BatchWriter`] itself: appending a write's messages, flushing,
+//!   reading back; below it, private, the objects being filled (`groups.rs`), loading a
+//!   partition's manifest log (`load.rs`), committing a closed object (`commit.rs`) and
+//!   judging a redelivery against what is stored (`stored.rs`).
 
 pub mod config;
 pub mod describe;
@@ -20,11 +25,18 @@ pub mod engine;
 pub mod index;
 pub mod manifest;
 pub mod naming;
+pub mod object_log;
 #[cfg(feature = "parquet")]
 pub mod parquet;
 pub mod partition;
 pub mod row;
 pub mod seqset;
 
+mod commit;
+mod groups;
+mod load;
+mod stored;
+
 pub use config::{BatchCompression, BatchConfig, ColumnConfig, ColumnType, Format, WriteMode};
-pub use engine::{BatchWriter, ObjectLog, Settings, TempObject};
+pub use engine::BatchWriter;
+pub use object_log::{ObjectLog, Settings, TempObject};

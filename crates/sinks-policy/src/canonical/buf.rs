@@ -58,9 +58,10 @@ pub(super) enum Repeats {
     Refuse,
 }
 
-/// The output and the state of the objects open in it.
+/// A reusable buffer of canonical JSON: the output and the state of the objects open in it
+/// (what the streaming writers write into; no destination, whatever a caller names it).
 #[derive(Debug, Default)]
-pub struct Sink {
+pub struct CanonicalBuf {
     pub(super) out: Vec<u8>,
     keys: Vec<u8>,
     entries: Vec<Entry>,
@@ -152,13 +153,13 @@ fn ascending(a: &[u8], b: &[u8]) -> bool {
     a_rest.len() < b_rest.len()
 }
 
-impl Sink {
+impl CanonicalBuf {
     /// An empty sink.
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// The canonical bytes written since the last [`Sink::clear`].
+    /// The canonical bytes written since the last [`CanonicalBuf::clear`].
     pub fn bytes(&self) -> &[u8] {
         &self.out
     }
@@ -343,7 +344,7 @@ impl Sink {
 /// ([`sinks_toolkit::metadata::MetadataDoc::write_in_key_order`], the custody metadata hash's
 /// input) and custody's record material. Each part is written as the serde route writes it
 /// (`Out`).
-impl sinks_toolkit::metadata::DocWriter for Sink {
+impl sinks_toolkit::metadata::DocWriter for CanonicalBuf {
     type Error = super::CanonicalError;
 
     fn raw(&mut self, bytes: &[u8]) {
@@ -508,7 +509,7 @@ fn push_digits(mut n: u64, out: &mut Vec<u8>) {
     out.extend_from_slice(&digits[at..]);
 }
 
-/// Where [`super::ser`] writes: the canonical bytes ([`Sink`]) or only their length
+/// Where [`super::ser`] writes: the canonical bytes ([`CanonicalBuf`]) or only their length
 /// ([`Counter`]).
 pub(super) trait Out {
     /// Bytes written as they are (`null`, `true`, digits).
@@ -519,7 +520,7 @@ pub(super) trait Out {
     fn float(&mut self, value: f64) -> Result<(), super::CanonicalError>;
     /// A string value, quoted and escaped.
     fn string(&mut self, s: &str);
-    /// Opens an array or an object (see [`Sink::begin`]).
+    /// Opens an array or an object (see [`CanonicalBuf::begin`]).
     fn begin(&mut self, object: bool, omit: Option<&Omit<'_>>);
     /// Starts an array item.
     fn item(&mut self);
@@ -537,7 +538,7 @@ pub(super) trait Out {
     fn end_object(&mut self, repeats: Repeats) -> Result<(), Repeated>;
 }
 
-impl Out for Sink {
+impl Out for CanonicalBuf {
     #[inline]
     fn raw(&mut self, bytes: &[u8]) {
         self.out.extend_from_slice(bytes);

@@ -1,0 +1,164 @@
+//! Pure: a write's requests planned before anything is sent. Each message's key and body are
+//! built ([`prepare`]: a message without a required key, with a payload the mode refuses or
+//! with a body over `max_request_bytes` fails permanently here, alone), then grouped into
+//! requests ([`units`]): one per message, or in batch mode consecutive chunks of at most
+//! `max_batch_items` envelopes and `max_request_bytes` bytes, in input order.
+
+use sinks_contract::{Envelope, IdempotencyKey, SinkError};
+use time::OffsetDateTime;
+
+use crate::config::{BatchMode, HttpSinkConfig};
+use crate::request;
+
+/// A message ready to be sent.
+#[derive(Debug)]
+pub(crate) struct Ready {
+    /// Its place in the write's batch.
+    pub(crate) index: usize,
+    pub(crate) key: Option<IdempotencyKey>,
+    pub(crate) body: Vec<u8>,
+}
+
+/// The key and body of the message at `index`, sent at `sent_at`; a permanent failure when
+/// it can never be sent.
+pub(crate) fn prepare(
+    index: usize,
+    envelope: &Envelope,
+    config: &HttpSinkConfig,
+    sent_at: OffsetDateTime,
+) -> Result<Ready, SinkError> {
+    let key = request::idempotency_key(envelope, &config.idempotency).map_err(|e| {
+        SinkError::permanent(format!("no idempotency key for a required sink.idempotency: {e}"))
+            .with_error_type("ValidationError")
+    })?;
+    let mut body = request::message_body(envelope, config, key.as_ref(), sent_at).map_err(|e| {
+        let error_type = match e {
+            request::RequestError::Payload(_) | request::RequestError::Encode(_) => "SerializationError",
+            request::RequestError::TooLarge { .. } => "PermanentSinkError",
+            request::RequestError::Origin(_) => "ValidationError",
+        };
+        SinkError::permanent(format!("cannot build the request body: {e}")).with_error_type(error_type)
+    })?;
+    if config.batch_mode != BatchMode::Off {
+        // A lone item must also fit with the batch framing around it.
+        let framed = body.len() + request::batch_overhead(config.batch_mode) + request::BATCH_SEPARATOR_LEN;
+        if framed as u64 > config.max_request_bytes {
+            return Err(SinkError::permanent(format!(
+                "cannot build the request body: batch request of {framed} bytes exceeds sink.max_request_bytes ({})",
+                config.max_request_bytes
+            )));
+        }
+    }
+    body.shrink_to_fit();
+    Ok(Ready { index, key, body })
+}
+
+/// The requests of a write: one per message, or in batch mode [`chunks`].
+pub(crate) fn units(ready: Vec<Ready>, config: &HttpSinkConfig) -> Vec<Vec<Ready>> {
+    match config.batch_mode {
+        BatchMode::Off => ready.into_iter().map(|r| vec![r]).collect(),
+        mode => chunks(ready, mode, config),
+    }
+}
+
+/// Batch mode: consecutive chunks of at most `max_batch_items` envelopes and
+/// `max_request_bytes` bytes, in input order.
+fn chunks(ready: Vec<Ready>, mode: BatchMode, config: &HttpSinkConfig) -> Vec<Vec<Ready>> {
+    let max_items = config.max_batch_items;
+    let max_bytes = usize::try_from(config.max_request_bytes).unwrap_or(usize::MAX);
+    let mut chunks = Vec::new();
+    let mut current: Vec<Ready> = Vec::new();
+    let mut size = request::batch_overhead(mode);
+    for r in ready {
+        let cost = r.body.len() + request::BATCH_SEPARATOR_LEN;
+        if !current.is_empty() && (current.len() >= max_items || size + cost > max_bytes) {
+            chunks.push(std::mem::take(&mut current));
+            size = request::batch_overhead(mode);
+        }
+        size += cost;
+        current.push(r);
+    }
+    if !current.is_empty() {
+        chunks.push(current);
+    }
+    chunks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sinks_contract::testing::envelope;
+
+    fn config() -> HttpSinkConfig {
+        HttpSinkConfig::new("https://h.example/x")
+    }
+
+    fn ready(index: usize, size: usize) -> Ready {
+        Ready { index, key: None, body: vec![b'x'; size] }
+    }
+
+    fn shape(units: &[Vec<Ready>]) -> Vec<Vec<usize>> {
+        units.iter().map(|u| u.iter().map(|r| r.index).collect()).collect()
+    }
+
+    #[test]
+    fn one_request_per_message_without_batch_mode() {
+        let planned = units((0..3).map(|i| ready(i, 10)).collect(), &config());
+        assert_eq!(shape(&planned), vec![vec![0], vec![1], vec![2]]);
+    }
+
+    #[test]
+    fn batch_mode_chunks_by_items_and_bytes_in_input_order() {
+        let c = HttpSinkConfig { batch_mode: BatchMode::JsonArray, max_batch_items: 2, ..config() };
+        let planned = units((0..5).map(|i| ready(i, 10)).collect(), &c);
+        assert_eq!(shape(&planned), vec![vec![0, 1], vec![2, 3], vec![4]]);
+        // Bytes: the framing and a separator per item count against max_request_bytes.
+        let overhead = request::batch_overhead(BatchMode::Ndjson);
+        let item = 10 + request::BATCH_SEPARATOR_LEN;
+        let c = HttpSinkConfig {
+            batch_mode: BatchMode::Ndjson,
+            max_batch_items: 100,
+            max_request_bytes: (overhead + 2 * item) as u64,
+            ..config()
+        };
+        let planned = units((0..5).map(|i| ready(i, 10)).collect(), &c);
+        assert_eq!(shape(&planned), vec![vec![0, 1], vec![2, 3], vec![4]]);
+        // An item bigger than the cap still goes, alone.
+        let sizes = [10, 500, 10];
+        let planned = units(sizes.iter().enumerate().map(|(i, s)| ready(i, *s)).collect(), &c);
+        assert_eq!(shape(&planned), vec![vec![0], vec![1], vec![2]]);
+        assert!(chunks(Vec::new(), BatchMode::Ndjson, &c).is_empty());
+    }
+
+    #[test]
+    fn a_message_that_can_never_be_sent_fails_permanently_alone() {
+        let keyless = envelope("ORDERS", 1, "orders.created", "{}");
+        let mut by_id = config();
+        by_id.idempotency.strategy = crate::config::KeyStrategy::MessageId;
+        let e = prepare(4, &keyless, &by_id, OffsetDateTime::now_utc());
+        let e = e.expect_err("a required key is missing");
+        assert!(e.is_permanent() && e.to_string().contains("no idempotency key"), "{e}");
+        assert_eq!(e.error_type(), "ValidationError");
+
+        let big = envelope("ORDERS", 1, "orders.created", format!("\"{}\"", "x".repeat(2_000)));
+        let small = HttpSinkConfig { max_request_bytes: 1_000, ..config() };
+        let e = prepare(0, &big, &small, OffsetDateTime::now_utc()).expect_err("over max_request_bytes");
+        assert!(e.is_permanent() && e.to_string().contains("cannot build the request body"), "{e}");
+        assert_eq!(e.error_type(), "PermanentSinkError");
+    }
+
+    #[test]
+    fn in_batch_mode_a_lone_item_must_fit_with_the_framing() {
+        let message = envelope("ORDERS", 1, "orders.created", "{}");
+        let c = HttpSinkConfig { batch_mode: BatchMode::JsonArray, ..config() };
+        let r = prepare(2, &message, &c, OffsetDateTime::now_utc()).unwrap();
+        assert_eq!(r.index, 2);
+        assert_eq!(r.key.as_ref().map(IdempotencyKey::as_str), Some("stream-sequence:ORDERS:1"));
+        let framed = r.body.len() + request::batch_overhead(BatchMode::JsonArray) + request::BATCH_SEPARATOR_LEN;
+        let tight = HttpSinkConfig { max_request_bytes: framed as u64 - 1, ..c.clone() };
+        let e = prepare(2, &message, &tight, OffsetDateTime::now_utc()).expect_err("framing exceeds the cap");
+        assert!(e.to_string().contains("batch request of"), "{e}");
+        let exact = HttpSinkConfig { max_request_bytes: framed as u64, ..c };
+        assert!(prepare(2, &message, &exact, OffsetDateTime::now_utc()).is_ok());
+    }
+}
