@@ -179,12 +179,18 @@ impl FileSinkConfig {
     }
 
     /// Parses and validates the `sink` section, then fills in the default extension
-    /// (`.json.gz` for gzip when no extension was given, else `.json`).
+    /// ([`FileSinkConfig::complete`]).
     pub fn from_section(section: &SinkSection) -> Result<Self, ConfigError> {
         let mut config: Self = section.parse()?;
         config.validate()?;
-        config.extension = Some(config.effective_extension().to_owned());
+        config.complete();
         Ok(config)
+    }
+
+    /// Fills in the default extension (`.json.gz` for gzip when no extension was given,
+    /// else `.json`): the effective config shows the one in use.
+    pub fn complete(&mut self) {
+        self.extension = Some(self.effective_extension().to_owned());
     }
 
     /// The batch settings in effect (`mode: batch`): the configured section, else its

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use sinks_contract::{BuiltSink, Creation, Reach, Sink, SinkFactory};
+use sinks_contract::{BuiltSink, Creation, DynSinkFactory, Reach, Sink};
 use sinks_runtime::Config;
 use sinks_runtime::blackhole::BlackholeFactory;
 use sinks_runtime::config::{ConfigError, ConfigIssue, KindDefaults, OptionalWait, SinkSection};
@@ -69,7 +69,7 @@ impl Known {
 #[derive(Debug)]
 pub struct Registry {
     blackhole: BlackholeFactory,
-    factories: Vec<Box<dyn SinkFactory>>,
+    factories: Vec<Box<dyn DynSinkFactory>>,
     known: Vec<Known>,
     extensions: Vec<Box<dyn Extension>>,
     formats: Vec<Box<dyn StoredFormat>>,
@@ -138,7 +138,7 @@ impl Registry {
 
     /// With the sink kind `factory` builds (listed in registration order).
     #[must_use]
-    pub fn with(mut self, factory: Box<dyn SinkFactory>) -> Self {
+    pub fn with(mut self, factory: Box<dyn DynSinkFactory>) -> Self {
         self.factories.push(factory);
         self
     }
@@ -198,11 +198,11 @@ impl Registry {
     }
 
     /// The registered factories, `blackhole` first.
-    fn factories(&self) -> impl Iterator<Item = &dyn SinkFactory> {
-        std::iter::once(&self.blackhole as &dyn SinkFactory).chain(self.factories.iter().map(AsRef::as_ref))
+    fn factories(&self) -> impl Iterator<Item = &dyn DynSinkFactory> {
+        std::iter::once(&self.blackhole as &dyn DynSinkFactory).chain(self.factories.iter().map(AsRef::as_ref))
     }
 
-    fn factory(&self, kind: &str) -> Option<&dyn SinkFactory> {
+    fn factory(&self, kind: &str) -> Option<&dyn DynSinkFactory> {
         self.factories().find(|f| f.kind() == kind)
     }
 
@@ -361,7 +361,8 @@ impl Registry {
             targets.push((name, built.sink));
         }
         let fanout = sinks_runtime::fanout::FanoutSink::new(targets, config.routing.clone());
-        let built = BuiltSink::new(fanout, serde_json::json!({"sinks": effective}));
+        let mut built = BuiltSink::new(fanout);
+        built.effective = serde_json::json!({"sinks": effective});
         Ok(match ddl {
             Some(statements) => built.with_ddl(statements),
             None => built,
@@ -474,35 +475,47 @@ mod tests {
     use sinks_runtime::blackhole::{BlackholeConfig, BlackholeSink};
 
     use super::*;
+    use sinks_contract::SinkFactory;
 
     /// A kind on this machine that creates its `place` unless `make` is off, building a
     /// blackhole.
     #[derive(Debug)]
     struct Here;
 
+    /// The config of `here`: whether it makes its place (on by default), and which.
+    #[derive(Debug, serde::Serialize, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct HereConfig {
+        #[serde(default = "yes")]
+        make: bool,
+        #[serde(default)]
+        place: Option<String>,
+    }
+
+    fn yes() -> bool {
+        true
+    }
+
     impl SinkFactory for Here {
+        type Config = HereConfig;
+
         fn kind(&self) -> &'static str {
             "here"
         }
 
-        fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-            let mut settings = section.clone();
-            settings.0.remove("make");
-            settings.0.remove("place");
-            let config = BlackholeConfig::from_section(&settings)?;
-            Ok(BuiltSink::new(BlackholeSink::new(config), json!({"here": true})))
+        fn build(&self, _: HereConfig) -> Result<BuiltSink, ConfigError> {
+            Ok(BuiltSink::new(BlackholeSink::new(BlackholeConfig::default())))
         }
 
         fn reach(&self) -> Reach {
             Reach::Local
         }
 
-        fn creation(&self, section: &SinkSection) -> Option<Creation> {
-            let place = section.0.get("place").and_then(|p| p.as_str()).unwrap_or("?").to_owned();
-            Creation::when_on(section, "make", true, format!("the place {place}"))
+        fn creation(&self, config: &HereConfig) -> Option<Creation> {
+            Creation::when(config.make, "make", format!("the place {}", config.place.as_deref().unwrap_or("?")))
         }
 
-        fn describe(&self, _: &SinkSection, stream: &str, subject: &str) -> Vec<String> {
+        fn describe(&self, _: &HereConfig, stream: &str, subject: &str) -> Vec<String> {
             vec![format!("here: {stream} {subject}")]
         }
 
@@ -516,14 +529,14 @@ mod tests {
     struct There;
 
     impl SinkFactory for There {
+        type Config = BlackholeConfig;
+
         fn kind(&self) -> &'static str {
             "there"
         }
 
-        fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-            let config = BlackholeConfig::from_section(section)?;
-            Ok(BuiltSink::new(BlackholeSink::new(config), json!({"there": true}))
-                .with_ddl(vec!["CREATE TABLE t".into()]))
+        fn build(&self, config: BlackholeConfig) -> Result<BuiltSink, ConfigError> {
+            Ok(BuiltSink::new(BlackholeSink::new(config)).with_ddl(vec!["CREATE TABLE t".into()]))
         }
     }
 
@@ -617,7 +630,7 @@ mod tests {
         let c = config(json!({"sink": {"type": "fanout"}, "sinks": {"a": {"type": "here"}, "b": {"type": "there"}},
             "routing": routes(&["a", "b"])}));
         let built = r.build_active(&c).unwrap();
-        assert_eq!(built.effective, json!({"sinks": {"a": {"here": true}, "b": {"there": true}}}));
+        assert_eq!(built.effective, json!({"sinks": {"a": {"make": true, "place": null}, "b": {"write_delay_ms": 0}}}));
         assert_eq!(built.ddl, Some(vec!["CREATE TABLE t".to_owned()]));
         let extra = config(
             json!({"sink": {"type": "fanout", "x": 1}, "sinks": {"a": {"type": "here"}}, "routing": routes(&["a"])}),
@@ -641,7 +654,7 @@ mod tests {
         let built = r.build(&section(limited.clone())).unwrap();
         assert_eq!(
             built.effective,
-            json!({"there": true, "rate_limit": {"messages_per_second": 10.0, "burst_messages": 1}}),
+            json!({"write_delay_ms": 0, "rate_limit": {"messages_per_second": 10.0, "burst_messages": 1}}),
             "the effective config shows it; the kind's factory never saw it"
         );
         let batch: Vec<sinks_contract::Envelope> =

@@ -30,7 +30,7 @@ pub mod testing;
 pub use config::{ConfigError, ConfigIssue, Issues, SinkSection};
 pub use envelope::{AppMetadata, Envelope, Headers, JetStreamInfo};
 pub use error::{BoxError, ErrorClass, SinkError};
-pub use factory::{BuiltSink, Creation, Reach, SinkFactory};
+pub use factory::{BuiltSink, Creation, DynSinkFactory, Reach, SinkFactory};
 pub use idempotency::{IdempotencyKey, IdempotencyStrategy};
 pub use ordering::OrderKey;
 pub use payload::{NormalizedPayload, PayloadMode};
