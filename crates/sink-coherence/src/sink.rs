@@ -35,7 +35,7 @@ use futures::{StreamExt, TryStreamExt};
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
-    Reconcile, Sink, SinkError,
+    Sink, SinkError,
 };
 use sinks_toolkit::existing;
 use sinks_toolkit::in_order;
@@ -167,8 +167,8 @@ impl Sink for CoherenceSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 }
 
@@ -180,7 +180,7 @@ impl Destinations for CoherenceSink {
 }
 
 #[async_trait]
-impl Reconcile for CoherenceSink {
+impl ReadBack for CoherenceSink {
     fn checks(&self) -> String {
         format!(
             "get of each entry key ({} in flight): missing, or the stored document's payload_info.sha256 and the \
@@ -191,7 +191,7 @@ impl Reconcile for CoherenceSink {
 
     /// One `get` per envelope, up to `max_concurrent_requests` in flight, answers in input
     /// order. Reads only.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let client = inner.client().map_err(|e| classify(Stage::Read, &e))?;
         let mut checks = Vec::with_capacity(batch.len());

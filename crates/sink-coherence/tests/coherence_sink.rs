@@ -314,7 +314,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
         })
         .collect();
     assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
-    assert!(matches!(sink.read_back(), sinks_contract::ReadBack::Supported(_)));
+    assert!(sink.read_back().is_some());
     let clean = sink.read_back_batch(&batch).await.unwrap();
     assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
 

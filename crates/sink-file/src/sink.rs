@@ -33,7 +33,7 @@ use std::sync::{Arc, OnceLock};
 use async_trait::async_trait;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, Holding, MessageOutcome, OrderKey,
-    Presence, ReadBack, Reconcile, Sink, SinkError,
+    Presence, ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::batch::{BatchWriter, Settings};
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
@@ -203,8 +203,8 @@ impl Sink for FileSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 
     fn holding(&self) -> Option<&dyn Holding> {
@@ -227,7 +227,7 @@ impl Destinations for FileSink {
 }
 
 #[async_trait]
-impl Reconcile for FileSink {
+impl ReadBack for FileSink {
     fn checks(&self) -> String {
         if self.inner.batch.is_some() {
             return String::from(
@@ -239,7 +239,7 @@ impl Reconcile for FileSink {
         )
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         // Never create anything: a root that does not exist holds nothing.
         let root = match self.inner.root.get() {
             Some(root) => root.clone(),

@@ -29,7 +29,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, 
 use reqwest::{Method, Url};
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, IdempotencyKey, MessageOutcome,
-    Presence, ReadBack, Reconcile, Sink, SinkError,
+    Presence, ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
 use sinks_toolkit::in_order::{self, Finished, Ran};
@@ -389,15 +389,12 @@ impl Sink for HttpSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
+    fn read_back(&self) -> Option<&dyn ReadBack> {
         let c = &self.inner.config;
         if c.inquiry_url.is_none() || !c.idempotency.enabled {
-            return ReadBack::Unsupported(
-                "the http sink can read its endpoint back only through sink.inquiry_url (with idempotency keys)"
-                    .to_owned(),
-            );
+            return None;
         }
-        ReadBack::Supported(self)
+        Some(self)
     }
 }
 
@@ -421,7 +418,7 @@ impl Destinations for HttpSink {
 }
 
 #[async_trait]
-impl Reconcile for HttpSink {
+impl ReadBack for HttpSink {
     fn checks(&self) -> String {
         let c = &self.inner.config;
         format!(
@@ -436,7 +433,7 @@ impl Reconcile for HttpSink {
     }
 
     /// One inquiry per envelope, up to `max_concurrent_requests` in flight, in input order.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let Some(template) = inner.config.inquiry_url.as_deref() else {
             return Err(SinkError::config("the http sink needs sink.inquiry_url to read its endpoint back"));

@@ -43,7 +43,7 @@ use oracle_nosql_rust_sdk::{
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
-    Reconcile, Sink, SinkError,
+    Sink, SinkError,
 };
 use sinks_toolkit::existing;
 use sinks_toolkit::in_order;
@@ -196,8 +196,8 @@ impl Sink for NoSqlSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 }
 
@@ -209,7 +209,7 @@ impl Destinations for NoSqlSink {
 }
 
 #[async_trait]
-impl Reconcile for NoSqlSink {
+impl ReadBack for NoSqlSink {
     fn checks(&self) -> String {
         format!(
             "get of each row by primary key ({} in flight, absolute consistency): missing, or the event document's \
@@ -221,7 +221,7 @@ impl Reconcile for NoSqlSink {
 
     /// One `GET` per envelope, up to `max_concurrent_requests` in flight, answers in input
     /// order. Reads only.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let mut checks = Vec::with_capacity(batch.len());
         for envelope in batch {

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, OrderKey, Presence,
-    ReadBack, Reconcile, Sink, SinkError,
+    ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
@@ -218,8 +218,8 @@ impl Sink for ReviewPackageSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 }
 
@@ -236,14 +236,14 @@ impl Destinations for ReviewPackageSink {
 }
 
 #[async_trait]
-impl Reconcile for ReviewPackageSink {
+impl ReadBack for ReviewPackageSink {
     fn checks(&self) -> String {
         String::from(
             "the package exists and is intact (every file matches hashes.json and manifest.json, nothing missing or added), and its manifest records this payload's SHA-256",
         )
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         // Never create anything: a root that does not exist holds nothing.
         let root = match self.inner.root.get() {
             Some(root) => root.clone(),

@@ -37,7 +37,7 @@ use object_store::{
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, Holding, MessageOutcome, Presence,
-    ReadBack, Reconcile, Sink, SinkError,
+    ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::batch::{BatchWriter, Settings};
 use sinks_toolkit::existing::{self, Stored};
@@ -202,8 +202,8 @@ impl Sink for S3Sink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 
     fn holding(&self) -> Option<&dyn Holding> {
@@ -222,7 +222,7 @@ impl Destinations for S3Sink {
 }
 
 #[async_trait]
-impl Reconcile for S3Sink {
+impl ReadBack for S3Sink {
     fn checks(&self) -> String {
         if self.inner.batch.is_some() {
             return String::from(
@@ -238,7 +238,7 @@ impl Reconcile for S3Sink {
 
     /// One `HEAD` per envelope, up to `max_concurrent_requests` in flight, in input order.
     /// Reads only; a missing bucket was already refused by [`Sink::open`].
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         if let Some(writer) = &self.inner.batch {
             return writer.reconcile(batch).await;
         }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sink_s3::certify::{BucketReadBack, S3Harness, decode_object};
 use sink_s3::{Compression, DuplicatePolicy, KeyStrategy, MetadataMode, ObjectFormat, S3Sink, S3SinkConfig};
-use sinks_certify::ReadBack;
+use sinks_certify::Records;
 use sinks_contract::testing::{classes, envelope, envelope_with, error_of, opened, write};
 use sinks_contract::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
 

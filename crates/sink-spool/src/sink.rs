@@ -31,8 +31,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Reconcile, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::encryption::{Cipher, Key, Keyring};
@@ -597,13 +596,13 @@ impl Sink for SpoolSink {
         blocking(move || inner.probe(&root)).await
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 }
 
 #[async_trait]
-impl Reconcile for SpoolSink {
+impl ReadBack for SpoolSink {
     fn checks(&self) -> String {
         let absent = if self.inner.config.delete_after_replay {
             "a message without a record is unchecked: replay deletes what its target committed \
@@ -617,7 +616,7 @@ impl Reconcile for SpoolSink {
 
     /// Reads each message's record (blocking tasks in parallel); never writes, never
     /// creates the directory.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let absent = if self.inner.config.delete_after_replay { Presence::Unchecked } else { Presence::Missing };
         let root = match self.inner.root.get() {
             Some(root) => root.clone(),

@@ -36,5 +36,6 @@ pub use ordering::OrderKey;
 pub use payload::{NormalizedPayload, PayloadMode};
 pub use sink::{
     BatchResult, Capabilities, ConflictResolution, DEFAULT_BUDGET, DestinationRef, Destinations, FlushScope, Holding,
-    HoldingSettings, MessageOutcome, OutcomeClass, Presence, ReadBack, Reconcile, Settled, Sink, write_isolating,
+    HoldingSettings, MessageOutcome, OutcomeClass, Presence, ReadBack, Settled, Sink, cannot_read_back,
+    write_isolating,
 };

@@ -16,8 +16,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, pa
 use sha2::{Digest, Sha256};
 use sinks_contract::idempotency::KeySource;
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
-    Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::blocking::blocking;
 use sinks_toolkit::existing::{self, KeyBasis};
@@ -340,8 +339,8 @@ impl Sink for SqliteSink {
         Ok(())
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 
     fn destinations(&self) -> Option<&dyn Destinations> {
@@ -350,12 +349,12 @@ impl Sink for SqliteSink {
 }
 
 #[async_trait]
-impl Reconcile for SqliteSink {
+impl ReadBack for SqliteSink {
     fn checks(&self) -> String {
         format!("a row of {} under the message's key, and its payload sha-256", self.inner.config.table)
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = Arc::clone(&self.inner);
         let batch = batch.to_vec();
         blocking(move || inner.read_back(&batch)).await
