@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
+use sinks_contract::existing;
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
     Sink, SinkError,
 };
-use sinks_toolkit::existing;
 use sinks_toolkit::in_order;
 use sinks_toolkit::retry::InPlace;
 use time::OffsetDateTime;
@@ -231,7 +231,7 @@ impl Inner {
     }
 
     /// One put, and what the entry it found (or replaced) means for this message
-    /// (`sinks_toolkit::existing`).
+    /// (`sinks_contract::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
         let client = self.client().map_err(|e| classify(Stage::Write, &e))?;
         let policy = self.config.duplicate_policy.on_existing();
@@ -249,8 +249,8 @@ impl Inner {
             }
             return Ok(MessageOutcome::Committed);
         };
-        let stored = existing::compare(entry::stored_fingerprint(&found).as_deref(), &prepared.fingerprint);
-        Ok(existing::resolve(envelope, policy, basis, stored, "coherence key"))
+        let stored = existing::Stored::compare(entry::stored_fingerprint(&found).as_deref(), &prepared.fingerprint);
+        Ok(existing::decide(policy, envelope, basis, stored, "coherence key"))
     }
 }
 

@@ -38,7 +38,7 @@ fn key(stream: &str, seq: u64) -> String {
 
 /// True for the refusal of a different event under a stream-sequence key.
 fn reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 /// Version `v` of the event with message id `id`, at stream sequence `seq`.

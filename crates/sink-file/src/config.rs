@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
 use sinks_toolkit::batch::BatchConfig;
-use sinks_toolkit::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
 use sinks_toolkit::files::FileMode;
 use sinks_toolkit::metadata::MetadataScope;
 
@@ -61,7 +61,7 @@ impl FilenameStrategy {
 /// file; the message is a duplicate, or a conflict when its payload differs from the stored
 /// one), `overwrite` (atomically replace it) or `fail` (refuse the message as a permanent
 /// failure). The contract's one policy type, in this sink's words; what each answer means is
-/// `sinks_toolkit::existing`. Under `filename_strategy: stream_sequence` a different
+/// `sinks_contract::existing`. Under `filename_strategy: stream_sequence` a different
 /// payload is a reused stream sequence, refused (`sequence_reused`) whatever the policy, and
 /// `overwrite` never replaces a file (it creates conditionally, like `skip_existing`).
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipOverwriteFail>;

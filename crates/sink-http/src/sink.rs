@@ -27,11 +27,11 @@ use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, RETRY_AFTER, USER_AGENT};
 use reqwest::{Method, Url};
+use sinks_contract::existing::{self, KeyBasis, OnExisting, Stored};
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, IdempotencyKey, MessageOutcome,
     Presence, ReadBack, Sink, SinkError,
 };
-use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
 use sinks_toolkit::in_order::{self, Finished, Ran};
 use sinks_toolkit::retry::{Attempt, Backoff, Budget, InPlace, Retriable};
 use time::OffsetDateTime;
@@ -124,13 +124,13 @@ fn basis_of(key: Option<&IdempotencyKey>) -> KeyBasis {
 }
 
 /// The outcome of a conflict status (the endpoint holds other content under the message's
-/// key) for `envelope`, whose key is made of `basis` (`sinks_toolkit::existing`, logged):
+/// key) for `envelope`, whose key is made of `basis` (`sinks_contract::existing`, logged):
 /// under stream-sequence keys the sequence was used again by another event, which is
 /// refused (`sequence_reused`, never acknowledged); under message id or payload keys the
 /// endpoint's record is kept and the message acknowledged as a conflict.
 fn conflict(envelope: &Envelope, basis: KeyBasis, status: u16) -> MessageOutcome {
     tracing::debug!(subject = envelope.subject(), status, "the endpoint answered a conflict status");
-    existing::resolve(envelope, OnExisting::Keep, basis, Stored::Different, "http endpoint key")
+    existing::decide(OnExisting::Keep, envelope, basis, Stored::Different, "http endpoint key")
 }
 
 /// The answer to one request: status, the delay `Retry-After` asked for, and the response

@@ -22,11 +22,11 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, SslOpts, TxOpts, Value};
 use sinks_contract::config::ConfigError;
+use sinks_contract::existing::{KeyBasis, Stored};
 use sinks_contract::{
     BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink,
     SinkError,
 };
-use sinks_toolkit::existing::{KeyBasis, Stored};
 use sinks_toolkit::relational::{self, RowWrite};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;

@@ -40,12 +40,12 @@ use oracle_nosql_rust_sdk::types::{Consistency, Durability as SdkDurability, Map
 use oracle_nosql_rust_sdk::{
     GetRequest, GetResult, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest,
 };
+use sinks_contract::existing;
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
     Sink, SinkError,
 };
-use sinks_toolkit::existing;
 use sinks_toolkit::in_order;
 use sinks_toolkit::retry::{Budget, InPlace};
 use time::OffsetDateTime;
@@ -315,7 +315,7 @@ impl Inner {
     }
 
     /// One put, and what the row it found (or replaced) means for this message
-    /// (`sinks_toolkit::existing`).
+    /// (`sinks_contract::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &PreparedRow) -> Result<MessageOutcome, SinkError> {
         let policy = self.config.duplicate_policy.on_existing();
         let basis = row::key_basis(envelope, self.config.key_strategy);
@@ -331,8 +331,8 @@ impl Inner {
                 None => return Err(SinkError::temporary("nosql row existed and vanished; retrying")),
             },
         };
-        let stored = existing::compare(found.as_deref(), &prepared.fingerprint);
-        Ok(existing::resolve(envelope, policy, basis, stored, "nosql row key"))
+        let stored = existing::Stored::compare(found.as_deref(), &prepared.fingerprint);
+        Ok(existing::decide(policy, envelope, basis, stored, "nosql row key"))
     }
 
     /// Puts the row: if absent when `conditional`, else plainly; the previous or existing

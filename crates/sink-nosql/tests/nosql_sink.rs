@@ -44,7 +44,7 @@ fn by_id(seq: u64, id: &str, payload: &'static str) -> sinks_contract::Envelope 
 fn shape(o: &MessageOutcome) -> &'static str {
     match o {
         MessageOutcome::Failed(e)
-            if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) =>
+            if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED) =>
         {
             "sequence_reused"
         }

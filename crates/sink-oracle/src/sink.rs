@@ -16,11 +16,11 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_contract::config::ConfigError;
+use sinks_contract::existing::KeyBasis;
 use sinks_contract::{
     BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink,
     SinkError,
 };
-use sinks_toolkit::existing::KeyBasis;
 use time::OffsetDateTime;
 
 use crate::config::OracleSinkConfig;

@@ -104,7 +104,7 @@ async fn append_keeps_every_delivery_and_reports_no_duplicates() {
 
 /// True for the refusal of a different event under a stream-sequence key.
 fn reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 /// Under message id keys the conflict policies decide what a different payload does.

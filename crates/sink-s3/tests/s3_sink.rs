@@ -31,7 +31,7 @@ async fn fixture(adjust: impl FnOnce(&mut S3SinkConfig)) -> (S3Sink, BucketReadB
 
 /// True for the refusal of a different event under a stream-sequence key.
 fn reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 fn with_id(seq: u64, id: &str, payload: &'static str) -> sinks_contract::Envelope {

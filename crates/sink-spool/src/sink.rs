@@ -30,12 +30,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
+use sinks_contract::existing::{self, OnExisting, Stored};
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::encryption::{Cipher, Key, Keyring};
-use sinks_toolkit::existing::{self, OnExisting, Stored};
 use sinks_toolkit::files;
 use time::OffsetDateTime;
 
@@ -378,7 +378,7 @@ impl Inner {
         }
     }
 
-    /// The outcome for a message whose file exists (`sinks_toolkit::existing`): a duplicate
+    /// The outcome for a message whose file exists (`sinks_contract::existing`): a duplicate
     /// when the stored payload is the same (or cannot be read), a conflict when it differs
     /// under a message id or payload key, and a reused sequence (refused, `sequence_reused`)
     /// when it differs under a stream-sequence key; under `fail`, permanent without reading
@@ -403,7 +403,7 @@ impl Inner {
         };
         let basis =
             envelope.idempotency_key().map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
-        existing::resolve(envelope, policy, basis, stored, "spool record")
+        existing::decide(policy, envelope, basis, stored, "spool record")
     }
 
     /// Reserves room for `size` more bytes and one more record (rescanning once when the

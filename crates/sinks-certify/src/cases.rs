@@ -212,7 +212,7 @@ pub async fn c5_conflict_is_detected(h: &dyn Harness) -> Outcome {
 }
 
 fn is_sequence_reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 /// C12: a stream sequence used again by a different event (the stream was deleted and

@@ -7,7 +7,8 @@
 //! the toolkit and nothing of the runtime (`xtask/src/tidy.rs` checks both).
 //!
 //! The contract is small on purpose, and stable: the trait and its outcomes ([`sink`]), the
-//! envelope ([`envelope`]), errors ([`error`]), idempotency keys ([`idempotency`]), payload
+//! envelope ([`envelope`]), errors ([`error`]), what to report when a key already holds a
+//! record ([`existing`]), idempotency keys ([`idempotency`]), payload
 //! modes ([`payload`]) with strict JSON ([`json`]), ordering keys ([`ordering`]) and the
 //! configuration types a sink parses its section with ([`config`]), and the factory a binary
 //! builds the sinks of a kind with ([`factory`]). The mechanics sinks share (the batch
@@ -17,6 +18,7 @@
 pub mod config;
 pub mod envelope;
 pub mod error;
+pub mod existing;
 pub mod factory;
 pub mod idempotency;
 pub mod json;

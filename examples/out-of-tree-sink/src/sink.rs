@@ -19,7 +19,7 @@ use sinks_contract::{
     BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::blocking::blocking;
-use sinks_toolkit::existing::{self, KeyBasis};
+use sinks_contract::existing::{self, Stored};
 
 use crate::config::SqliteSinkConfig;
 use crate::error::classify;
@@ -232,10 +232,8 @@ impl Inner {
                     MessageOutcome::Committed
                 }
                 Some(stored) => {
-                    let basis = KeyBasis::of_key(&key);
-                    let same = existing::compare(Some(&stored), &ours);
-                    let policy = self.config.conflict_policy.on_existing();
-                    let decided = existing::resolve(envelope, policy, basis, same, "sqlite row");
+                    let found = Stored::compare(Some(&stored), &ours);
+                    let decided = existing::decide(self.config.conflict_policy, envelope, &key, found, "sqlite row");
                     if matches!(decided, MessageOutcome::Conflict(sinks_contract::ConflictResolution::Overwritten)) {
                         sp.execute(
                             &format!(
