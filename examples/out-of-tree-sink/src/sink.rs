@@ -14,15 +14,25 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
+use sinks_contract::existing::{self, Stored};
 use sinks_contract::idempotency::KeySource;
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink,
+    SinkError,
 };
-use sinks_toolkit::blocking::blocking;
-use sinks_contract::existing::{self, Stored};
 
 use crate::config::SqliteSinkConfig;
 use crate::error::classify;
+
+/// Runs blocking SQLite work on tokio's blocking pool, so the async runtime is never blocked;
+/// a task that panicked is a temporary failure (the batch is redelivered).
+async fn blocking<T, F>(f: F) -> Result<T, SinkError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, SinkError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(|e| SinkError::temporary("blocking task failed").with_source(e))?
+}
 
 /// The SQLite sink. Cheap to share: the connection sits behind a mutex.
 #[derive(Debug, Clone)]

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use sinks_certify::{Fixture, Harness, Records, Record};
+use sinks_certify::{Fixture, Harness, Record, Records};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
 use sqlite_sink::{SqliteSink, SqliteSinkConfig};
