@@ -313,7 +313,10 @@ impl Registry {
         let mut notes = Vec::new();
         let mut off = |at: &str, section: &mut SinkSection| {
             let Some(factory) = self.factory(section.kind().unwrap_or_default()) else { return };
-            if let Some(creation) = factory.creation(section) {
+            // The kind's config is its section without the runtime's `rate_limit` (as in `build`).
+            let mut own = section.clone();
+            own.0.remove(limit::SECTION);
+            if let Some(creation) = factory.creation(&own) {
                 section.0.insert(creation.field.clone(), false.into());
                 notes.push((at.to_owned(), creation));
             }
@@ -608,15 +611,28 @@ mod tests {
         let r = registry();
         let c = config(json!({
             "sink": {"type": "here", "place": "/p"},
-            "sinks": {"a": {"type": "here", "make": false}, "b": {"type": "here", "place": "/b"}, "c": {"type": "there"}},
+            "sinks": {"a": {"type": "here", "make": false}, "b": {"type": "here", "place": "/b"}, "c": {"type": "there"},
+                "d": {"type": "here", "place": "/d", "rate_limit": {"messages_per_second": 5}}},
         }));
         let (dry, notes) = r.without_creation(&c);
         let said: Vec<(&str, &str, &str)> =
             notes.iter().map(|(at, c)| (at.as_str(), c.field.as_str(), c.what.as_str())).collect();
-        assert_eq!(said, [("sink", "make", "the place /p"), ("sinks.b", "make", "the place /b")]);
+        assert_eq!(
+            said,
+            [
+                ("sink", "make", "the place /p"),
+                ("sinks.b", "make", "the place /b"),
+                ("sinks.d", "make", "the place /d")
+            ],
+            "a rate limit is the runtime's, not the kind's: its switch is read all the same"
+        );
         assert_eq!(dry.sink.0["make"], false);
         assert_eq!(dry.sinks["b"].0["make"], false);
         assert!(!dry.sinks["c"].0.contains_key("make"));
+        assert_eq!(
+            (dry.sinks["d"].0["make"].clone(), dry.sinks["d"].0.contains_key("rate_limit")),
+            (json!(false), true)
+        );
     }
 
     #[test]
