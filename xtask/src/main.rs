@@ -41,6 +41,8 @@ mod deny;
 mod doc_run;
 mod docs;
 mod fuzz;
+#[cfg(test)]
+mod guide;
 mod kit;
 #[cfg(test)]
 mod modgraph;

@@ -123,8 +123,8 @@ mod tests {
     /// file opens with `//!`, no test is ignored or inverted, and its own workspace keeps
     /// the example out of the root one. And the guide's recipe: no path dependency, the
     /// kit's crates from the `nats-sinks` registry its `.cargo/config.toml` names, no
-    /// `sinks-testkit`, and a lock that pins no kit crate (whose checksums change with every
-    /// commit).
+    /// `sinks-testkit`, no `sinks-toolkit` (a sink needs the contract and what it opts into),
+    /// and a lock that pins no kit crate (whose checksums change with every commit).
     #[test]
     fn the_example_keeps_the_tidy_rules_and_the_guide_s_recipe() {
         let root = sinks_testkit::workspace_root().join(EXAMPLE);
@@ -141,6 +141,9 @@ mod tests {
         let manifest = std::fs::read_to_string(root.join("Cargo.toml")).unwrap_or_default();
         assert!(manifest.lines().any(|l| l.trim() == "[workspace]"), "the example must be a workspace of its own");
         assert!(!manifest.contains("path = \"../"), "no path dependency into the repository:\n{manifest}");
+        // An out-of-tree sink needs the contract and what it opts into: the example opts into
+        // none of the toolkit's mechanics.
+        assert!(!manifest.contains("\nsinks-toolkit ="), "the example depends on sinks-toolkit:\n{manifest}");
         for name in crate::kit::KIT.iter().filter(|n| manifest.contains(&format!("\n{n} ="))) {
             let line = manifest.lines().find(|l| l.starts_with(&format!("{name} ="))).unwrap_or_default();
             let registry = format!("registry = \"{}\"", crate::kit::REGISTRY);

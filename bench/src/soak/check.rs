@@ -242,7 +242,7 @@ pub(super) async fn verify(
             .push(format!("the stream's epochs hold {messages} messages, the publisher published {}", report.messages));
     }
     report.messages = messages;
-    let records = match destination.target.read_back.read_all().await {
+    let records = match destination.target.records.read_all().await {
         Ok(r) => r,
         Err(e) => {
             report.violations.push(format!("reading the destination back failed: {e}"));

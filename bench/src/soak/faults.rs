@@ -8,7 +8,7 @@ use anyhow::{Context as _, Result, bail};
 use async_nats::jetstream::Context as Js;
 use rand::Rng;
 use rand::rngs::StdRng;
-use sinks_certify::{CrashTarget, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Harness, Record, Records};
 use sinks_testkit::{HttpTestServer, MariaDb, NatsCluster, NatsServer, SeaweedFs};
 
 use super::Topology;
@@ -156,7 +156,7 @@ enum Kind {
 struct FileRecords(PathBuf);
 
 #[async_trait::async_trait]
-impl ReadBack for FileRecords {
+impl Records for FileRecords {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         sink_file::certify::read_records(&self.0)
     }
@@ -166,7 +166,7 @@ impl ReadBack for FileRecords {
 struct HttpRecords(std::sync::Arc<HttpTestServer>);
 
 #[async_trait::async_trait]
-impl ReadBack for HttpRecords {
+impl Records for HttpRecords {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         self.0.read_records()
     }
@@ -193,7 +193,7 @@ impl Destination {
                 }
                 let sink_section = serde_json::json!({"type": "file", "directory": mount, "fsync": true});
                 let target =
-                    CrashTarget { sink_section, read_back: Box::new(FileRecords(mount.clone())), env: Vec::new() };
+                    CrashTarget { sink_section, records: Box::new(FileRecords(mount.clone())), env: Vec::new() };
                 Self { target, kind: Kind::File { mount } }
             }
             "http" => {
@@ -208,7 +208,7 @@ impl Destination {
                 let server = std::sync::Arc::new(server);
                 let target = CrashTarget {
                     sink_section,
-                    read_back: Box::new(HttpRecords(std::sync::Arc::clone(&server))),
+                    records: Box::new(HttpRecords(std::sync::Arc::clone(&server))),
                     env: Vec::new(),
                 };
                 Self { target, kind: Kind::Http(server) }

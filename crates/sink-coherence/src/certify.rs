@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, Record, Records};
 use sinks_contract::{Envelope, Sink};
 
 use crate::client::Client;
@@ -77,7 +77,7 @@ impl CoherenceHarness {
         let sink = self.sink(config.clone())?;
         sink.open().await.map_err(|e| e.display_chain())?;
         let read_back = self.read_back(&config)?;
-        Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) })
+        Ok(Fixture { sink: Arc::new(sink), records: Box::new(read_back) })
     }
 }
 
@@ -160,7 +160,7 @@ impl Drop for CacheReadBack {
 }
 
 #[async_trait]
-impl ReadBack for CacheReadBack {
+impl Records for CacheReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let entries = self.entries().await?;
         let mut out = Vec::with_capacity(entries.len());
@@ -215,6 +215,6 @@ impl Harness for CoherenceHarness {
         let mut sink_section = serde_json::to_value(&config).map_err(|e| e.to_string())?;
         sink_section["type"] = "coherence".into();
         let read_back = self.read_back(&config)?;
-        Ok(CrashTarget { sink_section, read_back: Box::new(read_back), env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(read_back), env: Vec::new() })
     }
 }

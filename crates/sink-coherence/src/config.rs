@@ -13,9 +13,9 @@
 
 use serde::{Deserialize, Serialize};
 use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
 use sinks_contract::{ConfigError, PayloadMode};
 use sinks_toolkit::checks::{check_seconds, check_text, check_token};
-use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
 use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::retry::settings::{
     default_backoff_mode, default_backoff_multiplier, default_jitter, default_max_retries,
@@ -55,7 +55,7 @@ pub enum Serializer {
 /// logged; the default), `replace` (`put`: the newest delivery replaces the entry) or
 /// `fail_existing` (`putIfAbsent`: same payload → duplicate; a different payload fails the
 /// message permanently, dead-letter). The contract's one policy type, in this sink's words;
-/// what each answer means is `sinks_toolkit::existing`.
+/// what each answer means is `sinks_contract::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// The only durability statement the reference knows: the operator confirms the cluster's

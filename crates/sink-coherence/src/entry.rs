@@ -29,9 +29,9 @@ use time::OffsetDateTime;
 
 use crate::config::CoherenceSinkConfig;
 
-/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// What a key is made of under the key strategy (`sinks_contract::existing`), for the
 /// existing-key decision and the sink's capabilities.
-pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
+pub(crate) use sinks_contract::existing::{key_basis, strategy_basis};
 
 /// `schema` of stored documents.
 pub(crate) const EVENT_SCHEMA: &str = "nats_sinks.coherence.event.v1";

@@ -1,7 +1,7 @@
 //! The factory of the Oracle Coherence CE sink (`type = "coherence"`): builds it from its
 //! `sink` section (its proxy is remote, the default for the waits as an optional target).
 
-use sinks_contract::{BuiltSink, ConfigError, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, SinkFactory};
 
 use crate::{CoherenceSink, CoherenceSinkConfig};
 
@@ -10,13 +10,14 @@ use crate::{CoherenceSink, CoherenceSinkConfig};
 pub struct CoherenceFactory;
 
 impl SinkFactory for CoherenceFactory {
+    type Config = CoherenceSinkConfig;
+
     fn kind(&self) -> &'static str {
         "coherence"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = CoherenceSinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        Ok(BuiltSink::new(CoherenceSink::new(config)?, effective))
+    fn build(&self, config: CoherenceSinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
+        Ok(BuiltSink::new(CoherenceSink::new(config)?))
     }
 }

@@ -32,12 +32,12 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
+use sinks_contract::existing;
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
-    Reconcile, Sink, SinkError,
+    Sink, SinkError,
 };
-use sinks_toolkit::existing;
 use sinks_toolkit::in_order;
 use sinks_toolkit::retry::InPlace;
 use time::OffsetDateTime;
@@ -167,8 +167,8 @@ impl Sink for CoherenceSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 }
 
@@ -180,7 +180,7 @@ impl Destinations for CoherenceSink {
 }
 
 #[async_trait]
-impl Reconcile for CoherenceSink {
+impl ReadBack for CoherenceSink {
     fn checks(&self) -> String {
         format!(
             "get of each entry key ({} in flight): missing, or the stored document's payload_info.sha256 and the \
@@ -191,7 +191,7 @@ impl Reconcile for CoherenceSink {
 
     /// One `get` per envelope, up to `max_concurrent_requests` in flight, answers in input
     /// order. Reads only.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let client = inner.client().map_err(|e| classify(Stage::Read, &e))?;
         let mut checks = Vec::with_capacity(batch.len());
@@ -231,7 +231,7 @@ impl Inner {
     }
 
     /// One put, and what the entry it found (or replaced) means for this message
-    /// (`sinks_toolkit::existing`).
+    /// (`sinks_contract::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &Prepared) -> Result<MessageOutcome, SinkError> {
         let client = self.client().map_err(|e| classify(Stage::Write, &e))?;
         let policy = self.config.duplicate_policy.on_existing();
@@ -249,8 +249,8 @@ impl Inner {
             }
             return Ok(MessageOutcome::Committed);
         };
-        let stored = existing::compare(entry::stored_fingerprint(&found).as_deref(), &prepared.fingerprint);
-        Ok(existing::resolve(envelope, policy, basis, stored, "coherence key"))
+        let stored = existing::Stored::compare(entry::stored_fingerprint(&found).as_deref(), &prepared.fingerprint);
+        Ok(existing::decide(policy, envelope, basis, stored, "coherence key"))
     }
 }
 

@@ -38,7 +38,7 @@ fn key(stream: &str, seq: u64) -> String {
 
 /// True for the refusal of a different event under a stream-sequence key.
 fn reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 /// Version `v` of the event with message id `id`, at stream sequence `seq`.
@@ -314,7 +314,7 @@ async fn reconcile_reports_removed_and_altered_entries(protocol: sink_coherence:
         })
         .collect();
     assert!(classes(&write(&sink, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
-    assert!(matches!(sink.read_back(), sinks_contract::ReadBack::Supported(_)));
+    assert!(sink.read_back().is_some());
     let clean = sink.read_back_batch(&batch).await.unwrap();
     assert!(clean.iter().all(|p| *p == Presence::Equal), "{clean:?}");
 

@@ -1,5 +1,5 @@
 //! What the Coherence sink reports for a key that already holds an entry, through the
-//! contract's one existing-key decision (`sinks_toolkit::existing`), against a real
+//! contract's one existing-key decision (`sinks_contract::existing`), against a real
 //! Coherence member: an entry it cannot compare (not a document of this sink) is a duplicate
 //! under `skip_existing` and `replace`, as the S3 and NoSQL sinks report it (it was a
 //! conflict here), and a permanent failure under `fail_existing`; under `replace`, a
@@ -65,7 +65,7 @@ async fn replace_reports_a_redelivery_of_the_same_payload_as_a_duplicate() {
                 "{changed:?}"
             ),
             _ => assert!(
-                matches!(&changed[0], MessageOutcome::Failed(e) if e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED)),
+                matches!(&changed[0], MessageOutcome::Failed(e) if e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED)),
                 "never overwritten under a stream-sequence key: {changed:?}"
             ),
         }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, Record, Records};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, PayloadMode, Sink};
 
@@ -25,7 +25,7 @@ struct DirReadBack {
 }
 
 #[async_trait]
-impl ReadBack for DirReadBack {
+impl Records for DirReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let root = self.dir.path().join("out");
         tokio::task::spawn_blocking(move || read_records(&root)).await.map_err(|e| e.to_string())?
@@ -112,7 +112,7 @@ async fn fixture_with(adjust: impl FnOnce(&mut FileSinkConfig)) -> Result<Fixtur
     adjust(&mut config);
     let sink = FileSink::new(config).map_err(|e| e.to_string())?;
     sink.open().await.map_err(|e| e.display_chain())?;
-    Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(DirReadBack { dir }) })
+    Ok(Fixture { sink: Arc::new(sink), records: Box::new(DirReadBack { dir }) })
 }
 
 #[async_trait]
@@ -150,7 +150,7 @@ impl Harness for FileHarness {
             "directory": dir.path().join("out"),
             "fsync": true,
         });
-        Ok(CrashTarget { sink_section, read_back: Box::new(DirReadBack { dir }), env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(DirReadBack { dir }), env: Vec::new() })
     }
 }
 
@@ -166,7 +166,7 @@ struct BatchDirReadBack {
 }
 
 #[async_trait]
-impl ReadBack for BatchDirReadBack {
+impl Records for BatchDirReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let root = self.dir.path().join("out");
         tokio::task::spawn_blocking(move || read_batch_records(&root)).await.map_err(|e| e.to_string())?
@@ -238,7 +238,7 @@ async fn batch_fixture(mode: PayloadMode) -> Result<Fixture, String> {
     let sink = FileSink::new(config).map_err(|e| e.to_string())?;
     sink.open().await.map_err(|e| e.display_chain())?;
     let sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
-    Ok(Fixture { sink, read_back: Box::new(BatchDirReadBack { dir }) })
+    Ok(Fixture { sink, records: Box::new(BatchDirReadBack { dir }) })
 }
 
 #[async_trait]
@@ -281,6 +281,6 @@ impl Harness for FileBatchHarness {
             "mode": "batch",
             "batch": {"max_messages": 500, "max_age_ms": 1000},
         });
-        Ok(CrashTarget { sink_section, read_back: Box::new(BatchDirReadBack { dir }), env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(BatchDirReadBack { dir }), env: Vec::new() })
     }
 }

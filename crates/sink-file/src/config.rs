@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
 use sinks_toolkit::batch::BatchConfig;
-use sinks_toolkit::existing::{ExistingKeyPolicy, KeyBasis, SkipOverwriteFail};
 use sinks_toolkit::files::FileMode;
 use sinks_toolkit::metadata::MetadataScope;
 
@@ -61,7 +61,7 @@ impl FilenameStrategy {
 /// file; the message is a duplicate, or a conflict when its payload differs from the stored
 /// one), `overwrite` (atomically replace it) or `fail` (refuse the message as a permanent
 /// failure). The contract's one policy type, in this sink's words; what each answer means is
-/// `sinks_toolkit::existing`. Under `filename_strategy: stream_sequence` a different
+/// `sinks_contract::existing`. Under `filename_strategy: stream_sequence` a different
 /// payload is a reused stream sequence, refused (`sequence_reused`) whatever the policy, and
 /// `overwrite` never replaces a file (it creates conditionally, like `skip_existing`).
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipOverwriteFail>;
@@ -179,12 +179,18 @@ impl FileSinkConfig {
     }
 
     /// Parses and validates the `sink` section, then fills in the default extension
-    /// (`.json.gz` for gzip when no extension was given, else `.json`).
+    /// ([`FileSinkConfig::complete`]).
     pub fn from_section(section: &SinkSection) -> Result<Self, ConfigError> {
         let mut config: Self = section.parse()?;
         config.validate()?;
-        config.extension = Some(config.effective_extension().to_owned());
+        config.complete();
         Ok(config)
+    }
+
+    /// Fills in the default extension (`.json.gz` for gzip when no extension was given,
+    /// else `.json`): the effective config shows the one in use.
+    pub fn complete(&mut self) {
+        self.extension = Some(self.effective_extension().to_owned());
     }
 
     /// The batch settings in effect (`mode: batch`): the configured section, else its

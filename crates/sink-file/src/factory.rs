@@ -3,7 +3,7 @@
 //! target), that `create_directory` creates it (`test-sink` leaves that off unless
 //! `--create`), and what its batch mode makes (`validate`).
 
-use sinks_contract::{BuiltSink, ConfigError, Creation, Reach, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, Creation, Reach, SinkFactory};
 
 use crate::{FileSink, FileSinkConfig};
 
@@ -12,14 +12,20 @@ use crate::{FileSink, FileSinkConfig};
 pub struct FileFactory;
 
 impl SinkFactory for FileFactory {
+    type Config = FileSinkConfig;
+
     fn kind(&self) -> &'static str {
         "file"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = FileSinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        Ok(BuiltSink::new(FileSink::new(config)?, effective))
+    /// The extension in use, from the compression when none is given.
+    fn complete(&self, config: &mut FileSinkConfig) {
+        config.complete();
+    }
+
+    fn build(&self, config: FileSinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
+        Ok(BuiltSink::new(FileSink::new(config)?))
     }
 
     /// A directory on this machine: short waits as an optional target.
@@ -27,15 +33,15 @@ impl SinkFactory for FileFactory {
         Reach::Local
     }
 
-    /// `create_directory` (default on) creates the directory when it is missing.
-    fn creation(&self, section: &SinkSection) -> Option<Creation> {
-        let directory = section.0.get("directory").and_then(serde_json::Value::as_str).unwrap_or("?");
-        Creation::when_on(section, "create_directory", true, format!("the directory {directory} when it is missing"))
+    /// `create_directory` creates the directory when it is missing.
+    fn creation(&self, config: &FileSinkConfig) -> Option<Creation> {
+        let what = format!("the directory {} when it is missing", config.directory.display());
+        Creation::when(config.create_directory, "create_directory", what)
     }
 
     /// In batch mode: its objects, and where a sample message would go.
-    fn describe(&self, section: &SinkSection, stream: &str, subject: &str) -> Vec<String> {
-        match FileSinkConfig::from_section(section).ok().and_then(|c| c.batch_config()) {
+    fn describe(&self, config: &FileSinkConfig, stream: &str, subject: &str) -> Vec<String> {
+        match config.batch_config() {
             Some(batch) => sinks_toolkit::batch::describe::describe(&batch, stream, subject),
             None => Vec::new(),
         }

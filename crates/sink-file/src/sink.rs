@@ -31,13 +31,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
+use sinks_contract::existing::{self, OnExisting, Stored};
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, Holding, MessageOutcome, OrderKey,
-    Presence, ReadBack, Reconcile, Sink, SinkError,
+    Presence, ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::batch::{BatchWriter, Settings};
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
-use sinks_toolkit::existing::{self, OnExisting, Stored};
 use sinks_toolkit::files::{self, FileMode};
 use sinks_toolkit::sink_root::{self, expand_home, sync_dir};
 use time::OffsetDateTime;
@@ -203,8 +203,8 @@ impl Sink for FileSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 
     fn holding(&self) -> Option<&dyn Holding> {
@@ -227,7 +227,7 @@ impl Destinations for FileSink {
 }
 
 #[async_trait]
-impl Reconcile for FileSink {
+impl ReadBack for FileSink {
     fn checks(&self) -> String {
         if self.inner.batch.is_some() {
             return String::from(
@@ -239,7 +239,7 @@ impl Reconcile for FileSink {
         )
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         // Never create anything: a root that does not exist holds nothing.
         let root = match self.inner.root.get() {
             Some(root) => root.clone(),
@@ -411,7 +411,7 @@ impl Inner {
         Placed { outcome, sync_dirs }
     }
 
-    /// The outcome when `envelope`'s final file already exists (`sinks_toolkit::existing`,
+    /// The outcome when `envelope`'s final file already exists (`sinks_contract::existing`,
     /// logged): under `fail` a permanent failure without reading it, else what
     /// [`Self::stored`] finds, judged by the policy and the names' key basis (under
     /// stream-sequence names a different payload is a reused sequence, whatever the policy).
@@ -422,7 +422,7 @@ impl Inner {
             _ => self.stored(final_path, payload_sha256),
         };
         let basis = self.config.filename_strategy.key_basis();
-        stored.map_or_else(|outcome| outcome, |stored| existing::resolve(envelope, policy, basis, stored, "file"))
+        stored.map_or_else(|outcome| outcome, |stored| existing::decide(policy, envelope, basis, stored, "file"))
     }
 
     /// What the existing final file holds, compared by stored payload hash: a file that
@@ -464,7 +464,7 @@ impl Inner {
         if stored.is_none() {
             tracing::warn!(file = %final_path.display(), "existing file is not a readable record; treating it as a duplicate");
         }
-        Ok(existing::compare(stored.as_deref(), payload_sha256))
+        Ok(existing::Stored::compare(stored.as_deref(), payload_sha256))
     }
 }
 

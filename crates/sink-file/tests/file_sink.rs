@@ -123,7 +123,7 @@ async fn redelivery_is_a_duplicate_and_leaves_the_file_unchanged() {
 /// What an outcome is, in one word a table can hold.
 fn shape(outcome: &MessageOutcome) -> String {
     match outcome {
-        MessageOutcome::Failed(e) if e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
+        MessageOutcome::Failed(e) if e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED) => {
             assert!(e.is_permanent(), "a reused sequence is refused for good: {e:?}");
             "sequence_reused".into()
         }

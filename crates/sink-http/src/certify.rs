@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use base64::Engine as _;
-use sinks_certify::{CERT_STREAM, CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CERT_STREAM, CrashTarget, Fixture, Harness, Record, Records};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
 use tokio::net::TcpListener;
@@ -60,7 +60,7 @@ struct StoredItem {
 }
 
 #[async_trait]
-impl ReadBack for Space {
+impl Records for Space {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         self.read(|item| item.payload_base64).await
     }
@@ -161,7 +161,7 @@ impl HttpHarness {
         adjust(&mut config);
         let sink = HttpSink::new(config).map_err(|e| e.to_string())?;
         sink.open().await.map_err(|e| e.display_chain())?;
-        Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(space) })
+        Ok(Fixture { sink: Arc::new(sink), records: Box::new(space) })
     }
 }
 
@@ -216,7 +216,7 @@ impl Harness for HttpHarness {
             "health_url": space.health_url(),
             "inquiry_url": space.inquiry_url(),
         });
-        Ok(CrashTarget { sink_section, read_back: Box::new(space), env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(space), env: Vec::new() })
     }
 }
 

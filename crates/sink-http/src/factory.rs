@@ -1,7 +1,7 @@
 //! The factory of the HTTP sink (`type = "http"`): builds it from its `sink` section (its
 //! endpoint is remote, the default for the waits as an optional target).
 
-use sinks_contract::{BuiltSink, ConfigError, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, SinkFactory};
 
 use crate::{HttpSink, HttpSinkConfig};
 
@@ -10,13 +10,14 @@ use crate::{HttpSink, HttpSinkConfig};
 pub struct HttpFactory;
 
 impl SinkFactory for HttpFactory {
+    type Config = HttpSinkConfig;
+
     fn kind(&self) -> &'static str {
         "http"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = HttpSinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        Ok(BuiltSink::new(HttpSink::new(config)?, effective))
+    fn build(&self, config: HttpSinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
+        Ok(BuiltSink::new(HttpSink::new(config)?))
     }
 }

@@ -4,7 +4,7 @@
 //! the envelopes of a batch request, or whether a health check passed.
 
 use sinks_contract::{Envelope, IdempotencyKey, MessageOutcome, SinkError};
-use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
+use sinks_contract::existing::{self, KeyBasis, OnExisting, Stored};
 
 use crate::endpoint::Answer;
 use crate::error::status_error;
@@ -39,13 +39,13 @@ pub(crate) fn basis_of(key: Option<&IdempotencyKey>) -> KeyBasis {
 }
 
 /// The outcome of a conflict status (the endpoint holds other content under the message's
-/// key) for `envelope`, whose key is made of `basis` (`sinks_toolkit::existing`, logged):
+/// key) for `envelope`, whose key is made of `basis` (`sinks_contract::existing`, logged):
 /// under stream-sequence keys the sequence was used again by another event, which is
 /// refused (`sequence_reused`, never acknowledged); under message id or payload keys the
 /// endpoint's record is kept and the message acknowledged as a conflict.
 pub(crate) fn conflict(envelope: &Envelope, basis: KeyBasis, status: u16) -> MessageOutcome {
     tracing::debug!(subject = envelope.subject(), status, "the endpoint answered a conflict status");
-    existing::resolve(envelope, OnExisting::Keep, basis, Stored::Different, "http endpoint key")
+    existing::decide(OnExisting::Keep, envelope, basis, Stored::Different, "http endpoint key")
 }
 
 /// What `answer` to the request of `envelope` alone means: its outcome, or the failure for

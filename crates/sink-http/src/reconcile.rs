@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use futures::{StreamExt, TryStreamExt};
 use reqwest::Url;
-use sinks_contract::{Envelope, Presence, Reconcile, SinkError};
+use sinks_contract::{Envelope, Presence, ReadBack, SinkError};
 
 use crate::deliver::Inner;
 use crate::error::{classify, error_of_class, kind_of};
@@ -14,7 +14,7 @@ use crate::request;
 use crate::sink::HttpSink;
 
 #[async_trait]
-impl Reconcile for HttpSink {
+impl ReadBack for HttpSink {
     fn checks(&self) -> String {
         let c = &self.inner.config;
         format!(
@@ -29,7 +29,7 @@ impl Reconcile for HttpSink {
     }
 
     /// One inquiry per envelope, up to `max_concurrent_requests` in flight, in input order.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let Some(template) = inner.config.inquiry_url.as_deref() else {
             return Err(SinkError::config("the http sink needs sink.inquiry_url to read its endpoint back"));
@@ -107,7 +107,7 @@ mod tests {
     #[tokio::test]
     async fn without_an_inquiry_url_reconcile_refuses_and_a_keyless_message_is_missing() {
         let sink = HttpSink::new(HttpSinkConfig::new("https://h.example/x")).unwrap();
-        let e = sink.reconcile(&[envelope("ORDERS", 1, "a", "{}")]).await.unwrap_err();
+        let e = sink.read(&[envelope("ORDERS", 1, "a", "{}")]).await.unwrap_err();
         assert!(e.to_string().contains("needs sink.inquiry_url"), "{e}");
         assert!(sink.checks().contains("the returned document's payload"));
 
@@ -119,7 +119,7 @@ mod tests {
         let sink = HttpSink::new(c).unwrap();
         assert!(sink.checks().contains("the `x-sha256` header"), "{}", sink.checks());
         // No message id, so no key: nothing to ask, and no request is made.
-        let found = sink.reconcile(&[envelope("ORDERS", 1, "a", "{}")]).await.unwrap();
+        let found = sink.read(&[envelope("ORDERS", 1, "a", "{}")]).await.unwrap();
         assert_eq!(found, vec![Presence::Missing]);
     }
 }

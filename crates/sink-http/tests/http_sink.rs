@@ -301,7 +301,7 @@ async fn a_refused_message_fails_alone_while_its_batch_mates_commit() {
 
 /// True for the refusal of a different event under a stream-sequence key.
 fn reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 #[tokio::test]

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder};
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, Record, Records};
 use sinks_contract::config::SinkSection;
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
@@ -144,7 +144,7 @@ struct TableReadBack {
 }
 
 #[async_trait]
-impl ReadBack for TableReadBack {
+impl Records for TableReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         self.server.read_table(&self.table).await
     }
@@ -211,7 +211,7 @@ impl MySqlHarness {
         let sink =
             MySqlSink::new(self.config(&table, extra)?).map_err(|e| e.to_string())?.with_password(&self.password);
         sink.open().await.map_err(|e| e.display_chain())?;
-        Ok((Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) }, table))
+        Ok((Fixture { sink: Arc::new(sink), records: Box::new(read_back) }, table))
     }
 }
 
@@ -260,6 +260,6 @@ impl Harness for MySqlHarness {
             "table": table, "auto_create": true, "mode": "upsert", "conflict_policy": "keep_first",
         });
         let read_back = Box::new(TableReadBack { table, server: server.clone() });
-        Ok(CrashTarget { sink_section, read_back, env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: read_back, env: Vec::new() })
     }
 }

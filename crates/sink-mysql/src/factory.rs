@@ -9,7 +9,7 @@
 //! keeps 16 of at most 1 MiB ([`SinkFactory::process_defaults`], set before its threads
 //! start); `MYSQL_ASYNC_BUFFER_POOL_CAP` and `MYSQL_ASYNC_BUFFER_SIZE_CAP` override this.
 
-use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory};
 
 use crate::{MySqlSink, MySqlSinkConfig};
 
@@ -18,21 +18,27 @@ use crate::{MySqlSink, MySqlSinkConfig};
 pub struct MySqlFactory;
 
 impl SinkFactory for MySqlFactory {
+    type Config = MySqlSinkConfig;
+
     fn kind(&self) -> &'static str {
         "mysql"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = MySqlSinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        let sink = MySqlSink::new(config)?;
-        let ddl = sink.ddl();
-        Ok(BuiltSink::new(sink, effective).with_ddl(ddl))
+    /// The legacy column aliases, applied.
+    fn complete(&self, config: &mut MySqlSinkConfig) {
+        config.complete();
     }
 
-    /// `auto_create` (default off) creates the tables that are missing.
-    fn creation(&self, section: &SinkSection) -> Option<Creation> {
-        Creation::when_on(section, "auto_create", false, "the mysql tables that are missing")
+    fn build(&self, config: MySqlSinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
+        let sink = MySqlSink::new(config)?;
+        let ddl = sink.ddl();
+        Ok(BuiltSink::new(sink).with_ddl(ddl))
+    }
+
+    /// `auto_create` creates the tables that are missing.
+    fn creation(&self, config: &MySqlSinkConfig) -> Option<Creation> {
+        Creation::when(config.auto_create, "auto_create", "the mysql tables that are missing")
     }
 
     /// The driver's buffer pool, smaller (see the module docs).

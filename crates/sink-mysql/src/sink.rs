@@ -22,11 +22,11 @@ use async_trait::async_trait;
 use mysql_async::prelude::Queryable;
 use mysql_async::{Conn, Opts, OptsBuilder, Params, Pool, PoolConstraints, PoolOpts, SslOpts, TxOpts, Value};
 use sinks_contract::config::ConfigError;
+use sinks_contract::existing::{KeyBasis, Stored};
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
-    Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink,
+    SinkError,
 };
-use sinks_toolkit::existing::{KeyBasis, Stored};
 use sinks_toolkit::relational::{self, RowWrite};
 use time::OffsetDateTime;
 use tokio::sync::OnceCell;
@@ -577,11 +577,11 @@ impl Sink for MySqlSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
+    fn read_back(&self) -> Option<&dyn ReadBack> {
         if self.inner.config.mode == WriteMode::Append {
-            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
+            return None;
         }
-        ReadBack::Supported(self)
+        Some(self)
     }
 }
 
@@ -605,7 +605,7 @@ impl Destinations for MySqlSink {
 }
 
 #[async_trait]
-impl Reconcile for MySqlSink {
+impl ReadBack for MySqlSink {
     fn checks(&self) -> String {
         let what = if self.inner.config.conflict_policy.is_some() {
             "row exists (bulk key lookup) and its payload_sha256 column matches"
@@ -615,7 +615,7 @@ impl Reconcile for MySqlSink {
         what.to_owned()
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let stored_at = OffsetDateTime::now_utc();
         let mut groups: Vec<Vec<(usize, Row)>> = vec![Vec::new(); inner.plans().len()];

@@ -185,7 +185,7 @@ impl TablePlan {
 
 #[cfg(test)]
 mod tests {
-    use sinks_toolkit::existing::KeyBasis;
+    use sinks_contract::existing::KeyBasis;
 
     use super::*;
 

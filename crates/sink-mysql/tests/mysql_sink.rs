@@ -94,7 +94,7 @@ async fn insert_mode_treats_a_redelivery_as_a_duplicate_and_append_keeps_every_d
 
 /// True for the refusal of a different event under a stream-sequence key.
 fn reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 /// Under message id keys the conflict policies decide what a different payload does.

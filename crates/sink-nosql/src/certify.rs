@@ -15,7 +15,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use oracle_nosql_rust_sdk::types::MapValue;
 use oracle_nosql_rust_sdk::{DeleteRequest, Handle, HandleMode, PutRequest, QueryRequest, TableRequest};
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, Record, Records};
 use sinks_contract::{Envelope, Sink};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -93,7 +93,7 @@ impl NoSqlHarness {
         let read_back = self.read_back(&config);
         let sink = self.sink(config)?;
         sink.open().await.map_err(|e| e.display_chain())?;
-        Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) })
+        Ok(Fixture { sink: Arc::new(sink), records: Box::new(read_back) })
     }
 
     async fn handle(&self) -> Result<Handle, String> {
@@ -253,7 +253,7 @@ impl Drop for TableReadBack {
 }
 
 #[async_trait]
-impl ReadBack for TableReadBack {
+impl Records for TableReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let rows = self.rows().await?;
         let mut out = Vec::with_capacity(rows.len());
@@ -312,6 +312,6 @@ impl Harness for NoSqlHarness {
         let mut sink_section = serde_json::to_value(&config).map_err(|e| e.to_string())?;
         sink_section["type"] = "oracle_nosql".into();
         let read_back = self.read_back(&config);
-        Ok(CrashTarget { sink_section, read_back: Box::new(read_back), env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(read_back), env: Vec::new() })
     }
 }

@@ -18,8 +18,8 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{EnvName, Issues, SinkSection, check_uppercase_env_name, is_env_name};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
 use sinks_toolkit::checks::{check_seconds, check_text, check_token};
-use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
 use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::retry::settings::{
     default_backoff_mode, default_backoff_ms, default_backoff_multiplier, default_jitter, default_max_backoff_ms,
@@ -108,7 +108,7 @@ pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 /// whose stored row is kept, acknowledged and logged), `replace` (plain put: the newest
 /// delivery replaces the row) or `fail_existing` (put if absent: the same payload is a
 /// duplicate, a different one is rejected, dead-lettered). The contract's one policy type,
-/// in this sink's words; what each answer means is `sinks_toolkit::existing`.
+/// in this sink's words; what each answer means is `sinks_contract::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// What each put asks of an on-premises store before it counts as committed.

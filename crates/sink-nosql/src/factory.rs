@@ -2,7 +2,7 @@
 //! section with the DDL of its tables, and tells the operator commands that `auto_create`
 //! creates missing tables (`test-sink` leaves that off unless `--create`).
 
-use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory};
 
 use crate::{NoSqlSink, NoSqlSinkConfig};
 
@@ -11,20 +11,21 @@ use crate::{NoSqlSink, NoSqlSinkConfig};
 pub struct NoSqlFactory;
 
 impl SinkFactory for NoSqlFactory {
+    type Config = NoSqlSinkConfig;
+
     fn kind(&self) -> &'static str {
         "oracle_nosql"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = NoSqlSinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
+    fn build(&self, config: NoSqlSinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
         let sink = NoSqlSink::new(config)?;
         let ddl = sink.ddl();
-        Ok(BuiltSink::new(sink, effective).with_ddl(ddl))
+        Ok(BuiltSink::new(sink).with_ddl(ddl))
     }
 
-    /// `auto_create` (default off) creates the tables that are missing.
-    fn creation(&self, section: &SinkSection) -> Option<Creation> {
-        Creation::when_on(section, "auto_create", false, "the oracle_nosql tables that are missing")
+    /// `auto_create` creates the tables that are missing.
+    fn creation(&self, config: &NoSqlSinkConfig) -> Option<Creation> {
+        Creation::when(config.auto_create, "auto_create", "the oracle_nosql tables that are missing")
     }
 }

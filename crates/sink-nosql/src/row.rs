@@ -34,9 +34,9 @@ use time::OffsetDateTime;
 
 use crate::config::NoSqlSinkConfig;
 
-/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// What a key is made of under the key strategy (`sinks_contract::existing`), for the
 /// existing-key decision and the sink's capabilities.
-pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
+pub(crate) use sinks_contract::existing::{key_basis, strategy_basis};
 
 /// `schema` of every event document.
 pub const EVENT_SCHEMA: &str = "nats_sinks.oracle_nosql.event.v1";

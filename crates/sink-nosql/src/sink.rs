@@ -40,12 +40,12 @@ use oracle_nosql_rust_sdk::types::{Consistency, Durability as SdkDurability, Map
 use oracle_nosql_rust_sdk::{
     GetRequest, GetResult, GetTableRequest, Handle, HandleMode, NoSQLError, PutRequest, TableRequest,
 };
+use sinks_contract::existing;
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack,
-    Reconcile, Sink, SinkError,
+    Sink, SinkError,
 };
-use sinks_toolkit::existing;
 use sinks_toolkit::in_order;
 use sinks_toolkit::retry::{Budget, InPlace};
 use time::OffsetDateTime;
@@ -196,8 +196,8 @@ impl Sink for NoSqlSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 }
 
@@ -209,7 +209,7 @@ impl Destinations for NoSqlSink {
 }
 
 #[async_trait]
-impl Reconcile for NoSqlSink {
+impl ReadBack for NoSqlSink {
     fn checks(&self) -> String {
         format!(
             "get of each row by primary key ({} in flight, absolute consistency): missing, or the event document's \
@@ -221,7 +221,7 @@ impl Reconcile for NoSqlSink {
 
     /// One `GET` per envelope, up to `max_concurrent_requests` in flight, answers in input
     /// order. Reads only.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let mut checks = Vec::with_capacity(batch.len());
         for envelope in batch {
@@ -315,7 +315,7 @@ impl Inner {
     }
 
     /// One put, and what the row it found (or replaced) means for this message
-    /// (`sinks_toolkit::existing`).
+    /// (`sinks_contract::existing`).
     async fn attempt(&self, envelope: &Envelope, prepared: &PreparedRow) -> Result<MessageOutcome, SinkError> {
         let policy = self.config.duplicate_policy.on_existing();
         let basis = row::key_basis(envelope, self.config.key_strategy);
@@ -331,8 +331,8 @@ impl Inner {
                 None => return Err(SinkError::temporary("nosql row existed and vanished; retrying")),
             },
         };
-        let stored = existing::compare(found.as_deref(), &prepared.fingerprint);
-        Ok(existing::resolve(envelope, policy, basis, stored, "nosql row key"))
+        let stored = existing::Stored::compare(found.as_deref(), &prepared.fingerprint);
+        Ok(existing::decide(policy, envelope, basis, stored, "nosql row key"))
     }
 
     /// Puts the row: if absent when `conditional`, else plainly; the previous or existing

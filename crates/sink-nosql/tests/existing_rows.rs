@@ -1,6 +1,6 @@
 //! What the NoSQL sink reports for a row key that already holds a row it cannot compare (no
 //! `payload_info`: written by another writer), per `duplicate_policy`, through the contract's
-//! one existing-key decision (`sinks_toolkit::existing`): a duplicate under `skip_existing`
+//! one existing-key decision (`sinks_contract::existing`): a duplicate under `skip_existing`
 //! and `replace` (the key is derived from the message's identity, so the row is most likely
 //! an earlier delivery), a permanent failure under `fail_existing`. `replace` writes over it
 //! only under message id keys; under stream-sequence keys it never overwrites a row it did

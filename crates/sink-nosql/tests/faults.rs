@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{Durability, NoSqlSink, NoSqlSinkConfig};
-use sinks_certify::ReadBack;
+use sinks_certify::Records;
 use sinks_contract::testing::SinkExt as _;
 use sinks_contract::testing::{classes, envelope, error_of, opened, write};
 use sinks_contract::{ErrorClass, OutcomeClass, Presence};

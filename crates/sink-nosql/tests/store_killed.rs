@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use sink_nosql::NoSqlSinkConfig;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
-use sinks_certify::ReadBack;
+use sinks_certify::Records;
 use sinks_contract::testing::{classes, envelope, opened, write};
 use sinks_contract::{OutcomeClass, Sink};
 use sinks_testkit::KvLite;

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use sinks_certify::skips::ORACLE_DATABASE;
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record, Unavailable};
+use sinks_certify::{CrashTarget, Fixture, Harness, Record, Records, Unavailable};
 use sinks_contract::config::SinkSection;
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
@@ -67,7 +67,7 @@ struct ScriptedReadBack {
 }
 
 #[async_trait]
-impl ReadBack for ScriptedReadBack {
+impl Records for ScriptedReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let rows = self.driver.committed(&self.table);
         Ok(records(rows.into_iter().map(|r| {
@@ -133,7 +133,7 @@ impl ScriptedHarness {
         let table = unique_table("cert");
         let (sink, driver) = Self::sink(&table, extra).await?;
         let read_back = ScriptedReadBack { driver: driver.clone(), table: table.clone() };
-        Ok((Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) }, driver, table))
+        Ok((Fixture { sink: Arc::new(sink), records: Box::new(read_back) }, driver, table))
     }
 }
 
@@ -339,7 +339,7 @@ impl LiveHarness {
         let sink = OracleSink::new(config).map_err(|e| e.to_string())?.with_password(&live.password);
         sink.open().await.map_err(|e| e.display_chain())?;
         let read_back = LiveReadBack { live, table: table.clone() };
-        Ok((Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) }, table))
+        Ok((Fixture { sink: Arc::new(sink), records: Box::new(read_back) }, table))
     }
 }
 
@@ -374,7 +374,7 @@ struct LiveReadBack {
 }
 
 #[async_trait]
-impl ReadBack for LiveReadBack {
+impl Records for LiveReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let sql = format!("SELECT \"STREAM_NAME\", \"STREAM_SEQUENCE\", \"PAYLOAD_JSON\" FROM \"{}\"", self.table);
         let rows = self.live.run(sql, true).await?;
@@ -445,6 +445,6 @@ impl Harness for LiveHarness {
         let table = unique_table("crash");
         let sink_section = self.section(&table, serde_json::json!({}))?;
         let env = vec![(PASSWORD_ENV.to_owned(), live.password.clone())];
-        Ok(CrashTarget { sink_section, read_back: Box::new(LiveReadBack { live, table }), env })
+        Ok(CrashTarget { sink_section, records: Box::new(LiveReadBack { live, table }), env })
     }
 }

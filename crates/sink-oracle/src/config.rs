@@ -209,14 +209,20 @@ impl OracleSinkConfig {
     /// Parses and validates the `sink` section; applies the legacy column aliases.
     pub fn from_section(section: &SinkSection) -> Result<Self, ConfigError> {
         let mut config: Self = section.parse()?;
-        if let Some(c) = config.payload_column.take() {
-            config.columns.payload = c;
-        }
-        if let Some(c) = config.headers_column.take() {
-            config.columns.headers = c;
-        }
+        config.complete();
         config.validate()?;
         Ok(config)
+    }
+
+    /// Applies the legacy column aliases (`payload_column`, `headers_column` become
+    /// `columns.payload`, `columns.headers`): the effective config shows them there.
+    pub fn complete(&mut self) {
+        if let Some(c) = self.payload_column.take() {
+            self.columns.payload = c;
+        }
+        if let Some(c) = self.headers_column.take() {
+            self.columns.headers = c;
+        }
     }
 
     /// Every table the sink writes: the default table and each route table, once, as

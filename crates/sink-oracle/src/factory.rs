@@ -2,7 +2,7 @@
 //! section with the DDL of its tables, and tells the operator commands that `auto_create`
 //! creates missing tables (`test-sink` leaves that off unless `--create`).
 
-use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory};
 
 use crate::{OracleSink, OracleSinkConfig};
 
@@ -11,20 +11,26 @@ use crate::{OracleSink, OracleSinkConfig};
 pub struct OracleFactory;
 
 impl SinkFactory for OracleFactory {
+    type Config = OracleSinkConfig;
+
     fn kind(&self) -> &'static str {
         "oracle"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = OracleSinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        let sink = OracleSink::new(config)?;
-        let ddl = sink.ddl();
-        Ok(BuiltSink::new(sink, effective).with_ddl(ddl))
+    /// The legacy column aliases, applied.
+    fn complete(&self, config: &mut OracleSinkConfig) {
+        config.complete();
     }
 
-    /// `auto_create` (default off) creates the tables that are missing.
-    fn creation(&self, section: &SinkSection) -> Option<Creation> {
-        Creation::when_on(section, "auto_create", false, "the oracle tables that are missing")
+    fn build(&self, config: OracleSinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
+        let sink = OracleSink::new(config)?;
+        let ddl = sink.ddl();
+        Ok(BuiltSink::new(sink).with_ddl(ddl))
+    }
+
+    /// `auto_create` creates the tables that are missing.
+    fn creation(&self, config: &OracleSinkConfig) -> Option<Creation> {
+        Creation::when(config.auto_create, "auto_create", "the oracle tables that are missing")
     }
 }

@@ -16,11 +16,11 @@ use std::sync::{Arc, OnceLock};
 
 use async_trait::async_trait;
 use sinks_contract::config::ConfigError;
+use sinks_contract::existing::KeyBasis;
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
-    Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink,
+    SinkError,
 };
-use sinks_toolkit::existing::KeyBasis;
 use time::OffsetDateTime;
 
 use crate::config::OracleSinkConfig;
@@ -532,11 +532,11 @@ impl Sink for OracleSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
+    fn read_back(&self) -> Option<&dyn ReadBack> {
         if !self.inner.config.mode.keyed() {
-            return ReadBack::Unsupported("mode `append` has no key to look rows up by".into());
+            return None;
         }
-        ReadBack::Supported(self)
+        Some(self)
     }
 }
 
@@ -559,7 +559,7 @@ impl Destinations for OracleSink {
 }
 
 #[async_trait]
-impl Reconcile for OracleSink {
+impl ReadBack for OracleSink {
     fn checks(&self) -> String {
         let inner = &self.inner;
         let payload = match inner.config.json_column_type {
@@ -573,7 +573,7 @@ impl Reconcile for OracleSink {
         }
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = &self.inner;
         let stored_at = OffsetDateTime::now_utc();
         let mut groups: Groups = vec![Vec::new(); inner.plans.len()];

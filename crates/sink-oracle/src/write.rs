@@ -35,8 +35,8 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
+use sinks_contract::existing::{KeyBasis, Stored};
 use sinks_contract::{MessageOutcome, SinkError};
-use sinks_toolkit::existing::{KeyBasis, Stored};
 use sinks_toolkit::relational::{self, RowWrite};
 
 use crate::config::{ConflictPolicy, JsonColumnType, WriteMode};

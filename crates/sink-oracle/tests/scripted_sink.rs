@@ -15,8 +15,7 @@ use sink_oracle::driver::{DbError, DriverError, Value};
 use sink_oracle::{OracleSink, OracleSinkConfig};
 use sinks_contract::testing::{classes, envelope_with, error_of};
 use sinks_contract::{
-    ConflictResolution, DestinationRef, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence,
-    ReadBack, Sink,
+    ConflictResolution, DestinationRef, Envelope, ErrorClass, Headers, MessageOutcome, OutcomeClass, Presence, Sink,
 };
 
 fn env(seq: u64, subject: &str, payload: &str) -> Envelope {
@@ -105,7 +104,7 @@ async fn append_keeps_every_delivery_and_reports_no_duplicates() {
 
 /// True for the refusal of a different event under a stream-sequence key.
 fn reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 /// Under message id keys the conflict policies decide what a different payload does.
@@ -436,7 +435,7 @@ async fn reconcile_reports_exactly_the_deleted_and_altered_rows_by_bulk_key_look
     for chunk in batch.chunks(300) {
         assert!(classes(&write(&s, chunk).await).iter().all(|c| *c == OutcomeClass::Committed));
     }
-    assert!(matches!(s.read_back(), ReadBack::Supported(reads) if reads.checks().contains("payload_sha256")));
+    assert!(s.read_back().is_some_and(|reads| reads.checks().contains("payload_sha256")));
     assert!(s.read_back_batch(&batch).await.unwrap().iter().all(|p| *p == Presence::Equal));
 
     assert_eq!(d.delete_committed(&table, "STREAM_SEQUENCE", "17"), 1);
@@ -476,9 +475,7 @@ async fn reconcile_without_a_fingerprint_column_hashes_the_clob_and_follows_rout
         .map(|q| env(q, if q % 2 == 0 { "it.by-id" } else { "it.a" }, &format!(r#"{{"order":{q}}}"#)))
         .collect();
     assert!(classes(&write(&s, &batch).await).iter().all(|c| *c == OutcomeClass::Committed));
-    assert!(
-        matches!(s.read_back(), ReadBack::Supported(reads) if reads.checks().contains("SHA-256 of its payload CLOB"))
-    );
+    assert!(s.read_back().is_some_and(|reads| reads.checks().contains("SHA-256 of its payload CLOB")));
     assert_eq!(d.delete_committed(&other, "MESSAGE_ID", "id-8"), 1);
     // The same JSON value, other text: a CLOB keeps text, so this is an edit.
     let respelled = Value::Clob(Some(r#"{ "order": 9 }"#.into()));
@@ -502,7 +499,8 @@ async fn reconcile_without_a_fingerprint_column_hashes_the_clob_and_follows_rout
 async fn reconcile_in_append_mode_is_unsupported_and_a_failed_lookup_is_an_error() {
     let table = unique_table("it");
     let (s, _) = ScriptedHarness::sink(&table, json!({"mode": "append", "conflict_policy": null})).await.unwrap();
-    assert!(matches!(s.read_back(), ReadBack::Unsupported(ref why) if why.contains("append")));
+    assert!(s.read_back().is_none(), "mode append has no key to read rows back by");
+    assert_eq!(s.read_back_text(), "the `oracle` sink cannot read its destination back");
 
     let table = unique_table("it");
     let (s, d) = ScriptedHarness::sink(&table, json!({})).await.unwrap();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use serde::Deserialize;
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, Record, Records};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
 
@@ -30,7 +30,7 @@ struct DirReadBack {
 }
 
 #[async_trait]
-impl ReadBack for DirReadBack {
+impl Records for DirReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let root = self.dir.path().join("out");
         tokio::task::spawn_blocking(move || read_packages(&root)).await.map_err(|e| e.to_string())?
@@ -80,7 +80,7 @@ async fn fixture(adjust: impl FnOnce(&mut ReviewPackageSinkConfig)) -> Result<Fi
     adjust(&mut config);
     let sink = ReviewPackageSink::new(config).map_err(|e| e.to_string())?;
     sink.open().await.map_err(|e| e.display_chain())?;
-    Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(DirReadBack { dir }) })
+    Ok(Fixture { sink: Arc::new(sink), records: Box::new(DirReadBack { dir }) })
 }
 
 #[async_trait]
@@ -120,6 +120,6 @@ impl Harness for ReviewPackageHarness {
             "directory": dir.path().join("out"),
             "fsync": true,
         });
-        Ok(CrashTarget { sink_section, read_back: Box::new(DirReadBack { dir }), env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(DirReadBack { dir }), env: Vec::new() })
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::config::{Issues, SinkSection};
-use sinks_toolkit::existing::{ExistingKeyPolicy, SkipOrFail};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipOrFail};
 use sinks_toolkit::files::FileMode;
 
 /// The reference's default `max_payload_bytes`: 16 MiB.
@@ -25,7 +25,7 @@ pub const MAX_MAX_PAYLOAD_BYTES: u64 = 512 * 1024 * 1024;
 /// this message's fails the message permanently). Either way the package is never
 /// replaced, a package holding the same payload is a duplicate, and one holding a different
 /// payload under the message's stream sequence is a reused sequence (`sequence_reused`,
-/// refused); `sinks_toolkit::existing` has the whole table.
+/// refused); `sinks_contract::existing` has the whole table.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipOrFail>;
 
 /// Settings of the review package sink (`sink.type = "review_package"`).

@@ -3,7 +3,7 @@
 //! as an optional target), that `create_directory` creates it (`test-sink` leaves that off
 //! unless `--create`), and what `validate` should say about a sample message.
 
-use sinks_contract::{BuiltSink, ConfigError, Creation, Reach, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, Creation, Reach, SinkFactory};
 
 use crate::{ReviewPackageSink, ReviewPackageSinkConfig};
 
@@ -12,14 +12,15 @@ use crate::{ReviewPackageSink, ReviewPackageSinkConfig};
 pub struct ReviewPackageFactory;
 
 impl SinkFactory for ReviewPackageFactory {
+    type Config = ReviewPackageSinkConfig;
+
     fn kind(&self) -> &'static str {
         "review_package"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = ReviewPackageSinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        Ok(BuiltSink::new(ReviewPackageSink::new(config)?, effective))
+    fn build(&self, config: ReviewPackageSinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
+        Ok(BuiltSink::new(ReviewPackageSink::new(config)?))
     }
 
     /// A directory on this machine: short waits as an optional target.
@@ -27,17 +28,14 @@ impl SinkFactory for ReviewPackageFactory {
         Reach::Local
     }
 
-    /// `create_directory` (default on) creates the directory when it is missing.
-    fn creation(&self, section: &SinkSection) -> Option<Creation> {
-        let directory = section.0.get("directory").and_then(serde_json::Value::as_str).unwrap_or("?");
-        Creation::when_on(section, "create_directory", true, format!("the directory {directory} when it is missing"))
+    /// `create_directory` creates the directory when it is missing.
+    fn creation(&self, config: &ReviewPackageSinkConfig) -> Option<Creation> {
+        let what = format!("the directory {} when it is missing", config.directory.display());
+        Creation::when(config.create_directory, "create_directory", what)
     }
 
     /// Where a message of the sample stream goes, and how the packages are checked.
-    fn describe(&self, section: &SinkSection, stream: &str, _subject: &str) -> Vec<String> {
-        let Ok(config) = ReviewPackageSinkConfig::from_section(section) else {
-            return Vec::new();
-        };
+    fn describe(&self, config: &ReviewPackageSinkConfig, stream: &str, _subject: &str) -> Vec<String> {
         let key = sinks_contract::idempotency::IdempotencyKey::stream_sequence(stream, 1);
         let id = format!("{}{}", crate::package::ID_PREFIX, &key.sha256_hex()[..32]);
         vec![

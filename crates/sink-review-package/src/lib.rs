@@ -23,7 +23,7 @@
 //! for a package: the message was not acknowledged, and its next delivery removes it and
 //! writes the package again.
 //!
-//! **Idempotency.** A taken package id is judged by `sinks_toolkit::existing` against the
+//! **Idempotency.** A taken package id is judged by `sinks_contract::existing` against the
 //! stored manifest's payload fingerprint: the same payload is a duplicate, a different one is
 //! a reused stream sequence (refused, `sequence_reused`, the stored package kept), and a
 //! package that cannot be compared is a duplicate under `skip_existing` and a permanent

@@ -14,7 +14,7 @@
 //!    ordering key are renamed into place one after another in input order, one behind a
 //!    temporary failure of its key is held back (its temporary directory removed); the rename
 //!    never replaces (`sinks_toolkit::files::place_new_dir`), and a name that is taken is
-//!    judged by `sinks_toolkit::existing` against the stored manifest's payload fingerprint;
+//!    judged by `sinks_contract::existing` against the stored manifest's payload fingerprint;
 //! 3. **root fsync** (`fsync`): the root directory once, before any outcome counts; a
 //!    failure fails every message that depended on it (temporarily).
 
@@ -26,12 +26,12 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
+use sinks_contract::existing::{self, KeyBasis, OnExisting, Stored};
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, MessageOutcome, OrderKey, Presence,
-    ReadBack, Reconcile, Sink, SinkError,
+    ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
-use sinks_toolkit::existing::{self, KeyBasis, OnExisting, Stored};
 use sinks_toolkit::files;
 use sinks_toolkit::sink_root::{self, expand_home, sync_dir};
 use time::OffsetDateTime;
@@ -218,8 +218,8 @@ impl Sink for ReviewPackageSink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 }
 
@@ -236,14 +236,14 @@ impl Destinations for ReviewPackageSink {
 }
 
 #[async_trait]
-impl Reconcile for ReviewPackageSink {
+impl ReadBack for ReviewPackageSink {
     fn checks(&self) -> String {
         String::from(
             "the package exists and is intact (every file matches hashes.json and manifest.json, nothing missing or added), and its manifest records this payload's SHA-256",
         )
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         // Never create anything: a root that does not exist holds nothing.
         let root = match self.inner.root.get() {
             Some(root) => root.clone(),
@@ -440,7 +440,7 @@ impl Inner {
         }
     }
 
-    /// The outcome when `envelope`'s package name is taken (`sinks_toolkit::existing`,
+    /// The outcome when `envelope`'s package name is taken (`sinks_contract::existing`,
     /// logged): what the stored manifest records, compared with this payload's fingerprint.
     /// Under stream-sequence package ids (every JetStream message's) a different payload is
     /// a reused sequence, whatever `duplicate_policy` says.
@@ -451,7 +451,7 @@ impl Inner {
         };
         let basis = envelope.idempotency_key().map_or(KeyBasis::Publisher, |key| KeyBasis::of_key(&key));
         let policy: OnExisting = self.config.duplicate_policy.on_existing();
-        existing::resolve(envelope, policy, basis, stored, RECORD)
+        existing::decide(policy, envelope, basis, stored, RECORD)
     }
 
     /// What the package at `final_path` holds, compared by its manifest's payload
@@ -494,7 +494,7 @@ impl Inner {
                 None
             }
         };
-        Ok(existing::compare(stored.as_deref(), payload_sha256))
+        Ok(existing::Stored::compare(stored.as_deref(), payload_sha256))
     }
 }
 

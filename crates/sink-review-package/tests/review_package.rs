@@ -14,7 +14,7 @@ use sink_review_package::package::{self, package_id};
 use sink_review_package::verify::{self, PackageState};
 use sink_review_package::{DuplicatePolicy, ReviewPackageSink, ReviewPackageSinkConfig};
 use sinks_contract::testing::{classes, envelope, envelope_with, write};
-use sinks_contract::{Envelope, Headers, MessageOutcome, OutcomeClass, Presence, ReadBack, Sink};
+use sinks_contract::{Envelope, Headers, MessageOutcome, OutcomeClass, Presence, Sink};
 
 /// An opened sink on `dir/out` with `config` changed by `edit`.
 async fn sink(dir: &Path, edit: impl FnOnce(&mut ReviewPackageSinkConfig)) -> ReviewPackageSink {
@@ -49,8 +49,8 @@ fn reason(outcome: &MessageOutcome) -> Option<&str> {
 }
 
 async fn presence(sink: &ReviewPackageSink, batch: &[Envelope]) -> Vec<Presence> {
-    let ReadBack::Supported(reader) = sink.read_back() else { panic!("read-back is supported") };
-    reader.reconcile(batch).await.unwrap()
+    let reader = sink.read_back().expect("read-back is supported");
+    reader.read(batch).await.unwrap()
 }
 
 #[tokio::test]

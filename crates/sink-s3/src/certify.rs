@@ -16,7 +16,7 @@ use object_store::aws::AmazonS3;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde_json::value::RawValue;
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, Record, Records};
 use sinks_contract::{Envelope, Sink};
 
 use crate::config::S3SinkConfig;
@@ -140,7 +140,7 @@ impl S3Harness {
         let sink = self.sink(config.clone())?;
         sink.open().await.map_err(|e| e.display_chain())?;
         let read_back = self.read_back(&config, bucket)?;
-        Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(read_back) })
+        Ok(Fixture { sink: Arc::new(sink), records: Box::new(read_back) })
     }
 }
 
@@ -327,7 +327,7 @@ impl BucketReadBack {
 }
 
 #[async_trait]
-impl ReadBack for BucketReadBack {
+impl Records for BucketReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         if self.config.mode == crate::WriteMode::Batch {
             return self.batch_records().await;
@@ -415,7 +415,7 @@ impl S3Harness {
             (CRASH_SECRET_ENV.to_owned(), self.credentials.secret_access_key.clone()),
         ];
         let read_back = self.read_back(&config, bucket)?;
-        Ok(CrashTarget { sink_section, read_back: Box::new(read_back), env })
+        Ok(CrashTarget { sink_section, records: Box::new(read_back), env })
     }
 }
 
@@ -451,7 +451,7 @@ impl Harness for S3BatchHarness {
         let sink = self.0.sink(config.clone()).ok()?;
         sink.open().await.ok()?;
         fx.sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
-        fx.read_back = Box::new(self.0.read_back(&config, bucket).ok()?);
+        fx.records = Box::new(self.0.read_back(&config, bucket).ok()?);
         Some((fx, poison))
     }
 

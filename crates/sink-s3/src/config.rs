@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use sinks_contract::ConfigError;
 use sinks_contract::PayloadMode;
 use sinks_contract::config::{Issues, SinkSection, check_uppercase_env_name};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
 use sinks_toolkit::batch::BatchConfig;
 use sinks_toolkit::checks::{check_seconds, check_text, check_token};
-use sinks_toolkit::existing::{ExistingKeyPolicy, SkipReplaceFailExisting};
 use sinks_toolkit::metadata::MetadataScope;
 use sinks_toolkit::retry::settings::{
     default_backoff_mode, default_backoff_ms, default_backoff_multiplier, default_jitter, default_max_backoff_ms,
@@ -69,7 +69,7 @@ pub use sinks_contract::idempotency::KeySource as KeyStrategy;
 /// (unconditional put: the newest delivery replaces the object) or `fail_existing`
 /// (conditional create; an existing object fails the message permanently, except, with
 /// `content_check`, when it holds the same payload). The contract's one policy type, in this
-/// sink's words; what each answer means is `sinks_toolkit::existing`.
+/// sink's words; what each answer means is `sinks_contract::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipReplaceFailExisting>;
 
 /// What the primary object holds.

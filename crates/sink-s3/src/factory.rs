@@ -1,7 +1,7 @@
 //! The factory of the S3-compatible object sink (`type = "s3"`): builds it from its `sink`
 //! section, and tells `nats-sink validate` what its batch mode makes.
 
-use sinks_contract::{BuiltSink, ConfigError, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, SinkFactory};
 
 use crate::{S3Sink, S3SinkConfig};
 
@@ -10,19 +10,20 @@ use crate::{S3Sink, S3SinkConfig};
 pub struct S3Factory;
 
 impl SinkFactory for S3Factory {
+    type Config = S3SinkConfig;
+
     fn kind(&self) -> &'static str {
         "s3"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = S3SinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        Ok(BuiltSink::new(S3Sink::new(config)?, effective))
+    fn build(&self, config: S3SinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
+        Ok(BuiltSink::new(S3Sink::new(config)?))
     }
 
     /// In batch mode: its objects, and where a sample message would go.
-    fn describe(&self, section: &SinkSection, stream: &str, subject: &str) -> Vec<String> {
-        match S3SinkConfig::from_section(section).ok().and_then(|c| c.batch_config()) {
+    fn describe(&self, config: &S3SinkConfig, stream: &str, subject: &str) -> Vec<String> {
+        match config.batch_config() {
             Some(batch) => sinks_toolkit::batch::describe::describe(&batch, stream, subject),
             None => Vec::new(),
         }

@@ -19,17 +19,17 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use sinks_contract::Envelope;
+use sinks_contract::existing;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
-use sinks_toolkit::existing;
 use sinks_toolkit::metadata;
 use time::OffsetDateTime;
 
 use crate::config::{Compression, KeyStrategy, MetadataMode, ObjectFormat, S3SinkConfig};
 
-/// What a key is made of under the key strategy (`sinks_toolkit::existing`), for the
+/// What a key is made of under the key strategy (`sinks_contract::existing`), for the
 /// existing-key decision and the sink's capabilities.
-pub(crate) use sinks_toolkit::existing::{key_basis, strategy_basis};
+pub(crate) use sinks_contract::existing::{key_basis, strategy_basis};
 
 /// `schema` of primary envelope objects.
 pub(crate) const OBJECT_SCHEMA: &str = "nats_sinks.s3.object.v1";

@@ -34,13 +34,13 @@ use object_store::{
     Attribute, AttributeValue, Attributes, GetOptions, ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions,
     PutOptions, PutPayload, WriteMultipart,
 };
+use sinks_contract::existing::{self, Stored};
 use sinks_contract::ordering::OrderKey;
 use sinks_contract::{
     BatchResult, Capabilities, ConfigError, DestinationRef, Destinations, Envelope, Holding, MessageOutcome, Presence,
-    ReadBack, Reconcile, Sink, SinkError,
+    ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::batch::{BatchWriter, Settings};
-use sinks_toolkit::existing::{self, Stored};
 use sinks_toolkit::in_order;
 use sinks_toolkit::retry::InPlace;
 use time::OffsetDateTime;
@@ -202,8 +202,8 @@ impl Sink for S3Sink {
         Some(self)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 
     fn holding(&self) -> Option<&dyn Holding> {
@@ -222,7 +222,7 @@ impl Destinations for S3Sink {
 }
 
 #[async_trait]
-impl Reconcile for S3Sink {
+impl ReadBack for S3Sink {
     fn checks(&self) -> String {
         if self.inner.batch.is_some() {
             return String::from(
@@ -238,7 +238,7 @@ impl Reconcile for S3Sink {
 
     /// One `HEAD` per envelope, up to `max_concurrent_requests` in flight, in input order.
     /// Reads only; a missing bucket was already refused by [`Sink::open`].
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         if let Some(writer) = &self.inner.batch {
             return writer.reconcile(batch).await;
         }
@@ -297,7 +297,7 @@ impl Inner {
             Put::Written => MessageOutcome::Committed,
             Put::Exists => {
                 let stored = self.stored(prepared).await?;
-                existing::resolve(envelope, policy, basis, stored, "s3 object key")
+                existing::decide(policy, envelope, basis, stored, "s3 object key")
             }
         };
         // The sidecar follows only a primary that is (now or already) this message's.
@@ -316,7 +316,7 @@ impl Inner {
             return Ok(Stored::Unchecked);
         }
         let stored = self.stored_fingerprint(&prepared.primary.key).await?;
-        Ok(existing::compare(stored.as_deref(), &prepared.fingerprint))
+        Ok(existing::Stored::compare(stored.as_deref(), &prepared.fingerprint))
     }
 
     /// Whether `envelope`'s object is stored with the same payload fingerprint (reconcile).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sink_s3::certify::{BucketReadBack, S3Harness, decode_object};
 use sink_s3::{Compression, DuplicatePolicy, KeyStrategy, MetadataMode, ObjectFormat, S3Sink, S3SinkConfig};
-use sinks_certify::ReadBack;
+use sinks_certify::Records;
 use sinks_contract::testing::{classes, envelope, envelope_with, error_of, opened, write};
 use sinks_contract::{ConflictResolution, ErrorClass, Headers, MessageOutcome, OutcomeClass, Sink};
 
@@ -31,7 +31,7 @@ async fn fixture(adjust: impl FnOnce(&mut S3SinkConfig)) -> (S3Sink, BucketReadB
 
 /// True for the refusal of a different event under a stream-sequence key.
 fn reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 fn with_id(seq: u64, id: &str, payload: &'static str) -> sinks_contract::Envelope {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use base64::Engine;
 use bytes::Bytes;
-use sinks_certify::{CrashTarget, Fixture, Harness, ReadBack, Record};
+use sinks_certify::{CrashTarget, Fixture, Harness, Record, Records};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, PayloadMode, Sink};
 use sinks_toolkit::encryption::{Key, Keyring};
@@ -70,7 +70,7 @@ struct DirReadBack {
 }
 
 #[async_trait]
-impl ReadBack for DirReadBack {
+impl Records for DirReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let root = self.dir.path().join("spool");
         let mut keyring = Keyring::new();
@@ -85,7 +85,7 @@ async fn fixture(mode: PayloadMode) -> Result<Fixture, String> {
     c.payload_mode = mode;
     let sink = SpoolSink::new(c).map_err(|e| e.to_string())?.with_key(key());
     sink.open().await.map_err(|e| e.display_chain())?;
-    Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(DirReadBack { dir }) })
+    Ok(Fixture { sink: Arc::new(sink), records: Box::new(DirReadBack { dir }) })
 }
 
 #[async_trait]
@@ -132,7 +132,7 @@ impl Harness for SpoolHarness {
         });
         Ok(CrashTarget {
             sink_section,
-            read_back: Box::new(DirReadBack { dir }),
+            records: Box::new(DirReadBack { dir }),
             env: vec![(KEY_ENV.to_owned(), key_b64())],
         })
     }

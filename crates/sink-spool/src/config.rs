@@ -10,15 +10,15 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use sinks_contract::config::{Issues, SinkSection};
+use sinks_contract::existing::{ExistingKeyPolicy, SkipOrFail};
 use sinks_contract::{ConfigError, PayloadMode};
 use sinks_toolkit::encryption::config::EncryptionConfig;
-use sinks_toolkit::existing::{ExistingKeyPolicy, SkipOrFail};
 use sinks_toolkit::files::FileMode;
 
 /// What happens when a message's spool file already exists: `skip_existing` (keep the
 /// existing file: a duplicate, a conflict when its payload differs) or `fail` (refuse the
 /// message as a permanent failure); a spooled record is never replaced. The contract's one
-/// policy type, in this sink's words; what each answer means is `sinks_toolkit::existing`.
+/// policy type, in this sink's words; what each answer means is `sinks_contract::existing`.
 pub type DuplicatePolicy = ExistingKeyPolicy<SkipOrFail>;
 
 /// The order replay reads spool records in.

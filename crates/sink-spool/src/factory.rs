@@ -3,7 +3,7 @@
 //! optional target) and that `create_directory` creates it (`test-sink` leaves that off
 //! unless `--create`).
 
-use sinks_contract::{BuiltSink, ConfigError, Creation, Reach, SinkFactory, SinkSection};
+use sinks_contract::{BuiltSink, ConfigError, Creation, Reach, SinkFactory};
 
 use crate::{SpoolSink, SpoolSinkConfig};
 
@@ -12,14 +12,15 @@ use crate::{SpoolSink, SpoolSinkConfig};
 pub struct SpoolFactory;
 
 impl SinkFactory for SpoolFactory {
+    type Config = SpoolSinkConfig;
+
     fn kind(&self) -> &'static str {
         "spool"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = SpoolSinkConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        Ok(BuiltSink::new(SpoolSink::new(config)?, effective))
+    fn build(&self, config: SpoolSinkConfig) -> Result<BuiltSink, ConfigError> {
+        config.validate()?;
+        Ok(BuiltSink::new(SpoolSink::new(config)?))
     }
 
     /// A directory on this machine: short waits as an optional target.
@@ -27,9 +28,9 @@ impl SinkFactory for SpoolFactory {
         Reach::Local
     }
 
-    /// `create_directory` (default on) creates the directory when it is missing.
-    fn creation(&self, section: &SinkSection) -> Option<Creation> {
-        let directory = section.0.get("directory").and_then(serde_json::Value::as_str).unwrap_or("?");
-        Creation::when_on(section, "create_directory", true, format!("the directory {directory} when it is missing"))
+    /// `create_directory` creates the directory when it is missing.
+    fn creation(&self, config: &SpoolSinkConfig) -> Option<Creation> {
+        let what = format!("the directory {} when it is missing", config.directory.display());
+        Creation::when(config.create_directory, "create_directory", what)
     }
 }

@@ -30,13 +30,12 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
+use sinks_contract::existing::{self, OnExisting, Stored};
 use sinks_contract::{
-    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Reconcile, Sink,
-    SinkError,
+    BatchResult, Capabilities, ConfigError, Envelope, MessageOutcome, OrderKey, Presence, ReadBack, Sink, SinkError,
 };
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::encryption::{Cipher, Key, Keyring};
-use sinks_toolkit::existing::{self, OnExisting, Stored};
 use sinks_toolkit::files;
 use time::OffsetDateTime;
 
@@ -379,7 +378,7 @@ impl Inner {
         }
     }
 
-    /// The outcome for a message whose file exists (`sinks_toolkit::existing`): a duplicate
+    /// The outcome for a message whose file exists (`sinks_contract::existing`): a duplicate
     /// when the stored payload is the same (or cannot be read), a conflict when it differs
     /// under a message id or payload key, and a reused sequence (refused, `sequence_reused`)
     /// when it differs under a stream-sequence key; under `fail`, permanent without reading
@@ -404,7 +403,7 @@ impl Inner {
         };
         let basis =
             envelope.idempotency_key().map_or(existing::KeyBasis::Publisher, |k| existing::KeyBasis::of_key(&k));
-        existing::resolve(envelope, policy, basis, stored, "spool record")
+        existing::decide(policy, envelope, basis, stored, "spool record")
     }
 
     /// Reserves room for `size` more bytes and one more record (rescanning once when the
@@ -597,13 +596,13 @@ impl Sink for SpoolSink {
         blocking(move || inner.probe(&root)).await
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 }
 
 #[async_trait]
-impl Reconcile for SpoolSink {
+impl ReadBack for SpoolSink {
     fn checks(&self) -> String {
         let absent = if self.inner.config.delete_after_replay {
             "a message without a record is unchecked: replay deletes what its target committed \
@@ -617,7 +616,7 @@ impl Reconcile for SpoolSink {
 
     /// Reads each message's record (blocking tasks in parallel); never writes, never
     /// creates the directory.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let absent = if self.inner.config.delete_after_replay { Presence::Unchecked } else { Presence::Missing };
         let root = match self.inner.root.get() {
             Some(root) => root.clone(),

@@ -23,7 +23,7 @@ fn spool(dir: &Path, policy: DuplicatePolicy) -> SpoolSink {
 /// What an outcome is, in one word a table can hold.
 fn shape(o: &MessageOutcome) -> String {
     match o {
-        MessageOutcome::Failed(e) if e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
+        MessageOutcome::Failed(e) if e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED) => {
             assert!(e.is_permanent(), "{e:?}");
             "sequence_reused".into()
         }

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sink_coherence::certify::{CacheReadBack, CoherenceHarness};
-use sinks_certify::ReadBack;
+use sinks_certify::Records;
 use sinks_testkit::{CoherenceMember, wait_until};
 use support::{Sink, env, json};
 

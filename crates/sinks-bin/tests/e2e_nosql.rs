@@ -16,7 +16,7 @@ use bytes::Bytes;
 use serde_json::json;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sink_nosql::{NoSqlSink, NoSqlSinkConfig};
-use sinks_certify::ReadBack;
+use sinks_certify::Records;
 use sinks_contract::Sink as _;
 use sinks_testkit::{KvLite, wait_until};
 use support::{Sink, env, json};

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use sink_s3::certify::{BucketReadBack, S3Harness};
-use sinks_certify::ReadBack;
+use sinks_certify::Records;
 use sinks_testkit::{FaultProxy, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, SeaweedFs, wait_until};
 use support::{Sink, drain_with_two_kills, env, json, publish_one_subject};
 

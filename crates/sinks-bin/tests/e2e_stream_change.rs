@@ -58,7 +58,7 @@ fn event(generation: &str, i: usize) -> Bytes {
 
 /// The destination's records, by key (none while the destination has no table or bucket yet).
 async fn stored(target: &CrashTarget) -> BTreeMap<String, Bytes> {
-    target.read_back.read_all().await.unwrap_or_default().into_iter().collect()
+    target.records.read_all().await.unwrap_or_default().into_iter().collect()
 }
 
 /// Keys of the records of `generation`.

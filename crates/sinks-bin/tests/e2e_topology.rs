@@ -289,7 +289,7 @@ async fn an_edge_stream_over_a_leaf_node_writes_each_event_once_through_a_cut_li
 /// by `origin_sequence`: its `sink` section, reader and environment, and the endpoint.
 async fn destination(
     kind: &str,
-) -> (Value, Box<dyn sinks_certify::ReadBack>, Vec<(String, String)>, Option<std::sync::Arc<HttpTestServer>>) {
+) -> (Value, Box<dyn sinks_certify::Records>, Vec<(String, String)>, Option<std::sync::Arc<HttpTestServer>>) {
     use sinks_certify::Harness;
     let mut endpoint = None;
     let target = match kind {
@@ -324,7 +324,7 @@ async fn destination(
         "s3" => section["key_strategy"] = json!("origin_sequence"),
         _ => section["idempotency"] = json!({"strategy": "origin_sequence"}),
     }
-    (section, target.read_back, target.env, endpoint)
+    (section, target.records, target.env, endpoint)
 }
 
 #[tokio::test]

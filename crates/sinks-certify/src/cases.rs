@@ -89,7 +89,7 @@ fn all_committed(outcomes: &[MessageOutcome]) -> Result<(), String> {
 
 /// Reads the destination and checks it holds exactly `expected` (key → published payload).
 async fn holds_exactly(fixture: &Fixture, expected: &[(String, Bytes)]) -> Result<(), String> {
-    let records = fixture.read_back.read_all().await.map_err(|e| format!("read-back failed: {e}"))?;
+    let records = fixture.records.read_all().await.map_err(|e| format!("read-back failed: {e}"))?;
     let expected: BTreeMap<String, Bytes> = expected.iter().cloned().collect();
     let verdict = verify(&expected, &records);
     if verdict.exactly_once() { Ok(()) } else { Err(verdict.summary()) }
@@ -212,7 +212,7 @@ pub async fn c5_conflict_is_detected(h: &dyn Harness) -> Outcome {
 }
 
 fn is_sequence_reused(o: &MessageOutcome) -> bool {
-    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED))
+    matches!(o, MessageOutcome::Failed(e) if e.is_permanent() && e.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED))
 }
 
 /// C12: a stream sequence used again by a different event (the stream was deleted and
@@ -474,12 +474,12 @@ pub async fn c11_no_secrets_or_payloads_in_logs(h: &dyn Harness) -> Outcome {
     Outcome::Pass
 }
 
-/// The stored content of a destination, key by key: what [`super::ReadBack::read_stored`]
+/// The stored content of a destination, key by key: what [`super::Records::read_stored`]
 /// shows when the harness offers it, else the stored payloads.
 async fn stored_content(fixture: &Fixture) -> Result<BTreeMap<String, Vec<Bytes>>, String> {
-    let records = match fixture.read_back.read_stored().await {
+    let records = match fixture.records.read_stored().await {
         Ok(Some(records)) => records,
-        Ok(None) => fixture.read_back.read_all().await?,
+        Ok(None) => fixture.records.read_all().await?,
         Err(e) => return Err(format!("reading the stored content failed: {e}")),
     };
     let mut by_key: BTreeMap<String, Vec<Bytes>> = BTreeMap::new();
@@ -512,7 +512,7 @@ fn first_difference(a: &BTreeMap<String, Vec<Bytes>>, b: &BTreeMap<String, Vec<B
 /// byte-for-byte what the first delivery stored, so a destination that fingerprints what one
 /// key is sent (an `Idempotency-Key` endpoint, an overwrite) never sees a second content.
 /// Compared is the whole stored record when the harness shows it
-/// ([`super::ReadBack::read_stored`]), else the stored payload.
+/// ([`super::Records::read_stored`]), else the stored payload.
 pub async fn c13_one_event_one_content(h: &dyn Harness) -> Outcome {
     let (first, second) = match (fresh(h).await, fresh(h).await) {
         (Ok(a), Ok(b)) => (a, b),

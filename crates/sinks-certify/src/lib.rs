@@ -39,7 +39,7 @@ pub type Record = (String, Bytes);
 
 /// Reads a destination without going through the sink.
 #[async_trait]
-pub trait ReadBack: Send + Sync {
+pub trait Records: Send + Sync {
     /// Every record the destination holds, duplicates included (a destination that can hold
     /// one key twice must return it twice).
     async fn read_all(&self) -> Result<Vec<Record>, String>;
@@ -59,7 +59,7 @@ pub struct Fixture {
     /// The sink under test (already opened).
     pub sink: Arc<dyn Sink>,
     /// Reads what the destination durably holds.
-    pub read_back: Box<dyn ReadBack>,
+    pub records: Box<dyn Records>,
 }
 
 impl std::fmt::Debug for Fixture {
@@ -143,7 +143,7 @@ pub struct CrashTarget {
     /// The `sink` section for the `nats-sink` config, `type` included.
     pub sink_section: serde_json::Value,
     /// Reads the destination (owns whatever must live as long as the destination).
-    pub read_back: Box<dyn ReadBack>,
+    pub records: Box<dyn Records>,
     /// Environment variables `nats-sink` needs for this destination (secrets named by the
     /// section's `*_env` fields); empty for most sinks.
     pub env: Vec<(String, String)>,
@@ -160,7 +160,7 @@ type CaseFn = for<'a> fn(&'a dyn Harness) -> futures::future::BoxFuture<'a, Outc
 /// Shows that a harness's crash target is usable: writes five envelopes of stream `CRASH`
 /// through `sink` (opened, built from `target.sink_section`; a holding sink is flushed) and
 /// checks that
-/// `target.read_back` returns exactly them, keyed by stream sequence, payloads intact.
+/// `target.records` returns exactly them, keyed by stream sequence, payloads intact.
 pub async fn check_crash_target(target: &CrashTarget, sink: &dyn Sink) -> Result<(), String> {
     let batch: Vec<sinks_contract::Envelope> =
         (1..=5).map(|s| sinks_contract::testing::envelope("CRASH", s, "crash.x", format!("{{\"s\":{s}}}"))).collect();
@@ -178,7 +178,7 @@ pub async fn check_crash_target(target: &CrashTarget, sink: &dyn Sink) -> Result
     if !outcomes.iter().all(|o| matches!(o, sinks_contract::MessageOutcome::Committed)) {
         return Err(format!("not all committed: {outcomes:?}"));
     }
-    let mut records = target.read_back.read_all().await?;
+    let mut records = target.records.read_all().await?;
     records.sort();
     let expected: Vec<Record> =
         (1..=5).map(|s| (format!("stream-sequence:CRASH:{s}"), Bytes::from(format!("{{\"s\":{s}}}")))).collect();

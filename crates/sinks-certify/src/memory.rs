@@ -5,7 +5,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 
-use super::{Fixture, Harness, ReadBack, Record};
+use super::{Fixture, Harness, Record, Records};
 use crate::MemorySink;
 use sinks_contract::Envelope;
 use sinks_contract::sink::Sink;
@@ -18,7 +18,7 @@ pub struct MemoryHarness;
 struct MemoryReadBack(Arc<MemorySink>);
 
 #[async_trait]
-impl ReadBack for MemoryReadBack {
+impl Records for MemoryReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         Ok(self.0.records())
     }
@@ -30,7 +30,7 @@ impl ReadBack for MemoryReadBack {
 }
 
 fn fixture(sink: Arc<MemorySink>) -> Fixture {
-    Fixture { sink: Arc::clone(&sink) as Arc<dyn Sink>, read_back: Box::new(MemoryReadBack(sink)) }
+    Fixture { sink: Arc::clone(&sink) as Arc<dyn Sink>, records: Box::new(MemoryReadBack(sink)) }
 }
 
 #[async_trait]

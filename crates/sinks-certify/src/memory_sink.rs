@@ -11,8 +11,8 @@ use bytes::Bytes;
 
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
+use sinks_contract::existing;
 use sinks_contract::sink::{BatchResult, Capabilities, MessageOutcome, Sink};
-use sinks_toolkit::existing;
 
 /// Faults to inject into a [`MemorySink`].
 #[derive(Debug, Default)]
@@ -149,9 +149,9 @@ impl Sink for MemorySink {
                 let key = key.to_string();
                 match records.get(&key) {
                     Some(existing) if existing == e.payload() => MessageOutcome::Duplicate,
-                    Some(_) => existing::resolve(
-                        e,
+                    Some(_) => existing::decide(
                         existing::OnExisting::Keep,
+                        e,
                         basis,
                         existing::Stored::Different,
                         "memory key",

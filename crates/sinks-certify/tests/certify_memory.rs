@@ -65,7 +65,7 @@ mod broken {
 
     use async_trait::async_trait;
     use sinks_certify::MemorySink;
-    use sinks_certify::{Fixture, Harness, ReadBack, Record};
+    use sinks_certify::{Fixture, Harness, Record, Records};
     use sinks_contract::{BatchResult, Envelope, MessageOutcome, Sink, SinkError};
 
     #[derive(Debug, Clone, Copy)]
@@ -196,7 +196,7 @@ mod broken {
     struct Reader(Arc<MemorySink>);
 
     #[async_trait]
-    impl ReadBack for Reader {
+    impl Records for Reader {
         async fn read_all(&self) -> Result<Vec<Record>, String> {
             Ok(self.0.records())
         }
@@ -215,7 +215,7 @@ mod broken {
         async fn fresh(&self) -> Result<Fixture, String> {
             let inner = Arc::new(MemorySink::new());
             let sink = Arc::new(Broken { inner: Arc::clone(&inner), flaw: self.0, down: false });
-            Ok(Fixture { sink, read_back: Box::new(Reader(inner)) })
+            Ok(Fixture { sink, records: Box::new(Reader(inner)) })
         }
         async fn origin_keyed(&self) -> Option<Result<Fixture, String>> {
             let inner = Arc::new(match self.0 {
@@ -223,7 +223,7 @@ mod broken {
                 _ => MemorySink::keyed_by(sinks_contract::idempotency::KeySource::OriginSequence),
             });
             let sink = Arc::new(Broken { inner: Arc::clone(&inner), flaw: self.0, down: false });
-            Some(Ok(Fixture { sink, read_back: Box::new(Reader(inner)) }))
+            Some(Ok(Fixture { sink, records: Box::new(Reader(inner)) }))
         }
         async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
             Some(Arc::new(Broken { inner: Arc::new(MemorySink::new()), flaw: self.0, down: true }))

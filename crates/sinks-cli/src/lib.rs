@@ -4,8 +4,9 @@
 //! ```no_run
 //! # #[derive(Debug)] struct MyFactory;
 //! # impl sinks_contract::SinkFactory for MyFactory {
+//! #     type Config = serde_json::Value;
 //! #     fn kind(&self) -> &'static str { "mine" }
-//! #     fn build(&self, _: &sinks_contract::SinkSection) -> Result<sinks_contract::BuiltSink, sinks_contract::ConfigError> { unimplemented!() }
+//! #     fn build(&self, _: serde_json::Value) -> Result<sinks_contract::BuiltSink, sinks_contract::ConfigError> { unimplemented!() }
 //! # }
 //! fn main() -> std::process::ExitCode {
 //!     sinks_cli::main(sinks_cli::Registry::new().with(Box::new(MyFactory)))

@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use sinks_contract::{BuiltSink, Creation, Reach, Sink, SinkFactory};
+use sinks_contract::{BuiltSink, Creation, DynSinkFactory, Reach, Sink};
 use sinks_runtime::Config;
 use sinks_runtime::blackhole::BlackholeFactory;
 use sinks_runtime::config::{ConfigError, ConfigIssue, KindDefaults, OptionalWait, SinkSection};
@@ -69,7 +69,7 @@ impl Known {
 #[derive(Debug)]
 pub struct Registry {
     blackhole: BlackholeFactory,
-    factories: Vec<Box<dyn SinkFactory>>,
+    factories: Vec<Box<dyn DynSinkFactory>>,
     known: Vec<Known>,
     extensions: Vec<Box<dyn Extension>>,
     formats: Vec<Box<dyn StoredFormat>>,
@@ -138,7 +138,7 @@ impl Registry {
 
     /// With the sink kind `factory` builds (listed in registration order).
     #[must_use]
-    pub fn with(mut self, factory: Box<dyn SinkFactory>) -> Self {
+    pub fn with(mut self, factory: Box<dyn DynSinkFactory>) -> Self {
         self.factories.push(factory);
         self
     }
@@ -198,11 +198,11 @@ impl Registry {
     }
 
     /// The registered factories, `blackhole` first.
-    fn factories(&self) -> impl Iterator<Item = &dyn SinkFactory> {
-        std::iter::once(&self.blackhole as &dyn SinkFactory).chain(self.factories.iter().map(AsRef::as_ref))
+    fn factories(&self) -> impl Iterator<Item = &dyn DynSinkFactory> {
+        std::iter::once(&self.blackhole as &dyn DynSinkFactory).chain(self.factories.iter().map(AsRef::as_ref))
     }
 
-    fn factory(&self, kind: &str) -> Option<&dyn SinkFactory> {
+    fn factory(&self, kind: &str) -> Option<&dyn DynSinkFactory> {
         self.factories().find(|f| f.kind() == kind)
     }
 
@@ -313,7 +313,10 @@ impl Registry {
         let mut notes = Vec::new();
         let mut off = |at: &str, section: &mut SinkSection| {
             let Some(factory) = self.factory(section.kind().unwrap_or_default()) else { return };
-            if let Some(creation) = factory.creation(section) {
+            // The kind's config is its section without the runtime's `rate_limit` (as in `build`).
+            let mut own = section.clone();
+            own.0.remove(limit::SECTION);
+            if let Some(creation) = factory.creation(&own) {
                 section.0.insert(creation.field.clone(), false.into());
                 notes.push((at.to_owned(), creation));
             }
@@ -361,7 +364,8 @@ impl Registry {
             targets.push((name, built.sink));
         }
         let fanout = sinks_runtime::fanout::FanoutSink::new(targets, config.routing.clone());
-        let built = BuiltSink::new(fanout, serde_json::json!({"sinks": effective}));
+        let mut built = BuiltSink::new(fanout);
+        built.effective = serde_json::json!({"sinks": effective});
         Ok(match ddl {
             Some(statements) => built.with_ddl(statements),
             None => built,
@@ -474,35 +478,47 @@ mod tests {
     use sinks_runtime::blackhole::{BlackholeConfig, BlackholeSink};
 
     use super::*;
+    use sinks_contract::SinkFactory;
 
     /// A kind on this machine that creates its `place` unless `make` is off, building a
     /// blackhole.
     #[derive(Debug)]
     struct Here;
 
+    /// The config of `here`: whether it makes its place (on by default), and which.
+    #[derive(Debug, serde::Serialize, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct HereConfig {
+        #[serde(default = "yes")]
+        make: bool,
+        #[serde(default)]
+        place: Option<String>,
+    }
+
+    fn yes() -> bool {
+        true
+    }
+
     impl SinkFactory for Here {
+        type Config = HereConfig;
+
         fn kind(&self) -> &'static str {
             "here"
         }
 
-        fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-            let mut settings = section.clone();
-            settings.0.remove("make");
-            settings.0.remove("place");
-            let config = BlackholeConfig::from_section(&settings)?;
-            Ok(BuiltSink::new(BlackholeSink::new(config), json!({"here": true})))
+        fn build(&self, _: HereConfig) -> Result<BuiltSink, ConfigError> {
+            Ok(BuiltSink::new(BlackholeSink::new(BlackholeConfig::default())))
         }
 
         fn reach(&self) -> Reach {
             Reach::Local
         }
 
-        fn creation(&self, section: &SinkSection) -> Option<Creation> {
-            let place = section.0.get("place").and_then(|p| p.as_str()).unwrap_or("?").to_owned();
-            Creation::when_on(section, "make", true, format!("the place {place}"))
+        fn creation(&self, config: &HereConfig) -> Option<Creation> {
+            Creation::when(config.make, "make", format!("the place {}", config.place.as_deref().unwrap_or("?")))
         }
 
-        fn describe(&self, _: &SinkSection, stream: &str, subject: &str) -> Vec<String> {
+        fn describe(&self, _: &HereConfig, stream: &str, subject: &str) -> Vec<String> {
             vec![format!("here: {stream} {subject}")]
         }
 
@@ -516,14 +532,14 @@ mod tests {
     struct There;
 
     impl SinkFactory for There {
+        type Config = BlackholeConfig;
+
         fn kind(&self) -> &'static str {
             "there"
         }
 
-        fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-            let config = BlackholeConfig::from_section(section)?;
-            Ok(BuiltSink::new(BlackholeSink::new(config), json!({"there": true}))
-                .with_ddl(vec!["CREATE TABLE t".into()]))
+        fn build(&self, config: BlackholeConfig) -> Result<BuiltSink, ConfigError> {
+            Ok(BuiltSink::new(BlackholeSink::new(config)).with_ddl(vec!["CREATE TABLE t".into()]))
         }
     }
 
@@ -595,15 +611,28 @@ mod tests {
         let r = registry();
         let c = config(json!({
             "sink": {"type": "here", "place": "/p"},
-            "sinks": {"a": {"type": "here", "make": false}, "b": {"type": "here", "place": "/b"}, "c": {"type": "there"}},
+            "sinks": {"a": {"type": "here", "make": false}, "b": {"type": "here", "place": "/b"}, "c": {"type": "there"},
+                "d": {"type": "here", "place": "/d", "rate_limit": {"messages_per_second": 5}}},
         }));
         let (dry, notes) = r.without_creation(&c);
         let said: Vec<(&str, &str, &str)> =
             notes.iter().map(|(at, c)| (at.as_str(), c.field.as_str(), c.what.as_str())).collect();
-        assert_eq!(said, [("sink", "make", "the place /p"), ("sinks.b", "make", "the place /b")]);
+        assert_eq!(
+            said,
+            [
+                ("sink", "make", "the place /p"),
+                ("sinks.b", "make", "the place /b"),
+                ("sinks.d", "make", "the place /d")
+            ],
+            "a rate limit is the runtime's, not the kind's: its switch is read all the same"
+        );
         assert_eq!(dry.sink.0["make"], false);
         assert_eq!(dry.sinks["b"].0["make"], false);
         assert!(!dry.sinks["c"].0.contains_key("make"));
+        assert_eq!(
+            (dry.sinks["d"].0["make"].clone(), dry.sinks["d"].0.contains_key("rate_limit")),
+            (json!(false), true)
+        );
     }
 
     #[test]
@@ -617,7 +646,7 @@ mod tests {
         let c = config(json!({"sink": {"type": "fanout"}, "sinks": {"a": {"type": "here"}, "b": {"type": "there"}},
             "routing": routes(&["a", "b"])}));
         let built = r.build_active(&c).unwrap();
-        assert_eq!(built.effective, json!({"sinks": {"a": {"here": true}, "b": {"there": true}}}));
+        assert_eq!(built.effective, json!({"sinks": {"a": {"make": true, "place": null}, "b": {"write_delay_ms": 0}}}));
         assert_eq!(built.ddl, Some(vec!["CREATE TABLE t".to_owned()]));
         let extra = config(
             json!({"sink": {"type": "fanout", "x": 1}, "sinks": {"a": {"type": "here"}}, "routing": routes(&["a"])}),
@@ -641,7 +670,7 @@ mod tests {
         let built = r.build(&section(limited.clone())).unwrap();
         assert_eq!(
             built.effective,
-            json!({"there": true, "rate_limit": {"messages_per_second": 10.0, "burst_messages": 1}}),
+            json!({"write_delay_ms": 0, "rate_limit": {"messages_per_second": 10.0, "burst_messages": 1}}),
             "the effective config shows it; the kind's factory never saw it"
         );
         let batch: Vec<sinks_contract::Envelope> =

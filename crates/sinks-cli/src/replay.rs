@@ -99,7 +99,7 @@ impl Sink for Bounded {
         self.inner.holding()
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
+    fn read_back(&self) -> Option<&dyn ReadBack> {
         self.inner.read_back()
     }
 

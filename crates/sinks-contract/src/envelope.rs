@@ -287,7 +287,7 @@ impl Envelope {
 
     /// Replaces the body with its encryption envelope (payload encryption does). A sealed
     /// body differs on every delivery of the same message (a fresh nonce each time), so sinks
-    /// cannot compare it with a stored one (`sinks_toolkit::existing::resolve`).
+    /// cannot compare it with a stored one (`sinks_contract::existing::decide`).
     #[must_use]
     pub fn with_sealed_payload(mut self, payload: Bytes) -> Self {
         self.payload = payload;

@@ -15,7 +15,7 @@ pub use crate::key::{IdempotencyError, IdempotencyKey};
 /// The reason code every sink gives a message refused because its key (a stream sequence,
 /// an origin sequence) already holds a different event's record: the record is kept and the
 /// message is refused permanently (certification clause C12), and DLQ records, metrics and
-/// `redrive` read this code. Sinks that decide through `sinks_toolkit::existing` use it there.
+/// `redrive` read this code. Sinks that decide through `sinks_contract::existing` use it there.
 pub const SEQUENCE_REUSED: &str = "sequence_reused";
 
 impl IdempotencyKey {

@@ -7,7 +7,8 @@
 //! the toolkit and nothing of the runtime (`xtask/src/tidy.rs` checks both).
 //!
 //! The contract is small on purpose, and stable: the trait and its outcomes ([`sink`]), the
-//! envelope ([`envelope`]), errors ([`error`]), idempotency keys ([`idempotency`]), payload
+//! envelope ([`envelope`]), errors ([`error`]), what to report when a key already holds a
+//! record ([`existing`]), idempotency keys ([`idempotency`]), payload
 //! modes ([`payload`]) with strict JSON ([`json`]), ordering keys ([`ordering`]) and the
 //! configuration types a sink parses its section with ([`config`]), and the factory a binary
 //! builds the sinks of a kind with ([`factory`]). The mechanics sinks share (the batch
@@ -17,6 +18,7 @@
 pub mod config;
 pub mod envelope;
 pub mod error;
+pub mod existing;
 pub mod factory;
 pub mod idempotency;
 pub mod json;
@@ -30,11 +32,12 @@ pub mod testing;
 pub use config::{ConfigError, ConfigIssue, Issues, SinkSection};
 pub use envelope::{AppMetadata, Envelope, Headers, JetStreamInfo};
 pub use error::{BoxError, ErrorClass, SinkError};
-pub use factory::{BuiltSink, Creation, Reach, SinkFactory};
+pub use factory::{BuiltSink, Creation, DynSinkFactory, Reach, SinkFactory};
 pub use idempotency::{IdempotencyKey, IdempotencyStrategy};
 pub use ordering::OrderKey;
 pub use payload::{NormalizedPayload, PayloadMode};
 pub use sink::{
     BatchResult, Capabilities, ConflictResolution, DEFAULT_BUDGET, DestinationRef, Destinations, FlushScope, Holding,
-    HoldingSettings, MessageOutcome, OutcomeClass, Presence, ReadBack, Reconcile, Settled, Sink, write_isolating,
+    HoldingSettings, MessageOutcome, OutcomeClass, Presence, ReadBack, Settled, Sink, cannot_read_back,
+    write_isolating,
 };

@@ -221,7 +221,7 @@ pub enum DestinationRef {
 }
 
 /// What a sink found when it read one message back from its destination
-/// ([`Reconcile::reconcile`]).
+/// ([`ReadBack::read`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Presence {
@@ -237,40 +237,21 @@ pub enum Presence {
     Unchecked,
 }
 
-/// Whether a sink can read its destination back for `nats-sink reconcile` ([`Sink::read_back`]).
-#[derive(Debug)]
-pub enum ReadBack<'a> {
-    /// Supported: the capability that reads back.
-    Supported(&'a dyn Reconcile),
-    /// Not supported; the text says why (stated to the operator as such).
-    Unsupported(String),
-}
-
-impl ReadBack<'_> {
-    /// What is checked, or why nothing can be.
-    pub fn describe(&self) -> String {
-        match self {
-            Self::Supported(r) => r.checks(),
-            Self::Unsupported(why) => why.clone(),
-        }
-    }
-
-    /// True when the sink reads back.
-    pub fn is_supported(&self) -> bool {
-        matches!(self, Self::Supported(_))
-    }
-}
-
 /// The read-back capability of a sink ([`Sink::read_back`]): reads messages back from the
 /// destination without writing anything. Used by `nats-sink reconcile`.
 #[async_trait]
-pub trait Reconcile: Send + Sync + std::fmt::Debug {
+pub trait ReadBack: Send + Sync + std::fmt::Debug {
     /// What is checked (e.g. "file exists and payload fingerprint"), stated to the operator.
     fn checks(&self) -> String;
 
     /// One [`Presence`] per envelope of `batch`, in input order. Must be safe to run next to
     /// a live writer.
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError>;
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError>;
+}
+
+/// What an operator is told about a sink without read-back ([`Sink::read_back`] is `None`).
+pub fn cannot_read_back(sink: &(impl Sink + ?Sized)) -> String {
+    format!("the `{}` sink cannot read its destination back", sink.name())
 }
 
 /// What a holding sink asks of whoever writes through it: how long a message may wait for
@@ -456,10 +437,10 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
         None
     }
 
-    /// Whether the sink can read its destination back for `nats-sink reconcile`, and how.
-    /// The default: it cannot.
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Unsupported(format!("the `{}` sink cannot read its destination back yet", self.name()))
+    /// `Some` when the sink can read its destination back for `nats-sink reconcile`. The
+    /// default: `None`, it cannot.
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        None
     }
 
     /// `Some` when the sink can say where each settled message is stored (for the delivery
@@ -494,7 +475,7 @@ impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
     fn holding(&self) -> Option<&dyn Holding> {
         (**self).holding()
     }
-    fn read_back(&self) -> ReadBack<'_> {
+    fn read_back(&self) -> Option<&dyn ReadBack> {
         (**self).read_back()
     }
     fn destinations(&self) -> Option<&dyn Destinations> {
@@ -527,7 +508,7 @@ impl<S: Sink + ?Sized> Sink for Box<S> {
     fn holding(&self) -> Option<&dyn Holding> {
         (**self).holding()
     }
-    fn read_back(&self) -> ReadBack<'_> {
+    fn read_back(&self) -> Option<&dyn ReadBack> {
         (**self).read_back()
     }
     fn destinations(&self) -> Option<&dyn Destinations> {

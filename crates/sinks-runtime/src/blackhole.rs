@@ -70,13 +70,13 @@ impl Sink for BlackholeSink {
 pub struct BlackholeFactory;
 
 impl SinkFactory for BlackholeFactory {
+    type Config = BlackholeConfig;
+
     fn kind(&self) -> &'static str {
         "blackhole"
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config = BlackholeConfig::from_section(section)?;
-        let effective = serde_json::to_value(&config).unwrap_or_default();
-        Ok(BuiltSink::new(BlackholeSink::new(config), effective))
+    fn build(&self, config: BlackholeConfig) -> Result<BuiltSink, ConfigError> {
+        Ok(BuiltSink::new(BlackholeSink::new(config)))
     }
 }

@@ -126,7 +126,7 @@ fn uncounted_msg_id(envelope: &Envelope, error: &SinkError) -> String {
         _ => envelope.idempotency_key(),
     };
     match key {
-        Ok(key) if error.reason() == Some(sinks_toolkit::existing::SEQUENCE_REUSED) => {
+        Ok(key) if error.reason() == Some(sinks_contract::existing::SEQUENCE_REUSED) => {
             let print = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(envelope.payload()));
             format!("nats-sinks-dlq:{key}:reused:{}", &print[..32])
         }
@@ -249,7 +249,7 @@ mod tests {
         );
         assert_eq!(record_msg_id(&e, &err), "nats-sinks-dlq:stream-sequence:ORDERS:12");
         assert_eq!(counted_msg_id(&e, &err, 2), "nats-sinks-dlq:stream-sequence:ORDERS:12:redrive:2");
-        let reused = sinks_toolkit::existing::sequence_reused("file");
+        let reused = sinks_contract::existing::sequence_reused("file");
         let MessageOutcome::Failed(reused) = reused else { panic!("a failure") };
         let id = record_msg_id(&e, &reused);
         assert!(id.starts_with("nats-sinks-dlq:stream-sequence:ORDERS:12:reused:") && id.len() > 60, "{id}");

@@ -28,7 +28,7 @@
 //! read back. A message routed nowhere (`no_match: ignore`) or to optional targets only owes
 //! nothing and counts as equal; one rejected by routing (`no_match: reject`) was
 //! dead-lettered and counts as missing (reconcile then finds it in the DLQ). Without any
-//! required target that can read back, fan-out is unsupported, saying why per target.
+//! required target that can read back, fan-out has no read-back (`Sink::read_back` is `None`).
 
 use std::sync::Arc;
 use std::sync::Mutex;
@@ -44,7 +44,7 @@ use crate::config::routing::{RoutingConfig, Selection};
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
 use sinks_contract::sink::{
-    BatchResult, Capabilities, Destinations, Holding, MessageOutcome, Presence, ReadBack, Reconcile, Sink,
+    BatchResult, Capabilities, Destinations, Holding, MessageOutcome, Presence, ReadBack, Sink, cannot_read_back,
     write_isolating,
 };
 
@@ -146,7 +146,7 @@ impl FanoutSink {
 
     /// Each child that some route (or the default route) makes a required target, in name
     /// order, with its read-back.
-    fn required_read_backs(&self) -> Vec<(usize, ReadBack<'_>)> {
+    fn required_read_backs(&self) -> Vec<(usize, Option<&dyn ReadBack>)> {
         let routing = &self.routing;
         let required = |name: &str| {
             routing
@@ -164,23 +164,19 @@ impl FanoutSink {
             .collect()
     }
 
-    /// What reconcile checks through the required targets (`Ok`), or why it can check
-    /// nothing (`Err`).
-    fn read_back_plan(&self) -> Result<String, String> {
-        let targets = self.required_read_backs();
+    /// What reconcile checks through the required targets; `None` when no required target
+    /// reads back (or there is none).
+    fn read_back_plan(&self) -> Option<String> {
         let (mut checked, mut unchecked) = (Vec::new(), Vec::new());
-        for (c, read_back) in &targets {
-            let name = &self.children[*c].name;
+        for (c, read_back) in self.required_read_backs() {
+            let child = &self.children[c];
             match read_back {
-                ReadBack::Supported(reads) => checked.push(format!("`{name}` ({})", reads.checks())),
-                ReadBack::Unsupported(why) => unchecked.push(format!("`{name}` ({why})")),
+                Some(reads) => checked.push(format!("`{}` ({})", child.name, reads.checks())),
+                None => unchecked.push(format!("`{}` ({})", child.name, cannot_read_back(&child.sink))),
             }
         }
-        if targets.is_empty() {
-            return Err("no route has a required target to read back".into());
-        }
         if checked.is_empty() {
-            return Err(format!("no required target can read its destination back: {}", unchecked.join("; ")));
+            return None;
         }
         let mut what = format!(
             "each message from every required target its route sent it to (equal only when all hold it equal): {}",
@@ -189,7 +185,7 @@ impl FanoutSink {
         if !unchecked.is_empty() {
             what.push_str(&format!("; messages routed to these are unchecked: {}", unchecked.join("; ")));
         }
-        Ok(what)
+        Some(what)
     }
 
     fn queue(&self, child: usize) -> Option<mpsc::Sender<Job>> {
@@ -409,11 +405,9 @@ impl Sink for FanoutSink {
         first_error.map_or(Ok(()), Err)
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        match self.read_back_plan() {
-            Ok(_) => ReadBack::Supported(self),
-            Err(why) => ReadBack::Unsupported(why),
-        }
+    /// Some when a required target reads back (the others' messages are unchecked).
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        self.read_back_plan().map(|_| self as &dyn ReadBack)
     }
 
     /// None: every target that holds messages is behind `Durable` (see [`FanoutSink::new`]),
@@ -430,18 +424,18 @@ impl Sink for FanoutSink {
 }
 
 #[async_trait]
-impl Reconcile for FanoutSink {
+impl ReadBack for FanoutSink {
     fn checks(&self) -> String {
-        self.read_back_plan().unwrap_or_else(|why| why)
+        self.read_back_plan().unwrap_or_else(|| cannot_read_back(self))
     }
 
     /// Each required target that can read back checks its own sub-batch (concurrently); the
     /// answers merge per message (missing, then different, then unchecked, then equal).
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let supported: Vec<bool> = {
             let mut supported = vec![false; self.children.len()];
             for (c, read_back) in self.required_read_backs() {
-                supported[c] = matches!(read_back, ReadBack::Supported(_));
+                supported[c] = read_back.is_some();
             }
             supported
         };
@@ -471,8 +465,8 @@ impl Reconcile for FanoutSink {
             checked.iter().map(|c| members[*c].iter().map(|i| batch[*i].clone()).collect()).collect();
         let answers = join_all(checked.iter().zip(&subs).map(|(c, sub)| async move {
             match self.children[*c].sink.read_back() {
-                ReadBack::Supported(reads) => reads.reconcile(sub).await,
-                ReadBack::Unsupported(why) => Err(SinkError::permanent(why)),
+                Some(reads) => reads.read(sub).await,
+                None => Err(SinkError::permanent(cannot_read_back(&self.children[*c].sink))),
             }
         }))
         .await;
@@ -601,18 +595,18 @@ mod tests {
             Ok(())
         }
 
-        fn read_back(&self) -> ReadBack<'_> {
-            if self.reads { ReadBack::Supported(self) } else { ReadBack::Unsupported("this one cannot".into()) }
+        fn read_back(&self) -> Option<&dyn ReadBack> {
+            self.reads.then_some(self as &dyn ReadBack)
         }
     }
 
     #[async_trait]
-    impl Reconcile for Readable {
+    impl ReadBack for Readable {
         fn checks(&self) -> String {
             "record by key".into()
         }
 
-        async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+        async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
             assert!(self.reads, "never asked when it cannot read back");
             Ok(batch
                 .iter()
@@ -649,10 +643,10 @@ mod tests {
             ]})),
         );
         sink.open().await.unwrap();
-        let ReadBack::Supported(reads) = sink.read_back() else { panic!("{:?}", sink.read_back()) };
+        let reads = sink.read_back().expect("a required target reads back");
         let what = reads.checks();
         assert!(what.contains("`audit` (record by key)") && what.contains("`db` (record by key)"), "{what}");
-        assert!(what.contains("unchecked: `plain` (this one cannot)"), "{what}");
+        assert!(what.contains("unchecked: `plain` (the `readable` sink cannot read its destination back)"), "{what}");
         assert!(!what.contains("`opt`"), "optional targets are never checked: {what}");
         let batch = vec![
             msg(1, "orders.a", None),           // db
@@ -695,14 +689,8 @@ mod tests {
             routing(json!({"enabled": true, "routes": [{"name": "all", "match": {"subject": ">"},
                 "targets": ["a", {"sink": "b", "required": false}]}]})),
         );
-        assert!(
-            matches!(
-                sink.read_back(),
-                ReadBack::Unsupported(why) if why == "no required target can read its destination back: `a` (this one cannot)"
-            ),
-            "{:?}",
-            sink.read_back()
-        );
+        assert!(sink.read_back().is_none(), "{:?}", sink.read_back());
+        assert_eq!(sink.read_back_text(), "the `fanout` sink cannot read its destination back");
     }
 
     #[tokio::test]

@@ -227,7 +227,7 @@ impl Sink for RateLimited {
         self.inner.holding()
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
+    fn read_back(&self) -> Option<&dyn ReadBack> {
         self.inner.read_back()
     }
 

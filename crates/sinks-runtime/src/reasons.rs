@@ -131,7 +131,7 @@ mod tests {
                 "held_back_last_delivery",
             ),
             (
-                sinks_toolkit::existing::sequence_reused("file"),
+                sinks_contract::existing::sequence_reused("file"),
                 Some((
                     "SequenceReusedError",
                     ErrorClass::Permanent,

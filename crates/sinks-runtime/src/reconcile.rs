@@ -3,7 +3,7 @@
 //!
 //! The stream is read with an ephemeral ordered consumer (nothing is acked, the durable
 //! consumer is never touched) and checked in chunks through the sink's read-back capability
-//! ([`sinks_contract::Reconcile::reconcile`]); nothing is ever written to the destination. Memory is
+//! ([`sinks_contract::ReadBack::read`]); nothing is ever written to the destination. Memory is
 //! bounded by the chunk size plus two bits per sequence of the range for the ledger and the
 //! DLQ lookups. Every message lands in one [`Class`]; only the ones worth a look are handed
 //! to the caller as [`Finding`]s, and the missing sequences are merged into ranges for
@@ -386,7 +386,10 @@ pub async fn reconcile(
     }
 
     let read_back = sink.read_back();
-    let (destination_checked, read_back_text) = (read_back.is_supported(), read_back.describe());
+    let (destination_checked, read_back_text) = match read_back {
+        Some(reads) => (true, reads.checks()),
+        None => (false, sinks_contract::cannot_read_back(sink)),
+    };
     let filters = config.consumer_management.effective_filters(&config.nats.subject);
     let mut summary = Summary {
         stream: config.nats.stream.clone(),
@@ -432,7 +435,7 @@ pub async fn reconcile(
         }
         if seq > expected {
             // The chunk before the gap first, so findings come in stream order.
-            check_chunk(sink, &read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
+            check_chunk(sink, read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
             report_gone(expected, seq - 1, &ctx, &mut summary, &mut report);
         }
         expected = seq + 1;
@@ -447,14 +450,14 @@ pub async fn reconcile(
             });
         }
         if batch.len() >= chunk {
-            check_chunk(sink, &read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
+            check_chunk(sink, read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
             progress(Progress { done: seq - from + 1, total });
         }
         if seq >= to {
             break;
         }
     }
-    check_chunk(sink, &read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
+    check_chunk(sink, read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
     if range.until.is_some() {
         // A time range ends at the last message stored before --until.
         summary.to_seq = last_seen.unwrap_or(from.saturating_sub(1)).max(from);
@@ -522,7 +525,7 @@ impl Classifier<'_> {
 
 async fn check_chunk(
     sink: &dyn Sink,
-    read_back: &ReadBack<'_>,
+    read_back: Option<&dyn ReadBack>,
     batch: &[Envelope],
     ctx: &Classifier<'_>,
     summary: &mut Summary,
@@ -532,9 +535,9 @@ async fn check_chunk(
         return Ok(());
     }
     let presence: Vec<Option<Presence>> = match read_back {
-        ReadBack::Supported(reads) => {
+        Some(reads) => {
             let found = reads
-                .reconcile(batch)
+                .read(batch)
                 .await
                 .map_err(|e| failed(format!("reading the destination back failed: {}", e.display_chain())))?;
             if found.len() != batch.len() {
@@ -542,7 +545,7 @@ async fn check_chunk(
             }
             found.into_iter().map(Some).collect()
         }
-        ReadBack::Unsupported(_) => vec![None; batch.len()],
+        None => vec![None; batch.len()],
     };
     for (envelope, presence) in batch.iter().zip(presence) {
         let seq = envelope.jetstream().stream_sequence;

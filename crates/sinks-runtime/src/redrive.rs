@@ -134,7 +134,7 @@ pub async fn prepare(config: &Config, options: &Options) -> Result<Option<Plan>,
     let epoch = options.new_epoch.then(|| crate::identity::epoch_of_stream(source.cached_info().created));
     let marks = Marks::open(&js, &options.bucket, &dlq_info, !options.dry_run).await.map_err(failed)?;
     let done = marks.done().await.map_err(failed)?;
-    let reused = |r: &Record| r.reason.as_deref() == Some(sinks_toolkit::existing::SEQUENCE_REUSED);
+    let reused = |r: &Record| r.reason.as_deref() == Some(sinks_contract::existing::SEQUENCE_REUSED);
     let matching: Vec<&Record> =
         all.iter().filter(|r| options.filters.matches(r) && (!options.new_epoch || reused(r))).collect();
     let already = matching.iter().filter(|r| done.contains_key(&r.dlq_seq)).count();

@@ -312,7 +312,7 @@ async fn run(
     let total = plan.messages as u64;
     let exit = run_to_completion(&js, &launch, work.path().join("k1-final.log"), total).await?;
     let k1_delivered = consumer_state(&js).await.map_or(0, |s| s.deliveries);
-    let records = target.read_back.read_all().await.map_err(|e| anyhow!("read-back failed: {e}"))?;
+    let records = target.records.read_all().await.map_err(|e| anyhow!("read-back failed: {e}"))?;
     let verdict = verify(&expected, &records);
     counts["k1"] = json!({
         "published": plan.messages,
@@ -349,7 +349,7 @@ async fn run(
     let after = consumer_state(&js).await.ok_or_else(|| anyhow!("consumer vanished"))?;
     let deliveries = after.deliveries - before.deliveries;
     let redeliveries = deliveries.saturating_sub(plan.graceful_messages as u64);
-    let records = target.read_back.read_all().await.map_err(|e| anyhow!("read-back failed: {e}"))?;
+    let records = target.records.read_all().await.map_err(|e| anyhow!("read-back failed: {e}"))?;
     let verdict2 = verify(&expected, &records);
     counts["k2"] = json!({
         "published": plan.graceful_messages,

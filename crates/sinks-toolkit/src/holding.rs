@@ -261,7 +261,7 @@ impl Sink for Durable {
         None
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
+    fn read_back(&self) -> Option<&dyn ReadBack> {
         self.inner.read_back()
     }
 

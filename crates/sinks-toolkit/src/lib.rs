@@ -2,8 +2,6 @@
 //! its own tests. A sink opts into what it uses; none of it is part of the contract
 //! (`sinks-contract`), and none of it talks to NATS.
 //!
-//! - [`existing`]: what to report when a key already holds a record (duplicate, conflict,
-//!   a reused stream sequence).
 //! - [`in_order`]: writing concurrently while keeping the contract's ordering rule.
 //! - [`retry`]: backoff and retries inside a write, within the write's budget, and the
 //!   retry fields of a sink section; [`rate`]: pacing writes under a rate limit.
@@ -25,7 +23,7 @@ pub mod checks;
 pub mod columns;
 pub mod compression;
 pub mod encryption;
-pub mod existing;
+mod existing;
 pub mod files;
 pub mod fs_errors;
 pub mod holding;

@@ -17,8 +17,8 @@ use sha2::{Digest, Sha256};
 use time::OffsetDateTime;
 
 use crate::columns::{ColumnMapping, Field};
-use crate::existing::{self, ExistingKeyPolicy, KeepFirstOverwriteDeadLetter, KeyBasis, Stored};
 use crate::metadata::{MetadataDoc, MetadataScope};
+use sinks_contract::existing::{self, ExistingKeyPolicy, KeepFirstOverwriteDeadLetter, KeyBasis, Stored};
 use sinks_contract::idempotency::IdempotencyStrategy;
 use sinks_contract::payload::{self, PayloadMode};
 use sinks_contract::sink::{ConflictResolution, MessageOutcome};
@@ -354,7 +354,7 @@ impl TablePlan {
     }
 
     /// What the keys are made of: the stream sequence when it is a key column (the default
-    /// pair), else the publisher's identity ([`crate::existing`]).
+    /// pair), else the publisher's identity ([`sinks_contract::existing`]).
     pub fn basis(&self) -> KeyBasis {
         if self.key.iter().any(|i| self.fields[*i] == Field::StreamSequence) {
             KeyBasis::StreamSequence

@@ -7,14 +7,14 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use sinks_contract::config::{ConfigError, Issues, SinkSection};
+use sinks_contract::existing::{ExistingKeyPolicy, KeepFirstOverwriteDeadLetter};
 use sinks_contract::idempotency::KeySource;
-use sinks_toolkit::existing::{ExistingKeyPolicy, KeepFirstOverwriteDeadLetter};
 
 /// What happens when a message's key already holds a row with a different payload:
 /// `keep_first` (the default: keep the stored row, report a conflict), `overwrite` (replace
-/// it) or `dead_letter` (refuse the message). The toolkit's one policy type, in the words
+/// it) or `dead_letter` (refuse the message). The contract's one policy type, in the words
 /// of the relational sinks. Under stream-sequence keys a different payload is a reused
-/// sequence and is refused whatever this says (`sinks_toolkit::existing`).
+/// sequence and is refused whatever this says (`sinks_contract::existing`).
 pub type ConflictPolicy = ExistingKeyPolicy<KeepFirstOverwriteDeadLetter>;
 
 /// The `sink` section of the SQLite sink.

@@ -14,16 +14,25 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior, params};
 use sha2::{Digest, Sha256};
+use sinks_contract::existing::{self, Stored};
 use sinks_contract::idempotency::KeySource;
 use sinks_contract::{
-    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Reconcile,
-    Sink, SinkError,
+    BatchResult, Capabilities, DestinationRef, Destinations, Envelope, MessageOutcome, Presence, ReadBack, Sink,
+    SinkError,
 };
-use sinks_toolkit::blocking::blocking;
-use sinks_toolkit::existing::{self, KeyBasis};
 
 use crate::config::SqliteSinkConfig;
 use crate::error::classify;
+
+/// Runs blocking SQLite work on tokio's blocking pool, so the async runtime is never blocked;
+/// a task that panicked is a temporary failure (the batch is redelivered).
+async fn blocking<T, F>(f: F) -> Result<T, SinkError>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Result<T, SinkError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f).await.map_err(|e| SinkError::temporary("blocking task failed").with_source(e))?
+}
 
 /// The SQLite sink. Cheap to share: the connection sits behind a mutex.
 #[derive(Debug, Clone)]
@@ -233,10 +242,8 @@ impl Inner {
                     MessageOutcome::Committed
                 }
                 Some(stored) => {
-                    let basis = KeyBasis::of_key(&key);
-                    let same = existing::compare(Some(&stored), &ours);
-                    let policy = self.config.conflict_policy.on_existing();
-                    let decided = existing::resolve(envelope, policy, basis, same, "sqlite row");
+                    let found = Stored::compare(Some(&stored), &ours);
+                    let decided = existing::decide(self.config.conflict_policy, envelope, &key, found, "sqlite row");
                     if matches!(decided, MessageOutcome::Conflict(sinks_contract::ConflictResolution::Overwritten)) {
                         sp.execute(
                             &format!(
@@ -340,8 +347,8 @@ impl Sink for SqliteSink {
         Ok(())
     }
 
-    fn read_back(&self) -> ReadBack<'_> {
-        ReadBack::Supported(self)
+    fn read_back(&self) -> Option<&dyn ReadBack> {
+        Some(self)
     }
 
     fn destinations(&self) -> Option<&dyn Destinations> {
@@ -350,12 +357,12 @@ impl Sink for SqliteSink {
 }
 
 #[async_trait]
-impl Reconcile for SqliteSink {
+impl ReadBack for SqliteSink {
     fn checks(&self) -> String {
         format!("a row of {} under the message's key, and its payload sha-256", self.inner.config.table)
     }
 
-    async fn reconcile(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
+    async fn read(&self, batch: &[Envelope]) -> Result<Vec<Presence>, SinkError> {
         let inner = Arc::clone(&self.inner);
         let batch = batch.to_vec();
         blocking(move || inner.read_back(&batch)).await

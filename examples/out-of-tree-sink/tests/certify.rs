@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use sinks_certify::{Fixture, Harness, ReadBack, Record};
+use sinks_certify::{Fixture, Harness, Record, Records};
 use sinks_contract::testing::envelope;
 use sinks_contract::{Envelope, Sink};
 use sqlite_sink::{SqliteSink, SqliteSinkConfig};
@@ -27,7 +27,7 @@ impl Rows {
 }
 
 #[async_trait]
-impl ReadBack for Rows {
+impl Records for Rows {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         let conn = rusqlite::Connection::open_with_flags(self.path(), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
             .map_err(|e| e.to_string())?;
@@ -46,7 +46,7 @@ async fn fixture(configure: impl FnOnce(&mut SqliteSinkConfig)) -> Result<Fixtur
     configure(&mut config);
     let sink = SqliteSink::new(config);
     sink.open().await.map_err(|e| e.display_chain())?;
-    Ok(Fixture { sink: Arc::new(sink), read_back: Box::new(rows) })
+    Ok(Fixture { sink: Arc::new(sink), records: Box::new(rows) })
 }
 
 #[async_trait]

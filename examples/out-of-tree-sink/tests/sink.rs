@@ -8,7 +8,7 @@ use bytes::Bytes;
 use sinks_contract::envelope::Headers;
 use sinks_contract::idempotency::KeySource;
 use sinks_contract::testing::{envelope, envelope_with};
-use sinks_contract::{ConflictResolution, DEFAULT_BUDGET, ErrorClass, MessageOutcome, Presence, ReadBack, Sink};
+use sinks_contract::{ConflictResolution, DEFAULT_BUDGET, ErrorClass, MessageOutcome, Presence, Sink};
 use sqlite_sink::{ConflictPolicy, SqliteSink, SqliteSinkConfig};
 
 /// An opened sink on a fresh database; the directory lives as long as the returned guard.
@@ -87,9 +87,9 @@ async fn a_spent_budget_fails_each_message_temporarily_and_holds_back_its_follow
 async fn read_back_tells_equal_different_and_missing() {
     let (sink, _dir) = sink(|_| {}).await;
     sink.write(&[envelope("S", 1, "a", "one"), envelope("S", 2, "a", "two")], DEFAULT_BUDGET).await.expect("write");
-    let ReadBack::Supported(reader) = sink.read_back() else { panic!("the sink reads back") };
+    let reader = sink.read_back().expect("the sink reads back");
     let found = reader
-        .reconcile(&[envelope("S", 1, "a", "one"), envelope("S", 2, "a", "changed"), envelope("S", 3, "a", "three")])
+        .read(&[envelope("S", 1, "a", "one"), envelope("S", 2, "a", "changed"), envelope("S", 3, "a", "three")])
         .await
         .expect("reconcile");
     assert_eq!(found, [Presence::Equal, Presence::Different, Presence::Missing]);

@@ -21,7 +21,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use serde_json::json;
 use sink_nosql::certify::{NoSqlHarness, TableReadBack, unique_table};
 use sinks_certify::crash::verify;
-use sinks_certify::{CaseResult, Outcome, ReadBack};
+use sinks_certify::{CaseResult, Outcome, Records};
 use sinks_testkit::crash::{self, Launch, Running};
 use sinks_testkit::{KvLite, NatsServer, stream_with_subjects};
 

@@ -85,8 +85,8 @@ pub fn error_of(outcome: &crate::MessageOutcome) -> &crate::SinkError {
 /// when the sink does not have it.
 #[async_trait::async_trait]
 pub trait SinkExt {
-    /// [`crate::Reconcile::reconcile`] through [`crate::Sink::read_back`]; a sink that
-    /// cannot read back answers with a permanent error saying why.
+    /// [`crate::ReadBack::read`] through [`crate::Sink::read_back`]; a sink that cannot
+    /// read back answers with a permanent error saying so ([`crate::cannot_read_back`]).
     async fn read_back_batch(&self, batch: &[Envelope]) -> Result<Vec<crate::Presence>, crate::SinkError>;
 
     /// [`crate::Holding::flush`] through [`crate::Sink::holding`]; nothing for a sink that
@@ -107,8 +107,8 @@ pub trait SinkExt {
 impl<S: crate::Sink + ?Sized> SinkExt for S {
     async fn read_back_batch(&self, batch: &[Envelope]) -> Result<Vec<crate::Presence>, crate::SinkError> {
         match self.read_back() {
-            crate::ReadBack::Supported(reads) => reads.reconcile(batch).await,
-            crate::ReadBack::Unsupported(why) => Err(crate::SinkError::permanent(why)),
+            Some(reads) => reads.read(batch).await,
+            None => Err(crate::SinkError::permanent(crate::cannot_read_back(self))),
         }
     }
 
@@ -130,6 +130,6 @@ impl<S: crate::Sink + ?Sized> SinkExt for S {
     }
 
     fn read_back_text(&self) -> String {
-        self.read_back().describe()
+        self.read_back().map_or_else(|| crate::cannot_read_back(self), |reads| reads.checks())
     }
 }
