@@ -39,6 +39,8 @@ mod architecture;
 mod deny;
 mod doc_run;
 mod docs;
+#[cfg(test)]
+mod fn_length;
 mod fuzz;
 mod kit;
 #[cfg(test)]
