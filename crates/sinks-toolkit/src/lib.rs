@@ -4,7 +4,8 @@
 //!
 //! - [`existing`]: what to report when a key already holds a record (duplicate, conflict,
 //!   a reused stream sequence).
-//! - [`in_order`]: writing concurrently while keeping the contract's ordering rule.
+//! - [`in_order`]: writing concurrently while keeping the contract's ordering rule;
+//!   [`lanes`]: the same rule for placements made with blocking calls.
 //! - [`retry`]: backoff and retries inside a write, within the write's budget, and the
 //!   retry fields of a sink section; [`rate`]: pacing writes under a rate limit.
 //! - [`checks`]: checks of config values several sinks share (bounded text, tokens,
@@ -30,6 +31,7 @@ pub mod files;
 pub mod fs_errors;
 pub mod holding;
 pub mod in_order;
+pub mod lanes;
 pub mod metadata;
 pub mod pyfloat;
 pub mod rate;
