@@ -296,7 +296,7 @@ async fn run_inner(
     watch_liveness(&metrics, &config, budget);
     let policy_steps: Vec<&'static str> = pipeline.steps();
     let guard = Arc::new(guard);
-    let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone(), guard.watch()));
+    let source = Arc::new(Source::new(bound.consumer, pipeline.intake().clone(), client.clone(), guard.watch()));
     // Mirrors and sources: where each event was first stored (nothing to do for a plain stream
     // outside any domain).
     let origins = crate::origin::Resolver::prepare(client.clone(), js.clone(), &config.nats.stream).await.map(Arc::new);
