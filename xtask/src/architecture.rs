@@ -264,6 +264,8 @@ mod tests {
             let before = words[i - 2];
             let (what, cap) = if w.starts_with("lines") && before == "over" {
                 ("file", file_lines)
+            } else if w.starts_with("lines") && before == "than" && words[i - 3] == "longer" {
+                ("function", crate::fn_length::MAX_LINES)
             } else if w.starts_with("lines") && (before == "at" || before == "about") {
                 ("contract", contract_lines)
             } else if w.starts_with("dependencies") && before == "and" && words[i - 3].starts_with("lines") {
@@ -328,6 +330,8 @@ mod tests {
         let wrong = "no source file over 1,000 lines; a tidy test caps it at 3,000 lines and\nten dependencies";
         let problems = cap_problems(wrong, 1_200, 3_300, 11);
         assert_eq!(problems.len(), 3, "{problems:?}");
+        let function = cap_problems("no function of the runtime longer than 120 lines", 1_200, 3_300, 11);
+        assert_eq!(function, [format!("{DOC} states the function cap as 120; the tidy test enforces 100")]);
         assert!(
             problems[0].contains("file cap as 1000") && problems[1].contains("contract cap as 3000"),
             "{problems:?}"

@@ -40,6 +40,8 @@ mod compare;
 mod deny;
 mod doc_run;
 mod docs;
+#[cfg(test)]
+mod fn_length;
 mod fuzz;
 #[cfg(test)]
 mod guide;

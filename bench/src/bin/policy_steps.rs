@@ -66,7 +66,9 @@ fn main() -> Result<()> {
         let presink = section(&all, "pre_sink_policy", is_on("pre_sink_policy"))?;
         let custody = section(&all, "custody", is_on("custody"))?;
         let lanes = section(&all, "priority_lanes", is_on("priority_lanes"))?;
+        let metadata = sinks_toolkit::metadata::MessageMetadataConfig::default();
         let pipeline = Pipeline::from_config(Sections {
+            message_metadata: &metadata,
             mission_metadata: &mission,
             security_labels: &labels,
             message_authenticity: &authenticity,

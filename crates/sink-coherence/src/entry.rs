@@ -18,8 +18,6 @@
 //!   fingerprint and the payload it actually holds, both against the message's.
 
 use bytes::Bytes;
-use serde::Serialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
@@ -116,45 +114,6 @@ pub(crate) fn wire_key(key: &str) -> Bytes {
     to_wire(&serde_json::to_vec(key).unwrap_or_default())
 }
 
-/// The stored document. Fields are declared in alphabetical order, which is the order serde
-/// writes them in: the output has sorted keys like the reference's.
-#[derive(Serialize)]
-struct EventDoc<'a> {
-    classification: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    consumer: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    consumer_sequence: Option<u64>,
-    custody: Value,
-    headers: &'a sinks_contract::Headers,
-    jetstream_timestamp_epoch_ns: Option<i64>,
-    labels: Option<String>,
-    labels_list: &'a [String],
-    message_created_at_epoch_ns: Option<i64>,
-    message_id: Option<&'a str>,
-    metadata: &'a metadata::MetadataDoc<'a>,
-    mission_metadata: Value,
-    payload: &'a RawValue,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload_exact: Option<&'a str>,
-    payload_info: Value,
-    priority: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    received_at_epoch_ns: Option<i64>,
-    schema: &'static str,
-    schema_version: u32,
-    security_labels: Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stored_at_epoch_ns: Option<i64>,
-    stream: &'a str,
-    /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
-    /// stream that never changed is the reference's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_epoch: Option<&'a str>,
-    stream_sequence: u64,
-    subject: &'a str,
-}
-
 /// Builds the entry written for `envelope`, stored at `stored_at`.
 pub(crate) fn prepare(
     envelope: &Envelope,
@@ -180,35 +139,9 @@ pub(crate) fn document(
     (stored_at, scope): (OffsetDateTime, MetadataScope),
 ) -> Result<Vec<u8>, EntryError> {
     let doc = metadata::MetadataDoc::scoped(envelope, stored_at, scope);
-    let delivery = doc.delivery_fields();
-    let js = envelope.jetstream();
-    let app = envelope.app();
-    let event = EventDoc {
-        classification: app.classification.as_deref(),
-        consumer: delivery.consumer,
-        consumer_sequence: delivery.consumer_sequence,
-        custody: Value::Null,
-        headers: envelope.headers(),
-        jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
-        labels: app.labels_string(),
-        labels_list: &app.labels,
-        message_created_at_epoch_ns: doc.created_at_epoch_ns(),
-        message_id: envelope.message_id(),
-        metadata: &doc,
-        mission_metadata: Value::Null,
-        payload: &normalized.value,
+    let event = metadata::EventDoc {
         payload_exact: (!normalized.wrapped).then(|| normalized.value.get()),
-        payload_info: normalized.info_json(),
-        priority: app.priority.as_deref(),
-        received_at_epoch_ns: delivery.received_at_epoch_ns,
-        schema: EVENT_SCHEMA,
-        schema_version: 1,
-        security_labels: Value::Null,
-        stored_at_epoch_ns: delivery.stored_at_epoch_ns,
-        stream: &js.stream,
-        stream_epoch: envelope.stream_epoch(),
-        stream_sequence: js.stream_sequence,
-        subject: envelope.subject(),
+        ..metadata::EventDoc::new(envelope, normalized, &doc, EVENT_SCHEMA).without_policy_documents()
     };
     serde_json::to_vec(&event).map_err(|e| EntryError::Encode(e.to_string()))
 }
@@ -278,6 +211,7 @@ pub fn decode_stored(wire: &[u8]) -> Result<StoredEvent, String> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
     use sinks_contract::testing::{envelope, envelope_with};
     use sinks_contract::{Headers, PayloadMode};
 

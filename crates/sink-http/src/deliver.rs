@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use reqwest::{Method, Url};
-use sinks_contract::{Envelope, IdempotencyKey, MessageOutcome, SinkError};
 use sinks_contract::existing::KeyBasis;
+use sinks_contract::{Envelope, IdempotencyKey, MessageOutcome, SinkError};
 use sinks_toolkit::in_order::{self, Finished, Ran};
 use sinks_toolkit::retry::{Attempt, Backoff, Budget, InPlace, Retriable};
 

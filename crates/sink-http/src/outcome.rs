@@ -3,8 +3,8 @@
 //! conflict judged by the key's basis, or the failure `error.rs` names), one verdict for all
 //! the envelopes of a batch request, or whether a health check passed.
 
-use sinks_contract::{Envelope, IdempotencyKey, MessageOutcome, SinkError};
 use sinks_contract::existing::{self, KeyBasis, OnExisting, Stored};
+use sinks_contract::{Envelope, IdempotencyKey, MessageOutcome, SinkError};
 
 use crate::endpoint::Answer;
 use crate::error::status_error;

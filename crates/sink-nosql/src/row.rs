@@ -23,9 +23,7 @@ use std::str::FromStr;
 
 use bigdecimal::BigDecimal;
 use oracle_nosql_rust_sdk::types::{FieldValue, MapValue};
-use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use sinks_contract::idempotency::IdempotencyError;
 use sinks_contract::payload::{self, NormalizedPayload, PayloadError};
 use sinks_contract::{Envelope, Presence};
@@ -108,46 +106,6 @@ pub(crate) fn row_key(envelope: &Envelope, config: &NoSqlSinkConfig) -> Result<S
     Ok(key)
 }
 
-/// The event document. Fields are declared in alphabetical order, which is the order serde
-/// writes them in: sorted keys, like every record of the reference.
-#[derive(Serialize)]
-struct EventDoc<'a> {
-    classification: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    consumer: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    consumer_sequence: Option<u64>,
-    custody: Value,
-    headers: &'a sinks_contract::Headers,
-    idempotency_key: Option<String>,
-    jetstream_timestamp_epoch_ns: Option<i64>,
-    labels: Option<String>,
-    labels_list: &'a [String],
-    message_created_at_epoch_ns: Option<i64>,
-    message_id: Option<&'a str>,
-    metadata: &'a metadata::MetadataDoc<'a>,
-    mission_metadata: Value,
-    payload: &'a RawValue,
-    payload_info: Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload_text: Option<&'a str>,
-    priority: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    received_at_epoch_ns: Option<i64>,
-    schema: &'static str,
-    schema_version: u32,
-    security_labels: Value,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stored_at_epoch_ns: Option<i64>,
-    stream: &'a str,
-    /// Only in a later epoch of the stream (`Envelope::stream_epoch`): the document of a
-    /// stream that never changed is the reference's.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_epoch: Option<&'a str>,
-    stream_sequence: u64,
-    subject: &'a str,
-}
-
 /// Builds the row written for `envelope`, stored at `stored_at`.
 pub(crate) fn prepare(
     envelope: &Envelope,
@@ -179,36 +137,10 @@ fn event_json(
     doc: &metadata::MetadataDoc<'_>,
     keep_text: bool,
 ) -> Result<String, RowError> {
-    let js = envelope.jetstream();
-    let app = envelope.app();
-    let delivery = doc.delivery_fields();
-    let event = EventDoc {
-        classification: app.classification.as_deref(),
-        consumer: delivery.consumer,
-        consumer_sequence: delivery.consumer_sequence,
-        custody: Value::Null,
-        headers: envelope.headers(),
-        idempotency_key: envelope.idempotency_key().ok().map(|k| k.as_str().to_owned()),
-        jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
-        labels: app.labels_string(),
-        labels_list: &app.labels,
-        message_created_at_epoch_ns: doc.created_at_epoch_ns(),
-        message_id: envelope.message_id(),
-        metadata: doc,
-        mission_metadata: Value::Null,
-        payload: &normalized.value,
-        payload_info: normalized.info_json(),
+    let event = metadata::EventDoc {
+        idempotency_key: Some(envelope.idempotency_key().ok().map(|k| k.as_str().to_owned())),
         payload_text: (keep_text && !normalized.wrapped).then(|| normalized.value.get()),
-        priority: app.priority.as_deref(),
-        received_at_epoch_ns: delivery.received_at_epoch_ns,
-        schema: EVENT_SCHEMA,
-        schema_version: 1,
-        security_labels: Value::Null,
-        stored_at_epoch_ns: delivery.stored_at_epoch_ns,
-        stream: &js.stream,
-        stream_epoch: envelope.stream_epoch(),
-        stream_sequence: js.stream_sequence,
-        subject: envelope.subject(),
+        ..metadata::EventDoc::new(envelope, normalized, doc, EVENT_SCHEMA).without_policy_documents()
     };
     serde_json::to_string(&event).map_err(|e| RowError::Encode(e.to_string()))
 }

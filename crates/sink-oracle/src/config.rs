@@ -66,6 +66,10 @@ pub struct OracleSinkConfig {
     /// TCP connect timeout, seconds.
     #[serde(default)]
     pub tcp_connect_timeout: Option<f64>,
+    // `retry_count` and `retry_delay` are the driver's own connect settings (Easy Connect
+    // parameters of the connect string, `config/connection.rs`), not retries inside a write:
+    // they are not `sinks_toolkit::retry::RetrySettings`, which the S3, NoSQL and Coherence
+    // sinks share.
     /// Oracle Net connection attempts after the first.
     #[serde(default)]
     pub retry_count: Option<u32>,

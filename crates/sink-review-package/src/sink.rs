@@ -18,7 +18,7 @@
 //! 3. **root fsync** (`fsync`): the root directory once, before any outcome counts; a
 //!    failure fails every message that depended on it (temporarily).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
@@ -33,6 +33,7 @@ use sinks_contract::{
 };
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::files;
+use sinks_toolkit::lanes::{Lane, place_lanes};
 use sinks_toolkit::sink_root::{self, expand_home, sync_dir};
 use time::OffsetDateTime;
 
@@ -498,66 +499,25 @@ impl Inner {
     }
 }
 
-/// The messages of one ordering key (or one message without a key), in input order.
-#[derive(Debug, Default)]
-struct Lane(Vec<(usize, Step)>);
-
-/// The placed messages of one lane, with their input positions.
-#[derive(Debug, Default)]
-struct LanePlaced(Vec<(usize, Placed)>);
-
-/// Places every staged package, lane by lane: a lane's packages one after another in input
-/// order, lanes in parallel. Within a lane, everything behind a temporary failure is held
-/// back (its temporary directory removed).
+/// Places every staged package, lane by lane (`sinks_toolkit::lanes`): a lane's packages one
+/// after another in input order, lanes in parallel. Within a lane, everything behind a
+/// temporary failure is held back (its temporary directory removed).
 async fn place_in_order(inner: Arc<Inner>, steps: Vec<Step>, keys: &[Option<OrderKey>]) -> Vec<Placed> {
-    let count = steps.len();
-    let mut lanes: Vec<Lane> = Vec::new();
-    let mut lane_of: HashMap<OrderKey, usize> = HashMap::new();
-    for (index, step) in steps.into_iter().enumerate() {
-        let lane = match keys.get(index).copied().flatten() {
-            Some(key) => *lane_of.entry(key).or_insert_with(|| {
-                lanes.push(Lane::default());
-                lanes.len() - 1
-            }),
-            None => {
-                lanes.push(Lane::default());
-                lanes.len() - 1
-            }
-        };
-        lanes[lane].0.push((index, step));
-    }
-    let place = move |lane: Lane| {
-        let mut blocked = false;
-        let placed = lane
-            .0
-            .into_iter()
-            .map(|(index, step)| {
-                let placed = match step {
-                    Step::Done(placed) => placed,
-                    // Dropping the staged package removes its temporary directory.
-                    Step::Staged(_) if blocked => Placed { outcome: MessageOutcome::HeldBack, needs_root_sync: false },
-                    Step::Staged(staged) => inner.place(*staged),
-                };
-                blocked |= placed.outcome.failed_temporarily() || matches!(placed.outcome, MessageOutcome::HeldBack);
-                (index, placed)
-            })
-            .collect();
-        LanePlaced(placed)
+    let items: Vec<(Option<OrderKey>, Step)> =
+        steps.into_iter().enumerate().map(|(index, step)| (keys.get(index).copied().flatten(), step)).collect();
+    let place = move |lane: Lane<Step>| {
+        lane.place_in_order(
+            |step, blocked| match step {
+                Step::Done(placed) => placed,
+                // Dropping the staged package removes its temporary directory.
+                Step::Staged(_) if blocked => Placed { outcome: MessageOutcome::HeldBack, needs_root_sync: false },
+                Step::Staged(staged) => inner.place(*staged),
+            },
+            |placed| &placed.outcome,
+        )
     };
-    let mut out: Vec<Option<Placed>> = (0..count).map(|_| None).collect();
-    for lane in run_parallel(lanes, MAX_PARALLEL_TASKS, place).await {
-        for (index, placed) in lane.0 {
-            out[index] = Some(placed);
-        }
-    }
-    out.into_iter().map(|p| p.unwrap_or_else(Placed::task_failed)).collect()
-}
-
-impl TaskFailed for LanePlaced {
-    fn task_failed() -> Self {
-        // The lane's positions are lost with the task; `place_in_order` fills them in.
-        Self::default()
-    }
+    let placed = place_lanes(items, MAX_PARALLEL_TASKS, place).await;
+    placed.into_iter().map(|p| p.unwrap_or_else(Placed::task_failed)).collect()
 }
 
 impl TaskFailed for Step {

@@ -16,7 +16,6 @@
 use bytes::Bytes;
 use serde::Serialize;
 use serde_json::Value;
-use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 use sinks_contract::Envelope;
 use sinks_contract::existing;
@@ -185,42 +184,6 @@ fn check_key(key: String, max: u64) -> Result<String, ObjectError> {
     Ok(key)
 }
 
-/// The primary envelope document. Fields are declared in alphabetical order, which is the
-/// order serde writes them in: the output has sorted keys like the reference's.
-#[derive(Serialize)]
-struct ObjectDoc<'a> {
-    classification: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    consumer: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    consumer_sequence: Option<u64>,
-    custody: Option<&'a Value>,
-    headers: &'a sinks_contract::Headers,
-    jetstream_timestamp_epoch_ns: Option<i64>,
-    labels: Option<String>,
-    labels_list: &'a [String],
-    message_created_at_epoch_ns: Option<i64>,
-    message_id: Option<&'a str>,
-    metadata: &'a metadata::MetadataDoc<'a>,
-    mission_metadata: Option<&'a Value>,
-    payload: &'a RawValue,
-    payload_info: Value,
-    priority: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    received_at_epoch_ns: Option<i64>,
-    schema: &'static str,
-    schema_version: u32,
-    security_labels: Option<&'a Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stored_at_epoch_ns: Option<i64>,
-    stream: &'a str,
-    /// Only in a later epoch of the stream (`Envelope::stream_epoch`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    stream_epoch: Option<&'a str>,
-    stream_sequence: u64,
-    subject: &'a str,
-}
-
 /// The sidecar document (sorted keys).
 #[derive(Serialize)]
 struct SidecarDoc<'a> {
@@ -310,35 +273,7 @@ fn object_json(
     normalized: &NormalizedPayload,
     doc: &metadata::MetadataDoc<'_>,
 ) -> Result<Vec<u8>, ObjectError> {
-    let js = envelope.jetstream();
-    let app = envelope.app();
-    let delivery = doc.delivery_fields();
-    let object = ObjectDoc {
-        classification: app.classification.as_deref(),
-        consumer: delivery.consumer,
-        consumer_sequence: delivery.consumer_sequence,
-        custody: envelope.custody(),
-        headers: envelope.headers(),
-        jetstream_timestamp_epoch_ns: doc.jetstream_timestamp_epoch_ns(),
-        labels: app.labels_string(),
-        labels_list: &app.labels,
-        message_created_at_epoch_ns: doc.created_at_epoch_ns(),
-        message_id: envelope.message_id(),
-        metadata: doc,
-        mission_metadata: envelope.mission_metadata(),
-        payload: &normalized.value,
-        payload_info: normalized.info_json(),
-        priority: app.priority.as_deref(),
-        received_at_epoch_ns: delivery.received_at_epoch_ns,
-        schema: OBJECT_SCHEMA,
-        schema_version: 1,
-        security_labels: envelope.security_labels(),
-        stored_at_epoch_ns: delivery.stored_at_epoch_ns,
-        stream: &js.stream,
-        stream_epoch: envelope.stream_epoch(),
-        stream_sequence: js.stream_sequence,
-        subject: envelope.subject(),
-    };
+    let object = metadata::EventDoc::new(envelope, normalized, doc, OBJECT_SCHEMA);
     serde_json::to_vec(&object).map_err(|e| ObjectError::Encode(e.to_string()))
 }
 

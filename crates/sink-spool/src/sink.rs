@@ -22,7 +22,6 @@
 //! directory scan at start-up and refreshed by another scan only when a write would go over
 //! a limit (a replay in another process may have freed space meanwhile).
 
-use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -37,6 +36,7 @@ use sinks_contract::{
 use sinks_toolkit::blocking::{TaskFailed, blocking, run_parallel};
 use sinks_toolkit::encryption::{Cipher, Key, Keyring};
 use sinks_toolkit::files;
+use sinks_toolkit::lanes::{Lane, place_lanes};
 use time::OffsetDateTime;
 
 use crate::config::{DrainOrdering, SpoolSinkConfig};
@@ -110,16 +110,6 @@ enum Step {
 impl TaskFailed for Step {
     fn task_failed() -> Self {
         Self::Done(MessageOutcome::temporary("spool write task failed"))
-    }
-}
-
-/// The placed messages of one ordering key, with their input positions.
-#[derive(Debug, Default)]
-struct Placed(Vec<(usize, MessageOutcome)>);
-
-impl TaskFailed for Placed {
-    fn task_failed() -> Self {
-        Self::default()
     }
 }
 
@@ -532,47 +522,23 @@ impl Sink for SpoolSink {
         let steps = if fsync { run_parallel(steps, MAX_PARALLEL_FSYNCS, fsync_staged).await } else { steps };
 
         // One lane per ordering key (a message without a key is a lane of its own).
-        let mut lanes: Vec<Vec<(usize, Step, Envelope)>> = Vec::new();
-        let mut lane_of: HashMap<OrderKey, usize> = HashMap::new();
-        for (index, (step, envelope)) in steps.into_iter().zip(batch.iter().cloned()).enumerate() {
-            let lane = match envelope.order_key() {
-                Some(key) => *lane_of.entry(key).or_insert_with(|| {
-                    lanes.push(Vec::new());
-                    lanes.len() - 1
-                }),
-                None => {
-                    lanes.push(Vec::new());
-                    lanes.len() - 1
-                }
-            };
-            lanes[lane].push((index, step, envelope));
-        }
+        let items: Vec<(Option<OrderKey>, (Step, Envelope))> =
+            steps.into_iter().zip(batch.iter().cloned()).map(|(step, e)| (e.order_key(), (step, e))).collect();
         let place = {
             let (me, root) = (self.clone(), root.clone());
-            move |lane: Vec<(usize, Step, Envelope)>| {
-                let Ok(keys) = me.keys() else { return Placed::default() };
-                let mut blocked = false;
-                let placed = lane
-                    .into_iter()
-                    .map(|(index, step, envelope)| {
-                        let outcome = match step {
-                            Step::Done(outcome) => outcome,
-                            Step::Staged(_) if blocked => MessageOutcome::HeldBack,
-                            Step::Staged(staged) => me.inner.place(keys, &root, staged, &envelope),
-                        };
-                        blocked |= outcome.failed_temporarily() || matches!(outcome, MessageOutcome::HeldBack);
-                        (index, outcome)
-                    })
-                    .collect();
-                Placed(placed)
+            move |lane: Lane<(Step, Envelope)>| {
+                let Ok(keys) = me.keys() else { return Vec::new() };
+                lane.place_in_order(
+                    |(step, envelope), blocked| match step {
+                        Step::Done(outcome) => outcome,
+                        Step::Staged(_) if blocked => MessageOutcome::HeldBack,
+                        Step::Staged(staged) => me.inner.place(keys, &root, staged, &envelope),
+                    },
+                    |outcome| outcome,
+                )
             }
         };
-        let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
-        for lane in run_parallel(lanes, MAX_PARALLEL_TASKS, place).await {
-            for (index, outcome) in lane.0 {
-                outcomes[index] = Some(outcome);
-            }
-        }
+        let outcomes = place_lanes(items, MAX_PARALLEL_TASKS, place).await;
         let mut outcomes: Vec<MessageOutcome> = outcomes
             .into_iter()
             .map(|o| o.unwrap_or_else(|| MessageOutcome::temporary("spool write task failed")))

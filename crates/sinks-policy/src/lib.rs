@@ -1,5 +1,7 @@
 //! Message policies: the per-message steps between fetch and sink, in the reference's order.
 //!
+//! 0. intake ([`intake`]): the message as it arrived becomes an envelope, its application
+//!    metadata (priority, classification, labels) resolved; on fetch, rescue and redrive;
 //! 1. metadata resolution: mission metadata ([`mission`]) and security labels ([`labels`]);
 //! 2. message authenticity ([`authenticity`]);
 //! 3. payload encryption ([`sinks_toolkit::encryption`]);
@@ -21,6 +23,7 @@
 pub mod authenticity;
 pub mod canonical;
 pub mod custody;
+pub mod intake;
 pub mod labels;
 pub mod lanes;
 pub mod mission;
@@ -145,6 +148,8 @@ pub enum Prepared {
 /// (`sinks_runtime::Config::policy_sections`).
 #[derive(Debug, Clone, Copy)]
 pub struct Sections<'a> {
+    /// `message_metadata`.
+    pub message_metadata: &'a sinks_toolkit::metadata::MessageMetadataConfig,
     /// `mission_metadata`.
     pub mission_metadata: &'a mission::MissionMetadataConfig,
     /// `security_labels`.
@@ -167,6 +172,7 @@ pub struct Sections<'a> {
 /// checked). Built once at start-up.
 #[derive(Debug, Default)]
 pub struct Pipeline {
+    intake: intake::Intake,
     mission: Option<mission::MissionMetadataConfig>,
     labels: Option<labels::SecurityLabelsConfig>,
     authenticity: Option<authenticity::Authenticator>,
@@ -192,6 +198,7 @@ impl Pipeline {
     ) -> Result<Self, ConfigError> {
         let on = |enabled: bool| enabled.then_some(());
         Ok(Self {
+            intake: intake::Intake::new(config.message_metadata),
             mission: on(config.mission_metadata.enabled).map(|()| config.mission_metadata.clone()),
             labels: on(config.security_labels.enabled).map(|()| config.security_labels.clone()),
             authenticity: authenticity::Authenticator::from_config_with(
@@ -205,6 +212,11 @@ impl Pipeline {
             custody: on(config.custody.enabled).map(|()| config.custody.clone()),
             lanes: on(config.priority_lanes.enabled).map(|()| config.priority_lanes.clone()),
         })
+    }
+
+    /// The intake step, which builds every envelope the other steps see.
+    pub fn intake(&self) -> &intake::Intake {
+        &self.intake
     }
 
     /// The payload encryption step, if any.

@@ -196,24 +196,7 @@ impl FanoutSink {
         let started = Instant::now();
         // Route every message; collect each child's sub-batch (message indexes) and plan.
         let selections: Vec<Selection> = batch.iter().map(|e| self.routing.select(e)).collect();
-        let mut members: Vec<Vec<usize>> = vec![Vec::new(); self.children.len()];
-        let mut plans: Vec<Option<Plan>> = (0..self.children.len()).map(|_| None).collect();
-        for (i, selection) in selections.iter().enumerate() {
-            let Selection::Targets(targets) = selection else { continue };
-            for t in targets {
-                let Some(c) = self.child_index(&t.sink) else { continue };
-                members[c].push(i);
-                let wait = Duration::from_millis(t.minimum_wait_ms.unwrap_or(0));
-                let timeout = Duration::from_millis(t.timeout_ms.unwrap_or(0));
-                plans[c] = Some(match (plans[c].take(), t.required) {
-                    (_, true) | (Some(Plan::Required), _) => Plan::Required,
-                    (Some(Plan::Optional { wait: w, timeout: to }), false) => {
-                        Plan::Optional { wait: w.max(wait), timeout: to.max(timeout) }
-                    }
-                    (None, false) => Plan::Optional { wait, timeout },
-                });
-            }
-        }
+        let (members, plans) = self.plan_targets(&selections);
         let sub = |c: usize| -> Vec<Envelope> { members[c].iter().map(|i| batch[*i].clone()).collect() };
         // Optional sub-batches go to their queues first, so they progress alongside.
         let mut optional: Vec<(usize, Duration, Duration, Option<Reply>)> = Vec::new();
@@ -246,38 +229,74 @@ impl FanoutSink {
             results[*c] = Some(outcomes.into_iter().map(TargetResult::Outcome).collect());
         }
         for (c, wait, timeout, rx) in optional {
-            let n = members[c].len();
-            let per_message: Vec<TargetResult> = match rx {
-                None => (0..n).map(|_| TargetResult::Dropped).collect(),
-                Some(rx) => {
-                    let left = wait.min(timeout.saturating_sub(started.elapsed()));
-                    match tokio::time::timeout(left, rx).await {
-                        Ok(Ok(outcomes)) if outcomes.len() == n => {
-                            outcomes.into_iter().map(TargetResult::Outcome).collect()
-                        }
-                        Ok(_) => (0..n)
-                            .map(|_| TargetResult::Outcome(MessageOutcome::temporary("optional target worker stopped")))
-                            .collect(),
-                        Err(_) => {
-                            self.stats.optional_timed_out.fetch_add(n as u64, Ordering::Relaxed);
-                            (0..n).map(|_| TargetResult::TimedOut).collect()
-                        }
-                    }
-                }
-            };
-            let failed =
-                per_message.iter().filter(|r| matches!(r, TargetResult::Outcome(o) if !o.is_durable())).count();
-            if failed > 0 {
-                self.stats.optional_failed.fetch_add(failed as u64, Ordering::Relaxed);
-                tracing::debug!(target_sink = %self.children[c].name, messages = failed, "optional target did not write its copies");
-            }
-            results[c] = Some(per_message);
+            let left = wait.min(timeout.saturating_sub(started.elapsed()));
+            results[c] = Some(self.optional_results(c, members[c].len(), rx, left).await);
         }
-        // One outcome per message from its own targets.
+        self.combine(selections, &members, results)
+    }
+
+    /// Each child's sub-batch (the indexes of its messages in the batch) and its plan: required
+    /// when any message's route requires it, else optional with the longest wait and timeout
+    /// any route gives it.
+    fn plan_targets(&self, selections: &[Selection]) -> (Vec<Vec<usize>>, Vec<Option<Plan>>) {
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); self.children.len()];
+        let mut plans: Vec<Option<Plan>> = (0..self.children.len()).map(|_| None).collect();
+        for (i, selection) in selections.iter().enumerate() {
+            let Selection::Targets(targets) = selection else { continue };
+            for t in targets {
+                let Some(c) = self.child_index(&t.sink) else { continue };
+                members[c].push(i);
+                let wait = Duration::from_millis(t.minimum_wait_ms.unwrap_or(0));
+                let timeout = Duration::from_millis(t.timeout_ms.unwrap_or(0));
+                plans[c] = Some(match (plans[c].take(), t.required) {
+                    (_, true) | (Some(Plan::Required), _) => Plan::Required,
+                    (Some(Plan::Optional { wait: w, timeout: to }), false) => {
+                        Plan::Optional { wait: w.max(wait), timeout: to.max(timeout) }
+                    }
+                    (None, false) => Plan::Optional { wait, timeout },
+                });
+            }
+        }
+        (members, plans)
+    }
+
+    /// The `n` results of optional child `c`'s sub-batch, waited for at most `left`: dropped
+    /// when it was never queued (`rx` is `None`), timed out, or its outcomes.
+    async fn optional_results(&self, c: usize, n: usize, rx: Option<Reply>, left: Duration) -> Vec<TargetResult> {
+        let per_message: Vec<TargetResult> = match rx {
+            None => (0..n).map(|_| TargetResult::Dropped).collect(),
+            Some(rx) => match tokio::time::timeout(left, rx).await {
+                Ok(Ok(outcomes)) if outcomes.len() == n => outcomes.into_iter().map(TargetResult::Outcome).collect(),
+                Ok(_) => (0..n)
+                    .map(|_| TargetResult::Outcome(MessageOutcome::temporary("optional target worker stopped")))
+                    .collect(),
+                Err(_) => {
+                    self.stats.optional_timed_out.fetch_add(n as u64, Ordering::Relaxed);
+                    (0..n).map(|_| TargetResult::TimedOut).collect()
+                }
+            },
+        };
+        let failed = per_message.iter().filter(|r| matches!(r, TargetResult::Outcome(o) if !o.is_durable())).count();
+        if failed > 0 {
+            self.stats.optional_failed.fetch_add(failed as u64, Ordering::Relaxed);
+            tracing::debug!(target_sink = %self.children[c].name, messages = failed, "optional target did not write its copies");
+        }
+        per_message
+    }
+
+    /// One outcome per message from its own targets' `results` (per child, in the order of
+    /// its `members`): ignored messages committed, unrouted ones refused, the rest decided by
+    /// `fanout_outcome`.
+    fn combine(
+        &self,
+        selections: Vec<Selection>,
+        members: &[Vec<usize>],
+        results: Vec<Option<Vec<TargetResult>>>,
+    ) -> Vec<MessageOutcome> {
         let mut cursor = vec![0usize; self.children.len()];
         let mut by_child: Vec<std::vec::IntoIter<TargetResult>> =
             results.into_iter().map(|r| r.unwrap_or_default().into_iter()).collect();
-        let mut outcomes = Vec::with_capacity(batch.len());
+        let mut outcomes = Vec::with_capacity(selections.len());
         for (i, selection) in selections.into_iter().enumerate() {
             let outcome = match selection {
                 Selection::Ignore => {

@@ -308,7 +308,6 @@ pub async fn reconcile(
         .await
         .map_err(|e| ReconcileError::Config(format!("stream `{}`: {e}", config.nats.stream)))?;
     let state = source.info().await.map_err(failed)?.state.clone();
-    let (first, last) = (state.first_sequence, state.last_sequence);
     let identity = read_identity(&js, config).await;
     let epoch: Option<std::sync::Arc<str>> =
         identity.as_ref().and_then(|r| r.epoch.as_deref()).map(std::sync::Arc::from);
@@ -316,14 +315,77 @@ pub async fn reconcile(
         .as_ref()
         .and_then(|r| r.pending.as_ref())
         .map(|p| format!("the stream was {} (detected {}) and no decision was made", p.kind.as_words(), p.detected_at));
+    let (from, to) = resolve_range(&source, &state, &range).await?;
+    let ledger = ledger_bits(&js, config, from, to, epoch.as_deref()).await?;
+    let dead_letters = dead_letter_bits(&js, config, from, to, epoch.as_deref()).await?;
 
-    // Resolve the range to sequences.
+    let read_back = sink.read_back();
+    let (destination_checked, read_back_text) = match read_back {
+        Some(reads) => (true, reads.checks()),
+        None => (false, sinks_contract::cannot_read_back(sink)),
+    };
+    let mut summary = Summary {
+        stream: config.nats.stream.clone(),
+        from_seq: from,
+        to_seq: to,
+        counts: BTreeMap::new(),
+        other_subjects: 0,
+        read_back: read_back_text,
+        destination_checked,
+        ledger_stream: ledger.stream,
+        dead_letter_stream: dead_letters.stream,
+        missing_ranges: Vec::new(),
+        epoch: epoch.as_deref().map(str::to_owned),
+        earlier_epochs: identity.map(|r| r.history).unwrap_or_default(),
+        undecided: undecided.clone(),
+    };
+    if to < from {
+        return Ok(summary);
+    }
+    let classifier = Classifier {
+        recorded: &ledger.recorded,
+        ledger_dead: &ledger.dead,
+        dead: &dead_letters.dead,
+        ledger: summary.ledger_stream.is_some(),
+        undecided: undecided.is_some(),
+    };
+    let reader = if state.messages == 0 || from > state.last_sequence {
+        None
+    } else {
+        Some(Reader::open(&source, DeliverPolicy::ByStartSequence { start_sequence: from }, "").await?)
+    };
+    let scan = RangeScan {
+        config,
+        sink,
+        read_back,
+        classifier: &classifier,
+        origins: origins.as_ref(),
+        epoch,
+        from,
+        to,
+        until: range.until,
+        chunk,
+    };
+    scan.run(reader, &mut summary, &mut report, &mut progress).await?;
+    summary.missing_ranges = merge_missing(std::mem::take(&mut summary.missing_ranges));
+    Ok(summary)
+}
+
+/// The range's first and last sequence in a stream with `state`: sequences win over times
+/// (the first message stored at or after `since`, else the first sequence); the last is
+/// `to_seq` or the stream's last.
+async fn resolve_range(
+    source: &jetstream::stream::Stream,
+    state: &jetstream::stream::State,
+    range: &Range,
+) -> Result<(u64, u64), ReconcileError> {
+    let (first, last) = (state.first_sequence, state.last_sequence);
     let from = match (range.from_seq, range.since) {
         (Some(f), _) => f.max(1),
         (None, Some(t)) => {
             let mut found = None;
             if state.messages > 0 {
-                scan(&source, DeliverPolicy::ByStartTime { start_time: t }, "", |_, seq| {
+                scan(source, DeliverPolicy::ByStartTime { start_time: t }, "", |_, seq| {
                     found = Some(seq);
                     false
                 })
@@ -337,136 +399,173 @@ pub async fn reconcile(
     if range.to_seq.is_some_and(|t| t < from) {
         return Err(ReconcileError::Config("--to-seq is before --from-seq".into()));
     }
+    Ok((from, to))
+}
 
-    // The ledger: which sequences have a receipt, and which were dead-lettered.
-    let mut recorded = Bits::new(from, to);
-    let mut ledger_dead = Bits::new(from, to);
-    let mut ledger_stream = None;
+/// What the delivery ledger says of a range.
+struct LedgerBits {
+    /// The sequences with a receipt.
+    recorded: Bits,
+    /// The sequences whose receipt says dead-lettered.
+    dead: Bits,
+    /// The stream the receipts were read from, when there is one.
+    stream: Option<String>,
+}
+
+/// Reads the ledger's receipts of `config`'s stream in `epoch` for `from..=to`.
+async fn ledger_bits(
+    js: &jetstream::Context,
+    config: &Config,
+    from: u64,
+    to: u64,
+    epoch: Option<&str>,
+) -> Result<LedgerBits, ReconcileError> {
+    let mut bits = LedgerBits { recorded: Bits::new(from, to), dead: Bits::new(from, to), stream: None };
     if let (true, Some(subject)) = (config.ledger.enabled, config.ledger.subject.as_deref())
         && to >= from
-        && let Some(stream) = stream_for(&js, subject).await?
+        && let Some(stream) = stream_for(js, subject).await?
     {
-        ledger_stream = Some(stream.cached_info().config.name.clone());
+        bits.stream = Some(stream.cached_info().config.name.clone());
         scan(&stream, DeliverPolicy::All, subject, |m, _| {
             let headers = m.headers.as_ref();
             let get = |name: &str| headers.and_then(|h| h.get(name)).map(|v| v.as_str().to_owned());
             if get(STREAM_HEADER).as_deref() == Some(config.nats.stream.as_str())
-                && get(EPOCH_HEADER).as_deref() == epoch.as_deref()
+                && get(EPOCH_HEADER).as_deref() == epoch
                 && let Some(seq) = get(SEQUENCE_HEADER).and_then(|s| s.parse::<u64>().ok())
             {
-                recorded.set(seq);
+                bits.recorded.set(seq);
                 if get(OUTCOME_HEADER).as_deref() == Some("dead_lettered") {
-                    ledger_dead.set(seq);
+                    bits.dead.set(seq);
                 }
             }
             true
         })
         .await?;
     }
+    Ok(bits)
+}
 
-    // The DLQ stream: which sequences have a dead-letter record.
-    let mut dead = Bits::new(from, to);
-    let mut dead_letter_stream = None;
+/// What the dead-letter stream says of a range.
+struct DeadLetterBits {
+    /// The sequences with a dead-letter record.
+    dead: Bits,
+    /// The stream the records were read from, when there is one.
+    stream: Option<String>,
+}
+
+/// Reads the dead-letter records of `config`'s stream in `epoch` for `from..=to`.
+async fn dead_letter_bits(
+    js: &jetstream::Context,
+    config: &Config,
+    from: u64,
+    to: u64,
+    epoch: Option<&str>,
+) -> Result<DeadLetterBits, ReconcileError> {
+    let mut bits = DeadLetterBits { dead: Bits::new(from, to), stream: None };
     if let (true, Some(subject)) = (config.dead_letter.enabled, config.dead_letter.subject.as_deref())
         && to >= from
-        && let Some(stream) = stream_for(&js, subject).await?
+        && let Some(stream) = stream_for(js, subject).await?
     {
-        dead_letter_stream = Some(stream.cached_info().config.name.clone());
+        bits.stream = Some(stream.cached_info().config.name.clone());
         scan(&stream, DeliverPolicy::All, subject, |m, _| {
             if let Ok(record) = serde_json::from_slice::<serde_json::Value>(&m.payload)
                 && record["stream"].as_str() == Some(config.nats.stream.as_str())
-                && record["stream_epoch"].as_str() == epoch.as_deref()
+                && record["stream_epoch"].as_str() == epoch
                 && let Some(seq) = record["stream_sequence"].as_u64()
             {
-                dead.set(seq);
+                bits.dead.set(seq);
             }
             true
         })
         .await?;
     }
+    Ok(bits)
+}
 
-    let read_back = sink.read_back();
-    let (destination_checked, read_back_text) = match read_back {
-        Some(reads) => (true, reads.checks()),
-        None => (false, sinks_contract::cannot_read_back(sink)),
-    };
-    let filters = config.consumer_management.effective_filters(&config.nats.subject);
-    let mut summary = Summary {
-        stream: config.nats.stream.clone(),
-        from_seq: from,
-        to_seq: to,
-        counts: BTreeMap::new(),
-        other_subjects: 0,
-        read_back: read_back_text,
-        destination_checked,
-        ledger_stream,
-        dead_letter_stream,
-        missing_ranges: Vec::new(),
-        epoch: epoch.as_deref().map(str::to_owned),
-        earlier_epochs: identity.map(|r| r.history).unwrap_or_default(),
-        undecided: undecided.clone(),
-    };
-    if to < from {
-        return Ok(summary);
-    }
-    let total = to - from + 1;
-    let ctx = Classifier {
-        recorded: &recorded,
-        ledger_dead: &ledger_dead,
-        dead: &dead,
-        ledger: summary.ledger_stream.is_some(),
-        undecided: undecided.is_some(),
-    };
+/// The read of the stream itself over a resolved range, and what each chunk is checked with.
+struct RangeScan<'a> {
+    config: &'a Config,
+    sink: &'a dyn Sink,
+    read_back: Option<&'a dyn ReadBack>,
+    classifier: &'a Classifier<'a>,
+    origins: Option<&'a crate::origin::Resolver>,
+    epoch: Option<std::sync::Arc<str>>,
+    /// The resolved range, `from..=to`.
+    from: u64,
+    to: u64,
+    /// `--until`: the scan ends at the last message stored before it.
+    until: Option<OffsetDateTime>,
+    /// Messages read back at once.
+    chunk: usize,
+}
 
-    // The stream itself, chunk by chunk. Gaps in the sequence are what retention (or a
-    // deletion) removed: gone.
-    let mut expected = from;
-    let mut batch: Vec<Envelope> = Vec::with_capacity(chunk);
-    let mut last_seen = None;
-    let mut reader = if state.messages == 0 || from > last {
-        None
-    } else {
-        Some(Reader::open(&source, DeliverPolicy::ByStartSequence { start_sequence: from }, "").await?)
-    };
-    while let Some(reader) = reader.as_mut() {
-        let Some((m, seq)) = reader.next().await else { break };
-        if seq > to || range.until.is_some_and(|u| m.info().is_ok_and(|i| i.published > u)) {
-            break;
+impl RangeScan<'_> {
+    /// Reads `from..=to` (nothing without a `reader`) chunk by chunk, checking each chunk of
+    /// the consumed subjects against the destination. Gaps in the sequence are what retention
+    /// (or a deletion) removed: gone. A time range ends at the last message stored before
+    /// `--until`.
+    async fn run(
+        &self,
+        mut reader: Option<Reader>,
+        summary: &mut Summary,
+        report: &mut impl FnMut(&Finding),
+        progress: &mut impl FnMut(Progress),
+    ) -> Result<(), ReconcileError> {
+        let (from, to, chunk) = (self.from, self.to, self.chunk);
+        let total = to - from + 1;
+        let filters = self.config.consumer_management.effective_filters(&self.config.nats.subject);
+        let mut expected = from;
+        let mut batch: Vec<Envelope> = Vec::with_capacity(chunk);
+        let mut last_seen = None;
+        while let Some(reader) = reader.as_mut() {
+            let Some((m, seq)) = reader.next().await else { break };
+            if seq > to || self.until.is_some_and(|u| m.info().is_ok_and(|i| i.published > u)) {
+                break;
+            }
+            if seq > expected {
+                // The chunk before the gap first, so findings come in stream order.
+                self.check(&mut batch, summary, report).await?;
+                report_gone(expected, seq - 1, self.classifier, summary, report);
+            }
+            expected = seq + 1;
+            last_seen = Some(seq);
+            if !filters.iter().any(|f| subject::matches(f, &m.subject)) {
+                summary.other_subjects += 1;
+            } else if let Some(e) = envelope_of(&m, &self.config.nats.stream) {
+                let e = e.with_stream_epoch(self.epoch.clone());
+                batch.push(match self.origins {
+                    Some(origins) => origins.resolve(e).await,
+                    None => e,
+                });
+            }
+            if batch.len() >= chunk {
+                self.check(&mut batch, summary, report).await?;
+                progress(Progress { done: seq - from + 1, total });
+            }
+            if seq >= to {
+                break;
+            }
         }
-        if seq > expected {
-            // The chunk before the gap first, so findings come in stream order.
-            check_chunk(sink, read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
-            report_gone(expected, seq - 1, &ctx, &mut summary, &mut report);
+        self.check(&mut batch, summary, report).await?;
+        if self.until.is_some() {
+            summary.to_seq = last_seen.unwrap_or(from.saturating_sub(1)).max(from);
+        } else if expected <= to {
+            report_gone(expected, to, self.classifier, summary, report);
         }
-        expected = seq + 1;
-        last_seen = Some(seq);
-        if !filters.iter().any(|f| subject::matches(f, &m.subject)) {
-            summary.other_subjects += 1;
-        } else if let Some(e) = envelope_of(&m, &config.nats.stream) {
-            let e = e.with_stream_epoch(epoch.clone());
-            batch.push(match &origins {
-                Some(origins) => origins.resolve(e).await,
-                None => e,
-            });
-        }
-        if batch.len() >= chunk {
-            check_chunk(sink, read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
-            progress(Progress { done: seq - from + 1, total });
-        }
-        if seq >= to {
-            break;
-        }
+        progress(Progress { done: total, total });
+        Ok(())
     }
-    check_chunk(sink, read_back, &std::mem::take(&mut batch), &ctx, &mut summary, &mut report).await?;
-    if range.until.is_some() {
-        // A time range ends at the last message stored before --until.
-        summary.to_seq = last_seen.unwrap_or(from.saturating_sub(1)).max(from);
-    } else if expected <= to {
-        report_gone(expected, to, &ctx, &mut summary, &mut report);
+
+    /// Checks the chunk read so far and empties it.
+    async fn check(
+        &self,
+        batch: &mut Vec<Envelope>,
+        summary: &mut Summary,
+        report: &mut impl FnMut(&Finding),
+    ) -> Result<(), ReconcileError> {
+        let chunk = std::mem::take(batch);
+        check_chunk(self.sink, self.read_back, &chunk, self.classifier, summary, report).await
     }
-    progress(Progress { done: total, total });
-    summary.missing_ranges = merge_missing(std::mem::take(&mut summary.missing_ranges));
-    Ok(summary)
 }
 
 /// Reports `from..=to` as no longer in the stream.

@@ -16,7 +16,7 @@ use futures::StreamExt;
 use time::OffsetDateTime;
 
 use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
-use sinks_toolkit::metadata::MessageMetadataConfig;
+use sinks_policy::intake::{Arrival, Intake};
 use tokio::sync::watch;
 
 /// What the fetch loop and the source need to know from the stream guard
@@ -100,7 +100,8 @@ pub(crate) struct Source {
     /// The consumer fetched from; replaced when it had to be bound again (a deleted stream
     /// takes its consumers with it).
     consumer: Arc<RwLock<PullConsumer>>,
-    metadata: MessageMetadataConfig,
+    /// The policy pipeline's intake step, which makes each message an envelope.
+    intake: Intake,
     /// The connection every ack handle of this source settles through.
     client: Arc<Client>,
     /// The stream guard's state: the epoch stamped on every envelope.
@@ -108,15 +109,15 @@ pub(crate) struct Source {
 }
 
 impl Source {
-    /// A source over `consumer`, whose messages are acknowledged through `client` and
-    /// stamped with the epoch `guard` holds.
+    /// A source over `consumer`, whose messages become envelopes through `intake`, are
+    /// acknowledged through `client` and stamped with the epoch `guard` holds.
     pub(crate) fn new(
         consumer: PullConsumer,
-        metadata: MessageMetadataConfig,
+        intake: Intake,
         client: Client,
         guard: watch::Receiver<GuardState>,
     ) -> Self {
-        Self { consumer: Arc::new(RwLock::new(consumer)), metadata, client: Arc::new(client), guard }
+        Self { consumer: Arc::new(RwLock::new(consumer)), intake, client: Arc::new(client), guard }
     }
 
     /// The consumer, shared with the stream guard's task (which polls it).
@@ -195,11 +196,10 @@ impl Source {
         let message = msg.message;
         let reply = message.reply.clone().ok_or_else(|| FetchError("message has no ack subject".into()))?;
         let headers = message.headers.as_ref().map(headers_of).unwrap_or_default();
-        let app = self.metadata.resolve(message.subject.as_str(), &headers);
         let epoch = self.guard.borrow().epoch.clone();
-        let envelope = Envelope::new(message.subject.as_str(), message.payload, headers, jetstream)
-            .with_app_metadata(app)
-            .with_stream_epoch(epoch);
+        let arrival =
+            Arrival { subject: message.subject.as_str(), payload: message.payload, headers, jetstream, epoch };
+        let envelope = self.intake.envelope(arrival);
         Ok((envelope, AckHandle { client, reply }))
     }
 }

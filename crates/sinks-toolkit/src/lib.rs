@@ -2,7 +2,8 @@
 //! its own tests. A sink opts into what it uses; none of it is part of the contract
 //! (`sinks-contract`), and none of it talks to NATS.
 //!
-//! - [`in_order`]: writing concurrently while keeping the contract's ordering rule.
+//! - [`in_order`]: writing concurrently while keeping the contract's ordering rule;
+//!   [`lanes`]: the same rule for placements made with blocking calls.
 //! - [`retry`]: backoff and retries inside a write, within the write's budget, and the
 //!   retry fields of a sink section; [`rate`]: pacing writes under a rate limit.
 //! - [`checks`]: checks of config values several sinks share (bounded text, tokens,
@@ -28,6 +29,7 @@ pub mod files;
 pub mod fs_errors;
 pub mod holding;
 pub mod in_order;
+pub mod lanes;
 pub mod metadata;
 pub mod pyfloat;
 pub mod rate;

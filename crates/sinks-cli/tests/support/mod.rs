@@ -90,31 +90,33 @@ impl Sink for StoreSink {
 pub struct StoreFactory;
 
 impl SinkFactory for StoreFactory {
+    type Config = StoreConfig;
+
     fn kind(&self) -> &'static str {
         KIND
     }
 
-    fn build(&self, section: &SinkSection) -> Result<BuiltSink, ConfigError> {
-        let config: StoreConfig = section.parse()?;
+    fn build(&self, config: StoreConfig) -> Result<BuiltSink, ConfigError> {
         if config.capacity == 0 {
             return Err(ConfigError::single("sink.capacity", "must be at least 1"));
         }
-        let effective = serde_json::to_value(&config).map_err(|e| ConfigError::single("sink", e.to_string()))?;
-        Ok(BuiltSink::new(StoreSink(config), effective))
+        Ok(BuiltSink::new(StoreSink(config)))
     }
 
     fn reach(&self) -> Reach {
         Reach::Local
     }
 
-    fn creation(&self, section: &SinkSection) -> Option<Creation> {
-        let dir = section.0.get("directory").and_then(serde_json::Value::as_str).unwrap_or_default();
-        Creation::when_on(section, "create_directory", true, format!("the directory {dir}"))
+    fn creation(&self, config: &StoreConfig) -> Option<Creation> {
+        Creation::when(
+            config.create_directory,
+            "create_directory",
+            format!("the directory {}", config.directory.display()),
+        )
     }
 
-    fn describe(&self, section: &SinkSection, stream: &str, _subject: &str) -> Vec<String> {
-        let dir = section.0.get("directory").and_then(serde_json::Value::as_str).unwrap_or_default();
-        vec![format!("a message of {stream} is stored below {dir}")]
+    fn describe(&self, config: &StoreConfig, stream: &str, _subject: &str) -> Vec<String> {
+        vec![format!("a message of {stream} is stored below {}", config.directory.display())]
     }
 }
 

@@ -263,6 +263,7 @@ impl Config {
     /// The sections of the message policy steps, for `sinks_policy::Pipeline`.
     pub fn policy_sections(&self) -> sinks_policy::Sections<'_> {
         sinks_policy::Sections {
+            message_metadata: &self.message_metadata,
             mission_metadata: &self.mission_metadata,
             security_labels: &self.security_labels,
             message_authenticity: &self.message_authenticity,

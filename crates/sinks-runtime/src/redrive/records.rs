@@ -12,7 +12,8 @@ use async_nats::jetstream::{self, stream::LastRawMessageErrorKind};
 use base64::Engine as _;
 use bytes::Bytes;
 use serde_json::Value;
-use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
+use sinks_contract::envelope::{Headers, JetStreamInfo};
+use sinks_policy::intake::{Arrival, Intake};
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
@@ -254,10 +255,9 @@ pub(crate) async fn original(
         timestamp: time.filter(|t| *t != OffsetDateTime::UNIX_EPOCH),
         domain: None,
     };
-    let app = config.message_metadata.resolve(&record.subject, &headers);
-    let envelope = Envelope::new(record.subject.as_str(), payload.clone(), headers, jetstream)
-        .with_app_metadata(app)
-        .with_stream_epoch(record.stream_epoch.as_deref().map(Arc::from));
+    let epoch = record.stream_epoch.as_deref().map(Arc::from);
+    let arrival = Arrival { subject: record.subject.as_str(), payload: payload.clone(), headers, jetstream, epoch };
+    let envelope = Intake::new(&config.message_metadata).envelope(arrival);
     let envelope = if sealed { envelope.with_sealed_payload(payload) } else { envelope };
     // The original's idempotency key, or nothing: a key that changed (another key strategy
     // since) would store the message a second time under a new name.

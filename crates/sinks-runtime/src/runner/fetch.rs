@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::batch::Batch;
 use super::context::Ctx;
@@ -36,205 +36,303 @@ pub(super) async fn fetch_loop(
     stop: &watch::Receiver<bool>,
     client: &async_nats::Client,
 ) {
-    let delivery = &ctx.config.delivery;
-    let permits = Arc::new(Semaphore::new(delivery.max_in_flight_batches));
-    let mut gate = OrderingGate::default();
-    let timeout = Duration::from_millis(delivery.batch_timeout_ms);
-    let backoff = reconnect_backoff();
-    let mut failures = 0u64;
-    // The stream could not be read at the last look (deleted?): said once, looked at again
-    // every lag poll interval, fetch failures meanwhile quiet.
-    let mut stream_gone = false;
-    let poll = Duration::from_secs(ctx.config.metrics.lag_poll_interval_seconds.max(1));
-    // Slow start: the first batches are smaller (1/8, 1/4, 1/2 of batch_size), so the first
-    // commit and ack come quickly after a start or restart.
-    let mut size = delivery.batch_size.div_ceil(8);
-    // The next batch's fetch, already asked for (see below), and its result once taken in
-    // while the current batch waits for a slot (then it is heartbeated with it).
-    let mut ahead: Option<(Instant, Ahead)> = None;
-    let mut taken_in: Option<(Instant, Result<Vec<Delivery>, FetchError>)> = None;
-    while !*stop.borrow() || ahead.is_some() || taken_in.is_some() {
-        // A draining lot's next chunk leaves before anything new is fetched: it is older.
-        let ready = {
-            let mut parking = ctx.lock_parking();
-            if parking.has_ready() { parking.take_ready(delivery.batch_size) } else { Batch::default() }
-        };
-        if !ready.is_empty() {
-            let Ok(permit) = hold_while(ctx, &[&ready.handles], Arc::clone(&permits).acquire_owned()).await else {
-                break;
-            };
-            spawn(ctx, &mut gate, ready, Origin::Parked, Some(permit));
-            continue;
+    let mut fetching = Fetching::new(ctx, source, stop, client);
+    while fetching.running() && fetching.turn().await {}
+    // A fetch asked for ahead and abandoned (a stop while disconnected) brings nothing.
+    if let Some((_, task)) = fetching.ahead {
+        task.abort();
+    }
+    // Wait until every batch task has returned its permit.
+    let max = ctx.config.delivery.max_in_flight_batches;
+    let _all = fetching.permits.acquire_many(max as u32).await;
+}
+
+/// What a step of the fetch loop tells it: go on with a value, start the next turn, or stop.
+enum Step<T> {
+    /// Go on with this.
+    Go(T),
+    /// Start the next turn (the loop's `continue`).
+    Again,
+    /// Leave the loop (its `break`).
+    Stop,
+}
+
+/// The state of the fetch loop between its turns.
+struct Fetching<'a> {
+    ctx: &'a Arc<Ctx>,
+    source: &'a Arc<Source>,
+    stop: &'a watch::Receiver<bool>,
+    client: &'a async_nats::Client,
+    /// The in-flight slots, `delivery.max_in_flight_batches`.
+    permits: Arc<Semaphore>,
+    gate: OrderingGate,
+    /// `delivery.batch_timeout_ms`.
+    timeout: Duration,
+    backoff: sinks_toolkit::retry::Backoff,
+    /// Fetches failed in a row.
+    failures: u64,
+    /// The stream could not be read at the last look (deleted?): said once, looked at again
+    /// every lag poll interval (`poll`), fetch failures meanwhile quiet.
+    stream_gone: bool,
+    poll: Duration,
+    /// Slow start: the first batches are smaller (1/8, 1/4, 1/2 of batch_size), so the first
+    /// commit and ack come quickly after a start or restart.
+    size: usize,
+    /// The next batch's fetch, already asked for (see [`Fetching::ask_ahead`]).
+    ahead: Option<(Instant, Ahead)>,
+    /// Its result once taken in while the current batch waits for a slot (then it is
+    /// heartbeated with it).
+    taken_in: Option<(Instant, Result<Vec<Delivery>, FetchError>)>,
+}
+
+impl<'a> Fetching<'a> {
+    fn new(
+        ctx: &'a Arc<Ctx>,
+        source: &'a Arc<Source>,
+        stop: &'a watch::Receiver<bool>,
+        client: &'a async_nats::Client,
+    ) -> Self {
+        let delivery = &ctx.config.delivery;
+        Self {
+            ctx,
+            source,
+            stop,
+            client,
+            permits: Arc::new(Semaphore::new(delivery.max_in_flight_batches)),
+            gate: OrderingGate::default(),
+            timeout: Duration::from_millis(delivery.batch_timeout_ms),
+            backoff: reconnect_backoff(),
+            failures: 0,
+            stream_gone: false,
+            poll: Duration::from_secs(ctx.config.metrics.lag_poll_interval_seconds.max(1)),
+            size: delivery.batch_size.div_ceil(8),
+            ahead: None,
+            taken_in: None,
         }
-        // Fetch first, then wait for a free slot: the next batch is already here when the
-        // current one settles. Everything fetched is processed, even after a stop request.
-        let mut canary = false;
-        let (started, fetched) = match taken_in.take().map(Ok).unwrap_or_else(|| Err(ahead.take())) {
-            Ok(ready) => ready,
-            Err(Some((started, task))) => (started, task.await.unwrap_or_else(|e| Err(FetchError::from_task(&e)))),
-            // The stream's identity changed and nothing was decided: nothing new is fetched
-            // (what was fetched before goes on to its settlement).
-            Err(None) if ctx.guard.paused() => {
-                if !ctx.guard.wait_open(stop).await {
-                    break;
-                }
-                continue;
-            }
-            // A batch holds its messages through a destination outage or throttling: nothing
-            // new is fetched (what is still in the stream spends no delivery either), but one
-            // canary message now and then: a destination that takes writes again, or never
-            // stopped (a poison message held alone), shows it (`evidence`).
-            Err(None) if ctx.holds.paused() => match open_or_canary(ctx, stop).await {
-                None => break,
-                Some(false) => continue,
-                Some(true) => {
-                    let started = Instant::now();
-                    match source.fetch(1, timeout.min(CANARY_WAIT)).await {
-                        Ok(fetched) if fetched.is_empty() => {
-                            ctx.evidence.canary_done();
-                            continue;
-                        }
-                        fetched => {
-                            canary = fetched.is_ok();
-                            if !canary {
-                                ctx.evidence.canary_done();
-                            }
-                            (started, fetched)
-                        }
-                    }
-                }
-            },
-            Err(None) => {
-                let started = Instant::now();
-                let fetched = tokio::select! {
-                    fetched = source.fetch(size, timeout) => fetched,
-                    () = stopped_while_disconnected(stop, client) => break,
-                };
-                (started, fetched)
-            }
+    }
+
+    /// Until a stop, and after it while a fetch asked for ahead or taken in is unprocessed.
+    fn running(&self) -> bool {
+        !*self.stop.borrow() || self.ahead.is_some() || self.taken_in.is_some()
+    }
+
+    /// One turn: a draining lot's next chunk, or a fetch admitted and spawned. `false` ends
+    /// the loop.
+    async fn turn(&mut self) -> bool {
+        let ctx = self.ctx;
+        match self.send_ready_chunk().await {
+            Step::Go(()) => {}
+            Step::Again => return true,
+            Step::Stop => return false,
+        }
+        let (started, fetched, canary) = match self.fetch().await {
+            Step::Go(fetched) => fetched,
+            Step::Again => return true,
+            Step::Stop => return false,
         };
         ctx.metrics.observe(TimingId::NatsFetchSeconds, started.elapsed().as_secs_f64());
         ctx.metrics.status().progress();
-        let batch: Batch<Handle> = match fetched {
-            Ok(fetched) => {
-                // The runner owns the batch from here on; each message gets its ordering key.
-                let mut batch: Batch<Handle> = fetched
-                    .into_iter()
-                    .map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle)))
-                    .collect();
-                if let Some(origins) = &ctx.origins {
-                    // A stream of an origin's chain that does not answer holds the batch
-                    // (heartbeated, so the wait costs no delivery); a stop meanwhile leaves it
-                    // unacknowledged, to be delivered again.
-                    let envelopes = std::mem::take(&mut batch.envelopes);
-                    let held = [&batch.handles[..]];
-                    let resolving = hold_while(ctx, &held, origins.resolve_all(envelopes));
-                    let mut stopped = stop.clone();
-                    tokio::select! {
-                        resolved = resolving => batch.envelopes = resolved,
-                        _ = stopped.wait_for(|s| *s) => continue,
-                    }
-                }
-                ctx.lock_parking().note_fetch(&batch.envelopes, started);
-                if failures > 0 {
-                    tracing::info!(failures, "fetching recovered");
-                    failures = 0;
-                }
-                batch
-            }
-            Err(e) => {
-                failures += 1;
-                RunStats::add(&ctx.stats.fetch_failures, 1);
-                ctx.metrics.inc(CounterId::FetchErrors, 1);
-                let delay = backoff.delay(failures, 0.5);
-                if stream_gone {
-                    tracing::debug!(error = %e, attempt = failures, "fetch failed while the stream cannot be read");
-                } else {
-                    tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
-                }
-                // Failing fetches may mean the consumer is gone (a deleted stream takes its
-                // consumers with it): look at once, and bind it again once the stream is there.
-                let wait = match rebind(ctx, source).await {
-                    Rebound::Bound => {
-                        (failures, stream_gone) = (0, false);
-                        continue;
-                    }
-                    Rebound::StreamGone(e) => {
-                        if !stream_gone {
-                            tracing::warn!(
-                                stream = %ctx.config.nats.stream,
-                                error = %e,
-                                every_s = poll.as_secs(),
-                                "the stream cannot be read (deleted?); not ready, and looking for it again every \
-                                 metrics.lag_poll_interval_seconds"
-                            );
-                        }
-                        stream_gone = true;
-                        poll
-                    }
-                    Rebound::No => delay,
-                };
-                if sleep_or_stop(wait, stop).await {
-                    break;
-                }
-                continue;
-            }
+        let batch = match fetched {
+            Ok(fetched) => match self.take_in(fetched, started).await {
+                Some(batch) => batch,
+                None => return true,
+            },
+            Err(e) => return self.fetch_failed(&e).await,
         };
         if batch.is_empty() {
-            continue;
+            return true;
         }
         if canary {
-            tracing::debug!(
-                stream_sequence = batch.envelopes[0].jetstream().stream_sequence,
-                "fetched a canary while holding"
-            );
+            let seq = batch.envelopes[0].jetstream().stream_sequence;
+            tracing::debug!(stream_sequence = seq, "fetched a canary while holding");
         }
-        size = (size * 2).min(delivery.batch_size);
-        // At full size, the next pull request goes out now, so the server fills it while this
-        // batch is admitted and spawned (one request/response round trip per batch is what a
-        // plain fetch loop loses against a continuous pull). It is awaited and processed
-        // before anything else is fetched, stop or not.
-        if size == delivery.batch_size && !*stop.borrow() && !ctx.guard.paused() && !ctx.holds.paused() {
-            ahead = Some((Instant::now(), tokio::spawn(prefetch(Arc::clone(source), size, timeout))));
-        }
+        self.ask_ahead();
         RunStats::add(&ctx.stats.fetched, batch.len() as u64);
         ctx.metrics.inc(CounterId::MessagesFetched, batch.len() as u64);
         ctx.metrics.inc(CounterId::BatchesFetched, 1);
         ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
         if canary {
             // A canary takes no slot: the held batches keep theirs, and it must not wait for them.
-            spawn(ctx, &mut gate, batch, Origin::Canary, None);
-            continue;
+            spawn(ctx, &mut self.gate, batch, Origin::Canary, None);
+            return true;
         }
-        let permit = match Arc::clone(&permits).try_acquire_owned() {
-            Ok(permit) => permit,
-            Err(_) => {
-                // No free slot: a fetch asked for ahead is taken in now, so its messages are
-                // heartbeated with this batch's while both wait (a long outage hold must not let
-                // them pass their AckWait unseen).
-                if let Some((started, task)) = ahead.take() {
-                    let fetched = hold_while(ctx, &[&batch.handles], task).await;
-                    taken_in = Some((started, fetched.unwrap_or_else(|e| Err(FetchError::from_task(&e)))));
-                }
-                let next: Vec<Handle> = match &taken_in {
-                    Some((_, Ok(deliveries))) => deliveries.iter().map(|(_, h)| Handle::Delivery(h.clone())).collect(),
-                    _ => Vec::new(),
-                };
-                let Ok(permit) = hold_while(ctx, &[&batch.handles, &next], Arc::clone(&permits).acquire_owned()).await
-                else {
-                    break;
-                };
-                permit
-            }
+        let Some(permit) = self.permit_for(&batch).await else { return false };
+        spawn(ctx, &mut self.gate, batch, Origin::Fetched, Some(permit));
+        true
+    }
+
+    /// A draining lot's next chunk leaves before anything new is fetched: it is older.
+    /// `Go` when there is none.
+    async fn send_ready_chunk(&mut self) -> Step<()> {
+        let ctx = self.ctx;
+        let ready = {
+            let mut parking = ctx.lock_parking();
+            if parking.has_ready() { parking.take_ready(ctx.config.delivery.batch_size) } else { Batch::default() }
         };
-        spawn(ctx, &mut gate, batch, Origin::Fetched, Some(permit));
+        if ready.is_empty() {
+            return Step::Go(());
+        }
+        let Ok(permit) = hold_while(ctx, &[&ready.handles], Arc::clone(&self.permits).acquire_owned()).await else {
+            return Step::Stop;
+        };
+        spawn(ctx, &mut self.gate, ready, Origin::Parked, Some(permit));
+        Step::Again
     }
-    // A fetch asked for ahead and abandoned (a stop while disconnected) brings nothing.
-    if let Some((_, task)) = ahead {
-        task.abort();
+
+    /// The next fetch's start, result and whether it is a canary: the one taken in or asked
+    /// for ahead, else a new one. Fetch first, then wait for a free slot: the next batch is
+    /// already here when the current one settles. Everything fetched is processed, even after
+    /// a stop request.
+    async fn fetch(&mut self) -> Step<(Instant, Result<Vec<Delivery>, FetchError>, bool)> {
+        let ctx = self.ctx;
+        if let Some((started, fetched)) = self.taken_in.take() {
+            return Step::Go((started, fetched, false));
+        }
+        if let Some((started, task)) = self.ahead.take() {
+            return Step::Go((started, task.await.unwrap_or_else(|e| Err(FetchError::from_task(&e))), false));
+        }
+        // The stream's identity changed and nothing was decided: nothing new is fetched
+        // (what was fetched before goes on to its settlement).
+        if ctx.guard.paused() {
+            return if ctx.guard.wait_open(self.stop).await { Step::Again } else { Step::Stop };
+        }
+        if ctx.holds.paused() {
+            return self.fetch_canary().await;
+        }
+        let started = Instant::now();
+        let fetched = tokio::select! {
+            fetched = self.source.fetch(self.size, self.timeout) => fetched,
+            () = stopped_while_disconnected(self.stop, self.client) => return Step::Stop,
+        };
+        Step::Go((started, fetched, false))
     }
-    // Wait until every batch task has returned its permit.
-    let _all = permits.acquire_many(delivery.max_in_flight_batches as u32).await;
+
+    /// A batch holds its messages through a destination outage or throttling: nothing new is
+    /// fetched (what is still in the stream spends no delivery either), but one canary
+    /// message now and then: a destination that takes writes again, or never stopped (a
+    /// poison message held alone), shows it (`evidence`).
+    async fn fetch_canary(&mut self) -> Step<(Instant, Result<Vec<Delivery>, FetchError>, bool)> {
+        let ctx = self.ctx;
+        match open_or_canary(ctx, self.stop).await {
+            None => Step::Stop,
+            Some(false) => Step::Again,
+            Some(true) => {
+                let started = Instant::now();
+                match self.source.fetch(1, self.timeout.min(CANARY_WAIT)).await {
+                    Ok(fetched) if fetched.is_empty() => {
+                        ctx.evidence.canary_done();
+                        Step::Again
+                    }
+                    fetched => {
+                        let canary = fetched.is_ok();
+                        if !canary {
+                            ctx.evidence.canary_done();
+                        }
+                        Step::Go((started, fetched, canary))
+                    }
+                }
+            }
+        }
+    }
+
+    /// The runner owns the batch from here on; each message gets its ordering key, and its
+    /// origin when the stream has any. A stream of an origin's chain that does not answer
+    /// holds the batch (heartbeated, so the wait costs no delivery); a stop meanwhile leaves
+    /// it unacknowledged, to be delivered again (`None`).
+    async fn take_in(&mut self, fetched: Vec<Delivery>, started: Instant) -> Option<Batch<Handle>> {
+        let ctx = self.ctx;
+        let mut batch: Batch<Handle> =
+            fetched.into_iter().map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle))).collect();
+        if let Some(origins) = &ctx.origins {
+            let envelopes = std::mem::take(&mut batch.envelopes);
+            let held = [&batch.handles[..]];
+            let resolving = hold_while(ctx, &held, origins.resolve_all(envelopes));
+            let mut stopped = self.stop.clone();
+            tokio::select! {
+                resolved = resolving => batch.envelopes = resolved,
+                _ = stopped.wait_for(|s| *s) => return None,
+            }
+        }
+        ctx.lock_parking().note_fetch(&batch.envelopes, started);
+        if self.failures > 0 {
+            tracing::info!(failures = self.failures, "fetching recovered");
+            self.failures = 0;
+        }
+        Some(batch)
+    }
+
+    /// A failed fetch: counted, logged, and retried after a backoff. Failing fetches may mean
+    /// the consumer is gone (a deleted stream takes its consumers with it): look at once, and
+    /// bind it again once the stream is there. `false` when a stop came while waiting.
+    async fn fetch_failed(&mut self, e: &FetchError) -> bool {
+        let ctx = self.ctx;
+        self.failures += 1;
+        let failures = self.failures;
+        RunStats::add(&ctx.stats.fetch_failures, 1);
+        ctx.metrics.inc(CounterId::FetchErrors, 1);
+        let delay = self.backoff.delay(failures, 0.5);
+        if self.stream_gone {
+            tracing::debug!(error = %e, attempt = failures, "fetch failed while the stream cannot be read");
+        } else {
+            tracing::warn!(error = %e, attempt = failures, retry_in_ms = delay.as_millis() as u64, "fetch failed; retrying");
+        }
+        let wait = match rebind(ctx, self.source).await {
+            Rebound::Bound => {
+                (self.failures, self.stream_gone) = (0, false);
+                return true;
+            }
+            Rebound::StreamGone(e) => {
+                if !self.stream_gone {
+                    tracing::warn!(
+                        stream = %ctx.config.nats.stream,
+                        error = %e,
+                        every_s = self.poll.as_secs(),
+                        "the stream cannot be read (deleted?); not ready, and looking for it again every \
+                         metrics.lag_poll_interval_seconds"
+                    );
+                }
+                self.stream_gone = true;
+                self.poll
+            }
+            Rebound::No => delay,
+        };
+        !sleep_or_stop(wait, self.stop).await
+    }
+
+    /// Doubles the batch size up to `batch_size`. At full size, the next pull request goes
+    /// out now, so the server fills it while this batch is admitted and spawned (one
+    /// request/response round trip per batch is what a plain fetch loop loses against a
+    /// continuous pull). It is awaited and processed before anything else is fetched, stop or
+    /// not.
+    fn ask_ahead(&mut self) {
+        let ctx = self.ctx;
+        let full = ctx.config.delivery.batch_size;
+        self.size = (self.size * 2).min(full);
+        if self.size == full && !*self.stop.borrow() && !ctx.guard.paused() && !ctx.holds.paused() {
+            let task = tokio::spawn(prefetch(Arc::clone(self.source), self.size, self.timeout));
+            self.ahead = Some((Instant::now(), task));
+        }
+    }
+
+    /// An in-flight slot for `batch`; `None` when the wait ended without one. With no free
+    /// slot, a fetch asked for ahead is taken in now, so its messages are heartbeated with
+    /// this batch's while both wait (a long outage hold must not let them pass their AckWait
+    /// unseen).
+    async fn permit_for(&mut self, batch: &Batch<Handle>) -> Option<OwnedSemaphorePermit> {
+        let ctx = self.ctx;
+        if let Ok(permit) = Arc::clone(&self.permits).try_acquire_owned() {
+            return Some(permit);
+        }
+        if let Some((started, task)) = self.ahead.take() {
+            let fetched = hold_while(ctx, &[&batch.handles], task).await;
+            self.taken_in = Some((started, fetched.unwrap_or_else(|e| Err(FetchError::from_task(&e)))));
+        }
+        let next: Vec<Handle> = match &self.taken_in {
+            Some((_, Ok(deliveries))) => deliveries.iter().map(|(_, h)| Handle::Delivery(h.clone())).collect(),
+            _ => Vec::new(),
+        };
+        hold_while(ctx, &[&batch.handles, &next], Arc::clone(&self.permits).acquire_owned()).await.ok()
+    }
 }
 
 /// How often a canary may be fetched while a hold pauses fetching.

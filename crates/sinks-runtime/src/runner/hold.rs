@@ -213,20 +213,10 @@ pub(super) async fn ride_out(
     };
     let mut reason = reason_of(&outcomes, &held).unwrap_or_default();
     let count = held.len();
-    let batch: Vec<Envelope> = held.iter().map(|&i| envelopes[i].clone()).collect();
+    let pause = enter_hold(ctx, fanout, envelopes, &held, &reason, kind);
     // Every message of the batch is heartbeated, not only the held ones: the others wait
     // for their settlement with the batch until the hold ends.
     let acks: Vec<Handle> = handles.to_vec();
-    // Fetching pauses for throttling, and for an outage that fresh messages meet (a message on
-    // its first delivery is held): then what is still in the stream would only fail too. A
-    // hold of messages delivered before (a restart's redeliveries, a poison message coming
-    // back alone) lets fetching go on, so the writes of the others show whether the
-    // destination is up.
-    let pause = !fanout && (kind == HoldKind::Throttled || batch.iter().any(|e| e.jetstream().delivered <= 1));
-    let fetching =
-        if fanout { "goes on for the other targets" } else { "goes on (the held messages were delivered before)" };
-    ctx.holds.enter(&batch, (pause, fetching), &reason, kind);
-    drop(batch);
     // A held batch writes nothing until its probes: its in-flight slot goes to the next one.
     drop(slot.take());
     let started = Instant::now();
@@ -234,24 +224,8 @@ pub(super) async fn ride_out(
     let mut left_alone = false;
     let ended = loop {
         attempt += 1;
-        let asked = held
-            .iter()
-            .filter_map(|&i| match &outcomes[i] {
-                MessageOutcome::Failed(e) => e.retry_after(),
-                _ => None,
-            })
-            .max()
-            .unwrap_or_default();
-        let left = limit.saturating_sub(started.elapsed());
-        let delay = probe_delay(attempt, rand::random::<f64>()).max(asked).min(left);
-        let mut stop = ctx.stop.clone();
-        let stopped = hold_while(ctx, &[&acks], async {
-            tokio::select! {
-                () = tokio::time::sleep(delay) => false,
-                _ = stop.wait_for(|s| *s) => true,
-            }
-        })
-        .await;
+        let stopped =
+            wait_to_probe(ctx, &acks, &held, &outcomes, attempt, limit.saturating_sub(started.elapsed())).await;
         ctx.holds.tick(&reason);
         if stopped {
             break Ended::Stopped;
@@ -259,23 +233,7 @@ pub(super) async fn ride_out(
         if started.elapsed() >= limit {
             break Ended::Released;
         }
-        let throttled_only = held.iter().all(|&i| !down(&outcomes[i]) || outcomes[i].throttled());
-        let elsewhere = ctx.evidence.committed_since(started);
-        let healthy = !(elsewhere || throttled_only) && keep_alive(ctx, &acks, ctx.sink.health_check()).await.is_ok();
-        let everything = elsewhere || throttled_only || healthy;
-        let first: Vec<usize> = if everything {
-            held.clone()
-        } else {
-            let heads = probe_heads(&held, envelopes);
-            turn += 1;
-            vec![heads[turn % heads.len().max(1)]]
-        };
-        let mut stored = write_again(ctx, &acks, envelopes, &first, &mut outcomes).await;
-        if stored && !everything {
-            // The probe went through: the destination is back; the rest goes now.
-            let rest: Vec<usize> = held.iter().copied().filter(|i| !first.contains(i)).collect();
-            stored |= write_again(ctx, &acks, envelopes, &rest, &mut outcomes).await;
-        }
+        let (stored, healthy) = probe(ctx, &acks, envelopes, &held, &mut outcomes, &mut turn, started).await;
         if let Some(latest) = reason_of(&outcomes, &held) {
             reason = latest;
         }
@@ -302,6 +260,83 @@ pub(super) async fn ride_out(
     };
     ctx.holds.leave(count, pause, ended, kind);
     outcomes
+}
+
+/// Enters the hold of the messages at `held`; returns whether it pauses fetching. Fetching
+/// pauses for throttling, and for an outage that fresh messages meet (a message on its first
+/// delivery is held): then what is still in the stream would only fail too. A hold of
+/// messages delivered before (a restart's redeliveries, a poison message coming back alone)
+/// lets fetching go on, so the writes of the others show whether the destination is up.
+fn enter_hold(ctx: &Ctx, fanout: bool, envelopes: &[Envelope], held: &[usize], reason: &str, kind: HoldKind) -> bool {
+    let batch: Vec<Envelope> = held.iter().map(|&i| envelopes[i].clone()).collect();
+    let pause = !fanout && (kind == HoldKind::Throttled || batch.iter().any(|e| e.jetstream().delivered <= 1));
+    let fetching =
+        if fanout { "goes on for the other targets" } else { "goes on (the held messages were delivered before)" };
+    ctx.holds.enter(&batch, (pause, fetching), reason, kind);
+    pause
+}
+
+/// Waits before probe `attempt` (heartbeating `acks`): the probe schedule, at least what
+/// a held message's failure asked for (`Retry-After`), at most `left` of the hold. True when
+/// a stop came first.
+async fn wait_to_probe(
+    ctx: &Ctx,
+    acks: &[Handle],
+    held: &[usize],
+    outcomes: &[MessageOutcome],
+    attempt: u32,
+    left: Duration,
+) -> bool {
+    let asked = held
+        .iter()
+        .filter_map(|&i| match &outcomes[i] {
+            MessageOutcome::Failed(e) => e.retry_after(),
+            _ => None,
+        })
+        .max()
+        .unwrap_or_default();
+    let delay = probe_delay(attempt, rand::random::<f64>()).max(asked).min(left);
+    let mut stop = ctx.stop.clone();
+    hold_while(ctx, &[acks], async {
+        tokio::select! {
+            () = tokio::time::sleep(delay) => false,
+            _ = stop.wait_for(|s| *s) => true,
+        }
+    })
+    .await
+}
+
+/// One probe of a hold: every held message is written again when the destination showed it
+/// is up (a commit elsewhere since the hold `started`, a health check that passes) or only
+/// throttling holds them; else one ordering key's head (the next `turn`), and the rest once
+/// it went through. Returns whether anything was stored and whether the health check passed.
+async fn probe(
+    ctx: &Ctx,
+    acks: &[Handle],
+    envelopes: &[Envelope],
+    held: &[usize],
+    outcomes: &mut [MessageOutcome],
+    turn: &mut usize,
+    started: Instant,
+) -> (bool, bool) {
+    let throttled_only = held.iter().all(|&i| !down(&outcomes[i]) || outcomes[i].throttled());
+    let elsewhere = ctx.evidence.committed_since(started);
+    let healthy = !(elsewhere || throttled_only) && keep_alive(ctx, acks, ctx.sink.health_check()).await.is_ok();
+    let everything = elsewhere || throttled_only || healthy;
+    let first: Vec<usize> = if everything {
+        held.to_vec()
+    } else {
+        let heads = probe_heads(held, envelopes);
+        *turn += 1;
+        vec![heads[*turn % heads.len().max(1)]]
+    };
+    let mut stored = write_again(ctx, acks, envelopes, &first, outcomes).await;
+    if stored && !everything {
+        // The probe went through: the destination is back; the rest goes now.
+        let rest: Vec<usize> = held.iter().copied().filter(|i| !first.contains(i)).collect();
+        stored |= write_again(ctx, acks, envelopes, &rest, outcomes).await;
+    }
+    (stored, healthy)
 }
 
 /// Writes the messages at `positions` again (heartbeating `acks`), records the outcomes into

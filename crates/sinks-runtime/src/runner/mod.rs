@@ -268,21 +268,7 @@ async fn run_inner(
     let stats = Arc::clone(metrics.stats());
     metrics.status().progress();
     // Keys are read once, before anything else: a missing or malformed one stops start-up.
-    let pipeline = Pipeline::from_config(config.policy_sections())?;
-    if let Some(e) = pipeline.encryption() {
-        let keys: Vec<&str> = e.keyring().key_ids().collect();
-        tracing::info!(key_ids = ?keys, version = config.encryption.format_version, "payload encryption on");
-    }
-    let steps = pipeline.steps();
-    if !steps.is_empty() {
-        tracing::info!(steps = ?steps, "message policies on");
-    }
-    if config.ledger.enabled {
-        // Receipts name each message's destination: the sink keeps what it needs for that.
-        if let Some(destinations) = sink.destinations() {
-            destinations.enable();
-        }
-    }
+    let pipeline = load_pipeline(&config, &sink)?;
     let destination = startup::destination(&config.sink);
     let servers = startup::servers(&config);
     // The destination and NATS are made ready side by side: a configuration error of either
@@ -295,46 +281,9 @@ async fn run_inner(
     else {
         return Ok(());
     };
-    let delivery = &config.delivery;
-    // "consuming" only when it is: a stream whose identity changed undecided pauses fetching
-    // from the start (the guard said why, once), and the line says so instead.
-    let state = if guard.paused() {
-        "bound, not fetching: paused until the stream's identity is decided (stream-identity --accept)"
-    } else {
-        "consuming"
-    };
-    tracing::info!(
-        servers = %servers,
-        stream = %config.nats.stream,
-        consumer = %bound.consumer.cached_info().name,
-        filter = %config.consumer_management.effective_filters(&config.nats.subject).join(","),
-        action = bound.action,
-        ack_policy = "explicit",
-        max_deliver = bound.max_deliver,
-        ack_wait_ms = bound.ack_wait.as_millis() as u64,
-        batch_size = delivery.batch_size,
-        max_in_flight_batches = delivery.max_in_flight_batches,
-        dead_letter = %if config.dead_letter.enabled { config.dead_letter.subject.as_deref().unwrap_or("?") } else { "off" },
-        rescue = capture.is_some(),
-        destination = %destination,
-        "{state}"
-    );
-    for warning in startup::warnings(&config, bound.max_ack_pending, bound.ack_wait) {
-        tracing::warn!("{warning}");
-    }
-    let sync = crate::durability::server_sync(config.nats.monitoring_url.as_deref()).await;
-    if let Some(warning) = crate::durability::lint(&config.nats.stream, stream.cached_info().config.num_replicas, &sync)
-    {
-        tracing::warn!("{warning}");
-    }
-    let ip = &config.delivery.in_progress;
-    if ip.enabled && (ip.interval_ms as f64) >= bound.ack_wait.as_secs_f64() * 1000.0 * 0.8 {
-        return Err(ConfigError::single(
-            "delivery.in_progress.interval_ms",
-            format!("must be below 80% of the consumer's effective AckWait ({} ms)", bound.ack_wait.as_millis()),
-        )
-        .into());
-    }
+    announce_consuming(&config, &servers, &destination, &bound, capture.is_some(), guard.paused());
+    warn_at_startup(&config, &bound, &stream).await;
+    check_in_progress(&config, bound.ack_wait)?;
 
     let holding = sink.holding().map(|h| h.settings());
     let max_ack_pending = usize::try_from(bound.consumer.cached_info().config.max_ack_pending).ok().filter(|m| *m > 0);
@@ -342,26 +291,12 @@ async fn run_inner(
         pending::check(&config, holding, bound.ack_wait, max_ack_pending)?;
     }
 
-    let policy = GatePolicy {
-        backoff: config.delivery.backoff(),
-        max_retries: config.delivery.max_retries,
-        temporary_action: config.delivery.temporary_failure_action,
-        dead_letter: config.dead_letter.enabled.then_some(if config.dead_letter.ack_term_after_publish {
-            AfterDeadLetter::Term
-        } else {
-            AfterDeadLetter::Ack
-        }),
-        max_deliver: bound.max_deliver,
-    };
+    let policy = gate_policy(&config, bound.max_deliver);
     let budget = write_budget(&config, bound.ack_wait);
-    // Liveness: a fetch returns within its timeout plus 15 s, and a batch slot frees up
-    // within one write's budget; anything much longer is a wedged loop.
-    let fetch_guard = Duration::from_millis(config.delivery.batch_timeout_ms) + Duration::from_secs(15);
-    metrics.status().set_stall_window((budget + fetch_guard) * 2 + Duration::from_secs(30));
-    metrics.status().set_consumer_bound(true);
+    watch_liveness(&metrics, &config, budget);
     let policy_steps: Vec<&'static str> = pipeline.steps();
     let guard = Arc::new(guard);
-    let source = Arc::new(Source::new(bound.consumer, config.message_metadata.clone(), client.clone(), guard.watch()));
+    let source = Arc::new(Source::new(bound.consumer, pipeline.intake().clone(), client.clone(), guard.watch()));
     // Mirrors and sources: where each event was first stored (nothing to do for a plain stream
     // outside any domain).
     let origins = crate::origin::Resolver::prepare(client.clone(), js.clone(), &config.nats.stream).await.map(Arc::new);
@@ -400,39 +335,192 @@ async fn run_inner(
         config.clone(),
         stop.clone(),
     ));
-    let health = metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(&ctx), stop.clone())));
-    let keeper = tokio::spawn(keep_parking(Arc::clone(&ctx), stop.clone()));
-    let rescue = capture.map(|capture| tokio::spawn(rescue::rescue_loop(Arc::clone(&ctx), capture, stop.clone())));
-    let holders = holding.map(|holding| {
-        let pressure = max_ack_pending.map(pending::pressure_at);
-        [
-            tokio::spawn(pending::flusher(Arc::clone(&ctx), holding, pressure, stop.clone())),
-            tokio::spawn(pending::heartbeat(Arc::clone(&ctx), stop.clone())),
-        ]
-    });
+    let background = Background::spawn(&ctx, &stop, [Some(lag), advisories], capture, holding, max_ack_pending);
     fetch_loop(&ctx, &source, &stop, &client).await;
-    // Every batch has settled; messages still parked go back for redelivery (the next
-    // process writes them after the messages they wait for).
-    let _ = keeper.await;
-    for task in [Some(lag), health, advisories, rescue].into_iter().flatten() {
-        let _ = task.await;
+    background.finish(&ctx).await;
+    drain_connection(&client, Duration::from_secs(config.nats.drain_timeout_seconds)).await;
+    if let Err(e) = sink.close().await {
+        tracing::warn!(error = %e.display_chain(), "closing the sink failed");
     }
-    let parked = keeper::release(&ctx, true, Duration::ZERO);
-    if !parked.is_empty() {
-        tracing::info!(messages = parked.len(), "releasing held-back messages for redelivery");
-        settle::apply(&ctx, parked).await;
+    if let Some(ledger) = &ctx.ledger {
+        let (recorded, unrecorded) = ledger.counts();
+        tracing::info!(recorded, unrecorded, "delivery ledger");
     }
-    // A holding sink's open objects are committed, and their messages settled, while the
-    // connection is still up; `close` comes after the drain and holds nothing any more.
-    for task in holders.into_iter().flatten() {
-        let _ = task.await;
-    }
-    pending::finish(&ctx).await;
+    let counts: Vec<String> = stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    tracing::info!(counts = %counts.join(" "), "stopped");
+    Ok(())
+}
 
-    // Every batch has settled (fetch_loop took back every permit). Push the acks out and
-    // drain, within `nats.drain_timeout_seconds`; with the server unreachable there is
-    // nothing to wait for: unsent acks only mean redeliveries.
-    let drain = Duration::from_secs(config.nats.drain_timeout_seconds);
+/// The policy pipeline of `config`, its keys read once (a missing or malformed one stops
+/// start-up), announced; with the ledger on, the sink is told to keep what a receipt names
+/// of each message's destination.
+fn load_pipeline(config: &Config, sink: &Arc<dyn Sink>) -> Result<Pipeline, RunError> {
+    let pipeline = Pipeline::from_config(config.policy_sections())?;
+    if let Some(e) = pipeline.encryption() {
+        let keys: Vec<&str> = e.keyring().key_ids().collect();
+        tracing::info!(key_ids = ?keys, version = config.encryption.format_version, "payload encryption on");
+    }
+    let steps = pipeline.steps();
+    if !steps.is_empty() {
+        tracing::info!(steps = ?steps, "message policies on");
+    }
+    if config.ledger.enabled {
+        // Receipts name each message's destination: the sink keeps what it needs for that.
+        if let Some(destinations) = sink.destinations() {
+            destinations.enable();
+        }
+    }
+    Ok(pipeline)
+}
+
+/// The start-up line once the consumer is bound: "consuming" only when it is; a stream whose
+/// identity changed undecided (`paused`) pauses fetching from the start (the guard said why,
+/// once), and the line says so instead.
+fn announce_consuming(
+    config: &Config,
+    servers: &str,
+    destination: &str,
+    bound: &setup::BoundConsumer,
+    rescue: bool,
+    paused: bool,
+) {
+    let delivery = &config.delivery;
+    let state = if paused {
+        "bound, not fetching: paused until the stream's identity is decided (stream-identity --accept)"
+    } else {
+        "consuming"
+    };
+    tracing::info!(
+        servers = %servers,
+        stream = %config.nats.stream,
+        consumer = %bound.consumer.cached_info().name,
+        filter = %config.consumer_management.effective_filters(&config.nats.subject).join(","),
+        action = bound.action,
+        ack_policy = "explicit",
+        max_deliver = bound.max_deliver,
+        ack_wait_ms = bound.ack_wait.as_millis() as u64,
+        batch_size = delivery.batch_size,
+        max_in_flight_batches = delivery.max_in_flight_batches,
+        dead_letter = %if config.dead_letter.enabled { config.dead_letter.subject.as_deref().unwrap_or("?") } else { "off" },
+        rescue,
+        destination = %destination,
+        "{state}"
+    );
+}
+
+/// The start-up warnings of the bound consumer and the broker's durability lint.
+async fn warn_at_startup(
+    config: &Config,
+    bound: &setup::BoundConsumer,
+    stream: &async_nats::jetstream::stream::Stream,
+) {
+    for warning in startup::warnings(config, bound.max_ack_pending, bound.ack_wait) {
+        tracing::warn!("{warning}");
+    }
+    let sync = crate::durability::server_sync(config.nats.monitoring_url.as_deref()).await;
+    if let Some(warning) = crate::durability::lint(&config.nats.stream, stream.cached_info().config.num_replicas, &sync)
+    {
+        tracing::warn!("{warning}");
+    }
+}
+
+/// In-progress heartbeats must come well within the consumer's effective AckWait.
+fn check_in_progress(config: &Config, ack_wait: Duration) -> Result<(), RunError> {
+    let ip = &config.delivery.in_progress;
+    if ip.enabled && (ip.interval_ms as f64) >= ack_wait.as_secs_f64() * 1000.0 * 0.8 {
+        return Err(ConfigError::single(
+            "delivery.in_progress.interval_ms",
+            format!("must be below 80% of the consumer's effective AckWait ({} ms)", ack_wait.as_millis()),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// What the ACK gate decides by in a run bound to a consumer with `max_deliver`.
+fn gate_policy(config: &Config, max_deliver: Option<u64>) -> GatePolicy {
+    GatePolicy {
+        backoff: config.delivery.backoff(),
+        max_retries: config.delivery.max_retries,
+        temporary_action: config.delivery.temporary_failure_action,
+        dead_letter: config.dead_letter.enabled.then_some(if config.dead_letter.ack_term_after_publish {
+            AfterDeadLetter::Term
+        } else {
+            AfterDeadLetter::Ack
+        }),
+        max_deliver,
+    }
+}
+
+/// Liveness: a fetch returns within its timeout plus 15 s, and a batch slot frees up within
+/// one write's `budget`; anything much longer is a wedged loop. Marks the consumer bound.
+fn watch_liveness(metrics: &Metrics, config: &Config, budget: Duration) {
+    let fetch_guard = Duration::from_millis(config.delivery.batch_timeout_ms) + Duration::from_secs(15);
+    metrics.status().set_stall_window((budget + fetch_guard) * 2 + Duration::from_secs(30));
+    metrics.status().set_consumer_bound(true);
+}
+
+/// The tasks a run keeps beside its fetch loop.
+struct Background {
+    /// Ended with the stop: the stream watch, the advisories, the health probe, the rescue.
+    watchers: Vec<tokio::task::JoinHandle<()>>,
+    /// Heartbeats and releases held-back messages.
+    keeper: tokio::task::JoinHandle<()>,
+    /// A holding sink's flusher and heartbeat.
+    holders: Option<[tokio::task::JoinHandle<()>; 2]>,
+}
+
+impl Background {
+    /// Starts the health probe (with metrics on), the keeper, the rescue (with a capture) and
+    /// a holding sink's tasks beside `started` (the stream watch, the advisories).
+    fn spawn(
+        ctx: &Arc<Ctx>,
+        stop: &watch::Receiver<bool>,
+        started: [Option<tokio::task::JoinHandle<()>>; 2],
+        capture: Option<setup::Capture>,
+        holding: Option<sinks_contract::sink::HoldingSettings>,
+        max_ack_pending: Option<usize>,
+    ) -> Self {
+        let health = ctx.metrics.enabled().then(|| tokio::spawn(probe_sink(Arc::clone(ctx), stop.clone())));
+        let keeper = tokio::spawn(keep_parking(Arc::clone(ctx), stop.clone()));
+        let rescue = capture.map(|capture| tokio::spawn(rescue::rescue_loop(Arc::clone(ctx), capture, stop.clone())));
+        let holders = holding.map(|holding| {
+            let pressure = max_ack_pending.map(pending::pressure_at);
+            [
+                tokio::spawn(pending::flusher(Arc::clone(ctx), holding, pressure, stop.clone())),
+                tokio::spawn(pending::heartbeat(Arc::clone(ctx), stop.clone())),
+            ]
+        });
+        let [lag, advisories] = started;
+        let watchers = [lag, health, advisories, rescue].into_iter().flatten().collect();
+        Self { watchers, keeper, holders }
+    }
+
+    /// Once every batch has settled: waits for the tasks, sends messages still parked back
+    /// for redelivery (the next process writes them after the messages they wait for), and
+    /// commits a holding sink's open objects, settling their messages, while the connection
+    /// is still up; `close` comes after the drain and holds nothing any more.
+    async fn finish(self, ctx: &Arc<Ctx>) {
+        let _ = self.keeper.await;
+        for task in self.watchers {
+            let _ = task.await;
+        }
+        let parked = keeper::release(ctx, true, Duration::ZERO);
+        if !parked.is_empty() {
+            tracing::info!(messages = parked.len(), "releasing held-back messages for redelivery");
+            settle::apply(ctx, parked).await;
+        }
+        for task in self.holders.into_iter().flatten() {
+            let _ = task.await;
+        }
+        pending::finish(ctx).await;
+    }
+}
+
+/// Every batch has settled (the fetch loop took back every permit): pushes the acks out and
+/// drains, within `drain`; with the server unreachable there is nothing to wait for: unsent
+/// acks only mean redeliveries.
+async fn drain_connection(client: &async_nats::Client, drain: Duration) {
     if client.connection_state() == async_nats::connection::State::Connected {
         let finish = async {
             if let Err(e) = client.flush().await {
@@ -448,16 +536,6 @@ async fn run_inner(
     } else {
         tracing::warn!("nats is unreachable while stopping; unsent acks mean those messages will be redelivered");
     }
-    if let Err(e) = sink.close().await {
-        tracing::warn!(error = %e.display_chain(), "closing the sink failed");
-    }
-    if let Some(ledger) = &ctx.ledger {
-        let (recorded, unrecorded) = ledger.counts();
-        tracing::info!(recorded, unrecorded, "delivery ledger");
-    }
-    let counts: Vec<String> = stats.snapshot().iter().map(|(k, v)| format!("{k}={v}")).collect();
-    tracing::info!(counts = %counts.join(" "), "stopped");
-    Ok(())
 }
 
 /// `nats-sink redrive`: writes dead-lettered messages the caller brought back (`items`)

@@ -33,7 +33,8 @@ use async_nats::jetstream::AckKind;
 use async_nats::jetstream::stream::LastRawMessageErrorKind;
 use futures::StreamExt;
 use serde::Deserialize;
-use sinks_contract::envelope::{Envelope, JetStreamInfo};
+use sinks_contract::envelope::JetStreamInfo;
+use sinks_policy::intake::Arrival;
 use time::OffsetDateTime;
 use tokio::sync::watch;
 
@@ -167,10 +168,9 @@ async fn rescue(ctx: &Ctx, capture: &Capture, cases: Vec<Case>) {
                     timestamp: Some(raw.time).filter(|t| *t != OffsetDateTime::UNIX_EPOCH),
                     domain: None,
                 };
-                let app = ctx.config.message_metadata.resolve(raw.subject.as_str(), &headers);
-                let envelope = Envelope::new(raw.subject.as_str(), raw.payload, headers, jetstream)
-                    .with_app_metadata(app)
-                    .with_stream_epoch(epoch.clone());
+                let subject = raw.subject.as_str();
+                let arrival = Arrival { subject, payload: raw.payload, headers, jetstream, epoch: epoch.clone() };
+                let envelope = ctx.pipeline.intake().envelope(arrival);
                 let envelope = match &ctx.origins {
                     Some(origins) => origins.resolve(envelope).await,
                     None => envelope,

@@ -31,7 +31,7 @@ use super::handle::{Handle, count_rescue_failure, redrive_end};
 use super::outage::Failures;
 use super::parking::{HELD_BACK_MARGIN, Parking};
 use crate::ack::{self, AfterDeadLetter, GatePolicy, Settlement};
-use crate::ledger::LedgerMode;
+use crate::ledger::{LedgerMode, LedgerPublisher, Receipt};
 use crate::metrics::{CounterId, GaugeId, Metrics, RunStats, TimingId};
 use crate::reasons;
 
@@ -359,9 +359,56 @@ async fn settle_one(
     settlement: Settlement,
     confirm: Option<Duration>,
 ) -> Settled {
-    let delivered = envelope.jetstream().delivered;
-    let seq = envelope.jetstream().stream_sequence;
     let rescued = handle.rescued();
+    note_outcome(ctx, envelope, outcome);
+    let kind = match settlement {
+        Settlement::Ack => AckKind::Ack,
+        Settlement::Nak(d) => AckKind::Nak(Some(d)),
+        Settlement::LeaveUnacked => return leave_unacked(ctx, handle, outcome, settlement).await,
+        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, handle).await,
+    };
+    let after_ack = receipt_before_ack(ctx, envelope, handle, outcome, &settlement, &kind).await;
+    if rescued {
+        note_rescue(ctx, envelope, outcome, settlement, &kind);
+    } else {
+        warn_last_delivery(ctx, envelope, &kind);
+    }
+    let counter = match (rescued, &kind) {
+        (true, _) => None,
+        (false, AckKind::Nak(_)) => Some(&ctx.stats.nacked),
+        (false, _) => Some(&ctx.stats.acked),
+    };
+    let term = matches!(kind, AckKind::Term);
+    let settled = match send_kind(ctx, handle, kind, outcome, settlement, confirm).await {
+        Ok(()) => {
+            if let Some(counter) = counter {
+                RunStats::add(counter, 1);
+            }
+            match kind {
+                AckKind::Nak(d) => Settled::Naked(d.unwrap_or_default()),
+                AckKind::Term => Settled::Terminated,
+                _ => Settled::Acked,
+            }
+        }
+        Err(e) => {
+            RunStats::add(&ctx.stats.ack_failures, 1);
+            let seq = envelope.jetstream().stream_sequence;
+            tracing::debug!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
+            Settled::NotSent { term, error: e.to_string() }
+        }
+    };
+    if let Some((ledger, receipt)) = after_ack {
+        ledger.record(&receipt).await;
+    }
+    settled
+}
+
+/// Counts and logs what the write said of `envelope` before it is settled: duplicates,
+/// conflicts (a warning each) and the detail of a write failure (logged per batch by
+/// `track_outage`). Policy refusals were logged when refused, the rescue's exhaustion is
+/// logged with its settlement, and the other outcomes have nothing to log.
+fn note_outcome(ctx: &Ctx, envelope: &Envelope, outcome: &MessageOutcome) {
+    let seq = envelope.jetstream().stream_sequence;
     match outcome {
         MessageOutcome::Duplicate => RunStats::add(&ctx.stats.duplicates, 1),
         MessageOutcome::Conflict(resolution) => {
@@ -373,78 +420,95 @@ async fn settle_one(
                 "conflicting redelivery: same key, different content"
             );
         }
-        // Write failures are logged per batch (see `track_outage`); the detail is here.
         MessageOutcome::Failed(e) if e.reason().is_none() => {
             tracing::debug!(stream_sequence = seq, class = ?e.class(), error = %e.display_chain(), "write failed");
         }
-        // Refused by a policy step (logged when it was refused), the rescue's exhaustion
-        // (logged with its settlement), and the outcomes with nothing to log.
         _ => {}
     }
-    let kind = match settlement {
-        Settlement::Ack => AckKind::Ack,
-        Settlement::Nak(d) => AckKind::Nak(Some(d)),
-        Settlement::LeaveUnacked => {
-            if let Some(ticket) = handle.redrive() {
-                return match ticket.end(redrive_end(None, settlement, outcome)).await {
-                    Ok(()) => Settled::LeftUnacked,
-                    Err(e) => Settled::NotSent { term: false, error: e.to_string() },
-                };
-            }
-            if !rescued {
-                RunStats::add(&ctx.stats.left_unacked, 1);
-            }
-            return Settled::LeftUnacked;
-        }
-        Settlement::DeadLetter(then) => dead_letter(ctx, envelope, outcome, then, handle).await,
-    };
-    // A NAK is not final. Otherwise the settlement is final and its durable effects are
-    // committed (the DLQ record among them): the receipt goes out before the ack (or after
-    // it, in `after_ack` mode, except for a rescued message's advisory), within the ledger's
-    // budget.
+}
+
+/// A message left for AckWait: nothing is sent; a redriven message's ticket hears it.
+async fn leave_unacked(ctx: &Ctx, handle: &Handle, outcome: &MessageOutcome, settlement: Settlement) -> Settled {
+    if let Some(ticket) = handle.redrive() {
+        return match ticket.end(redrive_end(None, settlement, outcome)).await {
+            Ok(()) => Settled::LeftUnacked,
+            Err(e) => Settled::NotSent { term: false, error: e.to_string() },
+        };
+    }
+    if !handle.rescued() {
+        RunStats::add(&ctx.stats.left_unacked, 1);
+    }
+    Settled::LeftUnacked
+}
+
+/// The receipt of a message settled as `kind`. A NAK is not final and has none. Otherwise the
+/// settlement is final and its durable effects are committed (the DLQ record among them):
+/// the receipt goes out here, before the ack, within the ledger's budget, or is returned to
+/// go out after it (`after_ack` mode, except for a message settled out of band, such as a
+/// rescued message's advisory).
+async fn receipt_before_ack<'a>(
+    ctx: &'a Ctx,
+    envelope: &Envelope,
+    handle: &Handle,
+    outcome: &MessageOutcome,
+    settlement: &Settlement,
+    kind: &AckKind,
+) -> Option<(&'a LedgerPublisher, Receipt)> {
     let receipt = match kind {
         AckKind::Nak(_) => None,
         _ => ctx
             .ledger
             .as_ref()
-            .and_then(|l| l.receipt(envelope, outcome, &settlement, ctx.sink.as_ref()).map(|r| (l, r))),
+            .and_then(|l| l.receipt(envelope, outcome, settlement, ctx.sink.as_ref()).map(|r| (l, r))),
     };
-    let after_ack = match receipt {
+    match receipt {
         Some((ledger, receipt)) if handle.out_of_band() || ledger.mode() == LedgerMode::BeforeAck => {
             ledger.record(&receipt).await;
             None
         }
         other => other,
-    };
-    if rescued {
-        note_rescue(ctx, envelope, outcome, settlement, &kind);
-    } else if ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_)) {
-        if ctx.rescue {
-            tracing::warn!(
-                stream_sequence = seq,
-                delivered,
-                "last allowed delivery failed; the server stops redelivering it, and the rescue gives it its last chance"
-            );
-        } else {
-            tracing::error!(
-                stream_sequence = seq,
-                delivered,
-                "last allowed delivery failed, no DLQ is configured and rescue is off; the server will drop this message"
-            );
-        }
     }
-    let counter = match (rescued, &kind) {
-        (true, _) => None,
-        (false, AckKind::Nak(_)) => Some(&ctx.stats.nacked),
-        (false, _) => Some(&ctx.stats.acked),
-    };
-    // Timed only with metrics on, and only what has a timing (confirmed acks and terms): a
-    // clock read per plain ack is not free.
+}
+
+/// Tells the operator when a NAK is for the consumer's last allowed delivery: the rescue
+/// gives the message its last chance, or (no DLQ, no rescue) the server drops it.
+fn warn_last_delivery(ctx: &Ctx, envelope: &Envelope, kind: &AckKind) {
+    let delivered = envelope.jetstream().delivered;
+    if !(ctx.policy.max_deliver.is_some_and(|m| delivered >= m) && matches!(kind, AckKind::Nak(_))) {
+        return;
+    }
+    let seq = envelope.jetstream().stream_sequence;
+    if ctx.rescue {
+        tracing::warn!(
+            stream_sequence = seq,
+            delivered,
+            "last allowed delivery failed; the server stops redelivering it, and the rescue gives it its last chance"
+        );
+    } else {
+        tracing::error!(
+            stream_sequence = seq,
+            delivered,
+            "last allowed delivery failed, no DLQ is configured and rescue is off; the server will drop this message"
+        );
+    }
+}
+
+/// Sends `kind` through `handle`: a redriven message's end to its ticket (once durable: the
+/// receipt is out), an ack confirmed within `confirm` when given, anything else as it is.
+/// Confirmed acks and terms are timed, only with metrics on (a clock read per plain ack is
+/// not free).
+async fn send_kind(
+    ctx: &Ctx,
+    handle: &Handle,
+    kind: AckKind,
+    outcome: &MessageOutcome,
+    settlement: Settlement,
+    confirm: Option<Duration>,
+) -> Result<(), async_nats::Error> {
     let timed = matches!(kind, AckKind::Term) || (confirm.is_some() && matches!(kind, AckKind::Ack));
     let started = (timed && ctx.metrics.enabled()).then(Instant::now);
     let seconds = |started: Option<Instant>| started.map_or(0.0, |s| s.elapsed().as_secs_f64());
     let result = match (confirm, &kind, handle.redrive()) {
-        // A redriven message's end goes to its ticket, once durable (the receipt is out).
         (_, _, Some(ticket)) => ticket.end(redrive_end(Some(&kind), settlement, outcome)).await,
         (Some(t), AckKind::Ack, None) => {
             ctx.metrics.inc(CounterId::AckConfirmationAttempts, 1);
@@ -460,31 +524,10 @@ async fn settle_one(
         }
         _ => handle.send(kind).await,
     };
-    let term = matches!(kind, AckKind::Term);
-    if term {
+    if matches!(kind, AckKind::Term) {
         ctx.metrics.observe(TimingId::MessageTermSeconds, seconds(started));
     }
-    let settled = match result {
-        Ok(()) => {
-            if let Some(counter) = counter {
-                RunStats::add(counter, 1);
-            }
-            match kind {
-                AckKind::Nak(d) => Settled::Naked(d.unwrap_or_default()),
-                AckKind::Term => Settled::Terminated,
-                _ => Settled::Acked,
-            }
-        }
-        Err(e) => {
-            RunStats::add(&ctx.stats.ack_failures, 1);
-            tracing::debug!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
-            Settled::NotSent { term, error: e.to_string() }
-        }
-    };
-    if let Some((ledger, receipt)) = after_ack {
-        ledger.record(&receipt).await;
-    }
-    settled
+    result
 }
 
 /// Counts and logs how a rescued message's last chance ended, before its advisory is

@@ -1,6 +1,7 @@
-//! Message metadata: application fields resolved from headers (this file), and the standard
-//! metadata document every JSON-storing sink writes next to the payload (`doc.rs`, re-exported
-//! here).
+//! Message metadata: application fields resolved from headers (this file), the standard
+//! metadata document every JSON-storing sink writes next to the payload (`doc.rs`), and the
+//! event document of the S3, Coherence and NoSQL sinks that holds it (`event.rs`), both
+//! re-exported here.
 //!
 //! Application fields (priority, classification, labels) resolve as in the reference: a
 //! configured header that is present and non-empty wins; present but blank means explicitly
@@ -8,8 +9,10 @@
 //! global default.
 
 mod doc;
+mod event;
 
 pub use doc::*;
+pub use event::EventDoc;
 
 use serde::{Deserialize, Serialize};
 
