@@ -85,6 +85,7 @@ impl Sink for HttpSink {
             .atomic_batch(!single)
             .reports_duplicates(single && keyed && !c.duplicate_statuses.is_empty())
             .detects_conflicts(single && keyed && !c.conflict_statuses.is_empty())
+            .read_back_note("it reads its endpoint back only through sink.inquiry_url, with idempotency keys")
     }
 
     async fn open(&self) -> Result<(), SinkError> {

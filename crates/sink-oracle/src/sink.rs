@@ -440,6 +440,7 @@ impl Sink for OracleSink {
             .atomic_batch(true)
             .reports_duplicates(keyed)
             .detects_conflicts(keyed && (self.inner.config.conflict_policy.is_some() || compared))
+            .read_back_note("mode `append` has no key to look rows up by")
     }
 
     async fn open(&self) -> Result<(), SinkError> {

@@ -500,7 +500,10 @@ async fn reconcile_in_append_mode_is_unsupported_and_a_failed_lookup_is_an_error
     let table = unique_table("it");
     let (s, _) = ScriptedHarness::sink(&table, json!({"mode": "append", "conflict_policy": null})).await.unwrap();
     assert!(s.read_back().is_none(), "mode append has no key to read rows back by");
-    assert_eq!(s.read_back_text(), "the `oracle` sink cannot read its destination back");
+    assert_eq!(
+        s.read_back_text(),
+        "the `oracle` sink cannot read its destination back: mode `append` has no key to look rows up by"
+    );
 
     let table = unique_table("it");
     let (s, d) = ScriptedHarness::sink(&table, json!({})).await.unwrap();

@@ -251,7 +251,10 @@ pub trait ReadBack: Send + Sync + std::fmt::Debug {
 
 /// What an operator is told about a sink without read-back ([`Sink::read_back`] is `None`).
 pub fn cannot_read_back(sink: &(impl Sink + ?Sized)) -> String {
-    format!("the `{}` sink cannot read its destination back", sink.name())
+    match sink.capabilities().read_back_note {
+        Some(note) => format!("the `{}` sink cannot read its destination back: {note}", sink.name()),
+        None => format!("the `{}` sink cannot read its destination back", sink.name()),
+    }
 }
 
 /// What a holding sink asks of whoever writes through it: how long a message may wait for
@@ -349,6 +352,9 @@ pub struct Capabilities {
     pub reports_duplicates: bool,
     /// The sink can tell a conflicting redelivery (same key, different content).
     pub detects_conflicts: bool,
+    /// When [`Sink::read_back`] is `None`: why, or what would turn it on, told to the operator
+    /// after "the `<name>` sink cannot read its destination back" ([`cannot_read_back`]).
+    pub read_back_note: Option<&'static str>,
 }
 
 impl Capabilities {
@@ -375,6 +381,13 @@ impl Capabilities {
     #[must_use]
     pub fn detects_conflicts(mut self, on: bool) -> Self {
         self.detects_conflicts = on;
+        self
+    }
+
+    /// Sets [`Capabilities::read_back_note`].
+    #[must_use]
+    pub fn read_back_note(mut self, note: &'static str) -> Self {
+        self.read_back_note = Some(note);
         self
     }
 }
@@ -450,71 +463,53 @@ pub trait Sink: Send + Sync + std::fmt::Debug {
     }
 }
 
-/// A shared sink is a sink: every method forwards (the lint makes a forgotten one an error).
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl<S: Sink + ?Sized> Sink for std::sync::Arc<S> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        (**self).capabilities()
-    }
-    async fn open(&self) -> Result<(), SinkError> {
-        (**self).open().await
-    }
-    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
-        (**self).write(batch, budget).await
-    }
-    async fn health_check(&self) -> Result<(), SinkError> {
-        (**self).health_check().await
-    }
-    async fn close(&self) -> Result<(), SinkError> {
-        (**self).close().await
-    }
-    fn holding(&self) -> Option<&dyn Holding> {
-        (**self).holding()
-    }
-    fn read_back(&self) -> Option<&dyn ReadBack> {
-        (**self).read_back()
-    }
-    fn destinations(&self) -> Option<&dyn Destinations> {
-        (**self).destinations()
-    }
+/// `impl Sink for $pointer<S>` forwarding every method to the pointee, written once for the
+/// smart pointers below (the lint makes a forgotten method an error).
+macro_rules! forward_sink {
+    ($(#[$doc:meta])* $pointer:ty) => {
+        $(#[$doc])*
+        #[deny(clippy::missing_trait_methods)]
+        #[async_trait]
+        impl<S: Sink + ?Sized> Sink for $pointer {
+            fn name(&self) -> &str {
+                (**self).name()
+            }
+            fn capabilities(&self) -> Capabilities {
+                (**self).capabilities()
+            }
+            async fn open(&self) -> Result<(), SinkError> {
+                (**self).open().await
+            }
+            async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
+                (**self).write(batch, budget).await
+            }
+            async fn health_check(&self) -> Result<(), SinkError> {
+                (**self).health_check().await
+            }
+            async fn close(&self) -> Result<(), SinkError> {
+                (**self).close().await
+            }
+            fn holding(&self) -> Option<&dyn Holding> {
+                (**self).holding()
+            }
+            fn read_back(&self) -> Option<&dyn ReadBack> {
+                (**self).read_back()
+            }
+            fn destinations(&self) -> Option<&dyn Destinations> {
+                (**self).destinations()
+            }
+        }
+    };
 }
 
-/// A boxed sink is a sink: every method forwards (the lint makes a forgotten one an error).
-#[deny(clippy::missing_trait_methods)]
-#[async_trait]
-impl<S: Sink + ?Sized> Sink for Box<S> {
-    fn name(&self) -> &str {
-        (**self).name()
-    }
-    fn capabilities(&self) -> Capabilities {
-        (**self).capabilities()
-    }
-    async fn open(&self) -> Result<(), SinkError> {
-        (**self).open().await
-    }
-    async fn write(&self, batch: &[Envelope], budget: Duration) -> BatchResult {
-        (**self).write(batch, budget).await
-    }
-    async fn health_check(&self) -> Result<(), SinkError> {
-        (**self).health_check().await
-    }
-    async fn close(&self) -> Result<(), SinkError> {
-        (**self).close().await
-    }
-    fn holding(&self) -> Option<&dyn Holding> {
-        (**self).holding()
-    }
-    fn read_back(&self) -> Option<&dyn ReadBack> {
-        (**self).read_back()
-    }
-    fn destinations(&self) -> Option<&dyn Destinations> {
-        (**self).destinations()
-    }
-}
+forward_sink!(
+    /// A shared sink is a sink: every method forwards.
+    std::sync::Arc<S>
+);
+forward_sink!(
+    /// A boxed sink is a sink: every method forwards.
+    Box<S>
+);
 
 /// Writes `envelopes` through `sink` within `budget`, and when the sink fails the whole
 /// batch permanently, bisects until each permanent failure is pinned to a single message.

@@ -356,7 +356,7 @@ impl Sink for FanoutSink {
 
     /// None of the facts: a batch goes to several destinations, each with its own.
     fn capabilities(&self) -> Capabilities {
-        Capabilities::new()
+        Capabilities::new().read_back_note("none of its required targets can read its destination back")
     }
 
     async fn open(&self) -> Result<(), SinkError> {
@@ -709,7 +709,10 @@ mod tests {
                 "targets": ["a", {"sink": "b", "required": false}]}]})),
         );
         assert!(sink.read_back().is_none(), "{:?}", sink.read_back());
-        assert_eq!(sink.read_back_text(), "the `fanout` sink cannot read its destination back");
+        assert_eq!(
+            sink.read_back_text(),
+            "the `fanout` sink cannot read its destination back: none of its required targets can read its destination back"
+        );
     }
 
     #[tokio::test]
