@@ -20,10 +20,10 @@ pub(crate) fn run(rev: &str, rest: &[String]) -> Result<()> {
     if !source.join("Cargo.toml").exists() {
         export(&root, &sha, &source)?;
     }
-    // One target directory for both builds: they share every dependency.
-    let target = dir.join("target");
-    let base = build_file_only(&source, &target, &dir.join(format!("nats-sink-{short}")))?;
-    let work = build_file_only(&root, &target, &dir.join("nats-sink-work"))?;
+    // A target directory for each: cargo names a workspace's own crates by their path within
+    // the workspace, so two checkouts of it in one target directory take each other's builds.
+    let base = build_file_only(&source, &dir.join("target-base"), &dir.join(format!("nats-sink-{short}")))?;
+    let work = build_file_only(&root, &dir.join("target-work"), &dir.join("nats-sink-work"))?;
     crate::cargo(&["build", "--release", "--locked", "--quiet", "-p", "sinks-bench", "--bin", "raw_consume"], &[])?;
     let raw = crate::target_dir().join("release/raw_consume");
     crate::setup::ensure(&[crate::setup::Need::Nats])?;
