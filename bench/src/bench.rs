@@ -152,6 +152,21 @@ struct Measurement {
 }
 
 impl Measurement {
+    /// A measurement of 1,000 messages named `name` that took `wall_ms` and `cpu_ms` (the
+    /// reports' tests).
+    #[cfg(test)]
+    fn of_1000(name: impl Into<String>, wall_ms: u64, cpu_ms: u64) -> Self {
+        Self {
+            name: name.into(),
+            wall: Duration::from_millis(wall_ms),
+            first_ack: Duration::ZERO,
+            peak_rss_kib: 0,
+            cpu: Duration::from_millis(cpu_ms),
+            messages: 1000,
+            profile: None,
+        }
+    }
+
     fn rate(&self) -> f64 {
         self.messages as f64 / self.wall.as_secs_f64()
     }

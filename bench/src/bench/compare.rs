@@ -179,20 +179,10 @@ fn render(base_label: &str, ids: &[&str], rounds: &[Vec<Round>]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn m(wall_ms: u64, cpu_ms: u64) -> Measurement {
-        Measurement {
-            name: String::new(),
-            wall: Duration::from_millis(wall_ms),
-            first_ack: Duration::ZERO,
-            peak_rss_kib: 0,
-            cpu: Duration::from_millis(cpu_ms),
-            messages: 1000,
-            profile: None,
-        }
+        Measurement::of_1000("", wall_ms, cpu_ms)
     }
 
     #[test]

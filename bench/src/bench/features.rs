@@ -371,20 +371,10 @@ pub(super) fn render_steps(steps: &[StepCost]) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn side(label: &str, round: usize, wall_ms: u64, cpu_ms: u64) -> Measurement {
-        Measurement {
-            name: side_name(label, round),
-            wall: Duration::from_millis(wall_ms),
-            first_ack: Duration::ZERO,
-            peak_rss_kib: 0,
-            cpu: Duration::from_millis(cpu_ms),
-            messages: 1000,
-            profile: None,
-        }
+        Measurement::of_1000(side_name(label, round), wall_ms, cpu_ms)
     }
 
     #[test]
