@@ -39,6 +39,9 @@ use crate::outcome::{self, UnitResult};
 use crate::plan;
 use crate::request::{self, StatusSets};
 
+/// Why an HTTP sink without `inquiry_url` (or without idempotency keys) cannot read back.
+const NO_READ_BACK: &str = "it reads its endpoint back only through sink.inquiry_url, with idempotency keys";
+
 /// Delivers envelopes to one HTTP endpoint, idempotently.
 #[derive(Debug, Clone)]
 pub struct HttpSink {
@@ -81,11 +84,14 @@ impl Sink for HttpSink {
         let c = &self.inner.config;
         let single = c.batch_mode == BatchMode::Off;
         let keyed = c.idempotency.enabled;
-        Capabilities::new()
+        let capabilities = Capabilities::new()
             .atomic_batch(!single)
             .reports_duplicates(single && keyed && !c.duplicate_statuses.is_empty())
-            .detects_conflicts(single && keyed && !c.conflict_statuses.is_empty())
-            .read_back_note("it reads its endpoint back only through sink.inquiry_url, with idempotency keys")
+            .detects_conflicts(single && keyed && !c.conflict_statuses.is_empty());
+        if self.read_back().is_some() {
+            return capabilities;
+        }
+        capabilities.read_back_note(NO_READ_BACK)
     }
 
     async fn open(&self) -> Result<(), SinkError> {

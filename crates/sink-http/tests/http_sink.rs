@@ -15,6 +15,9 @@ use sinks_contract::{
 };
 use sinks_testkit::{HttpFault, HttpServerTls, HttpTestServer};
 
+/// What an HTTP sink without `inquiry_url` says about its read-back.
+const NO_INQUIRY: &str = "it reads its endpoint back only through sink.inquiry_url, with idempotency keys";
+
 async fn server() -> HttpTestServer {
     HttpTestServer::start().await.expect("test server")
 }
@@ -71,7 +74,11 @@ async fn every_message_is_one_keyed_request_and_one_record() {
     assert_eq!(sink.name(), "http");
     assert_eq!(
         sink.capabilities(),
-        Capabilities::new().atomic_batch(false).reports_duplicates(true).detects_conflicts(false)
+        Capabilities::new()
+            .atomic_batch(false)
+            .reports_duplicates(true)
+            .detects_conflicts(false)
+            .read_back_note(NO_INQUIRY)
     );
     let batch = distinct(1, 10);
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 10]);
@@ -469,7 +476,11 @@ async fn batch_mode_json_array_sends_chunks_all_or_nothing() {
     let sink = opened(c).await;
     assert_eq!(
         sink.capabilities(),
-        Capabilities::new().atomic_batch(true).reports_duplicates(false).detects_conflicts(false)
+        Capabilities::new()
+            .atomic_batch(true)
+            .reports_duplicates(false)
+            .detects_conflicts(false)
+            .read_back_note(NO_INQUIRY)
     );
     let batch = distinct(1, 10);
     assert_eq!(classes(&write(&sink, &batch).await), vec![OutcomeClass::Committed; 10]);

@@ -475,11 +475,11 @@ impl Sink for MySqlSink {
         // without a conflict policy (in every table the sink writes).
         let compared =
             self.inner.plans().iter().all(|p| p.fingerprint.is_some() && p.basis() == KeyBasis::StreamSequence);
-        Capabilities::new()
+        let capabilities = Capabilities::new()
             .atomic_batch(true)
             .reports_duplicates(keyed)
-            .detects_conflicts(keyed && (self.inner.config.conflict_policy.is_some() || compared))
-            .read_back_note("mode `append` has no key to look rows up by")
+            .detects_conflicts(keyed && (self.inner.config.conflict_policy.is_some() || compared));
+        if keyed { capabilities } else { capabilities.read_back_note("mode `append` has no key to look rows up by") }
     }
 
     async fn open(&self) -> Result<(), SinkError> {
