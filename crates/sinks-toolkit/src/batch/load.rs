@@ -28,11 +28,7 @@ impl<L: ObjectLog> Inner<L> {
         if lock(&self.state).index.contains(key) {
             return Ok(());
         }
-        let slots = self.read_new_slots(key, &HashSet::new()).await?;
-        let mut part = PartIndex::default();
-        for (slot, entry) in slots {
-            part.insert(slot, entry);
-        }
+        let part = self.read_part(key).await?;
         let mut state = lock(&self.state);
         let open: Vec<PartKey> = state.open.keys().cloned().collect();
         let keep: Vec<&PartKey> = open.iter().collect();
@@ -121,13 +117,18 @@ impl<L: ObjectLog> Inner<L> {
         if lock(&self.state).index.contains(key) {
             return Ok(());
         }
-        let slots = self.read_new_slots(key, &HashSet::new()).await?;
-        let mut part = PartIndex::default();
-        for (slot, entry) in slots {
-            part.insert(slot, entry);
-        }
+        let part = self.read_part(key).await?;
         lock(&self.state).index.put(key.clone(), part, &[]);
         Ok(())
+    }
+
+    /// Every manifest of `key`, read into a partition index (both loads above).
+    async fn read_part(&self, key: &PartKey) -> Result<PartIndex, SinkError> {
+        let mut part = PartIndex::default();
+        for (slot, entry) in self.read_new_slots(key, &HashSet::new()).await? {
+            part.insert(slot, entry);
+        }
+        Ok(part)
     }
 
     /// Reads the manifests of `key` committed since it was loaded (the caller holds the
