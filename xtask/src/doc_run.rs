@@ -62,8 +62,10 @@ fn file_name(block: &Block) -> Option<&str> {
     (first.ends_with(".toml") && !first.contains('/')).then_some(first)
 }
 
-/// The features of the slim binary the page runs with.
-const FEATURES: &str = "file,http,s3,spool";
+/// The features of the slim binary the page runs with (`cargo xtask test` builds the same
+/// binary last in its slim phase, under the same lint environment, so the build here finds it
+/// done).
+pub(crate) const FEATURES: &str = "file,http,s3,spool";
 
 /// The session's script: every block after a marker naming it on standard error, so that a
 /// failure names its block.
@@ -130,7 +132,10 @@ fn run_page(page: &str) -> Result<Ran> {
     // The binaries a newcomer has: a slim nats-sink and natscli, in a directory of their own.
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin)?;
-    crate::cargo(&["build", "--quiet", "-p", "sinks-bin", "--no-default-features", "--features", FEATURES], &[])?;
+    crate::cargo(
+        &["build", "--quiet", "-p", "sinks-bin", "--no-default-features", "--features", FEATURES],
+        &crate::lint_env(),
+    )?;
     std::fs::copy(crate::debug_nats_sink(), bin.join("nats-sink")).context("copying the slim nats-sink")?;
     std::os::unix::fs::symlink(crate::setup::natscli()?, bin.join("nats")).context("linking natscli")?;
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());

@@ -128,7 +128,7 @@ fn main() -> ExitCode {
         Cmd::Soak(args) => forward("soak", &args),
         Cmd::Fuzz(args) => fuzz::run(args),
         Cmd::Sizes(args) => ops::sizes(&args),
-        Cmd::DeployCheck => ops::deploy_check(),
+        Cmd::DeployCheck => ops::deploy_check(false),
         Cmd::Man => ops::man(),
         Cmd::Docs(args) => docs::run(&args),
         Cmd::PackageCheck => ops::package_check(),
@@ -272,28 +272,30 @@ fn needs(command: &str, args: &[String]) -> Vec<setup::Need> {
     }
 }
 
-/// Each slim binary and the end-to-end test of its sink: `nats-sink` built with only that
+/// Each slim binary (its sink, its features) and the end-to-end test of its sink: `nats-sink` built with only that
 /// sink's feature (cargo builds the test's binary with the test's features) runs the sink's
 /// end-to-end suite against the run's servers. The spool's tests replay into the file and
 /// HTTP sinks, which a spool binary must then also carry. The file binary also runs the
 /// message policies' suite: it is the one build whose serde_json has no `arbitrary_precision`
 /// (the NoSQL SDK turns it on in the workspace build), and custody's canonical JSON reads
-/// numbers differently with and without it.
-const SLIM_E2E: &[(&str, &[&str])] = &[
-    ("file", &["e2e_file", "e2e_policies"]),
-    ("mysql", &["e2e_mysql"]),
-    ("http", &["e2e_http"]),
-    ("s3", &["e2e_s3"]),
-    ("spool,file,http", &["e2e_spool"]),
-    ("coherence", &["e2e_coherence"]),
-    ("nosql", &["e2e_nosql"]),
-    ("oracle", &["cli_oracle"]),
-    ("review_package", &["e2e_review_package"]),
+/// numbers differently with and without it. The spool's binary is built last, with the
+/// features of the binary the docs pages run ([`doc_run::FEATURES`], S3 besides): the docs
+/// phase after it then finds that binary built.
+const SLIM_E2E: &[(&str, &str, &[&str])] = &[
+    ("file", "file", &["e2e_file", "e2e_policies"]),
+    ("mysql", "mysql", &["e2e_mysql"]),
+    ("http", "http", &["e2e_http"]),
+    ("s3", "s3", &["e2e_s3"]),
+    ("coherence", "coherence", &["e2e_coherence"]),
+    ("nosql", "nosql", &["e2e_nosql"]),
+    ("oracle", "oracle", &["cli_oracle"]),
+    ("review_package", "review_package", &["e2e_review_package"]),
+    ("spool", doc_run::FEATURES, &["e2e_spool"]),
 ];
 
 fn slim_e2e(env: &[(&str, String)], full: bool) -> Result<()> {
     let filter = if full { "all()".to_owned() } else { format!("not {CI_SLIM_SKIP}") };
-    for (features, tests) in SLIM_E2E {
+    for (_, features, tests) in SLIM_E2E {
         eprintln!("slim binary `{features}`: {}", tests.join(", "));
         let mut args = vec![
             "nextest",
@@ -491,6 +493,14 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     let tested = tested.and_then(|()| {
         phases.run("quick start", || quickstart::run(quickstart::Args { prebuilt: true, ..Default::default() }))
     });
+    // The deployment check validates the overlays' configs with that same binary (its tools,
+    // Go builds, were built in the background since the start).
+    let deployable =
+        deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment and docs tools panicked"))?;
+    let tested = tested.and_then(|()| {
+        deployable.context("installing the deployment and docs tools")?;
+        phases.run("deploy check", || ops::deploy_check(true))
+    });
     // The matrix links nothing: `sinks-bench`, as the test build built it, reads the records.
     SINKS_BENCH_BUILT.store(true, std::sync::atomic::Ordering::Relaxed);
     let certified = tested.and_then(|()| {
@@ -505,17 +515,13 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     drop(coherence_member);
     drop(kvlite);
     drop(rt);
-    let deployable =
-        deploy_tools.join().map_err(|_| anyhow::anyhow!("installing the deployment and docs tools panicked"))?;
     certified?;
-    deployable.context("installing the deployment and docs tools")?;
     phases.run("slim binary sizes", || {
         let size = size_received.recv().map_err(|_| anyhow::anyhow!("building the file-only binary panicked"))??;
         let root = sinks_testkit::workspace_root();
         let doc = std::fs::read_to_string(root.join("docs/operations.md"))?;
         ops::check_sizes(&root, &doc, Some(size))
     })?;
-    phases.run("deploy check", ops::deploy_check)?;
     phases.run("package check", ops::package_check)?;
     phases.run("docs", || {
         docs::run(&docs::Args { no_rustdoc: true, ..Default::default() })?;
@@ -550,9 +556,15 @@ mod tests {
 
     #[test]
     fn every_sink_feature_has_its_slim_end_to_end_run() {
-        let covered: Vec<&str> = SLIM_E2E.iter().filter_map(|(features, _)| features.split(',').next()).collect();
-        assert_eq!(covered, ops::SINK_FEATURES, "SLIM_E2E must list every sink feature of sinks-bin, in order");
-        for test in SLIM_E2E.iter().flat_map(|(_, tests)| tests.iter()) {
+        let mut covered: Vec<&str> = SLIM_E2E.iter().map(|(sink, _, _)| *sink).collect();
+        covered.sort_unstable();
+        let mut features = ops::SINK_FEATURES.to_vec();
+        features.sort_unstable();
+        assert_eq!(covered, features, "SLIM_E2E must list every sink feature of sinks-bin once");
+        for (sink, built, _) in SLIM_E2E {
+            assert!(built.split(',').any(|f| f == *sink), "the `{sink}` slim binary is built without its feature");
+        }
+        for test in SLIM_E2E.iter().flat_map(|(_, _, tests)| tests.iter()) {
             let file = sinks_testkit::workspace_root().join(format!("crates/sinks-bin/tests/{test}.rs"));
             assert!(file.is_file(), "{} does not exist", file.display());
         }

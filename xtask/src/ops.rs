@@ -263,11 +263,15 @@ fn replace_table(doc: &str, table: &str) -> Result<String> {
     Ok(format!("{}\n{}{}", &doc[..start], table, &doc[end..]))
 }
 
-/// Runs `cargo xtask deploy-check`: every deployment artifact, checked offline.
-pub(crate) fn deploy_check() -> Result<()> {
+/// Runs `cargo xtask deploy-check`: every deployment artifact, checked offline. With
+/// `prebuilt`, the `nats-sink` in `target/debug` is used as it is (`cargo xtask test` runs this
+/// right after the tests, on the binary their build made); otherwise it is built first.
+pub(crate) fn deploy_check(prebuilt: bool) -> Result<()> {
     let root = sinks_testkit::workspace_root();
     let tools = crate::setup::deploy_tools()?;
-    crate::cargo(&["build", "--locked", "-p", "sinks-bin"], &[])?;
+    if !prebuilt {
+        crate::cargo(&["build", "--locked", "-p", "sinks-bin"], &[])?;
+    }
     let nats_sink = crate::debug_nats_sink();
     let scratch = tempfile::tempdir()?;
 
