@@ -194,6 +194,35 @@ pub(crate) struct Tools {
     pub(crate) weed: Option<PathBuf>,
 }
 
+std::thread_local! {
+    /// Set by [`ensure_idle`]: the builds and installs this thread starts run at idle priority.
+    static IDLE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// [`ensure`], with every build and install it starts (the Go tools, `cargo install`, pip) at
+/// idle priority (Linux `SCHED_IDLE` through `chrt`), for the tools `cargo xtask test` needs
+/// only after its tests: on a fresh machine they compile for minutes (helm alone about 130 s of
+/// CPU from a cold Go cache), and beside the test build they would slow it down instead of
+/// taking only the CPU time the build and the tests leave.
+pub(crate) fn ensure_idle(needs: &[Need]) -> Result<Tools> {
+    IDLE.with(|idle| idle.set(true));
+    let tools = ensure(needs);
+    IDLE.with(|idle| idle.set(false));
+    tools
+}
+
+/// A command for a build or install step of setup: at idle priority on a thread that asked
+/// for it ([`ensure_idle`]) and where `chrt` exists, else as it is.
+fn tool_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    if IDLE.with(std::cell::Cell::get) && std::path::Path::new("/usr/bin/chrt").exists() {
+        let mut c = Command::new("/usr/bin/chrt");
+        c.args(["--idle", "0"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
 /// Installs what `needs` asks for (skipping what is there) and returns the tool paths.
 pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     let mut tools = Tools::default();
@@ -275,7 +304,7 @@ fn go_install(gobin: &std::path::Path, binary: &str, module: &str, ldflags: &str
     }
     eprintln!("setup: go install {module} into {}", gobin.display());
     let started = std::time::Instant::now();
-    let mut install = Command::new("go");
+    let mut install = tool_command("go");
     install.arg("install");
     if !ldflags.is_empty() {
         install.arg(format!("-ldflags={ldflags}"));
@@ -365,7 +394,7 @@ fn venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
     run(
         "pip install",
         // No wheel cache: the venv is the only copy kept (a CI disk once ran out during this step).
-        Command::new(&python)
+        tool_command(&python)
             .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-cache-dir"])
             .args(&missing),
     )?;
@@ -565,7 +594,7 @@ pub(crate) fn mdbook() -> Result<PathBuf> {
     );
     run(
         "cargo install mdbook",
-        Command::new(&cargo)
+        tool_command(&cargo)
             .args(["install", "--locked", "--quiet", "--force", "mdbook", "--version", MDBOOK_VERSION])
             .arg("--no-default-features")
             .arg("--root")
@@ -596,4 +625,26 @@ fn run(what: &str, command: &mut Command) -> Result<()> {
         bail!("{what} failed ({status})");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_idle_setup_thread_starts_its_builds_at_idle_priority() {
+        assert_eq!(tool_command("go").get_program(), "go");
+        let program = std::thread::spawn(|| {
+            IDLE.with(|idle| idle.set(true));
+            let c = tool_command("go");
+            (c.get_program().to_owned(), c.get_args().map(|a| a.to_owned()).collect::<Vec<_>>())
+        })
+        .join()
+        .unwrap();
+        if std::path::Path::new("/usr/bin/chrt").exists() {
+            assert_eq!(program.0, "/usr/bin/chrt");
+            assert_eq!(program.1, ["--idle", "0", "go"]);
+        }
+        assert_eq!(tool_command("go").get_program(), "go", "the flag belongs to the thread that set it");
+    }
 }
