@@ -406,20 +406,21 @@ fn test(args: &TestArgs) -> Result<()> {
 }
 
 fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
-    // The supply-chain check builds nothing and takes seconds: first.
-    phases.run("cargo deny", deny::run)?;
+    // The Collector and natscli are Go builds the tests need (minutes of CPU from a cold Go
+    // cache): they start first, beside the supply-chain check and the setup (which mostly
+    // download), and go on beside clippy and the test build.
+    let collector = std::thread::spawn(|| setup::natscli().and_then(|_| setup::collector()));
     // The deployment tools are Go builds (helm takes minutes from cold caches) and mdBook a
     // cargo install, needed only after the tests: they build in the background at idle
     // priority (like the file-only dist build and the rustdoc beside the tests), taking the
-    // CPU time the test build and the tests leave. The Collector of the OTLP tests and natscli
-    // are Go builds too, needed before the tests: they build beside clippy and the test build.
+    // CPU time the test build and the tests leave.
     const LATER: [setup::Need; 4] =
         [setup::Need::Deploy, setup::Need::Docs, setup::Need::Collector, setup::Need::Natscli];
-    let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
-    let tools = phases.run("setup (pinned tools)", || setup::ensure(&now))?;
-    // The Collector and natscli are Go builds the tests need: they build while clippy compiles.
-    let collector = std::thread::spawn(|| setup::natscli().and_then(|_| setup::collector()));
     let deploy_tools = std::thread::spawn(|| setup::ensure_idle(&LATER[..2]));
+    let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
+    // The supply-chain check builds nothing and takes seconds: first.
+    phases.run("cargo deny", deny::run)?;
+    let tools = phases.run("setup (pinned tools)", || setup::ensure(&now))?;
     phases.run("fmt", || cargo(&["fmt", "--all", "--check"], &[]))?;
     // Linted while the tests build, in one build (what `cargo clippy --workspace --all-targets
     // -- -D warnings` lints: the test build compiles every target of every member, examples
