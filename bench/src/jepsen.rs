@@ -126,9 +126,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
         args.minutes,
         args.rate,
         ACK_WAIT.as_secs(),
-        args.break_ack_before_write.map_or(String::new(), |n| format!(
-            ", DELIBERATELY BROKEN: ack before write, one in {n} never written"
-        ))
+        args.break_ack_before_write
+            .map_or(String::new(), |n| format!(", DELIBERATELY BROKEN: ack before write, one in {n} never written"))
     );
     let mut failures = Vec::new();
     for sink in &sinks {
@@ -138,7 +137,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
         let verdict = &report.verdict;
         let caught = verdict.rows.values().map(|r| r.acked_unstored.len()).sum::<usize>();
         let failed = match args.break_ack_before_write {
-            None if verdict.sink_violations() > 0 => Some(format!("{sink}: {} sink violation(s)", verdict.sink_violations())),
+            None if verdict.sink_violations() > 0 => {
+                Some(format!("{sink}: {} sink violation(s)", verdict.sink_violations()))
+            }
             None => None,
             Some(_) if caught == 0 => Some(format!("{sink}: the deliberate break was not caught (acked-unstored 0)")),
             Some(_) => None,
@@ -184,7 +185,8 @@ struct SinkReport {
 impl SinkReport {
     fn details(&self) -> String {
         let copies: Vec<String> = self.copies.iter().map(|(n, c)| format!("{n} {c}")).collect();
-        let mut out = format!("Each node's copy of the stream after the heal: {}.\n\nFaults in order:\n", copies.join(", "));
+        let mut out =
+            format!("Each node's copy of the stream after the heal: {}.\n\nFaults in order:\n", copies.join(", "));
         for line in self.log.iter().chain(&self.notes) {
             out.push_str(&format!("- {line}\n"));
         }
@@ -203,8 +205,12 @@ struct Worker {
 impl Worker {
     fn start(&mut self, launch: &Launch<'_>) -> Result<()> {
         self.starts += 1;
-        let log = self.logs.join(format!("{}-{}.log", self.config.file_stem().unwrap_or_default().display(), self.starts));
-        self.running = Some(Running::start(&Launch { config: self.config.clone(), ..*launch }, log)?);
+        let log =
+            self.logs.join(format!("{}-{}.log", self.config.file_stem().unwrap_or_default().display(), self.starts));
+        let running = Running::start(&Launch { config: self.config.clone(), ..*launch }, log)?;
+        // Killed when the harness ends, however it ends (an interrupt included).
+        sinks_testkit::watch(&running.child);
+        self.running = Some(running);
         Ok(())
     }
 
@@ -303,7 +309,10 @@ async fn run_sink(bin: &Path, sink: &str, args: &Args, kinds: &[Fault]) -> Resul
             at.as_secs_f64(),
             fault.name(),
             injected.note,
-            recovered.map_or_else(|| format!("not within {} s", RECOVERY_LIMIT.as_secs()), |d| format!("in {:.1} s", d.as_secs_f64()))
+            recovered.map_or_else(
+                || format!("not within {} s", RECOVERY_LIMIT.as_secs()),
+                |d| format!("in {:.1} s", d.as_secs_f64())
+            )
         );
         eprintln!("jepsen: {line}");
         report.log.push(line);

@@ -268,7 +268,13 @@ fn needs(command: &str, args: &[String]) -> Vec<setup::Need> {
             let mut needs = vec![setup::Need::Nats];
             // The harness's `--sinks` defaults to the file sink alone, the soak's to all.
             let jepsen = command == "jepsen";
-            let sinks = |name: &str| if jepsen { option(args, "--sinks").is_some_and(|_| names("--sinks", name)) } else { names("--sinks", name) };
+            let sinks = |name: &str| {
+                if jepsen {
+                    option(args, "--sinks").is_some_and(|_| names("--sinks", name))
+                } else {
+                    names("--sinks", name)
+                }
+            };
             if jepsen {
                 needs.push(setup::Need::Natscli);
             }

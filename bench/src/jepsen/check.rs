@@ -292,7 +292,11 @@ mod tests {
         assert_eq!(verdict.nats_lost(), 0);
         assert_eq!(only(&verdict, "partition").events, 2);
         assert_eq!(only(&verdict, "pause").events, 1);
-        assert!(verdict.table(&BTreeMap::new()).contains("| all | 0 | 3 | 0 | 0 | 0 | 0 | 0 | 0 | |"), "{}", verdict.table(&BTreeMap::new()));
+        assert!(
+            verdict.table(&BTreeMap::new()).contains("| all | 0 | 3 | 0 | 0 | 0 | 0 | 0 | 0 | |"),
+            "{}",
+            verdict.table(&BTreeMap::new())
+        );
     }
 
     #[test]
@@ -307,7 +311,12 @@ mod tests {
         let verdict = check(&history);
         assert_eq!(only(&verdict, "kill all").nats_lost, ["e4"]);
         assert_eq!(verdict.nats_lost(), 1);
-        assert_eq!(verdict.sink_violations(), 0, "NATS's loss was counted against the sink: {}", verdict.table(&BTreeMap::new()));
+        assert_eq!(
+            verdict.sink_violations(),
+            0,
+            "NATS's loss was counted against the sink: {}",
+            verdict.table(&BTreeMap::new())
+        );
     }
 
     #[test]

@@ -96,10 +96,9 @@ impl Fault {
             }
             match Self::ALL.iter().find(|f| f.id() == name) {
                 Some(f) => kinds.push(*f),
-                None => bail!(
-                    "unknown fault kind {name:?} in --faults; known: all, {}",
-                    Self::ALL.map(Self::id).join(", ")
-                ),
+                None => {
+                    bail!("unknown fault kind {name:?} in --faults; known: all, {}", Self::ALL.map(Self::id).join(", "))
+                }
             }
         }
         kinds.sort();
@@ -191,9 +190,23 @@ impl Target<'_> {
                 format!("n{node} cut off (leader n{leader} on the majority side)")
             }
             Fault::LeaderIsolated => {
-                self.isolate_for(leader, CUT).await?;
-                let now = self.nc.cluster().stream_leader(self.js, STREAM).await;
-                format!("leader n{leader} cut off; leader after the heal {now:?}")
+                // Held until the majority has elected another leader (the Raft election
+                // timeout is several seconds; an idle stream may take longer than `CUT`).
+                self.nc.isolate(leader).map_err(anyhow::Error::msg)?;
+                let majority = (leader + 1) % CLUSTER_NODES;
+                let started = Instant::now();
+                let mut elected = None;
+                while started.elapsed() < CUT || (elected.is_none() && started.elapsed() < ELECTION_LIMIT) {
+                    let seen = leader_seen_by(&self.nc.cluster().monitoring_url(majority)).await;
+                    elected = seen.filter(|l| *l != self.nc.cluster().name(leader));
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                self.nc.net().heal().map_err(anyhow::Error::msg)?;
+                format!(
+                    "leader n{leader} cut off for {:.1} s; the majority elected {}",
+                    started.elapsed().as_secs_f64(),
+                    elected.as_deref().unwrap_or("no one")
+                )
             }
             Fault::SinkServerCut => {
                 let node = self.workers.first().map_or(0, |w| w.1);
@@ -203,7 +216,10 @@ impl Target<'_> {
             Fault::OneWayCut => {
                 let from = rng.random_range(0..CLUSTER_NODES);
                 let to = (from + rng.random_range(1..CLUSTER_NODES)) % CLUSTER_NODES;
-                self.nc.net().cut(&NetCluster::member_of(from), &NetCluster::member_of(to)).map_err(anyhow::Error::msg)?;
+                self.nc
+                    .net()
+                    .cut(&NetCluster::member_of(from), &NetCluster::member_of(to))
+                    .map_err(anyhow::Error::msg)?;
                 tokio::time::sleep(CUT).await;
                 self.nc.net().heal().map_err(anyhow::Error::msg)?;
                 format!("n{from} -> n{to} cut")
@@ -211,7 +227,10 @@ impl Target<'_> {
             Fault::Bridge => {
                 let bridge = rng.random_range(0..CLUSTER_NODES);
                 let (a, b) = ((bridge + 1) % CLUSTER_NODES, (bridge + 2) % CLUSTER_NODES);
-                self.nc.net().cut_both(&NetCluster::member_of(a), &NetCluster::member_of(b)).map_err(anyhow::Error::msg)?;
+                self.nc
+                    .net()
+                    .cut_both(&NetCluster::member_of(a), &NetCluster::member_of(b))
+                    .map_err(anyhow::Error::msg)?;
                 tokio::time::sleep(CUT).await;
                 self.nc.net().heal().map_err(anyhow::Error::msg)?;
                 format!("n{a} and n{b} cut from each other, n{bridge} sees both")
@@ -291,6 +310,24 @@ impl Target<'_> {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+}
+
+/// The longest an isolated leader stays cut off while the majority elects another.
+const ELECTION_LIMIT: Duration = Duration::from_secs(30);
+
+/// The stream's leader as the node whose monitoring endpoint is `monitor` sees it
+/// (`/jsz?streams=true`), `None` when it names none or does not answer.
+async fn leader_seen_by(monitor: &str) -> Option<String> {
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(1)).build().ok()?;
+    let bytes = http.get(format!("{monitor}/jsz?streams=true")).send().await.ok()?.bytes().await.ok()?;
+    let body: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    body["account_details"].as_array()?.iter().find_map(|account| {
+        account["stream_detail"].as_array()?.iter().find_map(|s| {
+            (s["name"].as_str() == Some(STREAM))
+                .then(|| s["cluster"]["leader"].as_str().filter(|l| !l.is_empty()).map(str::to_owned))
+                .flatten()
+        })
+    })
 }
 
 /// Sends `signal` to process `pid`.
@@ -428,7 +465,8 @@ mod tests {
             injected
         };
         let (injected, seen) = tokio::join!(injecting, observe(monitors, watched, &done));
-        injected.unwrap_or_else(|e| panic!("injecting {}: {e:#}", fault.name()));
+        let injected = injected.unwrap_or_else(|e| panic!("injecting {}: {e:#}", fault.name()));
+        eprintln!("{}: {}", fault.name(), injected.note);
         let _ = worker.kill();
         let _ = worker.wait();
         let leader_after = nc.cluster().stream_leader(&js, STREAM).await;

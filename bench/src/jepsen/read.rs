@@ -27,9 +27,7 @@ pub(crate) async fn direct_copy(client: &async_nats::Client, stream: &str, field
         let inbox = client.new_inbox();
         let mut replies = client.subscribe(inbox.clone()).await?;
         let request = serde_json::json!({"seq": next, "batch": 1000});
-        client
-            .publish_with_reply(format!("$JS.API.DIRECT.GET.{stream}"), inbox, request.to_string().into())
-            .await?;
+        client.publish_with_reply(format!("$JS.API.DIRECT.GET.{stream}"), inbox, request.to_string().into()).await?;
         let mut got = 0usize;
         loop {
             let message = tokio::time::timeout(Duration::from_secs(5), replies.next())
@@ -62,9 +60,7 @@ pub(crate) async fn direct_copy(client: &async_nats::Client, stream: &str, field
 /// `message_id` in a dead-letter record or a receipt (the event's `Nats-Msg-Id`).
 pub(crate) fn event_id(payload: &[u8], field: &str) -> String {
     let value: serde_json::Value = serde_json::from_slice(payload).unwrap_or_default();
-    value[field]
-        .as_str()
-        .map_or_else(|| format!("<unreadable: {}>", String::from_utf8_lossy(payload)), str::to_owned)
+    value[field].as_str().map_or_else(|| format!("<unreadable: {}>", String::from_utf8_lossy(payload)), str::to_owned)
 }
 
 /// A client connected to `url` alone (servers it hears of are not added).
@@ -86,11 +82,7 @@ pub(crate) fn receipts(copy: &Copy) -> BTreeSet<String> {
 pub(crate) fn records(stored: Vec<(String, bytes::Bytes)>) -> Vec<Record> {
     stored
         .into_iter()
-        .map(|(key, payload)| Record {
-            event: event_id(&payload, "id"),
-            digest: digest(&payload),
-            key,
-        })
+        .map(|(key, payload)| Record { event: event_id(&payload, "id"), digest: digest(&payload), key })
         .collect()
 }
 
@@ -125,7 +117,8 @@ pub(crate) async fn history(
         history.copies.insert(format!("n{i}"), copy.into_iter().map(|(_, id)| id).collect());
     }
     let client = js.client();
-    history.dead_lettered = receipts(&direct_copy(&client, dlq, "message_id").await.context("reading the dead letters")?);
+    history.dead_lettered =
+        receipts(&direct_copy(&client, dlq, "message_id").await.context("reading the dead letters")?);
     let mut acked = receipts(&direct_copy(&client, ledger, "message_id").await.context("reading the receipts")?);
     let floor = super::faults::consumer_info(js)
         .await
