@@ -266,7 +266,14 @@ async fn run_sink(bin: &Path, sink: &str, args: &Args, kinds: &[Fault]) -> Resul
         let js = jetstream::ContextBuilder::new().timeout(Duration::from_secs(5)).build(client);
         let every = Duration::from_secs_f64(CLUSTER_NODES as f64 / args.rate.max(1) as f64);
         let prefix = format!("e{}-{sink}-p{i}", args.seed);
-        producers.push(tokio::spawn(producer(js, prefix, every, stop.clone(), label.clone(), log.clone())));
+        producers.push(tokio::spawn(producer(
+            js,
+            prefix,
+            every,
+            Arc::clone(&stop),
+            Arc::clone(&label),
+            Arc::clone(&log),
+        )));
     }
     let mut report = SinkReport {
         verdict: check::Verdict::default(),
@@ -424,10 +431,10 @@ async fn producer(
     let mut n = 0u64;
     while !stop.load(Ordering::SeqCst) {
         tick.tick().await;
-        let Ok(slot) = slots.clone().acquire_owned().await else { break };
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else { break };
         let id = format!("{prefix}-{n}");
         let fault = label.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-        let (js, log) = (js.clone(), log.clone());
+        let (js, log) = (js.clone(), Arc::clone(&log));
         sent.spawn(async move {
             let mut headers = HeaderMap::new();
             headers.insert("Nats-Msg-Id", id.as_str());

@@ -13,6 +13,8 @@
 //! output and in `target/jepsen/report.md`. `cargo xtask jepsen` runs longer ones
 //! (docs/reliability.md).
 
+#![allow(clippy::print_stderr)]
+
 use std::process::Command;
 
 fn harness(args: &[&str]) -> (std::process::ExitStatus, String) {

@@ -41,7 +41,7 @@ pub(super) async fn write(ctx: &Ctx, batch: &Batch<Handle>) -> Option<Vec<Messag
         let _ = handle.send(AckKind::Ack).await;
     }
     let kept: Vec<usize> =
-        (0..batch.len()).filter(|i| batch.envelopes[*i].jetstream().stream_sequence % n != 0).collect();
+        (0..batch.len()).filter(|i| !batch.envelopes[*i].jetstream().stream_sequence.is_multiple_of(n)).collect();
     let envelopes: Vec<_> = kept.iter().map(|i| batch.envelopes[*i].clone()).collect();
     let written = sinks_contract::sink::write_isolating(ctx.sink.as_ref(), &envelopes, ctx.write_budget).await;
     let mut written: std::collections::BTreeMap<usize, MessageOutcome> = kept.into_iter().zip(written).collect();
