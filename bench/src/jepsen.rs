@@ -129,6 +129,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
         args.break_ack_before_write
             .map_or(String::new(), |n| format!(", DELIBERATELY BROKEN: ack before write, one in {n} never written"))
     );
+    println!("{out}");
     let mut failures = Vec::new();
     for sink in &sinks {
         eprintln!("jepsen: {sink}: seed {}, {} minutes", args.seed, args.minutes);
@@ -144,23 +145,22 @@ pub(crate) fn run(args: Args) -> Result<()> {
             Some(_) if caught == 0 => Some(format!("{sink}: the deliberate break was not caught (acked-unstored 0)")),
             Some(_) => None,
         };
-        let _ = std::fmt::Write::write_fmt(
-            &mut out,
-            format_args!(
-                "\n## {sink} ({:.0} s in all)\n\n{}\n{}\nverdict: {}\n",
-                started.elapsed().as_secs_f64(),
-                verdict.table(&report.stats),
-                report.details(),
-                match (&failed, args.break_ack_before_write) {
-                    (Some(f), _) => format!("FAILED: {f}"),
-                    (None, Some(_)) => format!("the deliberate break was caught: acked-unstored {caught}"),
-                    (None, None) => format!("no sink violation (NATS lost {})", verdict.nats_lost()),
-                }
-            ),
+        let section = format!(
+            "\n## {sink} ({:.0} s in all)\n\n{}\n{}\nverdict: {}\n",
+            started.elapsed().as_secs_f64(),
+            verdict.table(&report.stats),
+            report.details(),
+            match (&failed, args.break_ack_before_write) {
+                (Some(f), _) => format!("FAILED: {f}"),
+                (None, Some(_)) => format!("the deliberate break was caught: acked-unstored {caught}"),
+                (None, None) => format!("no sink violation (NATS lost {})", verdict.nats_lost()),
+            }
         );
+        // Each sink's section as soon as it is done (a later sink's failure keeps it).
+        println!("{section}");
+        out.push_str(&section);
         failures.extend(failed);
     }
-    println!("{out}");
     let dir = sinks_testkit::workspace_root().join("target/jepsen");
     std::fs::create_dir_all(&dir)?;
     std::fs::write(dir.join("report.md"), &out)?;

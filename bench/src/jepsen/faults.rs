@@ -287,18 +287,35 @@ impl Target<'_> {
     /// the leader after it (polled up to 10 s until it differs from `leader`).
     pub(crate) async fn step_down(&self, leader: usize) -> Result<Option<String>> {
         let through = (leader + 1) % CLUSTER_NODES;
-        let out = tokio::process::Command::new(self.natscli)
-            .args(["--server", &self.nc.cluster().url(through), "--timeout", "5s", "stream", "cluster", "step-down"])
-            .arg(STREAM)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .await?;
-        if !out.status.success() {
-            bail!(
-                "nats stream cluster step-down failed: {}{}",
-                String::from_utf8_lossy(&out.stdout).trim(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            );
+        // Right after another fault's heal the stream may have no leader for a moment: the
+        // step-down is tried again until one accepts it.
+        let tried = Instant::now();
+        loop {
+            let out = tokio::process::Command::new(self.natscli)
+                .args([
+                    "--server",
+                    &self.nc.cluster().url(through),
+                    "--timeout",
+                    "5s",
+                    "stream",
+                    "cluster",
+                    "step-down",
+                ])
+                .arg(STREAM)
+                .stdin(std::process::Stdio::null())
+                .output()
+                .await?;
+            if out.status.success() {
+                break;
+            }
+            if tried.elapsed() > Duration::from_secs(30) {
+                bail!(
+                    "nats stream cluster step-down failed for 30 s: {}{}",
+                    String::from_utf8_lossy(&out.stdout).trim(),
+                    String::from_utf8_lossy(&out.stderr).trim()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
         }
         let before = self.nc.cluster().name(leader).to_owned();
         let deadline = Instant::now() + Duration::from_secs(10);
