@@ -11,6 +11,8 @@
 //! - `certify`: the sink contract and crash certification of every sink
 //!   (docs/certification.md).
 //! - `soak`: the chaos soak (docs/reliability.md).
+//! - `jepsen`: the fault harness (partitions, pauses, kills, step-downs in a cluster of
+//!   network namespaces; docs/reliability.md).
 //! - `config-reference`: checks (or, with `--bless`, writes) docs/config-reference.md
 //!   against the config types; a step of `cargo xtask docs`.
 //! - `skips`: the allow-list of skips and what used it, from a skip log; the end of
@@ -55,6 +57,9 @@ enum Cmd {
     /// The chaos soak: faults injected at random (seeded) while the sink runs; every message
     /// must end in the destination exactly once or in the DLQ.
     Soak(soak::Args),
+    /// The fault harness: a three-node cluster in network namespaces under seeded
+    /// partitions, pauses, kills and step-downs; NATS's losses apart from the sink's.
+    Jepsen(jepsen::Args),
     /// Check docs/config-reference.md against the config types (`--bless` writes it).
     ConfigReference(config_ref::Args),
     /// Print the allow-list of skips and what used each entry, from the skip log `log`.
@@ -70,6 +75,7 @@ fn main() -> ExitCode {
         Cmd::Bench(args) => bench::run(args),
         Cmd::Compare(args) => bench::compare::run(args),
         Cmd::Soak(args) => soak::run(args),
+        Cmd::Jepsen(args) => jepsen::run(args),
         Cmd::ConfigReference(args) => config_ref::run(&args),
         Cmd::Skips { log } => {
             for line in sinks_certify::skips::summary(&sinks_certify::skips::read_skip_log(&log)) {

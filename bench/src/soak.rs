@@ -25,7 +25,7 @@
 //! seeded soak of the file and HTTP sinks.
 
 mod check;
-mod faults;
+pub(crate) mod faults;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

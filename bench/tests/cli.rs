@@ -19,7 +19,7 @@ fn help(args: &[&str]) -> String {
 #[test]
 fn every_forwarded_command_is_there_and_reads_as_cargo_xtask() {
     let top = help(&[]);
-    for command in ["certify", "bench", "soak", "config-reference", "skips"] {
+    for command in ["certify", "bench", "soak", "jepsen", "config-reference", "skips"] {
         assert!(top.contains(command), "`{command}` missing from:\n{top}");
     }
     assert!(top.contains("Usage: cargo xtask"), "{top}");
@@ -34,6 +34,10 @@ fn the_options_cargo_xtask_test_passes_exist() {
     let soak = help(&["soak"]);
     for option in ["--minutes", "--seed", "--sinks", "--rate", "--bin"] {
         assert!(soak.contains(option), "soak has no {option}:\n{soak}");
+    }
+    let jepsen = help(&["jepsen"]);
+    for option in ["--minutes", "--seed", "--sinks", "--faults", "--bin", "--break-ack-before-write"] {
+        assert!(jepsen.contains(option), "jepsen has no {option}:\n{jepsen}");
     }
     assert!(help(&["config-reference"]).contains("--bless"));
     assert!(help(&["bench"]).contains("--suite"));

@@ -12,6 +12,8 @@
 //!   docs/certification.md).
 //! - `soak`: the chaos soak (faults at seeded random moments; every message in the
 //!   destination exactly once or dead-lettered; docs/reliability.md).
+//! - `jepsen`: the fault harness (a cluster in network namespaces under partitions, pauses,
+//!   kills and step-downs; docs/reliability.md).
 //! - `bench`: throughput ratios against the raw async-nats ceiling and the Python reference
 //!   (see docs/performance.md).
 //!
@@ -87,6 +89,11 @@ enum Cmd {
     /// must end in the destination exactly once or in the DLQ.
     #[command(disable_help_flag = true)]
     Soak(Forwarded),
+    /// The fault harness: a three-node cluster in network namespaces under seeded partitions,
+    /// pauses, kills and leader step-downs; NATS's losses reported apart from the sink's
+    /// violations (needs root for the namespaces).
+    #[command(disable_help_flag = true)]
+    Jepsen(Forwarded),
     /// Publish demo messages to a subject.
     Publish(publish::Args),
     /// Fuzz canonical JSON and signature verification for a bounded time (nightly).
@@ -126,6 +133,7 @@ fn main() -> ExitCode {
         },
         Cmd::Publish(args) => publish::run(args),
         Cmd::Soak(args) => forward("soak", &args),
+        Cmd::Jepsen(args) => forward("jepsen", &args),
         Cmd::Fuzz(args) => fuzz::run(args),
         Cmd::Sizes(args) => ops::sizes(&args),
         Cmd::DeployCheck => ops::deploy_check(false),
@@ -256,12 +264,24 @@ fn needs(command: &str, args: &[String]) -> Vec<setup::Need> {
         option(args, option_name).is_none_or(|list| list.split(',').any(|s| s.trim() == name))
     };
     match command {
-        "soak" => {
+        "soak" | "jepsen" => {
             let mut needs = vec![setup::Need::Nats];
-            if names("--sinks", "mysql") {
+            // The harness's `--sinks` defaults to the file sink alone, the soak's to all.
+            let jepsen = command == "jepsen";
+            let sinks = |name: &str| {
+                if jepsen {
+                    option(args, "--sinks").is_some_and(|_| names("--sinks", name))
+                } else {
+                    names("--sinks", name)
+                }
+            };
+            if jepsen {
+                needs.push(setup::Need::Natscli);
+            }
+            if sinks("mysql") {
                 needs.push(setup::Need::MariaDb);
             }
-            if names("--sinks", "s3") {
+            if sinks("s3") {
                 needs.push(setup::Need::SeaweedFs);
             }
             needs
@@ -466,13 +486,14 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     let _ = std::fs::remove_dir_all(&results);
     std::fs::create_dir_all(&results)?;
     env.push((CERTIFY_RESULTS_ENV, results.display().to_string()));
-    let (plan, soak_minutes) = if args.full {
-        (sinks_testkit::Plan::FULL, sinks_testkit::SOAK_FULL_MINUTES)
+    let (plan, soak_minutes, jepsen_minutes) = if args.full {
+        (sinks_testkit::Plan::FULL, sinks_testkit::SOAK_FULL_MINUTES, sinks_testkit::JEPSEN_FULL_MINUTES)
     } else {
-        (sinks_testkit::Plan::CI, sinks_testkit::SOAK_CI_MINUTES)
+        (sinks_testkit::Plan::CI, sinks_testkit::SOAK_CI_MINUTES, sinks_testkit::JEPSEN_CI_MINUTES)
     };
     env.extend(plan.env());
     env.push((sinks_testkit::SOAK_MINUTES_ENV, soak_minutes.to_string()));
+    env.push((sinks_testkit::JEPSEN_MINUTES_ENV, jepsen_minutes.to_string()));
     if args.full {
         env.push((sinks_testkit::ROUNDS_ENV, "full".to_owned()));
     }
@@ -553,6 +574,8 @@ mod tests {
         assert!(needs("certify", &["--sink".into(), "file".into()]).contains(&setup::Need::Nats));
         assert!(needs("bench", &["--suite".into(), "http".into()]).contains(&setup::Need::Nginx));
         assert_eq!(needs("soak", &["--sinks".into(), "file".into()]), [setup::Need::Nats]);
+        assert_eq!(needs("jepsen", &["--sinks".into(), "file".into()]), [setup::Need::Nats, setup::Need::Natscli]);
+        assert!(needs("jepsen", &["--sinks=file,mysql".into()]).contains(&setup::Need::MariaDb));
     }
 
     #[test]

@@ -85,6 +85,21 @@ impl Row {
     }
 }
 
+/// What the harness saw of one fault kind beside the events: how often it was injected,
+/// the stream guard's detections during it, and the time to recover after its heal.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct FaultStats {
+    /// Times injected.
+    pub(crate) injected: u32,
+    /// The stream guard's detections (a rewound or re-created stream) while it was in force.
+    pub(crate) detections: u64,
+    /// The longest time, in seconds, from a heal until the sink had settled everything the
+    /// stream held then.
+    pub(crate) recovery: Option<f64>,
+    /// Heals after which the sink did not recover within the harness's limit.
+    pub(crate) unrecovered: u32,
+}
+
 /// The checker's verdict: a row per fault kind.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Verdict {
@@ -103,16 +118,28 @@ impl Verdict {
         self.rows.values().map(|r| r.nats_lost.len()).sum()
     }
 
-    /// The result table (markdown), a row per fault kind and the total, then up to five
-    /// example ids per non-empty category.
-    pub(crate) fn table(&self) -> String {
+    /// The result table (markdown), a row per fault kind (with its `stats`: injections,
+    /// detections, the longest recovery) and the total, then up to five example ids per
+    /// non-empty category.
+    pub(crate) fn table(&self, stats: &BTreeMap<String, FaultStats>) -> String {
         let mut out = String::from(
-            "| fault kind | events | NATS lost | acked-unstored | stored twice | unexpected | stuck |\n\
-             |---|---:|---:|---:|---:|---:|---:|\n",
+            "| fault kind | injected | events | NATS lost | acked-unstored | stored twice | unexpected | stuck | detections | recovery s |\n\
+             |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
         );
         let mut total = Row::default();
-        for (fault, row) in &self.rows {
-            let _ = writeln!(out, "| {fault} | {} |", counts(row));
+        let none = FaultStats::default();
+        let mut kinds: BTreeSet<&String> = self.rows.keys().collect();
+        kinds.extend(stats.keys());
+        let empty = Row::default();
+        for fault in kinds {
+            let row = self.rows.get(fault).unwrap_or(&empty);
+            let s = stats.get(fault).unwrap_or(&none);
+            let recovery = match (s.recovery, s.unrecovered) {
+                (_, 0) if s.injected == 0 => "-".to_owned(),
+                (Some(r), 0) => format!("{r:.1}"),
+                (r, n) => format!("{} ({n} not recovered)", r.map_or("-".to_owned(), |r| format!("{r:.1}"))),
+            };
+            let _ = writeln!(out, "| {fault} | {} | {} | {} | {recovery} |", s.injected, counts(row), s.detections);
             total.events += row.events;
             for (all, some) in [
                 (&mut total.nats_lost, &row.nats_lost),
@@ -124,7 +151,9 @@ impl Verdict {
                 all.extend(some.iter().cloned());
             }
         }
-        let _ = writeln!(out, "| all | {} |", counts(&total));
+        let injected: u32 = stats.values().map(|s| s.injected).sum();
+        let detections: u64 = stats.values().map(|s| s.detections).sum();
+        let _ = writeln!(out, "| all | {injected} | {} | {detections} | |", counts(&total));
         for (name, ids) in [
             ("NATS lost", &total.nats_lost),
             ("acked-unstored", &total.acked_unstored),
@@ -259,11 +288,15 @@ mod tests {
     #[test]
     fn a_clean_history_has_no_violation_and_a_row_per_fault_kind() {
         let verdict = check(&clean());
-        assert_eq!(verdict.sink_violations(), 0, "{}", verdict.table());
+        assert_eq!(verdict.sink_violations(), 0, "{}", verdict.table(&BTreeMap::new()));
         assert_eq!(verdict.nats_lost(), 0);
         assert_eq!(only(&verdict, "partition").events, 2);
         assert_eq!(only(&verdict, "pause").events, 1);
-        assert!(verdict.table().contains("| all | 3 | 0 | 0 | 0 | 0 | 0 |"), "{}", verdict.table());
+        assert!(
+            verdict.table(&BTreeMap::new()).contains("| all | 0 | 3 | 0 | 0 | 0 | 0 | 0 | 0 | |"),
+            "{}",
+            verdict.table(&BTreeMap::new())
+        );
     }
 
     #[test]
@@ -278,7 +311,12 @@ mod tests {
         let verdict = check(&history);
         assert_eq!(only(&verdict, "kill all").nats_lost, ["e4"]);
         assert_eq!(verdict.nats_lost(), 1);
-        assert_eq!(verdict.sink_violations(), 0, "NATS's loss was counted against the sink: {}", verdict.table());
+        assert_eq!(
+            verdict.sink_violations(),
+            0,
+            "NATS's loss was counted against the sink: {}",
+            verdict.table(&BTreeMap::new())
+        );
     }
 
     #[test]
@@ -311,7 +349,7 @@ mod tests {
         let verdict = check(&history);
         assert_eq!(only(&verdict, "partition").twice, ["e1"]);
         assert_eq!(only(&verdict, "step-down").twice, ["e4", "e5"]);
-        assert_eq!(verdict.sink_violations(), 3, "{}", verdict.table());
+        assert_eq!(verdict.sink_violations(), 3, "{}", verdict.table(&BTreeMap::new()));
     }
 
     #[test]
@@ -342,8 +380,8 @@ mod tests {
         let mut history = clean();
         history.records.push(record("k9", "e9"));
         history.published.push(published("e4", true, "partition"));
-        let table = check(&history).table();
-        assert!(table.contains("| partition | 3 | 1 | 0 | 0 | 0 | 0 |"), "{table}");
+        let table = check(&history).table(&BTreeMap::new());
+        assert!(table.contains("| partition | 0 | 3 | 1 | 0 | 0 | 0 | 0 | 0 | - |"), "{table}");
         assert!(table.contains("NATS lost: 1 (e.g. e4)") && table.contains("unexpected: 1 (e.g. e9)"), "{table}");
     }
 }

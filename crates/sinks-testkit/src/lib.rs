@@ -73,8 +73,8 @@ pub use seaweedfs::{
     start_for_run,
 };
 pub use sizes::{
-    GRACEFUL_MESSAGES_ENV, KILLS_ENV, MESSAGES_ENV, Plan, ROUNDS_ENV, SOAK_CI_MINUTES, SOAK_FULL_MINUTES,
-    SOAK_MINUTES_ENV, rounds,
+    GRACEFUL_MESSAGES_ENV, JEPSEN_CI_MINUTES, JEPSEN_FULL_MINUTES, JEPSEN_MINUTES_ENV, KILLS_ENV, MESSAGES_ENV, Plan,
+    ROUNDS_ENV, SOAK_CI_MINUTES, SOAK_FULL_MINUTES, SOAK_MINUTES_ENV, rounds,
 };
 pub use skip::cannot_run;
 #[cfg(feature = "certify")]

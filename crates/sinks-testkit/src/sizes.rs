@@ -1,6 +1,6 @@
 //! The sizes of the heavy clauses a test run may scale: the crash certification's plan
 //! ([`Plan`], read by each sink's `k1_k2_crash_certification` test from the environment)
-//! and the soak's minutes. `cargo xtask test` sets them for its nextest run (CI's sizes, or
+//! and the soak's and the fault harness's minutes. `cargo xtask test` sets them for its nextest run (CI's sizes, or
 //! the full ones with `--full`); `cargo xtask certify` sets the certification's own.
 
 /// Environment variable: the minutes of the chaos soak test (`sinks-bench`'s
@@ -10,6 +10,15 @@ pub const SOAK_MINUTES_ENV: &str = "NATS_SINKS_SOAK_MINUTES";
 pub const SOAK_CI_MINUTES: f64 = 2.0;
 /// The soak's minutes in a full run (`cargo xtask test --full`).
 pub const SOAK_FULL_MINUTES: f64 = 10.0;
+
+/// Environment variable: the minutes of faults of the fault harness's test (`sinks-bench`'s
+/// `tests/jepsen.rs`; default [`JEPSEN_CI_MINUTES`]).
+pub const JEPSEN_MINUTES_ENV: &str = "NATS_SINKS_JEPSEN_MINUTES";
+/// The fault harness's minutes of faults in a CI run and a plain `cargo nextest run` (its
+/// first pass over every fault kind takes about this long, and always completes).
+pub const JEPSEN_CI_MINUTES: f64 = 1.5;
+/// The fault harness's minutes in a full run (`cargo xtask test --full`).
+pub const JEPSEN_FULL_MINUTES: f64 = 10.0;
 
 /// Environment variable: `full` runs the tests that repeat one crash to catch a rare race
 /// (a kill during the last deliveries, a sink dying on a message's last delivery) for their

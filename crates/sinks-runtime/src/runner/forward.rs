@@ -134,6 +134,10 @@ async fn write(ctx: &Ctx, batch: &Batch<Handle>) -> Vec<MessageOutcome> {
     if batch.is_empty() {
         return Vec::new();
     }
+    #[cfg(feature = "fault-injection")]
+    if let Some(outcomes) = super::break_ack::write(ctx, batch).await {
+        return outcomes;
+    }
     let writing = Instant::now();
     let span = ctx.traces.as_ref().map(|t| t.write_span(&batch.envelopes));
     let ids = span.as_ref().map(crate::otel::WriteSpan::ids);

@@ -42,6 +42,8 @@
 //! `redrive` and `fetch` on `forward`); this file wires them together and nothing depends on it.
 
 mod batch;
+#[cfg(feature = "fault-injection")]
+pub mod break_ack;
 mod context;
 mod evidence;
 mod fetch;
