@@ -293,21 +293,26 @@ mod tests {
         }
     }
 
-    /// The `add` paths of every log entry, and the number of entries.
-    fn added(root: &Path) -> (Vec<String>, usize) {
+    /// The `add` paths of every log entry, and the `txn` versions in entry order.
+    fn added(root: &Path) -> (Vec<String>, Vec<u64>) {
+        let mut names: Vec<PathBuf> =
+            fs::read_dir(root.join("_delta_log")).unwrap().flatten().map(|e| e.path()).collect();
+        names.sort();
         let mut paths = Vec::new();
-        let mut entries = 0;
-        for entry in fs::read_dir(root.join("_delta_log")).unwrap().flatten() {
-            entries += 1;
-            for line in fs::read_to_string(entry.path()).unwrap().lines() {
+        let mut txns = Vec::new();
+        for name in names {
+            for line in fs::read_to_string(name).unwrap().lines() {
                 let action: serde_json::Value = serde_json::from_str(line).unwrap();
                 if let Some(p) = action["add"]["path"].as_str() {
                     paths.push(p.to_owned());
                 }
+                if let Some(v) = action["txn"]["version"].as_u64() {
+                    txns.push(v);
+                }
             }
         }
         paths.sort();
-        (paths, entries)
+        (paths, txns)
     }
 
     #[tokio::test]
@@ -345,15 +350,17 @@ mod tests {
         assert_eq!(settled.len(), 15);
         assert!(settled.iter().all(|s| matches!(s.outcome, MessageOutcome::Committed)), "{settled:?}");
         assert_eq!(writer.log().lose.load(Ordering::SeqCst), 0, "three answers were lost");
-        let (paths, entries) = added(dir.path());
+        let (paths, txns) = added(dir.path());
         let mut distinct = paths.clone();
         distinct.dedup();
         assert_eq!(paths, distinct, "no object added twice");
         assert_eq!(paths.len(), 3, "three objects of five messages: {paths:?}");
-        assert_eq!(entries, 4, "the table's creation and one commit per object");
+        // Slots 0, 1 and 2, in one to three entries (concurrent closes share one).
+        assert!(txns.windows(2).all(|w| w[0] < w[1]), "txn versions only grow: {txns:?}");
+        assert_eq!(txns.last(), Some(&2), "{txns:?}");
         // Redelivered: found stored, and the table needs nothing more.
         let again = writer.write(&batch[..3]).await;
         assert!(again.iter().all(|o| matches!(o, MessageOutcome::Duplicate)), "{again:?}");
-        assert_eq!(added(dir.path()).1, 4);
+        assert_eq!(added(dir.path()).1, txns, "no commit after the redelivery");
     }
 }

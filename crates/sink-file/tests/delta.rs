@@ -139,6 +139,12 @@ async fn two_writers_and_redeliveries_store_every_event_once_in_the_table() {
         assert_eq!(read.txn(&format!("nats-sinks/ORDERS/kind={kind}")), Some(last), "the txn reached the last slot");
     }
     assert_eq!(read.report["deltalake"]["partition_columns"], serde_json::json!(["kind"]));
+    let whole = &read.report["deltalake"]["read_columns"];
+    for column in ["timestamp", "headers", "payload", "qty", "kind"] {
+        assert!(whole.as_array().unwrap().contains(&serde_json::json!(column)), "delta-rs reads {column}: {whole}");
+    }
+    let timestamp = read.report["deltalake"]["timestamp_type"].as_str().unwrap();
+    assert!(timestamp.starts_with("timestamp[") && timestamp.contains("UTC"), "{timestamp}");
     let columns = read.report["deltalake"]["columns"].as_array().unwrap();
     assert!(columns.contains(&serde_json::json!("qty")) && columns.contains(&serde_json::json!("stream_sequence")));
 }
@@ -148,11 +154,16 @@ async fn objects_committed_before_their_table_commit_join_it_when_their_messages
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     // The state a crash between an object's manifest and its table commit leaves: objects
-    // and manifests, no table entry. Written here by a sink without the table.
-    let mut plain = table_batch(10, serde_json::json!([]));
-    plain.as_object_mut().unwrap().remove("table");
-    let before = open(root, plain).await;
+    // and manifests, no table entry. Made here by removing the entries after the table's
+    // creation (version 0).
+    let before = open(root, table_batch(10, serde_json::json!([]))).await;
     write(&before, 1..=40, 40).await;
+    drop(before);
+    for entry in std::fs::read_dir(root.join("_delta_log")).unwrap().flatten() {
+        if !entry.file_name().to_string_lossy().starts_with("00000000000000000000.") {
+            std::fs::remove_file(entry.path()).unwrap();
+        }
+    }
     let table = open(root, table_batch(10, serde_json::json!([]))).await;
     let empty = read(root);
     assert_table_holds(&empty, []);

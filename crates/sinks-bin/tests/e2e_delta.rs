@@ -9,7 +9,7 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::json;
@@ -39,13 +39,7 @@ fn extra() -> serde_json::Value {
 /// Two workers on `config`; `kills` times, as the acknowledgements pass the next fraction
 /// of `total`, one of them (in turn) is killed with SIGKILL and restarted. Then drained and
 /// both stopped. Returns the messages delivered and unacknowledged at the kills.
-async fn two_workers_with_kills(
-    e: &Env,
-    config: &PathBuf,
-    total: usize,
-    kills: usize,
-    envs: &[(&str, String)],
-) -> usize {
+async fn two_workers_with_kills(e: &Env, config: &Path, total: usize, kills: usize, envs: &[(&str, String)]) -> usize {
     let mut workers = [Sink::start(config, e.dir.path(), envs), Sink::start(config, e.dir.path(), envs)];
     let mut in_flight = 0;
     for kill in 1..=kills {

@@ -3,7 +3,8 @@ each reader saw as one JSON document:
 
 - "deltalake": the Python `deltalake` package (delta-rs) reads the table at its URI (a
   directory, or s3://bucket/prefix with the storage options given as JSON in argv[2]): the
-  table version, partition columns, column names, the transaction version of each
+  table version, partition columns, column names (declared, and read with every row), the
+  type the standard timestamp column was read as, the transaction version of each
   application id named in argv[3] (JSON list), and (stream, stream_sequence) of every row;
 - "duckdb": the log is replayed here (add and remove actions of every _delta_log entry, in
   version order) and DuckDB reads the Parquet files it names, with Hive partitioning; on S3
@@ -24,12 +25,16 @@ options = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {}
 apps = json.loads(sys.argv[3]) if len(sys.argv) > 3 else []
 
 table = DeltaTable(uri, storage_options=options or None)
-rows = table.to_pyarrow_table(columns=["stream", "stream_sequence"]).to_pydict()
+# Every column is read (the timestamps, the partition columns), then the two compared.
+whole = table.to_pyarrow_table()
+rows = whole.select(["stream", "stream_sequence"]).to_pydict()
 out = {
     "deltalake": {
         "version": table.version(),
         "partition_columns": table.metadata().partition_columns,
         "columns": [f.name for f in table.schema().fields],
+        "read_columns": whole.column_names,
+        "timestamp_type": str(whole.schema.field("timestamp").type),
         "txn": {app: table.transaction_version(app) for app in apps},
         "rows": sorted(zip(rows["stream"], rows["stream_sequence"])),
     }

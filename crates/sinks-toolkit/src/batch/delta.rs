@@ -2,18 +2,21 @@
 //! schema from the batch config ([`TableSchema`]), the actions of a commit (`protocol`,
 //! `metaData`, `add` with statistics, `txn`, `commitInfo`) as newline-delimited JSON, and a
 //! [`Snapshot`] of what the log's commits say so far (the latest version, the metadata, the
-//! version of every application's transaction).
+//! version of every application's transaction), and [`TableState`], what a writer keeps of
+//! its table between commits.
 //!
 //! Protocol subset: reader version 1, writer version 2; no deletion vectors, column mapping
 //! or other table features; partition values are strings; checkpoints are not written (a
 //! log that starts at a checkpoint written by another tool is refused, see
 //! [`Snapshot::apply`]'s callers).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
 
 use serde_json::{Value, json};
 
 use super::config::{BatchConfig, ColumnType, STANDARD_COLUMNS};
+use super::index::PartKey;
 
 /// The directory of the log below the table's root.
 pub const LOG_DIR: &str = "_delta_log";
@@ -25,6 +28,37 @@ pub const MIN_WRITER_VERSION: u64 = 2;
 /// The log entry of commit `version`: `_delta_log/00000000000000000007.json`.
 pub fn commit_name(version: u64) -> String {
     format!("{LOG_DIR}/{version:020}.json")
+}
+
+/// What a writer knows of its table, shared by its clones (the commits themselves are made
+/// by the engine's table module).
+#[derive(Debug)]
+pub struct TableState {
+    /// The schema the config asks for.
+    pub(super) schema: TableSchema,
+    /// The log as read so far; held while a commit is made (one committer per process).
+    pub(super) snapshot: tokio::sync::Mutex<Snapshot>,
+    /// Slot reached per application id, known to be in the table (read without the lock).
+    pub(super) known: Mutex<HashMap<String, u64>>,
+    /// Manifest logs waiting for a table commit.
+    pub(super) dirty: Mutex<HashSet<PartKey>>,
+}
+
+impl TableState {
+    /// The table of `config`, when it has one.
+    pub fn of(config: &BatchConfig) -> Option<Self> {
+        config.table.as_ref().map(|_| Self {
+            schema: TableSchema::of(config),
+            snapshot: tokio::sync::Mutex::new(Snapshot::default()),
+            known: Mutex::new(HashMap::new()),
+            dirty: Mutex::new(HashSet::new()),
+        })
+    }
+
+    /// The slot the table is known to have reached for application `app`.
+    pub fn reached(&self, app: &str) -> Option<u64> {
+        self.known.lock().unwrap_or_else(PoisonError::into_inner).get(app).copied()
+    }
 }
 
 /// One column of the table.

@@ -31,13 +31,13 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 
+use super::delta::TableState;
 use super::encode::encoder;
 use super::groups::{Group, State, lock, row_refusal};
 use super::index::{Committed, Fingerprints, PartKey};
 pub use super::object_log::{ObjectLog, Settings, TempObject};
 use super::partition::Template;
 use super::row::Row;
-use super::table::Table;
 use sinks_contract::envelope::Envelope;
 use sinks_contract::error::SinkError;
 use sinks_contract::ordering::OrderKey;
@@ -82,7 +82,7 @@ pub(super) struct Inner<L> {
     pub(super) prints: Mutex<Fingerprints>,
     next_id: AtomicU64,
     /// The table every committed object is added to (`sink.batch.table`).
-    pub(super) table: Option<Table>,
+    pub(super) table: Option<TableState>,
 }
 
 /// What appending found for one message.
@@ -96,7 +96,7 @@ impl<L: ObjectLog> BatchWriter<L> {
     /// A writer over `log` with `settings` (validated by the sink's config).
     pub fn new(log: L, settings: Settings) -> Self {
         let template = settings.batch.template();
-        let table = Table::of(&settings.batch);
+        let table = TableState::of(&settings.batch);
         Self {
             inner: Arc::new(Inner {
                 log,

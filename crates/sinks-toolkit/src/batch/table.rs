@@ -22,13 +22,12 @@
 //! error (a lost answer: the entry may have landed) reads the entry back: our bytes there
 //! mean it landed.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
-
 use serde_json::{Value, json};
 
-use super::config::BatchConfig;
-use super::delta::{AddFile, Snapshot, TableSchema, commit_name, entry, metadata_action, protocol_action, txn_action};
+use super::delta::{
+    AddFile, Snapshot, TableSchema, TableState as Table, commit_name, entry, metadata_action, protocol_action,
+    txn_action,
+};
 use super::engine::Inner;
 use super::groups::lock;
 use super::index::{PartKey, Slot};
@@ -39,34 +38,6 @@ use sinks_contract::error::SinkError;
 const MAX_CONFLICTS: u32 = 100;
 /// The checkpoint pointer another tool may have written.
 const LAST_CHECKPOINT: &str = "_delta_log/_last_checkpoint";
-
-/// The table a writer commits into, shared by its clones.
-#[derive(Debug)]
-pub(super) struct Table {
-    schema: TableSchema,
-    /// The log as read so far; held while a commit is made (one committer per process).
-    snapshot: tokio::sync::Mutex<Snapshot>,
-    /// Slot reached per application id, known to be in the table (read without the lock).
-    known: Mutex<HashMap<String, u64>>,
-    /// Manifest logs waiting for a table commit.
-    dirty: Mutex<HashSet<PartKey>>,
-}
-
-impl Table {
-    /// The table of `config`, when it has one.
-    pub(super) fn of(config: &BatchConfig) -> Option<Self> {
-        config.table.as_ref().map(|_| Self {
-            schema: TableSchema::of(config),
-            snapshot: tokio::sync::Mutex::new(Snapshot::default()),
-            known: Mutex::new(HashMap::new()),
-            dirty: Mutex::new(HashSet::new()),
-        })
-    }
-
-    fn reached(&self, app: &str) -> Option<u64> {
-        lock(&self.known).get(app).copied()
-    }
-}
 
 /// The table's application id of the manifest log of `key`.
 pub fn app_id(key: &PartKey) -> String {
