@@ -3,7 +3,8 @@
 //! writers on one table and redeliveries store every event once, objects committed before
 //! the table was (a crash between the two) join it when their messages come back, the schema
 //! evolves by an added column and refuses an incompatible change, an `OPTIMIZE` by delta-rs
-//! leaves the next commit working, and configs table mode cannot serve are refused.
+//! leaves the next commit working, a later epoch of the stream commits next to the earlier
+//! one, and configs table mode cannot serve are refused.
 #![allow(clippy::unwrap_used)]
 
 use sinks_contract::testing::SinkExt as _;
@@ -39,7 +40,11 @@ fn msg(seq: u64) -> Envelope {
 /// Writes `seqs` in chunks of `chunk`, flushing what is due after each and everything at
 /// the end; the final outcome of every message.
 async fn write(sink: &FileSink, seqs: impl IntoIterator<Item = u64>, chunk: usize) -> BTreeMap<u64, MessageOutcome> {
-    let batch: Vec<Envelope> = seqs.into_iter().map(msg).collect();
+    write_envelopes(sink, seqs.into_iter().map(msg).collect(), chunk).await
+}
+
+/// [`write`] of whole envelopes.
+async fn write_envelopes(sink: &FileSink, batch: Vec<Envelope>, chunk: usize) -> BTreeMap<u64, MessageOutcome> {
     let mut out = BTreeMap::new();
     for part in batch.chunks(chunk) {
         for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
@@ -218,6 +223,36 @@ async fn an_optimize_by_delta_rs_leaves_the_next_commits_working() {
     let read = read(root);
     assert_table_holds(&read, 1..=45);
     assert!(read.report["deltalake"]["version"].as_u64().unwrap() >= 2);
+}
+
+/// A re-created stream (a later epoch, epoch-scoped keys): the old epoch's commits stay, the
+/// new epoch's events (the same sequences) arrive once, under an application id of their own.
+#[tokio::test]
+async fn a_later_epoch_of_the_stream_commits_next_to_the_earlier_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sink = open(root, table_batch(6, serde_json::json!([]))).await;
+    write(&sink, 1..=20, 20).await;
+    let later = |s: u64| {
+        envelope("ORDERS", s, &format!("orders.k{}", s % 2), format!(r#"{{"again":{s}}}"#))
+            .with_stream_epoch(Some("e2".into()))
+    };
+    let written = write_envelopes(&sink, (1..=15).map(later).collect(), 15).await;
+    assert!(written.values().all(|o| o.class() == OutcomeClass::Committed), "{written:?}");
+    let again = write_envelopes(&open(root, table_batch(6, serde_json::json!([]))).await, vec![later(3)], 1).await;
+    assert!(again.values().all(|o| o.class() == OutcomeClass::Duplicate), "{again:?}");
+    let apps: Vec<String> =
+        ["ORDERS", "ORDERS.e2"].iter().flat_map(|s| ["k0", "k1"].map(|k| format!("nats-sinks/{s}/kind={k}"))).collect();
+    let read = read_delta(root.to_str().unwrap(), &serde_json::json!({}), &apps).unwrap_or_else(|e| panic!("{e}"));
+    let mut want: BTreeMap<(String, u64), usize> = (1..=20).map(|s| (("ORDERS".to_owned(), s), 1)).collect();
+    want.extend((1..=15).map(|s| (("ORDERS.e2".to_owned(), s), 1)));
+    for reader in ["deltalake", "duckdb"] {
+        assert_eq!(read.rows(reader), want, "{reader}: both epochs, each event once");
+    }
+    for app in &apps {
+        assert!(read.txn(app).is_some(), "{app}: {}", read.report["deltalake"]["txn"]);
+    }
+    assert_each_object_added_once(root);
 }
 
 #[test]
