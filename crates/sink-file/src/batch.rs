@@ -231,3 +231,136 @@ impl ObjectLog for FileLog {
         DestinationRef::File { path: path.display().to_string() }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Table mode with a lost commit answer: a [`FileLog`] whose table-log creates land and
+    //! then report an error (fault injection; the directory is real).
+    #![allow(clippy::unwrap_used)]
+
+    use std::sync::atomic::{AtomicU32, Ordering};
+
+    use sinks_contract::existing::OnExisting;
+    use sinks_contract::sink::{FlushScope, MessageOutcome};
+    use sinks_contract::testing::envelope;
+    use sinks_toolkit::batch::{BatchConfig, BatchWriter, Format, Settings, TableConfig};
+
+    use super::*;
+    use crate::FileSinkConfig;
+
+    /// A [`FileLog`] whose next `lose` creates of a `_delta_log/` entry are made and then
+    /// answered with an error, as when the response to a conditional put is lost.
+    #[derive(Debug)]
+    struct LostAnswers {
+        inner: FileLog,
+        lose: AtomicU32,
+    }
+
+    #[async_trait]
+    impl ObjectLog for LostAnswers {
+        async fn list(&self, dir: &str) -> Result<Vec<String>, SinkError> {
+            self.inner.list(dir).await
+        }
+        async fn read(&self, key: &str) -> Result<Option<Vec<u8>>, SinkError> {
+            self.inner.read(key).await
+        }
+        async fn create(&self, key: &str, body: Vec<u8>) -> Result<bool, SinkError> {
+            let created = self.inner.create(key, body).await?;
+            let lost = key.starts_with("_delta_log/")
+                && self.lose.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1)).is_ok();
+            if lost {
+                return Err(SinkError::temporary("connection reset while the answer was on its way"));
+            }
+            Ok(created)
+        }
+        fn temp(&self, partition: &str) -> Result<TempObject, SinkError> {
+            self.inner.temp(partition)
+        }
+        async fn stage(&self, key: &str, temp: TempObject, size: u64) -> Result<serde_json::Value, SinkError> {
+            self.inner.stage(key, temp, size).await
+        }
+        async fn complete(&self, key: &str, staging: &serde_json::Value) -> Result<bool, SinkError> {
+            self.inner.complete(key, staging).await
+        }
+        async fn discard(&self, key: &str, staging: &serde_json::Value) {
+            self.inner.discard(key, staging).await;
+        }
+        async fn fetch(&self, key: &str) -> Result<Option<File>, SinkError> {
+            self.inner.fetch(key).await
+        }
+        fn destination(&self, key: &str) -> DestinationRef {
+            self.inner.destination(key)
+        }
+    }
+
+    /// The `add` paths of every log entry, and the `txn` versions in entry order.
+    fn added(root: &Path) -> (Vec<String>, Vec<u64>) {
+        let mut names: Vec<PathBuf> =
+            fs::read_dir(root.join("_delta_log")).unwrap().flatten().map(|e| e.path()).collect();
+        names.sort();
+        let mut paths = Vec::new();
+        let mut txns = Vec::new();
+        for name in names {
+            for line in fs::read_to_string(name).unwrap().lines() {
+                let action: serde_json::Value = serde_json::from_str(line).unwrap();
+                if let Some(p) = action["add"]["path"].as_str() {
+                    paths.push(p.to_owned());
+                }
+                if let Some(v) = action["txn"]["version"].as_u64() {
+                    txns.push(v);
+                }
+            }
+        }
+        paths.sort();
+        (paths, txns)
+    }
+
+    #[tokio::test]
+    async fn a_lost_commit_answer_does_not_commit_the_slot_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let defaults = FileSinkConfig::new(dir.path());
+        let root = Arc::new(OnceLock::new());
+        root.set(dir.path().to_path_buf()).unwrap();
+        let log = LostAnswers {
+            inner: FileLog::new(root, false, defaults.file_mode, defaults.dir_mode),
+            // The table's creation, then the first two objects' commits.
+            lose: AtomicU32::new(3),
+        };
+        let batch = BatchConfig {
+            format: Format::Parquet,
+            max_messages: 5,
+            partition_template: "kind={subject_token[1]}".into(),
+            table: Some(TableConfig::default()),
+            ..BatchConfig::default()
+        };
+        let settings = Settings {
+            batch,
+            payload_mode: sinks_contract::payload::PayloadMode::default(),
+            policy: OnExisting::Keep,
+            content_check: true,
+            max_row_bytes: u64::MAX,
+            sink: "file",
+            record: "batch file",
+        };
+        let writer = BatchWriter::new(log, settings);
+        writer.open().await.unwrap();
+        let batch: Vec<_> = (1..=15).map(|s| envelope("ORDERS", s, "orders.a", format!(r#"{{"s":{s}}}"#))).collect();
+        assert!(writer.write(&batch).await.iter().all(|o| matches!(o, MessageOutcome::Pending)));
+        let settled = writer.flush(FlushScope::All).await;
+        assert_eq!(settled.len(), 15);
+        assert!(settled.iter().all(|s| matches!(s.outcome, MessageOutcome::Committed)), "{settled:?}");
+        assert_eq!(writer.log().lose.load(Ordering::SeqCst), 0, "three answers were lost");
+        let (paths, txns) = added(dir.path());
+        let mut distinct = paths.clone();
+        distinct.dedup();
+        assert_eq!(paths, distinct, "no object added twice");
+        assert_eq!(paths.len(), 3, "three objects of five messages: {paths:?}");
+        // Slots 0, 1 and 2, in one to three entries (concurrent closes share one).
+        assert!(txns.windows(2).all(|w| w[0] < w[1]), "txn versions only grow: {txns:?}");
+        assert_eq!(txns.last(), Some(&2), "{txns:?}");
+        // Redelivered: found stored, and the table needs nothing more.
+        let again = writer.write(&batch[..3]).await;
+        assert!(again.iter().all(|o| matches!(o, MessageOutcome::Duplicate)), "{again:?}");
+        assert_eq!(added(dir.path()).1, txns, "no commit after the redelivery");
+    }
+}

@@ -157,6 +157,9 @@ impl Sink for FileSink {
 
     async fn open(&self) -> Result<(), SinkError> {
         let root = self.resolved_root().await?;
+        if let Some(writer) = &self.inner.batch {
+            writer.open().await?;
+        }
         tracing::info!(directory = %root.display(), "file sink root ready");
         Ok(())
     }

@@ -155,6 +155,9 @@ impl Sink for S3Sink {
     async fn open(&self) -> Result<(), SinkError> {
         let inner = &self.inner;
         inner.probe(classify_at_open).await?;
+        if let Some(writer) = &inner.batch {
+            writer.open().await?;
+        }
         tracing::info!(
             bucket = %inner.config.bucket,
             prefix = inner.config.prefix.as_deref().unwrap_or(""),

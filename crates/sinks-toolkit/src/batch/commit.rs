@@ -225,6 +225,9 @@ impl<L: ObjectLog> Inner<L> {
             Ok(Claim::Slot(slot)) => slot,
             Ok(Claim::Lost(overlap)) => {
                 self.log.discard(&object, &staging).await;
+                // Reported duplicates are acknowledged: the objects holding them must be in
+                // the table first (a retried commit whose table commit failed lands here).
+                self.sync_table(key).await?;
                 return Ok(self.abandoned(key, set, &overlap));
             }
             Err(e) => {
@@ -242,6 +245,8 @@ impl<L: ObjectLog> Inner<L> {
             format: s.batch.format,
             compression: s.batch.effective_compression(),
             set: set.clone(),
+            bytes: size,
+            rows,
         });
         {
             let mut state = lock(&self.state);
@@ -250,6 +255,9 @@ impl<L: ObjectLog> Inner<L> {
             }
             state.remember(&key.1, &committed);
         }
+        // Table mode: the object joins the table before any of its messages is acknowledged.
+        // A failure here retries the whole commit, which finds this slot and lands above.
+        self.sync_table(key).await?;
         tracing::debug!(sink = s.sink, slot, rows, first, last, bytes = size, "batch object committed");
         Ok(set.iter().map(|sequence| Settled::new(stream_of(&key.1), sequence, MessageOutcome::Committed)).collect())
     }
@@ -314,7 +322,14 @@ mod tests {
         for s in sequences {
             set.insert(s);
         }
-        Arc::new(Committed { object: "p/x".into(), format: Format::Ndjson, compression: BatchCompression::None, set })
+        Arc::new(Committed {
+            object: "p/x".into(),
+            format: Format::Ndjson,
+            compression: BatchCompression::None,
+            set,
+            bytes: 0,
+            rows: 0,
+        })
     }
 
     #[test]

@@ -158,6 +158,31 @@ pub struct BatchConfig {
     /// redeliveries and dead letters. 0 gives up at once (the messages come back).
     #[serde(default = "default_commit_retry_seconds")]
     pub commit_retry_seconds: u64,
+    /// Commit every object into a table as well (`{format: delta}`): see [`TableConfig`]
+    /// and docs/delta-lake.md. Needs `format: parquet` and a Hive-style
+    /// `partition_template` (every segment `column=…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<TableConfig>,
+}
+
+/// The table format of `sink.batch.table.format`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TableFormat {
+    /// A Delta Lake table: `_delta_log/` at the sink's root or prefix.
+    #[default]
+    Delta,
+}
+
+/// The `sink.batch.table` section: every committed object is added to a table at the
+/// sink's root directory or prefix, in one table commit that records how far the
+/// partition's manifest log was added (a Delta `txn` action).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableConfig {
+    /// The table format: `delta` (the only one).
+    #[serde(default)]
+    pub format: TableFormat,
 }
 
 fn default_true() -> bool {
@@ -194,6 +219,7 @@ impl Default for BatchConfig {
             partition_fallback: default_fallback(),
             columns: Vec::new(),
             commit_retry_seconds: default_commit_retry_seconds(),
+            table: None,
         }
     }
 }
@@ -259,14 +285,13 @@ impl BatchConfig {
         if !self.columns.is_empty() && self.format != Format::Parquet {
             issues.push(&at("columns"), "typed columns are a parquet feature (sink.batch.format: parquet)");
         }
+        if self.table.is_some() {
+            self.validate_table(issues);
+        }
         let mut seen: Vec<&str> = Vec::new();
         for (i, column) in self.columns.iter().enumerate() {
             let name = &column.name;
-            let valid = !name.is_empty()
-                && name.len() <= 64
-                && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-                && !name.starts_with(|c: char| c.is_ascii_digit());
-            if !valid {
+            if !column_name_ok(name) {
                 issues.push(&at(&format!("columns[{i}].name")), "must be [a-z_][a-z0-9_]*, at most 64 characters");
             } else if STANDARD_COLUMNS.contains(&name.as_str()) {
                 issues.push(&at(&format!("columns[{i}].name")), "is a standard column");
@@ -280,6 +305,49 @@ impl BatchConfig {
             }
         }
     }
+}
+
+impl BatchConfig {
+    /// The partition columns of table mode: the column name of every `column=…` segment of
+    /// the template, in order; `Err` names a segment that is not of that form.
+    pub fn partition_columns(&self) -> Result<Vec<String>, String> {
+        let mut out: Vec<String> = Vec::new();
+        for segment in self.partition_template.split('/') {
+            let column = segment.split_once('=').map(|(c, _)| c).filter(|c| column_name_ok(c));
+            let Some(column) = column.filter(|_| !segment.ends_with('=')) else {
+                return Err(format!(
+                    "`{segment}` is not a Hive-style segment: a table's partitions are columns, so every segment \
+                     must be `column=…` (for example `dt={{yyyy}}-{{mm}}-{{dd}}`)"
+                ));
+            };
+            if STANDARD_COLUMNS.contains(&column) || self.columns.iter().any(|c| c.name == column) {
+                return Err(format!("partition column `{column}` is also a data column"));
+            }
+            if out.iter().any(|c| c == column) {
+                return Err(format!("partition column `{column}` appears twice"));
+            }
+            out.push(column.to_owned());
+        }
+        Ok(out)
+    }
+
+    /// What table mode needs beyond the rest: Parquet objects and Hive-style partitions.
+    fn validate_table(&self, issues: &mut Issues) {
+        if self.format != Format::Parquet {
+            issues.push("sink.batch.table.format", "a delta table holds parquet files: set sink.batch.format: parquet");
+        }
+        if let Err(e) = self.partition_columns() {
+            issues.push("sink.batch.partition_template", e);
+        }
+    }
+}
+
+/// A column name: `[a-z_][a-z0-9_]*`, at most 64 characters.
+fn column_name_ok(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
 }
 
 /// Checks the combination of `sink.mode` and `sink.batch`: a `batch` section only with
@@ -382,6 +450,37 @@ mod tests {
         } else {
             assert_eq!(problems(serde_json::json!({"format": "parquet"})), ["sink.batch.format"]);
         }
+    }
+
+    #[test]
+    fn table_mode_needs_parquet_and_a_hive_style_template() {
+        let table = |extra: serde_json::Value| {
+            let mut json = serde_json::json!({"format": "parquet", "partition_template": "dt={yyyy}-{mm}/k={subject}",
+                                               "table": {"format": "delta"}});
+            for (k, v) in extra.as_object().unwrap() {
+                json[k] = v.clone();
+            }
+            let mut got = problems(json);
+            got.retain(|p| p != "sink.batch.format");
+            got
+        };
+        assert_eq!(table(serde_json::json!({})), Vec::<String>::new());
+        assert_eq!(table(serde_json::json!({"format": "ndjson"})), ["sink.batch.table.format"]);
+        for template in ["{stream}/dt={yyyy}", "dt=", "=x", "Dt={yyyy}", "dt={yyyy}/dt={mm}", "payload={stream}"] {
+            assert_eq!(
+                table(serde_json::json!({"partition_template": template})),
+                ["sink.batch.partition_template"],
+                "{template}"
+            );
+        }
+        let declared = serde_json::json!({"partition_template": "qty={stream}",
+                                          "columns": [{"name": "qty", "path": "q", "type": "int64"}]});
+        assert_eq!(table(declared), ["sink.batch.partition_template"]);
+        let c: BatchConfig =
+            serde_json::from_value(serde_json::json!({"partition_template": "a={stream}/b=x{hh}"})).unwrap();
+        assert_eq!(c.partition_columns().unwrap(), ["a", "b"]);
+        let unknown = serde_json::json!({"table": {"format": "iceberg"}});
+        assert!(serde_json::from_value::<BatchConfig>(unknown).is_err(), "only delta is built");
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub fn encoder(config: &BatchConfig, file: File) -> io::Result<Box<dyn Encoder>>
         #[cfg(feature = "parquet")]
         (Format::Parquet, compression) => {
             let file = buffered.into_inner().map_err(io::IntoInnerError::into_error)?;
-            Box::new(super::parquet::ParquetEncoder::new(file, compression, &config.columns)?)
+            Box::new(super::parquet::ParquetEncoder::new(file, compression, &config.columns, config.table.is_some())?)
         }
         #[cfg(not(feature = "parquet"))]
         (Format::Parquet, _) => {

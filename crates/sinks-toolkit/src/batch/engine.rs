@@ -31,6 +31,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 
+use super::delta::TableState;
 use super::encode::encoder;
 use super::groups::{Group, State, lock, row_refusal};
 use super::index::{Committed, Fingerprints, PartKey};
@@ -80,6 +81,8 @@ pub(super) struct Inner<L> {
     locks: Mutex<HashMap<PartKey, Arc<tokio::sync::Mutex<()>>>>,
     pub(super) prints: Mutex<Fingerprints>,
     next_id: AtomicU64,
+    /// The table every committed object is added to (`sink.batch.table`).
+    pub(super) table: Option<TableState>,
 }
 
 /// What appending found for one message.
@@ -93,6 +96,7 @@ impl<L: ObjectLog> BatchWriter<L> {
     /// A writer over `log` with `settings` (validated by the sink's config).
     pub fn new(log: L, settings: Settings) -> Self {
         let template = settings.batch.template();
+        let table = TableState::of(&settings.batch);
         Self {
             inner: Arc::new(Inner {
                 log,
@@ -102,8 +106,16 @@ impl<L: ObjectLog> BatchWriter<L> {
                 locks: Mutex::new(HashMap::new()),
                 prints: Mutex::new(Fingerprints::default()),
                 next_id: AtomicU64::new(1),
+                table,
             }),
         }
+    }
+
+    /// Opens what the writer needs before its first write: with `sink.batch.table`, the
+    /// table (created, or its schema checked against the config and evolved by added
+    /// columns; an incompatible change is a configuration error). A no-op otherwise.
+    pub async fn open(&self) -> Result<(), SinkError> {
+        self.inner.open_table().await
     }
 
     /// The destination's I/O.
@@ -139,7 +151,12 @@ impl<L: ObjectLog> BatchWriter<L> {
         let distinct: HashSet<PartKey> = keys.iter().cloned().collect();
         let inner = &self.inner;
         let loads = futures::stream::iter(distinct.into_iter().map(|k: PartKey| async move {
-            let result = inner.ensure_loaded(&k).await;
+            // With a table, a manifest log it has not caught up with (a crash between an
+            // object and its table commit) is added before its messages are reported stored.
+            let result = match inner.ensure_loaded(&k).await {
+                Ok(()) => inner.sync_table(&k).await,
+                Err(e) => Err(e),
+            };
             (k, result)
         }))
         .buffer_unordered(PARALLEL)

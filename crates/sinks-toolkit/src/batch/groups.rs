@@ -194,7 +194,14 @@ mod tests {
         for s in sequences {
             set.insert(*s);
         }
-        Arc::new(Committed { object: object.into(), format: Format::Ndjson, compression: BatchCompression::None, set })
+        Arc::new(Committed {
+            object: object.into(),
+            format: Format::Ndjson,
+            compression: BatchCompression::None,
+            set,
+            bytes: 0,
+            rows: 0,
+        })
     }
 
     fn group(id: u64, partition: &str, sequences: &[u64]) -> Group {

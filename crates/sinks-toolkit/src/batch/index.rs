@@ -44,6 +44,10 @@ pub struct Committed {
     pub compression: BatchCompression,
     /// The sequences it holds.
     pub set: SeqSet,
+    /// Its size in bytes.
+    pub bytes: u64,
+    /// Rows it holds.
+    pub rows: u64,
 }
 
 /// The manifest log of one partition and stream, as far as it was read.
@@ -65,6 +69,11 @@ impl PartIndex {
         if let Some(Slot::Committed(old)) = self.slots.insert(slot, entry) {
             self.ranges = self.ranges.saturating_sub(old.set.ranges());
         }
+    }
+
+    /// The entry of `slot`, when it was read.
+    pub fn slot(&self, slot: u64) -> Option<&Slot> {
+        self.slots.get(&slot)
     }
 
     /// Whether `slot` was read.
@@ -209,6 +218,8 @@ mod tests {
             format: Format::Ndjson,
             compression: BatchCompression::None,
             set: seqs.iter().copied().collect(),
+            bytes: 0,
+            rows: 0,
         }))
     }
 

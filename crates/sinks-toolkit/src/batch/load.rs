@@ -109,6 +109,8 @@ impl<L: ObjectLog> Inner<L> {
             format: manifest.format,
             compression: manifest.compression,
             set,
+            bytes: manifest.bytes,
+            rows: manifest.rows,
         }))))
     }
 

@@ -11,6 +11,8 @@
 //!   [`parquet`] behind the cargo feature `parquet`);
 //! - [`index`]: the committed manifests a writer knows, bounded;
 //! - [`describe`]: what `nats-sink validate` says about a batch mode;
+//! - [`delta`]: the Delta Lake log table mode (`sink.batch.table`) writes and reads;
+//!   committing objects into the table is private (`table.rs`);
 //! - [`object_log`]: what a sink supplies ([`ObjectLog`]) and how it configured the mode
 //!   ([`Settings`]);
 //! - [`engine`]: the [`BatchWriter`] itself: appending a write's messages, flushing,
@@ -19,6 +21,7 @@
 //!   judging a redelivery against what is stored (`stored.rs`).
 
 pub mod config;
+pub mod delta;
 pub mod describe;
 pub mod encode;
 pub mod engine;
@@ -36,7 +39,11 @@ mod commit;
 mod groups;
 mod load;
 mod stored;
+mod table;
 
-pub use config::{BatchCompression, BatchConfig, ColumnConfig, ColumnType, Format, WriteMode};
+pub use config::{
+    BatchCompression, BatchConfig, ColumnConfig, ColumnType, Format, TableConfig, TableFormat, WriteMode,
+};
 pub use engine::BatchWriter;
 pub use object_log::{ObjectLog, Settings, TempObject};
+pub use table::app_id;

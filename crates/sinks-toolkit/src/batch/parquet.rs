@@ -49,13 +49,20 @@ pub const SCHEMA_KEY: &str = "nats_sinks.schema";
 
 /// The Arrow schema of an object with `columns` declared.
 pub fn schema(columns: &[ColumnConfig]) -> SchemaRef {
+    schema_in(columns, TimeUnit::Nanosecond)
+}
+
+/// [`schema`] with the standard `timestamp` column in `unit`: nanoseconds for batch mode's
+/// stable schema, microseconds in table mode (a Delta `timestamp` is microseconds; readers
+/// such as delta-rs refuse to cast nanoseconds down).
+pub fn schema_in(columns: &[ColumnConfig], unit: TimeUnit) -> SchemaRef {
     let utc = || Some(Arc::<str>::from("UTC"));
     let mut fields = vec![
         Field::new("subject", DataType::Utf8, false),
         Field::new("stream", DataType::Utf8, false),
         Field::new("stream_sequence", DataType::Int64, false),
         Field::new("message_id", DataType::Utf8, true),
-        Field::new("timestamp", DataType::Timestamp(TimeUnit::Nanosecond, utc()), true),
+        Field::new("timestamp", DataType::Timestamp(unit, utc()), true),
         Field::new("headers", DataType::Utf8, true),
         Field::new("payload_sha256", DataType::Utf8, false),
         Field::new("payload", DataType::Utf8, false),
@@ -118,6 +125,28 @@ impl Typed {
     }
 }
 
+/// The standard `timestamp` column's builder: nanoseconds, or microseconds (table mode).
+enum Stamp {
+    Nanos(TimestampNanosecondBuilder),
+    Micros(TimestampMicrosecondBuilder),
+}
+
+impl Stamp {
+    fn push(&mut self, nanos: Option<i64>) {
+        match self {
+            Self::Nanos(b) => b.append_option(nanos),
+            Self::Micros(b) => b.append_option(nanos.map(|n| n.div_euclid(1000))),
+        }
+    }
+
+    fn finish(&mut self) -> ArrayRef {
+        match self {
+            Self::Nanos(b) => Arc::new(b.finish()),
+            Self::Micros(b) => Arc::new(b.finish()),
+        }
+    }
+}
+
 /// Streams rows into a Parquet file.
 pub(super) struct ParquetEncoder {
     writer: ArrowWriter<File>,
@@ -126,7 +155,7 @@ pub(super) struct ParquetEncoder {
     stream: StringBuilder,
     sequence: Int64Builder,
     message_id: StringBuilder,
-    timestamp: TimestampNanosecondBuilder,
+    timestamp: Stamp,
     headers: StringBuilder,
     sha256: StringBuilder,
     payload: StringBuilder,
@@ -140,7 +169,13 @@ fn parquet_error(e: parquet::errors::ParquetError) -> io::Error {
 }
 
 impl ParquetEncoder {
-    pub(super) fn new(file: File, compression: BatchCompression, columns: &[ColumnConfig]) -> io::Result<Self> {
+    /// An encoder writing into `file`; `micros` for table mode's microsecond timestamps.
+    pub(super) fn new(
+        file: File,
+        compression: BatchCompression,
+        columns: &[ColumnConfig],
+        micros: bool,
+    ) -> io::Result<Self> {
         let compression = match compression {
             BatchCompression::Zstd => Compression::ZSTD(ZstdLevel::try_new(ZSTD_LEVEL).map_err(parquet_error)?),
             BatchCompression::None => Compression::UNCOMPRESSED,
@@ -158,7 +193,8 @@ impl ParquetEncoder {
             .set_created_by(format!("nats-sinks {}", env!("CARGO_PKG_VERSION")))
             .set_key_value_metadata(Some(vec![KeyValue::new(SCHEMA_KEY.to_owned(), ROW_SCHEMA.to_owned())]))
             .build();
-        let schema = schema(columns);
+        let unit = if micros { TimeUnit::Microsecond } else { TimeUnit::Nanosecond };
+        let schema = schema_in(columns, unit);
         let writer = ArrowWriter::try_new(file, Arc::clone(&schema), Some(props)).map_err(parquet_error)?;
         Ok(Self {
             writer,
@@ -167,7 +203,11 @@ impl ParquetEncoder {
             stream: StringBuilder::new(),
             sequence: Int64Builder::new(),
             message_id: StringBuilder::new(),
-            timestamp: TimestampNanosecondBuilder::new().with_timezone("UTC"),
+            timestamp: if micros {
+                Stamp::Micros(TimestampMicrosecondBuilder::new().with_timezone("UTC"))
+            } else {
+                Stamp::Nanos(TimestampNanosecondBuilder::new().with_timezone("UTC"))
+            },
             headers: StringBuilder::new(),
             sha256: StringBuilder::new(),
             payload: StringBuilder::new(),
@@ -187,7 +227,7 @@ impl ParquetEncoder {
             Arc::new(self.stream.finish()),
             Arc::new(self.sequence.finish()),
             Arc::new(self.message_id.finish()),
-            Arc::new(self.timestamp.finish()),
+            self.timestamp.finish(),
             Arc::new(self.headers.finish()),
             Arc::new(self.sha256.finish()),
             Arc::new(self.payload.finish()),
@@ -213,7 +253,7 @@ impl Encoder for ParquetEncoder {
         self.sequence.append_value(seq);
         self.message_id.append_option(row.message_id.as_deref());
         let ts = row.timestamp.and_then(|t| i64::try_from(t.unix_timestamp_nanos()).ok());
-        self.timestamp.append_option(ts);
+        self.timestamp.push(ts);
         self.headers.append_option(row.headers.as_deref());
         self.sha256.append_value(&row.payload.sha256);
         let payload = row.payload.value.get();

@@ -1,0 +1,124 @@
+//! `nats-sink run` with the file and S3 sinks in table mode (`sink.batch.table: {format:
+//! delta}`): two workers on one consumer, kill -9 of one or the other while messages are in
+//! flight, then the Delta table read by the Python `deltalake` package (delta-rs) and by
+//! DuckDB: every event exactly once, the table's stream sequences equal to the stream's.
+//! CI runs 3,000 events and two kills per destination; `cargo xtask test --full` 20,000
+//! events and five kills.
+#![allow(clippy::unwrap_used, clippy::clone_on_ref_ptr, clippy::print_stderr)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use sink_s3::certify::S3Harness;
+use sinks_testkit::{S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, cannot_run, rounds, wait_until};
+use support::{Env, Sink, acked, env};
+
+const KEY_ENV: &str = "E2E_DELTA_S3_ACCESS_KEY_ID";
+const SECRET_ENV: &str = "E2E_DELTA_S3_SECRET_ACCESS_KEY";
+
+/// The batch section: Parquet, Hive-style partitions by subject, the table.
+fn batch() -> serde_json::Value {
+    json!({"format": "parquet", "max_messages": 400, "max_age_ms": 1000,
+           "partition_template": "kind={subject_token[2]}",
+           "columns": [{"name": "order", "path": "order", "type": "int64"}],
+           "table": {"format": "delta"}})
+}
+
+fn extra() -> serde_json::Value {
+    json!({
+        "delivery": {"batch_size": 500, "max_in_flight_batches": 4},
+        "consumer_management": {"ack_wait_seconds": 5, "max_ack_pending": 20000},
+        "logging": {"level": "INFO"},
+    })
+}
+
+/// Two workers on `config`; `kills` times, as the acknowledgements pass the next fraction
+/// of `total`, one of them (in turn) is killed with SIGKILL and restarted. Then drained and
+/// both stopped. Returns the messages delivered and unacknowledged at the kills.
+async fn two_workers_with_kills(e: &Env, config: &Path, total: usize, kills: usize, envs: &[(&str, String)]) -> usize {
+    let mut workers = [Sink::start(config, e.dir.path(), envs), Sink::start(config, e.dir.path(), envs)];
+    let mut in_flight = 0;
+    for kill in 1..=kills {
+        let target = total * kill / (kills + 1);
+        let reached = wait_until(Duration::from_secs(120), || async { acked(e, total).await >= target }).await;
+        assert!(reached, "no progress to {target}; logs:\n{}\n{}", workers[0].logs(), workers[1].logs());
+        in_flight += e.consumer_state().await.map_or(0, |(_, ack_pending)| ack_pending);
+        let victim = kill % 2;
+        let fresh = Sink::start(config, e.dir.path(), envs);
+        std::mem::replace(&mut workers[victim], fresh).kill9();
+    }
+    let done = wait_until(Duration::from_secs(180), || e.settled()).await;
+    assert!(done, "not drained; logs:\n{}\n{}", workers[0].logs(), workers[1].logs());
+    for worker in workers {
+        let ready =
+            wait_until(Duration::from_secs(60), || async { worker.logs().contains("consuming servers=") }).await;
+        assert!(ready, "{}", worker.logs());
+        let (code, log) = worker.stop();
+        assert_eq!(code, Some(0), "{log}");
+    }
+    in_flight
+}
+
+/// Both readers see every sequence of the stream, `1..=total`, exactly once.
+fn assert_exactly_once(read: &sinks_testkit::DeltaRead, stream: &str, total: usize) {
+    let want: BTreeMap<(String, u64), usize> = (1..=total as u64).map(|s| ((stream.to_owned(), s), 1)).collect();
+    for reader in ["deltalake", "duckdb"] {
+        let got = read.rows(reader);
+        let twice: Vec<_> = got.iter().filter(|(_, n)| **n > 1).map(|(k, _)| k).take(5).collect();
+        let missing: Vec<_> = want.keys().filter(|k| !got.contains_key(*k)).take(5).collect();
+        assert!(twice.is_empty() && missing.is_empty(), "{reader}: twice {twice:?}, missing {missing:?}");
+        assert_eq!(got, want, "{reader} sees exactly the stream's events");
+    }
+    eprintln!("table version {}, {} files", read.report["deltalake"]["version"], read.report["duckdb"]["files"]);
+}
+
+fn sizes() -> (usize, usize) {
+    (rounds(3_000, 20_000), rounds(2, 5))
+}
+
+#[tokio::test]
+async fn file_delta_table_holds_every_event_once_through_kill_9_of_two_workers() {
+    let (total, kills) = sizes();
+    let started = Instant::now();
+    let e = env().await;
+    e.publish(total, support::json).await;
+    let sink = json!({"type": "file", "directory": e.out(), "mode": "batch", "batch": batch()});
+    let config = e.write_config_json(sink, extra());
+    let in_flight = two_workers_with_kills(&e, &config, total, kills, &[]).await;
+    eprintln!("delivered and unacknowledged at the kills: {in_flight}");
+    assert!(in_flight > 0, "the kills hit messages in flight");
+    let read = sinks_testkit::read_delta(e.out().to_str().unwrap(), &json!({}), &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_exactly_once(&read, &e.stream, total);
+    eprintln!("{total} events, {kills} kills, {:?}", started.elapsed());
+}
+
+#[tokio::test]
+async fn s3_delta_table_holds_every_event_once_through_kill_9_of_two_workers() {
+    let (total, kills) = sizes();
+    let started = Instant::now();
+    let server = sinks_testkit::shared_s3().await.unwrap_or_else(|e| cannot_run("s3 delta", e));
+    let h = S3Harness::new(server.endpoint.clone(), server.filer, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY);
+    let bucket = h.bucket().await.unwrap();
+    let e = env().await;
+    e.publish(total, support::json).await;
+    let sink = json!({"type": "s3", "bucket": bucket.name(), "prefix": "lake/orders", "endpoint_url": h.endpoint(),
+                      "allow_http_for_local_testing": true, "region_name": "us-east-1",
+                      "credential_mode": "environment", "aws_access_key_id_env": KEY_ENV,
+                      "aws_secret_access_key_env": SECRET_ENV, "mode": "batch", "batch": batch()});
+    let config = e.write_config_json(sink, extra());
+    let creds = [(KEY_ENV, S3_ACCESS_KEY_ID.to_owned()), (SECRET_ENV, S3_SECRET_ACCESS_KEY.to_owned())];
+    let in_flight = two_workers_with_kills(&e, &config, total, kills, &creds).await;
+    eprintln!("delivered and unacknowledged at the kills: {in_flight}");
+    assert!(in_flight > 0, "the kills hit messages in flight");
+    let storage = json!({"endpoint_url": server.endpoint, "aws_access_key_id": S3_ACCESS_KEY_ID,
+                         "aws_secret_access_key": S3_SECRET_ACCESS_KEY, "aws_region": "us-east-1",
+                         "allow_http": "true"});
+    let uri = format!("s3://{}/lake/orders", bucket.name());
+    let read = sinks_testkit::read_delta(&uri, &storage, &[]).unwrap_or_else(|e| panic!("{e}"));
+    assert_exactly_once(&read, &e.stream, total);
+    eprintln!("{total} events, {kills} kills, {:?}", started.elapsed());
+}
