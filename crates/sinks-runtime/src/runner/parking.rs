@@ -420,7 +420,10 @@ pub(super) mod tests {
     fn with_nothing_parked_a_batch_is_written_as_it_is_in_stream_order() {
         let mut p: Parking<String> = Parking::default();
         let out = p.admit(batch(&[(3, Some("a")), (4, Some("b")), (4, None), (9, Some("a"))]), &[], 100);
-        assert_eq!((seqs(&out), out.handles), (vec![3, 4, 4, 9], vec!["h3".into(), "h4".into(), "h4".into(), "h9".into()]));
+        assert_eq!(
+            (seqs(&out), out.handles),
+            (vec![3, 4, 4, 9], vec!["h3".into(), "h4".into(), "h4".into(), "h9".into()])
+        );
         // A redelivery can come before later messages: the batch is put in order all the same.
         let out = p.admit(batch(&[(7, Some("a")), (2, Some("b")), (5, None)]), &[7], 100);
         assert_eq!((seqs(&out), out.handles), (vec![2, 5, 7], vec!["h2".into(), "h5".into(), "h7".into()]));
