@@ -47,6 +47,14 @@ pub(crate) struct Args {
     /// `delivery.batch_size`.
     #[arg(long, default_value_t = 500)]
     batch: usize,
+    /// Only the contenders whose id contains this (`blackhole`, `file-nofsync`, `file-fsync`,
+    /// `file`).
+    #[arg(long)]
+    only: Option<String>,
+    /// Record every measured process with `perf` (`target/bench/compare/<contender>-<side>.profile.txt`
+    /// holds its top frames, as `cargo xtask bench --profile` writes them).
+    #[arg(long)]
+    profile: bool,
 }
 
 /// One contender: a name and the sink section it runs with.
@@ -70,6 +78,9 @@ pub(crate) fn run(args: Args) -> Result<()> {
             bail!("the {what} program {} does not exist (cargo xtask bench --compare builds it)", path.display());
         }
     }
+    if args.profile {
+        super::profile::enable()?;
+    }
     let root = sinks_testkit::workspace_root();
     let work_dir = root.join("target/bench/compare");
     std::fs::create_dir_all(&work_dir)?;
@@ -86,13 +97,21 @@ pub(crate) fn run(args: Args) -> Result<()> {
         },
         Contender { id: "file-fsync", stream: files, sink: json!({"type": "file", "directory": out, "fsync": true}) },
     ];
+    let contenders: Vec<Contender> =
+        contenders.into_iter().filter(|c| args.only.as_deref().is_none_or(|o| c.id.contains(o))).collect();
+    if contenders.is_empty() {
+        bail!("--only {} names no contender (blackhole, file-nofsync, file-fsync)", args.only.as_deref().unwrap_or(""));
+    }
     let rt = tokio::runtime::Runtime::new()?;
     let rounds = rt.block_on(async {
         let server = NatsServer::start();
         let js = server.js().await;
         let url = server.url();
-        publish_stream(&js, blackhole).await;
-        publish_stream(&js, files).await;
+        for stream in [blackhole, files] {
+            if contenders.iter().any(|c| c.stream.name == stream.name) {
+                publish_stream(&js, stream).await;
+            }
+        }
         let mut rounds: Vec<Vec<Round>> = contenders.iter().map(|_| Vec::new()).collect();
         for round in 0..args.pairs {
             for (c, contender) in contenders.iter().enumerate() {

@@ -14,6 +14,7 @@ use super::handle::Handle;
 use super::heartbeat::hold_while;
 use super::ordering::{OrderingGate, batch_keys, with_order_key};
 use super::reconnect::{reconnect_backoff, sleep_or_stop};
+use crate::config::OrderingKey;
 use crate::metrics::{CounterId, GaugeId, RunStats, TimingId};
 use crate::source::{Delivery, FetchError, Source};
 
@@ -241,8 +242,14 @@ impl<'a> Fetching<'a> {
     /// it unacknowledged, to be delivered again (`None`).
     async fn take_in(&mut self, fetched: Vec<Delivery>, started: Instant) -> Option<Batch<Handle>> {
         let ctx = self.ctx;
-        let mut batch: Batch<Handle> =
-            fetched.into_iter().map(|(e, handle)| (with_order_key(e, &ctx.config), Handle::Delivery(handle))).collect();
+        // A fresh envelope carries its subject's key already (`Envelope::new`), which is the
+        // default `delivery.ordering_key`'s: no second hash of the subject, no move.
+        let keyed = !matches!(ctx.config.delivery.ordering_key, OrderingKey::Subject);
+        let mut batch: Batch<Handle> = Batch::with_capacity(fetched.len());
+        for (envelope, handle) in fetched {
+            let envelope = if keyed { with_order_key(envelope, &ctx.config) } else { envelope };
+            batch.push(envelope, Handle::Delivery(handle));
+        }
         if let Some(origins) = &ctx.origins {
             let envelopes = std::mem::take(&mut batch.envelopes);
             let held = [&batch.handles[..]];

@@ -116,6 +116,14 @@ impl<H: Clone> Parking<H> {
     /// well. The result is in stream-sequence order, so a key's messages are written in
     /// order.
     pub(super) fn admit(&mut self, batch: Batch<H>, gone: &[u64], max: usize) -> Batch<H> {
+        // Nothing parked or waited for, and the batch in order already (as fetched): it is
+        // written as it is, without moving each message into a new batch.
+        if self.blockers.is_empty()
+            && self.lots.is_empty()
+            && batch.envelopes.is_sorted_by_key(|e| e.jetstream().stream_sequence)
+        {
+            return batch;
+        }
         let mut work: Vec<(Envelope, H)> = Vec::with_capacity(batch.len());
         let mut returning: Vec<u64> = gone.iter().copied().filter(|seq| self.blockers.contains_key(seq)).collect();
         for (e, handle) in batch {
@@ -406,6 +414,20 @@ pub(super) mod tests {
             assert_eq!(p.lots(), want, "{what}: lots");
             assert_eq!(kept(&p), *kept_after, "{what}: kept");
         }
+    }
+
+    #[test]
+    fn with_nothing_parked_a_batch_is_written_as_it_is_in_stream_order() {
+        let mut p: Parking<String> = Parking::default();
+        let out = p.admit(batch(&[(3, Some("a")), (4, Some("b")), (4, None), (9, Some("a"))]), &[], 100);
+        assert_eq!(
+            (seqs(&out), out.handles),
+            (vec![3, 4, 4, 9], vec!["h3".into(), "h4".into(), "h4".into(), "h9".into()])
+        );
+        // A redelivery can come before later messages: the batch is put in order all the same.
+        let out = p.admit(batch(&[(7, Some("a")), (2, Some("b")), (5, None)]), &[7], 100);
+        assert_eq!((seqs(&out), out.handles), (vec![2, 5, 7], vec!["h2".into(), "h5".into(), "h7".into()]));
+        assert!(p.lots().is_empty() && kept(&p).is_empty());
     }
 
     #[test]
