@@ -261,22 +261,36 @@ async fn settle_plain(
 ) -> Settled {
     note_outcome(ctx, envelope, outcome);
     warn_last_delivery(ctx, envelope, &kind);
-    match handle.send(kind).await {
-        Ok(()) => match kind {
-            AckKind::Nak(d) => {
-                RunStats::add(&ctx.stats.nacked, 1);
-                Settled::Naked(d.unwrap_or_default())
+    let sent = handle.send(kind).await;
+    settled_as(ctx, envelope, kind, true, sent)
+}
+
+/// What a settlement of `envelope` of `kind` became once sent (or not): counted as acked or
+/// NAKed when `counted` (a rescued message is counted by its rescue), or as an ack failure.
+fn settled_as(
+    ctx: &Ctx,
+    envelope: &Envelope,
+    kind: AckKind,
+    counted: bool,
+    sent: Result<(), async_nats::Error>,
+) -> Settled {
+    match sent {
+        Ok(()) => {
+            let (counter, settled) = match kind {
+                AckKind::Nak(d) => (&ctx.stats.nacked, Settled::Naked(d.unwrap_or_default())),
+                AckKind::Term => (&ctx.stats.acked, Settled::Terminated),
+                _ => (&ctx.stats.acked, Settled::Acked),
+            };
+            if counted {
+                RunStats::add(counter, 1);
             }
-            _ => {
-                RunStats::add(&ctx.stats.acked, 1);
-                Settled::Acked
-            }
-        },
+            settled
+        }
         Err(e) => {
             RunStats::add(&ctx.stats.ack_failures, 1);
             let seq = envelope.jetstream().stream_sequence;
             tracing::debug!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
-            Settled::NotSent { term: false, error: e.to_string() }
+            Settled::NotSent { term: matches!(kind, AckKind::Term), error: e.to_string() }
         }
     }
 }
@@ -435,30 +449,8 @@ async fn settle_one(
     } else {
         warn_last_delivery(ctx, envelope, &kind);
     }
-    let counter = match (rescued, &kind) {
-        (true, _) => None,
-        (false, AckKind::Nak(_)) => Some(&ctx.stats.nacked),
-        (false, _) => Some(&ctx.stats.acked),
-    };
-    let term = matches!(kind, AckKind::Term);
-    let settled = match send_kind(ctx, handle, kind, outcome, settlement, confirm).await {
-        Ok(()) => {
-            if let Some(counter) = counter {
-                RunStats::add(counter, 1);
-            }
-            match kind {
-                AckKind::Nak(d) => Settled::Naked(d.unwrap_or_default()),
-                AckKind::Term => Settled::Terminated,
-                _ => Settled::Acked,
-            }
-        }
-        Err(e) => {
-            RunStats::add(&ctx.stats.ack_failures, 1);
-            let seq = envelope.jetstream().stream_sequence;
-            tracing::debug!(stream_sequence = seq, error = %e, "settlement not delivered; the message will be redelivered");
-            Settled::NotSent { term, error: e.to_string() }
-        }
-    };
+    let sent = send_kind(ctx, handle, kind, outcome, settlement, confirm).await;
+    let settled = settled_as(ctx, envelope, kind, !rescued, sent);
     if let Some((ledger, receipt)) = after_ack {
         ledger.record(&receipt).await;
     }
