@@ -90,25 +90,6 @@ async fn write_all(sink: &FileSink, batch: &[Envelope]) -> BTreeMap<u64, Message
     out
 }
 
-/// [`write_all`] in writes of `chunk` messages, each followed by a due flush.
-async fn write_chunked(sink: &FileSink, batch: &[Envelope], chunk: usize) -> BTreeMap<u64, MessageOutcome> {
-    let mut out = BTreeMap::new();
-    for part in batch.chunks(chunk) {
-        for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
-            if !matches!(o, MessageOutcome::Pending) {
-                out.insert(e.jetstream().stream_sequence, o);
-            }
-        }
-        for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::Due).await {
-            out.insert(sequence, outcome);
-        }
-    }
-    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
-        out.insert(sequence, outcome);
-    }
-    out
-}
-
 /// Every message exactly once, no two manifests of a partition sharing a sequence, every
 /// manifest's object there and holding exactly its sequences, no temporary file left.
 fn assert_exactly_once(root: &Path, want: impl IntoIterator<Item = u64>) {
@@ -330,7 +311,7 @@ async fn two_writers_on_one_directory_store_every_message_once() {
             };
             let (for_a, for_b): (Vec<Envelope>, Vec<Envelope>) =
                 (for_a.into_iter().map(msg).collect(), for_b.into_iter().map(msg).collect());
-            let (ra, rb) = tokio::join!(write_chunked(&a, &for_a, 16), write_chunked(&b, &for_b, 23));
+            let (ra, rb) = tokio::join!(a.write_chunked(&for_a, 16), b.write_chunked(&for_b, 23));
             left.retain(|seq| {
                 let durable = [&ra, &rb].iter().any(|r| r.get(seq).is_some_and(MessageOutcome::is_durable));
                 !durable

@@ -13,7 +13,7 @@ use std::path::Path;
 
 use sink_file::{FileSink, FileSinkConfig};
 use sinks_contract::testing::envelope;
-use sinks_contract::{Envelope, FlushScope, MessageOutcome, OutcomeClass, Settled, Sink};
+use sinks_contract::{Envelope, MessageOutcome, OutcomeClass, Sink};
 use sinks_testkit::{DeltaRead, read_delta};
 
 const TEMPLATE: &str = "kind={subject_token[1]}";
@@ -40,26 +40,7 @@ fn msg(seq: u64) -> Envelope {
 /// Writes `seqs` in chunks of `chunk`, flushing what is due after each and everything at
 /// the end; the final outcome of every message.
 async fn write(sink: &FileSink, seqs: impl IntoIterator<Item = u64>, chunk: usize) -> BTreeMap<u64, MessageOutcome> {
-    write_envelopes(sink, seqs.into_iter().map(msg).collect(), chunk).await
-}
-
-/// [`write`] of whole envelopes.
-async fn write_envelopes(sink: &FileSink, batch: Vec<Envelope>, chunk: usize) -> BTreeMap<u64, MessageOutcome> {
-    let mut out = BTreeMap::new();
-    for part in batch.chunks(chunk) {
-        for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
-            if !matches!(o, MessageOutcome::Pending) {
-                out.insert(e.jetstream().stream_sequence, o);
-            }
-        }
-        for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::Due).await {
-            out.insert(sequence, outcome);
-        }
-    }
-    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
-        out.insert(sequence, outcome);
-    }
-    out
+    sink.write_chunked(&seqs.into_iter().map(msg).collect::<Vec<_>>(), chunk).await
 }
 
 fn apps() -> Vec<String> {
@@ -237,9 +218,9 @@ async fn a_later_epoch_of_the_stream_commits_next_to_the_earlier_one() {
         envelope("ORDERS", s, &format!("orders.k{}", s % 2), format!(r#"{{"again":{s}}}"#))
             .with_stream_epoch(Some("e2".into()))
     };
-    let written = write_envelopes(&sink, (1..=15).map(later).collect(), 15).await;
+    let written = sink.write_chunked(&(1..=15).map(later).collect::<Vec<_>>(), 15).await;
     assert!(written.values().all(|o| o.class() == OutcomeClass::Committed), "{written:?}");
-    let again = write_envelopes(&open(root, table_batch(6, serde_json::json!([]))).await, vec![later(3)], 1).await;
+    let again = open(root, table_batch(6, serde_json::json!([]))).await.write_chunked(&[later(3)], 1).await;
     assert!(again.values().all(|o| o.class() == OutcomeClass::Duplicate), "{again:?}");
     let apps: Vec<String> =
         ["ORDERS", "ORDERS.e2"].iter().flat_map(|s| ["k0", "k1"].map(|k| format!("nats-sinks/{s}/kind={k}"))).collect();

@@ -15,7 +15,7 @@ use object_store::{ObjectStoreExt, PutPayload};
 use sink_s3::certify::{BucketReadBack, S3Harness};
 use sink_s3::{S3Sink, S3SinkConfig, WriteMode};
 use sinks_contract::testing::envelope;
-use sinks_contract::{Envelope, FlushScope, MessageOutcome, OutcomeClass, PayloadMode, Settled, Sink};
+use sinks_contract::{Envelope, FlushScope, MessageOutcome, OutcomeClass, PayloadMode, Sink};
 use sinks_toolkit::batch::manifest::{MANIFEST_SCHEMA, Manifest};
 use sinks_toolkit::batch::row::Row;
 use sinks_toolkit::batch::{BatchCompression, BatchConfig, Format, naming};
@@ -50,23 +50,10 @@ fn msg(seq: u64) -> Envelope {
     envelope("ORDERS", seq, "orders.x", format!(r#"{{"seq":{seq}}}"#))
 }
 
+/// The final outcome of each of `seqs`, written in writes of `chunk` (see
+/// `SinkExt::write_chunked`).
 async fn write_chunked(sink: &S3Sink, seqs: &[u64], chunk: usize) -> BTreeMap<u64, MessageOutcome> {
-    let mut out = BTreeMap::new();
-    let batch: Vec<Envelope> = seqs.iter().copied().map(msg).collect();
-    for part in batch.chunks(chunk) {
-        for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
-            if !matches!(o, MessageOutcome::Pending) {
-                out.insert(e.jetstream().stream_sequence, o);
-            }
-        }
-        for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::Due).await {
-            out.insert(sequence, outcome);
-        }
-    }
-    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
-        out.insert(sequence, outcome);
-    }
-    out
+    sink.write_chunked(&seqs.iter().copied().map(msg).collect::<Vec<_>>(), chunk).await
 }
 
 /// Every message exactly once over every object, and manifests never sharing a sequence.

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use sink_s3::certify::S3Harness;
 use sink_s3::{S3Sink, WriteMode};
 use sinks_contract::testing::envelope;
-use sinks_contract::{Envelope, FlushScope, MessageOutcome, OutcomeClass, Settled, Sink};
+use sinks_contract::{Envelope, MessageOutcome, OutcomeClass, Sink};
 use sinks_toolkit::batch::{BatchConfig, Format, TableConfig};
 
 fn msg(seq: u64) -> Envelope {
@@ -18,22 +18,7 @@ fn msg(seq: u64) -> Envelope {
 }
 
 async fn write(sink: &S3Sink, seqs: impl IntoIterator<Item = u64>, chunk: usize) -> BTreeMap<u64, MessageOutcome> {
-    let batch: Vec<Envelope> = seqs.into_iter().map(msg).collect();
-    let mut out = BTreeMap::new();
-    for part in batch.chunks(chunk) {
-        for (e, o) in part.iter().zip(sink.write(part, sinks_contract::DEFAULT_BUDGET).await.unwrap()) {
-            if !matches!(o, MessageOutcome::Pending) {
-                out.insert(e.jetstream().stream_sequence, o);
-            }
-        }
-        for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::Due).await {
-            out.insert(sequence, outcome);
-        }
-    }
-    for Settled { sequence, outcome, .. } in sink.flush_held(FlushScope::All).await {
-        out.insert(sequence, outcome);
-    }
-    out
+    sink.write_chunked(&seqs.into_iter().map(msg).collect::<Vec<_>>(), chunk).await
 }
 
 #[tokio::test]

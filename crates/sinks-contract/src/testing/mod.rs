@@ -101,6 +101,15 @@ pub trait SinkExt {
 
     /// What [`crate::Sink::read_back`] says is checked, or why nothing is.
     fn read_back_text(&self) -> String;
+
+    /// The final outcome of every message of `batch` by stream sequence, as a runner would
+    /// see them: written in writes of `chunk` messages, each followed by a flush of what is
+    /// due, then everything held flushed. Panics when a write fails as a whole.
+    async fn write_chunked(
+        &self,
+        batch: &[Envelope],
+        chunk: usize,
+    ) -> std::collections::BTreeMap<u64, crate::MessageOutcome>;
 }
 
 #[async_trait::async_trait]
@@ -131,5 +140,28 @@ impl<S: crate::Sink + ?Sized> SinkExt for S {
 
     fn read_back_text(&self) -> String {
         self.read_back().map_or_else(|| crate::cannot_read_back(self), |reads| reads.checks())
+    }
+
+    async fn write_chunked(
+        &self,
+        batch: &[Envelope],
+        chunk: usize,
+    ) -> std::collections::BTreeMap<u64, crate::MessageOutcome> {
+        let mut out = std::collections::BTreeMap::new();
+        for part in batch.chunks(chunk.max(1)) {
+            let outcomes = self.write(part, crate::DEFAULT_BUDGET).await.expect("a write of the whole batch failed");
+            for (e, o) in part.iter().zip(outcomes) {
+                if !matches!(o, crate::MessageOutcome::Pending) {
+                    out.insert(e.jetstream().stream_sequence, o);
+                }
+            }
+            for settled in self.flush_held(crate::FlushScope::Due).await {
+                out.insert(settled.sequence, settled.outcome);
+            }
+        }
+        for settled in self.flush_held(crate::FlushScope::All).await {
+            out.insert(settled.sequence, settled.outcome);
+        }
+        out
     }
 }
