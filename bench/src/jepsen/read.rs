@@ -107,9 +107,20 @@ pub(crate) async fn history(
     let mut history = History::default();
     let mut sizes = BTreeMap::new();
     let mut served: Copy = Vec::new();
+    // A replica just healed may still be catching up: a copy is read again (up to a minute)
+    // until it reaches the leader's last sequence, so a replica's lag is not taken for a loss.
+    let last = js.get_stream(STREAM).await?.info().await?.state.last_sequence;
     for (i, url) in node_urls.iter().enumerate() {
         let client = client_of(url).await?;
-        let copy = direct_copy(&client, STREAM, "id").await.with_context(|| format!("reading n{i}'s copy"))?;
+        let began = std::time::Instant::now();
+        let copy = loop {
+            let copy = direct_copy(&client, STREAM, "id").await.with_context(|| format!("reading n{i}'s copy"))?;
+            let reached = copy.last().is_some_and(|(seq, _)| *seq >= last);
+            if reached || began.elapsed() > Duration::from_secs(60) {
+                break copy;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        };
         sizes.insert(format!("n{i}"), copy.len());
         if copy.len() > served.len() {
             served.clone_from(&copy);

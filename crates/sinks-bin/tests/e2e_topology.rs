@@ -74,9 +74,11 @@ async fn publish(js: &Context, root: &str, from: usize, n: usize) {
     }
 }
 
-/// Waits until `stream` holds `n` messages (a mirror or source has caught up).
+/// Waits until `stream` holds `n` messages (a mirror or source has caught up). Up to 60 s: a
+/// source whose leaf link was cut retries on nats-server's own backoff, which under a loaded
+/// machine's test run has taken more than 30 s to resume.
 async fn holds(js: &Context, stream: &str, n: u64) {
-    let caught_up = wait_until(Duration::from_secs(30), || async {
+    let caught_up = wait_until(Duration::from_secs(60), || async {
         let mut s = js.get_stream(stream).await.unwrap();
         s.info().await.unwrap().state.messages >= n
     })

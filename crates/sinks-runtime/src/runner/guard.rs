@@ -258,12 +258,27 @@ impl Guard {
     }
 }
 
-/// The live identity of `stream` now, with `consumer`'s ack floor.
+/// The live identity of `stream` now, with `consumer`'s ack floor; unavailable while the
+/// answer comes from a replica that knows no leader ([`leader_answered`]).
 pub(crate) async fn live_now(stream: &stream::Stream, consumer: &PullConsumer) -> Result<Live, SetupError> {
     let unavailable = |e: &dyn std::fmt::Display| SetupError::Unavailable(e.to_string());
     let info = stream.get_info().await.map_err(|e| unavailable(&e))?;
+    if !leader_answered(&info) {
+        return Err(unavailable(&"the stream has no leader now (a replica answered with its own state)"));
+    }
     let floor = consumer.get_info().await.map_err(|e| unavailable(&e))?.ack_floor.stream_sequence;
     Ok(live_of(&info, floor))
+}
+
+/// Whether `info` can tell the stream's identity: a replicated stream's info names its leader.
+/// A replica that cannot reach a leader (cut off from the others, or during an election)
+/// answers a stream info request with its own state, which can be behind the stream's: its
+/// last sequence then looks like a stream that moved back (the fault harness found the guard
+/// pausing a sink whose server was cut off, docs/reliability.md). Such an answer is not used
+/// to judge the stream; the next poll asks again. Pure.
+pub(crate) fn leader_answered(info: &stream::Info) -> bool {
+    info.config.num_replicas <= 1
+        || info.cluster.as_ref().and_then(|c| c.leader.as_deref()).is_some_and(|leader| !leader.is_empty())
 }
 
 /// The live identity of `info`, with the consumer's ack floor.
@@ -372,6 +387,11 @@ pub(crate) async fn watch_stream(
         };
         if let Some(ack_floor) = ack_floor {
             match tokio::time::timeout(Duration::from_secs(5), stream.info()).await {
+                Ok(Ok(info)) if !leader_answered(info) => {
+                    tracing::debug!(
+                        "stream info came from a replica that knows no leader; the identity is checked at the next poll"
+                    );
+                }
                 Ok(Ok(info)) => {
                     let info = info.clone();
                     if let Err(e) = guard.check(&live_of(&info, ack_floor)).await {
@@ -519,6 +539,18 @@ mod tests {
             now,
         );
         assert_eq!((discard_new.age, discard_new.msgs, discard_new.bytes), (Some(0.5), None, None));
+    }
+
+    #[test]
+    fn only_an_answer_naming_the_leader_tells_a_replicated_streams_identity() {
+        let single = info(10, 1, 10, 100, |_| {});
+        assert!(leader_answered(&single), "a stream of one replica has no election to wait for");
+        let mut replicated = info(10, 1, 10, 100, |c| c.num_replicas = 3);
+        assert!(!leader_answered(&replicated), "no cluster info: a replica's own view");
+        replicated.cluster = Some(stream::ClusterInfo { leader: Some(String::new()), ..Default::default() });
+        assert!(!leader_answered(&replicated), "an empty leader: none known");
+        replicated.cluster = Some(stream::ClusterInfo { leader: Some("n1".into()), ..Default::default() });
+        assert!(leader_answered(&replicated));
     }
 
     #[test]
