@@ -298,6 +298,9 @@ async fn run_sink(bin: &Path, sink: &str, args: &Args, kinds: &[Fault]) -> Resul
             natscli: &natscli,
         };
         let injected = target.inject(fault, &mut rng).await.with_context(|| format!("injecting {}", fault.name()))?;
+        if matches!(fault, Fault::LeaderIsolated | Fault::StepDown) && injected.moved_to.is_none() {
+            report.notes.push(format!("{}: the cluster named no other leader while it held", fault.name()));
+        }
         let recovered = recover(&js, RECOVERY_LIMIT).await;
         let detected = detections(&logs) - before;
         if detected > 0 {

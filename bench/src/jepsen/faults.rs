@@ -170,9 +170,10 @@ pub(crate) struct Target<'a> {
 pub(crate) struct Injected {
     /// What it did, in words (which node, whether the leader moved).
     pub(crate) note: String,
-    /// The stream leader the cluster named while the fault held, for the faults that move
-    /// it (an isolated leader, a step-down): after the heal a rejoining node may win a new
-    /// election, so only this shows that the fault took leadership away.
+    /// Another stream leader than the one before, named while the fault held, for the faults
+    /// that move it (an isolated leader, a step-down); `None` when none was. After the heal a
+    /// rejoining node may win a new election, so only this shows that the fault took
+    /// leadership away.
     pub(crate) moved_to: Option<String>,
 }
 
@@ -278,7 +279,7 @@ impl Target<'_> {
             Fault::StepDown => {
                 let moved = self.step_down(leader).await?;
                 let note = format!("leader n{leader} stepped down; now {moved:?}");
-                moved_to = moved;
+                moved_to = moved.filter(|l| *l != self.nc.cluster().name(leader));
                 note
             }
         };
