@@ -30,6 +30,7 @@
 mod check;
 mod faults;
 mod read;
+mod store;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -300,6 +301,9 @@ async fn run_sink(bin: &Path, sink: &str, args: &Args, kinds: &[Fault]) -> Resul
         let injected = target.inject(fault, &mut rng).await.with_context(|| format!("injecting {}", fault.name()))?;
         if matches!(fault, Fault::LeaderIsolated | Fault::StepDown) && injected.moved_to.is_none() {
             report.notes.push(format!("{}: the cluster named no other leader while it held", fault.name()));
+        }
+        if matches!(fault, Fault::StoreTruncated | Fault::StoreBitFlip) && injected.damaged.is_empty() {
+            report.notes.push(format!("{}: no block of the stream was found to damage", fault.name()));
         }
         let recovered = recover(&js, RECOVERY_LIMIT).await;
         let detected = detections(&logs) - before;

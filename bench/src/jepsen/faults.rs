@@ -14,6 +14,8 @@ use rand::seq::SliceRandom;
 use rustix::process::Signal;
 use sinks_testkit::{CLUSTER_NODES, NetCluster};
 
+use super::store::{self, Damage, Damaged};
+
 /// The stream the producers publish to and the sink consumes.
 pub(crate) const STREAM: &str = "JEPSEN";
 /// The consumer's AckWait: every pause holds longer than this.
@@ -51,11 +53,16 @@ pub(crate) enum Fault {
     AllKilledSyncDefault,
     /// The stream leader asked to step down (`nats stream cluster step-down`) under load.
     StepDown,
+    /// One node killed, the newest block of its stream store and of the stream's Raft log
+    /// cut short (a tail that never reached the disk), restarted.
+    StoreTruncated,
+    /// One node killed, one bit of its stream's newest message block flipped, restarted.
+    StoreBitFlip,
 }
 
 impl Fault {
     /// Every kind.
-    pub(crate) const ALL: [Self; 11] = [
+    pub(crate) const ALL: [Self; 13] = [
         Self::MinorityPartition,
         Self::LeaderIsolated,
         Self::SinkServerCut,
@@ -67,6 +74,8 @@ impl Fault {
         Self::AllKilledSyncAlways,
         Self::AllKilledSyncDefault,
         Self::StepDown,
+        Self::StoreTruncated,
+        Self::StoreBitFlip,
     ];
 
     /// The kind's short name (`--faults`).
@@ -83,6 +92,8 @@ impl Fault {
             Self::AllKilledSyncAlways => "all-kill-sync-always",
             Self::AllKilledSyncDefault => "all-kill-sync-default",
             Self::StepDown => "step-down",
+            Self::StoreTruncated => "store-truncate",
+            Self::StoreBitFlip => "store-bitflip",
         }
     }
 
@@ -123,6 +134,8 @@ impl Fault {
             Self::AllKilledSyncAlways => "kill -9 all (sync always)",
             Self::AllKilledSyncDefault => "kill -9 all (sync default)",
             Self::StepDown => "leader step-down (natscli)",
+            Self::StoreTruncated => "a node's store tail lost",
+            Self::StoreBitFlip => "a bit flipped in a node's store",
         }
     }
 }
@@ -175,6 +188,8 @@ pub(crate) struct Injected {
     /// rejoining node may win a new election, so only this shows that the fault took
     /// leadership away.
     pub(crate) moved_to: Option<String>,
+    /// The files a store fault damaged (empty for the other kinds).
+    pub(crate) damaged: Vec<Damaged>,
 }
 
 impl Target<'_> {
@@ -188,6 +203,7 @@ impl Target<'_> {
     pub(crate) async fn inject(&mut self, fault: Fault, rng: &mut StdRng) -> Result<Injected> {
         let leader = self.leader(rng).await;
         let mut moved_to = None;
+        let mut damaged = Vec::new();
         let note = match fault {
             Fault::MinorityPartition => {
                 let others: Vec<usize> = (0..CLUSTER_NODES).filter(|i| *i != leader).collect();
@@ -224,23 +240,14 @@ impl Target<'_> {
             Fault::OneWayCut => {
                 let from = rng.random_range(0..CLUSTER_NODES);
                 let to = (from + rng.random_range(1..CLUSTER_NODES)) % CLUSTER_NODES;
-                self.nc
-                    .net()
-                    .cut(&NetCluster::member_of(from), &NetCluster::member_of(to))
-                    .map_err(anyhow::Error::msg)?;
-                tokio::time::sleep(CUT).await;
-                self.nc.net().heal().map_err(anyhow::Error::msg)?;
+                self.hold_cut(CUT, |nc| nc.net().cut(&NetCluster::member_of(from), &NetCluster::member_of(to))).await?;
                 format!("n{from} -> n{to} cut")
             }
             Fault::Bridge => {
                 let bridge = rng.random_range(0..CLUSTER_NODES);
                 let (a, b) = ((bridge + 1) % CLUSTER_NODES, (bridge + 2) % CLUSTER_NODES);
-                self.nc
-                    .net()
-                    .cut_both(&NetCluster::member_of(a), &NetCluster::member_of(b))
-                    .map_err(anyhow::Error::msg)?;
-                tokio::time::sleep(CUT).await;
-                self.nc.net().heal().map_err(anyhow::Error::msg)?;
+                self.hold_cut(CUT, |nc| nc.net().cut_both(&NetCluster::member_of(a), &NetCluster::member_of(b)))
+                    .await?;
                 format!("n{a} and n{b} cut from each other, n{bridge} sees both")
             }
             Fault::NodePaused => {
@@ -282,13 +289,50 @@ impl Target<'_> {
                 moved_to = moved.filter(|l| *l != self.nc.cluster().name(leader));
                 note
             }
+            Fault::StoreTruncated | Fault::StoreBitFlip => {
+                let node = rng.random_range(0..CLUSTER_NODES);
+                let how = if fault == Fault::StoreTruncated { Damage::Truncate } else { Damage::FlipBit };
+                damaged = self.damage_store(node, how, rng).await?;
+                let what: Vec<String> = damaged.iter().map(ToString::to_string).collect();
+                format!(
+                    "n{node} killed, {}, restarted",
+                    if what.is_empty() { "no block found".into() } else { what.join("; ") }
+                )
+            }
         };
-        Ok(Injected { note, moved_to })
+        Ok(Injected { note, moved_to, damaged })
+    }
+
+    /// Kills node `i`, damages its store's newest blocks of the stream as `how` says, and
+    /// restarts it on what is left.
+    async fn damage_store(&mut self, i: usize, how: Damage, rng: &mut StdRng) -> Result<Vec<Damaged>> {
+        let group = self.raft_group().await;
+        self.nc.cluster_mut().kill(i);
+        let store = self.nc.cluster().store_dir(i);
+        let mut damaged = Vec::new();
+        for file in store::targets(&store, STREAM, group.as_deref(), how) {
+            damaged.push(store::damage(&file, how, rng)?);
+        }
+        self.nc.cluster_mut().restart(i);
+        Ok(damaged)
+    }
+
+    /// The stream's Raft group (its log's directory name in each node's store).
+    async fn raft_group(&self) -> Option<String> {
+        let mut stream = tokio::time::timeout(Duration::from_secs(2), self.js.get_stream(STREAM)).await.ok()?.ok()?;
+        let info = tokio::time::timeout(Duration::from_secs(2), stream.info()).await.ok()?.ok()?;
+        info.cluster.as_ref()?.raft_group.clone()
     }
 
     /// Cuts node `i` from the other nodes for `hold`, then heals.
     async fn isolate_for(&self, i: usize, hold: Duration) -> Result<()> {
-        self.nc.isolate(i).map_err(anyhow::Error::msg)?;
+        self.hold_cut(hold, |nc| nc.isolate(i)).await
+    }
+
+    /// Makes the cuts `cut` names, holds them for `hold`, then heals every cut: the shape of
+    /// each network fault that holds for a fixed time.
+    async fn hold_cut(&self, hold: Duration, cut: impl FnOnce(&NetCluster) -> Result<(), String>) -> Result<()> {
+        cut(self.nc).map_err(anyhow::Error::msg)?;
         tokio::time::sleep(hold).await;
         self.nc.net().heal().map_err(anyhow::Error::msg)
     }
@@ -459,6 +503,8 @@ mod tests {
         leader_before: usize,
         /// The leader the cluster named while the fault held ([`Injected::moved_to`]).
         moved_to: Option<String>,
+        /// The files a store fault damaged ([`Injected::damaged`]).
+        damaged: Vec<Damaged>,
         leader_after: Option<String>,
         pids_before: Vec<u32>,
         pids_after: Vec<u32>,
@@ -472,6 +518,10 @@ mod tests {
         let mut nc = NetCluster::start(&[], "").await.unwrap_or_else(|e| sinks_testkit::cannot_run(test, e));
         let js = nc.cluster().js().await;
         nc.cluster().create_stream(&js, STREAM, &["jepsen.>"], 3).await;
+        // Stored messages, so that every node has message blocks for the store faults.
+        for n in 0..200 {
+            js.publish("jepsen.before", format!("event {n}").into()).await.unwrap().await.unwrap();
+        }
         for i in 0..CLUSTER_NODES {
             let others: Vec<String> = (0..CLUSTER_NODES).filter(|j| *j != i).map(NetCluster::member_of).collect();
             let others: Vec<&str> = others.iter().map(String::as_str).collect();
@@ -496,12 +546,12 @@ mod tests {
         let (injected, seen) = tokio::join!(injecting, observe(monitors, watched, &done));
         let injected = injected.unwrap_or_else(|e| panic!("injecting {}: {e:#}", fault.name()));
         eprintln!("{}: {}", fault.name(), injected.note);
-        let moved_to = injected.moved_to;
+        let (moved_to, damaged) = (injected.moved_to, injected.damaged);
         let _ = worker.kill();
         let _ = worker.wait();
         let leader_after = nc.cluster().stream_leader(&js, STREAM).await;
         let pids_after = nc.cluster().pids();
-        Outcome { seen, leader_before, moved_to, leader_after, pids_before, pids_after, nc }
+        Outcome { seen, leader_before, moved_to, damaged, leader_after, pids_before, pids_after, nc }
     }
 
     /// The nodes whose routes went down to `peers` or fewer while the fault held.
@@ -617,5 +667,43 @@ mod tests {
             "the leader stayed {before} (after: {:?})",
             out.leader_after
         );
+    }
+
+    /// A store fault: one node killed and back as a new process, and the files damaged are
+    /// that node's (the stream's newest block, and for a truncation its Raft log's too).
+    async fn store_damaged(test: &str, fault: Fault) -> (Outcome, usize) {
+        let out = inject(test, fault).await;
+        // Killed and restarted at once: a new process in one node's place.
+        assert_eq!(out.pids_after.len(), CLUSTER_NODES, "the damaged node did not come back");
+        let gone: Vec<usize> = (0..CLUSTER_NODES).filter(|i| out.pids_after[*i] != out.pids_before[*i]).collect();
+        assert_eq!(gone.len(), 1, "not exactly one node restarted: {:?} -> {:?}", out.pids_before, out.pids_after);
+        let store = out.nc.cluster().store_dir(gone[0]);
+        assert!(!out.damaged.is_empty(), "nothing was damaged");
+        for d in &out.damaged {
+            assert!(d.file.starts_with(&store), "{} is not n{}'s", d.file.display(), gone[0]);
+            assert!(d.before > 0, "an empty block was picked: {d:?}");
+        }
+        (out, gone[0])
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lost_store_tail_cuts_the_streams_block_and_raft_log_of_one_node() {
+        let (out, _) = store_damaged("a_lost_store_tail", Fault::StoreTruncated).await;
+        assert_eq!(out.damaged.len(), 2, "{:?}", out.damaged);
+        assert!(out.damaged.iter().all(|d| d.after < d.before), "{:?}", out.damaged);
+        assert!(
+            out.damaged.iter().any(|d| d.file.to_string_lossy().contains("/_js_/")),
+            "no raft log: {:?}",
+            out.damaged
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_flipped_bit_damages_one_block_of_one_node() {
+        let (out, _) = store_damaged("a_flipped_bit", Fault::StoreBitFlip).await;
+        assert_eq!(out.damaged.len(), 1, "{:?}", out.damaged);
+        let d = &out.damaged[0];
+        assert!(d.file.to_string_lossy().contains("/streams/JEPSEN/msgs/"), "{d:?}");
+        assert_eq!(d.before, d.after);
     }
 }

@@ -263,11 +263,9 @@ impl Guard {
 pub(crate) async fn live_now(stream: &stream::Stream, consumer: &PullConsumer) -> Result<Live, SetupError> {
     let unavailable = |e: &dyn std::fmt::Display| SetupError::Unavailable(e.to_string());
     let info = stream.get_info().await.map_err(|e| unavailable(&e))?;
-    if !leader_answered(&info) {
-        return Err(unavailable(&"the stream has no leader now (a replica answered with its own state)"));
-    }
     let floor = consumer.get_info().await.map_err(|e| unavailable(&e))?.ack_floor.stream_sequence;
-    Ok(live_of(&info, floor))
+    live_of(&info, floor)
+        .ok_or_else(|| unavailable(&"the stream has no leader now (a replica answered with its own state)"))
 }
 
 /// Whether `info` can tell the stream's identity: a replicated stream's info names its leader.
@@ -281,14 +279,17 @@ pub(crate) fn leader_answered(info: &stream::Info) -> bool {
         || info.cluster.as_ref().and_then(|c| c.leader.as_deref()).is_some_and(|leader| !leader.is_empty())
 }
 
-/// The live identity of `info`, with the consumer's ack floor.
-pub(crate) fn live_of(info: &stream::Info, ack_floor: u64) -> Live {
-    Live {
+/// The live identity of `info`, with the consumer's ack floor; `None` when the answer came
+/// from a replica that knows no leader ([`leader_answered`]), which cannot tell the identity.
+/// Every reader of the identity goes through here, so none can judge a stream by such an
+/// answer. Pure.
+pub(crate) fn live_of(info: &stream::Info, ack_floor: u64) -> Option<Live> {
+    leader_answered(info).then_some(Live {
         created: info.created,
         first_sequence: info.state.first_sequence,
         last_sequence: info.state.last_sequence,
         ack_floor,
-    }
+    })
 }
 
 /// How much of each stream limit that removes messages the unsettled ones use: `None` for a
@@ -387,35 +388,35 @@ pub(crate) async fn watch_stream(
         };
         if let Some(ack_floor) = ack_floor {
             match tokio::time::timeout(Duration::from_secs(5), stream.info()).await {
-                Ok(Ok(info)) if !leader_answered(info) => {
-                    tracing::debug!(
+                Ok(Ok(info)) => match live_of(info, ack_floor) {
+                    None => tracing::debug!(
                         "stream info came from a replica that knows no leader; the identity is checked at the next poll"
-                    );
-                }
-                Ok(Ok(info)) => {
-                    let info = info.clone();
-                    if let Err(e) = guard.check(&live_of(&info, ack_floor)).await {
-                        tracing::warn!(error = %e, "checking the stream's identity failed; trying again at the next poll");
+                    ),
+                    Some(live) => {
+                        let info = info.clone();
+                        if let Err(e) = guard.check(&live).await {
+                            tracing::warn!(error = %e, "checking the stream's identity failed; trying again at the next poll");
+                        }
+                        let oldest = oldest_unsettled(&stream, &info, ack_floor).await;
+                        let room = headroom(&info, ack_floor, oldest, OffsetDateTime::now_utc());
+                        warned = record_headroom(&metrics, &config.nats.stream, &room, warn_at, warned);
+                        let floor = previous_floor.unwrap_or(ack_floor).min(ack_floor);
+                        previous_floor = Some(ack_floor);
+                        let (removed, through) = removed_unsettled(info.state.first_sequence, floor, counted_through);
+                        counted_through = through;
+                        if removed > 0 {
+                            metrics.inc(CounterId::StreamMessagesRemovedUnsettled, removed);
+                            tracing::warn!(
+                                stream = %config.nats.stream,
+                                removed,
+                                first_sequence = info.state.first_sequence,
+                                ack_floor,
+                                "the stream removed messages this consumer had not settled (its limits or a purge): \
+                                 they are gone from the stream; `reconcile` shows them as gone"
+                            );
+                        }
                     }
-                    let oldest = oldest_unsettled(&stream, &info, ack_floor).await;
-                    let room = headroom(&info, ack_floor, oldest, OffsetDateTime::now_utc());
-                    warned = record_headroom(&metrics, &config.nats.stream, &room, warn_at, warned);
-                    let floor = previous_floor.unwrap_or(ack_floor).min(ack_floor);
-                    previous_floor = Some(ack_floor);
-                    let (removed, through) = removed_unsettled(info.state.first_sequence, floor, counted_through);
-                    counted_through = through;
-                    if removed > 0 {
-                        metrics.inc(CounterId::StreamMessagesRemovedUnsettled, removed);
-                        tracing::warn!(
-                            stream = %config.nats.stream,
-                            removed,
-                            first_sequence = info.state.first_sequence,
-                            ack_floor,
-                            "the stream removed messages this consumer had not settled (its limits or a purge): \
-                             they are gone from the stream; `reconcile` shows them as gone"
-                        );
-                    }
-                }
+                },
                 Ok(Err(e)) => tracing::debug!(error = %e, "stream info poll failed"),
                 Err(_) => tracing::debug!("stream info poll timed out"),
             }
@@ -547,10 +548,15 @@ mod tests {
         assert!(leader_answered(&single), "a stream of one replica has no election to wait for");
         let mut replicated = info(10, 1, 10, 100, |c| c.num_replicas = 3);
         assert!(!leader_answered(&replicated), "no cluster info: a replica's own view");
+        assert_eq!(live_of(&replicated, 5), None, "a replica's own view tells no identity");
         replicated.cluster = Some(stream::ClusterInfo { leader: Some(String::new()), ..Default::default() });
         assert!(!leader_answered(&replicated), "an empty leader: none known");
+        assert_eq!(live_of(&replicated, 5), None);
         replicated.cluster = Some(stream::ClusterInfo { leader: Some("n1".into()), ..Default::default() });
         assert!(leader_answered(&replicated));
+        let live = live_of(&replicated, 5).expect("the leader's answer tells the identity");
+        assert_eq!((live.last_sequence, live.ack_floor), (replicated.state.last_sequence, 5));
+        assert_eq!(live_of(&single, 7).map(|l| l.ack_floor), Some(7));
     }
 
     #[test]
