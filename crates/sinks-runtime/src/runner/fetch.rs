@@ -405,7 +405,7 @@ async fn rebind(ctx: &Ctx, source: &Source) -> Rebound {
     };
     match live_now(&stream, &bound.consumer).await {
         Ok(live) => {
-            if let Err(e) = ctx.guard.check(&live).await {
+            if let Err(e) = ctx.guard.check(&live, &stream, &bound.consumer).await {
                 tracing::error!(error = %e, "checking the stream's identity failed; not fetching from the new consumer yet");
                 return Rebound::No;
             }

@@ -90,24 +90,43 @@ impl Guard {
     /// unchanged identity takes in the highest sequences, a changed one starts a new epoch or
     /// pauses (see the module docs). Races with other workers are settled by the record's
     /// revision: the loser reads the winner's record and decides on that.
-    pub(crate) async fn check(&self, live: &Live) -> Result<(), SetupError> {
+    ///
+    /// `live` was read before the record is loaded, so another worker may have recorded a
+    /// later reading in between (its last sequence above `live`'s): a change is only judged
+    /// on a reading of `stream` and `consumer` taken after the load (the fault harness found
+    /// two workers starting together pausing on a stream that had not moved,
+    /// docs/reliability.md).
+    pub(crate) async fn check(
+        &self,
+        live: &Live,
+        stream: &stream::Stream,
+        consumer: &PullConsumer,
+    ) -> Result<(), SetupError> {
         let Some(store) = &self.store else { return Ok(()) };
         if self.read_only {
             return self.check_read_only(store, live).await;
         }
+        let mut live = *live;
+        let mut read_after_load = false;
         for _ in 0..4 {
             let now = OffsetDateTime::now_utc();
             let (mut record, revision) = match store.load().await? {
                 Some((record, revision)) => (record, Some(revision)),
-                None => (Record::first(&self.stream, &self.consumer, live, now), None),
+                None => (Record::first(&self.stream, &self.consumer, &live, now), None),
             };
             // A change already recorded stands until it is decided: the live stream may look
             // unchanged again meanwhile (a rewound stream grows back past the old last
             // sequence), which proves nothing about the sequences it handed out.
-            let verdict = match &record.pending {
+            let mut verdict = match &record.pending {
                 Some(pending) => Verdict::Changed(pending.kind),
-                None => judge(&record, live),
+                None => judge(&record, &live),
             };
+            if record.pending.is_none() && verdict != Verdict::Same && !read_after_load {
+                live = live_now(stream, consumer).await?;
+                read_after_load = true;
+                verdict = judge(&record, &live);
+            }
+            let live = &live;
             let written = match verdict {
                 Verdict::Same => {
                     if revision.is_none() || record.observe(live, now) {
@@ -394,7 +413,7 @@ pub(crate) async fn watch_stream(
                     ),
                     Some(live) => {
                         let info = info.clone();
-                        if let Err(e) = guard.check(&live).await {
+                        if let Err(e) = guard.check(&live, &stream, &current).await {
                             tracing::warn!(error = %e, "checking the stream's identity failed; trying again at the next poll");
                         }
                         let oldest = oldest_unsettled(&stream, &info, ack_floor).await;
@@ -557,6 +576,51 @@ mod tests {
         let live = live_of(&replicated, 5).expect("the leader's answer tells the identity");
         assert_eq!((live.last_sequence, live.ack_floor), (replicated.state.last_sequence, 5));
         assert_eq!(live_of(&single, 7).map(|l| l.ack_floor), Some(7));
+    }
+
+    /// Two workers of one consumer, against a private server: the second records a reading
+    /// taken after the first one's; the first then checks its older reading. Its last
+    /// sequence is below the record's, yet the stream did not move: no change, no pause.
+    #[tokio::test]
+    async fn a_reading_older_than_another_workers_record_is_no_change() {
+        use async_nats::jetstream::consumer::pull;
+        let server = sinks_testkit::NatsServer::start();
+        let js = server.js().await;
+        let name = sinks_testkit::unique("GUARDRACE");
+        let subject = format!("{}.events", name.to_lowercase());
+        let stream = sinks_testkit::stream_with_subjects(&js, &name, &[&subject]).await;
+        let consumer: PullConsumer = stream
+            .create_consumer(pull::Config { durable_name: Some("sink".into()), ..Default::default() })
+            .await
+            .unwrap();
+        let config = Config::from_value(serde_json::json!({
+            "nats": {"url": server.url(), "stream": name, "consumer": "sink", "subject": subject},
+            "stream_guard": {"bucket": sinks_testkit::unique("guard")},
+            "sink": {"type": "memory"},
+        }))
+        .unwrap();
+        let metrics = || Metrics::new(&config.metrics);
+        let (first, second) = (
+            Guard::open(&js, &config, 1, metrics()).await.unwrap(),
+            Guard::open(&js, &config, 1, metrics()).await.unwrap(),
+        );
+        let publish = |n: usize| {
+            let (js, subject) = (js.clone(), subject.clone());
+            async move {
+                for i in 0..n {
+                    js.publish(subject.clone(), format!("event {i}").into()).await.unwrap().await.unwrap();
+                }
+            }
+        };
+        publish(3).await;
+        let older = live_now(&stream, &consumer).await.unwrap();
+        publish(3).await;
+        let newer = live_now(&stream, &consumer).await.unwrap();
+        assert!(older.last_sequence < newer.last_sequence);
+        second.check(&newer, &stream, &consumer).await.unwrap();
+        first.check(&older, &stream, &consumer).await.unwrap();
+        assert!(!first.paused(), "a reading older than the record was judged a stream that moved back");
+        assert!(!second.paused());
     }
 
     #[test]

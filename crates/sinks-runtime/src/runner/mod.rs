@@ -725,7 +725,8 @@ async fn prepare_nats(
         // rewound while the sink was down pauses it (or starts a new epoch) right here.
         let replicas = stream.cached_info().config.num_replicas;
         let guard = Guard::open(js_ref, config, replicas, metrics.clone()).await.map_err(setup_retry)?;
-        guard.check(&live_now(&stream, &bound.consumer).await.map_err(setup_retry)?).await.map_err(setup_retry)?;
+        let live = live_now(&stream, &bound.consumer).await.map_err(setup_retry)?;
+        guard.check(&live, &stream, &bound.consumer).await.map_err(setup_retry)?;
         Ok((bound, capture, stream, guard))
     })
     .await?
