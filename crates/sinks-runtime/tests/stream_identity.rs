@@ -291,7 +291,8 @@ async fn a_stream_rewound_from_a_copy_of_its_files_is_detected() {
     s.js = s.server.js().await;
     s.publish("reused", 5).await;
     let run = start(s.config(json!({})), sink.clone());
-    assert!(wait_until(Duration::from_secs(20), || async { run.paused() }).await, "a rewind must pause the runner");
+    // Paused at once; judged a change after `rewind_confirm_seconds` (15 by default).
+    assert!(wait_until(Duration::from_secs(45), || async { run.paused() }).await, "a rewind must pause the runner");
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(of_generation(&sink, "reused").is_empty());
     let shown = sinks_runtime::runner::stream_identity(&s.config(json!({})), None).await.unwrap();

@@ -58,6 +58,14 @@ pub struct StreamGuardConfig {
     /// Seconds between checks of the record while paused, so an operator's decision is taken
     /// up without a restart (default 5, 1..=3600).
     pub recheck_seconds: u64,
+    /// Seconds a stream that looks moved back (a last sequence below the highest one
+    /// recorded) must keep looking so before it is judged a change (default 15, at most
+    /// 600; 0 judges at once). A leader that has not yet applied every entry, or an old
+    /// leader cut off from the others that has not yet stepped down, answers with a last
+    /// sequence behind the stream's for a moment; a stream restored from a backup or one
+    /// that lost its tail stays behind. Fetching is paused meanwhile; a re-created stream
+    /// (another creation time) is judged at once.
+    pub rewind_confirm_seconds: u64,
     /// Warn (and set the `stream_retention_*_used_ratio` gauges past it) when unsettled
     /// messages have used this share of a stream limit that removes them (`max_age`,
     /// `max_msgs`, `max_bytes` with discard old; default 0.8, above 0 and at most 1).
@@ -74,6 +82,7 @@ impl Default for StreamGuardConfig {
             bucket: DEFAULT_BUCKET.to_owned(),
             on_change: OnStreamChange::Pause,
             recheck_seconds: 5,
+            rewind_confirm_seconds: 15,
             retention_warning_ratio: 0.8,
         }
     }
@@ -94,6 +103,9 @@ impl StreamGuardConfig {
         if !(1..=3600).contains(&self.recheck_seconds) {
             issues.push(&format!("{at}.recheck_seconds"), "must be between 1 and 3600");
         }
+        if self.rewind_confirm_seconds > 600 {
+            issues.push(&format!("{at}.rewind_confirm_seconds"), "must be at most 600");
+        }
         if !(self.retention_warning_ratio > 0.0 && self.retention_warning_ratio <= 1.0) {
             issues.push(&format!("{at}.retention_warning_ratio"), "must be above 0 and at most 1");
         }
@@ -109,6 +121,7 @@ mod tests {
         let bad = StreamGuardConfig {
             bucket: "a.b".into(),
             recheck_seconds: 0,
+            rewind_confirm_seconds: 601,
             retention_warning_ratio: 1.5,
             ..Default::default()
         };
@@ -117,7 +130,12 @@ mod tests {
         let paths: Vec<String> = issues.finish().unwrap_err().issues.into_iter().map(|i| i.path).collect();
         assert_eq!(
             paths,
-            ["stream_guard.bucket", "stream_guard.recheck_seconds", "stream_guard.retention_warning_ratio"]
+            [
+                "stream_guard.bucket",
+                "stream_guard.recheck_seconds",
+                "stream_guard.rewind_confirm_seconds",
+                "stream_guard.retention_warning_ratio"
+            ]
         );
         let mut fine = Issues::default();
         StreamGuardConfig::default().validate_at("stream_guard", &mut fine);

@@ -44,6 +44,10 @@ pub(crate) struct Guard {
     on_change: OnStreamChange,
     state: watch::Sender<GuardState>,
     metrics: Metrics,
+    /// `stream_guard.rewind_confirm_seconds`.
+    rewind_confirm: Duration,
+    /// Since when the stream has looked moved back, while that is not yet confirmed.
+    suspected: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl Guard {
@@ -57,6 +61,8 @@ impl Guard {
             on_change: config.stream_guard.on_change,
             state: watch::channel(GuardState::default()).0,
             metrics,
+            rewind_confirm: Duration::from_secs(config.stream_guard.rewind_confirm_seconds),
+            suspected: std::sync::Mutex::new(None),
         }
     }
 
@@ -126,6 +132,9 @@ impl Guard {
                 read_after_load = true;
                 verdict = judge(&record, &live);
             }
+            if record.pending.is_none() && !self.confirmed(verdict, &live, &record) {
+                return Ok(());
+            }
             let live = &live;
             let written = match verdict {
                 Verdict::Same => {
@@ -185,6 +194,46 @@ impl Guard {
             }
         }
         Err(SetupError::Unavailable("the stream identity record kept changing while it was checked".into()))
+    }
+
+    /// Whether `verdict` stands: true for a re-created stream and an unchanged one (which
+    /// ends a suspicion), and for a stream that has looked moved back for
+    /// `stream_guard.rewind_confirm_seconds`. The first sight of a moved-back stream pauses
+    /// fetching without recording anything and says so; a later check past the period
+    /// confirms it, an unchanged reading before then resumes fetching.
+    fn confirmed(&self, verdict: Verdict, live: &Live, record: &Record) -> bool {
+        let mut suspected = self.suspected.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if verdict != Verdict::Changed(ChangeKind::Rewound) || self.rewind_confirm.is_zero() {
+            if suspected.take().is_some() {
+                tracing::info!(
+                    stream = %self.stream,
+                    last_sequence = live.last_sequence,
+                    "the stream no longer looks moved back (a reading that was behind); fetching resumes"
+                );
+                self.state.send_modify(|s| s.paused = false);
+            }
+            return true;
+        }
+        match *suspected {
+            Some(since) if since.elapsed() >= self.rewind_confirm => {
+                *suspected = None;
+                true
+            }
+            Some(_) => false,
+            None => {
+                *suspected = Some(tokio::time::Instant::now());
+                tracing::warn!(
+                    stream = %self.stream,
+                    consumer = %self.consumer,
+                    last_sequence = live.last_sequence,
+                    recorded_last_sequence = record.last_sequence,
+                    confirm_s = self.rewind_confirm.as_secs(),
+                    "the stream looks moved back; fetching is paused until it is confirmed or the reading catches up"
+                );
+                self.state.send_modify(|s| s.paused = true);
+                false
+            }
+        }
     }
 
     /// The check of a temporary consumer: the production consumer's epoch when its record
@@ -581,6 +630,8 @@ mod tests {
     /// Two workers of one consumer, against a private server: the second records a reading
     /// taken after the first one's; the first then checks its older reading. Its last
     /// sequence is below the record's, yet the stream did not move: no change, no pause.
+    /// Then readings that stay behind the record (as a lagging or cut-off leader's do): a
+    /// pause at once, a change only once `rewind_confirm_seconds` have passed.
     #[tokio::test]
     async fn a_reading_older_than_another_workers_record_is_no_change() {
         use async_nats::jetstream::consumer::pull;
@@ -595,7 +646,7 @@ mod tests {
             .unwrap();
         let config = Config::from_value(serde_json::json!({
             "nats": {"url": server.url(), "stream": name, "consumer": "sink", "subject": subject},
-            "stream_guard": {"bucket": sinks_testkit::unique("guard")},
+            "stream_guard": {"bucket": sinks_testkit::unique("guard"), "rewind_confirm_seconds": 1},
             "sink": {"type": "memory"},
         }))
         .unwrap();
@@ -621,6 +672,27 @@ mod tests {
         first.check(&older, &stream, &consumer).await.unwrap();
         assert!(!first.paused(), "a reading older than the record was judged a stream that moved back");
         assert!(!second.paused());
+
+        // A reading that stays behind the record: paused at once, nothing recorded; caught up
+        // before `rewind_confirm_seconds`, fetching resumes; still behind after it, a change.
+        let ahead = |by: u64| Live { last_sequence: newer.last_sequence + by, ..newer };
+        second.check(&ahead(5), &stream, &consumer).await.unwrap();
+        first.check(&newer, &stream, &consumer).await.unwrap();
+        assert!(first.paused(), "a stream that looks moved back must pause fetching at once");
+        let pending = || async { first.store.as_ref().unwrap().load().await.unwrap().unwrap().0.pending };
+        assert_eq!(pending().await, None, "a suspicion is not recorded");
+        publish(5).await;
+        let caught_up = live_now(&stream, &consumer).await.unwrap();
+        first.check(&caught_up, &stream, &consumer).await.unwrap();
+        assert!(!first.paused(), "a reading that caught up must resume fetching");
+        second.check(&ahead(50), &stream, &consumer).await.unwrap();
+        first.check(&caught_up, &stream, &consumer).await.unwrap();
+        assert!(first.paused());
+        assert_eq!(pending().await, None);
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        first.check(&caught_up, &stream, &consumer).await.unwrap();
+        assert!(first.paused());
+        assert_eq!(pending().await.map(|c| c.kind), Some(ChangeKind::Rewound), "confirmed after the period");
     }
 
     #[test]
