@@ -68,6 +68,9 @@ pub(crate) struct Row {
     pub(crate) events: usize,
     /// Acknowledged to the producer, in no node's copy of the stream (NATS's loss).
     pub(crate) nats_lost: Vec<String>,
+    /// Of `nats_lost`, the events the sink had stored or dead-lettered before NATS lost
+    /// them: proof that they were in the stream once.
+    pub(crate) nats_lost_kept: usize,
     /// Acknowledged by the sink, neither stored nor dead-lettered.
     pub(crate) acked_unstored: Vec<String>,
     /// Two records for the event, or a key of its records holding two payloads.
@@ -141,6 +144,7 @@ impl Verdict {
             };
             let _ = writeln!(out, "| {fault} | {} | {} | {} | {recovery} |", s.injected, counts(row), s.detections);
             total.events += row.events;
+            total.nats_lost_kept += row.nats_lost_kept;
             for (all, some) in [
                 (&mut total.nats_lost, &row.nats_lost),
                 (&mut total.acked_unstored, &row.acked_unstored),
@@ -164,6 +168,14 @@ impl Verdict {
             if !ids.is_empty() {
                 let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
                 let _ = writeln!(out, "\n{name}: {} (e.g. {})", ids.len(), shown.join(", "));
+                if name == "NATS lost" {
+                    let _ = writeln!(
+                        out,
+                        "\nOf those, the sink had stored or dead-lettered {} before NATS lost them (they were in \
+                         the stream once); the rest it never received.",
+                        total.nats_lost_kept
+                    );
+                }
             }
         }
         out
@@ -226,6 +238,9 @@ pub(crate) fn check(history: &History) -> Verdict {
         let owned = || id.to_owned();
         if acked.contains(id) && !in_nats.contains(id) {
             row.nats_lost.push(owned());
+            if stored > 0 || dead {
+                row.nats_lost_kept += 1;
+            }
         }
         if published.is_none() && (stored > 0 || dead) {
             row.unexpected.push(owned());
@@ -303,14 +318,20 @@ mod tests {
     fn an_acknowledged_event_in_no_nodes_copy_is_lost_by_nats_not_by_the_sink() {
         let mut history = clean();
         history.published.push(published("e4", true, "kill all"));
+        // Lost after the sink stored it: NATS's loss still, and said so.
+        history.published.push(published("e6", true, "kill all"));
+        history.records.push(record("k6", "e6"));
+        history.sink_acked.insert("e6".into());
         // One node kept it: not lost.
         history.published.push(published("e5", true, "kill all"));
         history.copies.get_mut("n2").unwrap().insert("e5".into());
         history.records.push(record("k5", "e5"));
         history.sink_acked.insert("e5".into());
         let verdict = check(&history);
-        assert_eq!(only(&verdict, "kill all").nats_lost, ["e4"]);
-        assert_eq!(verdict.nats_lost(), 1);
+        assert_eq!(only(&verdict, "kill all").nats_lost, ["e4", "e6"]);
+        assert_eq!(only(&verdict, "kill all").nats_lost_kept, 1);
+        assert_eq!(verdict.nats_lost(), 2);
+        assert!(verdict.table(&BTreeMap::new()).contains("had stored or dead-lettered 1 before"));
         assert_eq!(
             verdict.sink_violations(),
             0,
