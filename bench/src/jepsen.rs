@@ -175,8 +175,8 @@ pub(crate) fn run(args: Args) -> Result<()> {
 struct SinkReport {
     verdict: check::Verdict,
     stats: BTreeMap<String, FaultStats>,
-    /// Each node's copy's size.
-    copies: BTreeMap<String, usize>,
+    /// Each node's copy's size ([`read::copy_size`]).
+    copies: BTreeMap<String, String>,
     /// One line per injected fault.
     log: Vec<String>,
     /// Findings beside the checker's (a worker that exited, a drain that did not finish).
@@ -187,7 +187,7 @@ impl SinkReport {
     fn details(&self) -> String {
         let copies: Vec<String> = self.copies.iter().map(|(n, c)| format!("{n} {c}")).collect();
         let mut out =
-            format!("Each node's copy of the stream after the heal: {}.\n\nFaults in order:\n", copies.join(", "));
+            format!("Each node's copy of the stream after the heal: {}.\n\nFaults in order:\n", copies.join("; "));
         for line in self.log.iter().chain(&self.notes) {
             out.push_str(&format!("- {line}\n"));
         }

@@ -292,12 +292,14 @@ impl Target<'_> {
             Fault::StoreTruncated | Fault::StoreBitFlip => {
                 let node = rng.random_range(0..CLUSTER_NODES);
                 let how = if fault == Fault::StoreTruncated { Damage::Truncate } else { Damage::FlipBit };
-                damaged = self.damage_store(node, how, rng).await?;
+                let caught_up;
+                (damaged, caught_up) = self.damage_store(node, how, rng).await?;
                 let what: Vec<String> = damaged.iter().map(ToString::to_string).collect();
-                format!(
-                    "n{node} killed, {}, restarted",
-                    if what.is_empty() { "no block found".into() } else { what.join("; ") }
-                )
+                let caught_up = caught_up.map_or("not caught up within 60 s".to_owned(), |d| {
+                    format!("caught up with the leader in {:.1} s", d.as_secs_f64())
+                });
+                let what = if what.is_empty() { "no block found".to_owned() } else { what.join("; ") };
+                format!("n{node} killed, {what}, restarted; {caught_up}")
             }
         };
         Ok(Injected { note, moved_to, damaged })
@@ -305,7 +307,14 @@ impl Target<'_> {
 
     /// Kills node `i`, damages its store's newest blocks of the stream as `how` says, and
     /// restarts it on what is left.
-    async fn damage_store(&mut self, i: usize, how: Damage, rng: &mut StdRng) -> Result<Vec<Damaged>> {
+    /// Returns the damage and how long the node took to catch up (`None`: not within a
+    /// minute).
+    async fn damage_store(
+        &mut self,
+        i: usize,
+        how: Damage,
+        rng: &mut StdRng,
+    ) -> Result<(Vec<Damaged>, Option<Duration>)> {
         let group = self.raft_group().await;
         self.nc.cluster_mut().kill(i);
         let store = self.nc.cluster().store_dir(i);
@@ -314,7 +323,36 @@ impl Target<'_> {
             damaged.push(store::damage(&file, how, rng)?);
         }
         self.nc.cluster_mut().restart(i);
-        Ok(damaged)
+        // One node's damage at a time: the next fault waits until this node has caught up
+        // (or a minute has passed), so that two nodes' lost tails never add up to a
+        // majority's, which no replicated log survives.
+        let caught_up = self.wait_caught_up(i, Duration::from_secs(60)).await;
+        Ok((damaged, caught_up))
+    }
+
+    /// Waits until node `i` leads the stream or is a current replica with no lag, at most
+    /// `limit`; how long that took, `None` when it did not.
+    async fn wait_caught_up(&self, i: usize, limit: Duration) -> Option<Duration> {
+        let name = self.nc.cluster().name(i).to_owned();
+        let started = Instant::now();
+        while started.elapsed() < limit {
+            let caught_up = async {
+                let mut stream =
+                    tokio::time::timeout(Duration::from_secs(2), self.js.get_stream(STREAM)).await.ok()?.ok()?;
+                let info = tokio::time::timeout(Duration::from_secs(2), stream.info()).await.ok()?.ok()?;
+                let cluster = info.cluster.as_ref()?;
+                if cluster.leader.as_deref() == Some(name.as_str()) {
+                    return Some(true);
+                }
+                let replica = cluster.replicas.iter().find(|r| r.name == name)?;
+                Some(replica.current && !replica.offline && replica.lag.unwrap_or(0) == 0)
+            };
+            if caught_up.await == Some(true) {
+                return Some(started.elapsed());
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        None
     }
 
     /// The stream's Raft group (its log's directory name in each node's store).

@@ -73,6 +73,15 @@ pub(crate) async fn client_of(url: &str) -> Result<async_nats::Client> {
         .with_context(|| format!("connecting to {url}"))
 }
 
+/// A copy's size as the report gives it: its messages, its last sequence, and the sequences
+/// up to the leader's `last` it lacks (a copy that lags, or holes in it).
+pub(crate) fn copy_size(copy: &Copy, last: u64) -> String {
+    let top = copy.last().map_or(0, |(seq, _)| *seq);
+    let first = copy.first().map_or(1, |(seq, _)| *seq);
+    let missing = (last.max(top) + 1).saturating_sub(first).saturating_sub(copy.len() as u64);
+    format!("{} (sequences {first}..={top} of the leader's {last}, {missing} missing)", copy.len())
+}
+
 /// The events the ledger's receipts name (every outcome: the sink settled each one).
 pub(crate) fn receipts(copy: &Copy) -> BTreeSet<String> {
     copy.iter().map(|(_, id)| id.clone()).collect()
@@ -103,7 +112,7 @@ pub(crate) async fn history(
     dlq: &str,
     ledger: &str,
     stored: Vec<(String, bytes::Bytes)>,
-) -> Result<(History, BTreeMap<String, usize>)> {
+) -> Result<(History, BTreeMap<String, String>)> {
     let mut history = History::default();
     let mut sizes = BTreeMap::new();
     let mut served: Copy = Vec::new();
@@ -121,7 +130,7 @@ pub(crate) async fn history(
             }
             tokio::time::sleep(Duration::from_secs(1)).await;
         };
-        sizes.insert(format!("n{i}"), copy.len());
+        sizes.insert(format!("n{i}"), copy_size(&copy, last));
         if copy.len() > served.len() {
             served.clone_from(&copy);
         }
@@ -139,4 +148,43 @@ pub(crate) async fn history(
     history.sink_acked = acked;
     history.records = records(stored);
     Ok((history, sizes))
+}
+
+#[cfg(test)]
+mod tests {
+    use async_nats::jetstream::stream;
+
+    use super::*;
+
+    /// A copy read through direct gets holds every message the stream holds, across a
+    /// deleted one and past the first batch.
+    #[tokio::test]
+    async fn a_copy_reads_past_holes_and_batches() {
+        let server = sinks_testkit::NatsServer::start();
+        let js = server.js().await;
+        let name = sinks_testkit::unique("COPY");
+        let subject = format!("{}.events", name.to_lowercase());
+        let stream = js
+            .create_stream(stream::Config {
+                name: name.clone(),
+                subjects: vec![subject.clone()],
+                allow_direct: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for i in 1..=1500 {
+            js.publish(subject.clone(), format!("{{\"id\":\"e{i}\"}}").into()).await.unwrap().await.unwrap();
+        }
+        for seq in [1, 500, 1000, 1001] {
+            stream.delete_message(seq).await.unwrap();
+        }
+        let copy = direct_copy(&server.client().await, &name, "id").await.unwrap();
+        assert_eq!(copy.len(), 1496);
+        assert_eq!(copy.first().map(|(s, _)| *s), Some(2));
+        assert_eq!(copy.last().cloned(), Some((1500, "e1500".to_owned())));
+        assert!(!copy.iter().any(|(s, _)| [500, 1000, 1001].contains(s)));
+        assert_eq!(copy_size(&copy, 1500), "1496 (sequences 2..=1500 of the leader's 1500, 3 missing)");
+        assert_eq!(copy_size(&copy, 1510), "1496 (sequences 2..=1500 of the leader's 1510, 13 missing)");
+    }
 }
