@@ -325,10 +325,10 @@ impl Run<'_> {
 
     /// Empties the destination (the directory moved aside, the table dropped).
     async fn reset_destination(&self) -> Result<()> {
-        if let Some(dir) = &self.sink.directory {
-            if dir.exists() {
-                std::fs::rename(dir, dir.with_file_name(format!("done-{}", next_run())))?;
-            }
+        if let Some(dir) = &self.sink.directory
+            && dir.exists()
+        {
+            std::fs::rename(dir, dir.with_file_name(format!("done-{}", next_run())))?;
         }
         if let Some(server) = &self.sink.table {
             let mut c = server.admin().await.map_err(anyhow::Error::msg)?;
