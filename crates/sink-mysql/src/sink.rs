@@ -112,15 +112,14 @@ impl MySqlSink {
     pub fn new(config: MySqlSinkConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let configured = TablePlan::all(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
-        let inner =
-            Inner {
-                config,
-                configured,
-                opened: std::sync::OnceLock::new(),
-                pool: OnceCell::new(),
-                password: None,
-                widest: Widest::default(),
-            };
+        let inner = Inner {
+            config,
+            configured,
+            opened: std::sync::OnceLock::new(),
+            pool: OnceCell::new(),
+            password: None,
+            widest: Widest::default(),
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
