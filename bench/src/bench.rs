@@ -29,7 +29,8 @@ use async_nats::jetstream::Context as Js;
 use bytes::Bytes;
 use futures::StreamExt;
 use oracle::{OraclePhase, render_oracle};
-use proc::{on_cpu, proc_stats, render_member_load};
+pub(crate) use proc::proc_stats;
+use proc::{on_cpu, render_member_load};
 use serde_json::json;
 use sink_mysql::certify::TestServer;
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
@@ -182,7 +183,7 @@ impl Measurement {
 
 /// The benchmark's 256-byte JSON order `i` (`bin/support/order.rs`, through the policy
 /// messages that include it).
-fn payload(i: usize) -> Bytes {
+pub(crate) fn payload(i: usize) -> Bytes {
     Bytes::from(features::policed::payload(i))
 }
 
@@ -452,7 +453,7 @@ fn write(path: &Path, value: &serde_json::Value) -> Result<PathBuf> {
     Ok(path.to_path_buf())
 }
 
-fn reference_venv(root: &Path) -> Result<PathBuf> {
+pub(crate) fn reference_venv(root: &Path) -> Result<PathBuf> {
     let venv = root.join("target/bench/venv");
     let bin = venv.join("bin/nats-sink");
     let stamp = venv.join(".installed-mysql-s3-coherence-nosql");
@@ -472,7 +473,7 @@ fn reference_venv(root: &Path) -> Result<PathBuf> {
     Ok(bin)
 }
 
-fn machine() -> String {
+pub(crate) fn machine() -> String {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|c| {
@@ -520,11 +521,11 @@ struct Programs {
     reference: Option<PathBuf>,
 }
 
-const MYSQL_BENCH_USER: &str = "nats_sinks_bench";
-const MYSQL_PASSWORD_ENV: &str = "NATS_SINKS_BENCH_MYSQL_PASSWORD";
+pub(crate) const MYSQL_BENCH_USER: &str = "nats_sinks_bench";
+pub(crate) const MYSQL_PASSWORD_ENV: &str = "NATS_SINKS_BENCH_MYSQL_PASSWORD";
 const MYSQL_TABLE: &str = "NATS_SINKS_BENCH";
 
-async fn mysql_bench_user(server: &TestServer, password: &str) -> Result<()> {
+pub(crate) async fn mysql_bench_user(server: &TestServer, password: &str) -> Result<()> {
     let mut c = server.admin().await.map_err(anyhow::Error::msg)?;
     for sql in [
         format!("CREATE USER IF NOT EXISTS '{MYSQL_BENCH_USER}'@'%' IDENTIFIED BY '{password}'"),

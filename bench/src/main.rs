@@ -25,6 +25,7 @@ mod bench;
 mod certify;
 mod config_ref;
 mod jepsen;
+mod latency;
 mod soak;
 
 use std::path::PathBuf;
@@ -54,6 +55,9 @@ enum Cmd {
     /// The core contenders of two `nats-sink` builds in alternating pairs (`cargo xtask bench
     /// --compare REV` builds them and runs this).
     Compare(bench::compare::Args),
+    /// Latency under sustained load: p50/p99/p99.9 publish → acknowledged at fractions of each
+    /// contender's maximum rate (`cargo xtask bench --latency`).
+    Latency(latency::Args),
     /// The chaos soak: faults injected at random (seeded) while the sink runs; every message
     /// must end in the destination exactly once or in the DLQ.
     Soak(soak::Args),
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Cmd::Certify(args) => certify::run(args),
         Cmd::Bench(args) => bench::run(args),
         Cmd::Compare(args) => bench::compare::run(args),
+        Cmd::Latency(args) => latency::run(args),
         Cmd::Soak(args) => soak::run(args),
         Cmd::Jepsen(args) => jepsen::run(args),
         Cmd::ConfigReference(args) => config_ref::run(&args),

@@ -19,7 +19,7 @@ fn help(args: &[&str]) -> String {
 #[test]
 fn every_forwarded_command_is_there_and_reads_as_cargo_xtask() {
     let top = help(&[]);
-    for command in ["certify", "bench", "soak", "jepsen", "config-reference", "skips"] {
+    for command in ["certify", "bench", "latency", "soak", "jepsen", "config-reference", "skips"] {
         assert!(top.contains(command), "`{command}` missing from:\n{top}");
     }
     assert!(top.contains("Usage: cargo xtask"), "{top}");
@@ -41,4 +41,8 @@ fn the_options_cargo_xtask_test_passes_exist() {
     }
     assert!(help(&["config-reference"]).contains("--bless"));
     assert!(help(&["bench"]).contains("--suite"));
+    let latency = help(&["latency"]);
+    for option in ["--sinks", "--workers", "--loads", "--duration", "--reference", "--nats-sink", "--max-only"] {
+        assert!(latency.contains(option), "latency has no {option}:\n{latency}");
+    }
 }

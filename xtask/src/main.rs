@@ -82,7 +82,8 @@ enum Cmd {
     #[command(disable_help_flag = true)]
     Certify(Forwarded),
     /// Measure throughput against the raw ceiling (and, optionally, the Python reference);
-    /// `--compare REV`: the core contenders of revision REV and of the work tree side by side.
+    /// `--compare REV`: the core contenders of revision REV and of the work tree side by side;
+    /// `--latency`: latency under sustained load (`sinks-bench latency`, its options after it).
     #[command(disable_help_flag = true)]
     Bench(Forwarded),
     /// The chaos soak: faults injected at random (seeded) while the sink runs; every message
@@ -129,6 +130,10 @@ fn main() -> ExitCode {
         Cmd::Certify(args) => forward("certify", &args),
         Cmd::Bench(args) => match compare::split(&args.args) {
             (Some(rev), rest) => compare::run(&rev, &rest),
+            (None, _) if args.args.iter().any(|a| a == "--latency") => {
+                let rest = args.args.iter().filter(|a| *a != "--latency").cloned().collect();
+                forward("latency", &Forwarded { args: rest })
+            }
             (None, _) => forward("bench", &args),
         },
         Cmd::Publish(args) => publish::run(args),

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// Peak RSS in KiB (`VmHWM`) and user + system CPU of `pid`, in clock ticks' resolution.
-pub(super) fn proc_stats(pid: u32) -> (u64, Duration) {
+pub(crate) fn proc_stats(pid: u32) -> (u64, Duration) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let hwm = status
         .lines()

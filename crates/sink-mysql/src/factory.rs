@@ -4,10 +4,14 @@
 //! settings the process sets before its threads start.
 //!
 //! `mysql_async` keeps freed packet buffers for reuse: up to 128 of up to 4 MiB each. The
-//! sink's multi-row statements make buffers of about a megabyte, so the pool ends up holding
-//! tens of MiB for a handful of connections that use one buffer each at a time. A binary
-//! keeps 16 of at most 1 MiB ([`SinkFactory::process_defaults`], set before its threads
-//! start); `MYSQL_ASYNC_BUFFER_POOL_CAP` and `MYSQL_ASYNC_BUFFER_SIZE_CAP` override this.
+//! sink's multi-row statements make buffers of about half a megabyte, and the pool hands its
+//! buffers out in turn (first in, first out) for every packet, large or small, so in time each
+//! buffer it keeps has grown to that size, while a handful of connections use one each at a
+//! time. A binary keeps 4 of at most 1 MiB, one per connection of the default pool
+//! ([`SinkFactory::process_defaults`], set before its threads start):
+//! at batch 500 the mysql-only build peaked 7–8 MiB lower than with 16, for the same CPU per
+//! message (docs/performance.md, "The MySQL sink's peak RSS").
+//! `MYSQL_ASYNC_BUFFER_POOL_CAP` and `MYSQL_ASYNC_BUFFER_SIZE_CAP` override this.
 
 use sinks_contract::{BuiltSink, ConfigError, Creation, SinkFactory};
 
@@ -43,6 +47,6 @@ impl SinkFactory for MySqlFactory {
 
     /// The driver's buffer pool, smaller (see the module docs).
     fn process_defaults(&self) -> &'static [(&'static str, &'static str)] {
-        &[("MYSQL_ASYNC_BUFFER_POOL_CAP", "16"), ("MYSQL_ASYNC_BUFFER_SIZE_CAP", "1048576")]
+        &[("MYSQL_ASYNC_BUFFER_POOL_CAP", "4"), ("MYSQL_ASYNC_BUFFER_SIZE_CAP", "1048576")]
     }
 }

@@ -16,6 +16,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -38,6 +39,30 @@ use crate::sql::{OnDuplicate, TablePlan, quote};
 
 /// Rows per statement (keeps placeholders well under the protocol's 65,535).
 const CHUNK_ROWS: usize = 1000;
+
+/// Parameters from which a statement counts as large for [`Widest`]: the driver keeps a
+/// column definition of about 200 bytes per parameter of a prepared statement, so 1,024 of
+/// them hold about 200 KB.
+const LARGE_STATEMENT_PARAMS: usize = 1024;
+
+/// Which prepared statements stay in a connection's statement cache. The driver keeps, with
+/// every cached statement, a column definition per parameter (a 500-row insert of 16 columns
+/// holds 8,000 of them, about 1.6 MB), for the connection's life. A batch narrower than the
+/// widest one written so far (a fetch that took what was there) seldom comes back at the same
+/// width: cached, each such width stayed, up to 64 per connection, and a 100,000-message run
+/// at batch 500 held a dozen of them. A large statement narrower than the widest is prepared,
+/// run and closed at once; the widest width and small statements stay cached.
+#[derive(Debug, Default)]
+struct Widest(AtomicUsize);
+
+impl Widest {
+    /// Whether the statement for `rows` rows of `per_row` parameters stays cached (noting
+    /// `rows` as the widest when it is).
+    fn keeps(&self, rows: usize, per_row: usize) -> bool {
+        let widest = self.0.fetch_max(rows, Ordering::Relaxed).max(rows);
+        rows >= widest || rows * per_row < LARGE_STATEMENT_PARAMS
+    }
+}
 
 /// Attempts of one batch transaction when it hits a deadlock or a lock wait timeout.
 const LOCK_RETRIES: u64 = 4;
@@ -66,6 +91,8 @@ struct Inner {
     opened: std::sync::OnceLock<Vec<TablePlan>>,
     pool: OnceCell<Pool>,
     password: Option<Secret>,
+    /// The widest statement written so far (which statements stay cached).
+    widest: Widest,
 }
 
 /// A password given in code; never printed.
@@ -85,8 +112,14 @@ impl MySqlSink {
     pub fn new(config: MySqlSinkConfig) -> Result<Self, ConfigError> {
         config.validate()?;
         let configured = TablePlan::all(&config).map_err(|(p, m)| ConfigError::single(p, m))?;
-        let inner =
-            Inner { config, configured, opened: std::sync::OnceLock::new(), pool: OnceCell::new(), password: None };
+        let inner = Inner {
+            config,
+            configured,
+            opened: std::sync::OnceLock::new(),
+            pool: OnceCell::new(),
+            password: None,
+            widest: Widest::default(),
+        };
         Ok(Self { inner: Arc::new(inner) })
     }
 
@@ -100,6 +133,7 @@ impl MySqlSink {
             opened: std::sync::OnceLock::new(),
             pool: OnceCell::new(),
             password: Some(Secret(password.to_owned())),
+            widest: Widest::default(),
         };
         Self { inner: Arc::new(inner) }
     }
@@ -274,18 +308,56 @@ impl Inner {
     }
 }
 
+/// Runs `sql` with `params` and returns the affected rows: through the connection's statement
+/// cache when `keep`, else prepared, run and closed (see [`Widest`]).
+async fn exec_counted<Q: Queryable + Send>(
+    q: &mut Q,
+    sql: String,
+    params: Params,
+    keep: bool,
+) -> Result<u64, mysql_async::Error> {
+    if keep {
+        let result = q.exec_iter(sql, params).await?;
+        let affected = result.affected_rows();
+        result.drop_result().await?;
+        return Ok(affected);
+    }
+    let stmt = q.prep(sql).await?;
+    let result = q.exec_iter(&stmt, params).await?;
+    let affected = result.affected_rows();
+    result.drop_result().await?;
+    q.close(stmt).await?;
+    Ok(affected)
+}
+
+/// Runs the query `sql` with `params` and returns its rows, the statement cached or closed
+/// after as in [`exec_counted`].
+async fn exec_rows<Q: Queryable + Send>(
+    q: &mut Q,
+    sql: String,
+    params: Params,
+    keep: bool,
+) -> Result<Vec<mysql_async::Row>, mysql_async::Error> {
+    if keep {
+        return q.exec(sql, params).await;
+    }
+    let stmt = q.prep(sql).await?;
+    let rows = q.exec(&stmt, params).await?;
+    q.close(stmt).await?;
+    Ok(rows)
+}
+
 async fn insert_rows<Q: Queryable + Send>(
     q: &mut Q,
-    plan: &TablePlan,
+    (plan, widest): (&TablePlan, &Widest),
     rows: &[&Row],
     on_dup: OnDuplicate,
 ) -> Result<u64, mysql_async::Error> {
     let mut affected = 0;
     for chunk in rows.chunks(CHUNK_ROWS) {
         let params: Vec<Value> = chunk.iter().flat_map(|r| r.values.iter().cloned()).collect();
-        let result = q.exec_iter(plan.insert(chunk.len(), on_dup), Params::Positional(params)).await?;
-        affected += result.affected_rows();
-        result.drop_result().await?;
+        let keep = widest.keeps(chunk.len(), plan.columns.len());
+        affected += exec_counted(q, plan.insert(chunk.len(), on_dup), Params::Positional(params), keep).await?;
     }
     Ok(affected)
 }
@@ -293,14 +365,14 @@ async fn insert_rows<Q: Queryable + Send>(
 /// Existing keys among `rows`, with their stored fingerprint when the plan has one.
 async fn existing<Q: Queryable + Send>(
     q: &mut Q,
-    plan: &TablePlan,
+    (plan, widest): (&TablePlan, &Widest),
     rows: &[&Row],
 ) -> Result<HashMap<String, Option<String>>, mysql_async::Error> {
     let mut found = HashMap::new();
     for chunk in rows.chunks(CHUNK_ROWS) {
         let params: Vec<Value> = chunk.iter().flat_map(|r| plan.key.iter().map(|i| r.values[*i].clone())).collect();
-        let result: Vec<mysql_async::Row> =
-            q.exec(plan.select_existing(chunk.len()), Params::Positional(params)).await?;
+        let keep = widest.keeps(chunk.len(), plan.key.len());
+        let result = exec_rows(q, plan.select_existing(chunk.len()), Params::Positional(params), keep).await?;
         for mut r in result {
             let key: Vec<Value> = (0..plan.key.len()).map(|i| r.take::<Value, _>(i).unwrap_or(Value::NULL)).collect();
             let fp = plan.fingerprint.and_then(|_| r.take::<Option<String>, _>(plan.key.len()).flatten());
@@ -344,7 +416,7 @@ impl Inner {
         group: &[(usize, Row)],
     ) -> Result<Outcomes, mysql_async::Error> {
         let rows: Vec<&Row> = group.iter().map(|(_, r)| r).collect();
-        let mut stored = existing(q, plan, &rows).await?;
+        let mut stored = existing(q, (plan, &self.widest), &rows).await?;
         let mode = self.config.mode;
         let mut outcomes = Vec::with_capacity(group.len());
         let (mut inserts, mut updates) = (Vec::new(), Vec::new());
@@ -379,10 +451,10 @@ impl Inner {
         }
         if !inserts.is_empty() {
             let on_dup = if mode == WriteMode::Insert { OnDuplicate::Fail } else { OnDuplicate::Keep };
-            insert_rows(q, plan, &inserts, on_dup).await?;
+            insert_rows(q, (plan, &self.widest), &inserts, on_dup).await?;
         }
         if !updates.is_empty() {
-            insert_rows(q, plan, &updates, OnDuplicate::Update).await?;
+            insert_rows(q, (plan, &self.widest), &updates, OnDuplicate::Update).await?;
         }
         Ok(outcomes)
     }
@@ -401,7 +473,7 @@ impl Inner {
             let mut tx = conn.start_transaction(TxOpts::default()).await?;
             for (plan, group) in self.plans().iter().zip(groups).filter(|(_, g)| !g.is_empty()) {
                 let rows: Vec<&Row> = group.iter().map(|(_, r)| r).collect();
-                insert_rows(&mut tx, plan, &rows, OnDuplicate::Fail).await?;
+                insert_rows(&mut tx, (plan, &self.widest), &rows, OnDuplicate::Fail).await?;
             }
             tx.commit().await?;
             return Ok(committed(groups));
@@ -411,7 +483,7 @@ impl Inner {
             let mut all_new = true;
             for (plan, group) in self.plans().iter().zip(groups).filter(|(_, g)| !g.is_empty()) {
                 let rows: Vec<&Row> = group.iter().map(|(_, r)| r).collect();
-                if insert_rows(&mut tx, plan, &rows, OnDuplicate::Keep).await? != rows.len() as u64 {
+                if insert_rows(&mut tx, (plan, &self.widest), &rows, OnDuplicate::Keep).await? != rows.len() as u64 {
                     all_new = false;
                     break;
                 }
@@ -440,7 +512,7 @@ impl Inner {
                 tx.query_drop("SAVEPOINT nats_sinks_row").await?;
                 let single = [(*i, row.clone())];
                 let result = if self.config.mode == WriteMode::Append {
-                    insert_rows(&mut tx, plan, &[row], OnDuplicate::Fail)
+                    insert_rows(&mut tx, (plan, &self.widest), &[row], OnDuplicate::Fail)
                         .await
                         .map(|_| vec![(*i, MessageOutcome::Committed)])
                 } else {
@@ -648,4 +720,25 @@ impl ReadBack for MySqlSink {
 /// Quoted name of a table (for tests and tools that read back).
 pub fn quoted_table(name: &str) -> String {
     quote(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Widest;
+
+    #[test]
+    fn only_the_widest_and_small_statements_stay_cached() {
+        let w = Widest::default();
+        // 16 columns: 64 rows make 1,024 parameters, a large statement.
+        for rows in [63, 125, 250, 500] {
+            assert!(w.keeps(rows, 16), "the widest so far ({rows}) stays");
+        }
+        assert!(w.keeps(500, 16), "the widest again");
+        assert!(!w.keeps(373, 16), "a large one narrower than the widest is closed after use");
+        assert!(!w.keeps(64, 16));
+        assert!(w.keeps(63, 16), "a small one stays");
+        assert!(w.keeps(1, 16));
+        assert!(w.keeps(1000, 16), "a wider one becomes the widest");
+        assert!(!w.keeps(500, 16));
+    }
 }
