@@ -419,6 +419,6 @@ impl Harness for FileTableHarness {
             "mode": "batch",
             "batch": batch,
         });
-        Ok(CrashTarget { sink_section, records: Box::new(TableDirReadBack { dir }) , env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(TableDirReadBack { dir }), env: Vec::new() })
     }
 }

@@ -137,7 +137,10 @@ fn string_map(rows: &[Vec<(&str, Option<&str>)>], values_nullable: bool) -> Resu
     let keys = strings(rows.iter().flatten().map(|(k, _)| Some(*k)));
     let values = strings(rows.iter().flatten().map(|(_, v)| *v));
     let entries = StructArray::try_new(
-        Fields::from(vec![Field::new("key", DataType::Utf8, false), Field::new("value", DataType::Utf8, values_nullable)]),
+        Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            Field::new("value", DataType::Utf8, values_nullable),
+        ]),
         vec![keys, values],
         None,
     )
@@ -152,7 +155,8 @@ fn struct_of(children: Vec<(&str, bool, ArrayRef)>, valid: &[bool]) -> Result<St
     let fields: Vec<Field> =
         children.iter().map(|(name, nullable, a)| Field::new(*name, a.data_type().clone(), *nullable)).collect();
     let arrays = children.into_iter().map(|(_, _, a)| a).collect();
-    StructArray::try_new(Fields::from(fields), arrays, Some(NullBuffer::from(valid.to_vec()))).map_err(|e| e.to_string())
+    StructArray::try_new(Fields::from(fields), arrays, Some(NullBuffer::from(valid.to_vec())))
+        .map_err(|e| e.to_string())
 }
 
 fn batch_of(snap: &Snapshot) -> Result<RecordBatch, String> {
@@ -226,7 +230,10 @@ fn batch_of(snap: &Snapshot) -> Result<RecordBatch, String> {
             (
                 "version",
                 false,
-                longs(rows.iter().map(|r| Some(if let Row::Txn(_, v) = r { i64::try_from(*v).unwrap_or(i64::MAX) } else { 0 }))),
+                longs(
+                    rows.iter()
+                        .map(|r| Some(if let Row::Txn(_, v) = r { i64::try_from(*v).unwrap_or(i64::MAX) } else { 0 })),
+                ),
             ),
             ("lastUpdated", true, longs(rows.iter().map(|_| None))),
         ],
@@ -239,9 +246,8 @@ fn batch_of(snap: &Snapshot) -> Result<RecordBatch, String> {
     let partition_values: Vec<Vec<(&str, Option<&str>)>> = rows
         .iter()
         .map(|r| {
-            file(r).map_or_else(Vec::new, |f| {
-                f.partition_values.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect()
-            })
+            file(r)
+                .map_or_else(Vec::new, |f| f.partition_values.iter().map(|(k, v)| (k.as_str(), v.as_deref())).collect())
         })
         .collect();
     let add = struct_of(
@@ -253,7 +259,9 @@ fn batch_of(snap: &Snapshot) -> Result<RecordBatch, String> {
             (
                 "dataChange",
                 false,
-                Arc::new(BooleanArray::from(rows.iter().map(|r| Some(file(r).is_some_and(|f| f.data_change))).collect::<Vec<_>>())),
+                Arc::new(BooleanArray::from(
+                    rows.iter().map(|r| Some(file(r).is_some_and(|f| f.data_change))).collect::<Vec<_>>(),
+                )),
             ),
             ("stats", true, strings(rows.iter().map(|r| file(r).and_then(|f| f.stats.as_deref())))),
         ],
@@ -273,9 +281,8 @@ fn batch_of(snap: &Snapshot) -> Result<RecordBatch, String> {
 
     let columns: Vec<(&str, StructArray)> =
         vec![("protocol", protocol), ("metaData", metadata), ("txn", txn), ("add", add), ("remove", remove)];
-    let schema = Schema::new(
-        columns.iter().map(|(name, a)| Field::new(*name, a.data_type().clone(), true)).collect::<Vec<_>>(),
-    );
+    let schema =
+        Schema::new(columns.iter().map(|(name, a)| Field::new(*name, a.data_type().clone(), true)).collect::<Vec<_>>());
     let arrays: Vec<ArrayRef> = columns.into_iter().map(|(_, a)| Arc::new(a) as ArrayRef).collect();
     RecordBatch::try_new(Arc::new(schema), arrays).map_err(|e| e.to_string())
 }
@@ -451,9 +458,8 @@ mod tests {
             ..BatchConfig::default()
         };
         let schema = TableSchema::of(&config);
-        let add = |path: &str, first| {
-            AddFile { path: path.into(), size: 10, rows: 3, first, last: first + 2 }.action(7)
-        };
+        let add =
+            |path: &str, first| AddFile { path: path.into(), size: 10, rows: 3, first, last: first + 2 }.action(7);
         let mut snap = Snapshot::default();
         snap.apply(0, &entry(&[protocol_action(), metadata_action(&schema, None, 1)])).unwrap();
         snap.apply(1, &entry(&[add("dt=2026/kind=a/x-1-3.parquet", 1), txn_action("app/a", 0, 1)])).unwrap();

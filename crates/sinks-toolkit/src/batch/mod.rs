@@ -11,6 +11,7 @@
 //!   [`parquet`] behind the cargo feature `parquet`);
 //! - [`index`]: the committed manifests a writer knows, bounded;
 //! - [`describe`]: what `nats-sink validate` says about a batch mode;
+//! - [`crash_point`]: where the crash tests abort a commit (cargo feature `crash-points`);
 //! - [`delta`]: the Delta Lake log table mode (`sink.batch.table`) writes and reads;
 //!   committing objects into the table is private (`table.rs`); both behind the cargo
 //!   feature `parquet`, as a table holds Parquet objects (without it the engine's table
@@ -27,6 +28,7 @@
 #[cfg(feature = "parquet")]
 pub mod checkpoint;
 pub mod config;
+pub mod crash_point;
 #[cfg(feature = "parquet")]
 pub mod delta;
 pub mod describe;

@@ -98,7 +98,9 @@ impl<L: ObjectLog> Inner<L> {
         let hint = match self.log.read(LAST_CHECKPOINT).await? {
             None => None,
             Some(bytes) => Pointer::parse(&bytes)
-                .inspect_err(|e| tracing::warn!(sink = self.settings.sink, error = %e, "delta checkpoint pointer ignored"))
+                .inspect_err(
+                    |e| tracing::warn!(sink = self.settings.sink, error = %e, "delta checkpoint pointer ignored"),
+                )
                 .ok(),
         };
         if let Some(p) = hint
@@ -364,6 +366,7 @@ impl<L: ObjectLog> Inner<L> {
             }
             actions.push(commit_info("WRITE", json!({"logs": lineage})));
             if self.put_entry(&mut snap, &actions).await? {
+                super::crash_point::reached("table_committed");
                 table.committed(&snap);
                 let mut known = lock(&table.known);
                 let mut dirty = lock(&table.dirty);
