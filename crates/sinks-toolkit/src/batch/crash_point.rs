@@ -16,6 +16,7 @@ pub const POINTS: &[&str] = &["staged", "claimed", "table_committed", "settled"]
 /// Marks crash point `point`: aborts when it is the one the environment names and this is
 /// its `n`-th time (feature `crash-points` only).
 #[cfg(feature = "crash-points")]
+#[allow(clippy::print_stderr)] // the abort follows at once: a buffered log writer would lose the line
 pub fn reached(point: &'static str) {
     use std::sync::OnceLock;
     use std::sync::atomic::{AtomicU64, Ordering};
