@@ -150,6 +150,33 @@ impl ObjectLog for FileLog {
         .await
     }
 
+    async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), SinkError> {
+        let root = self.root()?;
+        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+        let (dir, name, fsync) = (dir.to_owned(), name.to_owned(), self.fsync);
+        let (file_mode, dir_mode) = (self.file_mode, self.dir_mode);
+        blocking(move || {
+            let dir = ensure_dirs(&root, &dir, dir_mode)?;
+            let mut temp = tempfile::Builder::new()
+                .prefix(TEMP_PREFIX)
+                .suffix(".tmp")
+                .tempfile_in(&dir)
+                .map_err(|e| classify(e, "cannot create a temp file"))?;
+            file_mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set a file's mode"))?;
+            temp.write_all(&body).map_err(|e| classify(e, "cannot write a temp file"))?;
+            if fsync {
+                temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a temp file"))?;
+            }
+            // A rename replaces the old file atomically: readers see it whole.
+            temp.persist(dir.join(&name)).map_err(|e| classify(e.error, "cannot move a file into place"))?;
+            if fsync {
+                sync_dir(&dir)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
     fn temp(&self, partition: &str) -> Result<TempObject, SinkError> {
         let dir = ensure_dirs(&self.root()?, partition, self.dir_mode)?;
         let temp = tempfile::Builder::new()
@@ -272,6 +299,9 @@ mod tests {
                 return Err(SinkError::temporary("connection reset while the answer was on its way"));
             }
             Ok(created)
+        }
+        async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), SinkError> {
+            self.inner.put(key, body).await
         }
         fn temp(&self, partition: &str) -> Result<TempObject, SinkError> {
             self.inner.temp(partition)

@@ -284,3 +284,141 @@ impl Harness for FileBatchHarness {
         Ok(CrashTarget { sink_section, records: Box::new(BatchDirReadBack { dir }), env: Vec::new() })
     }
 }
+
+/// The file sink's batch mode in table mode (`sink.batch.table`: Parquet objects added to a
+/// Delta table at the directory), certified like [`FileBatchHarness`] but read back through
+/// the table: the rows of the files the Delta log holds live ([`read_table_records`]).
+/// Checkpoints every 5 commits, so the crash runs write and read them too.
+#[derive(Debug, Default)]
+pub struct FileTableHarness;
+
+/// The batch section of [`FileTableHarness`].
+fn table_batch() -> sinks_toolkit::batch::BatchConfig {
+    use sinks_toolkit::batch::{BatchConfig, Format, TableConfig};
+    BatchConfig {
+        format: Format::Parquet,
+        partition_template: "stream_name={stream}".into(),
+        table: Some(TableConfig { checkpoint_interval: 5, ..TableConfig::default() }),
+        ..BatchConfig::default()
+    }
+}
+
+/// Reads the Delta table at a directory it owns.
+struct TableDirReadBack {
+    dir: tempfile::TempDir,
+}
+
+#[async_trait]
+impl Records for TableDirReadBack {
+    async fn read_all(&self) -> Result<Vec<Record>, String> {
+        let root = self.dir.path().join("out");
+        tokio::task::spawn_blocking(move || read_table_records(&root)).await.map_err(|e| e.to_string())?
+    }
+}
+
+/// Every row of the Delta table at `root`, read without the sink's own log reader: the log's
+/// entries are replayed in version order (`add`, `remove`) and the rows of the live files
+/// read. An object added twice with `dataChange` (a slot committed twice) is an error, as is a
+/// log that does not start at version 0 (the sink never removes entries). No table (nothing
+/// committed yet) reads as empty.
+pub fn read_table_records(root: &Path) -> Result<Vec<Record>, String> {
+    use sinks_toolkit::batch::{BatchCompression, Format};
+    let log = root.join("_delta_log");
+    let mut entries: Vec<String> = match std::fs::read_dir(&log) {
+        Ok(dir) => dir
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.len() == 25 && n.ends_with(".json"))
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("cannot list {}: {e}", log.display())),
+    };
+    entries.sort();
+    let mut live = std::collections::BTreeSet::new();
+    let mut added = std::collections::HashSet::new();
+    for (version, name) in entries.iter().enumerate() {
+        if *name != format!("{version:020}.json") {
+            return Err(format!("the log has no entry {version} (found {name})"));
+        }
+        let text = std::fs::read_to_string(log.join(name)).map_err(|e| format!("{name}: {e}"))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let action: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{name}: {e}"))?;
+            if let Some(path) = action["add"]["path"].as_str() {
+                if action["add"]["dataChange"] != false && !added.insert(path.to_owned()) {
+                    return Err(format!("object {path} added to the table twice (again in {name})"));
+                }
+                live.insert(path.to_owned());
+            }
+            if let Some(path) = action["remove"]["path"].as_str() {
+                live.remove(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for path in live {
+        let file = std::fs::File::open(root.join(&path)).map_err(|e| format!("table file {path}: {e}"))?;
+        sinks_toolkit::batch::encode::read_rows(file, Format::Parquet, BatchCompression::Snappy, true, |row| {
+            let key = format!("stream-sequence:{}:{}", row.stream, row.stream_sequence);
+            out.push((key, Bytes::from(sinks_contract::payload::decode_stored(&row.payload))));
+        })
+        .map_err(|e| format!("{path}: {e}"))?;
+    }
+    Ok(out)
+}
+
+async fn table_fixture(mode: PayloadMode) -> Result<Fixture, String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let mut config = FileSinkConfig::new(dir.path().join("out"));
+    config.payload_mode = mode;
+    config.mode = crate::WriteMode::Batch;
+    config.batch = Some(table_batch());
+    let sink = FileSink::new(config).map_err(|e| e.to_string())?;
+    sink.open().await.map_err(|e| e.display_chain())?;
+    let sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
+    Ok(Fixture { sink, records: Box::new(TableDirReadBack { dir }) })
+}
+
+#[async_trait]
+impl Harness for FileTableHarness {
+    fn name(&self) -> &'static str {
+        "file-table"
+    }
+
+    async fn fresh(&self) -> Result<Fixture, String> {
+        table_fixture(PayloadMode::JsonOrEnvelope).await
+    }
+
+    async fn poison(&self) -> Option<(Fixture, Envelope)> {
+        let fx = table_fixture(PayloadMode::JsonOnly).await.ok()?;
+        Some((fx, envelope(sinks_certify::CERT_STREAM, 7, "cert.poison", "this is not json")))
+    }
+
+    fn no_key_per_event(&self) -> Option<&'static str> {
+        FileBatchHarness.no_key_per_event()
+    }
+
+    async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+        let dir = tempfile::tempdir().ok()?;
+        let mut config = FileSinkConfig::new(dir.path().join("out"));
+        config.mode = crate::WriteMode::Batch;
+        config.batch = Some(table_batch());
+        let sink = FileSink::new(config).ok()?;
+        sink.open().await.ok()?;
+        drop(dir);
+        Some(sinks_toolkit::holding::Durable::wrap(Arc::new(sink)))
+    }
+
+    async fn crash_target(&self) -> Result<CrashTarget, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let mut batch = serde_json::to_value(table_batch()).map_err(|e| e.to_string())?;
+        batch["max_messages"] = 500.into();
+        batch["max_age_ms"] = 1000.into();
+        let sink_section = serde_json::json!({
+            "type": "file",
+            "directory": dir.path().join("out"),
+            "mode": "batch",
+            "batch": batch,
+        });
+        Ok(CrashTarget { sink_section, records: Box::new(TableDirReadBack { dir }), env: Vec::new() })
+    }
+}

@@ -4,7 +4,10 @@
 //! the table was (a crash between the two) join it when their messages come back, the schema
 //! evolves by an added column and refuses an incompatible change, an `OPTIMIZE` by delta-rs
 //! leaves the next commit working, a later epoch of the stream commits next to the earlier
-//! one, and configs table mode cannot serve are refused.
+//! one, checkpoints (the sink's every `checkpoint_interval` commits, and delta-rs's after
+//! its log cleanup) let readers and a restarted sink start there once the log before them is
+//! gone, with every application's `txn` kept and no slot added twice, and configs table mode
+//! cannot serve are refused.
 #![allow(clippy::unwrap_used)]
 
 use sinks_contract::testing::SinkExt as _;
@@ -25,6 +28,12 @@ fn config(root: &Path, batch: serde_json::Value) -> FileSinkConfig {
 fn table_batch(max_messages: u64, columns: serde_json::Value) -> serde_json::Value {
     serde_json::json!({"format": "parquet", "max_messages": max_messages, "partition_template": TEMPLATE,
                        "columns": columns, "table": {"format": "delta"}})
+}
+
+fn checkpointed_batch(max_messages: u64, checkpoint_interval: u64) -> serde_json::Value {
+    let mut batch = table_batch(max_messages, serde_json::json!([]));
+    batch["table"]["checkpoint_interval"] = checkpoint_interval.into();
+    batch
 }
 
 async fn open(root: &Path, batch: serde_json::Value) -> FileSink {
@@ -70,7 +79,8 @@ fn slots(root: &Path, kind: &str) -> u64 {
 /// Every `add` path of the log, each once, and every Parquet object below `root` added.
 fn assert_each_object_added_once(root: &Path) {
     let mut added = Vec::new();
-    for entry in std::fs::read_dir(root.join("_delta_log")).unwrap().flatten() {
+    let entries = std::fs::read_dir(root.join("_delta_log")).unwrap().flatten();
+    for entry in entries.filter(|e| e.file_name().to_string_lossy().ends_with(".json")) {
         for line in std::fs::read_to_string(entry.path()).unwrap().lines() {
             let action: serde_json::Value = serde_json::from_str(line).unwrap();
             if let Some(path) = action["add"]["path"].as_str() {
@@ -85,7 +95,7 @@ fn assert_each_object_added_once(root: &Path) {
     while let Some(dir) = stack.pop() {
         for entry in std::fs::read_dir(&dir).unwrap().flatten() {
             let path = entry.path();
-            if path.is_dir() {
+            if path.is_dir() && entry.file_name() != "_delta_log" {
                 stack.push(path);
             } else if path.extension().is_some_and(|e| e == "parquet") {
                 objects.insert(path.strip_prefix(root).unwrap().display().to_string());
@@ -234,6 +244,128 @@ async fn a_later_epoch_of_the_stream_commits_next_to_the_earlier_one() {
         assert!(read.txn(app).is_some(), "{app}: {}", read.report["deltalake"]["txn"]);
     }
     assert_each_object_added_once(root);
+}
+
+/// The version `_delta_log/_last_checkpoint` names once it names `at_least` or later (a
+/// checkpoint is written in a task of its own after the commit that made it due).
+async fn checkpoint_at_least(root: &Path, at_least: u64) -> u64 {
+    let pointer = root.join("_delta_log/_last_checkpoint");
+    for _ in 0..200 {
+        if let Ok(text) = std::fs::read_to_string(&pointer) {
+            let v = serde_json::from_str::<serde_json::Value>(&text).unwrap()["version"].as_u64().unwrap();
+            if v >= at_least {
+                return v;
+            }
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+    panic!("no checkpoint at or after version {at_least}");
+}
+
+/// The log entries' versions.
+fn commits(root: &Path) -> Vec<u64> {
+    let mut out: Vec<u64> = std::fs::read_dir(root.join("_delta_log"))
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().strip_suffix(".json").and_then(|v| v.parse().ok()))
+        .collect();
+    out.sort_unstable();
+    out
+}
+
+/// Removes the log entries up to `version` (what a log cleanup does before a checkpoint).
+fn remove_entries_through(root: &Path, version: u64) {
+    for v in commits(root).into_iter().filter(|v| *v <= version) {
+        std::fs::remove_file(root.join(format!("_delta_log/{v:020}.json"))).unwrap();
+    }
+}
+
+/// The data-changing `add`s since checkpoint `at` (its live files, then every later entry's
+/// `add` with `dataChange`): no path twice, so no slot was committed twice.
+fn assert_no_object_added_twice_since(root: &Path, at: u64) {
+    let bytes = std::fs::read(root.join(format!("_delta_log/{at:020}.checkpoint.parquet"))).unwrap();
+    let snap = sinks_toolkit::batch::checkpoint::read(at, vec![bytes]).unwrap();
+    let mut added: Vec<String> = snap.files.keys().cloned().collect();
+    for v in commits(root).into_iter().filter(|v| *v > at) {
+        for line in std::fs::read_to_string(root.join(format!("_delta_log/{v:020}.json"))).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            if action["add"]["dataChange"] == true {
+                added.push(action["add"]["path"].as_str().unwrap().to_owned());
+            }
+        }
+    }
+    let distinct: BTreeSet<&String> = added.iter().collect();
+    assert_eq!(distinct.len(), added.len(), "an object added twice since checkpoint {at}: {added:?}");
+}
+
+/// Checkpoints every 3 commits; the log before the latest removed: delta-rs and DuckDB read
+/// the table from the checkpoint, and a restarted sink starts there too (no version 0), finds
+/// redeliveries stored through the checkpoint's `txn`s and goes on with no slot added twice.
+#[tokio::test]
+async fn the_sinks_checkpoints_let_readers_and_a_restart_start_there_once_the_log_before_is_gone() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let sink = open(root, checkpointed_batch(4, 3)).await;
+    write(&sink, 1..=60, 8).await;
+    let last = *commits(root).last().unwrap();
+    assert!(last >= 6, "enough commits for two checkpoints: {last}");
+    // The newest commits may follow the latest checkpoint (one is due every 3 commits).
+    let at = checkpoint_at_least(root, last - 2).await;
+    let written = std::fs::read_dir(root.join("_delta_log"))
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".checkpoint.parquet"))
+        .count();
+    assert!(written >= 2, "a checkpoint every 3 commits: {written} for {last}");
+    remove_entries_through(root, at);
+    let from_checkpoint = read(root);
+    assert_table_holds(&from_checkpoint, 1..=60);
+    assert_eq!(from_checkpoint.report["duckdb"]["checkpoint"], at, "DuckDB's replay started at the checkpoint");
+    for kind in ["k0", "k1"] {
+        assert_eq!(from_checkpoint.txn(&format!("nats-sinks/ORDERS/kind={kind}")), Some(slots(root, kind) - 1));
+    }
+    drop(sink);
+
+    let restarted = open(root, checkpointed_batch(4, 3)).await;
+    let redelivered = write(&restarted, 1..=60, 20).await;
+    assert!(redelivered.values().all(|o| o.class() == OutcomeClass::Duplicate), "{redelivered:?}");
+    assert_eq!(commits(root).into_iter().max().unwrap_or(at), last, "redeliveries commit nothing");
+    write(&restarted, 61..=90, 10).await;
+    assert_table_holds(&read(root), 1..=90);
+    assert_no_object_added_twice_since(root, at);
+}
+
+/// delta-rs's own maintenance: log retention set to zero, `OPTIMIZE`, a checkpoint and a log
+/// cleanup (version 0 and every entry before the checkpoint gone). The sink starts from
+/// delta-rs's checkpoint with every `txn` it recorded: the redeliveries are stored, nothing is
+/// added twice, and its own commits and checkpoints go on.
+#[tokio::test]
+async fn a_restart_resumes_from_delta_rs_checkpoint_after_its_log_cleanup() {
+    use sinks_testkit::Maintenance::{Checkpoint, Cleanup, NoLogRetention, Optimize};
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let uri = root.to_str().unwrap();
+    write(&open(root, checkpointed_batch(4, 0)).await, 1..=40, 8).await;
+    assert!(!root.join("_delta_log/_last_checkpoint").exists(), "checkpoint_interval 0 writes none");
+    sinks_testkit::maintain_delta(uri, &serde_json::json!({}), &[NoLogRetention, Optimize, Checkpoint, Cleanup])
+        .unwrap();
+    let at = checkpoint_at_least(root, 1).await;
+    assert_eq!(commits(root), [at], "the cleanup left only the checkpoint's entry");
+    assert_table_holds(&read(root), 1..=40);
+
+    let restarted = open(root, checkpointed_batch(4, 2)).await;
+    let redelivered = write(&restarted, 1..=40, 20).await;
+    assert!(redelivered.values().all(|o| o.class() == OutcomeClass::Duplicate), "{redelivered:?}");
+    assert_eq!(commits(root), [at], "redeliveries commit nothing");
+    write(&restarted, 41..=80, 8).await;
+    let read = read(root);
+    assert_table_holds(&read, 1..=80);
+    for kind in ["k0", "k1"] {
+        assert_eq!(read.txn(&format!("nats-sinks/ORDERS/kind={kind}")), Some(slots(root, kind) - 1));
+    }
+    assert_no_object_added_twice_since(root, at);
+    // The sink's own checkpoint after delta-rs's (every 2 commits from the one it read).
+    assert!(checkpoint_at_least(root, at + 2).await > at);
 }
 
 #[test]

@@ -123,6 +123,15 @@ impl ObjectLog for S3Log {
         }
     }
 
+    async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), SinkError> {
+        let store = self.client.get()?;
+        let path = self.client.path(key)?;
+        // A plain PUT replaces the object atomically: readers see it whole. Not retried here:
+        // its caller (a checkpoint) tries again later.
+        store.put_opts(&path, PutPayload::from(body), PutOptions::default()).await.map_err(|e| classify("put", &e))?;
+        Ok(())
+    }
+
     fn temp(&self, _partition: &str) -> Result<TempObject, SinkError> {
         Ok(TempObject { file: self.spill_file()?, path: None })
     }

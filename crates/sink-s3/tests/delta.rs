@@ -1,7 +1,8 @@
 //! The S3 sink's table mode (`sink.batch.table: {format: delta}`) against a real
 //! S3-compatible server (SeaweedFS): two writers on one bucket prefix and redeliveries
 //! store every event once in the Delta table, which the Python `deltalake` package (reading
-//! the bucket) and DuckDB (reading the files the log names) both see.
+//! the bucket) and DuckDB (reading the files the log names) both see; the writers'
+//! checkpoints (every 4 commits) are where DuckDB's replay and a third writer start.
 #![allow(clippy::unwrap_used)]
 
 use sinks_contract::testing::SinkExt as _;
@@ -38,13 +39,13 @@ async fn two_writers_on_one_prefix_store_every_event_once_in_the_delta_table() {
         format: Format::Parquet,
         max_messages,
         partition_template: "kind={subject_token[1]}".into(),
-        table: Some(TableConfig::default()),
+        table: Some(TableConfig { checkpoint_interval: 4, ..TableConfig::default() }),
         ..BatchConfig::default()
     };
     config.batch = Some(batch(10));
     let a = h.sink(config.clone()).unwrap();
     config.batch = Some(batch(17));
-    let b = h.sink(config).unwrap();
+    let b = h.sink(config.clone()).unwrap();
     a.open().await.unwrap();
     b.open().await.unwrap();
     let (first, second) = tokio::join!(write(&a, 1..=150, 13), write(&b, 100..=240, 19));
@@ -58,6 +59,11 @@ async fn two_writers_on_one_prefix_store_every_event_once_in_the_delta_table() {
     }
     assert!(left.is_empty(), "still failing: {left:?}");
     let redelivered = write(&a, [5, 120, 240], 3).await;
+    assert!(redelivered.values().all(|o| o.class() == OutcomeClass::Duplicate), "{redelivered:?}");
+    // A third writer starts from the latest checkpoint (and the commits after it).
+    let c = h.sink(config).unwrap();
+    c.open().await.unwrap();
+    let redelivered = write(&c, (1..=240).step_by(7), 40).await;
     assert!(redelivered.values().all(|o| o.class() == OutcomeClass::Duplicate), "{redelivered:?}");
 
     let storage = serde_json::json!({
@@ -77,4 +83,6 @@ async fn two_writers_on_one_prefix_store_every_event_once_in_the_delta_table() {
     for app in &apps {
         assert!(read.txn(app).is_some(), "{app} has a txn in the table: {}", read.report["deltalake"]["txn"]);
     }
+    let started = &read.report["duckdb"]["checkpoint"];
+    assert!(started.as_u64().is_some_and(|v| v >= 4), "DuckDB's replay started at a checkpoint: {started}");
 }

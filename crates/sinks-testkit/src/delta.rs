@@ -53,16 +53,48 @@ pub fn read_delta(uri: &str, storage: &serde_json::Value, apps: &[String]) -> Re
 /// Runs delta-rs's `OPTIMIZE` (compaction) on the table at `uri`: what a reader's
 /// maintenance does between two runs of the sink.
 pub fn optimize_delta(uri: &str, storage: &serde_json::Value) -> Result<(), String> {
+    maintain_delta(uri, storage, &[Maintenance::Optimize])
+}
+
+/// One step of a reader's maintenance of a table, run by delta-rs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Maintenance {
+    /// `OPTIMIZE` (compaction: removes and adds files, `dataChange: false`).
+    Optimize,
+    /// `create_checkpoint()`: delta-rs's own checkpoint of the latest version.
+    Checkpoint,
+    /// Sets `delta.logRetentionDuration` to zero (a `metaData` commit), so that
+    /// [`Maintenance::Cleanup`] removes every log entry before the latest checkpoint.
+    NoLogRetention,
+    /// `cleanup_metadata()`: removes the expired log entries and checkpoints.
+    Cleanup,
+}
+
+/// Runs `steps` on the table at `uri` with delta-rs, in order.
+pub fn maintain_delta(uri: &str, storage: &serde_json::Value, steps: &[Maintenance]) -> Result<(), String> {
     let python = crate::tools_dir().join("venv/bin/python");
-    let script = "import json, sys\nfrom deltalake import DeltaTable\nopts = json.loads(sys.argv[2]) or None\n\
-                  print(DeltaTable(sys.argv[1], storage_options=opts).optimize.compact())";
+    let mut script = String::from(
+        "import json, sys, time\nfrom deltalake import DeltaTable\nopts = json.loads(sys.argv[2]) or None\n\
+         t = lambda: DeltaTable(sys.argv[1], storage_options=opts)\n",
+    );
+    for step in steps {
+        script.push_str(match step {
+            Maintenance::Optimize => "print(t().optimize.compact())\n",
+            Maintenance::Checkpoint => "t().create_checkpoint()\n",
+            Maintenance::NoLogRetention => {
+                "t().alter.set_table_properties({'delta.logRetentionDuration': 'interval 0 seconds'})\n"
+            }
+            // Expiry compares modification times in milliseconds: let one pass.
+            Maintenance::Cleanup => "time.sleep(0.05)\nt().cleanup_metadata()\n",
+        });
+    }
     let out = std::process::Command::new(&python)
-        .args(["-c", script, uri, &storage.to_string()])
+        .args(["-c", &script, uri, &storage.to_string()])
         .output()
         .map_err(|e| format!("cannot run {}: {e}", python.display()))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!("optimize failed: {}", String::from_utf8_lossy(&out.stderr)))
+        Err(format!("delta-rs maintenance {steps:?} failed: {}", String::from_utf8_lossy(&out.stderr)))
     }
 }

@@ -6,10 +6,13 @@ each reader saw as one JSON document:
   table version, partition columns, column names (declared, and read with every row), the
   type the standard timestamp column was read as, the transaction version of each
   application id named in argv[3] (JSON list), and (stream, stream_sequence) of every row;
-- "duckdb": the log is replayed here (add and remove actions of every _delta_log entry, in
-  version order) and DuckDB reads the Parquet files it names, with Hive partitioning; on S3
-  the log and those files are first copied into a temporary directory (DuckDB's httpfs
-  extension is not installed). Its rows, in the same form, and the file count.
+- "duckdb": the log is replayed here and DuckDB reads the Parquet files it names, with Hive
+  partitioning: the live files of the checkpoint `_last_checkpoint` names (read by DuckDB;
+  without a pointer, the newest `*.checkpoint.parquet` when version 0 is gone), then the
+  add and remove actions of every later `_delta_log` entry, in version order; on S3 the log
+  and those files are first copied into a temporary directory (DuckDB's httpfs extension is
+  not installed). Its rows, in the same form, the file count, the checkpoint version it
+  started from and the names in `_delta_log`.
 """
 
 import json
@@ -72,8 +75,26 @@ def local_root():
 
 root, keep = local_root()
 log = os.path.join(root, "_delta_log")
+names = sorted(os.listdir(log))
+db = duckdb.connect()
 files = {}
-for name in sorted(n for n in os.listdir(log) if n.endswith(".json")):
+start = None
+pointer = os.path.join(log, "_last_checkpoint")
+if os.path.exists(pointer):
+    with open(pointer) as f:
+        start = json.load(f)["version"]
+elif "00000000000000000000.json" not in names:
+    listed = [int(n.split(".")[0]) for n in names if n.endswith(".checkpoint.parquet")]
+    start = max(listed) if listed else None
+if start is not None:
+    checkpoint = os.path.join(log, "%020d.checkpoint.parquet" % start)
+    for (path,) in db.execute(
+        "select add.path from read_parquet(?) where add is not null", [checkpoint]
+    ).fetchall():
+        files[path] = True
+for name in names:
+    if not name.endswith(".json") or (start is not None and int(name.split(".")[0]) <= start):
+        continue
     with open(os.path.join(log, name)) as entry:
         for line in entry:
             if not line.strip():
@@ -85,10 +106,15 @@ for name in sorted(n for n in os.listdir(log) if n.endswith(".json")):
                 files.pop(action["remove"]["path"], None)
 paths = [os.path.join(root, p) for p in sorted(files)]
 if paths:
-    got = duckdb.connect().execute(
+    got = db.execute(
         "select stream, stream_sequence from read_parquet(?, hive_partitioning = true)", [paths]
     ).fetchall()
 else:
     got = []
-out["duckdb"] = {"files": len(paths), "rows": sorted([s, q] for s, q in got)}
+out["duckdb"] = {
+    "files": len(paths),
+    "rows": sorted([s, q] for s, q in got),
+    "checkpoint": start,
+    "log": names,
+}
 print(json.dumps(out))

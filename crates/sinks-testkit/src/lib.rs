@@ -44,7 +44,7 @@ pub use cluster::{CLUSTER_NODES, ClusterSpec, NatsCluster};
 pub use coherence::{
     COHERENCE_ENV, CoherenceMember, JAVA_OPTS_ENV, coherence_lib, find_java, shared_coherence, start_coherence_for_run,
 };
-pub use delta::{DeltaRead, optimize_delta, read_delta};
+pub use delta::{DeltaRead, Maintenance, maintain_delta, optimize_delta, read_delta};
 pub use fault_proxy::FaultProxy;
 #[cfg(feature = "certify")]
 pub use http::{

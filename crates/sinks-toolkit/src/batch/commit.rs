@@ -201,6 +201,7 @@ impl<L: ObjectLog> Inner<L> {
         let s = &self.settings;
         let object = naming::join(&key.0, &naming::object_name(&key.1, first, last, s.batch.extension()));
         let staging = self.log.stage(&object, temp, size).await?;
+        super::crash_point::reached("staged");
         let manifest = Manifest {
             schema: MANIFEST_SCHEMA.into(),
             stream: key.1.clone(),
@@ -235,6 +236,7 @@ impl<L: ObjectLog> Inner<L> {
                 return Err(e);
             }
         };
+        super::crash_point::reached("claimed");
         // Committed: from here on the manifest names this object, and whoever reads the
         // manifest completes it if this process cannot.
         if !self.log.complete(&object, &staging).await? {
@@ -258,6 +260,7 @@ impl<L: ObjectLog> Inner<L> {
         // Table mode: the object joins the table before any of its messages is acknowledged.
         // A failure here retries the whole commit, which finds this slot and lands above.
         self.sync_table(key).await?;
+        super::crash_point::reached("settled");
         tracing::debug!(sink = s.sink, slot, rows, first, last, bytes = size, "batch object committed");
         Ok(set.iter().map(|sequence| Settled::new(stream_of(&key.1), sequence, MessageOutcome::Committed)).collect())
     }

@@ -177,12 +177,34 @@ pub enum TableFormat {
 /// The `sink.batch.table` section: every committed object is added to a table at the
 /// sink's root directory or prefix, in one table commit that records how far the
 /// partition's manifest log was added (a Delta `txn` action).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableConfig {
     /// The table format: `delta` (the only one).
     #[serde(default)]
     pub format: TableFormat,
+    /// Write a Delta checkpoint (`_delta_log/<version>.checkpoint.parquet`, the table's
+    /// state in one Parquet file, and `_delta_log/_last_checkpoint` pointing at it) after
+    /// every this many table commits, so a reader (and the sink at start-up) reads the
+    /// latest checkpoint and the commits after it instead of the whole log. 1–100,000,
+    /// default 10; 0 writes none (checkpoints written by another tool are still read). A
+    /// checkpoint is written after the commit it follows has landed and never holds it up:
+    /// a failed one is logged and tried again after the next commit.
+    #[serde(default = "default_checkpoint_interval")]
+    pub checkpoint_interval: u64,
+}
+
+impl Default for TableConfig {
+    fn default() -> Self {
+        Self { format: TableFormat::default(), checkpoint_interval: default_checkpoint_interval() }
+    }
+}
+
+/// The largest `sink.batch.table.checkpoint_interval`.
+pub const MAX_CHECKPOINT_INTERVAL: u64 = 100_000;
+
+fn default_checkpoint_interval() -> u64 {
+    10
 }
 
 fn default_true() -> bool {
@@ -339,6 +361,12 @@ impl BatchConfig {
         if let Err(e) = self.partition_columns() {
             issues.push("sink.batch.partition_template", e);
         }
+        if self.table.as_ref().is_some_and(|t| t.checkpoint_interval > MAX_CHECKPOINT_INTERVAL) {
+            issues.push(
+                "sink.batch.table.checkpoint_interval",
+                format!("must be 0 (no checkpoints) to {MAX_CHECKPOINT_INTERVAL} commits"),
+            );
+        }
     }
 }
 
@@ -476,6 +504,13 @@ mod tests {
         let declared = serde_json::json!({"partition_template": "qty={stream}",
                                           "columns": [{"name": "qty", "path": "q", "type": "int64"}]});
         assert_eq!(table(declared), ["sink.batch.partition_template"]);
+        let often = serde_json::json!({"table": {"format": "delta", "checkpoint_interval": 100_001}});
+        assert_eq!(table(often), ["sink.batch.table.checkpoint_interval"]);
+        for ok in [0, 1, 100_000] {
+            assert!(table(serde_json::json!({"table": {"checkpoint_interval": ok}})).is_empty(), "{ok}");
+        }
+        let defaulted: TableConfig = serde_json::from_value(serde_json::json!({})).unwrap();
+        assert_eq!(defaulted.checkpoint_interval, 10);
         let c: BatchConfig =
             serde_json::from_value(serde_json::json!({"partition_template": "a={stream}/b=x{hh}"})).unwrap();
         assert_eq!(c.partition_columns().unwrap(), ["a", "b"]);

@@ -6,9 +6,9 @@
 //! its table between commits.
 //!
 //! Protocol subset: reader version 1, writer version 2; no deletion vectors, column mapping
-//! or other table features; partition values are strings; checkpoints are not written (a
-//! log that starts at a checkpoint written by another tool is refused, see
-//! [`Snapshot::apply`]'s callers).
+//! or other table features; partition values are strings. A snapshot also keeps the live
+//! files (every `add` not removed since), which a checkpoint holds
+//! ([`super::checkpoint`] reads and writes them).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
@@ -42,17 +42,77 @@ pub struct TableState {
     pub(super) known: Mutex<HashMap<String, u64>>,
     /// Manifest logs waiting for a table commit.
     pub(super) dirty: Mutex<HashSet<PartKey>>,
+    /// Commits between checkpoints (`checkpoint_interval`; 0: none written).
+    pub(super) checkpoint_interval: u64,
+    /// Checkpoints: the latest one written or read, and the snapshot due for the next.
+    pub(super) checkpoints: Mutex<Checkpoints>,
+}
+
+/// What a writer knows of its checkpoints.
+#[derive(Debug, Default)]
+pub struct Checkpoints {
+    /// The version of the latest checkpoint this writer wrote or started from.
+    pub last: Option<u64>,
+    /// A snapshot to write as a checkpoint (taken by the next write or flush).
+    pub due: Option<Snapshot>,
+    /// A checkpoint is being written (one at a time).
+    pub writing: bool,
 }
 
 impl TableState {
     /// The table of `config`, when it has one.
     pub fn of(config: &BatchConfig) -> Option<Self> {
-        config.table.as_ref().map(|_| Self {
+        config.table.as_ref().map(|t| Self {
             schema: TableSchema::of(config),
             snapshot: tokio::sync::Mutex::new(Snapshot::default()),
             known: Mutex::new(HashMap::new()),
             dirty: Mutex::new(HashSet::new()),
+            checkpoint_interval: t.checkpoint_interval,
+            checkpoints: Mutex::new(Checkpoints::default()),
         })
+    }
+
+    /// After a commit landed (`snap` includes it): when `checkpoint_interval` commits have
+    /// passed since the latest checkpoint, `snap` is due as the next one (replacing an older
+    /// due one).
+    pub fn committed(&self, snap: &Snapshot) {
+        let mut c = self.checkpoints.lock().unwrap_or_else(PoisonError::into_inner);
+        if self.is_due(&c, snap.version) {
+            c.due = Some(snap.clone());
+        }
+    }
+
+    fn is_due(&self, c: &Checkpoints, version: Option<u64>) -> bool {
+        let interval = self.checkpoint_interval;
+        version.is_some_and(|v| interval > 0 && v >= c.last.map_or(interval, |l| l + interval))
+    }
+
+    /// The snapshot due as a checkpoint, when one is (still) and none is being written (it
+    /// is then being written until [`TableState::checkpointed`]).
+    pub fn take_due(&self) -> Option<Snapshot> {
+        let mut c = self.checkpoints.lock().unwrap_or_else(PoisonError::into_inner);
+        if c.writing {
+            return None;
+        }
+        let due = c.due.take().filter(|d| self.is_due(&c, d.version))?;
+        c.writing = true;
+        Some(due)
+    }
+
+    /// A checkpoint write ended: at `version` when it succeeded (or the log already had
+    /// one there), `None` when it failed (the next commit makes one due again).
+    pub fn checkpointed(&self, version: Option<u64>) {
+        let mut c = self.checkpoints.lock().unwrap_or_else(PoisonError::into_inner);
+        c.writing = false;
+        if let Some(v) = version {
+            c.last = Some(c.last.map_or(v, |l| l.max(v)));
+        }
+    }
+
+    /// The log was read from a checkpoint at `version`.
+    pub fn started_at(&self, version: u64) {
+        let mut c = self.checkpoints.lock().unwrap_or_else(PoisonError::into_inner);
+        c.last = Some(c.last.map_or(version, |l| l.max(version)));
     }
 
     /// The slot the table is known to have reached for application `app`.
@@ -196,12 +256,14 @@ pub fn protocol_action() -> Value {
 pub fn metadata_action(schema: &TableSchema, previous: Option<&Value>, now_ms: i64) -> Value {
     let id = previous.and_then(|p| p.get("id")).and_then(Value::as_str).map_or_else(table_id, str::to_owned);
     let created = previous.and_then(|p| p.get("createdTime")).and_then(Value::as_i64).unwrap_or(now_ms);
+    // An evolved table keeps its properties (another tool's `delta.logRetentionDuration`).
+    let configuration = previous.and_then(|p| p.get("configuration")).cloned().unwrap_or_else(|| json!({}));
     json!({"metaData": {
         "id": id,
         "format": {"provider": "parquet", "options": {}},
         "schemaString": schema.schema_string(),
         "partitionColumns": schema.partition_columns,
-        "configuration": {},
+        "configuration": configuration,
         "createdTime": created,
     }})
 }
@@ -271,6 +333,43 @@ pub fn entry(actions: &[Value]) -> Vec<u8> {
     out
 }
 
+/// A live file of the table: an `add` no later `remove` took away.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFile {
+    /// Its path (relative to the table's root, as the log has it).
+    pub path: String,
+    /// Its partition values (a null value is a null partition).
+    pub partition_values: BTreeMap<String, Option<String>>,
+    /// Its size in bytes.
+    pub size: i64,
+    /// When it was added, in milliseconds since the epoch.
+    pub modification_time: i64,
+    /// Whether its `add` changed the data (compaction's do not).
+    pub data_change: bool,
+    /// Its statistics, as the JSON text of the `add` action.
+    pub stats: Option<String>,
+}
+
+impl LiveFile {
+    /// The file of an `add` action's body.
+    pub fn of_add(add: &Value) -> Result<Self, String> {
+        let path = add.get("path").and_then(Value::as_str).ok_or("an add action has no path")?;
+        let partition_values = add
+            .get("partitionValues")
+            .and_then(Value::as_object)
+            .map(|m| m.iter().map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned))).collect())
+            .unwrap_or_default();
+        Ok(Self {
+            path: path.to_owned(),
+            partition_values,
+            size: add.get("size").and_then(Value::as_i64).unwrap_or(0),
+            modification_time: add.get("modificationTime").and_then(Value::as_i64).unwrap_or(0),
+            data_change: add.get("dataChange").and_then(Value::as_bool).unwrap_or(true),
+            stats: add.get("stats").and_then(Value::as_str).map(str::to_owned),
+        })
+    }
+}
+
 /// What the log says after the commits read so far.
 #[derive(Debug, Clone, Default)]
 pub struct Snapshot {
@@ -278,10 +377,12 @@ pub struct Snapshot {
     pub version: Option<u64>,
     /// The latest `metaData` action's body.
     pub metadata: Option<Value>,
-    /// Whether a `protocol` action was read.
-    pub protocol: bool,
+    /// The latest `protocol` action's body.
+    pub protocol: Option<Value>,
     /// The latest version of every application's transaction.
     pub txns: HashMap<String, u64>,
+    /// The live files, by path.
+    pub files: BTreeMap<String, LiveFile>,
 }
 
 impl Snapshot {
@@ -296,23 +397,43 @@ impl Snapshot {
         for line in text.split(|b| *b == b'\n').filter(|l| !l.iter().all(u8::is_ascii_whitespace)) {
             let action: Value = serde_json::from_slice(line)
                 .map_err(|e| format!("log entry {version} holds a line that is not JSON: {e}"))?;
-            if let Some(meta) = action.get("metaData") {
-                self.metadata = Some(meta.clone());
-            }
-            if action.get("protocol").is_some() {
-                self.protocol = true;
-            }
-            if let Some(txn) = action.get("txn") {
-                let app = txn.get("appId").and_then(Value::as_str);
-                let v = txn.get("version").and_then(Value::as_u64);
-                let (Some(app), Some(v)) = (app, v) else {
-                    return Err(format!("log entry {version} holds a malformed txn action"));
-                };
-                self.txns.insert(app.to_owned(), v);
-            }
+            self.apply_action(&action).map_err(|e| format!("log entry {version}: {e}"))?;
         }
         self.version = Some(version);
         Ok(())
+    }
+
+    /// Applies one action (a JSON object with one key naming it).
+    pub fn apply_action(&mut self, action: &Value) -> Result<(), String> {
+        if let Some(meta) = action.get("metaData") {
+            self.metadata = Some(meta.clone());
+        }
+        if let Some(protocol) = action.get("protocol") {
+            self.protocol = Some(protocol.clone());
+        }
+        if let Some(txn) = action.get("txn") {
+            let app = txn.get("appId").and_then(Value::as_str);
+            let v = txn.get("version").and_then(Value::as_u64);
+            let (Some(app), Some(v)) = (app, v) else {
+                return Err("a malformed txn action".into());
+            };
+            self.txns.insert(app.to_owned(), v);
+        }
+        if let Some(add) = action.get("add") {
+            let file = LiveFile::of_add(add)?;
+            self.files.insert(file.path.clone(), file);
+        }
+        if let Some(remove) = action.get("remove") {
+            let path = remove.get("path").and_then(Value::as_str).ok_or("a remove action has no path")?;
+            self.files.remove(path);
+        }
+        Ok(())
+    }
+
+    /// The table's protocol versions (reader, writer); `(1, 2)` before any was read.
+    pub fn protocol_versions(&self) -> (i64, i64) {
+        let get = |k: &str, d: i64| self.protocol.as_ref().and_then(|p| p.get(k)).and_then(Value::as_i64).unwrap_or(d);
+        (get("minReaderVersion", 1), get("minWriterVersion", 2))
     }
 }
 
@@ -410,7 +531,7 @@ mod tests {
         snap.apply(0, &entry(&[protocol_action(), metadata_action(&schema, None, 1)])).unwrap();
         snap.apply(1, &entry(&[txn_action("a", 3, 1), txn_action("b", 0, 1)])).unwrap();
         snap.apply(2, &entry(&[txn_action("a", 5, 1)])).unwrap();
-        assert!(snap.protocol && snap.metadata.is_some());
+        assert!(snap.protocol.is_some() && snap.metadata.is_some());
         assert_eq!((snap.next_version(), snap.txns["a"], snap.txns["b"]), (3, 5, 0));
         assert!(snap.apply(3, b"{\"txn\":{\"appId\":\"a\"}}\n").is_err());
         assert!(snap.apply(3, b"not json\n").is_err());

@@ -31,6 +31,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures::StreamExt;
 
+#[cfg(feature = "parquet")]
 use super::delta::TableState;
 use super::encode::encoder;
 use super::groups::{Group, State, lock, row_refusal};
@@ -82,6 +83,7 @@ pub(super) struct Inner<L> {
     pub(super) prints: Mutex<Fingerprints>,
     next_id: AtomicU64,
     /// The table every committed object is added to (`sink.batch.table`).
+    #[cfg(feature = "parquet")]
     pub(super) table: Option<TableState>,
 }
 
@@ -96,6 +98,7 @@ impl<L: ObjectLog> BatchWriter<L> {
     /// A writer over `log` with `settings` (validated by the sink's config).
     pub fn new(log: L, settings: Settings) -> Self {
         let template = settings.batch.template();
+        #[cfg(feature = "parquet")]
         let table = TableState::of(&settings.batch);
         Self {
             inner: Arc::new(Inner {
@@ -106,6 +109,7 @@ impl<L: ObjectLog> BatchWriter<L> {
                 locks: Mutex::new(HashMap::new()),
                 prints: Mutex::new(Fingerprints::default()),
                 next_id: AtomicU64::new(1),
+                #[cfg(feature = "parquet")]
                 table,
             }),
         }
@@ -162,6 +166,7 @@ impl<L: ObjectLog> BatchWriter<L> {
         .buffer_unordered(PARALLEL)
         .collect::<Vec<_>>()
         .await;
+        self.spawn_checkpoint();
         let failed: HashMap<PartKey, SinkError> =
             loads.into_iter().filter_map(|(k, r)| r.err().map(|e| (k, e))).collect();
         let inner = Arc::clone(&self.inner);
@@ -191,7 +196,24 @@ impl<L: ObjectLog> BatchWriter<L> {
             .collect()
             .await;
         settled.extend(closed.into_iter().flatten());
+        self.spawn_checkpoint();
         settled
+    }
+
+    /// Table mode: writes the checkpoint a commit made due, in a task of its own (a commit
+    /// never waits for it; see `table.rs`), and then any a commit made due meanwhile.
+    fn spawn_checkpoint(&self) {
+        #[cfg(feature = "parquet")]
+        if let Some(snap) = self.inner.table.as_ref().and_then(TableState::take_due) {
+            let inner = Arc::clone(&self.inner);
+            tokio::spawn(async move {
+                let mut next = Some(snap);
+                while let Some(snap) = next {
+                    inner.write_checkpoint(snap).await;
+                    next = inner.table.as_ref().and_then(TableState::take_due);
+                }
+            });
+        }
     }
 
     /// Messages in open or closing objects right now.
@@ -339,5 +361,20 @@ impl<L: ObjectLog> Inner<L> {
         let encoder = encoder(&self.settings.batch, temp.file)
             .map_err(|e| SinkError::temporary("cannot start a batch object").with_source(e))?;
         Ok(Group::new(self.next_id.fetch_add(1, Ordering::Relaxed), key.clone(), Some(encoder), temp.path))
+    }
+}
+
+/// Without the `parquet` feature there is no table mode (a table needs `format: parquet`,
+/// which such a build refuses at start-up): the engine's table hooks do nothing.
+#[cfg(not(feature = "parquet"))]
+impl<L: ObjectLog> Inner<L> {
+    /// Nothing to open.
+    pub(super) async fn open_table(&self) -> Result<(), SinkError> {
+        Ok(())
+    }
+
+    /// Nothing to add objects to.
+    pub(super) async fn sync_table(&self, _key: &PartKey) -> Result<(), SinkError> {
+        Ok(())
     }
 }

@@ -11,8 +11,13 @@
 //!   [`parquet`] behind the cargo feature `parquet`);
 //! - [`index`]: the committed manifests a writer knows, bounded;
 //! - [`describe`]: what `nats-sink validate` says about a batch mode;
+//! - [`crash_point`]: where the crash tests abort a commit (cargo feature `crash-points`);
 //! - [`delta`]: the Delta Lake log table mode (`sink.batch.table`) writes and reads;
-//!   committing objects into the table is private (`table.rs`);
+//!   committing objects into the table is private (`table.rs`); both behind the cargo
+//!   feature `parquet`, as a table holds Parquet objects (without it the engine's table
+//!   hooks are no-ops: a config with a table needs `format: parquet`, which such a build
+//!   refuses); [`checkpoint`]: the table's state in one Parquet file, written every
+//!   `checkpoint_interval` commits and read at start-up;
 //! - [`object_log`]: what a sink supplies ([`ObjectLog`]) and how it configured the mode
 //!   ([`Settings`]);
 //! - [`engine`]: the [`BatchWriter`] itself: appending a write's messages, flushing,
@@ -20,7 +25,11 @@
 //!   partition's manifest log (`load.rs`), committing a closed object (`commit.rs`) and
 //!   judging a redelivery against what is stored (`stored.rs`).
 
+#[cfg(feature = "parquet")]
+pub mod checkpoint;
 pub mod config;
+pub mod crash_point;
+#[cfg(feature = "parquet")]
 pub mod delta;
 pub mod describe;
 pub mod encode;
@@ -39,6 +48,7 @@ mod commit;
 mod groups;
 mod load;
 mod stored;
+#[cfg(feature = "parquet")]
 mod table;
 
 pub use config::{
@@ -46,4 +56,5 @@ pub use config::{
 };
 pub use engine::BatchWriter;
 pub use object_log::{ObjectLog, Settings, TempObject};
+#[cfg(feature = "parquet")]
 pub use table::app_id;

@@ -34,6 +34,9 @@ pub trait ObjectLog: Send + Sync + std::fmt::Debug + 'static {
     /// Creates `key` with `body` only when it does not exist yet, atomically: `true` when
     /// this call created it, `false` when it exists.
     async fn create(&self, key: &str, body: Vec<u8>) -> Result<bool, SinkError>;
+    /// Writes `key` with `body`, replacing what is there, atomically: a reader sees the old
+    /// bytes or the new ones, whole (table mode's `_delta_log/_last_checkpoint`).
+    async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), SinkError>;
     /// A new temporary file for an object of `partition` (blocking; called off the async
     /// workers).
     fn temp(&self, partition: &str) -> Result<TempObject, SinkError>;

@@ -21,12 +21,19 @@
 //! another writer: the log is read again and the entry recomputed at the next version. An
 //! error (a lost answer: the entry may have landed) reads the entry back: our bytes there
 //! mean it landed.
+//!
+//! **Checkpoints.** The log is read from the latest checkpoint `_last_checkpoint` names
+//! (else the newest whole one listed, else from version 0) and the commits after it. After
+//! every `checkpoint_interval` commits the snapshot is due as a checkpoint, which the next
+//! write or flush writes in a task of its own: a commit never waits for one, and a failed
+//! one is logged and made due again by the next commit.
 
 use serde_json::{Value, json};
 
+use super::checkpoint::{self, LAST_CHECKPOINT, Pointer};
 use super::delta::{
-    AddFile, Snapshot, TableSchema, TableState as Table, commit_name, entry, metadata_action, protocol_action,
-    txn_action,
+    AddFile, LOG_DIR, MIN_READER_VERSION, MIN_WRITER_VERSION, Snapshot, TableSchema, TableState as Table, commit_name,
+    entry, metadata_action, protocol_action, txn_action,
 };
 use super::engine::Inner;
 use super::groups::lock;
@@ -36,8 +43,6 @@ use sinks_contract::error::SinkError;
 
 /// Log entries tried at most by one sync before it gives up (temporarily).
 const MAX_CONFLICTS: u32 = 100;
-/// The checkpoint pointer another tool may have written.
-const LAST_CHECKPOINT: &str = "_delta_log/_last_checkpoint";
 
 /// The table's application id of the manifest log of `key`.
 pub fn app_id(key: &PartKey) -> String {
@@ -70,21 +75,125 @@ struct Catchup {
 }
 
 impl<L: ObjectLog> Inner<L> {
-    /// Reads the log entries after `snap`'s into it.
+    /// Reads the log entries after `snap`'s into it (an empty snapshot starts at the latest
+    /// checkpoint, when there is one).
     async fn read_log(&self, snap: &mut Snapshot) -> Result<(), SinkError> {
+        if snap.version.is_none() {
+            self.read_start(snap).await?;
+        }
         loop {
             let version = snap.next_version();
             let Some(bytes) = self.log.read(&commit_name(version)).await? else { break };
             snap.apply(version, &bytes)
                 .map_err(|e| SinkError::temporary(format!("the delta table's log cannot be read: {e}")))?;
         }
-        if snap.version.is_none() && self.log.read(LAST_CHECKPOINT).await?.is_some() {
+        Ok(())
+    }
+
+    /// Where an empty snapshot starts: the checkpoint `_last_checkpoint` names; else, when
+    /// the log has no version 0 (another tool's log cleanup removed it), the newest
+    /// checkpoint listed that reads whole; else nothing (the log is replayed from 0). A log
+    /// with commits but neither version 0 nor a readable checkpoint is refused.
+    async fn read_start(&self, snap: &mut Snapshot) -> Result<(), SinkError> {
+        let hint = match self.log.read(LAST_CHECKPOINT).await? {
+            None => None,
+            Some(bytes) => Pointer::parse(&bytes)
+                .inspect_err(
+                    |e| tracing::warn!(sink = self.settings.sink, error = %e, "delta checkpoint pointer ignored"),
+                )
+                .ok(),
+        };
+        if let Some(p) = hint
+            && self.start_at(snap, p).await?
+        {
+            return Ok(());
+        }
+        if self.log.read(&commit_name(0)).await?.is_some() {
+            return Ok(());
+        }
+        let names = self.log.list(LOG_DIR).await?;
+        let mut listed: Vec<Pointer> = names.iter().filter_map(|n| Pointer::of_name(n)).collect();
+        listed.sort_by_key(|p| std::cmp::Reverse(p.version));
+        for p in listed.into_iter().filter(|p| Some(*p) != hint) {
+            if self.start_at(snap, p).await? {
+                return Ok(());
+            }
+        }
+        if names.iter().any(|n| n.ends_with(".json")) {
             return Err(SinkError::config(
-                "sink.batch.table: the delta table's log starts at a checkpoint (its first entries were removed), \
-                 and reading checkpoints is not built",
+                "sink.batch.table: the delta table's log has no version 0 and no readable checkpoint to start from",
             ));
         }
         Ok(())
+    }
+
+    /// Reads checkpoint `p` into `snap`: `false` when it is missing or unreadable (logged).
+    async fn start_at(&self, snap: &mut Snapshot, p: Pointer) -> Result<bool, SinkError> {
+        let mut parts = Vec::new();
+        for name in p.files() {
+            match self.log.read(&name).await? {
+                Some(bytes) => parts.push(bytes),
+                None => {
+                    tracing::warn!(sink = self.settings.sink, checkpoint = name, "delta checkpoint missing");
+                    return Ok(false);
+                }
+            }
+        }
+        let read = crate::blocking::blocking(move || Ok(checkpoint::read(p.version, parts))).await?;
+        match read {
+            Ok(read) => {
+                *snap = read;
+                if let Some(table) = &self.table {
+                    table.started_at(p.version);
+                }
+                tracing::info!(sink = self.settings.sink, version = p.version, "delta table read from a checkpoint");
+                Ok(true)
+            }
+            Err(e) => {
+                tracing::warn!(sink = self.settings.sink, version = p.version, error = %e, "delta checkpoint unreadable");
+                Ok(false)
+            }
+        }
+    }
+
+    /// Writes `snap` as a checkpoint (table mode; see [`Table::take_due`]): the Parquet
+    /// file, then `_last_checkpoint` unless it names a later one. Never fails: a failure is
+    /// logged, and the next commit makes a checkpoint due again.
+    pub(super) async fn write_checkpoint(&self, snap: Snapshot) {
+        let Some(table) = &self.table else { return };
+        let Some(version) = snap.version else { return table.checkpointed(None) };
+        let result = async {
+            let (file, pointer) = crate::blocking::blocking(move || {
+                checkpoint::write(&snap).map_err(|e| SinkError::temporary(format!("cannot encode a checkpoint: {e}")))
+            })
+            .await?;
+            // Already there (another writer's, whole): only the pointer may be missing.
+            self.log.create(&checkpoint::checkpoint_name(version), file).await?;
+            let newer = match self.log.read(LAST_CHECKPOINT).await? {
+                Some(bytes) => Pointer::parse(&bytes).is_ok_and(|p| p.version >= version),
+                None => false,
+            };
+            if !newer {
+                self.log.put(LAST_CHECKPOINT, pointer).await?;
+            }
+            Ok::<(), SinkError>(())
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                tracing::debug!(sink = self.settings.sink, version, "delta checkpoint written");
+                table.checkpointed(Some(version));
+            }
+            Err(e) => {
+                tracing::warn!(
+                    sink = self.settings.sink,
+                    version,
+                    error = %e.display_chain(),
+                    "delta checkpoint not written; tried again after the next commit"
+                );
+                table.checkpointed(None);
+            }
+        }
     }
 
     /// Tries `actions` as the entry after `snap`'s: `true` when it landed (and `snap`
@@ -123,6 +232,14 @@ impl<L: ObjectLog> Inner<L> {
     async fn ensure_table(&self, table: &Table, snap: &mut Snapshot) -> Result<(), SinkError> {
         for _ in 0..MAX_CONFLICTS {
             self.read_log(snap).await?;
+            let (reader, writer) = snap.protocol_versions();
+            let above = |have: i64, max: u64| u64::try_from(have).map_or(true, |h| h > max);
+            if above(reader, MIN_READER_VERSION) || above(writer, MIN_WRITER_VERSION) {
+                return Err(SinkError::config(format!(
+                    "sink.batch.table: the delta table needs reader version {reader} and writer version {writer}; \
+                     table mode writes tables of reader version {MIN_READER_VERSION} and writer version {MIN_WRITER_VERSION}"
+                )));
+            }
             let actions = match &snap.metadata {
                 None => vec![
                     protocol_action(),
@@ -249,6 +366,8 @@ impl<L: ObjectLog> Inner<L> {
             }
             actions.push(commit_info("WRITE", json!({"logs": lineage})));
             if self.put_entry(&mut snap, &actions).await? {
+                super::crash_point::reached("table_committed");
+                table.committed(&snap);
                 let mut known = lock(&table.known);
                 let mut dirty = lock(&table.dirty);
                 for c in &catchups {
