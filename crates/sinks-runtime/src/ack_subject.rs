@@ -97,18 +97,29 @@ fn number(token: &str) -> Result<u64, &'static str> {
 
 /// `token` as a number: ASCII digits only, at most 38 of them (so that it fits a `u128`).
 fn digits(token: &str) -> Result<u128, &'static str> {
+    const NOT_A_NUMBER: &str = "not a number in the ack subject";
     if token.is_empty() {
         return Err("empty number in the ack subject");
+    }
+    // Up to 19 digits always fit a `u64`, whose arithmetic is cheaper: every number a server
+    // sends today (a time in nanoseconds has 19 digits until the year 2286).
+    if token.len() <= 19 {
+        let mut n = 0u64;
+        for byte in token.bytes() {
+            let digit = byte.wrapping_sub(b'0');
+            if digit > 9 {
+                return Err(NOT_A_NUMBER);
+            }
+            n = n * 10 + u64::from(digit);
+        }
+        return Ok(u128::from(n));
     }
     if token.len() > 38 {
         return Err(TOO_LARGE);
     }
     token.bytes().try_fold(0u128, |n, byte| {
-        if byte.is_ascii_digit() {
-            Ok(n * 10 + u128::from(byte - b'0'))
-        } else {
-            Err("not a number in the ack subject")
-        }
+        let digit = byte.wrapping_sub(b'0');
+        if digit > 9 { Err(NOT_A_NUMBER) } else { Ok(n * 10 + u128::from(digit)) }
     })
 }
 
