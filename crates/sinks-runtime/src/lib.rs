@@ -23,6 +23,7 @@
 //! steers; this crate names no sink kind (the binary's registrations do, see `sinks-cli`).
 
 pub mod ack;
+mod ack_subject;
 pub mod advisories;
 pub mod blackhole;
 pub mod config;

@@ -19,6 +19,8 @@ use sinks_contract::envelope::{Envelope, Headers, JetStreamInfo};
 use sinks_policy::intake::{Arrival, Intake};
 use tokio::sync::watch;
 
+use crate::ack_subject::AckSubject;
+
 /// What the fetch loop and the source need to know from the stream guard
 /// (`runner::guard`, which sets it; the source reads it for every message).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -180,26 +182,26 @@ impl Source {
         Ok(())
     }
 
+    /// The envelope and ack handle of `msg`.
     fn split(&self, msg: Message) -> Result<Delivery, FetchError> {
-        let info = msg.info().map_err(|e| FetchError(format!("bad jetstream metadata: {e}")))?;
+        let message = msg.message;
+        let reply = message.reply.ok_or_else(|| FetchError("message has no ack subject".into()))?;
+        let info = AckSubject::parse(&reply).map_err(|e| FetchError(format!("bad jetstream metadata: {e}")))?;
         let jetstream = JetStreamInfo {
             stream: info.stream.to_owned(),
             consumer: info.consumer.to_owned(),
             stream_sequence: info.stream_sequence,
             consumer_sequence: info.consumer_sequence,
-            delivered: u64::try_from(info.delivered).unwrap_or(1).max(1),
+            delivered: info.delivered.max(1),
             pending: info.pending,
             timestamp: Some(info.published).filter(|t| *t != OffsetDateTime::UNIX_EPOCH),
             domain: info.domain.map(str::to_owned).filter(|d| !d.is_empty()),
         };
-        let client = Arc::clone(&self.client);
-        let message = msg.message;
-        let reply = message.reply.clone().ok_or_else(|| FetchError("message has no ack subject".into()))?;
         let headers = message.headers.as_ref().map(headers_of).unwrap_or_default();
         let epoch = self.guard.borrow().epoch.clone();
         let arrival =
             Arrival { subject: message.subject.as_str(), payload: message.payload, headers, jetstream, epoch };
         let envelope = self.intake.envelope(arrival);
-        Ok((envelope, AckHandle { client, reply }))
+        Ok((envelope, AckHandle { client: Arc::clone(&self.client), reply }))
     }
 }
