@@ -118,7 +118,19 @@ pub(crate) async fn history(
     let mut served: Copy = Vec::new();
     // A replica just healed may still be catching up: a copy is read again (up to a minute)
     // until it reaches the leader's last sequence, so a replica's lag is not taken for a loss.
-    let last = js.get_stream(STREAM).await?.info().await?.state.last_sequence;
+    let state = js.get_stream(STREAM).await?.info().await?.state.clone();
+    let last = state.last_sequence;
+    // The leader's own count: holes it knows of are in `num_deleted`, so a copy's missing
+    // sequences are the stream's (not the reading's) when the two agree.
+    sizes.insert(
+        "the leader's stream info".to_owned(),
+        format!(
+            "{} messages in {}..={last}, {} deleted",
+            state.messages,
+            state.first_sequence,
+            state.deleted_count.unwrap_or(0)
+        ),
+    );
     for (i, url) in node_urls.iter().enumerate() {
         let client = client_of(url).await?;
         let began = std::time::Instant::now();
