@@ -58,6 +58,22 @@ impl FileLog {
     }
 }
 
+/// A temp file in `dir` with the sink's file mode, holding `body` (synced when `fsync`): what
+/// `create` and `put` move into place.
+fn written_temp(dir: &Path, body: &[u8], fsync: bool, mode: FileMode) -> Result<tempfile::NamedTempFile, SinkError> {
+    let mut temp = tempfile::Builder::new()
+        .prefix(TEMP_PREFIX)
+        .suffix(".tmp")
+        .tempfile_in(dir)
+        .map_err(|e| classify(e, "cannot create a temp file"))?;
+    mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set a file's mode"))?;
+    temp.write_all(body).map_err(|e| classify(e, "cannot write a temp file"))?;
+    if fsync {
+        temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a temp file"))?;
+    }
+    Ok(temp)
+}
+
 /// The directory `root/rel`, created level by level (never the root itself), refusing a
 /// symlink at any level.
 fn ensure_dirs(root: &Path, rel: &str, mode: FileMode) -> Result<PathBuf, SinkError> {
@@ -127,16 +143,7 @@ impl ObjectLog for FileLog {
         let (file_mode, dir_mode) = (self.file_mode, self.dir_mode);
         blocking(move || {
             let dir = ensure_dirs(&root, &dir, dir_mode)?;
-            let mut temp = tempfile::Builder::new()
-                .prefix(TEMP_PREFIX)
-                .suffix(".tmp")
-                .tempfile_in(&dir)
-                .map_err(|e| classify(e, "cannot create a manifest's temp file"))?;
-            file_mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set a manifest's mode"))?;
-            temp.write_all(&body).map_err(|e| classify(e, "cannot write a manifest"))?;
-            if fsync {
-                temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a manifest"))?;
-            }
+            let temp = written_temp(&dir, &body, fsync, file_mode)?;
             let created = match files::place_new(temp, &dir.join(&name)) {
                 Ok(()) => true,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
@@ -157,16 +164,7 @@ impl ObjectLog for FileLog {
         let (file_mode, dir_mode) = (self.file_mode, self.dir_mode);
         blocking(move || {
             let dir = ensure_dirs(&root, &dir, dir_mode)?;
-            let mut temp = tempfile::Builder::new()
-                .prefix(TEMP_PREFIX)
-                .suffix(".tmp")
-                .tempfile_in(&dir)
-                .map_err(|e| classify(e, "cannot create a temp file"))?;
-            file_mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set a file's mode"))?;
-            temp.write_all(&body).map_err(|e| classify(e, "cannot write a temp file"))?;
-            if fsync {
-                temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a temp file"))?;
-            }
+            let temp = written_temp(&dir, &body, fsync, file_mode)?;
             // A rename replaces the old file atomically: readers see it whole.
             temp.persist(dir.join(&name)).map_err(|e| classify(e.error, "cannot move a file into place"))?;
             if fsync {

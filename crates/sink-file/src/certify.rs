@@ -231,14 +231,26 @@ pub fn batch_objects(
 }
 
 async fn batch_fixture(mode: PayloadMode) -> Result<Fixture, String> {
+    batch_mode_fixture(mode, None, |dir| Box::new(BatchDirReadBack { dir })).await
+}
+
+/// A batch-mode file sink in a directory of its own (`batch`: its `sink.batch` section, the
+/// default when `None`), opened and held durable, read back by what `records` makes of the
+/// directory.
+async fn batch_mode_fixture(
+    mode: PayloadMode,
+    batch: Option<sinks_toolkit::batch::BatchConfig>,
+    records: impl FnOnce(tempfile::TempDir) -> Box<dyn Records>,
+) -> Result<Fixture, String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let mut config = FileSinkConfig::new(dir.path().join("out"));
     config.payload_mode = mode;
     config.mode = crate::WriteMode::Batch;
+    config.batch = batch;
     let sink = FileSink::new(config).map_err(|e| e.to_string())?;
     sink.open().await.map_err(|e| e.display_chain())?;
     let sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
-    Ok(Fixture { sink, records: Box::new(BatchDirReadBack { dir }) })
+    Ok(Fixture { sink, records: records(dir) })
 }
 
 #[async_trait]
@@ -367,15 +379,7 @@ pub fn read_table_records(root: &Path) -> Result<Vec<Record>, String> {
 }
 
 async fn table_fixture(mode: PayloadMode) -> Result<Fixture, String> {
-    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let mut config = FileSinkConfig::new(dir.path().join("out"));
-    config.payload_mode = mode;
-    config.mode = crate::WriteMode::Batch;
-    config.batch = Some(table_batch());
-    let sink = FileSink::new(config).map_err(|e| e.to_string())?;
-    sink.open().await.map_err(|e| e.display_chain())?;
-    let sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
-    Ok(Fixture { sink, records: Box::new(TableDirReadBack { dir }) })
+    batch_mode_fixture(mode, Some(table_batch()), |dir| Box::new(TableDirReadBack { dir })).await
 }
 
 #[async_trait]
