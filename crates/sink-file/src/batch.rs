@@ -56,22 +56,25 @@ impl FileLog {
     fn path(&self, key: &str) -> Result<PathBuf, SinkError> {
         Ok(self.root()?.join(key))
     }
-}
 
-/// A temp file in `dir` with the sink's file mode, holding `body` (synced when `fsync`): what
-/// `create` and `put` move into place.
-fn written_temp(dir: &Path, body: &[u8], fsync: bool, mode: FileMode) -> Result<tempfile::NamedTempFile, SinkError> {
-    let mut temp = tempfile::Builder::new()
-        .prefix(TEMP_PREFIX)
-        .suffix(".tmp")
-        .tempfile_in(dir)
-        .map_err(|e| classify(e, "cannot create a temp file"))?;
-    mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set a file's mode"))?;
-    temp.write_all(body).map_err(|e| classify(e, "cannot write a temp file"))?;
-    if fsync {
-        temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a temp file"))?;
+    /// `key`'s directory (created), its file name, and a temp file in that directory with
+    /// the sink's file mode holding `body` (synced when fsyncing): what `create` and `put`
+    /// move into place. Blocking.
+    fn written(&self, key: &str, body: &[u8]) -> Result<(PathBuf, String, tempfile::NamedTempFile), SinkError> {
+        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
+        let dir = ensure_dirs(&self.root()?, dir, self.dir_mode)?;
+        let mut temp = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .suffix(".tmp")
+            .tempfile_in(&dir)
+            .map_err(|e| classify(e, "cannot create a temp file"))?;
+        self.file_mode.apply(temp.as_file()).map_err(|e| classify(e, "cannot set a file's mode"))?;
+        temp.write_all(body).map_err(|e| classify(e, "cannot write a temp file"))?;
+        if self.fsync {
+            temp.as_file().sync_all().map_err(|e| classify(e, "cannot fsync a temp file"))?;
+        }
+        Ok((dir, name.to_owned(), temp))
     }
-    Ok(temp)
 }
 
 /// The directory `root/rel`, created level by level (never the root itself), refusing a
@@ -137,19 +140,15 @@ impl ObjectLog for FileLog {
     }
 
     async fn create(&self, key: &str, body: Vec<u8>) -> Result<bool, SinkError> {
-        let root = self.root()?;
-        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
-        let (dir, name, fsync) = (dir.to_owned(), name.to_owned(), self.fsync);
-        let (file_mode, dir_mode) = (self.file_mode, self.dir_mode);
+        let (log, key) = (self.clone(), key.to_owned());
         blocking(move || {
-            let dir = ensure_dirs(&root, &dir, dir_mode)?;
-            let temp = written_temp(&dir, &body, fsync, file_mode)?;
+            let (dir, name, temp) = log.written(&key, &body)?;
             let created = match files::place_new(temp, &dir.join(&name)) {
                 Ok(()) => true,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
                 Err(e) => return Err(classify(e, "cannot move a manifest into place")),
             };
-            if created && fsync {
+            if created && log.fsync {
                 sync_dir(&dir)?;
             }
             Ok(created)
@@ -158,16 +157,12 @@ impl ObjectLog for FileLog {
     }
 
     async fn put(&self, key: &str, body: Vec<u8>) -> Result<(), SinkError> {
-        let root = self.root()?;
-        let (dir, name) = key.rsplit_once('/').unwrap_or(("", key));
-        let (dir, name, fsync) = (dir.to_owned(), name.to_owned(), self.fsync);
-        let (file_mode, dir_mode) = (self.file_mode, self.dir_mode);
+        let (log, key) = (self.clone(), key.to_owned());
         blocking(move || {
-            let dir = ensure_dirs(&root, &dir, dir_mode)?;
-            let temp = written_temp(&dir, &body, fsync, file_mode)?;
+            let (dir, name, temp) = log.written(&key, &body)?;
             // A rename replaces the old file atomically: readers see it whole.
             temp.persist(dir.join(&name)).map_err(|e| classify(e.error, "cannot move a file into place"))?;
-            if fsync {
+            if log.fsync {
                 sync_dir(&dir)?;
             }
             Ok(())

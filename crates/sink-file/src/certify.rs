@@ -160,16 +160,30 @@ impl Harness for FileHarness {
 #[derive(Debug, Default)]
 pub struct FileBatchHarness;
 
-/// Reads every batch object below a directory it owns.
+/// Reads what batch mode wrote below the `out` directory of a directory it owns, with `read`
+/// ([`read_batch_records`] for the objects, [`read_table_records`] for a Delta table).
 struct BatchDirReadBack {
     dir: tempfile::TempDir,
+    read: fn(&Path) -> Result<Vec<Record>, String>,
+}
+
+impl BatchDirReadBack {
+    /// Every batch object below `dir`.
+    fn objects(dir: tempfile::TempDir) -> Self {
+        Self { dir, read: read_batch_records }
+    }
+
+    /// The Delta table at `dir`.
+    fn table(dir: tempfile::TempDir) -> Self {
+        Self { dir, read: read_table_records }
+    }
 }
 
 #[async_trait]
 impl Records for BatchDirReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
-        let root = self.dir.path().join("out");
-        tokio::task::spawn_blocking(move || read_batch_records(&root)).await.map_err(|e| e.to_string())?
+        let (root, read) = (self.dir.path().join("out"), self.read);
+        tokio::task::spawn_blocking(move || read(&root)).await.map_err(|e| e.to_string())?
     }
 }
 
@@ -231,7 +245,7 @@ pub fn batch_objects(
 }
 
 async fn batch_fixture(mode: PayloadMode) -> Result<Fixture, String> {
-    batch_mode_fixture(mode, None, |dir| Box::new(BatchDirReadBack { dir })).await
+    batch_mode_fixture(mode, None, |dir| Box::new(BatchDirReadBack::objects(dir))).await
 }
 
 /// A batch-mode file sink in a directory of its own (`batch`: its `sink.batch` section, the
@@ -293,7 +307,7 @@ impl Harness for FileBatchHarness {
             "mode": "batch",
             "batch": {"max_messages": 500, "max_age_ms": 1000},
         });
-        Ok(CrashTarget { sink_section, records: Box::new(BatchDirReadBack { dir }), env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(BatchDirReadBack::objects(dir)), env: Vec::new() })
     }
 }
 
@@ -312,19 +326,6 @@ fn table_batch() -> sinks_toolkit::batch::BatchConfig {
         partition_template: "stream_name={stream}".into(),
         table: Some(TableConfig { checkpoint_interval: 5, ..TableConfig::default() }),
         ..BatchConfig::default()
-    }
-}
-
-/// Reads the Delta table at a directory it owns.
-struct TableDirReadBack {
-    dir: tempfile::TempDir,
-}
-
-#[async_trait]
-impl Records for TableDirReadBack {
-    async fn read_all(&self) -> Result<Vec<Record>, String> {
-        let root = self.dir.path().join("out");
-        tokio::task::spawn_blocking(move || read_table_records(&root)).await.map_err(|e| e.to_string())?
     }
 }
 
@@ -379,7 +380,7 @@ pub fn read_table_records(root: &Path) -> Result<Vec<Record>, String> {
 }
 
 async fn table_fixture(mode: PayloadMode) -> Result<Fixture, String> {
-    batch_mode_fixture(mode, Some(table_batch()), |dir| Box::new(TableDirReadBack { dir })).await
+    batch_mode_fixture(mode, Some(table_batch()), |dir| Box::new(BatchDirReadBack::table(dir))).await
 }
 
 #[async_trait]
@@ -423,6 +424,6 @@ impl Harness for FileTableHarness {
             "mode": "batch",
             "batch": batch,
         });
-        Ok(CrashTarget { sink_section, records: Box::new(TableDirReadBack { dir }), env: Vec::new() })
+        Ok(CrashTarget { sink_section, records: Box::new(BatchDirReadBack::table(dir)), env: Vec::new() })
     }
 }
