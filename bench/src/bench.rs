@@ -49,6 +49,7 @@ mod otel;
 mod proc;
 mod profile;
 mod scale;
+mod table;
 
 /// Options of `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
@@ -71,6 +72,15 @@ pub(crate) struct Args {
     /// Messages of 1 KB of the `lake-memory` suite.
     #[arg(long, default_value_t = 1_000_000)]
     lake_memory_messages: usize,
+    /// Messages in the stream of the `table` suite (each plain and table run consumes all).
+    #[arg(long, default_value_t = 200_000)]
+    table_messages: usize,
+    /// Alternating rounds of plain and table runs per destination in the `table` suite.
+    #[arg(long, default_value_t = 3)]
+    table_rounds: usize,
+    /// Messages of the `table` suite's long run, whose files are counted (0: none).
+    #[arg(long, default_value_t = 1_000_000)]
+    table_long_messages: usize,
     /// Messages in the stream of the Coherence suite.
     #[arg(long, default_value_t = 20_000)]
     coherence_messages: usize,
@@ -93,8 +103,9 @@ pub(crate) struct Args {
     /// `s3`, `coherence`, `nosql`, `oracle` (the Oracle sink's CPU per row over the scripted
     /// driver seam), `policies` (each message policy step alone, in one process); and, only when named, `scale` (1, 2, 4 workers; single node
     /// against a three-node R3 cluster), `lake-memory` (peak RSS of batch mode, 1,000,000
-    /// messages of 1 KB into one partition) and `grid` (blackhole and file sink by batch size
-    /// and batches in flight, and on a four times longer backlog).
+    /// messages of 1 KB into one partition) `grid` (blackhole and file sink by batch size
+    /// and batches in flight, and on a four times longer backlog) and `table` (batch mode's
+    /// Delta table commits against plain Parquet objects, file and S3, and a long run's files).
     #[arg(long, default_value = "core,mysql,http,s3,coherence,nosql,oracle,policies")]
     suite: String,
     /// Also measure the Python reference (pip-installs nats-sinks[mysql,s3,coherence,oracle-nosql]==0.4.3);
@@ -682,6 +693,7 @@ struct Collected {
     rounds: Vec<Vec<Measurement>>,
     nosql_store: Option<nosql::StoreMemory>,
     accuracy: String,
+    table: table::Table,
 }
 
 /// Runs every chosen suite against one private nats-server.
@@ -733,6 +745,9 @@ async fn measure_suites(
     }
     if suites.contains(&"grid") {
         c.grid = grid::run(args, programs, &js, &url, work).await?;
+    }
+    if suites.contains(&"table") {
+        c.table = table::run(&b).await?;
     }
     if suites.contains(&"scale") {
         let pids: Vec<u32> = server.pid().into_iter().collect();
@@ -861,6 +876,7 @@ fn report(args: &Args, c: &Collected) -> String {
         rounds,
         nosql_store,
         accuracy,
+        table,
     } = c;
     let mut report = if results.is_empty() {
         format!("# Benchmark\n\nMachine: {}, release build, private nats-server 2.15.1 on loopback.\n", machine())
@@ -874,6 +890,7 @@ fn report(args: &Args, c: &Collected) -> String {
     report.push_str(&ceiling::render(results));
     report.push_str(&ceiling::render_rounds(rounds));
     report.push_str(&grid::render(grid));
+    report.push_str(&table::render(table));
     report.push_str(&profile::render(results));
     report.push_str(&render_member_load(member_load));
     report.push_str(&nosql::render(nosql_store.as_ref()));

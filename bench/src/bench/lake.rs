@@ -62,7 +62,7 @@ pub(super) struct Lake {
 }
 
 /// The sink section of a batch contender: one partition, defaults otherwise.
-fn batch(mut sink: serde_json::Value, format: &str) -> serde_json::Value {
+pub(super) fn batch(mut sink: serde_json::Value, format: &str) -> serde_json::Value {
     sink["mode"] = json!("batch");
     sink["batch"] = json!({"format": format, "partition_template": "{stream}"});
     sink
@@ -70,7 +70,7 @@ fn batch(mut sink: serde_json::Value, format: &str) -> serde_json::Value {
 
 /// `config` with a consumer that lets `max_ack_pending` messages be unacknowledged (objects
 /// of 10,000 need it) and logs at warn.
-fn lake_config(
+pub(super) fn lake_config(
     url: &str,
     stream: Stream,
     args: &Args,
@@ -83,7 +83,7 @@ fn lake_config(
 }
 
 /// The S3 sink section for `bucket` at `endpoint`.
-fn s3_section(endpoint: &str, bucket: &str) -> serde_json::Value {
+pub(super) fn s3_section(endpoint: &str, bucket: &str) -> serde_json::Value {
     json!({"type": "s3", "bucket": bucket, "endpoint_url": endpoint, "allow_http_for_local_testing": true,
            "region_name": "us-east-1", "credential_mode": "environment", "aws_access_key_id_env": S3_KEY_ENV,
            "aws_secret_access_key_env": S3_SECRET_ENV})
