@@ -261,9 +261,17 @@ impl NatsCluster {
     }
 
     /// Pauses node `i` (SIGSTOP): it keeps its connections and answers nothing until
-    /// [`NatsCluster::resume`].
+    /// [`NatsCluster::resume`]. Returns once every thread of the node is stopped (up to 5 s):
+    /// the signal is delivered asynchronously, and on a busy machine a thread still running
+    /// for a moment after `kill` returned once greeted a new connection.
     pub fn pause(&self, i: usize) {
         self.signal(i, Signal::STOP);
+        if let Some(pid) = self.pid(i) {
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while !crate::process::all_threads_stopped(pid) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
     }
 
     /// Resumes a paused node `i` (SIGCONT).

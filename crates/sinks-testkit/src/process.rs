@@ -210,6 +210,22 @@ pub(crate) fn detached_sh(script: &str, name: &str, args: &[&str]) {
     drop(spawned);
 }
 
+/// True when every thread of process `pid` is stopped (state `T` or `t` in
+/// `/proc/PID/task/TID/stat`); false for a process that is gone or has a running thread.
+pub(crate) fn all_threads_stopped(pid: u32) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    let mut any = false;
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { return false };
+        // The state follows the command name, which is in parentheses and may hold spaces.
+        match stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()) {
+            Some('T' | 't') => any = true,
+            _ => return false,
+        }
+    }
+    any
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,5 +277,23 @@ mod tests {
             assert!(other.try_lock().is_err(), "port {port} of the range is not locked");
             assert!(TcpListener::bind(("127.0.0.1", port)).is_ok(), "port {port} is not free");
         }
+    }
+
+    #[test]
+    fn a_stopped_process_is_seen_stopped_and_a_running_one_is_not() {
+        let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+        let pid = child.id();
+        assert!(!all_threads_stopped(pid), "a sleeping process counted as stopped");
+        let target = rustix::process::Pid::from_child(&child);
+        rustix::process::kill_process(target, rustix::process::Signal::STOP).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !all_threads_stopped(pid) && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(all_threads_stopped(pid), "SIGSTOP did not show as a stopped process");
+        rustix::process::kill_process(target, rustix::process::Signal::CONT).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(!all_threads_stopped(pid), "a process that is gone counted as stopped");
     }
 }
