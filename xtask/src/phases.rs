@@ -43,10 +43,45 @@ impl Phases {
         result
     }
 
+    /// Starts phase `name` on a thread of its own, beside the phases that follow it; its row
+    /// is recorded by [`Phases::join`] (named "… (beside)"), with its own time.
+    pub(crate) fn beside<T: Send + 'static>(
+        name: &str,
+        phase: impl FnOnce() -> Result<T> + Send + 'static,
+    ) -> Beside<T> {
+        eprintln!("== phase (beside the next ones): {name}");
+        let handle = std::thread::spawn(move || {
+            let began = Instant::now();
+            let before = cpu_times();
+            let result = phase();
+            let busy = before.zip(cpu_times()).and_then(|(a, b)| busy_percent(a, b));
+            (result, began.elapsed(), busy)
+        });
+        Beside { name: name.to_owned(), handle }
+    }
+
+    /// Waits for a phase started by [`Phases::beside`], records its row and returns its result.
+    pub(crate) fn join<T>(&mut self, beside: Beside<T>) -> Result<T> {
+        let name = format!("{} (beside)", beside.name);
+        let Ok((result, took, busy)) = beside.handle.join() else {
+            self.rows.push(Row { name: name.clone(), took: Duration::ZERO, busy: None, passed: false });
+            anyhow::bail!("phase `{}` panicked", beside.name);
+        };
+        self.rows.push(Row { name, took, busy, passed: result.is_ok() });
+        result
+    }
+
     /// The table (Markdown), with the run's total.
     pub(crate) fn table(&self) -> String {
         render(&self.rows, self.started.elapsed())
     }
+}
+
+/// A phase running beside others ([`Phases::beside`]): its name and its thread, which returns
+/// its result, its time and how busy the CPUs were meanwhile.
+pub(crate) struct Beside<T> {
+    name: String,
+    handle: std::thread::JoinHandle<(Result<T>, Duration, Option<u32>)>,
 }
 
 /// The CPUs' (busy, total) time so far, in clock ticks: `/proc/stat`'s first line.
@@ -102,6 +137,22 @@ mod tests {
             "| phase | seconds | cpu busy | result |\n|---|---:|---:|---|\n| clippy | 12 | 97 % | ok |\n\
              | nextest | 300 | ? | FAILED |\n| total | 400 | | |\n"
         );
+    }
+
+    #[test]
+    fn a_phase_beside_the_others_is_recorded_when_joined_with_its_own_time_and_result() {
+        let mut phases = Phases::start();
+        let ok = Phases::beside("slow", || {
+            std::thread::sleep(Duration::from_millis(50));
+            Ok(7)
+        });
+        let failing = Phases::beside("failing", || -> Result<()> { anyhow::bail!("no such tool") });
+        phases.run("meanwhile", || Ok(())).unwrap();
+        assert_eq!(phases.join(ok).unwrap(), 7);
+        assert!(phases.join(failing).is_err());
+        let names: Vec<(&str, bool)> = phases.rows.iter().map(|r| (r.name.as_str(), r.passed)).collect();
+        assert_eq!(names, [("meanwhile", true), ("slow (beside)", true), ("failing (beside)", false)]);
+        assert!(phases.rows[1].took >= Duration::from_millis(50), "the beside phase's own time");
     }
 
     #[test]

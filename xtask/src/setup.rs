@@ -537,7 +537,7 @@ fn coherence() -> Result<()> {
 
 /// cargo-nextest, only when `cargo nextest` is missing: PyPI's prebuilt release in the
 /// `.local/tools/nextest` venv, copied to `$CARGO_HOME/bin` where cargo finds subcommands.
-fn nextest() -> Result<()> {
+pub(crate) fn nextest() -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let present = Command::new(&cargo)
         .args(["nextest", "--version"])
