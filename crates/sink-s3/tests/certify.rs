@@ -51,7 +51,8 @@ async fn table_read_back_fails_on_an_object_added_twice_and_on_a_gap_in_the_log(
     let sink = h.sink(config.clone()).expect("sink");
     sinks_contract::Sink::open(&sink).await.expect("open");
     for seq in 1..=3u64 {
-        let msg = sinks_contract::testing::envelope(certify::CERT_STREAM, seq, "cert.table", format!("{{\"n\":{seq}}}"));
+        let msg =
+            sinks_contract::testing::envelope(certify::CERT_STREAM, seq, "cert.table", format!("{{\"n\":{seq}}}"));
         let outcomes = sink.write_chunked(&[msg], 1).await;
         assert!(matches!(outcomes[&seq], sinks_contract::MessageOutcome::Committed), "{outcomes:?}");
     }

@@ -114,7 +114,8 @@ impl Moto {
     pub async fn bucket(&self) -> Result<String, String> {
         let name = format!("t-{}-{:016x}", std::process::id(), rand::random::<u64>());
         let url = format!("{}/{name}", self.endpoint());
-        let response = reqwest::Client::new().put(&url).send().await.map_err(|e| format!("create bucket {name}: {e}"))?;
+        let response =
+            reqwest::Client::new().put(&url).send().await.map_err(|e| format!("create bucket {name}: {e}"))?;
         if !response.status().is_success() {
             return Err(format!("create bucket {name}: moto answered {}", response.status()));
         }
