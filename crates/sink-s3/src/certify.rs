@@ -163,16 +163,15 @@ impl BucketReadBack {
 
     /// The body of `key`, decompressed.
     pub async fn body(&self, key: &str) -> Result<Vec<u8>, String> {
-        let path = Path::parse(key).map_err(|e| e.to_string())?;
-        let bytes = self
-            .store
-            .get(&path)
-            .await
-            .map_err(|e| format!("get failed: {e}"))?
-            .bytes()
-            .await
-            .map_err(|e| format!("get failed: {e}"))?;
+        let bytes = self.raw(key).await?;
         object::decompress(&bytes, u64::MAX).ok_or_else(|| "stored gzip cannot be decoded".to_owned())
+    }
+
+    /// The body of `key` as stored.
+    pub async fn raw(&self, key: &str) -> Result<Bytes, String> {
+        let path = Path::parse(key).map_err(|e| e.to_string())?;
+        let get = self.store.get(&path).await.map_err(|e| format!("get {key} failed: {e}"))?;
+        get.bytes().await.map_err(|e| format!("get {key} failed: {e}"))
     }
 
     /// Deletes `key` (to simulate a crash between two puts).
@@ -277,15 +276,7 @@ impl BucketReadBack {
     /// The object `key` downloaded into a temporary file.
     pub async fn download(&self, key: &str) -> Result<std::fs::File, String> {
         use std::io::{Seek, Write};
-        let path = Path::parse(key).map_err(|e| e.to_string())?;
-        let bytes = self
-            .store
-            .get(&path)
-            .await
-            .map_err(|e| format!("get failed: {e}"))?
-            .bytes()
-            .await
-            .map_err(|e| format!("get failed: {e}"))?;
+        let bytes = self.raw(key).await?;
         let mut file = tempfile::tempfile().map_err(|e| e.to_string())?;
         file.write_all(&bytes).and_then(|()| file.rewind()).map_err(|e| e.to_string())?;
         Ok(file)
@@ -308,19 +299,64 @@ impl BucketReadBack {
             } else {
                 return Err(format!("{key} is not a batch object"));
             };
-            let file = self.download(&key).await?;
-            let rows = tokio::task::spawn_blocking(move || {
-                let mut rows = Vec::new();
-                sinks_toolkit::batch::encode::read_rows(file, format, compression, true, |row| {
-                    let key = format!("stream-sequence:{}:{}", row.stream, row.stream_sequence);
-                    rows.push((key, Bytes::from(sinks_contract::payload::decode_stored(&row.payload))));
-                })
-                .map(|_| rows)
+            out.extend(self.rows(&key, format, compression).await?);
+        }
+        Ok(out)
+    }
+
+    /// Every row of the batch object `key`, as `(stream-sequence key, payload bytes)`.
+    async fn rows(
+        &self,
+        key: &str,
+        format: sinks_toolkit::batch::Format,
+        compression: sinks_toolkit::batch::BatchCompression,
+    ) -> Result<Vec<Record>, String> {
+        let file = self.download(key).await?;
+        tokio::task::spawn_blocking(move || {
+            let mut rows = Vec::new();
+            sinks_toolkit::batch::encode::read_rows(file, format, compression, true, |row| {
+                let key = format!("stream-sequence:{}:{}", row.stream, row.stream_sequence);
+                rows.push((key, Bytes::from(sinks_contract::payload::decode_stored(&row.payload))));
             })
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| format!("{key}: {e}"))?;
-            out.extend(rows);
+            .map(|_| rows)
+        })
+        .await
+        .map_err(|e| e.to_string())?
+        .map_err(|e| format!("{key}: {e}"))
+    }
+
+    /// `name` below the sink's prefix (the key of a table's file, whose paths are relative to
+    /// the table's root: the prefix, or the bucket's root without one).
+    fn under_prefix(&self, name: &str) -> String {
+        match self.config.prefix.as_deref().map(|p| p.trim_matches('/')) {
+            Some(p) if !p.is_empty() => format!("{p}/{name}"),
+            _ => name.to_owned(),
+        }
+    }
+
+    /// Every row of the Delta table at the sink's prefix, read without the sink's own log
+    /// reader: the `_delta_log/` entries listed and downloaded, replayed in version order by
+    /// `sinks_certify::delta_log` (a gap, or an object added twice with `dataChange`, is an
+    /// error), then the rows of the live Parquet objects. No log (nothing committed yet) reads
+    /// as empty.
+    pub async fn table_records(&self) -> Result<Vec<Record>, String> {
+        use sinks_certify::delta_log;
+        use sinks_toolkit::batch::{BatchCompression, Format};
+        let log = self.under_prefix(delta_log::LOG_DIR);
+        let dir = Path::parse(&log).map_err(|e| e.to_string())?;
+        let listed: Vec<_> =
+            self.store.list(Some(&dir)).try_collect().await.map_err(|e| format!("list {log} failed: {e}"))?;
+        let names = listed.into_iter().filter_map(|m| m.location.filename().map(str::to_owned));
+        let mut entries = Vec::new();
+        for name in delta_log::commit_entries(names)? {
+            let body = self.raw(&format!("{log}/{name}")).await?;
+            let text = String::from_utf8(body.to_vec()).map_err(|e| format!("{name}: {e}"))?;
+            entries.push((name, text));
+        }
+        let mut out = Vec::new();
+        for path in delta_log::live_files(&entries)? {
+            let key = self.under_prefix(&path);
+            out.extend(self.rows(&key, Format::Parquet, BatchCompression::Snappy).await?);
         }
         Ok(out)
     }
@@ -330,6 +366,9 @@ impl BucketReadBack {
 impl Records for BucketReadBack {
     async fn read_all(&self) -> Result<Vec<Record>, String> {
         if self.config.mode == crate::WriteMode::Batch {
+            if self.config.batch.as_ref().is_some_and(|b| b.table.is_some()) {
+                return self.table_records().await;
+            }
             return self.batch_records().await;
         }
         let keys = self.object_keys().await?;
@@ -429,6 +468,70 @@ fn batch_mode(config: &mut S3SinkConfig) {
     config.mode = crate::WriteMode::Batch;
 }
 
+/// The batch section of [`S3TableHarness`]: Parquet objects partitioned by stream, added to a
+/// Delta table at the prefix, checkpoints every 5 commits (so the crash runs write and read
+/// them too).
+fn table_mode(config: &mut S3SinkConfig) {
+    use sinks_toolkit::batch::{BatchConfig, Format, TableConfig};
+    config.mode = crate::WriteMode::Batch;
+    config.prefix = Some("lake/table".into());
+    config.batch = Some(BatchConfig {
+        format: Format::Parquet,
+        partition_template: "stream_name={stream}".into(),
+        table: Some(TableConfig { checkpoint_interval: 5, ..TableConfig::default() }),
+        ..BatchConfig::default()
+    });
+}
+
+impl S3Harness {
+    /// A fresh batch-mode fixture (`mode` sets the mode up), the sink held durable.
+    async fn batch_fixture(&self, mode: impl FnOnce(&mut S3SinkConfig)) -> Result<Fixture, String> {
+        let mut fx = self.fixture(mode).await?;
+        fx.sink = sinks_toolkit::holding::Durable::wrap(fx.sink);
+        Ok(fx)
+    }
+
+    /// A batch-mode fixture and a poison message: a row over `max_object_bytes` fails alone,
+    /// before anything is written.
+    async fn batch_poison(&self, mode: fn(&mut S3SinkConfig)) -> Option<(Fixture, Envelope)> {
+        let fx = self
+            .batch_fixture(|c| {
+                mode(c);
+                c.max_object_bytes = 4096;
+            })
+            .await
+            .ok()?;
+        let big = format!("{{\"blob\":\"{}\"}}", "x".repeat(8192));
+        Some((fx, sinks_contract::testing::envelope("CERT", 900, "cert.poison", big)))
+    }
+
+    /// A batch-mode sink whose endpoint no server answers.
+    fn batch_unreachable(&self, mode: fn(&mut S3SinkConfig)) -> Option<Arc<dyn Sink>> {
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+        let mut config = S3SinkConfig::new("unreachable-bucket");
+        mode(&mut config);
+        config.endpoint_url = Some(format!("http://127.0.0.1:{closed}"));
+        config.allow_http_for_local_testing = true;
+        config.request_timeout_seconds = 2.0;
+        Some(sinks_toolkit::holding::Durable::wrap(Arc::new(self.sink(config).ok()?)))
+    }
+
+    /// A batch-mode crash target: objects of at most 500 messages or 1 s.
+    async fn batch_crash_target(&self, mode: fn(&mut S3SinkConfig)) -> Result<CrashTarget, String> {
+        self.crash_target_with(|c| {
+            mode(c);
+            let batch = c.batch.get_or_insert_with(Default::default);
+            batch.max_messages = 500;
+            batch.max_age_ms = 1000;
+        })
+        .await
+    }
+}
+
+/// Why batch objects have no key per event (clause C14 skipped).
+const NO_KEY_PER_EVENT: &str = "batch objects are named by the consumed stream's sequences: sink.key_strategy: \
+                                origin_sequence is refused with sink.mode: batch";
+
 #[async_trait]
 impl Harness for S3BatchHarness {
     fn name(&self) -> &'static str {
@@ -436,40 +539,19 @@ impl Harness for S3BatchHarness {
     }
 
     async fn fresh(&self) -> Result<Fixture, String> {
-        let mut fx = self.0.fixture(batch_mode).await?;
-        fx.sink = sinks_toolkit::holding::Durable::wrap(fx.sink);
-        Ok(fx)
+        self.0.batch_fixture(batch_mode).await
     }
 
     async fn poison(&self) -> Option<(Fixture, Envelope)> {
-        // A row over max_object_bytes fails alone, before anything is written.
-        let (mut fx, poison) = self.0.poison().await?;
-        let bucket = self.0.bucket().await.ok()?;
-        let mut config = self.0.config(&bucket);
-        batch_mode(&mut config);
-        config.max_object_bytes = 4096;
-        let sink = self.0.sink(config.clone()).ok()?;
-        sink.open().await.ok()?;
-        fx.sink = sinks_toolkit::holding::Durable::wrap(Arc::new(sink));
-        fx.records = Box::new(self.0.read_back(&config, bucket).ok()?);
-        Some((fx, poison))
+        self.0.batch_poison(batch_mode).await
     }
 
     fn no_key_per_event(&self) -> Option<&'static str> {
-        Some(
-            "batch objects are named by the consumed stream's sequences: sink.key_strategy: \
-                  origin_sequence is refused with sink.mode: batch",
-        )
+        Some(NO_KEY_PER_EVENT)
     }
 
     async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
-        let closed = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
-        let mut config = S3SinkConfig::new("unreachable-bucket");
-        config.endpoint_url = Some(format!("http://127.0.0.1:{closed}"));
-        config.allow_http_for_local_testing = true;
-        config.request_timeout_seconds = 2.0;
-        batch_mode(&mut config);
-        Some(sinks_toolkit::holding::Durable::wrap(Arc::new(self.0.sink(config).ok()?)))
+        self.0.batch_unreachable(batch_mode)
     }
 
     fn secrets(&self) -> Vec<String> {
@@ -477,15 +559,53 @@ impl Harness for S3BatchHarness {
     }
 
     async fn crash_target(&self) -> Result<CrashTarget, String> {
-        self.0
-            .crash_target_with(|c| {
-                batch_mode(c);
-                c.batch = Some(sinks_toolkit::batch::BatchConfig {
-                    max_messages: 500,
-                    max_age_ms: 1000,
-                    ..Default::default()
-                });
-            })
-            .await
+        self.0.batch_crash_target(batch_mode).await
+    }
+}
+
+/// The batch mode's table mode (`sink.batch.table`: Parquet objects added to a Delta table at
+/// the prefix `lake/table`, checkpoints every 5 commits) on [`S3Harness`]'s buckets, certified
+/// like [`S3BatchHarness`] but read back through the table ([`BucketReadBack::table_records`]):
+/// the `_delta_log/` entries replayed from version 0 without the sink's own log reader, then
+/// the rows of the live objects.
+#[derive(Debug, Clone)]
+pub struct S3TableHarness(pub S3Harness);
+
+impl S3TableHarness {
+    /// Sets `config` up as the harness's fixtures are: batch mode, Parquet partitioned by
+    /// stream, a Delta table at the prefix `lake/table`, checkpoints every 5 commits.
+    pub fn table_mode(config: &mut S3SinkConfig) {
+        table_mode(config);
+    }
+}
+
+#[async_trait]
+impl Harness for S3TableHarness {
+    fn name(&self) -> &'static str {
+        "s3-table"
+    }
+
+    async fn fresh(&self) -> Result<Fixture, String> {
+        self.0.batch_fixture(table_mode).await
+    }
+
+    async fn poison(&self) -> Option<(Fixture, Envelope)> {
+        self.0.batch_poison(table_mode).await
+    }
+
+    fn no_key_per_event(&self) -> Option<&'static str> {
+        Some(NO_KEY_PER_EVENT)
+    }
+
+    async fn unreachable(&self) -> Option<Arc<dyn Sink>> {
+        self.0.batch_unreachable(table_mode)
+    }
+
+    fn secrets(&self) -> Vec<String> {
+        self.0.secrets()
+    }
+
+    async fn crash_target(&self) -> Result<CrashTarget, String> {
+        self.0.batch_crash_target(table_mode).await
     }
 }

@@ -2,7 +2,8 @@
 //! delta}`): two workers on one consumer, kill -9 of one or the other while messages are in
 //! flight, then the Delta table read by the Python `deltalake` package (delta-rs) and by
 //! DuckDB: every event exactly once, the table's stream sequences equal to the stream's.
-//! CI runs 3,000 events and two kills per destination; `cargo xtask test --full` 20,000
+//! S3 twice: on SeaweedFS and on moto's server (a second implementation). CI runs 3,000
+//! events and two kills per destination; `cargo xtask test --full` 20,000
 //! events and five kills. A crash at each step of a table commit (staged, claimed, table
 //! committed, before the ack; `sinks_toolkit::batch::crash_point`), restarted after each. And
 //! a stream re-created under a running sink (the guard's `on_change: new_epoch`): the old
@@ -106,9 +107,29 @@ async fn s3_delta_table_holds_every_event_once_through_kill_9_of_two_workers() {
     let server = sinks_testkit::shared_s3().await.unwrap_or_else(|e| cannot_run("s3 delta", e));
     let h = S3Harness::new(server.endpoint.clone(), server.filer, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY);
     let bucket = h.bucket().await.unwrap();
+    s3_table_through_kills(h.endpoint(), bucket.name(), total, kills).await;
+    eprintln!("seaweedfs: {total} events, {kills} kills, {:?}", started.elapsed());
+}
+
+/// The same on moto's S3 server (a second implementation, private to this test), at the same
+/// size (fewer events leave nothing in flight at the kills).
+#[tokio::test]
+async fn moto_s3_delta_table_holds_every_event_once_through_kill_9_of_two_workers() {
+    let (total, kills) = sizes();
+    let started = Instant::now();
+    let moto = sinks_testkit::Moto::start().await.unwrap_or_else(|e| cannot_run("moto delta", e));
+    let bucket = moto.bucket().await.unwrap();
+    s3_table_through_kills(&moto.endpoint(), &bucket, total, kills).await;
+    eprintln!("moto: {total} events, {kills} kills, {:?}", started.elapsed());
+}
+
+/// `total` events into a table at `lake/orders` in `bucket` of the S3 server at `endpoint`
+/// (signed with the test identity), through two workers of which `kills` are killed with
+/// SIGKILL; then delta-rs and DuckDB read each event once from the table.
+async fn s3_table_through_kills(endpoint: &str, bucket: &str, total: usize, kills: usize) {
     let e = env().await;
     e.publish(total, support::json).await;
-    let sink = json!({"type": "s3", "bucket": bucket.name(), "prefix": "lake/orders", "endpoint_url": h.endpoint(),
+    let sink = json!({"type": "s3", "bucket": bucket, "prefix": "lake/orders", "endpoint_url": endpoint,
                       "allow_http_for_local_testing": true, "region_name": "us-east-1",
                       "credential_mode": "environment", "aws_access_key_id_env": KEY_ENV,
                       "aws_secret_access_key_env": SECRET_ENV, "mode": "batch", "batch": batch()});
@@ -117,13 +138,12 @@ async fn s3_delta_table_holds_every_event_once_through_kill_9_of_two_workers() {
     let in_flight = two_workers_with_kills(&e, &config, total, kills, &creds).await;
     eprintln!("delivered and unacknowledged at the kills: {in_flight}");
     assert!(in_flight > 0, "the kills hit messages in flight");
-    let storage = json!({"endpoint_url": server.endpoint, "aws_access_key_id": S3_ACCESS_KEY_ID,
+    let storage = json!({"endpoint_url": endpoint, "aws_access_key_id": S3_ACCESS_KEY_ID,
                          "aws_secret_access_key": S3_SECRET_ACCESS_KEY, "aws_region": "us-east-1",
                          "allow_http": "true"});
-    let uri = format!("s3://{}/lake/orders", bucket.name());
+    let uri = format!("s3://{bucket}/lake/orders");
     let read = sinks_testkit::read_delta(&uri, &storage, &[]).unwrap_or_else(|e| panic!("{e}"));
     assert_exactly_once(&read, &e.stream, total);
-    eprintln!("{total} events, {kills} kills, {:?}", started.elapsed());
 }
 
 /// The stream deleted and created again while the sink runs with `stream_guard.on_change:

@@ -14,6 +14,7 @@
 
 mod cases;
 pub mod crash;
+pub mod delta_log;
 mod logs;
 mod memory;
 mod memory_sink;

@@ -116,6 +116,24 @@ impl Running {
         Ok(())
     }
 
+    /// Waits until the log has the start-up line (`consuming`, the consumer bound), or fails
+    /// after `timeout` or when the process has exited.
+    pub async fn wait_consuming(&mut self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if std::fs::read_to_string(&self.log).is_ok_and(|log| log.contains("consuming")) {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!("nats-sink exited ({status}) before it was consuming; log {}", self.log.display());
+            }
+            if Instant::now() > deadline {
+                bail!("nats-sink not consuming after {timeout:?}; log {}", self.log.display());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILL, and waits for the exit.
     pub fn kill9(mut self) -> Result<()> {
         self.signal("-KILL")?;
@@ -217,6 +235,10 @@ pub async fn wait_for(
 pub async fn run_to_completion(js: &Js, launch: &Launch<'_>, log: PathBuf, total: u64) -> Result<Option<i32>> {
     let mut run = Running::start(launch, log)?;
     wait_for(js, "every message acknowledged", Duration::from_secs(600), &mut run, |s| s.settled(total)).await?;
+    // Everything may have been acknowledged before this run started (the run before drained
+    // the stream before its SIGTERM): a SIGTERM before the start-up line could arrive before
+    // the signal handlers are installed and kill the process by the default action.
+    run.wait_consuming(Duration::from_secs(60)).await?;
     run.terminate()
 }
 

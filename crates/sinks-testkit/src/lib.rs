@@ -1,8 +1,8 @@
 //! Test support shared by the workspace's integration tests, certification and benchmarks:
 //! a private `nats-server` per test (which a test may kill and restart), a private three-node
 //! JetStream cluster (any node of which a test may kill and restart), private MariaDB
-//! servers (one shared per run, or one per outage test), a real S3-compatible server
-//! (SeaweedFS), Oracle Coherence CE cluster members (one shared per run, or private ones a
+//! servers (one shared per run, or one per outage test), real S3-compatible servers
+//! (SeaweedFS, and moto's server as a second implementation), Oracle Coherence CE cluster members (one shared per run, or private ones a
 //! test kills, restarts from persistence or joins with a second member), a real Oracle NoSQL
 //! Database (KVLite and its HTTP proxy, one shared per run or a private one a test kills and
 //! restarts), an Oracle NoSQL fault-injection server speaking the proxy's protocol (in
@@ -27,6 +27,7 @@ mod fault_proxy;
 pub mod http;
 mod kvlite;
 mod mariadb;
+mod moto;
 mod names;
 mod nats;
 mod net_cluster;
@@ -56,6 +57,7 @@ pub use kvlite::{
     kvlite_disk_note, nosql_admin, nosql_request, oracle_nosql_dir, shared_kvlite, start_kvlite_for_run,
 };
 pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, start_mysql_for_run};
+pub use moto::{MOTO_BIN_ENV, MOTO_VERSION, Moto, find_moto};
 pub use names::unique;
 pub use nats::{
     NATSCLI_ENV, NatsServer, consumer_settled, consumer_settled_on, find_nats_server, find_natscli, js_publish_all,
