@@ -5,8 +5,9 @@
 //! redirects never followed), the URL and method, the fixed headers (`Accept`, `User-Agent`,
 //! the static `headers`) and the header names the config gives. [`Endpoint::headers`] adds
 //! what one request carries besides (the `headers_env` values read now, the attempt's facts,
-//! the idempotency key), and [`Endpoint::send`] sends it and reads the answer's status,
-//! `Retry-After` and response id, draining at most `max_response_bytes` of its body.
+//! the idempotency key) into one map sized for all of them, and [`Endpoint::send`] hands that
+//! map to the request as it is and reads the answer's status, `Retry-After` and response id,
+//! draining at most `max_response_bytes` of its body.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime};
@@ -126,14 +127,23 @@ impl Endpoint {
     /// The fixed headers and the `headers_env` headers, read from the environment now
     /// (values marked sensitive, never logged): what every request carries.
     pub(crate) fn plain_headers(&self) -> Result<HeaderMap, SinkError> {
-        let mut headers = self.base_headers.clone();
+        let mut headers = HeaderMap::with_capacity(self.base_headers.len() + self.env_headers.len());
+        self.put_plain_headers(&mut headers)?;
+        Ok(headers)
+    }
+
+    /// Puts [`Self::plain_headers`] into `headers`, in the same order.
+    fn put_plain_headers(&self, headers: &mut HeaderMap) -> Result<(), SinkError> {
+        for (name, value) in &self.base_headers {
+            headers.append(name.clone(), value.clone());
+        }
         for (name, variable) in &self.env_headers {
             let value = env_header(std::env::var(variable).ok().as_deref()).map_err(|problem| {
                 SinkError::config(format!("the environment variable of sink.headers_env.{name} {problem}"))
             })?;
             headers.insert(name.clone(), value);
         }
-        Ok(headers)
+        Ok(())
     }
 
     /// The headers of one request: [`Self::plain_headers`], the facts of one attempt of
@@ -145,12 +155,15 @@ impl Endpoint {
         attempt_of: Option<&Envelope>,
         now: OffsetDateTime,
     ) -> Result<HeaderMap, SinkError> {
-        let mut headers = self.plain_headers()?;
+        // One allocation for every header the request will carry (the content type too).
+        let capacity = self.base_headers.len() + self.env_headers.len() + request::ATTEMPT_HEADERS.len() + 2;
+        let mut headers = HeaderMap::with_capacity(capacity);
+        self.put_plain_headers(&mut headers)?;
         if let Some(envelope) = attempt_of {
             let values = request::attempt_header_values(envelope, now);
-            for (name, value) in request::ATTEMPT_HEADERS.iter().zip(values) {
-                if let Ok(value) = HeaderValue::from_str(&value) {
-                    headers.insert(*name, value);
+            for (name, value) in request::ATTEMPT_HEADER_NAMES.iter().zip(values) {
+                if let Some(value) = value {
+                    headers.insert(name.clone(), value);
                 }
             }
         }
@@ -181,7 +194,11 @@ impl Endpoint {
             headers.insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
             builder = builder.body(body);
         }
-        let mut response = builder.headers(headers).send().await.map_err(SendError::Http)?;
+        // The request's own map is empty: it becomes `headers` as built (what
+        // `RequestBuilder::headers` would copy into it one by one, in the same order).
+        let mut request = builder.build().map_err(SendError::Http)?;
+        *request.headers_mut() = headers;
+        let mut response = self.client.execute(request).await.map_err(SendError::Http)?;
         let status = response.status().as_u16();
         let (retry_after, response_id) = self.read_headers(response.headers(), SystemTime::now());
         let mut left = usize::try_from(self.max_response_bytes).unwrap_or(usize::MAX);
@@ -328,6 +345,73 @@ mod tests {
         assert_eq!(keyed.get(&endpoint.key_header).unwrap(), "stream-sequence:ORDERS:7");
         assert_eq!(keyed.get("Nats-Sinks-Attempt-Delivered").unwrap(), "2");
         assert!(request::ATTEMPT_HEADERS.iter().all(|h| keyed.get(*h).is_some()), "{keyed:?}");
+    }
+
+    /// The headers of one request as they were built before they went into one sized map
+    /// (a copy of the fixed headers, each attempt header inserted by its documented name
+    /// from its value as a string, the key's header form as a string).
+    fn headers_as_before(
+        endpoint: &Endpoint,
+        key: Option<&str>,
+        attempt_of: Option<&Envelope>,
+        now: OffsetDateTime,
+    ) -> HeaderMap {
+        let mut headers = endpoint.base_headers.clone();
+        if let Some(envelope) = attempt_of {
+            let js = envelope.jetstream();
+            let values = [
+                sinks_toolkit::metadata::rfc3339(envelope.received_at()),
+                js.delivered.to_string(),
+                js.consumer.clone(),
+                js.consumer_sequence.to_string(),
+                sinks_toolkit::metadata::rfc3339(now),
+            ];
+            for (name, value) in request::ATTEMPT_HEADERS.iter().zip(values) {
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    headers.insert(*name, value);
+                }
+            }
+        }
+        if let Some(key) = key {
+            headers.insert(endpoint.key_header.clone(), HeaderValue::from_str(&request::header_value(key)).unwrap());
+        }
+        headers
+    }
+
+    /// Every header in order, with its value's bytes and whether it is sensitive.
+    fn listed(headers: &HeaderMap) -> Vec<(String, Vec<u8>, bool)> {
+        headers.iter().map(|(n, v)| (n.as_str().to_owned(), v.as_bytes().to_vec(), v.is_sensitive())).collect()
+    }
+
+    #[test]
+    fn a_request_carries_the_same_headers_in_the_same_order_as_before() {
+        let mut c = config();
+        c.headers.insert("x-tenant".into(), "blue".into());
+        c.headers.insert("accept".into(), "application/vnd.x+json".into());
+        c.idempotency.header = "X-Request-Key".into();
+        let endpoint = Endpoint::new(&c).unwrap();
+        let now = OffsetDateTime::now_utc();
+        let message = envelope_with("ORDERS", 7, "orders.created", "{}", Headers::new(), 3);
+        let js = sinks_contract::JetStreamInfo { consumer: "caf\u{e9}".into(), ..message.jetstream().clone() };
+        let odd_consumer = Envelope::new("orders.created", "{}", Headers::new(), js);
+        for key in [None, Some("stream-sequence:ORDERS:7"), Some("message-id:a b%\u{444}")] {
+            for attempt_of in [None, Some(&message), Some(&odd_consumer)] {
+                let built = endpoint.headers(key, attempt_of, now).unwrap();
+                let before = headers_as_before(&endpoint, key, attempt_of, now);
+                assert_eq!(listed(&built), listed(&before), "key {key:?}, attempt of {attempt_of:?}");
+            }
+        }
+        // The comparison sees a difference: a value changed, or two headers swapped.
+        let built = endpoint.headers(Some("k"), Some(&message), now).unwrap();
+        let later = headers_as_before(&endpoint, Some("k"), Some(&message), now + time::Duration::seconds(1));
+        assert_ne!(listed(&built), listed(&later));
+        let mut swapped = HeaderMap::new();
+        let mut pairs: Vec<_> = built.iter().collect();
+        pairs.swap(0, 1);
+        for (name, value) in pairs {
+            swapped.append(name.clone(), value.clone());
+        }
+        assert_ne!(listed(&built), listed(&swapped));
     }
 
     #[test]

@@ -8,9 +8,11 @@
 //! - The class of a response status, and the delay a `Retry-After` header asks for.
 //! - What a document returned by `inquiry_url` says about a payload (reconcile).
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime};
 
 use percent_encoding::{AsciiSet, CONTROLS, NON_ALPHANUMERIC, utf8_percent_encode};
+use reqwest::header::{HeaderName, HeaderValue};
 use serde::Serialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -55,16 +57,26 @@ pub(crate) const ATTEMPT_HEADERS: [&str; 5] = [
     "Nats-Sinks-Attempt-Sent-At",
 ];
 
+/// [`ATTEMPT_HEADERS`] as header names, made once (a name is sent in lower case either way).
+pub(crate) const ATTEMPT_HEADER_NAMES: [HeaderName; 5] = [
+    HeaderName::from_static("nats-sinks-attempt-received-at"),
+    HeaderName::from_static("nats-sinks-attempt-delivered"),
+    HeaderName::from_static("nats-sinks-attempt-consumer"),
+    HeaderName::from_static("nats-sinks-attempt-consumer-sequence"),
+    HeaderName::from_static("nats-sinks-attempt-sent-at"),
+];
+
 /// The values of [`ATTEMPT_HEADERS`] for one attempt of `envelope` sent at `now`, in that
-/// order (the consumer name as given; a caller drops a value that is no header value).
-pub(crate) fn attempt_header_values(envelope: &Envelope, now: OffsetDateTime) -> [String; 5] {
+/// order: `None` for a value that is no header value (the consumer name is taken as given,
+/// and left out when `HeaderValue::from_str` refuses it, as before).
+pub(crate) fn attempt_header_values(envelope: &Envelope, now: OffsetDateTime) -> [Option<HeaderValue>; 5] {
     let js = envelope.jetstream();
     [
-        metadata::rfc3339(envelope.received_at()),
-        js.delivered.to_string(),
-        js.consumer.clone(),
-        js.consumer_sequence.to_string(),
-        metadata::rfc3339(now),
+        HeaderValue::from_str(&metadata::rfc3339(envelope.received_at())).ok(),
+        Some(HeaderValue::from(js.delivered)),
+        HeaderValue::from_str(&js.consumer).ok(),
+        Some(HeaderValue::from(js.consumer_sequence)),
+        HeaderValue::from_str(&metadata::rfc3339(now)).ok(),
     ]
 }
 
@@ -93,7 +105,7 @@ struct EnvelopeBody<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     mission_metadata: Option<Option<&'a Value>>,
     payload: &'a RawValue,
-    payload_info: Value,
+    payload_info: PayloadInfo<'a>,
     priority: Option<&'a str>,
     schema: &'static str,
     schema_version: u32,
@@ -106,6 +118,28 @@ struct EnvelopeBody<'a> {
     stream_epoch: Option<&'a str>,
     stream_sequence: u64,
     subject: &'a str,
+}
+
+/// `payload_info` of the envelope body: the members of
+/// [`sinks_contract::payload::NormalizedPayload::info_json`], declared in the order that
+/// object writes them (sorted: it is a `BTreeMap`), written without building the map.
+#[derive(Serialize)]
+struct PayloadInfo<'a> {
+    original_format: payload::OriginalFormat,
+    sha256: &'a str,
+    size_bytes: u64,
+    wrapped: bool,
+}
+
+impl<'a> PayloadInfo<'a> {
+    fn of(normalized: &'a payload::NormalizedPayload) -> Self {
+        Self {
+            original_format: normalized.original_format,
+            sha256: &normalized.sha256,
+            size_bytes: normalized.size_bytes,
+            wrapped: normalized.wrapped,
+        }
+    }
 }
 
 /// Why no request body could be built for a message. Permanent for that message.
@@ -148,13 +182,26 @@ pub(crate) fn idempotency_key(
     }
 }
 
-/// The request body of one message per `body_format`, checked against `max_request_bytes`.
-/// `sent_at` is the `stored_at` of the metadata document.
+/// [`message_body_sized`] with no idea of the body's size.
+#[cfg(test)]
 pub(crate) fn message_body(
     envelope: &Envelope,
     config: &HttpSinkConfig,
     key: Option<&IdempotencyKey>,
     sent_at: OffsetDateTime,
+) -> Result<Vec<u8>, RequestError> {
+    message_body_sized(envelope, config, key, sent_at, 0)
+}
+
+/// The request body of one message per `body_format`, checked against `max_request_bytes`.
+/// `sent_at` is the `stored_at` of the metadata document. The envelope body is written into
+/// one buffer of `capacity` bytes (the caller's guess of its size; it grows when short).
+pub(crate) fn message_body_sized(
+    envelope: &Envelope,
+    config: &HttpSinkConfig,
+    key: Option<&IdempotencyKey>,
+    sent_at: OffsetDateTime,
+    capacity: usize,
 ) -> Result<Vec<u8>, RequestError> {
     let normalized = payload::normalize(envelope.payload(), config.payload_mode)?;
     let body = match config.body_format {
@@ -182,7 +229,7 @@ pub(crate) fn message_body(
                     .then(|| metadata::MetadataDoc::scoped(envelope, sent_at, config.metadata_scope)),
                 mission_metadata: config.include_mission_metadata.then(|| envelope.mission_metadata()),
                 payload: &normalized.value,
-                payload_info: normalized.info_json(),
+                payload_info: PayloadInfo::of(&normalized),
                 priority: app.priority.as_deref(),
                 schema: SCHEMA,
                 schema_version: SCHEMA_VERSION,
@@ -192,7 +239,8 @@ pub(crate) fn message_body(
                 stream_sequence: js.stream_sequence,
                 subject: envelope.subject(),
             };
-            let mut body = serde_json::to_vec(&doc).map_err(|e| RequestError::Encode(e.to_string()))?;
+            let mut body = Vec::with_capacity(capacity);
+            serde_json::to_writer(&mut body, &doc).map_err(|e| RequestError::Encode(e.to_string()))?;
             if config.batch_mode == BatchMode::Ndjson {
                 one_line(&mut body);
             }
@@ -265,9 +313,9 @@ pub(crate) fn batch_key<'a>(keys: impl IntoIterator<Item = &'a str>) -> Idempote
 
 /// The header form of a key: visible ASCII kept, and controls, space, `%` and non-ASCII
 /// bytes percent-encoded (so any key is a valid header value, one-to-one). The usual keys
-/// (`stream-sequence:ORDERS:42`) are sent unchanged.
-pub(crate) fn header_value(key: &str) -> String {
-    utf8_percent_encode(key, HEADER_ESCAPES).to_string()
+/// (`stream-sequence:ORDERS:42`) are sent unchanged, and borrowed rather than copied.
+pub(crate) fn header_value(key: &str) -> Cow<'_, str> {
+    Cow::from(utf8_percent_encode(key, HEADER_ESCAPES))
 }
 
 /// The inquiry URL for `key`: every `{key}` replaced by the key, URL-encoded as one path or
@@ -391,9 +439,9 @@ pub(crate) fn stored_presence(body: &[u8], expected: &str) -> Presence {
 mod tests {
     use super::*;
     use crate::config::HttpSinkConfig;
-    use sinks_contract::Headers;
     use sinks_contract::envelope::AppMetadata;
     use sinks_contract::testing::{envelope, envelope_with};
+    use sinks_contract::{Headers, PayloadMode};
 
     fn config() -> HttpSinkConfig {
         HttpSinkConfig::new("https://h.example/x")
@@ -425,14 +473,12 @@ mod tests {
             message_body(&again, &r, key.as_ref(), later).unwrap(),
             "the reference's body holds the delivery"
         );
-        let values = attempt_header_values(&again, later);
+        let values = attempt_header_values(&again, later).map(|v| v.expect("every value is a header value"));
         assert_eq!(values[1], "2");
         assert_eq!(values[2], "test-consumer-again");
-        assert_eq!(values[3], (42 + 7).to_string());
-        assert_eq!(values[0], metadata::rfc3339(again.received_at()));
-        for value in values {
-            assert!(reqwest::header::HeaderValue::from_str(&value).is_ok(), "{value}");
-        }
+        assert_eq!(values[3], (42 + 7).to_string().as_str());
+        assert_eq!(values[0], metadata::rfc3339(again.received_at()).as_str());
+        assert_eq!(values[4], metadata::rfc3339(later).as_str());
     }
 
     #[test]
@@ -509,6 +555,40 @@ mod tests {
         assert_eq!(v["metadata"]["jetstream"]["stream_sequence"], 42);
         for null in ["custody", "mission_metadata", "security_labels"] {
             assert_eq!(v[null], Value::Null, "{null}");
+        }
+    }
+
+    #[test]
+    fn payload_info_is_written_as_the_contract_writes_it() {
+        for (mode, data) in [
+            (PayloadMode::JsonOrEnvelope, &b"{\"n\": 1}"[..]),
+            (PayloadMode::JsonOrEnvelope, b"plain text"),
+            (PayloadMode::JsonOrEnvelope, &[0xff, 0x00][..]),
+            (PayloadMode::BytesEnvelope, b"{}"),
+            (PayloadMode::TextEnvelope, b""),
+        ] {
+            let normalized = payload::normalize(data, mode).unwrap();
+            let ours = serde_json::to_string(&PayloadInfo::of(&normalized)).unwrap();
+            assert_eq!(ours, serde_json::to_string(&normalized.info_json()).unwrap(), "{data:?}");
+        }
+        // The bytes as sent before and after, literally: a difference in order or spelling fails.
+        let normalized = payload::normalize(b"{}", PayloadMode::JsonOrEnvelope).unwrap();
+        assert_eq!(
+            serde_json::to_string(&PayloadInfo::of(&normalized)).unwrap(),
+            format!(r#"{{"original_format":"json","sha256":"{}","size_bytes":2,"wrapped":false}}"#, sha256_hex(b"{}"))
+        );
+    }
+
+    #[test]
+    fn the_body_does_not_depend_on_the_size_guessed() {
+        let e = envelope_with("ORDERS", 9, "orders.created", r#"{"n": [1, 2]}"#, Headers::new(), 1);
+        let at = OffsetDateTime::now_utc();
+        for c in [config(), reference(), HttpSinkConfig { body_format: BodyFormat::Payload, ..config() }] {
+            let key = idempotency_key(&e, &c.idempotency).unwrap();
+            let unsized_body = message_body(&e, &c, key.as_ref(), at).unwrap();
+            for capacity in [1, 64, unsized_body.len(), 100_000] {
+                assert_eq!(message_body_sized(&e, &c, key.as_ref(), at, capacity).unwrap(), unsized_body, "{capacity}");
+            }
         }
     }
 
@@ -621,8 +701,30 @@ mod tests {
     }
 
     #[test]
+    fn attempt_header_names_are_the_documented_names() {
+        for (name, documented) in ATTEMPT_HEADER_NAMES.iter().zip(ATTEMPT_HEADERS) {
+            assert_eq!(*name, HeaderName::from_bytes(documented.as_bytes()).unwrap(), "{documented}");
+        }
+    }
+
+    #[test]
+    fn a_consumer_name_that_is_no_header_value_is_left_out() {
+        let first = envelope("S", 1, "s", "{}");
+        for (consumer, sent) in
+            [("plain", true), ("caf\u{e9}", true), ("tab\there", true), ("nul\u{0}", false), ("line\nbreak", false)]
+        {
+            let js = sinks_contract::JetStreamInfo { consumer: consumer.to_owned(), ..first.jetstream().clone() };
+            let e = Envelope::new("s", "{}", sinks_contract::Headers::new(), js);
+            let values = attempt_header_values(&e, OffsetDateTime::now_utc());
+            assert_eq!(values[2].is_some(), sent, "{consumer:?}");
+            assert_eq!(values[2].is_some(), HeaderValue::from_str(consumer).is_ok(), "{consumer:?}");
+        }
+    }
+
+    #[test]
     fn header_form_is_one_to_one_and_keeps_usual_keys() {
         assert_eq!(header_value("stream-sequence:ORDERS:42"), "stream-sequence:ORDERS:42");
+        assert!(matches!(header_value("stream-sequence:ORDERS:42"), Cow::Borrowed(_)), "a usual key is not copied");
         assert_eq!(header_value("message-id:a b"), "message-id:a%20b");
         assert_eq!(header_value("message-id:ид"), "message-id:%D0%B8%D0%B4");
         assert_eq!(header_value("message-id:%D0"), "message-id:%25D0", "a literal % is escaped too");

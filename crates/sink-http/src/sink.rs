@@ -110,8 +110,9 @@ impl Sink for HttpSink {
         let sent_at = OffsetDateTime::now_utc();
         let mut outcomes: Vec<Option<MessageOutcome>> = batch.iter().map(|_| None).collect();
         let mut ready = Vec::with_capacity(batch.len());
+        let mut size = plan::BodySize::default();
         for (index, envelope) in batch.iter().enumerate() {
-            match plan::prepare(index, envelope, &inner.config, sent_at) {
+            match plan::prepare(index, envelope, &inner.config, sent_at, &mut size) {
                 Ok(r) => ready.push(r),
                 Err(e) => {
                     tracing::warn!(
