@@ -89,6 +89,21 @@ pub(super) fn s3_section(endpoint: &str, bucket: &str) -> serde_json::Value {
            "aws_secret_access_key_env": S3_SECRET_ENV})
 }
 
+/// A private SeaweedFS (7 volumes per bucket, its default), its endpoint and a harness that
+/// makes buckets on it: what the S3 suite and the table suite run against.
+pub(super) async fn seaweed_harness()
+-> Result<(sinks_testkit::SeaweedFs, sinks_testkit::S3Endpoint, sink_s3::certify::S3Harness)> {
+    let s3 = sinks_testkit::SeaweedFs::start_with_volumes(7).await.map_err(anyhow::Error::msg)?;
+    let endpoint = s3.endpoint();
+    let harness = sink_s3::certify::S3Harness::new(
+        endpoint.endpoint.clone(),
+        endpoint.filer.clone(),
+        sinks_testkit::S3_ACCESS_KEY_ID,
+        sinks_testkit::S3_SECRET_ACCESS_KEY,
+    );
+    Ok((s3, endpoint, harness))
+}
+
 /// The S3 suite: one object per message (nats-sink, and the reference with
 /// `--reference`), returned as the suite's results, then the batch contenders into `lake`
 /// (see the module docs). One SeaweedFS (with its default of 7 volumes per bucket) for
@@ -102,14 +117,7 @@ pub(super) async fn per_message(
     work: &std::path::Path,
     lake: &mut Lake,
 ) -> Result<Vec<Measurement>> {
-    let s3 = sinks_testkit::SeaweedFs::start_with_volumes(7).await.map_err(anyhow::Error::msg)?;
-    let endpoint = s3.endpoint();
-    let harness = sink_s3::certify::S3Harness::new(
-        endpoint.endpoint.clone(),
-        endpoint.filer.clone(),
-        sinks_testkit::S3_ACCESS_KEY_ID,
-        sinks_testkit::S3_SECRET_ACCESS_KEY,
-    );
+    let (s3, endpoint, harness) = seaweed_harness().await?;
     let envs = [(S3_KEY_ENV, sinks_testkit::S3_ACCESS_KEY_ID), (S3_SECRET_ENV, sinks_testkit::S3_SECRET_ACCESS_KEY)];
     let mut results = Vec::new();
     // The ceiling: the same puts (create-if-absent, the sink's concurrency) from a plain loop.
@@ -265,14 +273,7 @@ pub(super) async fn memory_suite(
             .collect();
         sinks_testkit::js_publish_all(js, msgs).await;
     }
-    let s3 = sinks_testkit::SeaweedFs::start_with_volumes(7).await.map_err(anyhow::Error::msg)?;
-    let endpoint = s3.endpoint();
-    let harness = sink_s3::certify::S3Harness::new(
-        endpoint.endpoint.clone(),
-        endpoint.filer.clone(),
-        sinks_testkit::S3_ACCESS_KEY_ID,
-        sinks_testkit::S3_SECRET_ACCESS_KEY,
-    );
+    let (s3, endpoint, harness) = seaweed_harness().await?;
     let envs = [(S3_KEY_ENV, sinks_testkit::S3_ACCESS_KEY_ID), (S3_SECRET_ENV, sinks_testkit::S3_SECRET_ACCESS_KEY)];
     let scratch = tempfile::tempdir()?;
     let out = scratch.path().join("out");

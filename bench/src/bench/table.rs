@@ -19,7 +19,7 @@ use std::process::Command;
 use anyhow::Result;
 use serde_json::json;
 
-use super::lake::{batch, lake_config, s3_section};
+use super::lake::{batch, lake_config, s3_section, seaweed_harness};
 use super::{Bench, Measurement, Reset, S3_KEY_ENV, S3_SECRET_ENV, Stream, measure, publish_stream, quantile, write};
 
 /// The table section every table contender writes.
@@ -123,14 +123,7 @@ pub(super) async fn run(b: &Bench<'_>) -> Result<Table> {
     publish_stream(js, stream).await;
     let mut out = Table::default();
     let scratch = tempfile::tempdir()?;
-    let s3 = sinks_testkit::SeaweedFs::start_with_volumes(7).await.map_err(anyhow::Error::msg)?;
-    let endpoint = s3.endpoint();
-    let harness = sink_s3::certify::S3Harness::new(
-        endpoint.endpoint.clone(),
-        endpoint.filer.clone(),
-        sinks_testkit::S3_ACCESS_KEY_ID,
-        sinks_testkit::S3_SECRET_ACCESS_KEY,
-    );
+    let (s3, endpoint, harness) = seaweed_harness().await?;
     for round in 0..args.table_rounds {
         // The file sink, fsync on, each kind in a directory of its own (moved aside first).
         let dirs = [scratch.path().join("plain"), scratch.path().join("table")];
