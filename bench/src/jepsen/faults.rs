@@ -501,13 +501,6 @@ mod tests {
         Some(peers.len())
     }
 
-    /// `/proc/PID/stat`'s state letter, `None` for a process that is gone.
-    fn state(pid: u32) -> Option<char> {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        let state = stat.rsplit_once(") ")?.1.chars().next()?;
-        (state != 'Z').then_some(state)
-    }
-
     /// Polls what [`Seen`] records until `done`.
     async fn observe(monitors: Vec<String>, pids: Vec<u32>, done: &AtomicBool) -> Seen {
         let http = reqwest::Client::builder().timeout(Duration::from_secs(1)).build().unwrap();
@@ -520,7 +513,7 @@ mod tests {
                 }
             }
             for &pid in &pids {
-                match state(pid) {
+                match sinks_testkit::process_state(pid) {
                     Some('T') => {
                         seen.stopped.insert(pid);
                     }
@@ -650,7 +643,7 @@ mod tests {
         assert_eq!(stopped.len(), 1, "not exactly one node seen stopped: {:?}", out.seen);
         let i = out.pids_before.iter().position(|p| *p == stopped[0]).unwrap();
         assert!(out.seen.silent[i], "the paused node's monitoring port answered: {:?}", out.seen);
-        assert_eq!(state(stopped[0]).map(|s| s != 'T'), Some(true), "the node was not resumed");
+        assert_eq!(sinks_testkit::process_state(stopped[0]).map(|s| s != 'T'), Some(true), "the node was not resumed");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

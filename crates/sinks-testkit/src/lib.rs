@@ -69,8 +69,8 @@ pub use nosql::{NoSqlTestServer, Nson};
 pub use otelcol::{Collector, CollectorTls, OTELCOL_ENV, find_collector};
 pub use pki::TestPki;
 pub use process::{
-    cargo, debug_nats_sink, free_port, free_port_range, nginx_binary, reference_python, target_dir, tools_dir, watch,
-    workspace_root,
+    cargo, debug_nats_sink, free_port, free_port_range, nginx_binary, process_state, reference_python, target_dir,
+    tools_dir, watch, workspace_root,
 };
 pub use seaweedfs::{
     ENDPOINT_ENV, FILER_ENV, S3_ACCESS_KEY_ID, S3_SECRET_ACCESS_KEY, S3Endpoint, SeaweedFs, find_weed, shared_s3,

@@ -210,15 +210,27 @@ pub(crate) fn detached_sh(script: &str, name: &str, args: &[&str]) {
     drop(spawned);
 }
 
+/// The state letter of process `pid` in `/proc/PID/stat` (`R`, `S`, `T` for stopped, …);
+/// `None` for a process that is gone or a zombie.
+pub fn process_state(pid: u32) -> Option<char> {
+    stat_state(Path::new(&format!("/proc/{pid}/stat")))
+}
+
+/// The state letter of a `/proc` `stat` file, `None` when it cannot be read or names a zombie.
+fn stat_state(path: &Path) -> Option<char> {
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The state follows the command name, which is in parentheses and may hold spaces.
+    let state = stat.rsplit_once(") ")?.1.chars().next()?;
+    (state != 'Z').then_some(state)
+}
+
 /// True when every thread of process `pid` is stopped (state `T` or `t` in
 /// `/proc/PID/task/TID/stat`); false for a process that is gone or has a running thread.
 pub(crate) fn all_threads_stopped(pid: u32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
     let mut any = false;
     for task in tasks.flatten() {
-        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else { return false };
-        // The state follows the command name, which is in parentheses and may hold spaces.
-        match stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next()) {
+        match stat_state(&task.path().join("stat")) {
             Some('T' | 't') => any = true,
             _ => return false,
         }
@@ -284,6 +296,7 @@ mod tests {
         let mut child = Command::new("sleep").arg("30").spawn().unwrap();
         let pid = child.id();
         assert!(!all_threads_stopped(pid), "a sleeping process counted as stopped");
+        assert!(process_state(pid).is_some_and(|s| s != 'T'), "a live process that is not stopped");
         let target = rustix::process::Pid::from_child(&child);
         rustix::process::kill_process(target, rustix::process::Signal::STOP).unwrap();
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
@@ -291,9 +304,11 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(all_threads_stopped(pid), "SIGSTOP did not show as a stopped process");
+        assert_eq!(process_state(pid), Some('T'));
         rustix::process::kill_process(target, rustix::process::Signal::CONT).unwrap();
         child.kill().unwrap();
         child.wait().unwrap();
         assert!(!all_threads_stopped(pid), "a process that is gone counted as stopped");
+        assert_eq!(process_state(pid), None, "a process that is gone");
     }
 }
