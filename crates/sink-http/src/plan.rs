@@ -122,7 +122,7 @@ fn chunks(ready: Vec<Ready>, mode: BatchMode, config: &HttpSinkConfig) -> Vec<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sinks_contract::testing::envelope;
+    use sinks_contract::testing::{envelope, envelope_at};
 
     fn config() -> HttpSinkConfig {
         HttpSinkConfig::new("https://h.example/x")
@@ -186,16 +186,17 @@ mod tests {
     #[test]
     fn the_size_guess_learns_the_last_body_and_leaves_it_unchanged() {
         let c = config();
-        let at = OffsetDateTime::now_utc();
+        // One fixed time: now's fraction of a second varies in length from call to call.
+        let at = OffsetDateTime::now_utc().replace_nanosecond(123_456_789).unwrap();
         let mut size = BodySize::default();
         let mut bodies = Vec::new();
         for (seq, payload) in [(1, "{}"), (2, r#"{"note":"a longer payload than the first"}"#), (3, "{}")] {
-            let e = envelope("ORDERS", seq, "orders.created", payload);
+            let e = envelope_at("ORDERS", seq, "orders.created", payload, at);
             let key = request::idempotency_key(&e, &c.idempotency).unwrap();
             let r = prepare(0, &e, &c, at, &mut size).unwrap();
             assert_eq!(r.body, request::message_body(&e, &c, key.as_ref(), at).unwrap(), "the same bytes");
             assert_eq!(size.besides_payload, r.body.len() - payload.len());
-            let next = envelope("ORDERS", seq, "orders.created", payload);
+            let next = envelope_at("ORDERS", seq, "orders.created", payload, at);
             assert!(size.capacity(&next) >= r.body.len(), "the same message again fits the guess");
             bodies.push(r.body);
         }

@@ -9,6 +9,20 @@ pub fn envelope(stream: &str, seq: u64, subject: &str, payload: impl Into<bytes:
     envelope_with(stream, seq, subject, payload, Headers::new(), 1)
 }
 
+/// An envelope like [`envelope`] published and received at `at` rather than now, for a test
+/// that compares bodies holding timestamps (now's fraction of a second varies in length).
+pub fn envelope_at(
+    stream: &str,
+    seq: u64,
+    subject: &str,
+    payload: impl Into<bytes::Bytes>,
+    at: time::OffsetDateTime,
+) -> Envelope {
+    let mut e = envelope(stream, seq, subject, payload).with_received_at(at);
+    e.jetstream.timestamp = Some(at);
+    e
+}
+
 /// An envelope with explicit headers and delivery count.
 pub fn envelope_with(
     stream: &str,
