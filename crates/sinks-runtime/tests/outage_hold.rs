@@ -42,17 +42,6 @@ async fn setup() -> Setup {
     Setup { url: server.url(), _server: server, js, consumer: unique("sink"), stream, dlq_stream, dlq_subject }
 }
 
-fn merge(base: &mut serde_json::Value, extra: serde_json::Value) {
-    match (base, extra) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(e)) => {
-            for (k, v) in e {
-                merge(b.entry(k).or_insert(serde_json::Value::Null), v);
-            }
-        }
-        (b, e) => *b = e,
-    }
-}
-
 impl Setup {
     /// `max_deliver: 3`, AckWait 2 s, fast retries, a DLQ: what used to dead-letter a
     /// destination outage of a few seconds.
@@ -68,7 +57,7 @@ impl Setup {
             "stream_guard": {"identity": false},
             "sink": {"type": "memory"},
         });
-        merge(&mut value, extra);
+        sinks_testkit::merge_json(&mut value, extra);
         Config::from_value(value).unwrap()
     }
 

@@ -44,7 +44,7 @@ impl Setup {
             "delivery": {"batch_size": 50, "batch_timeout_ms": 200, "retry_backoff_ms": 50, "retry_backoff_max_ms": 200},
             "sink": {"type": "memory"},
         });
-        merge(&mut value, extra);
+        sinks_testkit::merge_json(&mut value, extra);
         Config::from_value(value).unwrap()
     }
 
@@ -89,17 +89,6 @@ impl Setup {
 
     async fn settled(&self) -> bool {
         sinks_testkit::consumer_settled_on(&self.js, &self.stream, &self.consumer).await
-    }
-}
-
-fn merge(base: &mut serde_json::Value, extra: serde_json::Value) {
-    match (base, extra) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(e)) => {
-            for (k, v) in e {
-                merge(b.entry(k).or_insert(serde_json::Value::Null), v);
-            }
-        }
-        (b, e) => *b = e,
     }
 }
 

@@ -41,17 +41,6 @@ async fn setup() -> Setup {
     Setup { server, js, consumer: unique("sink"), stream, subject, bucket: unique("guard") }
 }
 
-fn merge(base: &mut serde_json::Value, extra: serde_json::Value) {
-    match (base, extra) {
-        (serde_json::Value::Object(b), serde_json::Value::Object(e)) => {
-            for (k, v) in e {
-                merge(b.entry(k).or_insert(serde_json::Value::Null), v);
-            }
-        }
-        (b, e) => *b = e,
-    }
-}
-
 impl Setup {
     fn config(&self, extra: serde_json::Value) -> Config {
         let mut value = json!({
@@ -61,7 +50,7 @@ impl Setup {
             "stream_guard": {"bucket": self.bucket, "recheck_seconds": 1},
             "sink": {"type": "memory"},
         });
-        merge(&mut value, extra);
+        sinks_testkit::merge_json(&mut value, extra);
         Config::from_value(value).unwrap()
     }
 

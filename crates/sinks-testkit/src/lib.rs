@@ -25,6 +25,7 @@ mod delta;
 mod fault_proxy;
 #[cfg(feature = "certify")]
 pub mod http;
+mod json;
 mod kvlite;
 mod mariadb;
 mod moto;
@@ -52,6 +53,7 @@ pub use http::{
     FINGERPRINT_HEADER, HealthAnswer, HttpFault, HttpServerTls, HttpTestServer, INGEST_PATH, LoggedRequest,
     RESPONSE_ID_HEADER, StoredRecord, Strict, Throttle, shared_http,
 };
+pub use json::merge_json;
 pub use kvlite::{
     KVLITE_FREE_DISK_FLOOR, KVLITE_JAVA_OPTS_ENV, KvLite, NOSQL_LIVE_ENV, ORACLE_NOSQL_DIR_ENV, ORACLE_NOSQL_VERSION,
     kvlite_disk_note, nosql_admin, nosql_request, oracle_nosql_dir, shared_kvlite, start_kvlite_for_run,
