@@ -38,6 +38,7 @@ use serde_json::json;
 use sink_mysql::certify::TestServer;
 use sinks_testkit::{NatsServer, js_publish_all, stream_with_subjects};
 
+use probe::Sent;
 use stats::{Summary, intended, ms};
 
 /// Options of `sinks-bench latency`.
@@ -77,6 +78,11 @@ pub(crate) struct Args {
     /// sinks; given more than once, each is a contender (named by its file name).
     #[arg(long)]
     nats_sink: Vec<PathBuf>,
+    /// JSON merged into every contender's config file, object by object (an experiment:
+    /// `'{"delivery":{"ordering_key":"none"}}'`, or a metrics snapshot file to read batch sizes
+    /// and write times from; the reference refuses fields it does not know).
+    #[arg(long)]
+    config_patch: Option<String>,
     /// Only the closed-loop maximum of each contender, with its peak RSS (no open-loop runs):
     /// `--sinks mysql --workers 1 --max-only --max-messages 100000` is the MySQL memory check.
     #[arg(long)]
@@ -311,13 +317,17 @@ impl Run<'_> {
     /// The config file of a run on `stream` through `consumer` (only fields the reference also
     /// accepts).
     fn config(&self, stream: &str, consumer: &str, subject: &str) -> Result<PathBuf> {
-        let value = json!({
+        let mut value = json!({
             "nats": {"url": self.url, "stream": stream, "consumer": consumer, "subject": subject},
             "delivery": {"batch_size": self.args.batch, "batch_timeout_ms": self.args.batch_timeout_ms,
                          "max_in_flight_batches": self.args.in_flight},
             "logging": {"level": "WARNING"},
             "sink": self.sink.section,
         });
+        if let Some(patch) = &self.args.config_patch {
+            let patch: serde_json::Value = serde_json::from_str(patch).context("--config-patch is no JSON")?;
+            sinks_testkit::merge_json(&mut value, patch);
+        }
         let path = self.work.join(format!("{}-{stream}-{consumer}.json", self.sink.id));
         std::fs::write(&path, serde_json::to_vec_pretty(&value)?)?;
         Ok(path)
@@ -433,8 +443,10 @@ impl Run<'_> {
             )
         })
         .await??;
+        let Sent { actual, open } = sent;
         let acked =
             tokio::task::spawn_blocking(move || listener.finish(Instant::now() + Duration::from_secs(30))).await??;
+        open.close()?;
         let state = self.js.get_stream(&stream).await?.cached_info().state.clone();
         let rss = children.iter().map(|c| crate::bench::proc_stats(c.id()).0).max().unwrap_or(0);
         stop(&mut children);
@@ -446,6 +458,8 @@ impl Run<'_> {
                 state.last_sequence
             );
         }
+        let samples = self.work.join(format!("{}-{}-{rate:.0}-w{}.csv", self.sink.id, slug(&c.label), self.workers));
+        write_samples(&samples, rate, &actual, &acked, start)?;
         let mut latencies = Vec::with_capacity(acked.len());
         let mut unacked = 0;
         for (i, at) in acked.iter().enumerate().skip(usize::try_from(warm)?) {
@@ -455,7 +469,7 @@ impl Run<'_> {
             }
         }
         let mut late: Vec<Duration> =
-            sent.actual.iter().enumerate().map(|(i, actual)| actual.saturating_sub(intended(i as u64, rate))).collect();
+            actual.iter().enumerate().map(|(i, actual)| actual.saturating_sub(intended(i as u64, rate))).collect();
         late.sort_unstable();
         let row = Row {
             sink: self.sink.label,
@@ -473,6 +487,20 @@ impl Run<'_> {
         eprintln!("latency: {}", render_row(&row));
         Ok(row)
     }
+}
+
+/// Every message of an open-loop run, one line each (`i,intended_us,sent_us,acked_us`, offsets
+/// from the run's start; `acked_us` empty when never acknowledged): what a stall or a queue
+/// looks like over time, which the percentiles do not show.
+fn write_samples(path: &Path, rate: f64, sent: &[Duration], acked: &[Option<Instant>], start: Instant) -> Result<()> {
+    use std::fmt::Write as _;
+    let mut out = String::from("i,intended_us,sent_us,acked_us\n");
+    for (i, at) in acked.iter().enumerate() {
+        let sent = sent.get(i).map_or(String::new(), |d| d.as_micros().to_string());
+        let acked = at.map_or(String::new(), |at| at.saturating_duration_since(start).as_micros().to_string());
+        let _ = writeln!(out, "{i},{},{sent},{acked}", intended(i as u64, rate).as_micros());
+    }
+    std::fs::write(path, out).with_context(|| format!("writing {}", path.display()))
 }
 
 /// `label` as a file name part.

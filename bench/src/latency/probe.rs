@@ -159,9 +159,32 @@ fn listen(mut socket: TcpStream, total: u64, stop: &AtomicBool) -> Result<Vec<Op
     Ok(acked)
 }
 
-/// What the publisher did: when each message actually left (offsets from the run's start).
+/// What the publisher did: when each message actually left (offsets from the run's start),
+/// and its connection, still open.
 pub(crate) struct Sent {
     pub(crate) actual: Vec<Duration>,
+    pub(crate) open: Open,
+}
+
+/// The publisher's connection, kept open until the run's acks are in: a publisher that
+/// disconnects right after its last message is not what a sink meets in service.
+pub(crate) struct Open {
+    writer: Arc<Mutex<TcpStream>>,
+    pinger: std::thread::JoinHandle<()>,
+}
+
+impl Open {
+    /// Closes the connection (a PING flushed first) and ends its reader.
+    pub(crate) fn close(self) -> Result<()> {
+        {
+            let mut w = self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            w.write_all(b"PING\r\n")?;
+            w.flush()?;
+            let _ = w.shutdown(std::net::Shutdown::Write);
+        }
+        let _ = self.pinger.join();
+        Ok(())
+    }
 }
 
 /// Publishes `total` messages to `addr` at `rate` msgs/s, message `i` to `subject(i)` with
@@ -220,14 +243,7 @@ pub(crate) fn publish(
             }
         }
     }
-    {
-        let mut w = writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        w.write_all(b"PING\r\n")?;
-        w.flush()?;
-        let _ = w.shutdown(std::net::Shutdown::Write);
-    }
-    let _ = pinger.join();
-    Ok(Sent { actual })
+    Ok(Sent { actual, open: Open { writer, pinger } })
 }
 
 #[cfg(test)]
