@@ -140,24 +140,19 @@ impl Source {
     /// is, waits up to `timeout` for the first message and then tops up without waiting. No
     /// pull request is left open at the server when this returns, so a stop right after it
     /// leaves nothing in flight.
-    ///
-    /// The requests that must not wait carry `no_wait` and no expiry: with an expiry, the
-    /// server keeps a `no_wait` request open until it expires when it sees nothing to deliver
-    /// (nats-server 2.15), so an empty fetch took two `timeout`s and a top-up could hold the
-    /// messages already received for one more. The waiting request carries its expiry, so it
-    /// ends on the client's timer even if its answer is lost in a disconnect; the outer
-    /// timeout is the last resort for the others.
     pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Vec<Delivery>, FetchError> {
+        // Every pull request carries an expiry, so a request lost in a disconnect ends on the
+        // client's timer instead of hanging; the outer timeout is a last resort.
         let guard = timeout + Duration::from_secs(15);
         let consumer = self.current();
         let attempt = async {
             let mut out = Vec::with_capacity(max);
-            self.collect(consumer.fetch().max_messages(max).messages().await, &mut out).await?;
+            self.collect(consumer.fetch().max_messages(max).expires(timeout).messages().await, &mut out).await?;
             if out.is_empty() {
                 let wait = consumer.batch().max_messages(1).expires(timeout).messages().await;
                 self.collect(wait, &mut out).await?;
                 if !out.is_empty() && max > 1 {
-                    let more = consumer.fetch().max_messages(max - 1).messages().await;
+                    let more = consumer.fetch().max_messages(max - 1).expires(timeout).messages().await;
                     self.collect(more, &mut out).await?;
                 }
             }
