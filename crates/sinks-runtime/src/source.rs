@@ -137,9 +137,16 @@ impl Source {
     }
 
     /// Fetches up to `max` messages. Returns at once with whatever is available; when nothing
-    /// is, waits up to `timeout` for the first message and then tops up without waiting. No
-    /// pull request is left open at the server when this returns, so a stop right after it
-    /// leaves nothing in flight.
+    /// is, waits up to `timeout` for the first message and then tops up. No pull request is
+    /// left open at the server when this returns, so a stop right after it leaves nothing in
+    /// flight.
+    ///
+    /// The `no_wait` requests carry an expiry too, and nats-server (2.15) keeps such a request
+    /// open until it expires when it sees nothing to deliver: an empty fetch can take two
+    /// `timeout`s, and the top-up can wait one (docs/performance.md, the last messages of a
+    /// run). The expiry stays: without it, a `no_wait` request the server cannot answer
+    /// (messages pending, `max_ack_pending` reached) is never ended, and every fetch hung until
+    /// the guard below.
     pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Vec<Delivery>, FetchError> {
         // Every pull request carries an expiry, so a request lost in a disconnect ends on the
         // client's timer instead of hanging; the outer timeout is a last resort.
