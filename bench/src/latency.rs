@@ -53,6 +53,11 @@ pub(crate) struct Args {
     /// Loads, in percent of each contender's measured maximum rate, comma-separated.
     #[arg(long, default_value = "25,50,90")]
     loads: String,
+    /// Rates in messages per second at which every contender also runs, comma-separated, the
+    /// contenders taking turns at each rate: two builds compared at equal rates on a machine
+    /// whose maxima drift between their closed-loop runs (`--loads ''` leaves out the rest).
+    #[arg(long, default_value = "")]
+    rates: String,
     /// Seconds measured at each rate, after the warm-up.
     #[arg(long, default_value_t = 20)]
     duration: u64,
@@ -171,7 +176,11 @@ struct Max {
     load_average: String,
 }
 
+/// The comma-separated numbers of `s` (none when it is empty).
 fn list<T: std::str::FromStr>(s: &str, what: &str) -> Result<Vec<T>> {
+    if s.trim().is_empty() {
+        return Ok(Vec::new());
+    }
     s.split(',').map(|v| v.trim().parse::<T>().map_err(|_| anyhow::anyhow!("{what}: {v:?} is not a number"))).collect()
 }
 
@@ -186,6 +195,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let root = sinks_testkit::workspace_root();
     let workers: Vec<usize> = list(&args.workers, "--workers")?;
     let loads: Vec<f64> = list(&args.loads, "--loads")?;
+    let rates: Vec<f64> = list(&args.rates, "--rates")?;
     let sinks: Vec<&str> = args.sinks.split(',').map(str::trim).collect();
     if let Some(bad) = sinks.iter().find(|s| !matches!(**s, "file" | "mysql")) {
         bail!("--sinks: unknown sink {bad:?} (file, mysql)");
@@ -211,7 +221,7 @@ pub(crate) fn run(args: Args) -> Result<()> {
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work)?;
     let rt = tokio::runtime::Runtime::new()?;
-    let rows = rt.block_on(measure_all(&args, &sinks, &workers, &loads, &contenders, &work))?;
+    let rows = rt.block_on(measure_all(&args, &sinks, &workers, (&loads, &rates), &contenders, &work))?;
     let report = render(&args, &rows);
     let out = root.join("target/bench/latency.md");
     std::fs::write(&out, &report)?;
@@ -224,7 +234,7 @@ async fn measure_all(
     args: &Args,
     sinks: &[&str],
     workers: &[usize],
-    loads: &[f64],
+    (loads, rates): (&[f64], &[f64]),
     contenders: &[Contender],
     work: &Path,
 ) -> Result<Vec<Row>> {
@@ -250,6 +260,12 @@ async fn measure_all(
                 for load in loads {
                     let rate = max * load / 100.0;
                     rows.push(run.open_loop(c, max, format!("{load:.0} % of its max"), rate).await?);
+                }
+            }
+            // Every contender at each given rate, in turns.
+            for &rate in rates.iter().filter(|_| !args.max_only) {
+                for (c, (_, own)) in contenders.iter().zip(&maxima) {
+                    rows.push(run.open_loop(c, *own, format!("{rate:.0} msgs/s (--rates)"), rate).await?);
                 }
             }
             // The first contender at the reference's rates (the last contender), to compare

@@ -779,6 +779,21 @@ struct GateSink {
     first_began: tokio::sync::Notify,
     release: tokio::sync::Notify,
     writes: std::sync::atomic::AtomicUsize,
+    /// How many messages each write carried, in the order the writes began.
+    sizes: std::sync::Mutex<Vec<usize>>,
+}
+
+impl GateSink {
+    /// A memory sink whose first write waits for `release`.
+    fn new() -> Self {
+        Self {
+            inner: Arc::new(MemorySink::new()),
+            first_began: tokio::sync::Notify::new(),
+            release: tokio::sync::Notify::new(),
+            writes: std::sync::atomic::AtomicUsize::new(0),
+            sizes: std::sync::Mutex::new(Vec::new()),
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -791,6 +806,7 @@ impl Sink for GateSink {
         batch: &[sinks_contract::Envelope],
         _budget: std::time::Duration,
     ) -> sinks_contract::BatchResult {
+        self.sizes.lock().unwrap().push(batch.len());
         if self.writes.fetch_add(1, Ordering::SeqCst) == 0 {
             self.first_began.notify_one();
             self.release.notified().await;
@@ -823,12 +839,7 @@ async fn a_batch_runs_its_policies_while_an_earlier_batch_of_its_key_writes() {
         })
         .collect();
     js_publish_all(&s.js, msgs).await;
-    let sink = Arc::new(GateSink {
-        inner: Arc::new(MemorySink::new()),
-        first_began: tokio::sync::Notify::new(),
-        release: tokio::sync::Notify::new(),
-        writes: std::sync::atomic::AtomicUsize::new(0),
-    });
+    let sink = Arc::new(GateSink::new());
     let config = s.config(json!({
         "consumer_management": {"ack_wait_seconds": 1},
         "delivery": {"batch_size": 10, "max_in_flight_batches": 4, "batch_timeout_ms": 50},
@@ -868,4 +879,48 @@ async fn a_batch_runs_its_policies_while_an_earlier_batch_of_its_key_writes() {
     let stream = s.js.get_stream(&s.stream).await.unwrap();
     let deliveries = stream.consumer_info(&s.consumer).await.unwrap().delivered.consumer_sequence;
     assert_eq!(deliveries, 20, "nothing was redelivered while the second batch waited, its refused message included");
+}
+
+/// Batches fetched while the batch before them waits at the ordering gate join it: a flow of
+/// small fetches (one message each here) is written in one write, not one write after another,
+/// each waiting for the last. The joined messages wait heartbeated on the waiting batch's one
+/// schedule (a wait of three AckWaits, messages joining through more than one of them, redelivers
+/// nothing), and are written in stream order after it.
+#[tokio::test]
+async fn batches_fetched_while_one_waits_at_the_gate_join_it_and_are_written_in_one_write() {
+    let s = setup().await;
+    let subject = format!("{}.only", s.stream.to_lowercase());
+    let sink = Arc::new(GateSink::new());
+    let config = s.config(json!({
+        "consumer_management": {"ack_wait_seconds": 1},
+        "delivery": {"batch_size": 100, "max_in_flight_batches": 4, "batch_timeout_ms": 50},
+    }));
+    let run = start(config, sink.clone());
+    let publish_one = |i: usize| {
+        let js = s.js.clone();
+        let subject = subject.clone();
+        async move { js.publish(subject, json_payload(i)).await.unwrap().await.unwrap() }
+    };
+    publish_one(0).await;
+    tokio::time::timeout(Duration::from_secs(20), sink.first_began.notified()).await.unwrap();
+    // One message at a time, each fetched alone: the first waits at the gate for the blocked
+    // write, the rest join it.
+    for i in 1..=60 {
+        publish_one(i).await;
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let fetched = wait_until(Duration::from_secs(10), || async { s.consumer_state().await.1 == 61 }).await;
+    assert!(fetched, "every message delivered while the first write is blocked");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    sink.release.notify_one();
+    let done = wait_until(Duration::from_secs(30), || async { sink.inner.len() == 61 && s.settled().await }).await;
+    let stats = run.stop().await;
+    assert!(done, "committed {} of 61; {:?}", sink.inner.len(), stats.snapshot());
+    let sizes = sink.sizes.lock().unwrap().clone();
+    assert_eq!(sizes, vec![1, 60], "the blocked write, then one write of everything fetched meanwhile");
+    let commits: Vec<u64> = sink.inner.commits().into_iter().map(|(seq, _)| seq).collect();
+    assert_eq!(commits, (1..=61).collect::<Vec<u64>>(), "one key: committed in stream order, each once");
+    let stream = s.js.get_stream(&s.stream).await.unwrap();
+    let deliveries = stream.consumer_info(&s.consumer).await.unwrap().delivered.consumer_sequence;
+    assert_eq!(deliveries, 61, "nothing was redelivered while the joined messages waited three AckWaits");
 }

@@ -1,5 +1,6 @@
 //! The fetch loop: pulls batches (slow start), takes an in-flight permit, enters the
-//! ordering gate and spawns each batch's task.
+//! ordering gate and spawns each batch's task; or, while the batch spawned last still waits
+//! at the gate, has the new batch join it (`ordering::Joinable`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -8,11 +9,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 
 use super::batch::Batch;
 use super::context::Ctx;
-use super::forward::{self, Origin};
+use super::forward::{self, Joined, Origin, Turn};
 use super::guard::live_now;
 use super::handle::Handle;
 use super::heartbeat::hold_while;
-use super::ordering::{OrderingGate, batch_keys, with_order_key};
+use super::ordering::{Joinable, OrderingGate, batch_keys, with_order_key};
 use super::reconnect::{reconnect_backoff, sleep_or_stop};
 use crate::config::OrderingKey;
 use crate::metrics::{CounterId, GaugeId, RunStats, TimingId};
@@ -67,6 +68,8 @@ struct Fetching<'a> {
     /// The in-flight slots, `delivery.max_in_flight_batches`.
     permits: Arc<Semaphore>,
     gate: OrderingGate,
+    /// The batch spawned last, while later fetched batches may join it.
+    tail: Option<Tail>,
     /// `delivery.batch_timeout_ms`.
     timeout: Duration,
     backoff: sinks_toolkit::retry::Backoff,
@@ -101,6 +104,7 @@ impl<'a> Fetching<'a> {
             client,
             permits: Arc::new(Semaphore::new(delivery.max_in_flight_batches)),
             gate: OrderingGate::default(),
+            tail: None,
             timeout: Duration::from_millis(delivery.batch_timeout_ms),
             backoff: reconnect_backoff(),
             failures: 0,
@@ -154,12 +158,35 @@ impl<'a> Fetching<'a> {
         ctx.metrics.set(GaugeId::CurrentBatchMessages, batch.len() as f64);
         if canary {
             // A canary takes no slot: the held batches keep theirs, and it must not wait for them.
-            spawn(ctx, &mut self.gate, batch, Origin::Canary, None);
+            self.tail = spawn(ctx, &mut self.gate, batch, Origin::Canary, None);
             return true;
         }
+        let Some(batch) = self.join_tail(batch) else { return true };
         let Some(permit) = self.permit_for(&batch).await else { return false };
-        spawn(ctx, &mut self.gate, batch, Origin::Fetched, Some(permit));
+        self.tail = spawn(ctx, &mut self.gate, batch, Origin::Fetched, Some(permit));
         true
+    }
+
+    /// Has `batch` join the batch spawned last if that one still waits at the gate and has
+    /// room (`None`: joined); else gives it back, to be spawned. Joining takes no slot: the
+    /// batch joined holds one, and never more than `batch_size` messages.
+    fn join_tail(&mut self, batch: Batch<Handle>) -> Option<Batch<Handle>> {
+        let Some(tail) = &self.tail else { return Some(batch) };
+        let gate = &mut self.gate;
+        let mut batch = Some(batch);
+        let len = batch.as_ref().map_or(0, Batch::len);
+        let joined = tail.join.offer(len, || {
+            let batch = batch.take().unwrap_or_default();
+            let waits = gate.join(batch_keys(&batch.envelopes), &tail.writer);
+            Joined { batch, waits }
+        });
+        if joined {
+            tracing::trace!(messages = len, "a fetched batch joined the batch waiting at the ordering gate");
+            return None;
+        }
+        // It started writing or is full: the new batch is spawned, and is the tail now.
+        self.tail = None;
+        batch
     }
 
     /// A draining lot's next chunk leaves before anything new is fetched: it is older.
@@ -176,7 +203,7 @@ impl<'a> Fetching<'a> {
         let Ok(permit) = hold_while(ctx, &[&ready.handles], Arc::clone(&self.permits).acquire_owned()).await else {
             return Step::Stop;
         };
-        spawn(ctx, &mut self.gate, ready, Origin::Parked, Some(permit));
+        self.tail = spawn(ctx, &mut self.gate, ready, Origin::Parked, Some(permit));
         Step::Again
     }
 
@@ -432,24 +459,38 @@ async fn prefetch(source: Arc<Source>, size: usize, timeout: Duration) -> Result
     source.fetch(size, timeout).await
 }
 
+/// A batch waiting at the ordering gate that later fetched batches may join.
+struct Tail {
+    join: Arc<Joinable<Joined>>,
+    /// Tells when its write is over (what later batches of its keys wait for).
+    writer: watch::Receiver<bool>,
+}
+
 /// Enters `batch` into the ordering gate and runs it in a task of its own, which gives the
-/// permit back (a canary has none) when the batch has settled.
+/// permit back (a canary has none) when the batch has settled. Returns where later fetched
+/// batches may join it: a fetched batch that waits for an earlier write (one that does not
+/// starts writing at once, and other origins take no company).
 fn spawn(
     ctx: &Arc<Ctx>,
     gate: &mut OrderingGate,
     batch: Batch<Handle>,
     origin: Origin,
     permit: Option<tokio::sync::OwnedSemaphorePermit>,
-) {
+) -> Option<Tail> {
     let (waits, done) = gate.enter(batch_keys(&batch.envelopes));
+    let room = ctx.config.delivery.batch_size.saturating_sub(batch.len());
+    let tail = (origin == Origin::Fetched && !waits.is_empty() && room > 0)
+        .then(|| Tail { join: Arc::new(Joinable::new(room)), writer: done.subscribe() });
+    let join = tail.as_ref().map(|t| Arc::clone(&t.join));
     let ctx = Arc::clone(ctx);
     ctx.metrics.add(GaugeId::BatchesInFlight, 1.0);
     tokio::spawn(async move {
-        forward::process(&ctx, batch, origin, (waits, done), permit).await;
+        forward::process(&ctx, batch, origin, Turn { waits, done, join }, permit).await;
         if origin == Origin::Canary {
             ctx.evidence.canary_done();
         }
         ctx.metrics.add(GaugeId::BatchesInFlight, -1.0);
         ctx.metrics.status().progress();
     });
+    tail
 }

@@ -7,6 +7,9 @@
 //! 1. run the policy steps on each message ([`apply_policies`]): refused ones leave the batch
 //!    (pure and per message, they need not wait for anything);
 //! 2. wait (heartbeated) until earlier batches sharing one of its ordering keys have written;
+//!    batches fetched meanwhile join it ([`Joined`], through their policy steps first), so
+//!    that a flow of small fetches is written in one write instead of queueing write after
+//!    write;
 //! 3. admit it past the parking: messages of a key waiting for its failed message join that
 //!    key's lot, and a failed message coming back (or refused on its way back) brings its lot;
 //!    the refused messages' settlements are planned under the same lock;
@@ -18,6 +21,7 @@
 //!    rest's settlement (`written`: outcomes recorded, the outage log, held-back messages
 //!    parked), release the ordering gate, and apply the settlements (`settle`).
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use futures::future::join_all;
@@ -29,7 +33,8 @@ use tokio::sync::watch;
 use super::batch::Batch;
 use super::context::Ctx;
 use super::handle::Handle;
-use super::heartbeat::{WriteHeartbeat, hold_while, keep_alive};
+use super::heartbeat::{Beats, WriteHeartbeat, hold_while, keep_alive};
+use super::ordering::Joinable;
 use super::settle::{self, Cause};
 use super::tally::PolicyTally;
 use crate::metrics::{CounterId, RunStats, TimingId};
@@ -57,17 +62,55 @@ pub(super) enum Origin {
     Redriven,
 }
 
-/// One batch's task (see the module documentation for its steps). `waits` are the writes of
-/// earlier batches sharing its keys; `done` tells later ones that its own write is over.
-/// `permit` is its in-flight slot, given back when it settles, or as soon as it is held
-/// through an outage (a held batch writes nothing meanwhile).
+/// A batch fetched while the one before it waits at the ordering gate, joining it: its
+/// messages and the earlier writes of its other keys, which the batch it joins waits for too.
+#[derive(Debug)]
+pub(super) struct Joined {
+    /// The messages that join, as fetched (their policy steps run when they are taken in).
+    pub(super) batch: Batch<Handle>,
+    /// The writes of earlier batches sharing one of their keys, besides the joined batch's.
+    pub(super) waits: Vec<watch::Receiver<bool>>,
+}
+
+/// A batch's place at the ordering gate.
+#[derive(Debug)]
+pub(super) struct Turn {
+    /// The writes of earlier batches sharing one of its keys.
+    pub(super) waits: Vec<watch::Receiver<bool>>,
+    /// Tells later batches that its own write is over.
+    pub(super) done: watch::Sender<bool>,
+    /// Where batches fetched while it waits join it (`None`: nothing joins it).
+    pub(super) join: Option<Arc<Joinable<Joined>>>,
+}
+
+impl Turn {
+    /// A batch that waits for nothing and that nothing joins (a rescued or redriven one).
+    pub(super) fn alone(done: watch::Sender<bool>) -> Self {
+        Self { waits: Vec::new(), done, join: None }
+    }
+}
+
+/// What the policy steps made of a batch: the messages to write, those refused and the
+/// refused ones' outcomes.
+struct Policed {
+    batch: Batch<Handle>,
+    refused: Batch<Handle>,
+    rejections: Vec<MessageOutcome>,
+}
+
+/// One batch's task (see the module documentation for its steps). `turn` is its place at the
+/// ordering gate: the writes it waits for, how it tells later batches its own write is over,
+/// and where batches fetched meanwhile join it. `permit` is its in-flight slot, given back
+/// when it settles, or as soon as it is held through an outage (a held batch writes nothing
+/// meanwhile).
 pub(super) async fn process(
     ctx: &Ctx,
     batch: Batch<Handle>,
     origin: Origin,
-    (waits, done): (Vec<watch::Receiver<bool>>, watch::Sender<bool>),
+    turn: Turn,
     mut permit: Option<tokio::sync::OwnedSemaphorePermit>,
 ) {
+    let Turn { waits, done, join } = turn;
     if let Some(traces) = &ctx.traces {
         traces.begin(&batch.envelopes);
     }
@@ -83,12 +126,8 @@ pub(super) async fn process(
         }
         Origin::Parked => (batch, Batch::default(), Vec::new()),
     };
-    if !waits.is_empty() {
-        let earlier = join_all(waits.into_iter().map(|mut w| async move {
-            let _ = w.wait_for(|d| *d).await;
-        }));
-        hold_while(ctx, &[&batch.handles, &refused.handles], earlier).await;
-    }
+    let Policed { batch, refused, rejections } =
+        wait_turn(ctx, Policed { batch, refused, rejections }, waits, join.as_deref()).await;
     let started = Instant::now();
     // Messages of a key waiting for its failed message join that key's lot; a failed
     // message coming back (or refused on its way back) brings its lot with it.
@@ -123,6 +162,65 @@ pub(super) async fn process(
     let _ = done.send(true);
     tracing::debug!(messages = planned.len(), write_ms = started.elapsed().as_millis() as u64, "batch written");
     settle::apply(ctx, planned).await;
+}
+
+/// Waits (heartbeated) until the earlier batches sharing one of its keys have written. With
+/// `join`, batches fetched meanwhile join it: their policy steps run, their messages are
+/// written with it (after its own: they are later in the stream) and their waits are added to
+/// its own. Its turn comes when every wait is over and nothing joined since the last look;
+/// then nothing joins any more.
+async fn wait_turn(
+    ctx: &Ctx,
+    mut held: Policed,
+    mut waits: Vec<watch::Receiver<bool>>,
+    join: Option<&Joinable<Joined>>,
+) -> Policed {
+    let Some(join) = join else {
+        if !waits.is_empty() {
+            hold_while(ctx, &[&held.batch.handles, &held.refused.handles], all_written(waits)).await;
+        }
+        return held;
+    };
+    let mut beats = Beats::new(ctx);
+    loop {
+        waits.retain(|w| !*w.borrow());
+        let joined = join.take(waits.is_empty());
+        if joined.is_empty() && waits.is_empty() {
+            break;
+        }
+        for Joined { batch, waits: theirs } in joined {
+            if let Some(traces) = &ctx.traces {
+                traces.begin(&batch.envelopes);
+            }
+            let (kept, refused, rejections) = apply_policies(ctx, batch, false);
+            held.batch.extend(kept);
+            held.refused.extend(refused);
+            held.rejections.extend(rejections);
+            waits.extend(theirs);
+        }
+        if !waits.is_empty() {
+            let earlier = all_written(waits.clone());
+            let acks = [&held.batch.handles[..], &held.refused.handles[..]];
+            beats
+                .hold(&acks, async {
+                    tokio::select! {
+                        () = earlier => {}
+                        () = join.joined() => {}
+                    }
+                })
+                .await;
+        }
+    }
+    beats.end(&[&held.batch.handles, &held.refused.handles]).await;
+    held
+}
+
+/// Resolves when every one of `waits` has written.
+async fn all_written(waits: Vec<watch::Receiver<bool>>) {
+    join_all(waits.into_iter().map(|mut w| async move {
+        let _ = w.wait_for(|d| *d).await;
+    }))
+    .await;
 }
 
 /// Writes `batch` through the sink within the write budget (poison messages isolated by

@@ -19,24 +19,59 @@ use crate::metrics::{CounterId, GaugeId, TimingId};
 /// more when a long wait ends, so waiting costs no redelivery (and no delivery of
 /// `max_deliver`) however slow the batches ahead of it are.
 pub(super) async fn hold_while<T>(ctx: &Ctx, acks: &[&[Handle]], wait: impl Future<Output = T>) -> T {
-    let every = ctx.heartbeat_every();
-    let started = Instant::now();
-    let mut wait = std::pin::pin!(wait);
-    let beat = || async {
-        for group in acks {
-            progress(group).await;
-        }
-    };
-    let out = loop {
-        tokio::select! {
-            out = &mut wait => break out,
-            () = tokio::time::sleep(every) => beat().await,
-        }
-    };
-    if started.elapsed() >= every / 2 {
-        beat().await;
-    }
+    let mut beats = Beats::new(ctx);
+    let out = beats.hold(acks, wait).await;
+    beats.end(acks).await;
     out
+}
+
+/// The heartbeats of messages held through several waits in a row, on one schedule: a batch
+/// waiting at the ordering gate that others join holds a group of messages that grows, and
+/// each wait must not start the clock again (a message joining every second would otherwise
+/// never be heartbeated).
+#[derive(Debug)]
+pub(super) struct Beats {
+    every: Duration,
+    started: Instant,
+    next: Instant,
+}
+
+impl Beats {
+    /// The schedule of a hold starting now: a heartbeat every third of AckWait.
+    pub(super) fn new(ctx: &Ctx) -> Self {
+        let every = ctx.heartbeat_every();
+        let started = Instant::now();
+        Self { every, started, next: started + every }
+    }
+
+    /// Runs `wait`, sending a heartbeat for each group of `acks` whenever one is due.
+    pub(super) async fn hold<T>(&mut self, acks: &[&[Handle]], wait: impl Future<Output = T>) -> T {
+        let mut wait = std::pin::pin!(wait);
+        loop {
+            tokio::select! {
+                out = &mut wait => return out,
+                () = tokio::time::sleep_until(self.next.into()) => {
+                    beat(acks).await;
+                    self.next = Instant::now() + self.every;
+                }
+            }
+        }
+    }
+
+    /// Ends the hold: one more heartbeat when it was long (half the interval or more), so the
+    /// messages go on with a fresh AckWait.
+    pub(super) async fn end(self, acks: &[&[Handle]]) {
+        if self.started.elapsed() >= self.every / 2 {
+            beat(acks).await;
+        }
+    }
+}
+
+/// One heartbeat for each group of `acks`.
+async fn beat(acks: &[&[Handle]]) {
+    for group in acks {
+        progress(group).await;
+    }
 }
 
 /// Runs `work` (a write) while keeping the messages of `acks` alive: an in-progress heartbeat

@@ -1,12 +1,17 @@
 //! The ordering gate: which batches wait for which. Every envelope gets its ordering key
 //! (`delivery.ordering_key`), and a batch waits until every earlier batch sharing one of its
 //! keys has finished writing.
+//!
+//! A batch fetched while the one before it still waits at the gate joins it ([`Joinable`])
+//! instead of queueing behind it: small batches of an open-loop flow, which would each wait
+//! for the write before them and pay the sink's fixed cost of a write, travel as one.
 
 use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
 
 use sinks_contract::envelope::Envelope;
 use sinks_contract::ordering::OrderKey;
-use tokio::sync::watch;
+use tokio::sync::{Notify, watch};
 
 use crate::config::{Config, OrderingKey};
 
@@ -36,6 +41,81 @@ impl OrderingGate {
             }
         }
         (waits, tx)
+    }
+
+    /// Registers a batch with `keys` that joins the waiting batch whose write `writer`
+    /// signals: later batches sharing its keys wait for that write. Returns the writes it
+    /// must wait for besides that one (the joined batch waits for them too).
+    pub(super) fn join(&mut self, keys: Vec<OrderKey>, writer: &watch::Receiver<bool>) -> Vec<watch::Receiver<bool>> {
+        let mut waits = Vec::new();
+        for key in keys {
+            if let Some(prev) = self.last_writer.insert(key, writer.clone())
+                && !prev.same_channel(writer)
+                && !*prev.borrow()
+            {
+                waits.push(prev);
+            }
+        }
+        waits
+    }
+}
+
+/// A batch waiting at the gate that batches fetched after it may join, until it starts its
+/// write or holds `delivery.batch_size` messages. `J` is what joins (a batch and the writes it
+/// must wait for); the fetch loop offers, the waiting batch's task takes, and closes it when
+/// nothing more joined and its turn has come.
+#[derive(Debug)]
+pub(super) struct Joinable<J> {
+    state: Mutex<JoinState<J>>,
+    /// Wakes the waiting batch when something joined.
+    joined: Notify,
+}
+
+#[derive(Debug)]
+struct JoinState<J> {
+    /// False once the batch started its write: nothing joins any more.
+    open: bool,
+    /// How many more messages may join.
+    room: usize,
+    /// What joined and was not taken yet.
+    joined: Vec<J>,
+}
+
+impl<J> Joinable<J> {
+    /// Open, with room for `room` more messages.
+    pub(super) fn new(room: usize) -> Self {
+        Self { state: Mutex::new(JoinState { open: true, room, joined: Vec::new() }), joined: Notify::new() }
+    }
+
+    /// Joins what `make` builds (`len` messages), if the batch is still waiting and has room
+    /// for them; `make` runs only then, under the lock, so that nothing joins a batch already
+    /// writing. Returns whether it joined.
+    pub(super) fn offer(&self, len: usize, make: impl FnOnce() -> J) -> bool {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        if !state.open || len > state.room {
+            return false;
+        }
+        state.room -= len;
+        state.joined.push(make());
+        drop(state);
+        self.joined.notify_one();
+        true
+    }
+
+    /// What joined since the last take. With `close`, when nothing did, nothing can any more
+    /// (the waiting batch's turn has come and it writes what it holds).
+    pub(super) fn take(&self, close: bool) -> Vec<J> {
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        let joined = std::mem::take(&mut state.joined);
+        if close && joined.is_empty() {
+            state.open = false;
+        }
+        joined
+    }
+
+    /// Resolves when something joined (at once if something did since the last wake-up).
+    pub(super) async fn joined(&self) {
+        self.joined.notified().await;
     }
 }
 
@@ -102,6 +182,61 @@ mod tests {
         assert!(w6.is_empty(), "finished writers are not waited for");
         let (w7, _) = gate.enter(Vec::new());
         assert!(w7.is_empty(), "a batch without keys (ordering none) waits for nothing");
+    }
+
+    #[test]
+    fn a_joining_batch_waits_for_the_writers_of_its_other_keys_and_later_ones_for_the_batch_it_joined() {
+        let mut gate = OrderingGate::default();
+        let (_, done1) = gate.enter(keys("ab"));
+        let (_, done2) = gate.enter(keys("c"));
+        let (w3, done3) = gate.enter(keys("a"));
+        assert_eq!(w3.len(), 1, "batch 3 waits for batch 1 (a)");
+        let writer3 = done3.subscribe();
+        let joined = gate.join(keys("abc"), &writer3);
+        assert_eq!(joined.len(), 2, "b by batch 1 and c by batch 2; a is batch 3's own");
+        let (w4, done4) = gate.enter(keys("bc"));
+        assert_eq!(w4.len(), 2, "b and c are now written by batch 3 (one channel per key)");
+        assert!(w4.iter().all(|w| w.same_channel(&writer3)), "later batches wait for the batch joined");
+        done1.send(true).unwrap();
+        done2.send(true).unwrap();
+        assert!(joined.iter().all(|w| *w.borrow()));
+        done3.send(true).unwrap();
+        done4.send(true).unwrap();
+        let (w5, _) = gate.enter(keys("abc"));
+        assert!(w5.is_empty(), "every writer finished");
+    }
+
+    #[test]
+    fn a_joinable_batch_takes_what_fits_until_it_closes() {
+        let join = Joinable::new(10);
+        assert!(join.offer(4, || "first"), "room for 4");
+        assert!(!join.offer(7, || unreachable!("no room: not built")), "4 + 7 > 10");
+        assert!(join.offer(6, || "second"));
+        assert!(!join.offer(1, || unreachable!("full")));
+        assert_eq!(join.take(true), vec!["first", "second"], "taken in order; not closed while something joined");
+        assert!(join.take(true).is_empty(), "nothing more joined: closed");
+        let open = Joinable::new(10);
+        assert!(open.take(false).is_empty());
+        assert!(open.offer(1, || "after a take without closing"));
+        assert_eq!(open.take(true).len(), 1);
+        assert!(open.take(true).is_empty());
+        assert!(!open.offer(1, || unreachable!("closed: the batch is writing")), "nothing joins a batch writing");
+    }
+
+    #[tokio::test]
+    async fn joining_wakes_the_waiting_batch() {
+        let join = std::sync::Arc::new(Joinable::new(10));
+        let waiting = tokio::spawn({
+            let join = std::sync::Arc::clone(&join);
+            async move {
+                join.joined().await;
+                join.take(false)
+            }
+        });
+        tokio::task::yield_now().await;
+        assert!(join.offer(2, || 7));
+        let taken = tokio::time::timeout(std::time::Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        assert_eq!(taken, vec![7]);
     }
 
     #[test]

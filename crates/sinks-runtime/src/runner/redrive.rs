@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use super::batch::Batch;
 use super::context::Ctx;
-use super::forward::{self, Origin};
+use super::forward::{self, Origin, Turn};
 use super::handle::{Handle, RedriveMarker, RedriveTicket};
 
 /// One dead-lettered message to bring back.
@@ -98,6 +98,6 @@ async fn write_chunk(ctx: &Ctx, chunk: Vec<RedriveItem>, marker: &Arc<dyn Redriv
         }
         // Nothing waits for it and it waits for nothing: no ordering key, no gate.
         let (done, _) = watch::channel(false);
-        forward::process(ctx, batch, origin, (Vec::new(), done), None).await;
+        forward::process(ctx, batch, origin, Turn::alone(done), None).await;
     }
 }

@@ -40,7 +40,7 @@ use tokio::sync::watch;
 
 use super::batch::Batch;
 use super::context::Ctx;
-use super::forward::{self, Origin};
+use super::forward::{self, Origin, Turn};
 use super::handle::{Handle, count_rescue_failure};
 use crate::metrics::{CounterId, RunStats};
 use crate::setup::Capture;
@@ -198,7 +198,7 @@ async fn rescue(ctx: &Ctx, capture: &Capture, cases: Vec<Case>) {
     }
     // Nothing waits for it and it waits for nothing: no ordering key, no gate.
     let (done, _) = watch::channel(false);
-    forward::process(ctx, batch, Origin::Rescued, (Vec::new(), done), None).await;
+    forward::process(ctx, batch, Origin::Rescued, Turn::alone(done), None).await;
 }
 
 /// Counts an exhausted message its stream no longer holds.
