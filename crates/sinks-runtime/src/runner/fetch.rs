@@ -468,8 +468,8 @@ struct Tail {
 
 /// Enters `batch` into the ordering gate and runs it in a task of its own, which gives the
 /// permit back (a canary has none) when the batch has settled. Returns where later fetched
-/// batches may join it: a fetched batch that waits for an earlier write (one that does not
-/// starts writing at once, and other origins take no company).
+/// batches may join it: a fetched batch that waits for an earlier write (one that waits for
+/// nothing starts writing at once, and other origins take no company).
 fn spawn(
     ctx: &Arc<Ctx>,
     gate: &mut OrderingGate,
