@@ -32,14 +32,8 @@ impl OrderingGate {
             self.last_writer.retain(|_, rx| !*rx.borrow());
         }
         let (tx, rx) = watch::channel(false);
-        let mut waits = Vec::new();
-        for key in keys {
-            if let Some(prev) = self.last_writer.insert(key, rx.clone())
-                && !*prev.borrow()
-            {
-                waits.push(prev);
-            }
-        }
+        // A new batch is a batch joining its own write: nothing earlier shares its channel.
+        let waits = self.join(keys, &rx);
         (waits, tx)
     }
 
