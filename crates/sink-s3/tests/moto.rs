@@ -41,7 +41,7 @@ async fn a_second_conditional_create_of_a_key_fails_with_already_exists_on_moto(
     assert_eq!(&body[..], b"first", "the first body stays");
 }
 
-/// 16 writers race to create each of 20 keys: exactly one wins each, the others see
+/// 16 writers race to create each of 60 keys: exactly one wins each, the others see
 /// `AlreadyExists`, and the key holds the winner's body.
 #[tokio::test]
 async fn racing_conditional_creates_of_one_key_have_one_winner_on_moto() {
@@ -49,7 +49,7 @@ async fn racing_conditional_creates_of_one_key_have_one_winner_on_moto() {
         [b"0", b"1", b"2", b"3", b"4", b"5", b"6", b"7", b"8", b"9", b"10", b"11", b"12", b"13", b"14", b"15"];
     let moto = Moto::start().await.unwrap_or_else(|e| cannot_run("moto", e));
     let store = Arc::new(store(&moto).await);
-    for round in 0..20 {
+    for round in 0..60 {
         let key = Path::from(format!("_delta_log/{round:020}.json"));
         let racers = BODIES.iter().map(|body| {
             let (store, key) = (Arc::clone(&store), key.clone());
