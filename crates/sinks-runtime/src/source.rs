@@ -137,16 +137,23 @@ impl Source {
     }
 
     /// Fetches up to `max` messages. Returns at once with whatever is available; when nothing
-    /// is, waits up to `timeout` for the first message and then tops up. No pull request is
-    /// left open at the server when this returns, so a stop right after it leaves nothing in
-    /// flight.
+    /// is, waits up to `timeout` for the first message to arrive and returns with it. No pull
+    /// request is left open at the server when this returns, so a stop right after it leaves
+    /// nothing in flight.
     ///
-    /// The `no_wait` requests carry an expiry too, and nats-server (2.15) keeps such a request
-    /// open until it expires when it sees nothing to deliver: an empty fetch can take two
-    /// `timeout`s, and the top-up can wait one (docs/performance.md, the last messages of a
-    /// run). The expiry stays: without it, a `no_wait` request the server cannot answer
-    /// (messages pending, `max_ack_pending` reached) is never ended, and every fetch hung until
-    /// the guard below.
+    /// One `no_wait` request with `timeout` as its expiry does all of that on nats-server
+    /// 2.15: it answers with what is deliverable at once, and when nothing is, it holds the
+    /// request until the first message arrives (delivers it and ends, 404) or the expiry
+    /// passes (408). The expiry is required: without one, a request the server cannot answer
+    /// (messages pending, `max_ack_pending` reached) is never ended. A server that answers an
+    /// empty `no_wait` request at once instead (well before its expiry) gets a second request
+    /// that waits up to `timeout` for one message, so that this never turns into a busy loop.
+    ///
+    /// Earlier this always followed an empty `no_wait` request with that waiting request and
+    /// topped up after it with another `no_wait` one: as the server holds an empty `no_wait`
+    /// request, an idle fetch took two `timeout`s and a top-up that found nothing waited a
+    /// whole `timeout` before the message it followed could be written (docs/performance.md,
+    /// "One pull request per fetch").
     pub(crate) async fn fetch(&self, max: usize, timeout: Duration) -> Result<Vec<Delivery>, FetchError> {
         // Every pull request carries an expiry, so a request lost in a disconnect ends on the
         // client's timer instead of hanging; the outer timeout is a last resort.
@@ -154,14 +161,11 @@ impl Source {
         let consumer = self.current();
         let attempt = async {
             let mut out = Vec::with_capacity(max);
+            let asked = tokio::time::Instant::now();
             self.collect(consumer.fetch().max_messages(max).expires(timeout).messages().await, &mut out).await?;
-            if out.is_empty() {
+            if out.is_empty() && asked.elapsed() < timeout / 2 {
                 let wait = consumer.batch().max_messages(1).expires(timeout).messages().await;
                 self.collect(wait, &mut out).await?;
-                if !out.is_empty() && max > 1 {
-                    let more = consumer.fetch().max_messages(max - 1).expires(timeout).messages().await;
-                    self.collect(more, &mut out).await?;
-                }
             }
             Ok(out)
         };
@@ -210,5 +214,73 @@ impl Source {
             Arrival { subject: message.subject.as_str(), payload: message.payload, headers, jetstream, epoch };
         let envelope = self.intake.envelope(arrival);
         Ok((envelope, AckHandle { client: Arc::clone(&self.client), reply }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A source over a new durable consumer of a new stream on `server`, the stream's
+    /// subject, and a subscription that sees every pull request made on the consumer.
+    async fn source(server: &sinks_testkit::NatsServer) -> (Source, String, async_nats::Subscriber) {
+        let (client, js) = (server.client().await, server.js().await);
+        let name = sinks_testkit::unique("FETCH");
+        let subject = format!("{}.events", name.to_lowercase());
+        let stream = sinks_testkit::stream_with_subjects(&js, &name, &[&subject]).await;
+        let consumer = sinks_testkit::durable_pull_consumer(&stream, "sink").await;
+        let requests = client.subscribe(format!("$JS.API.CONSUMER.MSG.NEXT.{name}.sink")).await.unwrap();
+        client.flush().await.unwrap();
+        let (_, guard) = watch::channel(GuardState::default());
+        let source = Source::new(consumer, Intake::default(), client, guard);
+        (source, subject, requests)
+    }
+
+    /// The pull requests seen so far (each is seen once; a short wait lets the last arrive).
+    async fn requests_seen(requests: &mut async_nats::Subscriber) -> usize {
+        let mut seen = 0;
+        while tokio::time::timeout(Duration::from_millis(200), requests.next()).await.is_ok_and(|r| r.is_some()) {
+            seen += 1;
+        }
+        seen
+    }
+
+    /// An idle fetch is one pull request that the server holds until its expiry (not a
+    /// `no_wait` request followed by a waiting one: two expiries); a message arriving while it
+    /// is held is returned at once, by the same request; messages already there come at once.
+    #[tokio::test]
+    async fn a_fetch_is_one_pull_request_which_waits_for_the_first_message() {
+        let server = sinks_testkit::NatsServer::start();
+        let (source, subject, mut requests) = source(&server).await;
+        let js = server.js().await;
+
+        let idle = source.fetch(10, Duration::from_millis(300)).await.unwrap();
+        assert!(idle.is_empty());
+        assert_eq!(requests_seen(&mut requests).await, 1, "an idle fetch makes one pull request");
+
+        let timeout = Duration::from_secs(20);
+        let asked = tokio::time::Instant::now();
+        let publisher = {
+            let (js, subject) = (js.clone(), subject.clone());
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                js.publish(subject, "arrives while the fetch waits".into()).await.unwrap().await.unwrap();
+            })
+        };
+        let arrived = source.fetch(10, timeout).await.unwrap();
+        let took = asked.elapsed();
+        publisher.await.unwrap();
+        assert_eq!(arrived.len(), 1);
+        assert_eq!(arrived[0].0.jetstream().stream_sequence, 1);
+        assert!(took < timeout / 2, "the message that arrived was returned after {took:?}, not at once");
+        assert_eq!(requests_seen(&mut requests).await, 1, "the waiting request returned the arrival");
+
+        for i in 0..3 {
+            js.publish(subject.clone(), format!("there already {i}").into()).await.unwrap().await.unwrap();
+        }
+        let ready = source.fetch(10, timeout).await.unwrap();
+        let sequences: Vec<u64> = ready.iter().map(|(e, _)| e.jetstream().stream_sequence).collect();
+        assert_eq!(sequences, [2, 3, 4]);
+        assert_eq!(requests_seen(&mut requests).await, 1);
     }
 }

@@ -62,8 +62,8 @@ pub use mariadb::{MYSQL_ENV, MariaDb, MySqlAddr, find_mariadb, shared_mysql, sta
 pub use moto::{MOTO_BIN_ENV, MOTO_VERSION, Moto, find_moto};
 pub use names::unique;
 pub use nats::{
-    NATSCLI_ENV, NatsServer, consumer_settled, consumer_settled_on, find_nats_server, find_natscli, js_publish_all,
-    read_stream, stream_with_subjects, try_find_nats_server, wait_until,
+    NATSCLI_ENV, NatsServer, consumer_settled, consumer_settled_on, durable_pull_consumer, find_nats_server,
+    find_natscli, js_publish_all, read_stream, stream_with_subjects, try_find_nats_server, wait_until,
 };
 pub use net_cluster::{NetCluster, QUICK_PINGS};
 pub use netns::{HOST, MAX_MEMBERS, Member, Net};

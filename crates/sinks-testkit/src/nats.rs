@@ -267,6 +267,17 @@ pub async fn stream_with_subjects(js: &Context, name: &str, subjects: &[&str]) -
     .unwrap_or_else(|e| panic!("create stream {name}: {e}"))
 }
 
+/// Creates the durable pull consumer `durable` on `stream` (explicit acks, the defaults
+/// otherwise).
+pub async fn durable_pull_consumer(
+    stream: &stream::Stream,
+    durable: &str,
+) -> async_nats::jetstream::consumer::PullConsumer {
+    let config =
+        async_nats::jetstream::consumer::pull::Config { durable_name: Some(durable.to_owned()), ..Default::default() };
+    stream.create_consumer(config).await.unwrap_or_else(|e| panic!("create consumer {durable}: {e}"))
+}
+
 /// Publishes every `(subject, headers, payload)` in order (stream sequence follows the list)
 /// and waits for all stream acks, with up to 1024 acknowledgements outstanding.
 pub async fn js_publish_all(js: &Context, messages: Vec<(String, HeaderMap, Bytes)>) {

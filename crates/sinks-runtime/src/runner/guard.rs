@@ -634,16 +634,12 @@ mod tests {
     /// pause at once, a change only once `rewind_confirm_seconds` have passed.
     #[tokio::test]
     async fn a_reading_older_than_another_workers_record_is_no_change() {
-        use async_nats::jetstream::consumer::pull;
         let server = sinks_testkit::NatsServer::start();
         let js = server.js().await;
         let name = sinks_testkit::unique("GUARDRACE");
         let subject = format!("{}.events", name.to_lowercase());
         let stream = sinks_testkit::stream_with_subjects(&js, &name, &[&subject]).await;
-        let consumer: PullConsumer = stream
-            .create_consumer(pull::Config { durable_name: Some("sink".into()), ..Default::default() })
-            .await
-            .unwrap();
+        let consumer = sinks_testkit::durable_pull_consumer(&stream, "sink").await;
         let config = Config::from_value(serde_json::json!({
             "nats": {"url": server.url(), "stream": name, "consumer": "sink", "subject": subject},
             "stream_guard": {"bucket": sinks_testkit::unique("guard"), "rewind_confirm_seconds": 1},
