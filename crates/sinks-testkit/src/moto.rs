@@ -25,7 +25,8 @@ use std::time::{Duration, Instant};
 
 use crate::process::{first_file, free_port, on_path, tools_dir};
 
-/// Environment variable naming a `moto_server` binary to use instead of the tools venv's.
+/// Environment variable naming a `moto_server` to use instead of the tools venv's: moto's
+/// Python console script, whose `#!` interpreter the server is started with.
 pub const MOTO_BIN_ENV: &str = "MOTO_SERVER_BIN";
 
 /// The pinned moto release (`cargo xtask setup` installs `moto[server]` at this version).
