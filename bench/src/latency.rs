@@ -3,7 +3,9 @@
 //!
 //! For each sink (the file sink with `fsync: true`, the MySQL sink in upsert mode against the
 //! run's private MariaDB), each worker count (processes on one durable consumer) and each
-//! contender (`nats-sink`; with `--reference` the Python reference on the identical config):
+//! contender (`nats-sink`; with `--raw` the raw ordered file loop, `raw_ceiling run`, the
+//! ceiling of the file sink's latency; with `--reference` the Python reference on the
+//! identical config):
 //!
 //! 1. **Maximum rate, closed loop**: a backlog of `--max-messages` messages, consumed from
 //!    spawn until JetStream shows every one acknowledged.
@@ -76,6 +78,11 @@ pub(crate) struct Args {
     /// `delivery.batch_timeout_ms` (the longest a fetch waits for a first message).
     #[arg(long, default_value_t = 100)]
     batch_timeout_ms: u64,
+    /// Also measure the raw ordered file loop (`raw_ceiling run`, file sink only): the same
+    /// files, fsyncs and acks with no framework, one batch at a time, as the sink's default
+    /// ordering writes batches that each hold every subject.
+    #[arg(long)]
+    raw: bool,
     /// Also measure the Python reference (nats-sinks 0.4.3 in a venv under `target/bench/`).
     #[arg(long)]
     reference: bool,
@@ -212,6 +219,14 @@ pub(crate) fn run(args: Args) -> Result<()> {
     for program in &args.nats_sink {
         let name = program.file_name().map_or_else(|| program.display().to_string(), |n| n.to_string_lossy().into());
         contenders.push(Contender { label: name, program: program.clone() });
+    }
+    if args.raw {
+        if sinks != ["file"] {
+            bail!("--raw: the raw ordered loop writes files only (--sinks file)");
+        }
+        crate::cargo(&["build", "--release", "--quiet", "-p", "sinks-bench", "--bin", "raw_ceiling"], &[])?;
+        let program = sinks_testkit::target_dir().join("release/raw_ceiling");
+        contenders.push(Contender { label: "raw ordered file loop".into(), program });
     }
     if args.reference {
         let program = crate::bench::reference_venv(&root)?;

@@ -18,6 +18,14 @@
 //! `raw_ceiling NATS_URL STREAM CONSUMER COUNT BATCH IN_FLIGHT CONCURRENCY BODY_BYTES MODE
 //! TARGET…` consumes COUNT messages, then idles until it is killed (so that its peak RSS and
 //! CPU time can still be read).
+//!
+//! `raw_ceiling run CONFIG` is the latency ceiling of the file sink (`sinks-bench latency
+//! --raw`): it takes the contenders' config file (`nats.url`, `nats.stream`,
+//! `nats.consumer`, `delivery.batch_size`, `sink.directory`, `sink.fsync`) and writes each
+//! message as above into a directory per subject (the file sink's default
+//! `partition_by_subject`), fsyncing every directory a batch touched, **one batch at a time**:
+//! what the sink's default ordering (by subject) makes of batches that each hold every
+//! subject. It runs until it is killed.
 #![allow(clippy::print_stderr)]
 
 #[path = "support/batches.rs"]
@@ -25,6 +33,7 @@ mod batches;
 #[path = "support/durable.rs"]
 mod durable;
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -41,12 +50,26 @@ type Error = Box<dyn std::error::Error + Send + Sync>;
 const FILE_TASKS: usize = 8;
 /// Fsyncs in flight per batch (the file sink's).
 const FSYNC_TASKS: usize = 64;
+/// The document size of `raw_ceiling run`: the file sink's record of a 256-byte latency
+/// message is 1,562 bytes.
+const RECORD_BYTES: usize = 1562;
 
 /// Where the messages go.
 enum Target {
-    Http { client: reqwest::Client, url: String },
+    Http {
+        client: reqwest::Client,
+        url: String,
+    },
     S3(Arc<dyn ObjectStore>),
-    File { dir: PathBuf, fsync: bool },
+    File {
+        dir: PathBuf,
+        fsync: bool,
+    },
+    /// A directory per subject below `root` (made on first use, the root fsynced then).
+    Partitioned {
+        root: PathBuf,
+        fsync: bool,
+    },
 }
 
 /// The document one message becomes.
@@ -59,6 +82,7 @@ struct Doc<'a> {
     pad: &'a str,
 }
 
+/// One message's document: its stream sequence and bytes.
 fn body(message: &Message, size: usize, pad: &str) -> Result<(u64, Vec<u8>), Error> {
     let info = message.info()?;
     let payload: &serde_json::value::RawValue = serde_json::from_slice(&message.payload)?;
@@ -107,6 +131,29 @@ impl Target {
                     .await
             }
             Self::File { dir, fsync } => write_files(dir, docs, *fsync).await,
+            Self::Partitioned { root, fsync } => {
+                let mut by_dir: BTreeMap<&str, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
+                for (message, doc) in batch.iter().zip(docs) {
+                    by_dir.entry(message.subject.as_str()).or_default().push(doc);
+                }
+                let mut made = false;
+                for subject in by_dir.keys() {
+                    let dir = root.join(subject);
+                    if !dir.exists() {
+                        std::fs::create_dir(&dir)?;
+                        made = true;
+                    }
+                }
+                let writes = by_dir.into_iter().map(|(subject, docs)| {
+                    let dir = root.join(subject);
+                    async move { write_files(&dir, docs, *fsync).await }
+                });
+                futures::future::try_join_all(writes).await?;
+                if made && *fsync {
+                    sync_dir(root.clone()).await?;
+                }
+                Ok(())
+            }
         }
     }
 }
@@ -143,16 +190,21 @@ async fn write_files(dir: &Path, docs: Vec<(u64, Vec<u8>)>, fsync: bool) -> Resu
     };
     run_parallel(staged, FILE_TASKS, place).await.into_iter().collect::<Result<(), _>>()?;
     if fsync {
-        let dir = dir.to_path_buf();
-        tokio::task::spawn_blocking(move || std::fs::File::open(dir)?.sync_all()).await??;
+        sync_dir(dir.to_path_buf()).await?;
     }
+    Ok(())
+}
+
+/// Fsyncs directory `dir` on a blocking thread.
+async fn sync_dir(dir: PathBuf) -> Result<(), Error> {
+    tokio::task::spawn_blocking(move || std::fs::File::open(dir)?.sync_all()).await??;
     Ok(())
 }
 
 fn usage() -> ! {
     eprintln!(
         "usage: raw_ceiling NATS_URL STREAM CONSUMER COUNT BATCH IN_FLIGHT CONCURRENCY BODY_BYTES \
-         (http URL | s3 ENDPOINT BUCKET | file DIRECTORY fsync|nofsync)"
+         (http URL | s3 ENDPOINT BUCKET | file DIRECTORY fsync|nofsync)\n       raw_ceiling run CONFIG"
     );
     std::process::exit(2);
 }
@@ -190,6 +242,11 @@ async fn main() -> Result<(), Error> {
 
 async fn run() -> Result<(), Error> {
     let args: Vec<String> = std::env::args().collect();
+    if let [_, run, config] = args.as_slice()
+        && run == "run"
+    {
+        return ordered_file_loop(Path::new(config)).await;
+    }
     let [_, url, stream, consumer, count, batch, in_flight, concurrency, body_bytes, mode @ ..] = args.as_slice()
     else {
         usage()
@@ -208,4 +265,26 @@ async fn run() -> Result<(), Error> {
     js.client().flush().await?;
     tokio::signal::ctrl_c().await?;
     Ok(())
+}
+
+/// The ordered file loop of `raw_ceiling run CONFIG` (see the module documentation).
+async fn ordered_file_loop(config: &Path) -> Result<(), Error> {
+    let config: serde_json::Value = serde_json::from_slice(&std::fs::read(config)?)?;
+    let text = |pointer: &str| {
+        config.pointer(pointer).and_then(serde_json::Value::as_str).ok_or_else(|| format!("{pointer}: no string"))
+    };
+    let (url, stream, consumer, root) =
+        (text("/nats/url")?, text("/nats/stream")?, text("/nats/consumer")?, text("/sink/directory")?);
+    let batch = config.pointer("/delivery/batch_size").and_then(serde_json::Value::as_u64).unwrap_or(100) as usize;
+    let fsync = config.pointer("/sink/fsync").and_then(serde_json::Value::as_bool).unwrap_or(false);
+    std::fs::create_dir_all(root)?;
+    let target = Target::Partitioned { root: PathBuf::from(root), fsync };
+    let js = async_nats::jetstream::new(async_nats::connect(url).await?);
+    let consumer = durable::bind(&js, stream, consumer, None).await?;
+    let (size, pad) = (RECORD_BYTES, "p".repeat(RECORD_BYTES));
+    let (target, pad) = (&target, pad.as_str());
+    batches::write_then_ack(&consumer, usize::MAX, batch, 1, async |batch: &[Message]| {
+        target.write(batch, 1, size, pad).await
+    })
+    .await
 }
