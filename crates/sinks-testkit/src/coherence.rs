@@ -19,9 +19,9 @@
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::process::{first_file, free_port, on_path, tools_dir};
+use crate::process::{Readiness, await_ready, first_file, free_port, on_path, tools_dir};
 
 /// Environment variable naming a running member's gRPC proxy (`127.0.0.1:PORT`).
 pub const COHERENCE_ENV: &str = "NATS_SINKS_TEST_COHERENCE";
@@ -169,34 +169,19 @@ impl CoherenceMember {
     /// Waits until `/ready` on the health port answers 200 (the gRPC proxy is up and any
     /// recovery from persistence has finished).
     async fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(120);
         let url = format!("http://127.0.0.1:{}/ready", self.health_port);
         let http = reqwest::Client::builder().timeout(Duration::from_secs(2)).build().map_err(|e| e.to_string())?;
-        loop {
-            if let Ok(r) = http.get(&url).send().await
-                && r.status().is_success()
-            {
-                return Ok(());
-            }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(format!("coherence member exited ({status}); log in {}", self.log().display()));
-            }
-            if Instant::now() > deadline {
-                return Err(format!("coherence member not ready after 120 s; log in {}", self.log().display()));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let log = self.log();
+        let tail = move || format!("log in {}", log.display());
+        let how = Readiness::new("coherence member", Duration::from_secs(120), &tail);
+        await_ready(&mut self.child, how, async || http.get(&url).send().await.is_ok_and(|r| r.status().is_success()))
+            .await
     }
 
     /// Stops the member abruptly (SIGKILL) and waits until its gRPC port is closed.
     pub fn kill(&mut self) {
         crate::process::kill_child(&mut self.child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.grpc_port)).is_ok() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        crate::process::wait_closed(self.grpc_port);
     }
 
     /// Starts the member again on the same ports with the same persistence directory, and

@@ -35,7 +35,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::nosql::{Nson, read_value, write_value};
-use crate::process::{free_port, free_port_range, workspace_root};
+use crate::process::{free_port, free_port_range, wait_closed, workspace_root};
 
 /// The Oracle NoSQL Database release the jars are.
 pub const ORACLE_NOSQL_VERSION: &str = "25.3.21";
@@ -385,14 +385,6 @@ impl Drop for KvLite {
 /// The name prefix of a store's directory under the temporary directory, followed by the
 /// owning process's id.
 const ROOT_PREFIX: &str = "kvlite-";
-
-/// Waits (up to 10 s) until nothing accepts connections on `port` of 127.0.0.1.
-fn wait_closed(port: u16) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 /// One raw request to a NoSQL proxy (or the fault-injection server) at `endpoint`: operation
 /// `op` on `table` (none when empty) with the payload fields `payload`, as the SDKs send it

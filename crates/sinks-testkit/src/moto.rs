@@ -21,9 +21,9 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::process::{first_file, free_port, on_path, tools_dir};
+use crate::process::{Readiness, await_ready, first_file, free_port, on_path, tools_dir};
 
 /// Environment variable naming a `moto_server` to use instead of the tools venv's: moto's
 /// Python console script, whose `#!` interpreter the server is started with.
@@ -113,32 +113,21 @@ impl Moto {
         Ok(server)
     }
 
-    /// The last lines of the server's log.
-    fn log_tail(&self) -> String {
-        let text = std::fs::read_to_string(self.log.path()).unwrap_or_default();
-        let lines: Vec<&str> = text.lines().rev().take(5).collect();
-        lines.into_iter().rev().collect::<Vec<_>>().join(" / ")
-    }
-
     /// Waits until the server lists buckets.
     async fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(60);
         let http = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().map_err(|e| e.to_string())?;
-        loop {
-            if http.get(self.endpoint()).send().await.is_ok_and(|r| r.status().is_success()) {
-                return Ok(());
-            }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(format!("moto_server exited ({status}): {}", self.log_tail()));
-            }
-            if Instant::now() > deadline {
-                crate::process::kill_child(&mut self.child);
-                return Err(format!("moto_server not ready after 60 s: {}", self.log_tail()));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+        let (endpoint, log) = (self.endpoint(), self.log.path().to_path_buf());
+        // The last lines of the server's log.
+        let tail = move || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().rev().take(5).collect();
+            lines.into_iter().rev().collect::<Vec<_>>().join(" / ")
+        };
+        let how = Readiness::new("moto_server", Duration::from_secs(60), &tail);
+        await_ready(&mut self.child, how, async || {
+            http.get(&endpoint).send().await.is_ok_and(|r| r.status().is_success())
+        })
+        .await
     }
 
     /// The S3 endpoint, `http://127.0.0.1:PORT` (path-style requests).

@@ -5,6 +5,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
 /// A TCP port on 127.0.0.1 that was free a moment ago and stays this process's own.
 ///
@@ -183,6 +184,59 @@ pub(crate) fn kill_child(child: &mut Option<Child>) {
     }
 }
 
+/// Waits (up to 10 s) until nothing accepts connections on `port` of 127.0.0.1: a killed
+/// server's ports free before a restart binds them again.
+pub(crate) fn wait_closed(port: u16) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// How [`await_ready`] waits for a server it started: what to call it, how long at the most,
+/// how often to ask, and what to quote when it fails (the end of its log).
+pub(crate) struct Readiness<'a> {
+    /// The server's name in the error (`"moto_server"`).
+    pub(crate) what: &'a str,
+    /// The longest wait.
+    pub(crate) within: Duration,
+    /// The pause between two probes.
+    pub(crate) every: Duration,
+    /// What the error quotes (read only when it fails).
+    pub(crate) tail: &'a dyn Fn() -> String,
+}
+
+impl<'a> Readiness<'a> {
+    /// `what`, probed every 200 ms for up to `within`, quoting `tail` when it fails.
+    pub(crate) fn new(what: &'a str, within: Duration, tail: &'a dyn Fn() -> String) -> Self {
+        Self { what, within, every: Duration::from_millis(200), tail }
+    }
+}
+
+/// Probes until `ready` answers true. Fails with the server's name and its log's tail when
+/// `child` exits first, or when the wait is over (the child killed then, so that nothing
+/// half-started is left).
+pub(crate) async fn await_ready(
+    child: &mut Option<Child>,
+    how: Readiness<'_>,
+    mut ready: impl AsyncFnMut() -> bool,
+) -> Result<(), String> {
+    let deadline = Instant::now() + how.within;
+    loop {
+        if ready().await {
+            return Ok(());
+        }
+        if let Some(Ok(Some(status))) = child.as_mut().map(Child::try_wait) {
+            return Err(format!("{} exited ({status}): {}", how.what, (how.tail)()));
+        }
+        if Instant::now() > deadline {
+            kill_child(child);
+            return Err(format!("{} not ready after {} s: {}", how.what, how.within.as_secs(), (how.tail)()));
+        }
+        tokio::time::sleep(how.every).await;
+    }
+}
+
 /// Starts a watchdog that SIGKILLs `child` once this process has ended, and ends by itself
 /// when the child has. A server started for a test or a whole run thus never outlives its
 /// owner, however the owner ends.
@@ -299,8 +353,8 @@ mod tests {
         assert!(process_state(pid).is_some_and(|s| s != 'T'), "a live process that is not stopped");
         let target = rustix::process::Pid::from_child(&child);
         rustix::process::kill_process(target, rustix::process::Signal::STOP).unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-        while !all_threads_stopped(pid) && std::time::Instant::now() < deadline {
+        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        while !all_threads_stopped(pid) && Instant::now() < deadline {
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
         assert!(all_threads_stopped(pid), "SIGSTOP did not show as a stopped process");
@@ -310,5 +364,52 @@ mod tests {
         child.wait().unwrap();
         assert!(!all_threads_stopped(pid), "a process that is gone counted as stopped");
         assert_eq!(process_state(pid), None, "a process that is gone");
+    }
+
+    fn readiness(what: &'static str, within: Duration) -> Readiness<'static> {
+        Readiness { what, within, every: Duration::from_millis(10), tail: &|| "the tail".to_owned() }
+    }
+
+    /// A server is ready when its probe says so; one that exits first, or is not ready in
+    /// time, fails with its name and its log's tail, and the one not ready in time is killed.
+    #[tokio::test]
+    async fn a_started_server_is_awaited_until_ready_exited_or_late() {
+        let mut probes = 0;
+        let mut child = Some(Command::new("sleep").arg("30").spawn().unwrap());
+        let ready = await_ready(&mut child, readiness("server", Duration::from_secs(10)), async || {
+            probes += 1;
+            probes == 3
+        });
+        assert_eq!(ready.await, Ok(()));
+        assert_eq!(probes, 3, "probed until ready");
+        assert!(child.as_mut().unwrap().try_wait().unwrap().is_none(), "a ready server is left running");
+        kill_child(&mut child);
+
+        let mut child = Some(Command::new("sh").args(["-c", "exit 3"]).spawn().unwrap());
+        let exited = await_ready(&mut child, readiness("server", Duration::from_secs(10)), async || false).await;
+        let e = exited.unwrap_err();
+        assert!(e.starts_with("server exited (exit status: 3): the tail"), "{e}");
+
+        let mut child = Some(Command::new("sleep").arg("30").spawn().unwrap());
+        let pid = child.as_ref().unwrap().id();
+        let late = await_ready(&mut child, readiness("server", Duration::from_secs(1)), async || false).await;
+        assert_eq!(late, Err("server not ready after 1 s: the tail".to_owned()));
+        assert!(child.is_none() && process_state(pid).is_none(), "the late server was killed and reaped");
+    }
+
+    /// A port is awaited while something listens on it, and no longer once nothing does.
+    #[test]
+    fn a_closed_port_is_awaited() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let closer = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(listener);
+        });
+        let started = Instant::now();
+        wait_closed(port);
+        assert!(started.elapsed() >= Duration::from_millis(250), "returned while the port was open");
+        assert!(std::net::TcpStream::connect(("127.0.0.1", port)).is_err());
+        closer.join().unwrap();
     }
 }

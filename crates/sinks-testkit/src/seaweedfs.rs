@@ -17,9 +17,9 @@
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use crate::process::{first_file, free_port, on_path, tools_dir};
+use crate::process::{Readiness, await_ready, first_file, free_port, on_path, tools_dir};
 
 /// Access key id of the test identity.
 pub const S3_ACCESS_KEY_ID: &str = "nats-sinks-test";
@@ -153,8 +153,8 @@ impl SeaweedFs {
 
     /// The last lines of the server's fatal and error logs (the tempdir goes with the server,
     /// so an error message must carry them).
-    fn log_tail(&self) -> String {
-        let logs = self.dir.path().join("logs");
+    /// The last error lines of the server's logs in `logs`.
+    fn log_tail(logs: &std::path::Path) -> String {
         let mut tail = Vec::new();
         for name in ["weed.FATAL", "weed.ERROR"] {
             if let Ok(text) = std::fs::read_to_string(logs.join(name)) {
@@ -206,32 +206,21 @@ impl SeaweedFs {
     /// Waits until the master can assign a file id (a volume server has joined) and the
     /// filer and the S3 gateway answer.
     async fn wait_ready(&mut self) -> Result<(), String> {
-        let deadline = Instant::now() + Duration::from_secs(60);
         let assign = format!("http://127.0.0.1:{}/dir/assign", self.ports.master);
         let filer = format!("http://127.0.0.1:{}/", self.ports.filer);
         let s3 = format!("http://127.0.0.1:{}/", self.ports.s3);
         let http = client();
-        loop {
+        let logs = self.dir.path().join("logs");
+        let tail = move || Self::log_tail(&logs);
+        let how = Readiness::new("weed server", Duration::from_secs(60), &tail);
+        await_ready(&mut self.child, how, async || {
             let assigned = match http.get(&assign).send().await {
                 Ok(r) if r.status().is_success() => r.text().await.unwrap_or_default().contains("\"fid\""),
                 _ => false,
             };
-            let filer_up = http.get(&filer).send().await.is_ok();
-            let s3_up = http.get(&s3).send().await.is_ok();
-            if assigned && filer_up && s3_up {
-                return Ok(());
-            }
-            if let Some(child) = self.child.as_mut()
-                && let Ok(Some(status)) = child.try_wait()
-            {
-                return Err(format!("weed server exited ({status}): {}", self.log_tail()));
-            }
-            if Instant::now() > deadline {
-                crate::process::kill_child(&mut self.child);
-                return Err(format!("weed server not ready after 60 s: {}", self.log_tail()));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
+            assigned && http.get(&filer).send().await.is_ok() && http.get(&s3).send().await.is_ok()
+        })
+        .await
     }
 
     /// The S3 endpoint and filer of this server (stable across restarts).
@@ -246,10 +235,7 @@ impl SeaweedFs {
     pub fn kill(&mut self) {
         crate::process::kill_child(&mut self.child);
         // The gateway's ports must be free before a restart binds them again.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", self.ports.s3)).is_ok() && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        crate::process::wait_closed(self.ports.s3);
     }
 
     /// Starts the server again on the same ports with the same data.
