@@ -1,6 +1,7 @@
 //! Process and port helpers: free ports, the workspace root and target directory, running
-//! cargo, killing a child, and a watchdog that kills a server when the process that started
-//! it ends (even by SIGKILL or a test-runner timeout), so no test run leaves a server behind.
+//! cargo, killing a child, waiting for a started server to be ready and for a killed one's
+//! port to close, and a watchdog that kills a server when the process that started it ends
+//! (even by SIGKILL or a test-runner timeout), so no test run leaves a server behind.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
