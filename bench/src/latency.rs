@@ -580,6 +580,10 @@ fn render(args: &Args, rows: &[Row]) -> String {
         args.warmup,
         args.duration
     );
+    if let Some(patch) = &args.config_patch {
+        // The sink column names the suite's sink as it is before the patch.
+        md.push_str(&format!("Every contender's config had `{patch}` merged into it (`--config-patch`).\n\n"));
+    }
     md.push_str("| sink | workers | contender | its max msgs/s | load | rate msgs/s | p50 | p99 | p99.9 | max | measured | unacked | publisher late p99 | peak RSS MiB | load average |\n");
     md.push_str("|---|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for r in rows {
