@@ -132,22 +132,16 @@ impl Target {
             }
             Self::File { dir, fsync } => write_files(dir, docs, *fsync).await,
             Self::Partitioned { root, fsync } => {
-                let mut by_dir: BTreeMap<&str, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
+                let mut by_dir: BTreeMap<PathBuf, Vec<(u64, Vec<u8>)>> = BTreeMap::new();
                 for (message, doc) in batch.iter().zip(docs) {
-                    by_dir.entry(message.subject.as_str()).or_default().push(doc);
+                    by_dir.entry(root.join(message.subject.as_str())).or_default().push(doc);
                 }
                 let mut made = false;
-                for subject in by_dir.keys() {
-                    let dir = root.join(subject);
-                    if !dir.exists() {
-                        std::fs::create_dir(&dir)?;
-                        made = true;
-                    }
+                for dir in by_dir.keys().filter(|dir| !dir.exists()) {
+                    std::fs::create_dir(dir)?;
+                    made = true;
                 }
-                let writes = by_dir.into_iter().map(|(subject, docs)| {
-                    let dir = root.join(subject);
-                    async move { write_files(&dir, docs, *fsync).await }
-                });
+                let writes = by_dir.into_iter().map(async |(dir, docs)| write_files(&dir, docs, *fsync).await);
                 futures::future::try_join_all(writes).await?;
                 if made && *fsync {
                     sync_dir(root.clone()).await?;

@@ -354,9 +354,9 @@ mod tests {
         assert!(process_state(pid).is_some_and(|s| s != 'T'), "a live process that is not stopped");
         let target = rustix::process::Pid::from_child(&child);
         rustix::process::kill_process(target, rustix::process::Signal::STOP).unwrap();
-        let deadline = Instant::now() + std::time::Duration::from_secs(5);
+        let deadline = Instant::now() + Duration::from_secs(5);
         while !all_threads_stopped(pid) && Instant::now() < deadline {
-            std::thread::sleep(std::time::Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(5));
         }
         assert!(all_threads_stopped(pid), "SIGSTOP did not show as a stopped process");
         assert_eq!(process_state(pid), Some('T'));

@@ -151,9 +151,8 @@ impl SeaweedFs {
         Ok(dir)
     }
 
-    /// The last lines of the server's fatal and error logs (the tempdir goes with the server,
-    /// so an error message must carry them).
-    /// The last error lines of the server's logs in `logs`.
+    /// The last lines of the server's fatal and error logs in `logs` (the tempdir goes with
+    /// the server, so an error message must carry them).
     fn log_tail(logs: &std::path::Path) -> String {
         let mut tail = Vec::new();
         for name in ["weed.FATAL", "weed.ERROR"] {
